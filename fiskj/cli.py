@@ -1,0 +1,50 @@
+"""The ``fiskj`` command: dispatches to ``fiskj run`` and ``fiskj session ...``.
+
+Exit status: 0 success (a completed run), 1 error, 2 usage error,
+3 suspended run (``fiskj run``).  Subcommands live in their own modules:
+:mod:`fiskj.cli_run` and :mod:`fiskj.cli_session`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_SUSPENDED = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the top-level parser with every subcommand registered."""
+    from . import cli_run, cli_session
+
+    parser = argparse.ArgumentParser(
+        prog="fiskj",
+        description="Run, suspend, resume and inspect checkpointed agent runs (fisk-ai v2 journals).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    cli_run.register(sub)
+    cli_session.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fiskj`` console script; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("fiskj: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

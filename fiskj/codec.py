@@ -1,0 +1,316 @@
+"""Encode and decode one journal line (docs/spec.md, "Envelope" and "Payloads").
+
+``encode_record(record) -> bytes`` writes exactly one physical line: compact
+JSON, UTF-8, no raw newline or other control byte inside (JSON escapes every
+code point below U+0020), ending in ``b"\\n"``.  ``decode_record(line)``
+parses one line (with or without its ``\\n``) into a typed record and checks
+the envelope and payload types strictly; it raises :class:`CorruptJournal`
+(or :class:`UnsupportedVersion`) naming the offending ``field``.  The caller
+(the reader) adds path, line and offset.
+
+Both share one size limit, :data:`MAX_RECORD_BYTES`: the writer refuses a
+larger record before any byte is written (:class:`RecordTooLarge`), so the
+reader never meets a valid record it cannot read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import CorruptJournal, InvalidRecord, RecordTooLarge, UnsupportedVersion
+from .fingerprint import FIELDS as FINGERPRINT_FIELDS
+from .fingerprint import Fingerprint
+from .records import (
+    PAYLOAD_KEYS,
+    VERSION,
+    AssistantRecord,
+    MetaRecord,
+    Record,
+    TerminalRecord,
+    ToolResultRecord,
+    UserRecord,
+)
+
+__all__ = ["MAX_RECORD_BYTES", "encode_record", "decode_record", "record_to_json"]
+
+#: Largest encoded record, in bytes, including its final ``\n`` (16 MiB).
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+_decoder = json.JSONDecoder(parse_constant=lambda name: _raise_constant(name))
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def _raise_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# --- encoding -------------------------------------------------------------------
+
+
+def _opt(out: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        out[key] = value
+
+
+def _payload(record: Record) -> dict[str, Any]:
+    out: dict[str, Any]
+    if isinstance(record, MetaRecord):
+        out = {"version": record.version, "run_id": record.run_id, "created": record.created,
+               "fingerprint": record.fingerprint.to_json()}
+        _opt(out, "prompt", record.prompt)
+        _opt(out, "interactive", record.interactive)
+    elif isinstance(record, AssistantRecord):
+        out = {"iteration": record.iteration, "message": record.message}
+        _opt(out, "stop_reason", record.stop_reason)
+        out["in_tokens"] = record.in_tokens
+        out["out_tokens"] = record.out_tokens
+        _opt(out, "cache_read_tokens", record.cache_read_tokens)
+        _opt(out, "cache_create_tokens", record.cache_create_tokens)
+    elif isinstance(record, UserRecord):
+        out = {"message": record.message}
+    elif isinstance(record, ToolResultRecord):
+        out = {"tool_use_id": record.tool_use_id, "result": record.result}
+        _opt(out, "remote", record.remote)
+    elif isinstance(record, TerminalRecord):
+        out = {"reason": record.reason}
+        _opt(out, "message", record.message)
+    else:
+        raise InvalidRecord(f"not a journal record: {type(record).__name__}")
+    for key, value in record.extra.items():
+        out.setdefault(key, value)
+    return out
+
+
+def record_to_json(record: Record) -> dict[str, Any]:
+    """Return the record's envelope as a JSON-ready dict (``seq``, ``protocol``, payload)."""
+    return {"seq": record.seq, "protocol": record.protocol, record.key: _payload(record)}
+
+
+def encode_record(record: Record) -> bytes:
+    """Encode ``record`` as one ``\\n``-terminated line of UTF-8 JSON.
+
+    Non-ASCII text is written as UTF-8 (U+2028 and friends unescaped); a
+    string holding a lone surrogate falls back to ``\\uXXXX`` escapes so it
+    still round-trips.  Raises :class:`InvalidRecord` if the record cannot
+    be encoded (non-JSON values, NaN) and :class:`RecordTooLarge` if the line
+    would exceed :data:`MAX_RECORD_BYTES`.
+    """
+    obj = record_to_json(record)
+    try:
+        try:
+            data = _encoder.encode(obj).encode("utf-8")
+        except UnicodeEncodeError:
+            data = _ascii_encoder.encode(obj).encode("ascii")
+    except (TypeError, ValueError) as exc:
+        raise InvalidRecord(f"record seq {record.seq} cannot be encoded as JSON: {exc}") from None
+    if len(data) + 1 > MAX_RECORD_BYTES:
+        raise RecordTooLarge(
+            f"record seq {record.seq} encodes to {len(data) + 1} bytes, over the limit of "
+            f"{MAX_RECORD_BYTES} bytes (fiskj.codec.MAX_RECORD_BYTES); nothing was written",
+            field=record.key,
+        )
+    return data + b"\n"
+
+
+# --- decoding -------------------------------------------------------------------
+
+
+def _bad(message: str, field: str | None = None) -> CorruptJournal:
+    return CorruptJournal(message, field=field)
+
+
+def _int(obj: dict[str, Any], key: str, where: str, *, required: bool = True) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        if key in obj:
+            raise _bad(f"{where}.{key} is null, expected an integer", f"{where}.{key}")
+        if required:
+            raise _bad(f"{where}.{key} is missing", f"{where}.{key}")
+        return None
+    if type(value) is not int:
+        raise _bad(f"{where}.{key} is {type(value).__name__} {value!r:.40}, expected an integer", f"{where}.{key}")
+    return value
+
+
+def _str(obj: dict[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if key in obj:
+            raise _bad(f"{where}.{key} is null, expected a string", f"{where}.{key}")
+        if required:
+            raise _bad(f"{where}.{key} is missing", f"{where}.{key}")
+        return None
+    if type(value) is not str:
+        raise _bad(f"{where}.{key} is {type(value).__name__}, expected a string", f"{where}.{key}")
+    return value
+
+
+def _bool(obj: dict[str, Any], key: str, where: str) -> bool | None:
+    value = obj.get(key)
+    if value is None:
+        if key in obj:
+            raise _bad(f"{where}.{key} is null, expected a boolean", f"{where}.{key}")
+        return None
+    if type(value) is not bool:
+        raise _bad(f"{where}.{key} is {type(value).__name__}, expected a boolean", f"{where}.{key}")
+    return value
+
+
+def _obj(obj: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        raise _bad(f"{where}.{key} is missing", f"{where}.{key}")
+    if type(value) is not dict:
+        raise _bad(f"{where}.{key} is {type(value).__name__}, expected an object", f"{where}.{key}")
+    return value
+
+
+def _extra(payload: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    if len(payload) <= len(known) and known.issuperset(payload):
+        return {}
+    return {k: v for k, v in payload.items() if k not in known}
+
+
+def _message(payload: dict[str, Any], where: str, role: str) -> dict[str, Any]:
+    message = _obj(payload, "message", where)
+    got = message.get("role")
+    if got != role:
+        raise _bad(f"{where}.message.role is {got!r}, expected {role!r}", f"{where}.message.role")
+    content = message.get("content")
+    if not isinstance(content, (list, str)):
+        raise _bad(f"{where}.message.content must be a list of blocks or a string", f"{where}.message.content")
+    return message
+
+
+_META = frozenset(("version", "run_id", "created", "fingerprint", "prompt", "interactive"))
+_ASSISTANT = frozenset(("iteration", "message", "stop_reason", "in_tokens", "out_tokens",
+                        "cache_read_tokens", "cache_create_tokens"))
+_USER = frozenset(("message",))
+_TOOL_RESULT = frozenset(("tool_use_id", "result", "remote"))
+_TERMINAL = frozenset(("reason", "message"))
+_FP = frozenset(FINGERPRINT_FIELDS)
+
+
+def _fingerprint(payload: dict[str, Any]) -> Fingerprint:
+    fp = _obj(payload, "fingerprint", "meta")
+    w = "meta.fingerprint"
+    return Fingerprint(
+        model=_str(fp, "model", w), system_hash=_str(fp, "system_hash", w),  # type: ignore[arg-type]
+        tools_hash=_str(fp, "tools_hash", w), thinking_mode=_str(fp, "thinking_mode", w),  # type: ignore[arg-type]
+        max_tokens=_int(fp, "max_tokens", w), max_iterations=_int(fp, "max_iterations", w),  # type: ignore[arg-type]
+        extra=_extra(fp, _FP),
+    )
+
+
+def _decode_meta(p: dict[str, Any], seq: int) -> MetaRecord:
+    version = _int(p, "version", "meta")
+    assert version is not None
+    if version > VERSION:
+        raise UnsupportedVersion(
+            f"journal version {version} is newer than this reader, which reads versions 1 to {VERSION}; "
+            f"upgrade fiskj to read it", field="meta.version")
+    if version < 1:
+        raise _bad(f"meta.version is {version}, expected 1 or {VERSION}", "meta.version")
+    return MetaRecord(
+        version=version, run_id=_str(p, "run_id", "meta"), created=_str(p, "created", "meta"),  # type: ignore[arg-type]
+        fingerprint=_fingerprint(p), prompt=_str(p, "prompt", "meta", required=False),
+        interactive=_bool(p, "interactive", "meta"), extra=_extra(p, _META), seq=seq)
+
+
+def _decode_assistant(p: dict[str, Any], seq: int) -> AssistantRecord:
+    w = "assistant"
+    iteration = _int(p, "iteration", w)
+    if iteration is not None and iteration < 0:
+        raise _bad(f"assistant.iteration is {iteration}, expected >= 0", "assistant.iteration")
+    rec = AssistantRecord(
+        iteration=iteration, message=_message(p, w, "assistant"),  # type: ignore[arg-type]
+        in_tokens=_int(p, "in_tokens", w), out_tokens=_int(p, "out_tokens", w),  # type: ignore[arg-type]
+        stop_reason=_str(p, "stop_reason", w, required=False),
+        cache_read_tokens=_int(p, "cache_read_tokens", w, required=False),
+        cache_create_tokens=_int(p, "cache_create_tokens", w, required=False),
+        extra=_extra(p, _ASSISTANT), seq=seq)
+    for name in ("in_tokens", "out_tokens", "cache_read_tokens", "cache_create_tokens"):
+        value = getattr(rec, name)
+        if value is not None and value < 0:
+            raise _bad(f"assistant.{name} is {value}, expected >= 0", f"assistant.{name}")
+    return rec
+
+
+def _decode_user(p: dict[str, Any], seq: int) -> UserRecord:
+    return UserRecord(message=_message(p, "user", "user"), extra=_extra(p, _USER), seq=seq)
+
+
+def _decode_tool_result(p: dict[str, Any], seq: int) -> ToolResultRecord:
+    w = "tool_result"
+    tool_use_id = _str(p, "tool_use_id", w)
+    result = _obj(p, "result", w)
+    if result.get("type") != "tool_result":
+        raise _bad(f"tool_result.result.type is {result.get('type')!r}, expected 'tool_result'", "tool_result.result.type")
+    if result.get("tool_use_id") != tool_use_id:
+        raise _bad(f"tool_result.result.tool_use_id {result.get('tool_use_id')!r} differs from "
+                   f"tool_result.tool_use_id {tool_use_id!r}", "tool_result.result.tool_use_id")
+    return ToolResultRecord(tool_use_id=tool_use_id, result=result,  # type: ignore[arg-type]
+                            remote=_bool(p, "remote", w), extra=_extra(p, _TOOL_RESULT), seq=seq)
+
+
+def _decode_terminal(p: dict[str, Any], seq: int) -> TerminalRecord:
+    reason = _str(p, "reason", "terminal")
+    if not reason:
+        raise _bad("terminal.reason is empty", "terminal.reason")
+    return TerminalRecord(reason=reason, message=_str(p, "message", "terminal", required=False),  # type: ignore[arg-type]
+                          extra=_extra(p, _TERMINAL), seq=seq)
+
+
+_DECODERS = {
+    "meta": _decode_meta,
+    "assistant": _decode_assistant,
+    "user": _decode_user,
+    "tool_result": _decode_tool_result,
+    "terminal": _decode_terminal,
+}
+
+
+def decode_record(line: bytes) -> Record:
+    """Decode one journal line (``bytes``, a trailing ``\\n`` allowed) into a record.
+
+    Raises :class:`CorruptJournal` when the line is not UTF-8, not one JSON
+    object, nested too deeply, or breaks the envelope or payload rules (the
+    ``field`` attribute names the offending field, e.g. ``"assistant.in_tokens"``),
+    :class:`RecordTooLarge` when it exceeds :data:`MAX_RECORD_BYTES`, and
+    :class:`UnsupportedVersion` for a meta record newer than :data:`VERSION`.
+    Duplicate JSON keys resolve to the last value, as Go's ``encoding/json`` does.
+    """
+    if len(line) > MAX_RECORD_BYTES:
+        raise RecordTooLarge(f"line of {len(line)} bytes exceeds the record limit of {MAX_RECORD_BYTES} bytes")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _bad(f"line is not valid UTF-8 (byte {exc.start} of the line)") from None
+    try:
+        obj = _decoder.decode(text)
+    except RecursionError:
+        raise _bad("line is JSON nested too deeply to decode") from None
+    except ValueError as exc:
+        raise _bad(f"line is not valid JSON: {exc}") from None
+    if type(obj) is not dict:
+        raise _bad(f"line is a JSON {type(obj).__name__}, expected an object")
+    seq = obj.get("seq")
+    if type(seq) is not int:
+        raise _bad("seq is missing" if seq is None else f"seq is {type(seq).__name__} {seq!r:.40}, expected an integer", "seq")
+    if seq < 1:
+        raise _bad(f"seq is {seq}, expected an integer >= 1", "seq")
+    protocol = obj.get("protocol")
+    key = PAYLOAD_KEYS.get(protocol) if type(protocol) is str else None
+    if key is None:
+        raise _bad(f"unknown protocol {protocol!r}", "protocol")
+    if len(obj) != 3 or key not in obj:
+        others = sorted(k for k in obj if k not in ("seq", "protocol"))
+        if key not in obj:
+            raise _bad(f"protocol {protocol} needs payload key {key!r}, found {others}", key)
+        raise _bad(f"exactly one payload key {key!r} is allowed, found {others}", key)
+    payload = obj[key]
+    if type(payload) is not dict:
+        raise _bad(f"payload {key!r} is {type(payload).__name__}, expected an object", key)
+    return _DECODERS[key](payload, seq)
