@@ -1,0 +1,431 @@
+"""The agent loop: run a journaled agent, suspend it at a boundary, resume it.
+
+Source: seed "Suspend, crash, and resume" and "The resume guard"; FORMAT.md
+"Durability rules"; issue 4 items 1-4.  The rules, in the order the loop
+applies them:
+
+1. A *boundary* is the top of an iteration, where nothing is in flight.
+   Only there is a suspend request honoured (a ``suspended`` terminal
+   record), and there the iteration cap is checked (``max_iterations``).
+2. The model is called with the committed conversation.  Its turn is
+   journaled as an assistant record *before* any of its tools runs.
+3. Stop reason ``max_tokens`` (the reply was cut off; a truncated tool_use
+   is never run) and ``refusal`` end the run with ``error``; a model error
+   ends it with ``error``.  A turn without tool_use blocks (and not
+   ``pause_turn``) is the answer: the run ends ``completed``, or in a chat
+   run one follow-up line is read and journaled as a user record (end of
+   input suspends).  Before a turn's tools run (or a ``pause_turn`` is
+   continued) the token budget is checked: all token kinds summed over the
+   run, above the fingerprint's ``max_tokens``, end it with ``budget``.
+4. The turn's tools run in tool_use order; each result is journaled the
+   moment its tool returns.  The next model call sees one user message of
+   all the batch's results in tool_use order.
+5. Every end appends exactly one terminal record.  Signals only set a flag
+   (:class:`SuspendFlag`), so they never interrupt an append.
+6. Resume opens the run (lock, then fold: :meth:`FileStore.open`), refuses
+   a status other than ``open``/``suspended`` and a fingerprint mismatch
+   (unless forced) before appending anything, settles the last journaled
+   turn by rules 3-4 (running only the unanswered tools of a pending
+   batch), then continues at ``next_iteration`` with counters from the fold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import secrets
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, TextIO
+
+from .errors import FingerprintMismatch, ModelError, ResumeRefused, StoreError
+from .fingerprint import Fingerprint, diff, make_fingerprint
+from .fold import RESUMABLE, Counters, Folder, RunState
+from .model import Model, check_response, thinking_param
+from .records import VERSION, AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord
+from .tools import ToolCall, ToolRegistry
+
+__all__ = ["RunConfig", "RunResult", "SuspendFlag", "handle_signals", "MemoryJournal", "new_run_id", "make_meta",
+           "start_run", "resume_run", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_ITERATIONS", "DEFAULT_CALL_MAX_TOKENS"]
+
+#: Default token budget of a run (all kinds summed; fingerprint ``max_tokens``).
+DEFAULT_MAX_TOKENS = 200_000
+#: Default iteration cap (fingerprint ``max_iterations``).
+DEFAULT_MAX_ITERATIONS = 25
+#: Default ``max_tokens`` of one model call (not part of the fingerprint).
+DEFAULT_CALL_MAX_TOKENS = 4096
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The configuration a run is started or resumed with.
+
+    ``model`` is the model name as given to ``--model`` (stored verbatim in
+    the fingerprint); ``system`` the system prompt text (stored as a hash);
+    ``max_tokens`` the run's token budget, all kinds summed; ``thinking``
+    a mode of :func:`fiskj.model.thinking_param`; ``call_max_tokens`` the
+    per-call output limit (plus the thinking budget when thinking is on).
+    """
+
+    model: str
+    system: str = ""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    thinking: str = "off"
+    call_max_tokens: int = DEFAULT_CALL_MAX_TOKENS
+
+    def fingerprint(self, tools: ToolRegistry) -> Fingerprint:
+        """Return the fingerprint of this configuration with ``tools``' definitions."""
+        return make_fingerprint(model=self.model, system=self.system, tools=tools.definitions(),
+                                thinking_mode=self.thinking, max_tokens=self.max_tokens,
+                                max_iterations=self.max_iterations)
+
+    def request(self, messages: list[dict[str, Any]], tools: ToolRegistry) -> dict[str, Any]:
+        """Return the Messages API request body for ``messages`` (raises UsageError on a bad thinking mode)."""
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.call_max_tokens, "messages": messages}
+        if self.system:
+            body["system"] = self.system
+        if len(tools):
+            body["tools"] = tools.definitions()
+        thinking = thinking_param(self.thinking)
+        if thinking is not None:
+            body["thinking"] = thinking
+            body["max_tokens"] += thinking.get("budget_tokens", 0)
+        return body
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How one leg of a run ended: the terminal ``reason`` and ``message`` it wrote.
+
+    ``answer`` is the last answer text (``None`` if none yet), ``state``
+    the fold after the terminal record, ``exit_code`` the CLI status.
+    """
+
+    run_id: str
+    reason: str
+    message: str | None
+    answer: str | None
+    state: RunState
+
+    @property
+    def exit_code(self) -> int:
+        """0 for ``completed``, 3 for ``suspended``, 1 for every other reason."""
+        return {"completed": 0, "suspended": 3}.get(self.reason, 1)
+
+
+class _SuspendNow(BaseException):
+    """Raised by the signal handler only while the loop waits for chat input."""
+
+
+class SuspendFlag:
+    """A suspend request, set by a signal or by :meth:`request`.
+
+    The handler only sets ``requested`` (and counts ``signals``), so a
+    signal never interrupts an append; a second signal is harmless.  The
+    one exception: while the loop blocks reading a chat follow-up (nothing
+    in flight) the handler breaks the read so the run suspends at once.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signals = 0
+        self.signum: int | None = None
+        self.interruptible = False
+
+    def request(self) -> None:
+        """Ask the loop to suspend at its next boundary."""
+        self.requested = True
+
+    def handler(self, signum: int, frame: Any) -> None:
+        """Signal handler: set the flag; break a pending chat read, once."""
+        self.requested, self.signum = True, signum
+        self.signals += 1
+        if self.interruptible:
+            self.interruptible = False
+            raise _SuspendNow()
+
+
+@contextmanager
+def handle_signals(flag: SuspendFlag, signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[SuspendFlag]:
+    """Route ``signums`` to ``flag.handler`` for the block; restore the old handlers after.
+
+    Outside the main thread (where Python cannot set handlers) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    old = {s: signal.signal(s, flag.handler) for s in signums}
+    try:
+        yield flag
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class MemoryJournal:
+    """An in-memory journal (a run without ``--checkpoint``): ``append``, ``state``, ``close``.
+
+    ``records`` holds the records with their seqs; ``state`` folds them.
+    """
+
+    def __init__(self, meta: MetaRecord) -> None:
+        self.records: list[Record] = []
+        self._folder = Folder()
+        self.append(meta)
+
+    def append(self, record: Record) -> int:
+        """Assign the next seq, fold the record and keep it; return the seq."""
+        record = dataclasses.replace(record, seq=len(self.records) + 1)
+        self._folder.add(record)
+        self.records.append(record)
+        return record.seq
+
+    @property
+    def state(self) -> RunState:
+        """The fold of the records appended so far."""
+        return self._folder.state()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def new_run_id() -> str:
+    """Return a fresh run id: ``YYYYMMDD-HHMMSS-`` and 6 random hex digits (UTC)."""
+    return f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def make_meta(run_id: str, prompt: str, fingerprint: Fingerprint, interactive: bool = False) -> MetaRecord:
+    """Return the meta record of a new run (version 2, ``created`` now in RFC 3339, local offset)."""
+    created = datetime.datetime.now().astimezone().isoformat()
+    return MetaRecord(version=VERSION, run_id=run_id, created=created, fingerprint=fingerprint, prompt=prompt,
+                      interactive=True if interactive else None)
+
+
+class _End(Exception):
+    def __init__(self, reason: str, message: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.message = reason, message
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
+
+
+class _Run:
+    """One leg of a run, from a folded state to one terminal record."""
+
+    def __init__(self, journal: Any, state: RunState, config: RunConfig, model: Model, tools: ToolRegistry,
+                 suspend: SuspendFlag, input_stream: TextIO | None, output: TextIO | None, log: Log | None) -> None:
+        self.journal, self.config, self.model, self.tools = journal, config, model, tools
+        self.suspend, self.input, self.output, self.log = suspend, input_stream, output, log or (lambda s: None)
+        self.run_id, self.interactive = state.run_id, state.interactive
+        self.messages = list(state.messages)
+        self.tokens = state.counters.total_tokens
+        self.iteration = state.next_iteration
+        self.answer: str | None = None
+
+    def drive(self, state: RunState) -> RunResult:
+        try:
+            try:
+                self._settle_state(state)
+                while True:
+                    self._boundary()
+                    self._settle(*self._call_model(), fresh=True)
+            except _End as end:
+                self.journal.append(TerminalRecord(reason=end.reason, message=end.message))
+                self.log(f"run {self.run_id} ended: {end.reason}" + (f" ({end.message})" if end.message else ""))
+                return RunResult(self.run_id, end.reason, end.message, self.answer, self.journal.state)
+        except StoreError:
+            raise  # the journal refuses appends (poisoned, lost lock): no terminal can be written
+        except Exception as exc:
+            try:
+                self.journal.append(TerminalRecord(reason="error", message=f"internal error: {type(exc).__name__}: {exc}"))
+            except Exception:
+                pass
+            raise
+
+    def _settle_state(self, state: RunState) -> None:
+        """Apply rules 3-4 to the last journaled turn (a resume), if it is not settled yet."""
+        if state.pending is not None:
+            done = {r.get("tool_use_id"): r for r in state.pending.results}
+            self._settle(state.pending.assistant, state.last_stop_reason, done=done, fresh=False)
+        elif self.messages and self.messages[-1].get("role") == "assistant":
+            self._settle(self.messages.pop(), state.last_stop_reason, fresh=False)
+
+    def _boundary(self) -> None:
+        if self.suspend.requested:
+            how = f"signal {signal.Signals(self.suspend.signum).name}" if self.suspend.signum else "request"
+            raise _End("suspended", f"suspended by {how}")
+        if self.iteration >= self.config.max_iterations:
+            raise _End("max_iterations", f"reached the iteration cap of {self.config.max_iterations}")
+
+    def _call_model(self) -> tuple[dict[str, Any], str | None]:
+        request = self.config.request(self.messages, self.tools)
+        try:
+            response = check_response(self.model.complete(request))
+        except ModelError as exc:
+            raise _End("error", f"model error: {exc}") from None
+        usage = response["usage"]
+        message = {"role": "assistant", "content": response["content"]}
+        record = AssistantRecord(
+            iteration=self.iteration, message=message, stop_reason=response.get("stop_reason"),
+            in_tokens=usage["input_tokens"], out_tokens=usage["output_tokens"],
+            cache_read_tokens=usage.get("cache_read_input_tokens") or None,
+            cache_create_tokens=usage.get("cache_creation_input_tokens") or None)
+        self.journal.append(record)  # rule 2: before any tool runs
+        self.iteration += 1
+        self.tokens += record.in_tokens + record.out_tokens + (record.cache_read_tokens or 0) \
+            + (record.cache_create_tokens or 0)
+        calls = sum(1 for b in message["content"] if b.get("type") == "tool_use")
+        self.log(f"iteration {record.iteration}: {record.stop_reason}, {calls} tool call(s), {self.tokens} tokens")
+        return message, record.stop_reason
+
+    def _settle(self, message: dict[str, Any], stop: str | None, *, done: dict[Any, dict] | None = None,
+                fresh: bool) -> None:
+        """Rule 3: decide what a journaled assistant turn means; run its tools (rule 4)."""
+        if stop == "max_tokens":
+            raise _End("error", "model reply cut off (stop_reason max_tokens); its tool calls were not run")
+        if stop == "refusal":
+            raise _End("error", "the model refused (stop_reason refusal)")
+        blocks = [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if not blocks and stop != "pause_turn":
+            self.messages.append(message)
+            self.answer = _text(message)
+            if self.output is not None and (fresh or not self.interactive):
+                self.output.write(self.answer + "\n")
+                self.output.flush()
+            if not self.interactive:
+                raise _End("completed")
+            self._follow_up()
+            return
+        if self.tokens > self.config.max_tokens:
+            raise _End("budget", f"{self.tokens} tokens used, over the budget of {self.config.max_tokens}")
+        self.messages.append(message)
+        if blocks:
+            self.messages.append({"role": "user", "content": self._run_batch(blocks, done or {})})
+
+    def _run_batch(self, blocks: list[dict[str, Any]], done: dict[Any, dict]) -> list[dict[str, Any]]:
+        """Run the unanswered tools in tool_use order, journaling each result as it returns."""
+        results: dict[str, dict[str, Any]] = {}
+        for block in blocks:
+            tid = block.get("id")
+            if tid in results:
+                continue
+            if tid in done:
+                results[tid] = done[tid]
+                continue
+            name = block.get("name")
+            outcome = self.tools.run(name, block.get("input", {}), ToolCall(str(tid), self.run_id))
+            result = {"type": "tool_result", "tool_use_id": tid, "content": outcome.content,
+                      "is_error": outcome.is_error}
+            self.journal.append(ToolResultRecord(tool_use_id=tid, result=result))
+            results[tid] = result
+            self.log(f"  tool {name} ({tid}): {'error' if outcome.is_error else 'ok'}")
+        return list(results.values())
+
+    def _follow_up(self) -> None:
+        """Chat: read one non-blank line and journal it as a user record; EOF suspends."""
+        while True:
+            line = self._read_line()
+            if line is None:
+                raise _End("suspended", "end of input" if not self.suspend.requested else "suspended by signal")
+            if line.strip():
+                break
+        message = {"role": "user", "content": [{"type": "text", "text": line.rstrip("\r\n")}]}
+        self.journal.append(UserRecord(message=message))
+        self.messages.append(message)
+
+    def _read_line(self) -> str | None:
+        flag = self.suspend
+        if self.input is None:
+            return None
+        try:
+            flag.interruptible = True  # nothing in flight: a signal may break the read
+            if flag.requested:
+                flag.interruptible = False
+                return None
+            line = self.input.readline()
+            flag.interruptible = False
+        except _SuspendNow:
+            return None
+        except BaseException:
+            flag.interruptible = False
+            raise
+        return line or None
+
+
+def start_run(prompt: str, *, config: RunConfig, model: Model, tools: ToolRegistry, store: Any = None,
+              run_id: str | None = None, interactive: bool = False, suspend: SuspendFlag | None = None,
+              input_stream: TextIO | None = None, output: TextIO | None = None, log: Log | None = None,
+              on_open: Callable[[RunState], None] | None = None) -> RunResult:
+    """Start a run and drive it to its first terminal record.
+
+    With ``store`` (a :class:`fiskj.store.FileStore`) the run is journaled
+    as ``run_id`` (default :func:`new_run_id`); without, it lives in a
+    :class:`MemoryJournal`.  ``on_open(state)`` is called once the journal
+    exists.  ``output`` receives each answer; ``log`` progress lines;
+    ``input_stream`` chat follow-ups.  Raises the store's errors
+    (``RunExists``, ``InvalidRunID``, ``StoreIOError``, ...); model and tool
+    failures end the run instead (see the module docstring).
+    """
+    run_id = run_id or new_run_id()
+    meta = make_meta(run_id, prompt, config.fingerprint(tools), interactive)
+    config.request([], tools)  # a bad thinking mode is a usage error before anything is written
+    journal = store.create(run_id, meta) if store is not None else MemoryJournal(meta)
+    try:
+        state = journal.state
+        if on_open is not None:
+            on_open(state)
+        return _Run(journal, state, config, model, tools, suspend or SuspendFlag(), input_stream, output,
+                    log).drive(state)
+    finally:
+        journal.close()
+
+
+def check_resumable(state: RunState, current: Fingerprint, force: bool = False) -> list[str]:
+    """Raise :class:`ResumeRefused` unless ``state.status`` is open or suspended, and
+    :class:`FingerprintMismatch` (``changes`` = one line per field) when the
+    fingerprints differ and ``force`` is false.  Returns the differences."""
+    if state.status not in RESUMABLE:
+        raise ResumeRefused(f"run {state.run_id} is {state.status!r}; only an open or suspended run can be resumed",
+                            run_id=state.run_id)
+    changes = diff(state.fingerprint, current)
+    if changes and not force:
+        raise FingerprintMismatch(f"run {state.run_id} was started with another configuration: "
+                                  f"{'; '.join(changes)} (pass --force to resume anyway)",
+                                  run_id=state.run_id, changes=changes)
+    return changes
+
+
+def resume_run(run_id: str, *, store: Any, config: RunConfig, model: Model, tools: ToolRegistry, force: bool = False,
+               suspend: SuspendFlag | None = None, input_stream: TextIO | None = None, output: TextIO | None = None,
+               log: Log | None = None, on_open: Callable[[RunState], None] | None = None) -> RunResult:
+    """Resume run ``run_id`` of ``store`` and drive it to its next terminal record.
+
+    Opens the run (lock, then fold), refuses per :func:`check_resumable`
+    with nothing appended, calls ``on_open(state)``, finishes the pending
+    batch (only unanswered tools run) and continues.  Raises
+    ``RunNotFound``, ``RunLocked``, ``ResumeRefused``,
+    ``FingerprintMismatch`` and the store's IO errors.
+    """
+    journal = store.open(run_id)
+    try:
+        state = journal.state
+        changes = check_resumable(state, config.fingerprint(tools), force)
+        if changes and log is not None:
+            log(f"resuming despite a changed configuration (--force): {'; '.join(changes)}")
+        config.request([], tools)
+        if on_open is not None:
+            on_open(state)
+        return _Run(journal, state, config, model, tools, suspend or SuspendFlag(), input_stream, output,
+                    log).drive(state)
+    finally:
+        journal.close()
