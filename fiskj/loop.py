@@ -42,13 +42,13 @@ from typing import Any, Callable, Iterator, TextIO
 
 from .errors import FingerprintMismatch, ModelError, ResumeRefused, StoreError
 from .fingerprint import Fingerprint, diff, make_fingerprint
-from .fold import RESUMABLE, Counters, Folder, RunState
+from .fold import RESUMABLE, Folder, RunState
 from .model import Model, check_response, thinking_param
 from .records import VERSION, AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord
 from .tools import ToolCall, ToolRegistry
 
 __all__ = ["RunConfig", "RunResult", "SuspendFlag", "handle_signals", "MemoryJournal", "new_run_id", "make_meta",
-           "start_run", "resume_run", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_ITERATIONS", "DEFAULT_CALL_MAX_TOKENS"]
+           "check_resumable", "start_run", "resume_run", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_ITERATIONS", "DEFAULT_CALL_MAX_TOKENS"]
 
 #: Default token budget of a run (all kinds summed; fingerprint ``max_tokens``).
 DEFAULT_MAX_TOKENS = 200_000
