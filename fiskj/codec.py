@@ -10,7 +10,12 @@ the envelope and payload types strictly; it raises :class:`CorruptJournal`
 
 Both share one size limit, :data:`MAX_RECORD_BYTES`: the writer refuses a
 larger record before any byte is written (:class:`RecordTooLarge`), so the
-reader never meets a valid record it cannot read.
+reader never meets a valid record it cannot read.  For the same reason the
+writer refuses a record nested deeper than :data:`MAX_NESTING` arrays and
+objects (:class:`InvalidRecord`; Python's parser is recursive and gives up
+near 1,000 levels, fewer when called deep in a stack), and the decoder
+refuses a number that does not fit a float (``1e400``: it would decode to
+infinity, which no JSON encoder writes back; Go refuses it too).
 """
 
 from __future__ import annotations
@@ -32,18 +37,52 @@ from .records import (
     UserRecord,
 )
 
-__all__ = ["MAX_RECORD_BYTES", "encode_record", "decode_record", "record_to_json"]
+__all__ = ["MAX_RECORD_BYTES", "MAX_NESTING", "encode_record", "decode_record", "record_to_json"]
 
 #: Largest encoded record, in bytes, including its final ``\n`` (16 MiB).
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 
-_decoder = json.JSONDecoder(parse_constant=lambda name: _raise_constant(name))
+#: Deepest nesting of arrays and objects the writer accepts in a record (the envelope object is level 1).
+MAX_NESTING = 512
+
+_decoder = json.JSONDecoder(parse_constant=lambda name: _raise_constant(name),
+                            parse_float=lambda text: _finite_float(text))
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 def _raise_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):
+        raise ValueError(f"number {text[:40]} is out of the range of a float")
+    return value
+
+
+_INF = float("inf")
+
+
+def _nesting(value: Any) -> int:
+    """Return the nesting depth of arrays and objects in ``value`` (iterative; stops past :data:`MAX_NESTING`)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_NESTING:
+                break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 # --- encoding -------------------------------------------------------------------
@@ -94,8 +133,8 @@ def encode_record(record: Record) -> bytes:
     Non-ASCII text is written as UTF-8 (U+2028 and friends unescaped); a
     string holding a lone surrogate falls back to ``\\uXXXX`` escapes so it
     still round-trips.  Raises :class:`InvalidRecord` if the record cannot
-    be encoded (non-JSON values, NaN) and :class:`RecordTooLarge` if the line
-    would exceed :data:`MAX_RECORD_BYTES`.
+    be encoded (non-JSON values, NaN, nested deeper than :data:`MAX_NESTING`)
+    and :class:`RecordTooLarge` if the line would exceed :data:`MAX_RECORD_BYTES`.
     """
     obj = record_to_json(record)
     try:
@@ -103,8 +142,15 @@ def encode_record(record: Record) -> bytes:
             data = _encoder.encode(obj).encode("utf-8")
         except UnicodeEncodeError:
             data = _ascii_encoder.encode(obj).encode("ascii")
+    except RecursionError:
+        data = None
     except (TypeError, ValueError) as exc:
         raise InvalidRecord(f"record seq {record.seq} cannot be encoded as JSON: {exc}") from None
+    # Counting brackets is cheap; only a line with many of them is walked.
+    if data is None or (data.count(b"[") + data.count(b"{") > MAX_NESTING and _nesting(obj) > MAX_NESTING):
+        raise InvalidRecord(f"record seq {record.seq} nests arrays and objects deeper than {MAX_NESTING} levels "
+                            f"(fiskj.codec.MAX_NESTING), which a reader may not be able to parse; nothing was written",
+                            field=record.key)
     if len(data) + 1 > MAX_RECORD_BYTES:
         raise RecordTooLarge(
             f"record seq {record.seq} encodes to {len(data) + 1} bytes, over the limit of "
@@ -281,6 +327,7 @@ def decode_record(line: bytes) -> Record:
     :class:`RecordTooLarge` when it exceeds :data:`MAX_RECORD_BYTES`, and
     :class:`UnsupportedVersion` for a meta record newer than :data:`VERSION`.
     Duplicate JSON keys resolve to the last value, as Go's ``encoding/json`` does.
+    ``NaN``, ``Infinity`` and numbers beyond a float's range (``1e400``) are refused.
     """
     if len(line) > MAX_RECORD_BYTES:
         raise RecordTooLarge(f"line of {len(line)} bytes exceeds the record limit of {MAX_RECORD_BYTES} bytes")

@@ -158,13 +158,17 @@ class RunState:
         return self.status in RESUMABLE
 
     def final_answer(self) -> str | None:
-        """The text of the last committed assistant message, or ``None``."""
+        """The text of the last committed assistant message, or ``None``.
+
+        Text blocks are opaque on disk; a ``text`` field that is not a string is skipped.
+        """
         for message in reversed(self.messages):
             if message.get("role") == "assistant":
                 content = message.get("content")
                 if isinstance(content, str):
                     return content
-                texts = [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+                texts = [b["text"] for b in content or []
+                         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
                 return "".join(texts)
         return None
 

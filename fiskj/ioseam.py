@@ -137,6 +137,17 @@ def _emit(n: int, rec: dict[str, Any]) -> None:
     os.write(_trace_fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
 
 
+def _path_of(fd: int) -> str | None:
+    """The path an fd was opened with through the seam, else what /proc says (Linux), else None."""
+    path = _fd_paths.get(fd)
+    if path is None:
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+    return path
+
+
 def _kill() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -218,7 +229,7 @@ def _position_after(fd: int, written: int) -> int | None:
 def _t_write(fd: int, data) -> int:
     n, action = _begin("write")
     data = bytes(data)
-    rec: dict[str, Any] = {"op": "write", "path": _fd_paths.get(fd), "fd": fd}
+    rec: dict[str, Any] = {"op": "write", "path": _path_of(fd), "fd": fd}
     if action == "kill-before":
         _kill()
     if action in ("eio", "enospc"):
@@ -247,7 +258,7 @@ def _t_write(fd: int, data) -> int:
 def _fd_call(op: str, real):
     def traced(fd: int, *args):
         n, action = _begin(op)
-        rec: dict[str, Any] = {"op": op, "path": _fd_paths.get(fd), "fd": fd}
+        rec: dict[str, Any] = {"op": op, "path": _path_of(fd), "fd": fd}
         if op == "ftruncate":
             rec["length"] = args[0]
         elif op == "flock":

@@ -109,6 +109,12 @@ def _open_lock_file(path: str, run_id: str) -> int:
         _close_quietly(fd)
         raise UnsafeFile(f"the lock file of run {run_id} is not a regular file; refusing to use it",
                          path=path, run_id=run_id)
+    if stat.S_IMODE(st.st_mode) != 0o600 and st.st_uid == os.geteuid():
+        try:
+            os.fchmod(fd, 0o600)  # 0600 whatever the umask
+        except OSError as exc:
+            _close_quietly(fd)
+            raise _io_error("setting the mode of", path, run_id, exc) from None
     return fd
 
 

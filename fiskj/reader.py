@@ -130,11 +130,18 @@ def _at_eof(f: BinaryIO) -> bool:
 
 
 def _unparsable(line: bytes) -> bool:
-    """True when ``line`` is not a JSON object at all (as opposed to a valid object with bad fields)."""
+    """True when ``line`` is not a JSON object at all (as opposed to a valid object with bad fields).
+
+    Strict JSON: ``NaN`` and ``Infinity`` are not JSON, so a line holding them is unparsable.
+    """
     try:
-        return not isinstance(json.loads(line.decode("utf-8")), dict)
+        return not isinstance(json.loads(line.decode("utf-8"), parse_constant=_not_json), dict)
     except (ValueError, RecursionError):
         return True
+
+
+def _not_json(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def read_records(source: str | os.PathLike[str] | BinaryIO) -> tuple[list[Record], TornTail | None]:

@@ -418,7 +418,11 @@ class FileStore:
             except RunNotFound:
                 continue  # deleted since listdir
             except FiskjError as exc:
-                out.append(RunInfo(id=run_id, path=path, error=exc))
+                try:
+                    updated: float | None = os.lstat(path).st_mtime
+                except OSError:
+                    updated = None
+                out.append(RunInfo(id=run_id, path=path, updated=updated, error=exc))
                 continue
             out.append(RunInfo(id=run_id, path=path, created=state.meta.created, updated=st.st_mtime,
                                model=state.fingerprint.model, prompt=state.prompt, status=state.status,

@@ -85,7 +85,9 @@ class Leg:
     ``journal`` is the journal's bytes after the leg ended (``None`` when
     the file did not exist).  ``trace`` is the list of IO-seam events the
     leg wrote (docs/ioseam.md), possibly cut short by a kill.  ``stdout`` and
-    ``stderr`` are kept (truncated) as evidence.
+    ``stderr`` are kept (truncated) as evidence.  ``timed_out`` is true when
+    the runner killed the leg because the trial's time budget ran out (a
+    hung agent).
     """
 
     index: int
@@ -101,6 +103,7 @@ class Leg:
     trace: list[dict[str, Any]] = field(default_factory=list)
     stdout: str = ""
     stderr: str = ""
+    timed_out: bool = False
 
     @property
     def crashed(self) -> bool:

@@ -1,0 +1,470 @@
+"""A campaign: many trials over scenarios, in parallel, with shrinking of failures.
+
+Per scenario:
+
+1. the reference (uninterrupted) run, once (:meth:`harness.runner.Runner.reference`);
+   its IO-seam event count ``E`` and duration bound the fault parameters;
+2. a plan of schedules (:func:`plan_schedules`):
+
+   * ``kill_points = "events"``: exhaustive crash points, a kill after
+     every seam event ``k = 1..E`` plus a kill before the first one
+     (sampled, deterministically from the seed, when more than the cap);
+   * everything else is drawn by :mod:`hypothesis` from the scenario's
+     schedule strategy (:func:`schedule_strategy`), with
+     ``hypothesis.find(strategy, collect, settings(phases=[generate],
+     database=None), random=Random(seed))``: deterministic for a seed;
+
+3. the trials run on ``jobs`` threads (the work is in subprocesses), each
+   judged by :func:`harness.checkers.check_all`;
+4. a hypothesis-drawn trial that violated an invariant is shrunk: ``find``
+   runs again with the same seed (re-walking the same draws, answered from
+   the results already in hand) and then shrinks, running new trials for
+   new candidates until ``shrink_budget`` trials were spent.  The minimal
+   failing schedule is kept as an extra trial (``origin = "shrink"``).
+
+Every trial is reproducible from (scenario, seed, schedule): the run is a
+function of the scenario and the schedule; the seed only chose the schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shlex
+import sys
+import threading
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .history import History
+from .nemesis import validate_schedule
+from .runner import ReferenceRun, Runner, SetupError
+from .scenario import Scenario
+from .subject import Subject
+
+__all__ = [
+    "TrialResult",
+    "ScenarioRun",
+    "CampaignResult",
+    "Campaign",
+    "schedule_strategy",
+    "draw_schedules",
+    "exhaustive_schedules",
+    "plan_schedules",
+    "reproduce_command",
+    "fault_counts",
+]
+
+_EXECUTED_FAMILIES = ("none", "kill", "suspend", "chain")
+
+
+@dataclass
+class TrialResult:
+    """One judged trial.
+
+    ``index``: position in the campaign (0-based, the ``--trial K`` of
+    replay); ``scenario``/``scenario_path``: which scenario; ``seed``: the
+    seed its schedule was drawn from; ``schedule``: the fault per leg;
+    ``origin``: ``exhaustive``, ``hypothesis``, ``noop``, ``shrink``,
+    ``explicit`` or ``replay``; ``verdicts``: the checkers' answers
+    (:class:`harness.checkers.Verdict`); ``history``: kept for failing
+    trials (and all trials with ``keep_histories``), else ``None``;
+    ``shrunk_from``: for a shrink result, the index of the trial it shrank;
+    ``elapsed_s``: wall time.
+    """
+
+    index: int
+    scenario: str
+    scenario_path: str | None
+    seed: int
+    schedule: list[dict[str, Any]]
+    origin: str
+    verdicts: list[Any]
+    history: History | None
+    elapsed_s: float
+    reproduce: str = ""
+    shrunk_from: int | None = None
+    invariants: tuple[str, ...] = ()
+    faults: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[str]:
+        """Ids of the checked invariants judged ``invalid``."""
+        return [v.invariant for v in self.verdicts if v.status == "invalid" and v.invariant in self.invariants]
+
+    @property
+    def unknown(self) -> list[str]:
+        """Ids of the checked invariants judged ``unknown``."""
+        return [v.invariant for v in self.verdicts if v.status == "unknown" and v.invariant in self.invariants]
+
+
+@dataclass
+class ScenarioRun:
+    """Per-scenario bookkeeping: the reference, planned schedules, errors, shrink statistics."""
+
+    scenario: Scenario
+    seed: int
+    reference: ReferenceRun | None = None
+    plan: list[tuple[list[dict[str, Any]], str]] = field(default_factory=list)
+    error: str | None = None
+    shrink_runs: int = 0
+
+
+@dataclass
+class CampaignResult:
+    """The outcome of :meth:`Campaign.run`.
+
+    ``trials``: every judged trial in index order; ``errors``: setup errors
+    (a scenario whose reference run failed, an unsupported family), one
+    line each; ``scenarios``: per scenario bookkeeping; ``elapsed_s``:
+    wall time; ``jobs``, ``subject``: how it ran.
+    """
+
+    trials: list[TrialResult]
+    errors: list[str]
+    scenarios: list[ScenarioRun]
+    elapsed_s: float
+    jobs: int
+    subject: Subject
+
+    @property
+    def violations(self) -> list[TrialResult]:
+        """Trials with at least one invalid checked invariant."""
+        return [t for t in self.trials if t.failed]
+
+    @property
+    def trials_per_second(self) -> float:
+        """Judged trials per wall-clock second."""
+        return len(self.trials) / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+# --- schedules -------------------------------------------------------------------
+
+
+def _seed_for(seed: int, scenario: Scenario) -> int:
+    return (seed * 1_000_003 + zlib.crc32(scenario.name.encode())) & 0xFFFFFFFF
+
+
+def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
+    """The :mod:`hypothesis` strategy of fault schedules for ``scenario``.
+
+    Timed faults draw ``after_ms`` in whole microseconds from
+    ``0 .. 1.1 x`` the reference run's duration; event kills draw ``k`` in
+    ``1 .. E`` (the reference's seam events).  Schedules are lists of
+    1..``faults.legs`` faults (a ``chain`` is its fixed list of kinds).
+    Everything shrinks toward fewer legs, earlier times, lower events.
+    """
+    from hypothesis import strategies as st
+
+    faults = scenario.faults
+    span_us = max(int(ref.duration_ms * 1100), 1000)
+    events = max(ref.events, 1)
+
+    def timed_kill() -> Any:
+        return st.builds(lambda us: {"kind": "kill", "after_ms": us / 1000.0}, st.integers(0, span_us))
+
+    def event_kill() -> Any:
+        return st.builds(lambda k: {"kind": "kill", "event": k, "when": "after"}, st.integers(1, events))
+
+    def suspend() -> Any:
+        return st.builds(lambda sig, us: {"kind": "suspend", "signal": sig, "after_ms": us / 1000.0},
+                         st.sampled_from(list(faults.signals)), st.integers(0, span_us))
+
+    by_kind = {"kill": timed_kill, "kill-event": event_kill, "suspend": suspend,
+               "none": lambda: st.just({"kind": "none"})}
+    if faults.family == "chain":
+        return st.tuples(*[by_kind[k]() for k in faults.chain]).map(list)
+    if faults.family == "suspend":
+        leg = suspend()
+    elif faults.family == "kill":
+        leg = {"random": timed_kill, "events": event_kill}.get(faults.kill_points, lambda: st.one_of(
+            timed_kill(), event_kill()))()
+    else:
+        return st.just([])
+    return st.lists(leg, min_size=1, max_size=faults.legs)
+
+
+def _settings(max_examples: int, shrink: bool) -> Any:
+    from hypothesis import HealthCheck, Phase, settings
+
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    return settings(max_examples=max_examples, database=None, phases=phases, deadline=None,
+                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False, derandomize=False)
+
+
+def draw_schedules(strategy: Any, count: int, seed: int) -> list[list[dict[str, Any]]]:
+    """Draw ``count`` schedules from ``strategy``, deterministically for ``seed``.
+
+    Uses ``hypothesis.find`` with a predicate that only collects (generate
+    phase only, no database).  When the strategy has fewer distinct values
+    than ``count``, the draws repeat cyclically.
+    """
+    from hypothesis import find
+    from hypothesis.errors import NoSuchExample
+
+    seen: list[list[dict[str, Any]]] = []
+
+    def collect(value: list[dict[str, Any]]) -> bool:
+        seen.append(value)
+        return False
+
+    if count <= 0:
+        return []
+    try:
+        find(strategy, collect, settings=_settings(count, shrink=False), random=random.Random(seed))
+    except NoSuchExample:
+        pass
+    if not seen:
+        return [[] for _ in range(count)]
+    return [seen[i % len(seen)] for i in range(count)]
+
+
+def exhaustive_schedules(events: int, cap: int, seed: int) -> list[list[dict[str, Any]]]:
+    """Single-leg crash points: a kill before seam event 1 and after each event ``1..events``.
+
+    When there are more than ``cap`` points, ``cap`` of them are sampled
+    (deterministically from ``seed``; the first and last points are always
+    kept) and returned in event order.
+    """
+    points = [[{"kind": "kill", "event": 1, "when": "before"}]]
+    points += [[{"kind": "kill", "event": k, "when": "after"}] for k in range(1, events + 1)]
+    if cap <= 0 or len(points) <= cap:
+        return points
+    if cap == 1:
+        return [points[-1]]
+    rng = random.Random(seed)
+    middle = sorted(rng.sample(range(1, len(points) - 1), cap - 2))
+    return [points[0]] + [points[i] for i in middle] + [points[-1]]
+
+
+def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int) -> list[tuple[list[dict[str, Any]], str]]:
+    """The schedules of a scenario's trials, each with its origin, deterministic for ``seed``.
+
+    ``none``: ``count`` no-op trials.  ``kill`` with ``kill_points =
+    "events"``: the exhaustive crash points (capped by ``faults.max_events``
+    or ``count``), then, when ``legs > 1``, hypothesis draws for the rest of
+    ``count``.  Other families: ``count`` hypothesis draws.
+    """
+    faults = scenario.faults
+    s = _seed_for(seed, scenario)
+    if faults.family == "none":
+        return [([], "noop") for _ in range(count)]
+    plan: list[tuple[list[dict[str, Any]], str]] = []
+    if faults.family == "kill" and faults.kill_points == "events":
+        cap = faults.max_events or count
+        plan += [(sch, "exhaustive") for sch in exhaustive_schedules(ref.events, cap, s)]
+        if faults.legs == 1:
+            return plan
+    rest = count - len(plan)
+    if rest > 0:
+        plan += [(sch, "hypothesis") for sch in draw_schedules(schedule_strategy(scenario, ref), rest, s)]
+    return plan
+
+
+def fault_counts(history: History) -> dict[str, int]:
+    """Faults injected in a trial, per report family (``kill``, ``suspend``, ...)."""
+    out: dict[str, int] = {}
+    for leg in history.legs:
+        if leg.fault.injected and leg.fault.kind != "none":
+            out[leg.fault.kind] = out.get(leg.fault.kind, 0) + 1
+    return out
+
+
+def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, Any]], subject: Subject) -> str:
+    """A shell command that re-runs exactly this trial: ``fiskj-harness run FILE --seed S --schedule JSON``."""
+    argv = ["fiskj-harness", "run", scenario.path or scenario.name, "--seed", str(seed),
+            "--schedule", json.dumps(schedule, separators=(",", ":"))]
+    if not subject.is_reference:
+        argv += ["--subject", subject.command_line()]
+    return shlex.join(argv)
+
+
+# --- the campaign ----------------------------------------------------------------------
+
+
+class Campaign:
+    """Runs trials of ``scenarios`` on ``jobs`` threads and shrinks failures.
+
+    ``trials``: per-scenario count (default each scenario's
+    ``trials.count``); ``seed``: campaign seed (default each scenario's
+    ``trials.seed``); ``subject``: the agent (default reference);
+    ``progress``: called as ``progress(done, total, violations)`` from
+    the main thread; ``shrink_budget``: trials a shrink may run (0: no
+    shrinking); ``keep_histories``: keep every history, not only failing
+    ones; ``schedules``: explicit schedules to run instead of a plan (for
+    ``--schedule`` and replay), applied to every scenario.
+    """
+
+    def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,
+                 jobs: int | None = None, subject: Subject | None = None,
+                 progress: Callable[[int, int, int], None] | None = None, shrink_budget: int = 30,
+                 keep_histories: bool = False, schedules: list[list[dict[str, Any]]] | None = None,
+                 runner: Runner | None = None, origin: str = "explicit") -> None:
+        self.scenarios = scenarios
+        self.trials = trials
+        self.seed = seed
+        self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self.progress = progress
+        self.shrink_budget = shrink_budget
+        self.keep_histories = keep_histories
+        self.schedules = [validate_schedule(s) for s in schedules] if schedules is not None else None
+        self.explicit_origin = origin
+        self._runner = runner
+        self.subject = runner.subject if runner is not None else subject
+        self._lock = threading.Lock()
+
+    def _judge(self, scenario: Scenario, seed: int, schedule: list[dict[str, Any]], origin: str,
+               runner: Runner, index: int) -> TrialResult:
+        from .checkers import check_all
+
+        t = time.monotonic()
+        history = runner.run_trial(scenario, seed, schedule)
+        verdicts = check_all(history, list(scenario.check.invariants))
+        result = TrialResult(index=index, scenario=scenario.name, scenario_path=scenario.path, seed=seed,
+                             schedule=schedule, origin=origin, verdicts=verdicts, history=history,
+                             elapsed_s=time.monotonic() - t,
+                             reproduce=reproduce_command(scenario, seed, schedule, runner.subject),
+                             invariants=tuple(scenario.check.invariants), faults=fault_counts(history))
+        if not (result.failed or self.keep_histories):
+            result.history = None
+        return result
+
+    def run(self) -> CampaignResult:
+        """Run the campaign; returns a :class:`CampaignResult`.  Never raises for a failing agent.
+
+        A scenario whose family this runner does not execute, or whose
+        reference run fails, is recorded in ``errors`` and skipped.
+        """
+        started = time.monotonic()
+        runner = self._runner or Runner(subject=self.subject)
+        self.subject = runner.subject
+        runs = [ScenarioRun(scenario=s, seed=self.seed if self.seed is not None else s.trials.seed)
+                for s in self.scenarios]
+        errors: list[str] = []
+        results: list[TrialResult] = []
+        try:
+            with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fiskj-trial") as pool:
+                # 1. references, in parallel
+                futures = {}
+                for run in runs:
+                    if run.scenario.faults.family not in _EXECUTED_FAMILIES:
+                        run.error = (f"{run.scenario.path or run.scenario.name}: fault family "
+                                     f"{run.scenario.faults.family!r} is not executed by this runner")
+                        continue
+                    futures[pool.submit(runner.reference, run.scenario)] = run
+                for fut in as_completed(futures):
+                    run = futures[fut]
+                    try:
+                        run.reference = fut.result()
+                    except SetupError as exc:
+                        run.error = str(exc)
+                # 2. plans (hypothesis draws: main thread only)
+                jobs = []
+                for run in runs:
+                    if run.error:
+                        errors.append(run.error)
+                        continue
+                    assert run.reference is not None
+                    if self.schedules is not None:
+                        run.plan = [(s, self.explicit_origin) for s in self.schedules]
+                    else:
+                        count = self.trials or run.scenario.trials.count
+                        run.plan = plan_schedules(run.scenario, run.reference, count, run.seed)
+                    jobs += [(run, sch, origin) for sch, origin in run.plan]
+                # 3. trials
+                total = len(jobs)
+                done = 0
+                failing = 0
+                trial_futures = {
+                    pool.submit(self._judge, run.scenario, run.seed, sch, origin, runner, i): i
+                    for i, (run, sch, origin) in enumerate(jobs)
+                }
+                slots: list[TrialResult | None] = [None] * total
+                if self.progress:
+                    self.progress(0, total, 0)
+                for fut in as_completed(trial_futures):
+                    i = trial_futures[fut]
+                    try:
+                        slots[i] = fut.result()
+                    except SetupError as exc:
+                        errors.append(str(exc))
+                    done += 1
+                    if slots[i] is not None and slots[i].failed:
+                        failing += 1
+                    if self.progress:
+                        self.progress(done, total, failing)
+                results = [r for r in slots if r is not None]
+                for i, r in enumerate(results):
+                    r.index = i
+            # 4. shrink (main thread: hypothesis is driven from one thread)
+            if self.shrink_budget > 0 and self.schedules is None:
+                results += self._shrink_all(runs, results, runner)
+        finally:
+            if self._runner is None:
+                runner.close()
+        for i, r in enumerate(results):
+            r.index = i
+        return CampaignResult(trials=results, errors=errors, scenarios=runs, elapsed_s=time.monotonic() - started,
+                              jobs=self.jobs, subject=runner.subject)
+
+    def _shrink_all(self, runs: list[ScenarioRun], results: list[TrialResult], runner: Runner) -> list[TrialResult]:
+        out = []
+        for run in runs:
+            mine = [r for r in results if r.scenario == run.scenario.name and r.scenario_path == run.scenario.path]
+            failed = [r for r in mine if r.failed and r.origin == "hypothesis"]
+            if not failed or run.reference is None:
+                continue
+            first = min(failed, key=lambda r: r.index)
+            shrunk = self._shrink(run, mine, first, runner)
+            if shrunk is not None:
+                out.append(shrunk)
+        return out
+
+    def _shrink(self, run: ScenarioRun, known: list[TrialResult], target: TrialResult,
+                runner: Runner) -> TrialResult | None:
+        """Shrink ``target``'s schedule with ``hypothesis.find``; returns the minimal failing trial or ``None``."""
+        from hypothesis import find
+        from hypothesis.errors import HypothesisException
+
+        assert run.reference is not None
+        wanted = set(target.failed)
+        cache: dict[str, TrialResult] = {_canon(r.schedule): r for r in known}
+        count = sum(1 for _, origin in run.plan if origin == "hypothesis")
+        spent = 0
+
+        def fails(schedule: list[dict[str, Any]]) -> bool:
+            nonlocal spent
+            key = _canon(schedule)
+            result = cache.get(key)
+            if result is None:
+                if spent >= self.shrink_budget:
+                    return False
+                spent += 1
+                result = self._judge(run.scenario, run.seed, schedule, "shrink", runner, -1)
+                cache[key] = result
+            return bool(wanted & set(result.failed))
+
+        try:
+            minimal = find(schedule_strategy(run.scenario, run.reference), fails,
+                           settings=_settings(max(count, 1), shrink=True),
+                           random=random.Random(_seed_for(run.seed, run.scenario)))
+        except HypothesisException as exc:
+            print(f"fiskj-harness: shrinking {run.scenario.name} failed: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            return None
+        finally:
+            run.shrink_runs = spent
+        result = cache.get(_canon(minimal))
+        if result is None or _canon(minimal) == _canon(target.schedule):
+            return None
+        result.origin = "shrink"
+        result.shrunk_from = target.index
+        return result
+
+
+def _canon(schedule: list[dict[str, Any]]) -> str:
+    return json.dumps(validate_schedule(schedule), sort_keys=True)

@@ -1,0 +1,212 @@
+"""Shared, pure helpers of the checkers: journal bytes as lines, legs, disruptions.
+
+Nothing here does IO.  Journal snapshots are decoded in memory, line by line,
+with :func:`fiskj.codec.decode_record`; a line is the bytes up to and
+including a ``\\n`` (the final piece may lack it).
+
+Conventions every checker shares (the runner's side of the contract):
+
+* ``Leg.journal`` is the journal as the *next* leg found it: for a leg whose
+  fault changed the files after it ended (``tail``, ``power_loss``) it is
+  the file after that fault.
+* A leg is *disrupted* when it was killed (:attr:`Leg.crashed`) or a file
+  fault followed it (``tail``, ``power_loss``).  A kill or a power loss
+  allows one in-flight record to be lost; a tail fault may destroy any
+  record in the bytes it cut or changed (the nemesis did it, not the engine).
+* Model calls and effects carry a leg index; when it is ``-1`` the leg whose
+  ``[t_start, t_end]`` holds the event's time is used, if exactly one does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from fiskj.codec import decode_record
+from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, tool_use_ids
+
+from ..history import History, Leg
+
+__all__ = [
+    "Line", "Snapshot", "split_journal", "excerpt", "legs_in_order", "leg_by_index",
+    "attribute", "Unattributable", "crash_kind", "is_tail", "is_refusal", "pending_ids", "previous_snapshot",
+    "nemesis_prefix_holds",
+]
+
+#: Longest excerpt of journal bytes put in evidence.
+EXCERPT = 160
+
+
+@dataclass
+class Line:
+    """One physical line of a journal snapshot (1-based ``number``, byte ``offset``)."""
+
+    number: int
+    offset: int
+    raw: bytes
+    complete: bool
+    seq: int | None = None
+    record: Any = None
+    error: str | None = None
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.raw)
+
+    def brief(self) -> dict[str, Any]:
+        """The line as evidence: number, offset, length, seq, decode error and an excerpt."""
+        out: dict[str, Any] = {"line": self.number, "offset": self.offset, "length": len(self.raw)}
+        if self.seq is not None:
+            out["seq"] = self.seq
+        if self.error is not None:
+            out["error"] = self.error
+        out["excerpt"] = excerpt(self.raw)
+        return out
+
+
+@dataclass
+class Snapshot:
+    """A journal snapshot split into lines, each decoded independently."""
+
+    data: bytes
+    lines: list[Line] = field(default_factory=list)
+
+    def records(self) -> list[Any]:
+        """Decoded records in file order (lines that do not decode are skipped)."""
+        return [ln.record for ln in self.lines if ln.record is not None]
+
+    def by_seq(self, seq: int) -> list[Line]:
+        return [ln for ln in self.lines if ln.seq == seq]
+
+    def tool_result_ids(self) -> set[str]:
+        return {r.tool_use_id for r in self.records() if isinstance(r, ToolResultRecord)}
+
+    def assistant_count(self) -> int:
+        return sum(1 for r in self.records() if isinstance(r, AssistantRecord))
+
+    def last_record(self) -> Any:
+        recs = self.records()
+        return recs[-1] if recs else None
+
+    def ends_suspended(self) -> bool:
+        last = self.last_record()
+        return isinstance(last, TerminalRecord) and last.reason == "suspended"
+
+
+def split_journal(data: bytes | None) -> Snapshot:
+    """Split ``data`` on the byte ``\\n`` only and decode each complete line on its own."""
+    data = data or b""
+    snap = Snapshot(data)
+    off, number = 0, 0
+    while off < len(data):
+        nl = data.find(b"\n", off)
+        end = len(data) if nl == -1 else nl + 1
+        number += 1
+        line = Line(number, off, data[off:end], complete=nl != -1)
+        if not line.complete:  # as fiskj's reader: a final piece with no newline is torn
+            line.error = "incomplete final line (no newline): a torn tail"
+            snap.lines.append(line)
+            break
+        try:
+            rec = decode_record(line.raw)
+        except Exception as exc:  # noqa: BLE001 - any decode failure is evidence, not a crash
+            line.error = f"{type(exc).__name__}: {exc}"
+        else:
+            line.record, line.seq = rec, rec.seq
+        snap.lines.append(line)
+        off = end
+    return snap
+
+
+def excerpt(raw: bytes, limit: int = EXCERPT) -> str:
+    """A printable excerpt of journal bytes (``repr`` of the bytes, cut at ``limit``)."""
+    text = raw[:limit].decode("utf-8", "backslashreplace")
+    text = text.replace("\n", "\\n").replace("\x00", "\\0")
+    return text + (f"...(+{len(raw) - limit} bytes)" if len(raw) > limit else "")
+
+
+def legs_in_order(history: History) -> list[Leg]:
+    """The legs sorted by index."""
+    return sorted(history.legs, key=lambda leg: leg.index)
+
+
+def leg_by_index(history: History) -> dict[int, Leg]:
+    return {leg.index: leg for leg in history.legs}
+
+
+class Unattributable(ValueError):
+    """An event whose leg cannot be determined (the checker then answers unknown)."""
+
+
+def attribute(history: History, leg: int, t: int, what: str) -> int:
+    """Return the leg index of an event: its own ``leg``, else the one leg whose span holds ``t``."""
+    if leg >= 0:
+        return leg
+    spans = [lg.index for lg in history.legs if lg.t_end and lg.t_start <= t <= lg.t_end]
+    if len(spans) == 1:
+        return spans[0]
+    raise Unattributable(f"{what} at t={t} has no leg and {len(spans)} legs span that time")
+
+
+def crash_kind(leg: Leg | None) -> str | None:
+    """``"power_loss"`` or ``"kill"`` when ``leg`` crashed (one in-flight record may be lost), else ``None``.
+
+    A leg can be both killed and followed by a tail fault; the kill still counts.
+    """
+    if leg is None:
+        return None
+    if leg.fault.kind == "power_loss":
+        return "power_loss"
+    return "kill" if leg.crashed else None
+
+
+def is_tail(leg: Leg | None) -> bool:
+    """True when a tail fault changed the journal after ``leg`` (its snapshot is the nemesis's)."""
+    return leg is not None and leg.fault.kind == "tail"
+
+
+_REFUSAL = re.compile(r"refus|locked|held by another|in use by|fingerprint|already completed|not resumable", re.I)
+
+
+def is_refusal(leg: Leg) -> bool:
+    """A leg that exited 1 or 2 because its resume or create was refused."""
+    if leg.exit_signal is not None or leg.exit_code not in (1, 2):
+        return False
+    detail = " ".join(f"{k}={v}" for k, v in leg.fault.detail.items())
+    return bool(_REFUSAL.search(detail) or _REFUSAL.search(leg.stderr or ""))
+
+
+def pending_ids(records: list[Any]) -> tuple[list[str], int | None]:
+    """Unanswered tool_use ids of the last assistant record, and that record's seq."""
+    last_idx = None
+    for i, rec in enumerate(records):
+        if isinstance(rec, AssistantRecord):
+            last_idx = i
+    if last_idx is None:
+        return [], None
+    asked = tool_use_ids(records[last_idx].message)
+    answered = {r.tool_use_id for r in records[last_idx + 1:] if isinstance(r, ToolResultRecord)}
+    return [i for i in asked if i not in answered], records[last_idx].seq
+
+
+def previous_snapshot(history: History, leg: Leg) -> bytes | None:
+    """The journal before ``leg`` ran: the snapshot of the leg before it (by index), else ``None``."""
+    before = [lg for lg in history.legs if lg.index < leg.index]
+    if not before:
+        return None
+    return max(before, key=lambda lg: lg.index).journal
+
+
+def nemesis_prefix_holds(history: History, leg: Leg, end: int) -> bool:
+    """True when bytes ``[0, end)`` of ``leg``'s journal are exactly as the last tail fault left them.
+
+    The latest leg at or before ``leg`` with a ``tail`` fault is the one whose
+    snapshot the nemesis made; damage inside bytes the engine never touched
+    since is the nemesis's, not the engine's.
+    """
+    faulted = [lg for lg in history.legs if lg.index <= leg.index and lg.fault.kind == "tail"]
+    if not faulted or leg.journal is None:
+        return False
+    made = max(faulted, key=lambda lg: lg.index).journal or b""
+    return end <= len(made) and leg.journal[:end] == made[:end]

@@ -1,0 +1,207 @@
+"""Pure readings of IO-seam traces (docs/ioseam.md): acknowledged lines and lock spans.
+
+A trace event is a dict with ``n``, ``pid``, ``op``, ``path``, ``fd`` and,
+per op, ``offset``/``len``/``data`` (base64, the bytes that reached the
+file) for ``write``, ``length`` for ``ftruncate``, ``flags`` for ``open``,
+``operation`` for ``flock``; ``error`` is present when the call failed.
+``t`` (monotonic ns) is used when present.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from fiskj.codec import decode_record
+
+from ..history import History, Leg
+
+__all__ = ["Ack", "Span", "events", "is_journal", "is_lock", "acknowledged", "lock_spans", "journal_writes",
+           "traced", "unsynced_appends"]
+
+
+@dataclass
+class Ack:
+    """One journal line a leg wrote and then fsynced (acknowledged)."""
+
+    leg: int
+    pid: int
+    seq: int | None
+    line: bytes
+    offset: int | None
+    write_n: int
+    fsync_n: int
+    t: int | None
+
+    @property
+    def end(self) -> int | None:
+        return None if self.offset is None else self.offset + len(self.line)
+
+    def brief(self) -> dict[str, Any]:
+        from ._common import excerpt
+        return {"seq": self.seq, "leg": self.leg, "pid": self.pid, "offset": self.offset,
+                "length": len(self.line), "write_n": self.write_n, "fsync_n": self.fsync_n,
+                "excerpt": excerpt(self.line)}
+
+
+@dataclass
+class Span:
+    """A process's hold of the run lock, or its journal writes: ``[start, end]`` in ns (None: unknown)."""
+
+    leg: int
+    pid: int
+    start: int | None
+    end: int | None
+    first_n: int
+    last_n: int | None
+
+
+def traced(history: History) -> bool:
+    """True when at least one leg left an IO-seam trace."""
+    return any(leg.trace for leg in history.legs)
+
+
+def is_journal(path: str | None, run_id: str) -> bool:
+    return bool(path) and os.path.basename(path) == f"{run_id}.json"
+
+
+def is_lock(path: str | None, run_id: str) -> bool:
+    return bool(path) and os.path.basename(path) == f"{run_id}.lock"
+
+
+def events(leg: Leg) -> Iterator[dict[str, Any]]:
+    """The leg's events in ``n`` order, each with ``path`` filled from its fd where missing, and ``pid``."""
+    fds: dict[tuple[int, int], str] = {}
+    for ev in sorted(leg.trace, key=lambda e: e.get("n", 0)):
+        ev = dict(ev)
+        ev.setdefault("pid", leg.pid)
+        key = (ev["pid"], ev.get("fd"))
+        if ev.get("op") == "open" and ev.get("fd") is not None and ev.get("path") and not ev.get("error"):
+            fds[key] = ev["path"]
+        if not ev.get("path") and ev.get("fd") is not None:
+            ev["path"] = fds.get(key)
+        yield ev
+        if ev.get("op") == "close":
+            fds.pop(key, None)
+
+
+def _data(ev: dict[str, Any]) -> bytes:
+    raw = ev.get("data") or ""
+    data = base64.b64decode(raw) if isinstance(raw, str) else bytes(raw)
+    n = ev.get("len")
+    return data[:n] if isinstance(n, int) and 0 <= n < len(data) else data
+
+
+def acknowledged(history: History, leg: Leg) -> list[Ack]:
+    """Journal lines ``leg`` wrote that a later successful fsync/fdatasync of the journal covered.
+
+    Written bytes are joined per process in write order and split on
+    ``\\n``; a complete line is pending until the next completed fsync of the
+    journal, then acknowledged.  An ``ftruncate`` or ``O_TRUNC`` open drops
+    the unterminated remainder.
+    """
+    acks: list[Ack] = []
+    carry: dict[int, tuple[bytes, int | None, int]] = {}
+    pending: dict[int, list[tuple[bytes, int | None, int]]] = {}
+    for ev in events(leg):
+        pid, op = ev["pid"], ev.get("op")
+        if not is_journal(ev.get("path"), history.run_id):
+            continue
+        if op == "open" and "O_TRUNC" in (ev.get("flags") or []) or op == "ftruncate":
+            carry.pop(pid, None)
+        elif op == "write":
+            data = _data(ev)
+            if not data:
+                continue
+            buf, start, n0 = carry.get(pid, (b"", ev.get("offset"), ev.get("n", 0)))
+            if not buf:
+                start, n0 = ev.get("offset"), ev.get("n", 0)
+            buf += data
+            while (nl := buf.find(b"\n")) != -1:
+                line, buf = buf[:nl + 1], buf[nl + 1:]
+                pending.setdefault(pid, []).append((line, start, n0))
+                start = None if start is None else start + len(line)
+                n0 = ev.get("n", 0)
+            carry[pid] = (buf, start, n0)
+        elif op in ("fsync", "fdatasync") and not ev.get("error"):
+            for line, start, n0 in pending.pop(pid, []):
+                try:
+                    seq = decode_record(line).seq
+                except Exception:  # noqa: BLE001 - an undecodable line is still acknowledged bytes
+                    seq = None
+                acks.append(Ack(leg.index, pid, seq, line, start, n0, ev.get("n", 0), ev.get("t")))
+    return acks
+
+
+def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
+    """Journal writes of ``leg`` with no fsync attempt before the process's next write, close or clean exit.
+
+    FORMAT.md: an append is one write of the whole line, then an fsync of
+    the journal.  A write that failed is not counted (the engine raised);
+    an fsync that failed still counts as the attempt.  The last write of a
+    killed leg is not counted (it may have died before its fsync).
+    """
+    out: list[dict[str, Any]] = []
+    open_write: dict[int, dict[str, Any]] = {}
+    clean_exit = leg.exit_signal is None and leg.exit_code is not None
+    for ev in events(leg):
+        if not is_journal(ev.get("path"), history.run_id):
+            continue
+        pid, op = ev["pid"], ev.get("op")
+        if op == "write" and _data(ev) and not ev.get("error"):
+            if pid in open_write:
+                out.append({**open_write[pid], "before": f"write n={ev.get('n')}"})
+            open_write[pid] = {"leg": leg.index, "pid": pid, "n": ev.get("n"), "offset": ev.get("offset"),
+                               "len": ev.get("len")}
+        elif op in ("fsync", "fdatasync"):
+            open_write.pop(pid, None)
+        elif op == "close" and pid in open_write:
+            out.append({**open_write.pop(pid), "before": f"close n={ev.get('n')}"})
+    if clean_exit:
+        out += [{**w, "before": f"exit {leg.exit_code}"} for w in open_write.values()]
+    return out
+
+
+def journal_writes(history: History, leg: Leg) -> list[dict[str, Any]]:
+    """The leg's events that change the journal's bytes or name (write, ftruncate, O_TRUNC open, unlink, rename)."""
+    out = []
+    for ev in events(leg):
+        op = ev.get("op")
+        if op == "rename" and (is_journal(ev.get("src"), history.run_id) or is_journal(ev.get("dst"), history.run_id)):
+            out.append(ev)
+        elif not is_journal(ev.get("path"), history.run_id):
+            continue
+        elif op in ("write", "ftruncate", "unlink") or (op == "open" and "O_TRUNC" in (ev.get("flags") or [])):
+            if op == "write" and not _data(ev):
+                continue
+            out.append(ev)
+    return out
+
+
+def lock_spans(history: History, leg: Leg) -> list[Span]:
+    """Spans during which a process of ``leg`` held the run lock (a successful LOCK_EX flock .. unlock/close/exit).
+
+    ``start``/``end`` are the events' ``t`` when present; an end with no
+    event is the leg's ``t_end`` (the kernel drops the lock at exit).
+    """
+    spans: list[Span] = []
+    held: dict[tuple[int, Any], Span] = {}
+    for ev in events(leg):
+        op = ev.get("op")
+        if not is_lock(ev.get("path"), history.run_id):
+            continue
+        key = (ev["pid"], ev.get("fd"))
+        operation = ev.get("operation") or []
+        if op == "flock" and not ev.get("error") and "LOCK_UN" not in operation:
+            if key not in held:
+                held[key] = Span(leg.index, ev["pid"], ev.get("t"), None, ev.get("n", 0), None)
+        elif (op == "close" or (op == "flock" and "LOCK_UN" in operation)) and key in held:
+            span = held.pop(key)
+            span.end, span.last_n = ev.get("t"), ev.get("n", 0)
+            spans.append(span)
+    for span in held.values():
+        span.end = leg.t_end or None
+        spans.append(span)
+    return spans

@@ -1,0 +1,104 @@
+"""I2 at most one tool re-run per crash, and only the one in flight.
+
+Normative text: a crash resumes from the last recorded event, so at most
+one tool call is repeated per crash: the one in flight when the process
+died, whose side effect completed but whose result never reached the
+journal.  Resume reuses journaled results and re-runs only unanswered tools.
+
+How it is judged, from the effects ledger (each execution: tool_use_id,
+attempt, leg).  Executions of one id are ordered by (attempt, t); every
+execution after the first is a *re-run*, and each must be attributed:
+
+* to a killed or power-lost leg C that is the leg of the previous
+  execution of that id (the id executed during C), whose journal after C
+  holds no tool_result for it, and that no other re-run was attributed to
+  (each crash accounts for at most one re-run); or
+* to a ``tail`` fault on a leg between the previous execution and the
+  re-run whose post-fault journal holds no tool_result for the id (the
+  nemesis destroyed it; no per-fault limit).
+
+A re-run in the same leg as the previous execution, or one no disruption
+accounts for, is a violation.  Evidence names the id, both executions, the
+candidate legs and why each was refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..history import History
+from . import INVALID, VALID, make
+from ._common import attribute, crash_kind, is_tail, leg_by_index, split_journal
+
+INVARIANT = "I2"
+NAME = "at most one tool re-run per crash, only the one in flight"
+
+
+def _ex(li: int, e: Any) -> dict[str, Any]:
+    return {"leg": li, "attempt": e.attempt, "pid": e.pid, "t": e.t, "tool": e.tool}
+
+
+def check(history: History) -> Any:
+    legs = leg_by_index(history)
+    results = {i: split_journal(lg.journal).tool_result_ids() for i, lg in legs.items()}
+    groups: dict[str, list[tuple[int, Any]]] = {}
+    for e in history.effects:
+        li = attribute(history, e.leg, e.t, f"effect {e.tool_use_id}#{e.attempt}")
+        groups.setdefault(e.tool_use_id, []).append((li, e))
+    used: dict[int, str] = {}
+    attributed: list[dict[str, Any]] = []
+    violations: list[dict[str, Any]] = []
+    reruns = 0
+    for tid in sorted(groups):
+        execs = sorted(groups[tid], key=lambda p: (p[1].attempt, p[1].t))
+        for (lp, prev), (lc, cur) in zip(execs, execs[1:]):
+            reruns += 1
+            row = {"tool_use_id": tid, "rerun": _ex(lc, cur), "previous": _ex(lp, prev),
+                   "executions": len(execs)}
+            if lc == lp:
+                violations.append({"kind": "rerun_within_leg", **row,
+                                   "detail": f"leg {lc} executed {tid} twice; no crash lies between them"})
+                continue
+            refused = []
+            crash = legs.get(lp)
+            kind = crash_kind(crash)
+            by, fault = None, "tail"
+            if kind in ("kill", "power_loss"):
+                if tid in results[lp]:
+                    refused.append({"leg": lp, "why": f"its journal holds the tool_result for {tid}"})
+                elif lp in used:
+                    refused.append({"leg": lp, "why": f"its one allowed re-run was already used by {used[lp]}"})
+                else:
+                    by, fault = lp, kind
+            else:
+                refused.append({"leg": lp, "why": f"the previous execution's leg was not killed ({_how(crash)})"})
+            if by is None:
+                for ci in sorted(i for i in legs if lp <= i < lc and is_tail(legs[i])):
+                    if tid not in results[ci]:
+                        by = ci
+                        break
+                    refused.append({"leg": ci, "why": f"tail fault left the tool_result for {tid} intact"})
+            if by is None:
+                violations.append({"kind": "unattributed_rerun", **row, "refused_candidates": refused,
+                                   "detail": f"{tid} re-ran in leg {lc}; no crash accounts for it"})
+                continue
+            if fault != "tail":
+                used[by] = tid
+            attributed.append({"tool_use_id": tid, "rerun_leg": lc, "crash_leg": by, "fault": fault})
+    counts = {tid: len(v) for tid, v in sorted(groups.items()) if len(v) > 1}
+    evidence: dict[str, Any] = {"checked": reruns, "executions": len(history.effects),
+                                "rerun_ids": counts, "attributed": attributed}
+    if violations:
+        evidence["summary"] = (f"{len(violations)} of {reruns} tool re-run(s) not accounted for by a crash: "
+                               + ", ".join(sorted({v['tool_use_id'] for v in violations})))
+        evidence["violations"] = violations
+        return make(__name__, INVALID, evidence)
+    evidence["summary"] = (f"{reruns} re-run(s) across {len(history.effects)} execution(s), each attributed to "
+                           "one crash" if reruns else f"no tool re-run in {len(history.effects)} execution(s)")
+    return make(__name__, VALID, evidence)
+
+
+def _how(leg: Any) -> str:
+    if leg is None:
+        return "no such leg"
+    return f"exit_code={leg.exit_code}, exit_signal={leg.exit_signal}, fault={leg.fault.kind}"

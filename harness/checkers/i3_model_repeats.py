@@ -1,0 +1,97 @@
+"""I3 at most one model call repeated per crash.
+
+Normative text: a crash resumes from the last recorded event; the model
+call in flight when the process died (answered, but its assistant record
+not yet acknowledged in the journal) may be made again, once per crash.
+Every other model call happens exactly once.
+
+How it is judged, from the fake server's calls (request ``key``, ``leg``).
+Calls with one key are ordered by server index; every call after the first
+is a *repeat* and must be attributed:
+
+* to a killed or power-lost leg C that is the leg of the previous call with
+  that key, whose journal after C does not hold that call's assistant
+  record (a request holding k assistant messages is answered by the
+  (k+1)-th assistant record), and that accounts for no other repeat; or
+* to a ``tail`` fault on a leg between the two calls whose post-fault
+  journal lacks that assistant record (no per-fault limit).
+
+So repeats of a key never exceed the crashes between them.  Evidence names
+the key, the scripted turn, both calls and the refused candidate legs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..history import History
+from . import INVALID, VALID, make
+from ._common import attribute, crash_kind, is_tail, leg_by_index, split_journal
+
+INVARIANT = "I3"
+NAME = "at most one model call repeated per crash"
+
+
+def _call(li: int, c: Any) -> dict[str, Any]:
+    return {"leg": li, "index": c.index, "t": c.t, "turn": c.turn}
+
+
+def check(history: History) -> Any:
+    legs = leg_by_index(history)
+    asst = {i: split_journal(lg.journal).assistant_count() for i, lg in legs.items()}
+    groups: dict[str, list[tuple[int, Any]]] = {}
+    for c in history.model_calls:
+        li = attribute(history, c.leg, c.t, f"model call {c.index}")
+        groups.setdefault(c.key, []).append((li, c))
+    used: dict[int, str] = {}
+    attributed: list[dict[str, Any]] = []
+    violations: list[dict[str, Any]] = []
+    repeats = 0
+    for key in sorted(groups, key=lambda k: groups[k][0][1].index):
+        calls = sorted(groups[key], key=lambda p: (p[1].index, p[1].t))
+        need = 1 + sum(1 for m in calls[0][1].messages if isinstance(m, dict) and m.get("role") == "assistant")
+        for (lp, prev), (lc, cur) in zip(calls, calls[1:]):
+            repeats += 1
+            row = {"key": key, "turn": cur.turn, "repeat": _call(lc, cur), "previous": _call(lp, prev),
+                   "calls": len(calls), "assistant_record": need}
+            if lc == lp:
+                violations.append({"kind": "repeat_within_leg", **row,
+                                   "detail": f"leg {lc} made the same model call twice; no crash lies between them"})
+                continue
+            refused = []
+            crash = legs.get(lp)
+            kind = crash_kind(crash)
+            by, fault = None, "tail"
+            if kind in ("kill", "power_loss"):
+                if asst[lp] >= need:
+                    refused.append({"leg": lp, "why": f"its journal holds assistant record #{need} (acknowledged)"})
+                elif lp in used:
+                    refused.append({"leg": lp, "why": f"its one allowed repeat was already used by key {used[lp]}"})
+                else:
+                    by, fault = lp, kind
+            else:
+                refused.append({"leg": lp, "why": "the previous call's leg was not killed"
+                                + ("" if crash is None else f" (exit_code={crash.exit_code}, fault={crash.fault.kind})")})
+            if by is None:
+                for ci in sorted(i for i in legs if lp <= i < lc and is_tail(legs[i])):
+                    if asst[ci] < need:
+                        by = ci
+                        break
+                    refused.append({"leg": ci, "why": f"tail fault left assistant record #{need} intact"})
+            if by is None:
+                violations.append({"kind": "unattributed_repeat", **row, "refused_candidates": refused,
+                                   "detail": f"model call for turn {cur.turn} repeated in leg {lc}; no crash accounts for it"})
+                continue
+            if fault != "tail":
+                used[by] = key
+            attributed.append({"key": key, "turn": cur.turn, "repeat_leg": lc, "crash_leg": by,
+                               "fault": fault})
+    evidence: dict[str, Any] = {"checked": repeats, "calls": len(history.model_calls), "attributed": attributed}
+    if violations:
+        evidence["summary"] = (f"{len(violations)} of {repeats} repeated model call(s) not accounted for by a crash "
+                               f"(turns {sorted({v['turn'] for v in violations})})")
+        evidence["violations"] = violations
+        return make(__name__, INVALID, evidence)
+    evidence["summary"] = (f"{repeats} repeated call(s) in {len(history.model_calls)}, each attributed to one crash"
+                           if repeats else f"no model call repeated in {len(history.model_calls)}")
+    return make(__name__, VALID, evidence)

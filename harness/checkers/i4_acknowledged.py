@@ -1,0 +1,151 @@
+"""I4 no acknowledged record is lost.
+
+Normative text: an append is acknowledged when its write and then an fsync
+of the journal have returned.  An acknowledged record is never lost: it
+stays in the journal, byte for byte, at its seq, through crashes, torn
+tails, resumes and power loss.
+
+How it is judged.  From each leg's IO-seam trace, the journal lines the leg
+wrote and then fsynced are its acknowledged records (decoded for their seq).
+Each must be present, byte-identical, at the same seq in the snapshot of
+that leg and of every later leg (a snapshot taken before the ack is not
+asked), hence also in the final journal.  Violations:
+
+* ``lost``: no line at that seq in a later snapshot;
+* ``changed``: a line at that seq, but different bytes;
+* ``seq_reacknowledged``: two different lines acknowledged at one seq;
+* ``append_not_synced``: the durability rule itself (FORMAT.md: an append
+  is one write, then an fsync of the journal): a journal write with no
+  fsync attempt before the same process writes again, closes the journal
+  or exits cleanly.  Such an engine acknowledges nothing, so without this
+  rule it would pass vacuously; a killed leg's last write is exempt.
+
+A ``lost``/``changed`` violation names the leg whose snapshot lacks it, the
+ack (leg, pid, trace ``n`` of the write and fsync, offset) and, where the
+bytes survive glued inside another line (FORMAT.md defect 1) or a later
+leg's trace truncated the journal below its end (``ftruncate``, ``O_TRUNC``:
+defect 3), that too.  A ``tail`` fault's destroyed records are the
+nemesis's doing: records it removed are listed as ``destroyed_by_fault``
+and no longer expected.  With no trace at all the verdict is unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..history import History, Leg
+from . import INVALID, UNKNOWN, VALID, make
+from ._common import legs_in_order, split_journal
+from ._trace import Ack, acknowledged, events, is_journal, traced, unsynced_appends
+
+INVARIANT = "I4"
+NAME = "no acknowledged record lost"
+
+
+def _due(ack: Ack, acker: Leg, snap_leg: Leg) -> bool:
+    """True when ``snap_leg``'s snapshot was taken after ``ack`` was acknowledged."""
+    if acker.index == snap_leg.index:
+        return True
+    if ack.t is not None and snap_leg.t_end:
+        return ack.t <= snap_leg.t_end
+    if acker.t_end and snap_leg.t_end:
+        return acker.t_end <= snap_leg.t_end and acker.index <= snap_leg.index
+    return acker.index < snap_leg.index
+
+
+def _truncations(history: History, legs: list[Leg], ack: Ack) -> list[dict[str, Any]]:
+    out = []
+    for leg in legs:
+        if leg.index < ack.leg:
+            continue
+        for ev in events(leg):
+            if not is_journal(ev.get("path"), history.run_id) or ev.get("error"):
+                continue
+            if leg.index == ack.leg and ev.get("n", 0) <= ack.fsync_n:
+                continue
+            if ev.get("op") == "ftruncate" and (ack.end is None or ev.get("length", 0) < ack.end):
+                out.append({"leg": leg.index, "pid": ev["pid"], "n": ev.get("n"), "op": "ftruncate",
+                            "length": ev.get("length")})
+            elif ev.get("op") == "open" and "O_TRUNC" in (ev.get("flags") or []):
+                out.append({"leg": leg.index, "pid": ev["pid"], "n": ev.get("n"), "op": "open O_TRUNC"})
+    return out
+
+
+def check(history: History) -> Any:
+    legs = legs_in_order(history)
+    if not traced(history):
+        return make(__name__, UNKNOWN, {
+            "summary": "no leg left an IO-seam trace: acknowledged records cannot be known",
+            "reason": "no trace", "checked": 0})
+    acks_by_leg = {leg.index: acknowledged(history, leg) for leg in legs}
+    ackers = {leg.index: leg for leg in legs}
+    expected: dict[int, tuple[Ack, Leg]] = {}
+    violations: list[dict[str, Any]] = []
+    destroyed: list[dict[str, Any]] = []
+    reported: set[int] = set()
+    total = 0
+    for snap_leg in legs:
+        for ack in acks_by_leg[snap_leg.index]:
+            total += 1
+            if ack.seq is None:
+                violations.append({"kind": "undecodable_ack", "ack": ack.brief(),
+                                   "detail": "an acknowledged journal line does not decode as a record"})
+                continue
+            old = expected.get(ack.seq)
+            if old is not None and old[0].line != ack.line:
+                violations.append({"kind": "seq_reacknowledged", "seq": ack.seq, "first": old[0].brief(),
+                                   "second": ack.brief(),
+                                   "detail": f"two different records were acknowledged at seq {ack.seq}"})
+                continue
+            expected.setdefault(ack.seq, (ack, ackers[ack.leg]))
+        snap = split_journal(snap_leg.journal)
+        for seq in sorted(expected):
+            ack, acker = expected[seq]
+            if not _due(ack, acker, snap_leg):
+                continue
+            lines = snap.by_seq(seq)
+            if any(ln.raw == ack.line for ln in lines):
+                continue
+            if snap_leg.fault.kind == "tail":
+                destroyed.append({"seq": seq, "fault_leg": snap_leg.index, "ack": ack.brief()})
+                del expected[seq]
+                continue
+            if seq in reported:
+                continue
+            reported.add(seq)
+            row: dict[str, Any] = {"kind": "changed" if lines else "lost", "seq": seq, "leg": snap_leg.index,
+                                   "journal_exists": snap_leg.journal is not None,
+                                   "journal_bytes": len(snap_leg.journal or b""), "ack": ack.brief(),
+                                   "found": [ln.brief() for ln in lines]}
+            at = snap.data.find(ack.line.rstrip(b"\n"))
+            if at != -1:
+                host = next(ln for ln in snap.lines if ln.offset <= at < ln.end)
+                row["glued_into"] = host.brief()
+            cuts = _truncations(history, legs, ack)
+            if cuts:
+                row["truncated_by"] = cuts
+            row["detail"] = (f"record seq {seq} acknowledged by leg {ack.leg} (fsync n={ack.fsync_n}) is "
+                             f"{'changed' if lines else 'missing'} in the journal after leg {snap_leg.index}")
+            violations.append(row)
+    for leg in legs:
+        for w in unsynced_appends(history, leg):
+            violations.append({"kind": "append_not_synced", **w,
+                               "detail": f"leg {leg.index} wrote the journal (n={w['n']}) and went on ({w['before']}) "
+                                         "without an fsync: nothing it appended was ever acknowledged"})
+    evidence: dict[str, Any] = {"checked": total, "acknowledged_seqs": sorted(expected),
+                                "untraced_legs": [lg.index for lg in legs if not lg.trace]}
+    if destroyed:
+        evidence["destroyed_by_fault"] = destroyed
+    if violations:
+        evidence["summary"] = (f"{len(violations)} acknowledged record(s) lost or changed: "
+                               + "; ".join(_brief(v) for v in violations[:5]))
+        evidence["violations"] = violations
+        return make(__name__, INVALID, evidence)
+    evidence["summary"] = f"{total} acknowledged record(s), all present in every later journal snapshot"
+    return make(__name__, VALID, evidence)
+
+
+def _brief(v: dict[str, Any]) -> str:
+    if v["kind"] == "append_not_synced":
+        return f"leg {v['leg']} write n={v['n']} not fsynced before {v['before']}"
+    return f"seq {v.get('seq')} {v['kind']} after leg {v.get('leg', v.get('ack', {}).get('leg'))}"

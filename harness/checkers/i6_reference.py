@@ -1,0 +1,131 @@
+"""I6 the result equals the uninterrupted reference run's.
+
+Normative text: suspending, crashing and resuming change nothing a user can
+see: the resumed run's final conversation, counters (model calls, tool
+calls, tokens) and final answer equal those of the same run done in one go.
+
+How it is judged.  The final state is the fold of the last leg's journal
+(:func:`fiskj.reader.read_state` on the bytes, ``to_json()``), or
+``history.final_state`` when no leg left a journal.  Its ``messages``,
+``counters`` and final answer (text of the last assistant message) are
+compared with ``history.reference.state``'s.  Only a deterministic server
+makes this a fair test: when ``history.options["vary_on_repeat"]`` is set
+and some model call was repeated, the verdict is unknown.  No reference is
+unknown too.  A final journal that cannot be read is invalid, unless the
+damage is a tail fault's (then unknown).  Evidence: a compact diff, at most
+:data:`MAX_DIFFS` entries ``{"path", "got", "want"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fiskj.errors import FiskjError
+from fiskj.reader import read_state
+
+from ..history import History
+from . import INVALID, UNKNOWN, VALID, make
+from ._common import legs_in_order, nemesis_prefix_holds
+
+INVARIANT = "I6"
+NAME = "result equals the uninterrupted reference run"
+MAX_DIFFS = 10
+_SHORT = 200
+
+
+def final_answer(messages: list[dict[str, Any]]) -> str | None:
+    """Text of the last assistant message (``None`` when there is none)."""
+    for message in reversed(messages or []):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
+    return None
+
+
+def _short(value: Any) -> Any:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return value if len(text) <= _SHORT else text[:_SHORT] + f"...(+{len(text) - _SHORT} chars)"
+
+
+def diff(got: Any, want: Any, path: str = "", out: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Differences between two JSON values, as ``{"path", "got", "want"}`` (values shortened)."""
+    out = [] if out is None else out
+    if len(out) >= MAX_DIFFS:
+        return out
+    if isinstance(got, dict) and isinstance(want, dict):
+        for key in list(want) + [k for k in got if k not in want]:
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in got:
+                out.append({"path": sub, "got": "<absent>", "want": _short(want[key])})
+            elif key not in want:
+                out.append({"path": sub, "got": _short(got[key]), "want": "<absent>"})
+            else:
+                diff(got[key], want[key], sub, out)
+            if len(out) >= MAX_DIFFS:
+                break
+    elif isinstance(got, list) and isinstance(want, list):
+        for i in range(max(len(got), len(want))):
+            sub = f"{path}[{i}]"
+            if i >= len(got):
+                out.append({"path": sub, "got": "<absent>", "want": _short(want[i])})
+            elif i >= len(want):
+                out.append({"path": sub, "got": _short(got[i]), "want": "<absent>"})
+            else:
+                diff(got[i], want[i], sub, out)
+            if len(out) >= MAX_DIFFS:
+                break
+    elif got != want or type(got) is not type(want):
+        out.append({"path": path or "$", "got": _short(got), "want": _short(want)})
+    return out
+
+
+def _view(state: dict[str, Any]) -> dict[str, Any]:
+    messages = state.get("messages") or []
+    return {"messages": messages, "counters": state.get("counters"), "final_answer": final_answer(messages)}
+
+
+def check(history: History) -> Any:
+    if history.reference is None:
+        return make(__name__, UNKNOWN, {"summary": "no reference run in the history", "reason": "no reference"})
+    repeated = len({c.key for c in history.model_calls}) < len(history.model_calls)
+    if history.options.get("vary_on_repeat") and repeated:
+        return make(__name__, UNKNOWN, {
+            "summary": "the server varied its reply on a repeated call; the result may legitimately differ",
+            "reason": "vary_on_repeat with a repeated model call"})
+    with_journal = [lg for lg in legs_in_order(history) if lg.journal is not None]
+    source: str
+    if with_journal:
+        last = with_journal[-1]
+        source = f"journal after leg {last.index}"
+        try:
+            final = read_state(last.journal).to_json()
+        except FiskjError as exc:
+            row = {"leg": last.index, "error": f"{type(exc).__name__}: {exc}", "line": exc.line, "offset": exc.offset,
+                   "journal_bytes": len(last.journal), "exit_code": last.exit_code, "exit_signal": last.exit_signal,
+                   "stderr": (last.stderr or "")[-300:]}
+            end = len(last.journal) if exc.offset is None else (last.journal.find(b"\n", exc.offset) + 1 or len(last.journal))
+            if nemesis_prefix_holds(history, last, end):
+                return make(__name__, UNKNOWN, {"summary": "the final journal is unreadable through a tail fault's damage",
+                                                "reason": "nemesis-made damage", **row})
+            return make(__name__, INVALID, {"summary": f"the final journal cannot be read: {exc}", "checked": 1,
+                                            "violations": [{"kind": "final_unreadable", **row}]})
+    elif history.final_state is not None:
+        final, source = history.final_state, "history.final_state"
+    else:
+        return make(__name__, UNKNOWN, {"summary": "no final journal and no final state", "reason": "no final state"})
+    got, want = _view(final), _view(history.reference.state)
+    diffs = diff(got, want)
+    evidence: dict[str, Any] = {"checked": 1, "source": source, "status": final.get("status"),
+                                "reference_status": history.reference.state.get("status")}
+    if diffs:
+        fields = sorted({d["path"].split(".")[0].split("[")[0] for d in diffs})
+        evidence["summary"] = f"final result differs from the reference in {', '.join(fields)} (first: {diffs[0]['path']})"
+        evidence["violations"] = [{"kind": "differs", "diff": diffs}]
+        evidence["got_answer"], evidence["want_answer"] = _short(got["final_answer"]), _short(want["final_answer"])
+        return make(__name__, INVALID, evidence)
+    evidence["summary"] = (f"messages ({len(got['messages'])}), counters and final answer equal the reference "
+                           f"({source})")
+    return make(__name__, VALID, evidence)

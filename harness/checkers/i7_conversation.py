@@ -1,0 +1,97 @@
+"""I7 the conversation is well-formed at every model call.
+
+Normative text: every request the agent sends to the model is a valid
+Messages API conversation: it starts with a user message and roles
+alternate; every tool_use of an assistant message is answered by exactly
+one tool_result in the user message right after it; no tool_result is
+orphaned (answers no tool_use of the message before it) or duplicated; no
+tool_use is left unanswered when the model is called.
+
+How it is judged: for each :class:`~harness.history.ModelCall`, its
+``messages`` (the request as the fake server received it) are walked once.
+Violations (``kind``): ``empty``, ``first_not_user``, ``roles_not_alternating``,
+``unanswered_tool_use``, ``duplicate_tool_result``, ``orphan_tool_result``,
+``bad_message``; each names the call (index, leg, turn), the message index
+and the ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..history import History
+from . import INVALID, VALID, make
+
+INVARIANT = "I7"
+NAME = "conversation well-formed at every model call"
+
+
+def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def problems(messages: list[Any]) -> list[dict[str, Any]]:
+    """Every rule ``messages`` breaks (empty list: well-formed)."""
+    out: list[dict[str, Any]] = []
+    if not messages:
+        return [{"kind": "empty", "detail": "the request has no messages"}]
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+            out.append({"kind": "bad_message", "message": i, "detail": f"not a user/assistant message: {str(m)[:80]}"})
+    if out:
+        return out
+    if messages[0]["role"] != "user":
+        out.append({"kind": "first_not_user", "message": 0, "role": messages[0]["role"]})
+    for i in range(1, len(messages)):
+        if messages[i]["role"] == messages[i - 1]["role"]:
+            out.append({"kind": "roles_not_alternating", "message": i, "role": messages[i]["role"]})
+    for i, m in enumerate(messages):
+        if m["role"] != "user":
+            continue
+        prev = messages[i - 1] if i > 0 and messages[i - 1]["role"] == "assistant" else None
+        asked = [b.get("id") for b in _blocks(prev, "tool_use")] if prev else []
+        seen: dict[str, int] = {}
+        for b in _blocks(m, "tool_result"):
+            tid = b.get("tool_use_id")
+            seen[tid] = seen.get(tid, 0) + 1
+            if tid not in asked:
+                out.append({"kind": "orphan_tool_result", "message": i, "tool_use_id": tid,
+                            "detail": f"message {i} answers {tid!r}, which message {i - 1} did not ask"})
+        for tid, count in seen.items():
+            if count > 1 and tid in asked:
+                out.append({"kind": "duplicate_tool_result", "message": i, "tool_use_id": tid, "count": count})
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        asked = [b.get("id") for b in _blocks(m, "tool_use")]
+        if not asked:
+            continue
+        nxt = messages[i + 1] if i + 1 < len(messages) else None
+        answered = {b.get("tool_use_id") for b in _blocks(nxt, "tool_result")} if nxt and nxt["role"] == "user" else set()
+        missing = [t for t in asked if t not in answered]
+        if missing:
+            out.append({"kind": "unanswered_tool_use", "message": i, "tool_use_ids": missing,
+                        "detail": f"message {i} asked {missing} and " + (
+                            "the model was called right after it" if nxt is None else f"message {i + 1} does not answer")})
+    return out
+
+
+def check(history: History) -> Any:
+    violations: list[dict[str, Any]] = []
+    for call in history.model_calls:
+        for p in problems(call.messages):
+            violations.append({**p, "call": call.index, "leg": call.leg, "turn": call.turn, "key": call.key,
+                               "messages": len(call.messages or [])})
+    evidence: dict[str, Any] = {"checked": len(history.model_calls)}
+    if violations:
+        calls = sorted({v["call"] for v in violations})
+        evidence["summary"] = (f"{len(calls)} of {len(history.model_calls)} model call(s) ill-formed: "
+                               + ", ".join(sorted({v['kind'] for v in violations})) + f" (first: call {calls[0]})")
+        evidence["violations"] = violations[:50]
+        evidence["violations_total"] = len(violations)
+        return make(__name__, INVALID, evidence)
+    evidence["summary"] = f"{len(history.model_calls)} model call(s), every conversation well-formed"
+    return make(__name__, VALID, evidence)

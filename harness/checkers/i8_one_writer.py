@@ -1,0 +1,140 @@
+"""I8 one writer at a time.
+
+Normative text: at most one process writes a run's journal at any time.
+A writer holds the run's exclusive ``flock`` on ``<id>.lock`` from before
+its first change of the journal until after its last; a second writer is
+refused at once; lines of two writers never interleave.
+
+How it is judged.
+
+* Lines (every snapshot): every complete line before the last is one whole
+  record (``broken_line`` otherwise, with its leg, line, offset and bytes),
+  unless the line lies in bytes a ``tail`` fault made, untouched since.
+* Lock discipline (each leg's trace): every change of the journal (write,
+  ftruncate, unlink, rename, ``O_TRUNC`` open) happens while that process
+  holds the lock, by trace order ``n``: after a successful ``LOCK_EX``
+  flock of ``<id>.lock`` and before its unlock or close
+  (``write_without_lock``).
+* Two holders (pairs of legs whose ``[t_start, t_end]`` overlap): no two
+  processes that both changed the journal hold the lock over overlapping
+  intervals (``lock_overlap``), and no process changes the journal while
+  another holds the lock (``write_under_foreign_lock``).  This needs event
+  times ``t``; without them such a pair makes the verdict unknown.  Legs
+  that never overlap in time cannot have two writers at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..history import History, Leg
+from . import INVALID, UNKNOWN, VALID, make
+from ._common import legs_in_order, nemesis_prefix_holds, split_journal
+from ._trace import Span, journal_writes, lock_spans, traced
+
+INVARIANT = "I8"
+NAME = "one writer at a time"
+
+
+def _overlap(a0: int | None, a1: int | None, b0: int | None, b1: int | None) -> bool:
+    return a0 is not None and b0 is not None and a0 < (b1 if b1 is not None else a0 + 1) and b0 < (
+        a1 if a1 is not None else b0 + 1)
+
+
+def _covered(n: int, spans: list[Span], pid: int) -> bool:
+    return any(s.pid == pid and s.first_n < n and (s.last_n is None or n < s.last_n) for s in spans)
+
+
+def _ev(ev: dict[str, Any], leg: Leg) -> dict[str, Any]:
+    out = {"leg": leg.index, "pid": ev.get("pid"), "n": ev.get("n"), "op": ev.get("op")}
+    for key in ("t", "offset", "len", "length"):
+        if ev.get(key) is not None:
+            out[key] = ev[key]
+    return out
+
+
+def _lines(history: History, legs: list[Leg], violations: list[dict[str, Any]]) -> int:
+    checked = 0
+    for leg in legs:
+        snap = split_journal(leg.journal)
+        for ln in snap.lines[:-1]:
+            checked += 1
+            if ln.record is None and not nemesis_prefix_holds(history, leg, ln.end):
+                violations.append({"kind": "broken_line", "leg": leg.index, **ln.brief(),
+                                   "envelopes": ln.raw.count(b'{"seq":'),
+                                   "detail": "a journal line that is not one whole record (interleaved or glued)"})
+    return checked
+
+
+def check(history: History) -> Any:
+    legs = legs_in_order(history)
+    violations: list[dict[str, Any]] = []
+    lines = _lines(history, legs, violations)
+    spans = {leg.index: lock_spans(history, leg) for leg in legs}
+    writes = {leg.index: journal_writes(history, leg) for leg in legs}
+    for leg in legs:
+        for ev in writes[leg.index]:
+            if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid")):
+                violations.append({"kind": "write_without_lock", **_ev(ev, leg),
+                                   "detail": f"leg {leg.index} changed the journal ({ev.get('op')} n={ev.get('n')}) "
+                                             "without holding the run lock"})
+    undecided: list[dict[str, Any]] = []
+    pairs = 0
+    if not traced(history):
+        for i, a in enumerate(legs):
+            for b in legs[i + 1:]:
+                if a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end:
+                    undecided.append({"legs": [a.index, b.index], "why": "the legs coexisted and left no IO-seam trace"})
+    for i, a in enumerate(legs):
+        for b in legs[i + 1:]:
+            if not (a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end):
+                continue
+            if not (writes[a.index] and writes[b.index]):
+                continue
+            pairs += 1
+            timed = all(s.start is not None for s in spans[a.index] + spans[b.index]) and all(
+                ev.get("t") is not None for ev in writes[a.index] + writes[b.index])
+            if not timed:
+                undecided.append({"legs": [a.index, b.index], "why": "both changed the journal while their processes "
+                                  "coexisted, and the trace events carry no time t"})
+                continue
+            violations += _pair(a, b, spans, writes)
+    evidence: dict[str, Any] = {"checked": lines + sum(len(w) for w in writes.values()) + pairs,
+                                "lines_checked": lines, "journal_changes": sum(len(w) for w in writes.values()),
+                                "concurrent_writer_pairs": pairs}
+    if violations:
+        evidence["summary"] = f"{len(violations)} one-writer violation(s): " + ", ".join(
+            sorted({v["kind"] for v in violations})) + f" (first: leg {violations[0].get('leg', violations[0].get('legs'))})"
+        evidence["violations"] = violations[:50]
+        if undecided:
+            evidence["undecided"] = undecided
+        return make(__name__, INVALID, evidence)
+    if undecided:
+        evidence["summary"] = f"{len(undecided)} pair(s) of concurrent legs cannot be judged: {undecided[0]['why']}"
+        evidence["reason"] = undecided[0]["why"]
+        evidence["undecided"] = undecided
+        return make(__name__, UNKNOWN, evidence)
+    evidence["summary"] = (f"{lines} line(s) whole; {evidence['journal_changes']} journal change(s) all under the lock; "
+                           f"{pairs} concurrent writer pair(s)")
+    return make(__name__, VALID, evidence)
+
+
+def _pair(a: Leg, b: Leg, spans: dict[int, list[Span]], writes: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Violations between two concurrent, timed legs: overlapping lock holds, writes under the other's lock."""
+    out: list[dict[str, Any]] = []
+    for sa in spans[a.index]:
+        for sb in spans[b.index]:
+            if _overlap(sa.start, sa.end, sb.start, sb.end):
+                out.append({"kind": "lock_overlap", "legs": [a.index, b.index], "spans": [vars(sa), vars(sb)],
+                            "detail": "two processes held the run lock at the same time"})
+    for x, y in ((a, b), (b, a)):
+        for ev in writes[x.index]:
+            if _held_at(spans[y.index], ev.get("t")):
+                out.append({"kind": "write_under_foreign_lock", **_ev(ev, x), "holder_leg": y.index,
+                            "detail": f"leg {x.index} changed the journal while leg {y.index} held the lock"})
+    return out
+
+
+def _held_at(spans: list[Span], t: int | None) -> bool:
+    """True when one of ``spans`` (another process's lock holds) covers time ``t``."""
+    return t is not None and any(s.start is not None and s.start < t and (s.end is None or t < s.end) for s in spans)

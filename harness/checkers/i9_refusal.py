@@ -1,0 +1,132 @@
+"""I9 a refused resume appends nothing.
+
+Normative text: a resume (or create) that is refused, because the
+fingerprint differs, the run is completed, or another process holds the
+run, changes nothing: the journal is byte-identical before and after, and
+no model call or tool runs.
+
+How it is judged.  A *refused leg* exited 1 or 2 and its fault detail or
+stderr mentions a refusal (``refus``, ``locked``, ``held by another``,
+``fingerprint``, ...).  For each:
+
+* ``changed_journal``: its IO-seam trace shows a change of the journal
+  (write, ftruncate, unlink, rename, ``O_TRUNC`` open);
+* ``journal_changed``: when no other leg ran at the same time and no file
+  fault followed it (tail, power loss), its journal snapshot differs from the one before it (the previous leg's, or no file
+  for the first leg); evidence gives both sizes, the first differing
+  offset and the lines added;
+* ``did_work``: a model call or a tool execution is attributed to it.
+
+Cutting the torn tail the leg found (an ``ftruncate`` to exactly the start
+of the before-snapshot's unparsable final line, done under the lock before
+the refusal) removes no record and is allowed; it is listed under
+``tail_repairs``.  A refused leg that overlapped another leg in time, or whose snapshot is a
+file fault's, and that left no trace cannot be judged: unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..history import History, Leg
+from . import INVALID, UNKNOWN, VALID, make
+from ._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot, split_journal
+from ._trace import journal_writes
+
+INVARIANT = "I9"
+NAME = "a refused resume appends nothing"
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _torn_cut(journal: bytes | None) -> int | None:
+    """Offset of ``journal``'s torn final line (incomplete or unparsable), or ``None``."""
+    lines = split_journal(journal).lines
+    if lines and lines[-1].record is None:
+        return lines[-1].offset
+    return None
+
+
+def _is_repair(ev: dict[str, Any], cut: int | None) -> bool:
+    return cut is not None and ev.get("op") == "ftruncate" and ev.get("length") == cut
+
+
+def _overlaps(leg: Leg, legs: list[Leg]) -> bool:
+    return any(o.index != leg.index and o.t_end and leg.t_end and o.t_start < leg.t_end and leg.t_start < o.t_end
+               for o in legs)
+
+
+def _work(history: History, leg: Leg) -> list[dict[str, Any]]:
+    out = []
+    for c in history.model_calls:
+        try:
+            if attribute(history, c.leg, c.t, "model call") == leg.index:
+                out.append({"model_call": c.index, "turn": c.turn, "key": c.key})
+        except Unattributable:
+            continue
+    for e in history.effects:
+        try:
+            if attribute(history, e.leg, e.t, "effect") == leg.index:
+                out.append({"tool_use_id": e.tool_use_id, "attempt": e.attempt, "pid": e.pid})
+        except Unattributable:
+            continue
+    return out
+
+
+def check(history: History) -> Any:
+    legs = legs_in_order(history)
+    refused = [lg for lg in legs if is_refusal(lg)]
+    violations: list[dict[str, Any]] = []
+    undecided: list[dict[str, Any]] = []
+    repairs: list[dict[str, Any]] = []
+    for leg in refused:
+        why = (leg.stderr or "").strip().splitlines()[-1:] or [str(leg.fault.detail)]
+        base = {"leg": leg.index, "exit_code": leg.exit_code, "refusal": why[0][:200]}
+        before, after = previous_snapshot(history, leg), leg.journal
+        cut = _torn_cut(before)
+        changes = journal_writes(history, leg)
+        if cut is not None and any(_is_repair(ev, cut) for ev in changes):
+            repairs.append({"leg": leg.index, "cut_at": cut, "bytes_before": len(before or b"")})
+        changes = [ev for ev in changes if not _is_repair(ev, cut)]
+        if changes:
+            violations.append({"kind": "changed_journal", **base,
+                               "events": [{k: ev.get(k) for k in ("n", "pid", "op", "offset", "len", "length")
+                                           if ev.get(k) is not None} for ev in changes[:10]]})
+        work = _work(history, leg)
+        if work:
+            violations.append({"kind": "did_work", **base, "work": work[:10]})
+        if _overlaps(leg, legs) or leg.fault.kind in ("tail", "power_loss"):
+            if not leg.trace:
+                undecided.append({**base, "why": "overlapped another leg and left no IO-seam trace"
+                                  if _overlaps(leg, legs) else f"its snapshot is after a {leg.fault.kind} fault "
+                                  "and it left no IO-seam trace"})
+            continue
+        if before == after or (cut is not None and before is not None and after == before[:cut]):
+            continue
+        b, a = before or b"", after or b""
+        at = _first_difference(b, a)
+        added = [ln.brief() for ln in split_journal(a).lines if ln.end > at][:5]
+        violations.append({"kind": "journal_changed", **base, "bytes_before": None if before is None else len(b),
+                           "bytes_after": None if after is None else len(a), "first_difference": at,
+                           "lines_after_difference": added})
+    evidence: dict[str, Any] = {"checked": len(refused), "refused_legs": [lg.index for lg in refused]}
+    if repairs:
+        evidence["tail_repairs"] = repairs
+    if violations:
+        evidence["summary"] = f"{len(violations)} refused leg violation(s): " + "; ".join(
+            f"leg {v['leg']} {v['kind']}" for v in violations[:5])
+        evidence["violations"] = violations
+        return make(__name__, INVALID, evidence)
+    if undecided:
+        evidence["summary"] = f"{len(undecided)} refused leg(s) cannot be judged (concurrent, untraced)"
+        evidence["reason"] = "concurrent untraced refused leg"
+        evidence["undecided"] = undecided
+        return make(__name__, UNKNOWN, evidence)
+    evidence["summary"] = (f"{len(refused)} refused leg(s), each left the journal byte-identical and did no work"
+                           if refused else "no refused leg; nothing to judge")
+    return make(__name__, VALID, evidence)

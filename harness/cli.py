@@ -1,0 +1,316 @@
+"""The ``fiskj-harness`` command: run kill/suspend campaigns and replay single trials.
+
+``fiskj-harness run [SCENARIO...] [--trials N] [--seed S] [--jobs J] [--subject CMD]
+[--report-json FILE] [--junit FILE] [--schedule JSON]``: run a campaign
+(default: every bundled ``scenarios/*.toml``), print a progress line on a
+terminal and a summary table at the end.
+
+``fiskj-harness replay REPORT --trial K``: re-run trial K of a JSON report
+(same scenario, seed, schedule and subject) and judge it again.
+
+Exit status: 0 every checked invariant held; 1 a violation (or an
+undecided ``unknown`` verdict, which is not a pass); 2 a usage or setup
+error (bad arguments, a scenario that does not parse, a reference run that
+does not complete, a subject that does not start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["main", "build_parser", "resolve_scenarios", "campaign_report", "EXIT_OK", "EXIT_VIOLATION", "EXIT_USAGE"]
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_USAGE = 2
+
+
+class _Usage(Exception):
+    """A usage or setup error: printed as one line, exit 2."""
+
+
+def resolve_scenarios(args: list[str]) -> list[Any]:
+    """Load the scenarios named on the command line.
+
+    Each argument is a ``.toml`` file, a directory (its ``*.toml``), or the
+    name of a bundled scenario (``kill-random`` for
+    ``scenarios/kill-random.toml``).  No argument: every bundled scenario.
+    Returns :class:`harness.scenario.Scenario` objects; raises
+    :class:`harness.scenario.ScenarioError` (file, line, key) or ``_Usage``.
+    """
+    from .scenario import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
+
+    paths: list[Path] = []
+    if not args:
+        paths = bundled_scenarios()
+        if not paths:
+            raise _Usage(f"no scenarios in {bundled_scenario_dir()}")
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            found = sorted(p.glob("*.toml"))
+            if not found:
+                raise _Usage(f"no *.toml scenarios in directory {arg}")
+            paths += found
+        elif p.exists():
+            paths.append(p)
+        else:
+            try:
+                candidate = bundled_scenario_dir() / (arg if arg.endswith(".toml") else arg + ".toml")
+            except ScenarioError:
+                candidate = None
+            if candidate is None or not candidate.exists():
+                raise _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name")
+            paths.append(candidate)
+    scenarios = [load_scenario(p) for p in paths]
+    names: dict[str, str] = {}
+    for s in scenarios:
+        if s.name in names and names[s.name] != s.path:
+            raise _Usage(f"two scenarios are named {s.name!r}: {names[s.name]} and {s.path}")
+        names[s.name] = str(s.path)
+    return scenarios
+
+
+def _progress_printer(stream: Any) -> Callable[[int, int, int], None] | None:
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    started = time.monotonic()
+
+    def show(done: int, total: int, failing: int) -> None:
+        rate = done / max(time.monotonic() - started, 1e-6)
+        end = "\n" if done == total else ""
+        stream.write(f"\r  {done}/{total} trials  {failing} failing  {rate:.1f} trials/s   {end}")
+        stream.flush()
+
+    return show
+
+
+def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
+    """Build the JSON report (:func:`harness.report.build_report`) of a :class:`harness.campaign.CampaignResult`.
+
+    Adds ``campaign`` (subject, seed, jobs, scenario files, shrinks, setup
+    errors) so that ``replay`` can re-run any trial; each ``runs`` row gets
+    ``origin`` (and ``shrunk_from``), each violation ``reproduce_run`` (a
+    self-contained ``fiskj-harness run ... --schedule`` command).  Without a
+    report file the ``reproduce`` commands are the self-contained ones.
+    """
+    from .report import build_report
+
+    trials = []
+    for t in result.trials:
+        trials.append({
+            "trial": t.index, "scenario": t.scenario, "seed": t.seed, "schedule": t.schedule,
+            "history": t.history, "verdicts": t.verdicts, "duration_s": round(t.elapsed_s, 6),
+            "faults": t.faults,
+        })
+    report = build_report(trials, report_path=report_path or "REPORT", elapsed_s=result.elapsed_s)
+    by_index = {t.index: t for t in result.trials}
+    for row in report.get("runs", []):
+        t = by_index.get(row["trial"])
+        if t is not None:
+            row["origin"] = t.origin
+            if t.shrunk_from is not None:
+                row["shrunk_from"] = t.shrunk_from
+    for key in ("violations", "unknowns"):
+        for row in report.get(key, []):
+            t = by_index.get(row["trial"])
+            if t is None:
+                continue
+            row["reproduce_run"] = t.reproduce
+            row["origin"] = t.origin
+            if report_path is None:
+                row["reproduce"] = t.reproduce
+            if t.history is not None and key == "violations":
+                row.setdefault("history_notes", t.history.notes)
+    report["campaign"] = {
+        "subject": list(result.subject.argv),
+        "jobs": result.jobs,
+        "scenarios": {r.scenario.name: r.scenario.path for r in result.scenarios},
+        "seeds": {r.scenario.name: r.seed for r in result.scenarios},
+        "references": {r.scenario.name: {"events": r.reference.events, "duration_ms": round(r.reference.duration_ms, 3),
+                                         "model_calls": r.reference.reference.model_calls,
+                                         "effects": r.reference.reference.effects}
+                       for r in result.scenarios if r.reference is not None},
+        "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule}
+                    for t in result.trials if t.origin == "shrink"],
+        "shrink_runs": {r.scenario.name: r.shrink_runs for r in result.scenarios if r.shrink_runs},
+        "errors": list(result.errors),
+    }
+    return report
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any) -> int:
+    from .report import exit_status, render_summary, write_junit
+
+    if args.report_json:
+        _write_json(args.report_json, report)
+    if args.junit:
+        write_junit(report, args.junit)
+    if not args.quiet:
+        out.write(render_summary(report))
+        shrinks = report["campaign"]["shrinks"]
+        for s in shrinks:
+            out.write(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}): "
+                      f"{json.dumps(s['schedule'])}\n")
+    for err in result.errors:
+        print(f"fiskj-harness: setup error: {err}", file=sys.stderr)
+    if result.errors:
+        return EXIT_USAGE
+    if not result.trials:
+        print("fiskj-harness: no trial ran", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK if exit_status(report) == 0 else EXIT_VIOLATION
+
+
+def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness run``: returns the exit status."""
+    from .campaign import Campaign
+    from .subject import parse_subject
+
+    out = out or sys.stdout
+    scenarios = resolve_scenarios(args.scenarios)
+    schedules = None
+    if args.schedule is not None:
+        try:
+            parsed = json.loads(args.schedule)
+        except ValueError as exc:
+            raise _Usage(f"--schedule is not JSON: {exc}") from None
+        schedules = [parsed]
+    try:
+        subject = parse_subject(args.subject)
+    except ValueError as exc:
+        raise _Usage(f"--subject: {exc}") from None
+    try:
+        campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
+                            progress=None if args.quiet else _progress_printer(sys.stderr),
+                            shrink_budget=args.shrink_budget, schedules=schedules)
+    except ValueError as exc:
+        raise _Usage(f"--schedule: {exc}") from None
+    result = campaign.run()
+    report = campaign_report(result, args.report_json)
+    return _finish(report, result, args, out)
+
+
+def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness replay REPORT --trial K``: re-run one trial of a report; returns the exit status."""
+    from .campaign import Campaign
+    from .history import history_to_json
+    from .scenario import load_scenario
+    from .subject import parse_subject
+
+    out = out or sys.stdout
+    try:
+        with open(args.report, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise _Usage(f"cannot read report {args.report}: {exc}") from None
+    rows = [r for r in report.get("runs", []) if int(r.get("trial", -1)) == args.trial]
+    if not rows:
+        raise _Usage(f"report {args.report} has no trial {args.trial} (it has {len(report.get('runs', []))})")
+    row = rows[0]
+    campaign_info = report.get("campaign", {})
+    path = campaign_info.get("scenarios", {}).get(row["scenario"])
+    if not path:
+        raise _Usage(f"report {args.report} does not say where scenario {row['scenario']!r} is")
+    scenario = load_scenario(path)
+    subject = parse_subject(args.subject) if args.subject else parse_subject(campaign_info.get("subject"))
+    campaign = Campaign([scenario], seed=row.get("seed"), jobs=1, subject=subject, shrink_budget=0,
+                        schedules=[row.get("schedule", [])], keep_histories=True, origin="replay")
+    result = campaign.run()
+    if args.history and result.trials and result.trials[0].history is not None:
+        _write_json(args.history, history_to_json(result.trials[0].history))
+    for t in result.trials:
+        for v in t.verdicts:
+            out.write(f"  {v.invariant} {v.status:<8} {v.summary[:150]}\n")
+    new_report = campaign_report(result, args.report_json)
+    return _finish(new_report, result, args, out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fiskj-harness`` argument parser with the ``run`` and ``replay`` subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="fiskj-harness",
+        description="Crash-consistency campaigns for agent run journals: kill and suspend agents, "
+                    "judge every trial against invariants I1..I9, shrink failures.",
+        epilog="exit status: 0 all invariants held, 1 violation (or an unknown verdict), 2 usage or setup error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--subject", metavar="CMD",
+                       help="command prefix that starts the agent (docs/subject.md); default: python -m fiskj")
+        p.add_argument("--report-json", metavar="FILE", help="write the JSON report here")
+        p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a test case per scenario and invariant)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+
+    run = sub.add_parser("run", help="run a campaign over scenarios",
+                         description="Run trials of each scenario under fault schedules and judge them.")
+    run.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                     help="scenario files, directories or bundled names (default: every bundled scenario)")
+    run.add_argument("--trials", type=_positive, metavar="N", help="trials per scenario (default: the scenario's)")
+    run.add_argument("--seed", type=int, metavar="S", help="campaign seed (default: the scenario's)")
+    run.add_argument("--jobs", type=_positive, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
+    run.add_argument("--schedule", metavar="JSON",
+                     help='run one trial per scenario with this schedule, e.g. \'[{"kind":"kill","event":7}]\'')
+    run.add_argument("--shrink-budget", type=int, default=30, metavar="N",
+                     help="trials a shrink of a failure may run (0: do not shrink; default 30)")
+    common(run)
+    run.set_defaults(func=cmd_run)
+
+    replay = sub.add_parser("replay", help="re-run one trial of a JSON report",
+                            description="Re-run trial K of REPORT with its scenario, seed, schedule and subject.")
+    replay.add_argument("report", metavar="REPORT", help="a JSON report written by --report-json")
+    replay.add_argument("--trial", type=int, required=True, metavar="K", help="the trial number in the report")
+    replay.add_argument("--history", metavar="FILE", help="write the replayed trial's history (JSON) here")
+    common(replay)
+    replay.set_defaults(func=cmd_replay)
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fiskj-harness`` console script; returns the exit status (0, 1 or 2)."""
+    from fiskj.errors import FiskjError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args))
+    except _Usage as exc:
+        print(f"fiskj-harness: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except FiskjError as exc:  # ScenarioError, SetupError
+        print(f"fiskj-harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("fiskj-harness: interrupted", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

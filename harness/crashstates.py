@@ -1,0 +1,397 @@
+"""Power-loss crash states of one traced run, in the manner of ALICE and CrashMonkey.  Pure (no IO).
+
+Input: a run's IO-seam trace (docs/ioseam.md) and the file tree before it.
+Output: the file trees a power loss could leave.  Persistence model (long
+form: docs/persistence-model.md):
+
+(a) A write is durable once an fsync/fdatasync of its file completes after
+    it.  A later write may be lost or persisted partly, in ``sector_bytes``
+    sectors aligned to file offsets, in any subset; a persisted sector past
+    a lost one extends the size over zeros.
+(b) A new directory entry (create, mkdir, rename, unlink) is durable only
+    once its parent directory (both, for a rename) was fsynced after it;
+    until then it may be absent (a created file vanishes with its data, a
+    rename is undone); an absent directory takes everything below it.
+    Directories the trace did not create existed before it.
+(c) ftruncate (and O_TRUNC) is durable after the file's fsync.
+(d) ``zero_fill``: one more state per crash point with every unsynced file
+    at its new size but zeros for its unsynced bytes (ext4 writeback, F03).
+A failed call changes nothing, except the bytes a short write left.
+
+Crash points are the trace's prefixes (``prefix_n`` events applied, 0..len).
+The unsynced window is a list of units (an unsynced entry, a sector of an
+unsynced write, an unsynced truncate); each subset is a crash state: all of
+them up to ``exhaustive_units`` units, else ``samples`` drawn from
+``random.Random(f"{seed}:{prefix_n}")`` (plus "none" and "all").
+
+A write is *acknowledged* once the trace shows its call returned (the next
+write to the file, its close, the end of a ``complete`` trace; never after a
+failed fsync).  A correct writer syncs first, so acknowledged bytes are in
+every later state; one that returns early (no fsync, fsync before write, no
+directory fsync) loses them in some state: I4, :func:`lost_acknowledged`.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points",
+           "crash_states", "lost_acknowledged"]
+
+SECTOR_BYTES = 512
+
+
+@dataclass(frozen=True)
+class Ack:
+    """Write ``n`` (trace n) put ``data`` at ``offset``..``end`` of inode ``ino``; ``claimed``: event n that showed it returned."""
+
+    path: str; offset: int; end: int; data: bytes  # noqa: E702
+    ino: int; n: int; claimed: int = 0  # noqa: E702
+
+
+@dataclass
+class CrashState:
+    """One file tree a power loss after ``prefix_n`` events could leave; ``lost_entries``: unsynced
+    name ops that did not survive; ``persisted``: the window's units that did; ``inodes``: path -> inode."""
+
+    id: str
+    prefix_n: int
+    files: dict[str, bytes]
+    dirs: set[str]
+    lost_entries: list[str]
+    acknowledged: list[tuple[str, int]]
+    persisted: str = ""
+    acks: tuple[Ack, ...] = ()
+    inodes: dict[str, int] = field(default_factory=dict)
+
+    def key(self) -> tuple:  # the state's content, for de-duplication
+        return (tuple(sorted(self.files.items())), frozenset(self.dirs), frozenset(self.acknowledged))
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary (file sizes instead of bytes)."""
+        return {"id": self.id, "prefix_n": self.prefix_n, "persisted": self.persisted,
+                "files": {p: len(b) for p, b in sorted(self.files.items())}, "dirs": sorted(self.dirs),
+                "lost_entries": list(self.lost_entries), "acknowledged": [list(a) for a in self.acknowledged]}
+
+
+@dataclass
+class CrashPoint:
+    """The crash states of one prefix, its acknowledged writes, and its window size in units."""
+
+    prefix_n: int; event: dict[str, Any] | None; acks: tuple[Ack, ...]  # noqa: E702
+    units: int; exhaustive: bool; states: list[CrashState]  # noqa: E702
+
+
+@dataclass
+class _Entry:  # one name operation; ``waiting``: the parent dirs still to be fsynced
+    kind: str; path: str; ino: int | None; waiting: set[str]; dst: str | None = None  # noqa: E702
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def _sectors(op: tuple, sb: int) -> range:
+    return range(op[1] // sb, (op[1] + len(op[2]) - 1) // sb + 1) if op[0] == "w" else range(0)
+
+
+class Simulator:
+    """The model file system, fed one trace event at a time (:meth:`apply`); :meth:`states` enumerates."""
+
+    def __init__(self, files: dict[str, bytes] | None = None, dirs: Iterable[str] = (),
+                 sector_bytes: int = SECTOR_BYTES) -> None:
+        if sector_bytes < 1:
+            raise ValueError(f"sector_bytes must be >= 1, got {sector_bytes}")
+        self.sector = sector_bytes
+        self.base: dict[str, int] = {}        # names before the trace (durable)
+        self.names: dict[str, int] = {}       # names now (volatile view)
+        self.durable: list[bytes] = []        # per inode: content as of its last fsync
+        self.current: list[bytearray] = []    # per inode: content now
+        self.pending: list[list[tuple]] = []  # per inode since fsync: ("w", off, data) / ("t", length)
+        self.acks: list[list[Ack]] = []       # per inode: acknowledged writes
+        self.unclaimed: list[list[Ack]] = []  # per inode: writes not yet seen to return
+        self.entries: list[_Entry] = []
+        self.base_dirs, self.dirs_now = set(dirs), set(dirs)
+        self.made_dirs: set[str] = set()      # dirs a mkdir/rename of the trace created
+        self.fds: dict[tuple, Any] = {}       # (pid, fd) -> inode or ("dir", path)
+        self.last: dict[str, Any] | None = None
+        for path, data in (files or {}).items():
+            self.base[path] = self.names[path] = self._inode(bytes(data))
+
+    def _inode(self, data: bytes = b"") -> int:
+        self.durable.append(data)
+        self.current.append(bytearray(data))
+        for table in (self.pending, self.acks, self.unclaimed):
+            table.append([])
+        return len(self.durable) - 1
+
+    def _entry(self, kind: str, path: str, ino: int | None, dst: str | None = None) -> None:
+        self.entries.append(_Entry(kind, path, ino, {_parent(path)} | ({_parent(dst)} if dst else set()), dst))
+
+    def _ino_of(self, ev: dict[str, Any]) -> Any:
+        target = self.fds.get((ev.get("pid"), ev.get("fd")))
+        path = ev.get("path")
+        if target is None and path:
+            if path in self.dirs_now:
+                return ("dir", path)
+            target = self.names.get(path)
+            if target is None:  # a file the initial tree did not list: assume it existed, empty
+                target = self.base[path] = self.names[path] = self._inode()
+        return target
+
+    def apply(self, ev: dict[str, Any]) -> None:
+        """Apply one trace event."""
+        self.last = ev
+        op, err = ev.get("op"), ev.get("error")
+        if err and op in ("fsync", "fdatasync"):  # the append raised: its writes are not acknowledged
+            ino = self._ino_of(ev)
+            if isinstance(ino, int):
+                self.unclaimed[ino] = []
+        if err and op != "write":
+            return
+        getattr(self, f"_op_{op}", lambda ev: None)(ev)
+
+    def _op_open(self, ev: dict[str, Any]) -> None:
+        path, flags, key = ev["path"], set(ev.get("flags") or ()), (ev.get("pid"), ev.get("fd"))
+        if "O_DIRECTORY" in flags or path in self.dirs_now:
+            self.fds[key] = ("dir", path)
+            return
+        ino = self.names.get(path)
+        if ev.get("created") or (ino is None and "O_CREAT" in flags):
+            ino = self.names[path] = self._inode()
+            self._entry("create", path, ino)
+        elif ino is None:
+            ino = self.base[path] = self.names[path] = self._inode()
+        elif "O_TRUNC" in flags:
+            self._data(ino, ("t", 0))
+        self.fds[key] = ino
+
+    def _data(self, ino: int, op: tuple) -> None:
+        cur = self.current[ino]
+        if op[0] == "w":
+            off, end = op[1], op[1] + len(op[2])
+            cur.extend(bytes(max(0, off - len(cur))))
+            cur[off:end] = op[2]
+        else:
+            off, end = op[1], 1 << 62
+            del cur[off:]
+            cur.extend(bytes(off - len(cur)))
+        for acks in (self.acks[ino], self.unclaimed[ino]):  # the run overwrote or cut them: retired
+            acks[:] = [a for a in acks if a.end <= off or a.offset >= end]
+        self.pending[ino].append(op)
+
+    def _claim(self, ino: int, n: int) -> None:
+        self.acks[ino].extend(Ack(a.path, a.offset, a.end, a.data, a.ino, a.n, n) for a in self.unclaimed[ino])
+        self.unclaimed[ino] = []
+
+    def finish(self) -> None:
+        """The traced process ran to its end: every write it made had returned (acknowledged)."""
+        for ino in range(len(self.unclaimed)):
+            self._claim(ino, -1)
+
+    def _op_write(self, ev: dict[str, Any]) -> None:
+        ino, data, off = self._ino_of(ev), base64.b64decode(ev.get("data") or ""), ev.get("offset")
+        if not isinstance(ino, int) or not data:
+            return
+        off = len(self.current[ino]) if off is None else off  # unknown offset: an append
+        self._claim(ino, ev.get("n", -1))  # the previous write to this file has returned
+        self._data(ino, ("w", off, data))
+        if not ev.get("error"):  # a failed (short) write leaves bytes but acknowledges nothing
+            path = self._path_of(ino) or ev.get("path") or "?"
+            self.unclaimed[ino].append(Ack(path, off, off + len(data), data, ino, ev.get("n", -1)))
+
+    def _op_ftruncate(self, ev: dict[str, Any]) -> None:
+        ino = self._ino_of(ev)
+        if isinstance(ino, int):
+            self._data(ino, ("t", int(ev["length"])))
+
+    def _op_fsync(self, ev: dict[str, Any]) -> None:
+        ino = self._ino_of(ev)
+        if isinstance(ino, tuple):
+            self._op_fsync_dir({"path": ino[1]})
+        elif ino is not None:
+            self.pending[ino] = []
+            self.durable[ino] = bytes(self.current[ino])
+
+    _op_fdatasync = _op_fsync
+
+    def _op_fsync_dir(self, ev: dict[str, Any]) -> None:
+        for entry in self.entries:
+            entry.waiting.discard(ev["path"])
+
+    def _op_mkdir(self, ev: dict[str, Any]) -> None:
+        self.made_dirs.add(ev["path"])
+        self.dirs_now.add(ev["path"])
+        self._entry("mkdir", ev["path"], None)
+
+    def _op_rename(self, ev: dict[str, Any]) -> None:
+        src, dst, ino = ev["src"], ev["dst"], None
+        if src in self.dirs_now:
+            self.made_dirs.add(dst)
+            self.dirs_now.add(dst)
+        else:
+            ino = self.names.pop(src, None)
+            if ino is None:
+                ino = self.base[src] = self._inode()
+            self.names[dst] = ino
+        self._entry("rename", src, ino, dst)
+
+    def _op_unlink(self, ev: dict[str, Any]) -> None:
+        self._entry("unlink", ev["path"], self.names.pop(ev["path"], None))
+
+    def _op_close(self, ev: dict[str, Any]) -> None:
+        ino = self.fds.pop((ev.get("pid"), ev.get("fd")), None)
+        if isinstance(ino, int):
+            self._claim(ino, ev.get("n", -1))
+
+    def _path_of(self, ino: int) -> str | None:
+        return next((p for p, i in self.names.items() if i == ino), None)
+
+    def acknowledged(self) -> tuple[Ack, ...]:
+        """Acknowledged writes of inodes that still have a name (an unlinked file was deleted on purpose)."""
+        out: list[Ack] = []
+        for ino, acks in enumerate(self.acks):
+            path = self._path_of(ino) if acks else None
+            if path is not None:
+                out.extend(Ack(path, a.offset, a.end, a.data, ino, a.n, a.claimed) for a in acks)
+        return tuple(out)
+
+    def units(self) -> list[tuple]:
+        """The unsynced window: ("e", entry) / ("w", ino, op, sector) / ("t", ino, op) units."""
+        out: list[tuple] = [("e", i) for i, e in enumerate(self.entries) if e.waiting]
+        for ino, ops in enumerate(self.pending):
+            for k, op in enumerate(ops):
+                if op[0] == "w":
+                    out.extend(("w", ino, k, s) for s in _sectors(op, self.sector))
+                else:
+                    out.append(("t", ino, k))
+        return out
+
+    def _content(self, ino: int, chosen: set[tuple], zero: bool) -> bytes:
+        ops, base = self.pending[ino], self.durable[ino]
+        if not ops or not (zero or any(u[0] != "e" and u[1] == ino for u in chosen)):
+            return base
+        if zero:
+            size = len(self.current[ino])
+            return base[:size] + bytes(max(0, size - len(base)))
+        buf, sb = bytearray(base), self.sector
+        for k, op in enumerate(ops):
+            if op[0] == "t":
+                if ("t", ino, k) in chosen:
+                    del buf[op[1]:]
+                    buf.extend(bytes(op[1] - len(buf)))
+                continue
+            off, data = op[1], op[2]
+            for s in _sectors(op, sb):
+                if ("w", ino, k, s) in chosen:
+                    lo, hi = max(off, s * sb), min(off + len(data), (s + 1) * sb)
+                    buf.extend(bytes(max(0, lo - len(buf))))
+                    buf[lo:hi] = data[lo - off:hi - off]
+        return bytes(buf)
+
+    def build(self, chosen: set[tuple], *, zero: bool = False, state_id: str = "",
+              prefix_n: int = 0, acks: tuple[Ack, ...] = ()) -> CrashState:
+        """The crash state in which exactly the ``chosen`` units of the window persisted."""
+        names, made, lost = dict(self.base), set(), []
+        for i, e in enumerate(self.entries):
+            if e.waiting and ("e", i) not in chosen:
+                lost.append(f"{e.kind} {e.path}" + (f" -> {e.dst}" if e.dst else ""))
+            elif e.kind == "create":
+                names[e.path] = e.ino  # type: ignore[assignment]
+            elif e.kind == "mkdir":
+                made.add(e.path)
+            elif e.kind == "unlink":
+                names.pop(e.path, None)
+            elif e.ino is None:  # directory rename: move it and the names below it
+                made.discard(e.path)
+                made.add(e.dst)
+                pre = e.path + "/"
+                for p in [p for p in names if p.startswith(pre)]:
+                    names[f"{e.dst}/{p[len(pre):]}"] = names.pop(p)
+            else:
+                names.pop(e.path, None)
+                names[e.dst] = e.ino  # type: ignore[index]
+        memo: dict[str, bool] = {}
+
+        def present(d: str) -> bool:
+            if d not in memo:
+                memo[d] = d not in self.made_dirs or (d in made and present(_parent(d)))
+            return memo[d]
+
+        files = {p: self._content(i, chosen, zero) for p, i in names.items() if present(_parent(p))}
+        persisted = "size-only (zero-filled data)" if zero else (
+            " ".join(sorted("/".join(map(str, u)) for u in chosen)) or "none")
+        return CrashState(id=state_id, prefix_n=prefix_n, files=files,
+                          dirs=self.base_dirs | {d for d in made if present(d)}, lost_entries=lost,
+                          acknowledged=[(a.path, a.end) for a in acks], persisted=persisted,
+                          acks=acks, inodes={p: names[p] for p in files})
+
+    def states(self, prefix_n: int, *, seed: int | str = 0, exhaustive_units: int = 12,
+               samples: int = 256, zero_fill: bool = True) -> CrashPoint:
+        """Enumerate (or sample) the crash states of the current prefix, de-duplicated."""
+        units, acks = self.units(), self.acknowledged()
+        n = len(units)
+        exhaustive = n <= exhaustive_units
+        if exhaustive:
+            masks: Iterable[int] = range(1 << n)
+        else:
+            rng = random.Random(f"{seed}:{prefix_n}")
+            masks = itertools.chain((0, (1 << n) - 1), (rng.getrandbits(n) for _ in range(max(0, samples - 2))))
+        variants = itertools.chain(((m, False) for m in masks), [(0, True)] if zero_fill and any(self.pending) else [])
+        seen: set[tuple] = set()
+        out: list[CrashState] = []
+        for mask, zero in variants:
+            chosen = {u for u in units if u[0] == "e"} if zero else {u for b, u in enumerate(units) if mask >> b & 1}
+            state = self.build(chosen, zero=zero, state_id=f"p{prefix_n}.{len(out)}", prefix_n=prefix_n, acks=acks)
+            key = state.key()
+            if key not in seen:
+                seen.add(key)
+                out.append(state)
+        return CrashPoint(prefix_n, self.last, acks, n, exhaustive, out)
+
+
+def crash_points(events: Iterable[dict[str, Any]], files: dict[str, bytes] | None = None,
+                 dirs: Iterable[str] = (), *, sector_bytes: int = SECTOR_BYTES, exhaustive_units: int = 12,
+                 samples: int = 256, seed: int | str = 0, zero_fill: bool = True,
+                 complete: bool = True) -> Iterator[CrashPoint]:
+    """Yield the :class:`CrashPoint` of every prefix of ``events``; ``complete``: the process ran to its end."""
+    sim = Simulator(files, dirs, sector_bytes)
+    opts: dict[str, Any] = dict(seed=seed, exhaustive_units=exhaustive_units, samples=samples, zero_fill=zero_fill)
+    events = list(events)
+    yield sim.states(0, **opts)
+    for i, ev in enumerate(events, 1):
+        sim.apply(ev)
+        if complete and i == len(events):
+            sim.finish()
+        yield sim.states(i, **opts)
+
+
+def crash_states(events: Iterable[dict[str, Any]], files: dict[str, bytes] | None = None,
+                 dirs: Iterable[str] = (), *, distinct: bool = False, **options: Any) -> Iterator[CrashState]:
+    """Yield the crash states of every prefix; ``distinct`` skips states yielded for an earlier prefix."""
+    seen: set[tuple] = set()
+    for point in crash_points(events, files, dirs, **options):
+        for state in point.states:
+            if distinct:
+                key = state.key()
+                if key in seen:
+                    continue
+                seen.add(key)
+            yield state
+
+
+def lost_acknowledged(state: CrashState) -> list[str]:
+    """The acknowledged writes missing from ``state`` (empty when I4 holds), one message each."""
+    out = []
+    for ack in state.acks:
+        paths = [p for p, i in state.inodes.items() if i == ack.ino]
+        where = f"{ack.path}: bytes {ack.offset}..{ack.end} acknowledged (write n={ack.n})"
+        if not paths:
+            out.append(f"{where} but the file is gone")
+        elif not any(state.files[p][ack.offset:ack.end] == ack.data for p in paths):
+            out.append(f"{where} but not in the file")
+    return out

@@ -1,0 +1,140 @@
+"""The ledger tool: a command tool with a real, recorded side effect (stdlib only).
+
+Run as ``python3 -I -S ledger_tool.py [TOOL_NAME]`` (no site, no user
+environment: it starts in about 10 ms).  The agent gives it the tool input
+as JSON on standard input; it prints the tool result on standard output.
+
+Each execution, before anything else it does:
+
+1. takes an exclusive ``flock`` on the effects ledger (path in the
+   environment variable ``FISKJ_LEDGER``; opened ``O_WRONLY|O_APPEND|O_CREAT``
+   plus a read descriptor), counts the earlier lines for its
+   ``tool_use_id`` and appends one JSON line::
+
+       {"tool_use_id": ID, "attempt": N, "pid": PID, "t": MONOTONIC_NS,
+        "leg": LEG, "tool": NAME}
+
+   ``attempt`` is 1 + the number of earlier lines for that id; ``leg`` comes
+   from ``FISKJ_HARNESS_LEG`` (-1 when unset); ``t`` is ``time.monotonic_ns()``
+   taken just before the write;
+2. fsyncs the ledger, and only then releases the lock;
+3. sleeps ``sleep_ms`` milliseconds (from the input; so that a kill can land
+   inside the tool, after its effect);
+4. prints a result that depends only on the input (never on the attempt,
+   the pid or the time), so a re-run gives the same result: ``ok NAME ID n=N``.
+
+Input keys: ``tool_use_id`` (str; the fake model server puts the tool_use
+block's own id there, since a command tool need not see more than its
+input; fiskj's ``FISKJ_TOOL_USE_ID`` environment variable is the fallback),
+``sleep_ms`` (number, optional), ``n`` (int, optional), ``fail`` (bool,
+optional: exit 1 with a message on stderr after the effect, for error results).
+
+Exit status: 0 on success; 1 when ``fail`` is set; 2 on a bad input or when
+``FISKJ_LEDGER`` is unset; 3 when the ledger cannot be written (the effect
+did not happen).
+"""
+
+import fcntl
+import os
+import sys
+import time
+
+try:  # the C scanner of the json package, without importing json (and re): 10 ms less per start
+    import _json
+
+    class _Ctx:
+        strict = True
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        parse_constant = float
+        memo = {}
+
+    _scan = _json.make_scanner(_Ctx())
+    _quote = _json.encode_basestring_ascii
+
+    def _loads(text):
+        i = 0
+        n = len(text)
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        try:
+            value, end = _scan(text, i)
+        except StopIteration:
+            raise ValueError("no JSON value at offset %d" % i) from None
+        if text[end:].strip(" \t\r\n"):
+            raise ValueError("extra data at offset %d" % end)
+        return value
+
+except ImportError:  # pragma: no cover - other interpreters
+    import json
+
+    _loads = json.loads
+    _quote = json.dumps
+
+
+def main(argv):
+    """Run one tool execution; ``argv`` is ``sys.argv``.  Returns the exit status."""
+    tool = argv[1] if len(argv) > 1 else "ledger"
+    try:
+        data = _loads(sys.stdin.buffer.read().decode("utf-8") or "{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        sys.stderr.write("ledger_tool: input is not JSON: %s\n" % exc)
+        return 2
+    if not isinstance(data, dict):
+        sys.stderr.write("ledger_tool: input must be a JSON object\n")
+        return 2
+    ledger = os.environ.get("FISKJ_LEDGER")
+    if not ledger:
+        sys.stderr.write("ledger_tool: FISKJ_LEDGER is not set\n")
+        return 2
+    tool_use_id = str(data.get("tool_use_id") or os.environ.get("FISKJ_TOOL_USE_ID", ""))
+    try:
+        leg = int(os.environ.get("FISKJ_HARNESS_LEG", "-1"))
+    except ValueError:
+        leg = -1
+    try:
+        fd = os.open(ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        sys.stderr.write("ledger_tool: cannot open ledger %s: %s\n" % (ledger, exc))
+        return 3
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        earlier = 0
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        quoted = _quote(tool_use_id)
+        needle = ('{"tool_use_id": %s,' % quoted).encode()
+        for old in b"".join(chunks).split(b"\n"):
+            if old.startswith(needle):
+                earlier += 1
+        line = (
+            '{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n'
+            % (quoted, earlier + 1, os.getpid(), time.monotonic_ns(), leg, _quote(tool))
+        ).encode()
+        # One write of the whole line (O_APPEND), then fsync, before anything else happens.
+        os.write(fd, line)
+        os.fsync(fd)
+    except OSError as exc:
+        sys.stderr.write("ledger_tool: cannot write ledger %s: %s\n" % (ledger, exc))
+        return 3
+    finally:
+        os.close(fd)  # releases the flock
+    sleep_ms = data.get("sleep_ms") or 0
+    if isinstance(sleep_ms, (int, float)) and sleep_ms > 0:
+        time.sleep(sleep_ms / 1000.0)
+    if data.get("fail"):
+        sys.stderr.write("ledger_tool: %s %s failed as asked\n" % (tool, tool_use_id))
+        return 1
+    sys.stdout.write("ok %s %s n=%s\n" % (tool, tool_use_id, data.get("n", 0)))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

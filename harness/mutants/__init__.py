@@ -1,0 +1,95 @@
+"""Deliberately broken variants of fiskj (mutants), applied in a child process only.
+
+A mutant is one small module here with ``NAME`` (as given to
+``FISKJ_MUTANT``), ``DEFECT`` (the bug class it reintroduces), ``FAMILY``
+(the fault family that must catch it) and ``apply()``, which monkeypatches
+:mod:`fiskj` in the running process.  The harness never applies one to
+itself: it starts the agent as ``python -m harness.mutants.subject`` with
+``FISKJ_MUTANT=name`` in the child's environment (:func:`subject_for`), and
+the checkers judge that child's history without knowing which mutant ran.
+
+Patches look functions up on their modules (``Journal._write_line``,
+``FileStore.open``, ``JournalReader._scan``) so they reach every caller.
+
+| name | defect | caught by |
+|---|---|---|
+| ``no-fsync`` | appends are written but never fsynced | power_loss (I4) |
+| ``fsync-before-write`` | the fsync comes before the write, so the record is never synced | power_loss (I4) |
+| ``no-dir-fsync`` | the first append of a new journal does not fsync the store directory (F09) | power_loss (I4) |
+| ``store-dir-not-durable`` | new store directories are not made durable in their parents (defect 4) | power_loss (I4) |
+| ``torn-tail-not-cut`` | open does not cut a torn tail before appending (defect 1) | tail (I4, I5) |
+| ``reader-tolerates-corruption`` | the reader skips an unparsable interior line | tail (reader answer) |
+| ``reader-drops-final-record`` | the reader drops a complete final record as if torn | tail (reader answer) |
+
+The race family's mutants live in :mod:`harness.race_mutants` (same
+``FISKJ_MUTANT`` variable, applied by the race agent).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+
+__all__ = ["ENV", "MODULES", "Mutant", "mutants", "get", "apply", "apply_from_env", "subject_for"]
+
+#: Environment variable naming the mutant the child applies.
+ENV = "FISKJ_MUTANT"
+
+#: Mutant modules of this package, one bug class each.
+MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_durable", "torn_tail_not_cut",
+           "reader_tolerates_corruption", "reader_drops_final_record")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A broken variant: ``name``, the ``defect`` it reintroduces, the ``family`` that must catch it."""
+
+    name: str
+    defect: str
+    family: str
+    module: str
+
+
+def _load(module: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{module}")
+
+
+def mutants() -> list[Mutant]:
+    """Every mutant of this package, in :data:`MODULES` order."""
+    out = []
+    for module in MODULES:
+        mod = _load(module)
+        out.append(Mutant(mod.NAME, mod.DEFECT, mod.FAMILY, module))
+    return out
+
+
+def get(name: str) -> Mutant:
+    """The mutant called ``name``; raises ``KeyError`` naming the known ones."""
+    for mutant in mutants():
+        if mutant.name == name:
+            return mutant
+    raise KeyError(f"unknown mutant {name!r}; known: {', '.join(m.name for m in mutants())}")
+
+
+def apply(name: str) -> Mutant:
+    """Monkeypatch fiskj in THIS process with mutant ``name`` (call it in a child only)."""
+    mutant = get(name)
+    _load(mutant.module).apply()
+    return mutant
+
+
+def apply_from_env() -> Mutant | None:
+    """Apply the mutant named by ``$FISKJ_MUTANT``, if any; return it."""
+    name = os.environ.get(ENV, "").strip()
+    return apply(name) if name else None
+
+
+def subject_for(name: str):  # -> harness.subject.Subject
+    """A :class:`harness.subject.Subject` that runs fiskj with mutant ``name`` applied in the child."""
+    from ..subject import Subject
+
+    get(name)
+    return Subject(argv=(sys.executable, "-m", f"{__name__}.subject"), extra_env=((ENV, name),))

@@ -1,0 +1,530 @@
+"""A race agent: one scripted fiskj store client that the race nemesis drives through pipes.
+
+Run as ``python3 -m harness.race_agent`` (the race driver starts it;
+``FISKJ_MUTANT=name`` applies a broken variant of :mod:`harness.race_mutants`
+first).  It reads one JSON command per line on standard input and answers
+each with one JSON line on standard output; it never sleeps to order
+anything.  Lines it writes:
+
+* ``{"event": "ready", "pid": P, "mutant": NAME|null}`` once, at start;
+* ``{"id": I, "ok": true, "t0": NS, "t1": NS, ...}`` or
+  ``{"id": I, "ok": false, "error": {"kind", "message", "errno"}, "t0", "t1"}``:
+  the answer to command ``I`` (``t0``/``t1``: ``time.monotonic_ns()`` when it
+  started and ended, after the optional spin);
+* events while a command runs: ``{"event": "ack", "seq", "tag", "t"}`` after
+  each acknowledged append; ``{"event": "paused", ...}`` at a breakpoint;
+  ``{"event": "observed", ...}`` for a poller snapshot.
+
+Sequence points.  A command may carry ``"pause": [BP, ...]``.  A
+breakpoint ``{"name", "op", "path", "k", "when", "split"}`` fires at the
+``k``-th call (1-based, counted from the start of the command) of IO-seam
+operation ``op`` (``"open"``, ``"write"``, ``"fsync"``, ``"flock"``,
+``"close"``, ...; ``"tool"`` for a run of the ledger tool; ``"any"``) on a
+file of kind ``path`` (``"journal"``, ``"lock"`` or ``"any"``), ``"before"``
+or ``"after"`` the call.  Firing writes a ``paused`` event and blocks until
+the driver writes ``{"op": "continue"}`` (or kills the agent).  A ``write``
+breakpoint with ``"split": F`` (0 < F < 1) writes the first ``F`` of the
+line, pauses, then writes the rest: the driver sees the file exactly as a
+concurrent reader could while a write is in progress.  ``"spin_us": U``
+busy-waits ``U`` microseconds before the command starts (jitter).
+
+The breakpoints are hooks on :mod:`fiskj.ioseam`'s public functions,
+installed after each ``begin`` (whose ``trace`` turns on the seam's trace
+for the trial).  Each hooked seam call appends ``"n t0 t1"`` (call number,
+monotonic ns before and after) to the trial's ``timing`` file, so the
+driver can put times on the seam trace's events.  The two halves of a split
+write are marked ``split-head`` and ``split-tail``: they are one write of
+the engine, and the driver merges them back into one trace event.
+
+Commands (``op``): ``begin`` {store, run_id, leg, trace, timing, ledger,
+model}, ``end``, ``seed`` {shape: "meta"|"records"|"pending", n, tools},
+``create`` / ``open`` {n, tag, terminal, close}, ``append`` {n, tag,
+terminal}, ``close``, ``session`` {rounds, n, tag}, ``resume``, ``load``,
+``list``, ``poll`` (until a ``stop`` line; ``snapshot`` lines answer at
+once), ``other_fd`` {file: "journal"|"lock"}, ``spawn`` {argv, wait},
+``exit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import time
+from typing import Any, Callable
+
+from fiskj import ioseam
+from fiskj.errors import FiskjError, RunLocked
+from fiskj.loop import RunConfig, make_meta, resume_run
+from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, UserRecord
+from fiskj.scripted import ScriptedModel
+from fiskj.store import FileStore
+from fiskj.tools import Tool, ToolOutcome, ToolRegistry
+
+__all__ = ["main", "LEDGER_TOOL", "race_config", "race_registry"]
+
+mono = time.monotonic_ns
+
+#: Definition of the ledger tool the resumers run (part of the run's fingerprint).
+LEDGER_TOOL = {"name": "ledger", "description": "Record one execution in the effects ledger.",
+               "input_schema": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}
+
+
+def race_config(model: str) -> RunConfig:
+    """The run configuration every race run is created and resumed with."""
+    return RunConfig(model=model, system="race", max_tokens=10 ** 7, max_iterations=10)
+
+
+def race_registry(run: Callable[[Any, Any], ToolOutcome]) -> ToolRegistry:
+    """A registry holding only the ledger tool, run by ``run``."""
+    return ToolRegistry([Tool(LEDGER_TOOL["name"], LEDGER_TOOL["description"], LEDGER_TOOL["input_schema"], run)])
+
+
+def _out(obj: dict[str, Any]) -> None:
+    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+    while data:
+        data = data[os.write(1, data):]
+
+
+class _Lines:
+    """JSON lines from a file descriptor, with a non-blocking peek (for the poll loop)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buf, self.eof = fd, b"", False
+
+    def get(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """The next command, or None when none arrives within ``timeout`` (None: wait); exits on EOF."""
+        while b"\n" not in self.buf:
+            if self.eof:
+                os._exit(0)
+            if timeout is not None and not select.select([self.fd], [], [], timeout)[0]:
+                return None
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                self.eof = True
+                continue
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+
+class _Breakpoint:
+    __slots__ = ("name", "op", "path", "k", "when", "split", "seen")
+
+    def __init__(self, spec: dict[str, Any], index: int) -> None:
+        self.name = spec.get("name") or f"bp{index}"
+        self.op = spec.get("op", "any")
+        self.path = spec.get("path", "any")
+        self.k = int(spec.get("k", 1))
+        self.when = spec.get("when", "before")
+        self.split = spec.get("split")
+        self.seen = 0
+
+    def hit(self, op: str, kind: str) -> bool:
+        if self.seen >= self.k or self.op not in ("any", op) or self.path not in ("any", kind):
+            return False
+        self.seen += 1
+        return self.seen == self.k
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return {"kind": type(exc).__name__, "message": str(exc), "errno": getattr(exc, "errno", None),
+            "fiskj": isinstance(exc, FiskjError)}
+
+
+class Agent:
+    """The command loop and the seam hooks of one agent process."""
+
+    def __init__(self, mutant: str | None) -> None:
+        self.mutant = mutant
+        self.cmds = _Lines(0)
+        self.store: FileStore | None = None
+        self.run_id = ""
+        self.leg = -1
+        self.model = "scripted:1:1"
+        self.ledger: str | None = None
+        self.journal: Any = None
+        self.k = 0
+        self.timing_fd: int | None = None
+        self.bps: list[_Breakpoint] = []
+        self.fds: dict[int, str] = {}
+        self.children: list[int] = []
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        _out({"event": "ready", "pid": os.getpid(), "mutant": self.mutant})
+        while True:
+            cmd = self.cmds.get()
+            if cmd is not None:
+                self.run(cmd)
+
+    def run(self, cmd: dict[str, Any]) -> None:
+        op = cmd.get("op")
+        handler = getattr(self, f"op_{op}", None)
+        self.bps = [_Breakpoint(b, i) for i, b in enumerate(cmd.get("pause") or [])]
+        spin = int(cmd.get("spin_us") or 0)
+        if spin:
+            until = mono() + spin * 1000
+            while mono() < until:
+                pass
+        t0 = mono()
+        reply: dict[str, Any] = {"id": cmd.get("id")}
+        try:
+            if handler is None:
+                raise ValueError(f"unknown op {op!r}")
+            reply.update(handler(cmd) or {})
+            reply["ok"] = True
+        except (FiskjError, OSError, ValueError, KeyError, TypeError) as exc:
+            reply.update(ok=False, error=_error(exc))
+        finally:
+            self.bps = []
+        reply.update(t0=t0, t1=mono())
+        _out(reply)
+
+    # -- seam hooks ------------------------------------------------------------------------------
+
+    def _kind(self, path: str | None) -> str:
+        base = os.path.basename(path or "")
+        if base == f"{self.run_id}.json":
+            return "journal"
+        if base == f"{self.run_id}.lock":
+            return "lock"
+        return "other"
+
+    def _path_of(self, op: str, args: tuple) -> str | None:
+        if op in ("open", "mkdir", "fsync_dir", "unlink"):
+            return os.fsdecode(args[0]) if args else None
+        if op == "rename":
+            return os.fsdecode(args[1])
+        if args and isinstance(args[0], int):
+            path = self.fds.get(args[0])
+            if path is None:
+                try:
+                    path = os.readlink(f"/proc/self/fd/{args[0]}")
+                except OSError:
+                    path = None
+            return path
+        return None
+
+    def _timed(self, real: Callable, args: tuple, mark: str = "") -> Any:
+        self.k += 1
+        k = self.k
+        t0 = mono()
+        try:
+            return real(*args)
+        finally:
+            if self.timing_fd is not None:
+                os.write(self.timing_fd, f"{k} {t0} {mono()}{' ' + mark if mark else ''}\n".encode())
+
+    def _pause(self, bp: _Breakpoint, op: str, kind: str, n: int, **extra: Any) -> None:
+        _out({"event": "paused", "name": bp.name, "op": op, "path": kind, "when": bp.when, "n": n,
+              "t": mono(), **extra})
+        while True:
+            cmd = self.cmds.get()
+            if cmd is not None and cmd.get("op") == "continue":
+                return
+            _out({"event": "error", "message": f"paused at {bp.name}: expected continue, got {cmd!r:.200}"})
+
+    def _hits(self, op: str, kind: str) -> list[_Breakpoint]:
+        return [bp for bp in self.bps if bp.hit(op, kind)] if self.bps else []
+
+    def _hook(self, op: str, real: Callable) -> Callable:
+        agent = self
+
+        def call(*args: Any) -> Any:
+            path = agent._path_of(op, args)
+            kind = agent._kind(path)
+            hits = agent._hits(op, kind)
+            split = next((bp for bp in hits if bp.when == "before" and bp.split and op == "write"), None)
+            for bp in hits:
+                if bp.when == "before" and bp is not split:
+                    agent._pause(bp, op, kind, agent.k + 1)
+            if split is not None:
+                data = bytes(args[1])
+                cut = min(max(1, int(len(data) * float(split.split))), max(1, len(data) - 1))
+                first = agent._timed(real, (args[0], data[:cut]), "split-head")
+                if first < cut or cut >= len(data):
+                    result = first
+                else:
+                    agent._pause(split, op, kind, agent.k, written=cut, of=len(data))
+                    result = first + agent._timed(real, (args[0], data[cut:]), "split-tail")
+            else:
+                result = agent._timed(real, args)
+            if op == "open" and isinstance(result, int) and path is not None:
+                agent.fds[result] = os.path.abspath(path)
+            elif op == "close" and args:
+                agent.fds.pop(args[0], None)
+            for bp in hits:
+                if bp.when == "after":
+                    agent._pause(bp, op, kind, agent.k)
+            return result
+
+        call.__name__ = op
+        return call
+
+    def _install(self) -> None:
+        for op in ioseam.OPS:
+            setattr(ioseam, op, self._hook(op, getattr(ioseam, op)))
+
+    def _point(self, op: str, kind: str, when: str) -> None:
+        """A sequence point outside the seam (the ledger tool)."""
+        if when == "before":
+            self._pending_after = [bp for bp in self._hits(op, kind)]
+            for bp in self._pending_after:
+                if bp.when == "before":
+                    self._pause(bp, op, kind, self.k)
+        else:
+            for bp in getattr(self, "_pending_after", []):
+                if bp.when == "after":
+                    self._pause(bp, op, kind, self.k)
+            self._pending_after = []
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        if self.journal is not None:
+            try:
+                self.journal.close()
+            except FiskjError:
+                pass
+            self.journal = None
+        for pid in self.children:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        self.children = []
+        ioseam.configure()
+        if self.timing_fd is not None:
+            os.close(self.timing_fd)
+            self.timing_fd = None
+        self.fds.clear()
+        self.k = 0
+
+    def _need_store(self) -> FileStore:
+        if self.store is None:
+            raise ValueError("no trial: send begin first")
+        return self.store
+
+    def _ledger_tool(self, tool_input: Any, call: Any) -> ToolOutcome:
+        self._point("tool", "ledger", "before")
+        if self.ledger:
+            line = json.dumps({"tool_use_id": call.tool_use_id, "pid": os.getpid(), "t": mono(), "leg": self.leg,
+                               "tool": "ledger"}) + "\n"
+            fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, line.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._point("tool", "ledger", "after")
+        key = tool_input.get("key") if isinstance(tool_input, dict) else None
+        return ToolOutcome(f"ok {key}")
+
+    def _meta(self) -> Any:
+        fingerprint = race_config(self.model).fingerprint(race_registry(self._ledger_tool))
+        return make_meta(self.run_id, "race", fingerprint)
+
+    def _appends(self, cmd: dict[str, Any]) -> list[int]:
+        seqs = []
+        tag = cmd.get("tag", f"leg{self.leg}")
+        records: list[Any] = [UserRecord(message={"role": "user", "content": [{"type": "text", "text": f"{tag}:{i}"}]})
+                              for i in range(int(cmd.get("n") or 0))]
+        if cmd.get("terminal"):
+            records.append(TerminalRecord(reason=cmd["terminal"], message=tag))
+        for record in records:
+            seq = self.journal.append(record)
+            seqs.append(seq)
+            _out({"event": "ack", "seq": seq, "tag": tag, "t": mono()})
+        if cmd.get("close"):
+            journal, self.journal = self.journal, None
+            journal.close()
+        return seqs
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    def op_begin(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        self._reset()
+        ioseam.configure(trace=cmd.get("trace") or None)
+        self._install()
+        if cmd.get("timing"):
+            self.timing_fd = os.open(cmd["timing"], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.store = FileStore(cmd["store"])
+        self.run_id = cmd["run_id"]
+        self.leg = int(cmd.get("leg", -1))
+        self.ledger = cmd.get("ledger")
+        self.model = cmd.get("model") or "scripted:1:1"
+        return {"pid": os.getpid()}
+
+    def op_end(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        self._reset()
+        self.store = None
+        return {}
+
+    def op_seed(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        store = self._need_store()
+        journal = store.create(self.run_id, self._meta())
+        try:
+            shape = cmd.get("shape", "meta")
+            if shape == "records":
+                for i in range(int(cmd.get("n") or 0)):
+                    journal.append(UserRecord(message={"role": "user", "content": [{"type": "text", "text": f"seed:{i}"}]}))
+            elif shape == "pending":
+                ids = [f"toolu_race_{i}" for i in range(int(cmd.get("tools") or 3))]
+                content = [{"type": "text", "text": "Calling the ledger."}] + [
+                    {"type": "tool_use", "id": i, "name": "ledger", "input": {"key": i}} for i in ids]
+                journal.append(AssistantRecord(iteration=0, message={"role": "assistant", "content": content},
+                                               stop_reason="tool_use", in_tokens=20, out_tokens=10))
+                for i in ids[: int(cmd.get("answered") or 0)]:
+                    journal.append(ToolResultRecord(tool_use_id=i, result={
+                        "type": "tool_result", "tool_use_id": i, "content": f"ok {i}", "is_error": False}))
+            return {"last_seq": journal.last_seq}
+        finally:
+            journal.close()
+
+    def op_create(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        store = self._need_store()
+        if self.journal is not None:
+            raise ValueError("a journal is already open")
+        t = mono()
+        self.journal = store.create(self.run_id, self._meta())
+        _out({"event": "ack", "seq": 1, "tag": "meta", "t": mono()})
+        return {"opened_ns": mono() - t, "seqs": [1] + self._appends(cmd)}
+
+    def op_open(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        store = self._need_store()
+        if self.journal is not None:
+            raise ValueError("a journal is already open")
+        t = mono()
+        self.journal = store.open(self.run_id)
+        opened = mono() - t
+        last = self.journal.last_seq
+        return {"opened_ns": opened, "last_seq": last, "seqs": self._appends(cmd)}
+
+    def op_append(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        if self.journal is None:
+            raise ValueError("no open journal")
+        return {"seqs": self._appends(cmd)}
+
+    def op_close(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        journal, self.journal = self.journal, None
+        if journal is not None:
+            journal.close()
+        return {}
+
+    def op_session(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        store = self._need_store()
+        rounds = []
+        for r in range(int(cmd.get("rounds") or 1)):
+            t0 = mono()
+            try:
+                self.journal = store.open(self.run_id)
+            except RunLocked as exc:
+                rounds.append({"round": r, "outcome": "locked", "t0": t0, "t1": mono(), "message": str(exc)})
+                continue
+            seqs = self._appends({"n": cmd.get("n", 2), "tag": f"{cmd.get('tag', 'w')}.{r}",
+                                  "terminal": "suspended", "close": True})
+            rounds.append({"round": r, "outcome": "ok", "t0": t0, "t1": mono(), "seqs": seqs})
+        return {"rounds": rounds}
+
+    def op_resume(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        store = self._need_store()
+        result = resume_run(self.run_id, store=store, config=race_config(self.model),
+                            model=ScriptedModel.from_spec(self.model), tools=race_registry(self._ledger_tool),
+                            on_open=lambda st: _out({"event": "opened", "last_seq": st.last_seq, "t": mono()}))
+        return {"reason": result.reason, "last_seq": result.state.last_seq, "exit_code": result.exit_code}
+
+    def _observe(self) -> dict[str, Any]:
+        store = self._need_store()
+        out: dict[str, Any] = {"t": mono()}
+        try:
+            state = store.load(self.run_id)
+            out["load"] = {"last_seq": state.last_seq, "records": state.records, "status": state.status,
+                           "torn": None if state.torn_tail is None else [state.torn_tail.offset, state.torn_tail.length]}
+        except FiskjError as exc:
+            out["load"] = {"error": _error(exc)}
+        try:
+            info = next((i for i in store.list() if i.id == self.run_id), None)
+            if info is None:
+                out["list"] = {"error": {"kind": "missing", "message": f"run {self.run_id} not listed"}}
+            elif info.error is not None:
+                out["list"] = {"error": _error(info.error), "status": info.status}
+            else:
+                out["list"] = {"status": info.status, "records": info.records, "torn": info.torn_tail}
+        except FiskjError as exc:
+            out["list"] = {"error": _error(exc)}
+        return out
+
+    def op_load(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        return self._observe()
+
+    op_list = op_load
+
+    def op_poll(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        loops = torn = 0
+        errors: list[dict[str, Any]] = []
+        regressions: list[dict[str, Any]] = []
+        last = 0
+        _out({"event": "polling", "t": mono()})
+        while True:
+            ctl = self.cmds.get(timeout=0)
+            if ctl is not None:
+                if ctl.get("op") == "stop":
+                    break
+                if ctl.get("op") == "snapshot":
+                    obs = self._observe()
+                    obs["event"] = "observed"
+                    _out(obs)
+                    continue
+            obs = self._observe()
+            loops += 1
+            for where in ("load", "list"):
+                if "error" in obs[where] and len(errors) < 20:
+                    errors.append({"where": where, "t": obs["t"], **obs[where]["error"]})
+            seq = obs["load"].get("last_seq")
+            if seq is not None:
+                if seq < last and len(regressions) < 20:
+                    regressions.append({"from": last, "to": seq, "t": obs["t"]})
+                last = max(last, seq)
+            torn += bool(obs["load"].get("torn")) or bool(obs["list"].get("torn"))
+        return {"loops": loops, "torn": torn, "errors": errors, "regressions": regressions, "max_seq": last}
+
+    def op_other_fd(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        store = self._need_store()
+        suffix = ".lock" if cmd.get("file") == "lock" else ".json"
+        path = os.path.join(store.directory, self.run_id + suffix)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = len(os.read(fd, 1 << 20))
+        finally:
+            os.close(fd)
+        return {"path": path, "read": size}
+
+    def op_spawn(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        argv = list(cmd["argv"])
+        null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+        pid = os.posix_spawn(argv[0], argv, dict(os.environ), file_actions=null)  # keeps non-CLOEXEC fds
+        if cmd.get("wait"):
+            _, status = os.waitpid(pid, 0)
+            return {"pid": pid, "status": os.waitstatus_to_exitcode(status)}
+        self.children.append(pid)
+        return {"pid": pid}
+
+    def op_exit(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        self._reset()
+        os._exit(0)
+
+
+def main() -> None:
+    """Apply ``$FISKJ_MUTANT`` (if set), then serve commands until standard input closes."""
+    mutant = os.environ.get("FISKJ_MUTANT") or None
+    if mutant:
+        from . import race_mutants
+        race_mutants.apply_any(mutant)
+    Agent(mutant).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,437 @@
+"""Scenarios as data: TOML files that name a workload, its faults, its trials and its checks.
+
+A scenario is read with :func:`load_scenario` into a frozen :class:`Scenario`.
+Every key is checked against :data:`SCHEMA`; an unknown key, a value of the
+wrong type or out of range, or a TOML syntax error raises
+:class:`ScenarioError`, which names the file, the line and the key (the line
+is found by scanning the text, since :mod:`tomllib` does not keep positions).
+
+Shape (every key but ``name`` and ``purpose`` is optional; defaults below)::
+
+    name = "kill-random"                 # str, required, [A-Za-z0-9_.-]+
+    purpose = "one line"                 # str, required
+
+    [workload]
+    turns = 3              # int >= 0: tool-calling turns before the final answer
+    tools_per_turn = 2     # int >= 1: max tool_use blocks per turn (1..k drawn per turn)
+    tool_ms = 5            # number >= 0 or [min, max]: how long each tool sleeps (ms)
+    model_ms = 0           # number >= 0: how long the fake model server takes per reply (ms)
+    chat_followups = 0     # int >= 0: follow-up lines fed to a --chat run
+    max_tokens = 1000000   # int >= 1: the run's token budget (--max-tokens)
+    max_iterations = 0     # int >= 0: --max-iterations; 0 = enough for the script + 5
+    vary_on_repeat = false # bool: a repeated model request gets a different reply
+    seed = 1               # int: seed of the scripted conversation (tool counts, ids)
+
+    [faults]
+    family = "kill"        # "none" | "kill" | "suspend" | "chain" (others: see FAMILIES)
+    kill_points = "random" # "random" (timed SIGKILL) | "events" (IO-seam event k) | "both"
+    signals = ["SIGINT", "SIGTERM"]   # suspend signals to draw from
+    legs = 1               # int >= 1: max faulted legs per trial
+    chain = []             # per-leg fault kinds for family "chain": "kill", "kill-event",
+                           # "suspend", "none" (e.g. ["suspend", "kill-event"])
+    max_events = 0         # int >= 0: cap on exhaustive crash points (0 = trials.count)
+
+    [trials]
+    count = 20             # int >= 1: trials per campaign (``--trials`` overrides)
+    seed = 1               # int: default campaign seed for this scenario (``--seed`` overrides)
+    timeout_s = 60         # number > 0: wall-clock budget of one trial (seconds)
+    max_legs = 0           # int >= 0: leg budget; 0 = faulted legs + 3
+
+    [check]
+    invariants = ["I1", ...]  # ids of docs/spec.md that must hold (default: all)
+
+The full, normative key reference is docs/scenarios.md.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from fiskj.errors import FiskjError
+
+__all__ = [
+    "ScenarioError",
+    "WorkloadSpec",
+    "FaultSpec",
+    "TrialSpec",
+    "CheckSpec",
+    "Scenario",
+    "SCHEMA",
+    "FAMILIES",
+    "INVARIANTS",
+    "load_scenario",
+    "parse_scenario",
+    "bundled_scenario_dir",
+    "bundled_scenarios",
+]
+
+#: Invariant ids of docs/spec.md (docs/architecture.md "Invariants").
+INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9")
+
+#: Fault families a scenario may name.  This runner executes ``none``,
+#: ``kill``, ``suspend`` and ``chain``; ``tail``, ``power_loss`` and ``race``
+#: belong to the nemeses of issue 6.
+FAMILIES = ("none", "kill", "suspend", "chain", "tail", "power_loss", "race")
+
+#: Per-leg fault kinds of a ``chain``.
+CHAIN_KINDS = ("none", "kill", "kill-event", "suspend")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class ScenarioError(FiskjError, ValueError):
+    """A scenario file cannot be used.
+
+    Attributes: ``path`` (str, the file), ``line`` (int 1-based or ``None``
+    when unknown), ``key`` (dotted key such as ``"workload.turns"`` or
+    ``None``).  ``str(error)`` reads ``FILE:LINE: key 'K': message``.
+    Survives pickling (inherited from :class:`fiskj.errors.FiskjError`).
+    """
+
+    key: str | None = None
+
+    def __str__(self) -> str:
+        where = str(self.path) if self.path is not None else "<scenario>"
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.key is not None:
+            return f"{where}: key {self.key!r}: {self.message}"
+        return f"{where}: {self.message}"
+
+
+# --- typed sections ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What the agent does (the ``[workload]`` table).  Times in milliseconds."""
+
+    turns: int = 3
+    tools_per_turn: int = 2
+    tool_ms: tuple[float, float] = (0.0, 0.0)
+    model_ms: float = 0.0
+    chat_followups: int = 0
+    max_tokens: int = 1_000_000
+    max_iterations: int = 0
+    vary_on_repeat: bool = False
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """Which faults the nemesis injects (the ``[faults]`` table)."""
+
+    family: str = "none"
+    kill_points: str = "random"
+    signals: tuple[str, ...] = ("SIGINT", "SIGTERM")
+    legs: int = 1
+    chain: tuple[str, ...] = ()
+    max_events: int = 0
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """How many trials, their seed and their budgets (the ``[trials]`` table)."""
+
+    count: int = 20
+    seed: int = 1
+    timeout_s: float = 60.0
+    max_legs: int = 0
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """Which invariants must hold (the ``[check]`` table)."""
+
+    invariants: tuple[str, ...] = INVARIANTS
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario file, parsed and checked.
+
+    ``path`` is the file it came from (``None`` when parsed from text);
+    ``raw`` the TOML document as parsed.
+    """
+
+    name: str
+    purpose: str
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    faults: FaultSpec = field(default_factory=FaultSpec)
+    trials: TrialSpec = field(default_factory=TrialSpec)
+    check: CheckSpec = field(default_factory=CheckSpec)
+    path: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def with_path(self, path: str | None) -> "Scenario":
+        """Return a copy with ``path`` set."""
+        return replace(self, path=path)
+
+
+# --- schema ------------------------------------------------------------------
+
+# A checker takes the raw value and returns the converted value, or raises
+# _Bad(message).
+
+
+class _Bad(Exception):
+    pass
+
+
+def _int(lo: int | None = None) -> Callable[[Any], int]:
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _Bad(f"expected an integer, got {type(v).__name__} {v!r}")
+        if lo is not None and v < lo:
+            raise _Bad(f"must be >= {lo}, got {v}")
+        return v
+
+    return check
+
+
+def _num(lo: float = 0.0, strict: bool = False) -> Callable[[Any], float]:
+    def check(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise _Bad(f"expected a number, got {type(v).__name__} {v!r}")
+        if v < lo or (strict and v == lo):
+            raise _Bad(f"must be {'>' if strict else '>='} {lo}, got {v}")
+        return float(v)
+
+    return check
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise _Bad(f"expected true or false, got {type(v).__name__} {v!r}")
+    return v
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise _Bad(f"expected a string, got {type(v).__name__} {v!r}")
+    return v
+
+
+def _name(v: Any) -> str:
+    v = _str(v)
+    if not _NAME_RE.match(v):
+        raise _Bad(f"must be 1 or more of [A-Za-z0-9_.-], got {v!r}")
+    return v
+
+
+def _choice(*options: str) -> Callable[[Any], str]:
+    def check(v: Any) -> str:
+        v = _str(v)
+        if v not in options:
+            raise _Bad(f"must be one of {', '.join(repr(o) for o in options)}, got {v!r}")
+        return v
+
+    return check
+
+
+def _list_of(options: tuple[str, ...], *, nonempty: bool = False) -> Callable[[Any], tuple[str, ...]]:
+    def check(v: Any) -> tuple[str, ...]:
+        if not isinstance(v, list):
+            raise _Bad(f"expected a list of strings, got {type(v).__name__} {v!r}")
+        if nonempty and not v:
+            raise _Bad("must not be empty")
+        out = []
+        for item in v:
+            if not isinstance(item, str) or item not in options:
+                raise _Bad(f"items must be among {', '.join(options)}, got {item!r}")
+            out.append(item)
+        return tuple(out)
+
+    return check
+
+
+def _range_ms(v: Any) -> tuple[float, float]:
+    if isinstance(v, list):
+        if len(v) != 2:
+            raise _Bad(f"expected a number or [min, max], got a list of {len(v)}")
+        lo, hi = (_num()(x) for x in v)
+        if hi < lo:
+            raise _Bad(f"[min, max] with max < min: {v!r}")
+        return (lo, hi)
+    x = _num()(v)
+    return (x, x)
+
+
+#: section -> key -> (field name, checker).  Section "" is the top level.
+SCHEMA: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
+    "": {"name": ("name", _name), "purpose": ("purpose", _str)},
+    "workload": {
+        "turns": ("turns", _int(0)),
+        "tools_per_turn": ("tools_per_turn", _int(1)),
+        "tool_ms": ("tool_ms", _range_ms),
+        "model_ms": ("model_ms", _num()),
+        "chat_followups": ("chat_followups", _int(0)),
+        "max_tokens": ("max_tokens", _int(1)),
+        "max_iterations": ("max_iterations", _int(0)),
+        "vary_on_repeat": ("vary_on_repeat", _bool),
+        "seed": ("seed", _int()),
+    },
+    "faults": {
+        "family": ("family", _choice(*FAMILIES)),
+        "kill_points": ("kill_points", _choice("random", "events", "both")),
+        "signals": ("signals", _list_of(("SIGINT", "SIGTERM"), nonempty=True)),
+        "legs": ("legs", _int(1)),
+        "chain": ("chain", _list_of(CHAIN_KINDS)),
+        "max_events": ("max_events", _int(0)),
+    },
+    "trials": {
+        "count": ("count", _int(1)),
+        "seed": ("seed", _int()),
+        "timeout_s": ("timeout_s", _num(0.0, strict=True)),
+        "max_legs": ("max_legs", _int(0)),
+    },
+    "check": {"invariants": ("invariants", _list_of(INVARIANTS, nonempty=True))},
+}
+
+_SECTION_TYPES = {"workload": WorkloadSpec, "faults": FaultSpec, "trials": TrialSpec, "check": CheckSpec}
+
+
+# --- line finding ------------------------------------------------------------
+
+_HEADER_RE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+
+
+def _bare(key: str) -> str:
+    key = key.strip()
+    if len(key) >= 2 and key[0] == key[-1] and key[0] in "\"'":
+        return key[1:-1]
+    return key
+
+
+def find_line(text: str, section: str, key: str | None) -> int | None:
+    """Return the 1-based line of ``key`` in table ``section`` of TOML ``text``.
+
+    ``section`` is ``""`` for the top level.  With ``key`` ``None`` the
+    table header's line is returned.  Dotted keys (``workload.turns = 3`` at
+    the top level) are found too.  Returns ``None`` when nothing matches.
+    """
+    current = ""
+    header_line: int | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _HEADER_RE.match(line)
+        if m:
+            current = ".".join(_bare(p) for p in m.group(1).split("."))
+            if current == section and header_line is None:
+                header_line = number
+            continue
+        if "=" not in line:
+            continue
+        lhs = line.split("=", 1)[0]
+        parts = [_bare(p) for p in lhs.split(".")]
+        full = ".".join(([current] if current else []) + parts)
+        wanted = ".".join(([section] if section else []) + ([key] if key else []))
+        if key is not None and full == wanted:
+            return number
+        if key is None and section and full.startswith(section + "."):
+            return number
+    return header_line
+
+
+# --- parsing -----------------------------------------------------------------
+
+
+def parse_scenario(text: str, path: str | None = None) -> Scenario:
+    """Parse scenario TOML ``text`` (``path`` is used in errors only).
+
+    Returns a :class:`Scenario`.  Raises :class:`ScenarioError` naming the
+    file, line and key on a syntax error, an unknown table or key, a value
+    of the wrong type or range, or a missing ``name``/``purpose``.
+    """
+    where = path or "<scenario>"
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise ScenarioError(f"TOML syntax error: {exc}", path=where, line=int(m.group(1)) if m else None) from None
+
+    def fail(section: str, key: str | None, message: str) -> ScenarioError:
+        dotted = ".".join(p for p in (section, key) if p) or None
+        return ScenarioError(message, path=where, line=find_line(text, section, key), key=dotted)
+
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTION_TYPES}
+    for key, value in doc.items():
+        if key in _SECTION_TYPES:
+            if not isinstance(value, dict):
+                raise fail("", key, f"expected a table [{key}], got {type(value).__name__}")
+            schema = SCHEMA[key]
+            for sub, subval in value.items():
+                if sub not in schema:
+                    raise fail(key, sub, f"unknown key in [{key}] (known: {', '.join(sorted(schema))})")
+                attr, check = schema[sub]
+                try:
+                    sections[key][attr] = check(subval)
+                except _Bad as bad:
+                    raise fail(key, sub, str(bad)) from None
+        elif key in SCHEMA[""]:
+            attr, check = SCHEMA[""][key]
+            try:
+                top[attr] = check(value)
+            except _Bad as bad:
+                raise fail("", key, str(bad)) from None
+        else:
+            known = sorted(list(SCHEMA[""]) + [f"[{s}]" for s in _SECTION_TYPES])
+            raise fail("", key, f"unknown key (known: {', '.join(known)})")
+    for required in ("name", "purpose"):
+        if required not in top:
+            raise ScenarioError(f"missing required key {required!r}", path=where, line=None, key=required)
+
+    faults = FaultSpec(**sections["faults"])
+    if faults.family == "chain" and not faults.chain:
+        raise fail("faults", "family", "family 'chain' needs a non-empty [faults] chain list")
+    if faults.chain and faults.family != "chain":
+        raise fail("faults", "chain", f"chain is only used with family = 'chain', not {faults.family!r}")
+    return Scenario(
+        name=top["name"],
+        purpose=top["purpose"],
+        workload=WorkloadSpec(**sections["workload"]),
+        faults=faults,
+        trials=TrialSpec(**sections["trials"]),
+        check=CheckSpec(**sections["check"]),
+        path=path,
+        raw=doc,
+    )
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and parse the scenario file ``path``.
+
+    Raises :class:`ScenarioError` (see :func:`parse_scenario`), also when the
+    file cannot be read or is not UTF-8.
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario: {exc.strerror or exc}", path=str(p)) from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"not UTF-8 at byte {exc.start}", path=str(p)) from None
+    return parse_scenario(text, str(p))
+
+
+def bundled_scenario_dir() -> Path:
+    """Return the repository's ``scenarios/`` directory (next to the ``harness`` package).
+
+    Raises :class:`ScenarioError` when it does not exist (an installed copy
+    without the repository).
+    """
+    d = Path(__file__).resolve().parent.parent / "scenarios"
+    if not d.is_dir():
+        raise ScenarioError(
+            "the bundled scenarios directory is missing; pass scenario files explicitly", path=str(d)
+        )
+    return d
+
+
+def bundled_scenarios() -> list[Path]:
+    """Return every ``scenarios/*.toml`` of the repository, sorted by name (not the subdirectories)."""
+    return sorted(bundled_scenario_dir().glob("*.toml"))

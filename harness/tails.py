@@ -1,0 +1,202 @@
+"""The tail nemesis: mutations of a journal's bytes, each labelled with the reader's right answer.  Pure.
+
+Input: the bytes of a clean journal (complete lines, each ending in ``\\n``).
+:func:`mutations` yields :class:`Mutation` s:
+
+* ``cut``: the file cut at every byte offset of its last record
+  (``cut_every_offset_of_last_record``) and at ``random_cuts`` seeded
+  random offsets before it;
+* ``zeros``: ``zero_tail_bytes`` NUL bytes appended, without and with a final
+  ``\\n``, and the last record overwritten by NULs (a power loss that kept
+  the size but not the data; F03);
+* ``garbage``: ``garbage_tails`` random non-JSON tails, without and with a
+  final ``\\n``, and as two lines (the first is then interior);
+* ``flip``: ``flips`` bytes inside lines replaced by NUL, 0xFF or ``\\n``,
+  each of which no JSON line survives (in an interior line, or the last);
+* ``intact``: the journal itself.
+
+What the reader must answer (FORMAT.md "Durability rules", field cases F01,
+F03): a final line that is incomplete or unparsable is a **torn** tail,
+dropped and reported as ``(offset, length)`` with every record before it
+kept; a cut exactly at a line end is **clean** (the records before it, no
+torn tail); an unparsable line that is not the last is **corrupt**, an error
+naming its 1-based line.  :func:`judge` compares a reader's :class:`Answer`
+with the label: a reader that tolerates interior corruption, drops a
+complete final record or blanks the run on a torn tail is caught.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Iterator
+
+__all__ = ["Mutation", "Answer", "Verdict", "mutations", "judge", "line_spans"]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One mutated journal and what the reader must answer for it.
+
+    ``expect``: ``"clean"``, ``"torn"`` or ``"corrupt"``.  ``seqs``: the seqs of
+    the records the reader must return (clean and torn), ``good_size`` their
+    byte length, ``torn``: ``(offset, length)`` of the torn tail; ``line`` and
+    ``offset``: the corrupt line (1-based) and where it starts.
+    """
+
+    id: str
+    kind: str
+    data: bytes
+    expect: str
+    seqs: tuple[int, ...] = ()
+    good_size: int = 0
+    torn: tuple[int, int] | None = None
+    line: int | None = None
+    offset: int | None = None
+
+    def describe(self) -> dict:
+        """A JSON-ready label (without the bytes)."""
+        return {"id": self.id, "kind": self.kind, "size": len(self.data), "expect": self.expect,
+                "records": len(self.seqs), "good_size": self.good_size,
+                "torn": list(self.torn) if self.torn else None, "line": self.line}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a reader said: ``kind`` ``"read"`` (``seqs``, ``torn``, ``good_size``), ``"corrupt"``
+    (``line``), or ``"error"`` (any other failure; ``message``)."""
+
+    kind: str
+    seqs: tuple[int, ...] = ()
+    torn: tuple[int, int] | None = None
+    good_size: int | None = None
+    line: int | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``valid`` True when the answer is right; ``reason`` says what was wrong (or what was checked)."""
+
+    valid: bool
+    reason: str
+
+
+def line_spans(journal: bytes) -> list[tuple[int, int]]:
+    """``(start, end)`` of every line, ``end`` after its ``\\n``; raises ValueError unless all lines end in ``\\n``."""
+    spans, start = [], 0
+    while start < len(journal):
+        nl = journal.find(b"\n", start)
+        if nl < 0:
+            raise ValueError(f"journal does not end in a newline (a torn tail at offset {start}); "
+                             f"give the tail nemesis a clean journal")
+        spans.append((start, nl + 1))
+        start = nl + 1
+    return spans
+
+
+def _seqs(journal: bytes, spans: list[tuple[int, int]]) -> list[int]:
+    out = []
+    for i, (a, b) in enumerate(spans):
+        try:
+            out.append(int(json.loads(journal[a:b])["seq"]))
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"line {i + 1} of the journal is not a record; give the tail nemesis a clean journal") from None
+    return out
+
+
+def _garbage(rng: random.Random, size: int) -> bytes:
+    """Random bytes with no ``\\n`` that are not JSON (first byte ``#``: nothing JSON starts so)."""
+    body = bytes(b for b in rng.randbytes(size) if b != 0x0A)
+    return b"#" + body
+
+
+def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_record: bool = True,
+              random_cuts: int = 16, zero_tail_bytes: int = 4096, garbage_tails: int = 4, flips: int = 8,
+              max_garbage: int = 300) -> Iterator[Mutation]:
+    """Yield the labelled mutations of ``journal`` (deterministic for a ``seed``); see the module docstring."""
+    spans = line_spans(journal)
+    if not spans:
+        raise ValueError("journal is empty; give the tail nemesis a journal with records")
+    seqs = _seqs(journal, spans)
+    n, size = len(spans), len(journal)
+    rng = random.Random(f"tails:{seed}")
+    last_start = spans[-1][0]
+
+    def cut(c: int, label: str) -> Mutation:
+        k = next(i for i, (a, b) in enumerate(spans) if a <= c < b) if c < size else n
+        a = spans[k][0] if k < n else size
+        data = journal[:c]
+        if c == a:
+            return Mutation(f"cut@{c}", label, data, "clean", tuple(seqs[:k]), a)
+        return Mutation(f"cut@{c}", label, data, "torn", tuple(seqs[:k]), a, (a, c - a))
+
+    yield Mutation("intact", "intact", journal, "clean", tuple(seqs), size)
+    if cut_every_offset_of_last_record:
+        for c in range(last_start, size):
+            yield cut(c, "cut")
+    if last_start > 0:
+        for c in sorted(rng.sample(range(last_start), min(random_cuts, last_start))):
+            yield cut(c, "cut")
+    everything = tuple(seqs)
+    if zero_tail_bytes > 0:
+        zeros = bytes(zero_tail_bytes)
+        yield Mutation(f"zeros{zero_tail_bytes}", "zeros", journal + zeros, "torn", everything, size,
+                       (size, zero_tail_bytes))
+        yield Mutation(f"zeros{zero_tail_bytes}+nl", "zeros", journal + zeros + b"\n", "torn", everything, size,
+                       (size, zero_tail_bytes + 1))
+    last_len = size - last_start
+    for nl in (b"", b"\n"):
+        data = journal[:last_start] + bytes(last_len - len(nl)) + nl
+        yield Mutation("zeroed-last" + ("+nl" if nl else ""), "zeros", data, "torn", everything[:-1], last_start,
+                       (last_start, last_len))
+    for g in range(garbage_tails):
+        junk = _garbage(rng, rng.randrange(1, max_garbage))
+        for nl in (b"", b"\n"):
+            yield Mutation(f"garbage{g}" + ("+nl" if nl else ""), "garbage", journal + junk + nl, "torn", everything,
+                           size, (size, len(junk) + len(nl)))
+        yield Mutation(f"garbage{g}-2lines", "garbage", journal + junk + b"\n" + junk, "corrupt",
+                       line=n + 1, offset=size)
+    for f in range(flips):
+        k = rng.randrange(n)
+        a, b = spans[k]
+        pos = rng.randrange(a, b - 1)
+        byte = rng.choice((b"\x00", b"\xff", b"\n"))
+        data = journal[:pos] + byte + journal[pos + 1:]
+        name = f"flip{f}@{pos}:{byte.hex()}"
+        if k == n - 1 and byte != b"\n":
+            yield Mutation(name, "flip", data, "torn", everything[:-1], a, (a, b - a))
+        else:
+            yield Mutation(name, "flip", data, "corrupt", line=k + 1, offset=a)
+
+
+def judge(mutation: Mutation, answer: Answer) -> Verdict:
+    """Is ``answer`` (what the reader said about ``mutation.data``) right?  Pure."""
+    m = mutation
+    if m.expect == "corrupt":
+        if answer.kind != "corrupt":
+            got = f"{len(answer.seqs)} records, torn tail {answer.torn}" if answer.kind == "read" else answer.message
+            return Verdict(False, f"{m.id}: line {m.line} is corrupt (not the last line) and must be an error "
+                                  f"naming line {m.line}; the reader answered {answer.kind}: {got}")
+        if answer.line != m.line:
+            return Verdict(False, f"{m.id}: corruption reported at line {answer.line}, expected line {m.line}")
+        return Verdict(True, f"{m.id}: corrupt at line {m.line}")
+    if answer.kind != "read":
+        return Verdict(False, f"{m.id}: expected {len(m.seqs)} records and torn tail {m.torn}; the reader raised "
+                              f"{answer.kind} (line {answer.line}): {answer.message}")
+    if tuple(answer.seqs) != m.seqs:
+        return Verdict(False, f"{m.id}: expected records seq {_span(m.seqs)}, the reader returned {_span(answer.seqs)}")
+    if answer.torn != m.torn:
+        return Verdict(False, f"{m.id}: expected torn tail {m.torn}, the reader reported {answer.torn}")
+    if answer.good_size is not None and answer.good_size != m.good_size:
+        return Verdict(False, f"{m.id}: expected good_size {m.good_size}, the reader reported {answer.good_size}")
+    return Verdict(True, f"{m.id}: {m.expect}, {len(m.seqs)} records")
+
+
+def _span(seqs: tuple[int, ...]) -> str:
+    if not seqs:
+        return "(none)"
+    if list(seqs) == list(range(seqs[0], seqs[0] + len(seqs))):
+        return f"{seqs[0]}..{seqs[-1]}"
+    return ",".join(map(str, seqs))

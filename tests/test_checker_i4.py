@@ -1,0 +1,133 @@
+"""I4 no acknowledged record lost: acks come from the IO-seam trace, presence from the snapshots."""
+
+import base64
+
+from synth import Engine
+
+from harness.checkers import i4_acknowledged
+from harness.checkers._common import split_journal
+from harness.checkers._trace import acknowledged
+
+
+def test_every_record_written_then_fsynced_is_acknowledged_with_its_seq_and_offset():
+    eng = Engine([["a"], []])
+    eng.leg()
+    acks = acknowledged(eng.h, eng.h.legs[0])
+    assert [a.seq for a in acks] == [1, 2, 3, 4, 5]         # M, A(a), R(a), A(text), T
+    assert acks[1].offset == len(split_journal(eng.file).lines[0].raw)
+    assert b"".join(a.line for a in acks) == eng.file
+
+
+def test_a_write_with_no_fsync_after_it_is_not_acknowledged():
+    eng = Engine([["a"], []])
+    eng.leg(fsync=False)
+    assert acknowledged(eng.h, eng.h.legs[0]) == []
+
+
+def test_crashes_torn_tails_and_resumes_of_a_correct_engine_lose_nothing():
+    eng = Engine()
+    eng.leg(kill_after=4, torn=True)
+    eng.leg(suspend_at=0)
+    eng.leg(kill_after=3)
+    h = eng.finish()
+    v = i4_acknowledged.check(h)
+    assert v.status == "valid", v.evidence
+    assert v.evidence["acknowledged_seqs"] == list(range(1, len(split_journal(h.legs[-1].journal).lines) + 1))
+
+
+def test_a_record_glued_to_a_torn_tail_by_a_resume_that_did_not_cut_it_is_caught():
+    eng = Engine([["a", "b"], []])
+    eng.leg(kill_after=5, torn=True)        # M, call, A, a, then killed half-way through R(a)
+    eng.leg(cut_torn_tail=False)            # defect 1: appends R(a) right after the torn bytes
+    v = i4_acknowledged.check(eng.h)
+    assert v.status == "invalid"
+    first = v.evidence["violations"][0]
+    assert first["kind"] == "lost" and first["seq"] == 3 and first["leg"] == 1
+    assert first["ack"]["leg"] == 1 and first["ack"]["fsync_n"] > first["ack"]["write_n"]
+    glued = first["glued_into"]
+    assert glued["line"] == 3 and glued["error"]
+
+
+def test_a_later_leg_that_truncates_the_journal_is_named():
+    eng = Engine([["a"], []])
+    eng.leg(kill_after=3)                       # M, call, A acknowledged
+    meta = split_journal(eng.file).lines[0].raw
+    eng.file = None
+    leg = eng.leg(kill_after=1)                 # defect 3: a second creator starts the file over
+    leg.trace[2]["flags"] = ["O_WRONLY", "O_CREAT", "O_TRUNC", "O_APPEND"]
+    assert leg.journal == meta
+    v = i4_acknowledged.check(eng.h)
+    (row,) = v.evidence["violations"]
+    assert row["kind"] == "lost" and row["seq"] == 2 and row["leg"] == 1
+    assert row["truncated_by"] == [{"leg": 1, "pid": leg.pid, "n": 3, "op": "open O_TRUNC"}]
+
+
+def test_a_power_loss_crash_state_missing_an_acknowledged_record_is_caught():
+    eng = Engine([["a"], []])
+    eng.leg(kill_after=4)
+    eng.synced = 0
+    eng.power_loss()                            # the state lost the whole file: no dir fsync, say
+    v = i4_acknowledged.check(eng.h)
+    assert v.status == "invalid"
+    assert {r["seq"] for r in v.evidence["violations"]} == {1, 2}     # M, A(a); a ran, no result yet
+    assert v.evidence["violations"][0]["journal_bytes"] == 0
+
+
+def test_a_changed_record_at_an_acknowledged_seq_is_caught_with_both_lines():
+    eng = Engine([["a"], []])
+    eng.leg()
+    h = eng.h
+    h.legs[0].journal = h.legs[0].journal.replace(b"ran a", b"ran b")
+    row = i4_acknowledged.check(h).evidence["violations"][0]
+    assert row["kind"] == "changed" and row["seq"] == 3 and row["found"][0]["excerpt"].startswith('{"seq":3,')
+    assert row["found"][0]["length"] == row["ack"]["length"]
+
+
+def test_records_the_nemesis_cut_away_are_exempt_not_lost():
+    eng = Engine([["a", "b"], []])
+    eng.leg(kill_after=6)                                       # M, call, A, a, R(a), b
+    eng.cut_tail(split_journal(eng.file).lines[2].offset + 3)   # cut inside R(a), the last record
+    v = i4_acknowledged.check(eng.finish())
+    assert v.status == "valid", v.evidence
+    assert [d["seq"] for d in v.evidence["destroyed_by_fault"]] == [3]
+
+
+def test_two_different_records_acknowledged_at_one_seq_are_caught():
+    eng = Engine([["a"], []])
+    eng.leg()
+    trace = eng.h.legs[0].trace
+    last = [e for e in trace if e["op"] == "write"][-1]
+    line = base64.b64decode(last["data"]).replace(b"completed", b"suspended")
+    trace += [dict(last, n=90, data=base64.b64encode(line).decode()), dict(last, n=91, op="fsync")]
+    kinds = [r["kind"] for r in i4_acknowledged.check(eng.h).evidence["violations"]]
+    assert "seq_reacknowledged" in kinds
+
+
+def test_without_any_trace_the_verdict_is_unknown():
+    eng = Engine()
+    h = eng.finish()
+    for leg in h.legs:
+        leg.trace = []
+    v = i4_acknowledged.check(h)
+    assert v.status == "unknown" and v.evidence["reason"] == "no trace"
+
+
+def test_an_engine_that_never_fsyncs_breaks_the_append_rule_even_though_it_acknowledged_nothing():
+    eng = Engine([["a"], []])
+    eng.leg(fsync=False)
+    v = i4_acknowledged.check(eng.h)
+    assert v.status == "invalid"
+    rows = v.evidence["violations"]
+    assert {r["kind"] for r in rows} == {"append_not_synced"}
+    assert rows[0]["n"] == 4 and rows[0]["before"] == "write n=5"
+    assert rows[-1]["before"].startswith("close")
+
+
+def test_a_leg_killed_between_its_write_and_its_fsync_is_not_blamed_for_the_missing_fsync():
+    eng = Engine([["a"], []])
+    eng.leg(kill_after=3)
+    trace = eng.h.legs[0].trace
+    assert trace[-1]["op"] == "fsync"
+    trace.pop()                                  # died right after the write of A(a)
+    v = i4_acknowledged.check(eng.finish())
+    assert v.status == "valid", v.evidence

@@ -1,0 +1,74 @@
+"""I6 the result equals the uninterrupted reference run's."""
+
+from synth import Engine, reference
+
+from harness.checkers import i6_reference
+
+
+def test_a_run_resumed_after_crashes_and_a_suspend_equals_the_reference():
+    eng = Engine()
+    eng.leg(kill_after=2)
+    eng.leg(suspend_at=1)
+    eng.leg(kill_after=3, torn=True)
+    v = i6_reference.check(eng.finish())
+    assert v.status == "valid", v.evidence
+    assert v.evidence["source"] == "journal after leg 3"
+
+
+def test_a_different_final_answer_is_caught_with_a_compact_diff():
+    eng = Engine(answer="there are 4 files")
+    eng.leg(kill_after=3)
+    h = eng.finish(with_reference=False)
+    h.reference = reference(eng.turns)
+    v = i6_reference.check(h)
+    assert v.status == "invalid"
+    (row,) = v.evidence["violations"]
+    assert row["diff"][0] == {"path": "messages[5].content[0].text", "got": "there are 4 files",
+                              "want": "there are 3 files"}
+    assert {"path": "final_answer", "got": "there are 4 files", "want": "there are 3 files"} in row["diff"]
+    assert v.evidence["got_answer"] == "there are 4 files"
+
+
+def test_different_counters_are_caught():
+    eng = Engine()
+    h = eng.finish()
+    h.reference.state["counters"]["llm_calls"] += 1
+    (row,) = i6_reference.check(h).evidence["violations"]
+    assert row["diff"] == [{"path": "counters.llm_calls", "got": 3, "want": 4}]
+
+
+def test_a_final_journal_that_cannot_be_read_is_invalid():
+    eng = Engine()
+    h = eng.finish()
+    h.legs[-1].journal = b"{not json}\n" + h.legs[-1].journal
+    v = i6_reference.check(h)
+    assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "final_unreadable"
+
+
+def test_no_reference_is_unknown():
+    h = Engine().finish(with_reference=False)
+    assert i6_reference.check(h).status == "unknown"
+
+
+def test_a_varying_server_with_a_repeated_call_makes_the_comparison_unknown():
+    eng = Engine()
+    eng.leg(kill_after=2)                     # the first call is repeated
+    h = eng.finish()
+    h.options["vary_on_repeat"] = True
+    v = i6_reference.check(h)
+    assert v.status == "unknown" and "vary_on_repeat" in v.evidence["reason"]
+
+
+def test_a_varying_server_with_no_repeated_call_is_still_compared():
+    h = Engine().finish()
+    h.options["vary_on_repeat"] = True
+    assert i6_reference.check(h).status == "valid"
+
+
+def test_the_final_state_is_used_when_no_leg_left_a_journal():
+    h = Engine().finish()
+    h.final_state = h.reference.state
+    for leg in h.legs:
+        leg.journal = None
+    v = i6_reference.check(h)
+    assert v.status == "valid" and v.evidence["source"] == "history.final_state"

@@ -1,0 +1,84 @@
+"""I9 a refused resume appends nothing."""
+
+import base64
+
+from builders import T, lines
+from synth import Engine
+
+from harness.checkers import i9_refusal
+from harness.history import ModelCall
+
+
+def _completed_then_refused() -> Engine:
+    eng = Engine([["a"], []])
+    eng.leg()                       # completes
+    eng.leg()                       # a resume of a completed run: refused, exit 1
+    return eng
+
+
+def test_a_resume_of_a_completed_run_is_refused_and_leaves_the_journal_byte_identical():
+    eng = _completed_then_refused()
+    v = i9_refusal.check(eng.h)
+    assert v.status == "valid", v.evidence
+    assert v.evidence["refused_legs"] == [1]
+
+
+def test_no_refused_leg_is_valid_with_nothing_checked():
+    v = i9_refusal.check(Engine().finish())
+    assert v.status == "valid" and v.evidence["checked"] == 0
+
+
+def test_a_refused_resume_that_appended_a_record_is_caught_by_trace_and_snapshot():
+    eng = _completed_then_refused()
+    leg = eng.h.legs[1]
+    (extra,) = lines(T("error", "refused"), start=6)
+    leg.trace.insert(3, {"n": 3.5, "pid": leg.pid, "op": "write", "path": eng.jpath, "fd": 4,
+                         "offset": len(leg.journal), "len": len(extra), "data": base64.b64encode(extra).decode()})
+    leg.journal = leg.journal + extra
+    v = i9_refusal.check(eng.h)
+    assert v.status == "invalid"
+    by_kind = {x["kind"]: x for x in v.evidence["violations"]}
+    assert set(by_kind) == {"changed_journal", "journal_changed"}
+    assert by_kind["changed_journal"]["events"][0]["op"] == "write"
+    changed = by_kind["journal_changed"]
+    assert changed["first_difference"] == len(eng.h.legs[0].journal)
+    assert changed["lines_after_difference"][0]["seq"] == 6
+    assert "refused" in changed["refusal"]
+
+
+def test_a_refused_resume_that_called_the_model_is_caught():
+    eng = _completed_then_refused()
+    h = eng.h
+    h.model_calls.append(ModelCall(index=9, t=h.legs[1].t_start + 1, key="k", turn=2, messages=[], reply=[], leg=1))
+    (row,) = i9_refusal.check(h).evidence["violations"]
+    assert row["kind"] == "did_work" and row["work"] == [{"model_call": 9, "turn": 2, "key": "k"}]
+
+
+def test_cutting_the_torn_tail_it_found_before_refusing_is_allowed():
+    eng = Engine([["a"], []])
+    eng.leg()
+    eng.file += b'{"seq":6,"prot'           # a torn tail appears (a tail fault on leg 0)
+    eng.h.legs[0].journal = eng.file
+    eng.h.legs[0].fault.kind = "tail"
+    eng.leg()                               # cuts the tail under the lock, then refuses: completed
+    v = i9_refusal.check(eng.h)
+    assert v.status == "valid", v.evidence
+    assert v.evidence["tail_repairs"][0]["leg"] == 1
+
+
+def test_a_lock_refusal_is_recognised_from_stderr():
+    eng = Engine([["a"], []])
+    eng.leg()
+    eng.leg()
+    leg = eng.h.legs[1]
+    leg.stderr = "fiskj: run r1 is held by another writer (pid 4242)"
+    leg.exit_code = 2
+    assert i9_refusal.check(eng.h).evidence["refused_legs"] == [1]
+
+
+def test_a_concurrent_refused_leg_with_no_trace_is_unknown():
+    eng = _completed_then_refused()
+    leg = eng.h.legs[1]
+    leg.trace = []
+    leg.t_start = eng.h.legs[0].t_start + 1
+    assert i9_refusal.check(eng.h).status == "unknown"

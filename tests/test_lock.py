@@ -1,0 +1,180 @@
+import errno
+import fcntl
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fiskj import ioseam
+from fiskj.errors import RunLocked, StoreIOError, UnsafeFile
+from fiskj.lock import acquire
+
+
+@pytest.fixture(autouse=True)
+def plain_seam():
+    ioseam.configure()
+    yield
+    ioseam.configure()
+
+
+# A holder process: takes the lock, then does what argv[2] says, prints "ready", waits for stdin EOF.
+HOLDER = r"""
+import os, subprocess, sys
+from fiskj.lock import acquire
+path, mode = sys.argv[1], sys.argv[2]
+lock = acquire(path, "r1")
+if mode == "touch":   # F18: read the files through other descriptors and run a tool child
+    for p in (path, os.path.join(os.path.dirname(path), "r1.json")):
+        fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o600); os.read(fd, 10); os.close(fd)
+        with open(p, "rb") as f: f.read()
+    subprocess.run([sys.executable, "-c", "pass"], close_fds=False, check=True)
+child = None
+if mode == "child":   # a long-lived tool child that inherits every inheritable fd
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE, close_fds=False)
+    print(child.pid, flush=True)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def start_holder(path, mode="hold"):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), mode],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    child_pid = None
+    if mode == "child":
+        child_pid = int(first)
+        first = proc.stdout.readline()
+    assert first == b"ready\n", proc.stderr.read().decode()
+    return proc, child_pid
+
+
+def kill(proc):
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def tries_lock(path):
+    """Return True when this process can take the lock at once (and drops it again)."""
+    try:
+        acquire(str(path), "r1").release()
+    except RunLocked:
+        return False
+    return True
+
+
+def test_the_lock_file_is_created_0600_and_held_on_a_close_on_exec_descriptor(tmp_path):
+    old = os.umask(0)
+    try:
+        lock = acquire(str(tmp_path / "r1.lock"), "r1")
+    finally:
+        os.umask(old)
+    with lock:
+        assert stat.S_IMODE(os.stat(tmp_path / "r1.lock").st_mode) == 0o600
+        assert fcntl.fcntl(lock.fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+        assert lock.held
+    assert not lock.held
+
+
+def test_a_second_acquire_fails_at_once_with_run_locked_naming_the_run(tmp_path):
+    path = str(tmp_path / "r1.lock")
+    with acquire(path, "r1"):
+        start = time.monotonic()
+        with pytest.raises(RunLocked) as info:
+            acquire(path, "r1")
+        assert time.monotonic() - start < 1
+    assert "run r1 is held by another writer" in str(info.value)
+    assert info.value.run_id == "r1" and isinstance(info.value, BlockingIOError)
+    acquire(path, "r1").release()  # free again after release
+
+
+def test_release_is_idempotent(tmp_path):
+    lock = acquire(str(tmp_path / "r1.lock"), "r1")
+    lock.release()
+    lock.release()
+
+
+def test_field_case_f14_a_second_process_is_refused_and_gets_the_lock_after_the_holder_is_sigkilled(tmp_path):
+    path = tmp_path / "r1.lock"
+    holder, _ = start_holder(path)
+    try:
+        assert not tries_lock(path)
+    finally:
+        kill(holder)
+    assert holder.returncode == -signal.SIGKILL
+    assert tries_lock(path)
+
+
+def test_field_case_f18_the_lock_survives_other_descriptors_closing_and_a_child_exiting(tmp_path):
+    path = tmp_path / "r1.lock"
+    holder, _ = start_holder(path, "touch")
+    try:
+        assert not tries_lock(path)
+    finally:
+        kill(holder)
+    assert tries_lock(path)
+
+
+def test_field_case_f18_a_tool_child_does_not_inherit_the_lock(tmp_path):
+    path = tmp_path / "r1.lock"
+    holder, child_pid = start_holder(path, "child")
+    try:
+        kill(holder)
+        assert tries_lock(path)  # the child still runs, yet the lock is free
+        os.kill(child_pid, 0)
+    finally:
+        try:
+            os.kill(child_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_lock_file_deleted_and_recreated_before_the_flock_is_detected_and_the_new_file_locked(tmp_path, monkeypatch):
+    path = str(tmp_path / "r1.lock")
+    real_flock = ioseam.flock
+    calls = []
+
+    def deleter_wins_first(fd, op):
+        if not calls:  # a deleter unlinks the file we opened, and a new one appears
+            os.unlink(path)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        calls.append(fd)
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(ioseam, "flock", deleter_wins_first)
+    with acquire(path, "r1") as lock:
+        assert len(calls) == 2
+        assert os.fstat(lock.fd).st_ino == os.stat(path).st_ino
+
+
+@pytest.mark.parametrize("kind", ["symlink", "directory", "fifo"])
+def test_a_lock_path_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    path = tmp_path / "r1.lock"
+    outside = tmp_path / "outside"
+    if kind == "symlink":
+        path.symlink_to(outside)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    with pytest.raises(UnsafeFile):
+        acquire(str(path), "r1")
+    assert not outside.exists()
+
+
+def test_other_lock_failures_are_store_io_errors_and_are_not_retried(tmp_path):
+    with pytest.raises(StoreIOError) as info:
+        acquire(str(tmp_path / "missing-dir" / "r1.lock"), "r1")
+    assert info.value.errno == errno.ENOENT and not isinstance(info.value, RunLocked)
+    trace = tmp_path / "t"
+    ioseam.configure(trace=str(trace), fault="eio@1:flock")
+    with pytest.raises(StoreIOError) as info:
+        acquire(str(tmp_path / "r1.lock"), "r1")
+    assert info.value.errno == errno.EIO
+    assert trace.read_text().count('"op":"flock"') == 1
+    assert trace.read_text().count('"op":"close"') == 1  # the descriptor is not leaked

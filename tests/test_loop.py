@@ -1,0 +1,381 @@
+"""The agent loop in-process: ordering, ends, suspend, resume (fiskj.loop; issue 4 items 1-4)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import signal
+import sys
+import threading
+
+import pytest
+
+from fake_anthropic import reply, text, tool_use, turns
+from fiskj.errors import FingerprintMismatch, ModelError, ResumeRefused, RunLocked
+from fiskj.loop import MemoryJournal, RunConfig, SuspendFlag, handle_signals, make_meta, resume_run, start_run
+from fiskj.reader import read_records
+from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, UserRecord
+from fiskj.scripted import ScriptedModel
+from fiskj.store import FileStore
+from fiskj.tools import CommandTool, Tool, ToolOutcome, ToolRegistry, builtin_tools
+
+CONFIG = RunConfig(model="fake-1", system="be brief", max_tokens=10_000, max_iterations=10)
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL landing inside a tool: nothing after it runs."""
+
+
+class Recorder:
+    """A model double: answers with ``handler`` and records each request and the journal length then."""
+
+    def __init__(self, handler, journal_path=None):
+        self.handler, self.journal_path = handler, journal_path
+        self.requests, self.lines_at_call = [], []
+
+    def complete(self, request):
+        self.requests.append(copy.deepcopy(request))
+        if self.journal_path is not None:
+            self.lines_at_call.append(open(self.journal_path, "rb").read().count(b"\n"))
+        answer = self.handler(request)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class Effects:
+    """Tools ``effect`` (append its ``id`` to a file; die after the effect when told) and ``flag_suspend``."""
+
+    def __init__(self, path, flag=None):
+        self.path, self.flag, self.die_on = str(path), flag, set()
+
+    def effect(self, tool_input, call):
+        with open(self.path, "a") as fh:
+            fh.write(tool_input["id"] + "\n")
+        if tool_input["id"] in self.die_on:
+            raise Killed()
+        return ToolOutcome(f"did {tool_input['id']}")
+
+    def suspend(self, tool_input, call):
+        self.flag.request()  # what a SIGINT mid-tool does
+        return ToolOutcome("asked to suspend")
+
+    def registry(self):
+        return ToolRegistry(builtin_tools() + [
+            Tool("effect", "side effect", {"type": "object", "properties": {"id": {"type": "string"}}}, self.effect),
+            Tool("flag_suspend", "suspend request", {"type": "object"}, self.suspend)])
+
+    def counts(self):
+        lines = open(self.path).read().split() if os.path.exists(self.path) else []
+        return {i: lines.count(i) for i in sorted(set(lines))}
+
+
+def effect(tid):
+    return tool_use(tid, "effect", {"id": tid})
+
+
+@pytest.fixture
+def store(tmp_path):
+    return FileStore(str(tmp_path / "store"))
+
+
+@pytest.fixture
+def fx(tmp_path):
+    return Effects(tmp_path / "effects.log", SuspendFlag())
+
+
+def kinds(store, run_id):
+    records, torn = read_records(os.path.join(store.directory, f"{run_id}.json"))
+    assert torn is None
+    out = []
+    for r in records:
+        if isinstance(r, TerminalRecord):
+            out.append(f"T({r.reason})")
+        elif isinstance(r, AssistantRecord):
+            out.append("A")
+        elif isinstance(r, ToolResultRecord):
+            out.append(f"R({r.tool_use_id})")
+        elif isinstance(r, UserRecord):
+            out.append("U")
+        else:
+            out.append("M")
+    return out
+
+
+def journal_bytes(store, run_id):
+    return open(os.path.join(store.directory, f"{run_id}.json"), "rb").read()
+
+
+def run(store, fx, handler, run_id="r1", config=CONFIG, **kw):
+    model = Recorder(handler, os.path.join(store.directory, f"{run_id}.json"))
+    result = start_run("do it", config=config, model=model, tools=fx.registry(), store=store, run_id=run_id,
+                       suspend=fx.flag, **kw)
+    return result, model
+
+
+def resume(store, fx, handler, run_id="r1", config=CONFIG, **kw):
+    fx.flag = kw.pop("suspend", SuspendFlag())
+    model = Recorder(handler, os.path.join(store.directory, f"{run_id}.json"))
+    result = resume_run(run_id, config=config, model=model, tools=fx.registry(), store=store, suspend=fx.flag, **kw)
+    return result, model
+
+
+def test_a_command_tool_sees_its_own_assistant_record_but_not_yet_its_result(store, tmp_path):
+    peek = ("import json,sys; p=sys.argv[1]; recs=[json.loads(l) for l in open(p,'rb').read().splitlines()];"
+            "print(json.dumps([[r['protocol'].rsplit('.',1)[1], r.get('tool_result',{}).get('tool_use_id')]"
+            " for r in recs]), end='')")
+    path = os.path.join(store.directory, "r1.json")
+    tools = ToolRegistry([Tool("peek", "read the journal", {"type": "object"},
+                               CommandTool("peek", (sys.executable, "-c", peek, path)))])
+    model = Recorder(turns([tool_use("p1", "peek"), tool_use("p2", "peek")]))
+    result = start_run("look", config=CONFIG, model=model, tools=tools, store=store, run_id="r1")
+    assert result.reason == "completed"
+    seen = [json.loads(b["content"]) for b in model.requests[1]["messages"][-1]["content"]]
+    assert seen[0] == [["meta", None], ["assistant", None]]
+    assert seen[1] == [["meta", None], ["assistant", None], ["tool_result", "p1"]]
+
+
+def test_a_run_journals_each_turn_before_its_tools_and_completes(store, fx):
+    result, model = run(store, fx, turns([effect("a"), effect("b")], [effect("c")]))
+    assert (result.reason, result.exit_code, result.message) == ("completed", 0, None)
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "R(b)", "A", "R(c)", "A", "T(completed)"]
+    assert model.lines_at_call == [1, 4, 6]  # each call sees every earlier result journaled
+    assert result.answer == "done after 2 turns" and fx.counts() == {"a": 1, "b": 1, "c": 1}
+    assert result.state.counters.llm_calls == 3 and result.state.counters.tool_calls == 3
+    sent = model.requests[1]
+    assert sent["system"] == "be brief" and [t["name"] for t in sent["tools"]][-2:] == ["effect", "flag_suspend"]
+    assert sent["messages"][-1] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": i, "content": f"did {i}", "is_error": False} for i in "ab"]}
+
+
+def test_a_suspend_requested_mid_tool_is_honoured_only_after_the_batch(store, fx):
+    result, model = run(store, fx, turns([tool_use("s", "flag_suspend"), effect("a")], [effect("b")]))
+    assert (result.reason, result.exit_code) == ("suspended", 3)
+    assert kinds(store, "r1") == ["M", "A", "R(s)", "R(a)", "T(suspended)"]
+    assert len(model.requests) == 1
+    resumed, model2 = resume(store, fx, turns([tool_use("s", "flag_suspend"), effect("a")], [effect("b")]))
+    assert resumed.reason == "completed" and fx.counts() == {"a": 1, "b": 1}
+    assert [len(r["messages"]) for r in model2.requests] == [3, 5]  # no model call repeated (I1)
+
+
+def test_a_second_signal_while_suspending_changes_nothing(store, fx):
+    def twice(tool_input, call):
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+        return ToolOutcome("signalled")
+
+    tools = ToolRegistry([Tool("sig", "signal self", {"type": "object"}, twice)])
+    flag = SuspendFlag()
+    with handle_signals(flag):
+        result = start_run("x", config=CONFIG, model=Recorder(turns([tool_use("a", "sig"), tool_use("b", "sig")])),
+                           tools=tools, store=store, run_id="r1", suspend=flag)
+    assert result.reason == "suspended" and flag.signals == 4
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "R(b)", "T(suspended)"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_resume_after_a_kill_inside_the_third_tool_reruns_only_that_tool(store, fx):
+    handler = turns([effect("a"), effect("b"), effect("c")])
+    fx.die_on.add("c")
+    with pytest.raises(Killed):
+        run(store, fx, handler)
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "R(b)"]  # F16: killed while c runs
+    fx.die_on.clear()
+    result, model = resume(store, fx, handler)
+    assert result.reason == "completed"
+    assert fx.counts() == {"a": 1, "b": 1, "c": 2}
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "R(b)", "R(c)", "A", "T(completed)"]
+    assert model.lines_at_call == [5]  # no model call while any id was unanswered
+    last = model.requests[0]["messages"][-2:]
+    assert last[0]["content"] == [effect("a"), effect("b"), effect("c")]
+    assert [b["tool_use_id"] for b in last[1]["content"]] == ["a", "b", "c"]
+
+
+def test_a_pending_batch_answered_out_of_order_is_sent_in_tool_use_order(store, fx):
+    journal = store.create("r1", make_meta("r1", "do it", CONFIG.fingerprint(fx.registry())))
+    journal.append(AssistantRecord(iteration=0, message={"role": "assistant", "content": [effect("a"), effect("b"),
+                                   effect("c")]}, stop_reason="tool_use", in_tokens=1, out_tokens=1))
+    journal.append(ToolResultRecord(tool_use_id="b", result={"type": "tool_result", "tool_use_id": "b",
+                                                             "content": "did b", "is_error": False}))
+    journal.close()
+    result, model = resume(store, fx, turns())
+    assert fx.counts() == {"a": 1, "c": 1}  # F10: only the unanswered ones run
+    assert [b["tool_use_id"] for b in model.requests[0]["messages"][-1]["content"]] == ["a", "b", "c"]
+
+
+def test_a_changed_configuration_is_refused_with_nothing_appended_unless_forced(store, fx):
+    fx.flag.request()
+    assert run(store, fx, turns([effect("a")]))[0].reason == "suspended"
+    before = journal_bytes(store, "r1")
+    changed = RunConfig(model="fake-2", system="be brief", max_tokens=10_000, max_iterations=3)
+    with pytest.raises(FingerprintMismatch) as info:
+        resume(store, fx, turns([effect("a")]), config=changed)
+    assert [c.split(":")[0] for c in info.value.changes] == ["model", "max_iterations"]
+    assert "fake-1" in str(info.value) and "fake-2" in str(info.value)
+    assert journal_bytes(store, "r1") == before and fx.counts() == {}  # F17: zero bytes appended
+    result, _ = resume(store, fx, turns([effect("a")]), config=changed, force=True)
+    assert result.reason == "completed" and fx.counts() == {"a": 1}
+
+
+def test_a_completed_run_cannot_be_resumed_and_nothing_is_appended(store, fx):
+    run(store, fx, turns([effect("a")]))
+    before = journal_bytes(store, "r1")
+    with pytest.raises(ResumeRefused, match="'completed'"):
+        resume(store, fx, turns([effect("a")]))
+    assert journal_bytes(store, "r1") == before
+
+
+def test_a_run_held_by_another_writer_is_refused_with_nothing_appended(store, fx):
+    fx.flag.request()
+    run(store, fx, turns())
+    holder = store.open("r1")
+    try:
+        before = journal_bytes(store, "r1")
+        with pytest.raises(RunLocked):
+            resume(store, fx, turns())
+        assert journal_bytes(store, "r1") == before
+    finally:
+        holder.close()
+
+
+def test_open_for_resume_and_suspend_at_once_five_times_appends_one_terminal_each(store, fx):
+    journal = store.create("r1", make_meta("r1", "do it", CONFIG.fingerprint(fx.registry())))
+    for i in range(3):  # M + 3 x (A(x,y), R(x), R(y)) = 10 records, no terminal (F13)
+        ids = [f"x{i}", f"y{i}"]
+        journal.append(AssistantRecord(iteration=i, message={"role": "assistant", "content": [effect(t) for t in ids]},
+                                       stop_reason="tool_use", in_tokens=1, out_tokens=1))
+        for t in ids:
+            journal.append(ToolResultRecord(tool_use_id=t, result={"type": "tool_result", "tool_use_id": t,
+                                                                   "content": "ok", "is_error": False}))
+    journal.close()
+    for cycle in range(5):
+        flag = SuspendFlag()
+        flag.request()
+        result, model = resume(store, fx, turns(), suspend=flag)
+        assert result.reason == "suspended" and model.requests == []
+        assert result.state.last_seq == 11 + cycle
+    records, _ = read_records(os.path.join(store.directory, "r1.json"))
+    assert [r.seq for r in records] == list(range(1, 16))
+    assert kinds(store, "r1")[10:] == ["T(suspended)"] * 5 and fx.counts() == {}
+
+
+def test_chat_follow_ups_are_journaled_and_folded_and_end_of_input_suspends(store, fx):
+    out = io.StringIO()
+    handler = turns([effect("a")], [text("first answer")])
+    result, model = run(store, fx, handler, interactive=True, input_stream=io.StringIO("more please\n\n  \nagain\n"),
+                        output=out)
+    assert (result.reason, result.message) == ("suspended", "end of input")
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "A", "U", "A", "U", "A", "T(suspended)"]
+    assert out.getvalue().splitlines() == ["first answer", "done after 2 turns", "done after 3 turns"]
+    state = result.state
+    assert state.interactive and state.meta.interactive is True
+    users = [m["content"][0]["text"] for m in state.messages if m["role"] == "user" and m["content"][0]["type"] == "text"]
+    assert users == ["do it", "more please", "again"]
+    resumed, model2 = resume(store, fx, handler, input_stream=io.StringIO("one more\n"), output=out)
+    assert resumed.reason == "suspended" and len(model2.requests) == 1
+    assert model2.requests[0]["messages"][-1] == {"role": "user", "content": [text("one more")]}
+    assert fx.counts() == {"a": 1}
+
+
+def test_a_signal_while_waiting_for_chat_input_suspends_at_once(store, fx):
+    r, w = os.pipe()
+    waiting = threading.Event()
+
+    class Input:
+        def __init__(self):
+            self.stream = os.fdopen(r, "r")
+
+        def readline(self):
+            waiting.set()
+            return self.stream.readline()
+
+    main = threading.main_thread().ident  # a process-directed signal could land on the killer thread
+    killer = threading.Thread(target=lambda: (waiting.wait(10), signal.pthread_kill(main, signal.SIGINT)))
+    killer.start()
+    flag = SuspendFlag()
+    try:
+        with handle_signals(flag):
+            result = start_run("hi", config=CONFIG, model=Recorder(turns()), tools=fx.registry(), store=store,
+                               run_id="r1", interactive=True, suspend=flag, input_stream=Input())
+    finally:
+        killer.join()
+        os.close(w)
+    assert result.reason == "suspended" and kinds(store, "r1") == ["M", "A", "T(suspended)"]
+
+
+def test_the_budget_is_checked_before_a_turns_tools_run(store, fx):
+    config = RunConfig(model="fake-1", max_tokens=20)  # each turn costs 15 tokens
+    result, _ = run(store, fx, turns([effect("a")], [effect("b")]), config=config)
+    assert (result.reason, result.exit_code) == ("budget", 1)
+    assert "30 tokens" in result.message and fx.counts() == {"a": 1}
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "A", "T(budget)"]
+
+
+def test_the_iteration_cap_ends_the_run_with_max_iterations(store, fx):
+    result, model = run(store, fx, lambda req: reply([effect(f"t{len(req['messages'])}")]),
+                        config=RunConfig(model="fake-1", max_iterations=2))
+    assert (result.reason, result.exit_code) == ("max_iterations", 1)
+    assert kinds(store, "r1") == ["M", "A", "R(t1)", "A", "R(t3)", "T(max_iterations)"]
+
+
+@pytest.mark.parametrize("answer, message", [
+    (reply([effect("a")], stop="max_tokens"), "max_tokens"),
+    (reply([text("no")], stop="refusal"), "refused"),
+    (ModelError("model server answered HTTP 500"), "HTTP 500"),
+])
+def test_a_cut_off_reply_a_refusal_or_a_model_error_ends_the_run_with_error(store, fx, answer, message):
+    result, _ = run(store, fx, lambda req: answer)
+    assert result.reason == "error" and message in result.message and fx.counts() == {}
+    assert kinds(store, "r1")[-1] == "T(error)"
+
+
+def test_a_pause_turn_is_sent_back_to_the_model(store, fx):
+    answers = [reply([text("thinking...")], stop="pause_turn"), reply([text("done")])]
+    result, model = run(store, fx, lambda req: answers.pop(0))
+    assert result.reason == "completed" and result.answer == "done"
+    assert model.requests[1]["messages"][-1] == {"role": "assistant", "content": [text("thinking...")]}
+
+
+def test_resume_after_a_crash_between_the_answer_and_its_terminal_writes_completed_only(store, fx):
+    journal = store.create("r1", make_meta("r1", "do it", CONFIG.fingerprint(fx.registry())))
+    journal.append(AssistantRecord(iteration=0, message={"role": "assistant", "content": [text("42")]},
+                                   stop_reason="end_turn", in_tokens=1, out_tokens=1))
+    journal.close()
+    out = io.StringIO()
+    result, model = resume(store, fx, turns(), output=out)
+    assert result.reason == "completed" and model.requests == [] and out.getvalue() == "42\n"
+
+
+def test_resume_of_a_cut_off_pending_turn_runs_none_of_its_tools(store, fx):
+    journal = store.create("r1", make_meta("r1", "do it", CONFIG.fingerprint(fx.registry())))
+    journal.append(AssistantRecord(iteration=0, message={"role": "assistant", "content": [effect("a")]},
+                                   stop_reason="max_tokens", in_tokens=1, out_tokens=1))
+    journal.close()
+    result, model = resume(store, fx, turns())
+    assert result.reason == "error" and fx.counts() == {} and model.requests == []
+
+
+def test_a_suspended_and_resumed_run_ends_like_an_uninterrupted_one(tmp_path, monkeypatch, fx):
+    monkeypatch.chdir(tmp_path)  # the scripted model's append_line writes here
+    config = RunConfig(model="scripted:3:4")
+    whole = start_run("go", config=config, model=ScriptedModel(3, 4), tools=fx.registry(), store=None)
+    store = FileStore(str(tmp_path / "store"))
+    flag = SuspendFlag()
+    legs = [start_run("go", config=config, model=ScriptedModel(3, 4), tools=fx.registry(), store=store, run_id="r1",
+                      suspend=flag, log=lambda line: line.startswith("iteration 1") and flag.request())]
+    while legs[-1].reason == "suspended":
+        flag = SuspendFlag()
+        legs.append(resume_run("r1", config=config, model=ScriptedModel(3, 4), tools=fx.registry(), store=store,
+                               suspend=flag, log=lambda line: line.startswith("iteration 2") and flag.request()))
+    assert [leg.reason for leg in legs] == ["suspended", "suspended", "completed"]
+    final = legs[-1]
+    assert final.answer == whole.answer and final.state.messages == whole.state.messages
+    assert final.state.counters == whole.state.counters
+
+
+def test_a_run_without_a_store_lives_in_memory(fx):
+    result = start_run("hi", config=CONFIG, model=Recorder(turns([effect("a")])), tools=fx.registry())
+    assert result.reason == "completed" and result.state.records == 5
+    assert isinstance(MemoryJournal(make_meta("m", "p", CONFIG.fingerprint(fx.registry()))).state.messages, list)

@@ -1,0 +1,125 @@
+"""The campaign report: aggregation, renderings, JUnit, shard merge and the exit status."""
+
+import json
+import xml.etree.ElementTree as ET
+
+from synth import Engine
+
+from harness.checkers import check_all
+from harness.history import history_to_json
+from harness.report import (build_report, exit_status, merge_reports, render_markdown, render_summary,
+                            write_junit)
+
+
+def _trial(scenario="kill-batch", seed=1, broken=False, faults=None, as_json=False):
+    eng = Engine()
+    eng.leg(kill_after=4)
+    eng.leg(suspend_at=1)
+    eng.leg(rerun_answered=broken)
+    h = eng.finish()
+    h.scenario, h.seed = scenario, seed
+    out = {"scenario": scenario, "seed": seed, "schedule": [{"kill": {"after": 4}}, {"suspend": 1}],
+           "history": history_to_json(h) if as_json else h, "verdicts": check_all(h), "duration_s": 0.5}
+    if faults is not None:
+        out["faults"] = faults
+    return out
+
+
+def test_a_campaign_of_valid_trials_is_valid_and_exits_0():
+    report = build_report([_trial(seed=1), _trial(seed=2, as_json=True)], report_path="out.json", elapsed_s=0.5)
+    assert report["trials"] == 2 and report["verdict"] == "valid" and exit_status(report) == 0
+    assert report["faults"] == {"kill": 2, "suspend": 2, "tail": 0, "power_loss": 0, "race": 0, "crash_states": 0}
+    assert report["invariants"]["I1"] == {"name": "exactly-once after a clean suspend", "checked": 2, "valid": 2,
+                                          "invalid": 0, "unknown": 0}
+    assert list(report["invariants"]) == [f"I{i}" for i in range(1, 10)]
+    assert report["trials_per_s"] == 4.0 and report["violations"] == []
+    assert report["scenarios"]["kill-batch"]["trials"] == 2
+    assert report["runs"][1] == {"trial": 1, "scenario": "kill-batch", "seed": 2, "schedule": _trial()["schedule"],
+                                 "status": "valid", "duration_s": 0.5, "faults": {"kill": 1, "suspend": 1}}
+    json.dumps(report)
+
+
+def test_a_violation_carries_scenario_seed_schedule_evidence_and_a_replay_command():
+    report = build_report([_trial(seed=1), _trial(scenario="suspend", seed=9, broken=True)], report_path="r.json")
+    assert report["verdict"] == "invalid" and exit_status(report) == 1
+    (i1,) = [v for v in report["violations"] if v["invariant"] == "I1"]
+    assert i1["scenario"] == "suspend" and i1["seed"] == 9 and i1["trial"] == 1
+    assert i1["reproduce"] == "fiskj-harness replay r.json --trial 1"
+    assert i1["evidence"]["violations"][0]["kind"] == "tool_rerun"
+    assert report["scenarios"]["suspend"]["invalid_trials"] == 1
+    assert report["scenarios"]["kill-batch"]["invalid_trials"] == 0
+
+
+def test_faults_given_by_the_runner_win_and_crash_states_are_counted_with_their_rate():
+    report = build_report([_trial(faults={"power_loss": 3, "crash_states": 120})], elapsed_s=2.0)
+    assert report["faults"]["power_loss"] == 3 and report["faults"]["crash_states"] == 120
+    assert report["faults"]["kill"] == 0 and report["crash_states_per_s"] == 60.0
+
+
+def test_an_unknown_verdict_makes_the_campaign_unknown_and_exit_1():
+    trial = _trial()
+    trial["verdicts"][3] = {"invariant": "I4", "name": "n", "status": "unknown",
+                            "evidence": {"summary": "no trace", "reason": "no trace"}, "checker": "c"}
+    report = build_report([trial])
+    assert report["verdict"] == "unknown" and exit_status(report) == 1
+    assert report["unknowns"][0]["summary"] == "no trace" and report["violations"] == []
+
+
+def test_a_campaign_with_no_trials_is_not_a_pass():
+    report = build_report([])
+    assert report["verdict"] == "unknown" and exit_status(report) == 1 and report["trials_per_s"] is None
+
+
+def test_the_summary_is_a_fixed_width_table_with_faults_invariants_and_reproducers():
+    text = render_summary(build_report([_trial(), _trial(seed=4, broken=True)], report_path="rep.json"))
+    assert "verdict: INVALID" in text
+    assert "faults: kill 2  suspend 2  tail 0  power_loss 0  race 0" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("I")]
+    assert len(rows) == 9 and len({len(r) for r in rows}) == 1
+    assert rows[0].split()[-4:] == ["2", "1", "1", "0"]
+    assert "reproduce: fiskj-harness replay rep.json --trial 1" in text
+
+
+def test_junit_has_one_testcase_per_scenario_and_invariant_with_failures_carrying_evidence(tmp_path):
+    report = build_report([_trial(), _trial(scenario="suspend", broken=True)])
+    path = tmp_path / "junit.xml"
+    write_junit(report, str(path))
+    suite = ET.parse(path).getroot().find("testsuite")
+    cases = suite.findall("testcase")
+    assert len(cases) == 18 and suite.get("tests") == "18"
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert {c.get("classname") for c in failed} == {"fiskj-harness.suspend"}
+    assert int(suite.get("failures")) == len(failed) >= 2
+    i1 = next(c for c in failed if c.get("name").startswith("I1 "))
+    assert "tool_rerun" in i1.find("failure").text and "fiskj-harness replay" in i1.find("failure").text
+
+
+def test_junit_marks_an_unknown_as_an_error(tmp_path):
+    trial = _trial()
+    trial["verdicts"][0] = {"invariant": "I1", "name": "x", "status": "unknown", "evidence": "boom", "checker": "c"}
+    path = tmp_path / "j.xml"
+    write_junit(build_report([trial]), str(path))
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite.get("errors") == "1" and suite.find("testcase/error").get("type") == "unknown"
+
+
+def test_markdown_names_the_verdict_counts_and_violations():
+    md = render_markdown(build_report([_trial(broken=True)], report_path="r.json"))
+    assert md.startswith("## fiskj-harness: ❌ invalid")
+    assert "| I1 | exactly-once after a clean suspend | 1 | 0 | 1 | 0 |" in md
+    assert "`fiskj-harness replay r.json --trial 0`" in md
+
+
+def test_merging_shards_sums_counts_renumbers_trials_and_keeps_one_verdict():
+    a = build_report([_trial(seed=1), _trial(seed=2)], report_path="a.json", elapsed_s=1.0)
+    b = build_report([_trial(seed=3, broken=True)], report_path="b.json", elapsed_s=2.0)
+    merged = merge_reports([a, b], report_path="all.json")
+    assert merged["trials"] == 3 and merged["verdict"] == "invalid" and merged["shards"] == 2
+    assert merged["faults"]["kill"] == 3 and merged["invariants"]["I1"]["checked"] == 3
+    assert merged["elapsed_s"] == 2.0 and merged["trials_per_s"] == 1.5
+    assert [r["trial"] for r in merged["runs"]] == [0, 1, 2]
+    assert {v["trial"] for v in merged["violations"]} == {2}
+    assert merged["violations"][0]["reproduce"] == "fiskj-harness replay all.json --trial 2"
+    assert merged["scenarios"]["kill-batch"]["trials"] == 3
+    assert merge_reports([a, a])["verdict"] == "valid"
+    assert merge_reports([])["verdict"] == "unknown"
