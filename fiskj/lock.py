@@ -109,7 +109,11 @@ def _open_lock_file(path: str, run_id: str) -> int:
         _close_quietly(fd)
         raise UnsafeFile(f"the lock file of run {run_id} is not a regular file; refusing to use it",
                          path=path, run_id=run_id)
-    if stat.S_IMODE(st.st_mode) != 0o600 and st.st_uid == os.geteuid():
+    if st.st_uid != os.geteuid():
+        _close_quietly(fd)
+        raise UnsafeFile(f"the lock file of run {run_id} is owned by uid {st.st_uid}, not by this user "
+                         f"(uid {os.geteuid()}); refusing to use it", path=path, run_id=run_id)
+    if stat.S_IMODE(st.st_mode) != 0o600:
         try:
             os.fchmod(fd, 0o600)  # 0600 whatever the umask
         except OSError as exc:

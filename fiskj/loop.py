@@ -31,12 +31,12 @@ applies them:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import secrets
 import signal
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TextIO
 
@@ -132,10 +132,7 @@ class SuspendFlag:
     """
 
     def __init__(self) -> None:
-        self.requested = False
-        self.signals = 0
-        self.signum: int | None = None
-        self.interruptible = False
+        self.requested, self.signals, self.signum, self.interruptible = False, 0, None, False
 
     def request(self) -> None:
         """Ask the loop to suspend at its next boundary."""
@@ -150,7 +147,7 @@ class SuspendFlag:
             raise _SuspendNow()
 
 
-@contextmanager
+@contextlib.contextmanager
 def handle_signals(flag: SuspendFlag, signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[SuspendFlag]:
     """Route ``signums`` to ``flag.handler`` for the block; restore the old handlers after.
 
@@ -234,22 +231,19 @@ class _Run:
 
     def drive(self, state: RunState) -> RunResult:
         try:
-            try:
-                self._settle_state(state)
-                while True:
-                    self._boundary()
-                    self._settle(*self._call_model(), fresh=True)
-            except _End as end:
-                self.journal.append(TerminalRecord(reason=end.reason, message=end.message))
-                self.log(f"run {self.run_id} ended: {end.reason}" + (f" ({end.message})" if end.message else ""))
-                return RunResult(self.run_id, end.reason, end.message, self.answer, self.journal.state)
+            self._settle_state(state)
+            while True:
+                self._boundary()
+                self._settle(*self._call_model(), fresh=True)
+        except _End as end:  # rule 5: exactly one terminal record
+            self.journal.append(TerminalRecord(reason=end.reason, message=end.message))
+            self.log(f"run {self.run_id} ended: {end.reason}" + (f" ({end.message})" if end.message else ""))
+            return RunResult(self.run_id, end.reason, end.message, self.answer, self.journal.state)
         except StoreError:
             raise  # the journal refuses appends (poisoned, lost lock): no terminal can be written
         except Exception as exc:
-            try:
+            with contextlib.suppress(Exception):
                 self.journal.append(TerminalRecord(reason="error", message=f"internal error: {type(exc).__name__}: {exc}"))
-            except Exception:
-                pass
             raise
 
     def _settle_state(self, state: RunState) -> None:
@@ -295,7 +289,8 @@ class _Run:
             raise _End("error", "model reply cut off (stop_reason max_tokens); its tool calls were not run")
         if stop == "refusal":
             raise _End("error", "the model refused (stop_reason refusal)")
-        blocks = [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        blocks = [b for b in message.get("content") or []
+                  if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
         if not blocks and stop != "pause_turn":
             self.messages.append(message)
             self.answer = _text(message)
@@ -323,7 +318,7 @@ class _Run:
                 results[tid] = done[tid]
                 continue
             name = block.get("name")
-            outcome = self.tools.run(name, block.get("input", {}), ToolCall(str(tid), self.run_id))
+            outcome = self.tools.run(name, block.get("input", {}), ToolCall(tid, self.run_id))
             result = {"type": "tool_result", "tool_use_id": tid, "content": outcome.content,
                       "is_error": outcome.is_error}
             self.journal.append(ToolResultRecord(tool_use_id=tid, result=result))
@@ -344,6 +339,8 @@ class _Run:
         self.messages.append(message)
 
     def _read_line(self) -> str | None:
+        """One line of chat input, or None at end of input or on a signal.  (A signal landing in the
+        instant before the read blocks is seen when the read returns; a second signal breaks it.)"""
         flag = self.suspend
         if self.input is None:
             return None
@@ -380,14 +377,12 @@ def start_run(prompt: str, *, config: RunConfig, model: Model, tools: ToolRegist
     meta = make_meta(run_id, prompt, config.fingerprint(tools), interactive)
     config.request([], tools)  # a bad thinking mode is a usage error before anything is written
     journal = store.create(run_id, meta) if store is not None else MemoryJournal(meta)
-    try:
+    with contextlib.closing(journal):
         state = journal.state
         if on_open is not None:
             on_open(state)
         return _Run(journal, state, config, model, tools, suspend or SuspendFlag(), input_stream, output,
                     log).drive(state)
-    finally:
-        journal.close()
 
 
 def check_resumable(state: RunState, current: Fingerprint, force: bool = False) -> list[str]:
@@ -416,16 +411,14 @@ def resume_run(run_id: str, *, store: Any, config: RunConfig, model: Model, tool
     ``RunNotFound``, ``RunLocked``, ``ResumeRefused``,
     ``FingerprintMismatch`` and the store's IO errors.
     """
+    config.request([], tools)  # a bad thinking mode is a usage error before the run is opened
     journal = store.open(run_id)
-    try:
+    with contextlib.closing(journal):
         state = journal.state
         changes = check_resumable(state, config.fingerprint(tools), force)
         if changes and log is not None:
             log(f"resuming despite a changed configuration (--force): {'; '.join(changes)}")
-        config.request([], tools)
         if on_open is not None:
             on_open(state)
         return _Run(journal, state, config, model, tools, suspend or SuspendFlag(), input_stream, output,
                     log).drive(state)
-    finally:
-        journal.close()

@@ -19,6 +19,8 @@ the decisions.  Rules:
   cuts a torn final line (ftruncate to the last complete line, fsync)
   before returning, so no append is glued to torn bytes (defect 1, F02,
   F03).  A corrupt interior is refused.
+* ``load``, ``open`` and ``list`` refuse a journal whose meta names another
+  run (``ConsistencyError``, field ``meta.run_id``; docs/spec.md section 2).
 * ``load`` and ``list`` never lock and never fail because a writer is
   mid-append: a partial last line is a torn tail to them.
 * Journal and lock files that are symlinks, FIFOs or directories are refused
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import ioseam
-from .errors import (CorruptJournal, FiskjError, InvalidRecord, JournalError, RunExists, RunLocked,
+from .errors import (ConsistencyError, CorruptJournal, FiskjError, InvalidRecord, JournalError, RunExists, RunLocked,
                      RunNotFound, StoreIOError, UnsafeFile)
 from .fold import Folder, RunState
 from .journal import Journal
@@ -119,6 +121,16 @@ def _open_regular(path: str, flags: int, run_id: str) -> int:
         _close_quietly(fd)
         raise UnsafeFile(f"journal of run {run_id} is not a regular file; refusing it", path=path, run_id=run_id)
     return fd
+
+
+def _check_run_id(folder: Folder, run_id: str, path: str) -> RunState:
+    """Return the folder's state; raise :class:`ConsistencyError` if its meta names another run (spec section 2)."""
+    state = folder.state()
+    if state.meta.run_id != run_id:
+        raise ConsistencyError(f"the journal's meta names run {state.meta.run_id!r}, but the store knows it as "
+                               f"{run_id!r} (a renamed or copied journal?); refusing it",
+                               path=path, line=1, offset=0, field="meta.run_id", run_id=run_id)
+    return state
 
 
 def fold_open_file(fd: int, path: str) -> tuple[Folder, JournalReader]:
@@ -297,8 +309,9 @@ class FileStore:
         line and fsync (``Journal.repaired_tail`` tells what was cut).
         Raises :class:`RunLocked` at once when another writer holds it,
         :class:`RunNotFound`, :class:`UnsafeFile`, :class:`CorruptJournal` /
-        :class:`ConsistencyError` / :class:`UnsupportedVersion` (nothing is
-        changed then), :class:`StoreIOError`.
+        :class:`ConsistencyError` (also when meta names another run, field
+        ``meta.run_id``) / :class:`UnsupportedVersion` (nothing is changed
+        then), :class:`StoreIOError`.
         """
         validate_run_id(run_id)
         self._require_dir(run_id)
@@ -323,6 +336,7 @@ class FileStore:
             if st.st_mode & 0o077:
                 os.fchmod(fd, 0o600)
             folder, reader = fold_open_file(fd, jpath)
+            _check_run_id(folder, run_id, jpath)
             if reader.torn_tail is not None:  # cut it before any append (defect 1)
                 try:
                     ioseam.ftruncate(fd, reader.good_size)
@@ -377,6 +391,7 @@ class FileStore:
             folder, reader = fold_open_file(fd, jpath)
         finally:
             _close_quietly(fd)
+        _check_run_id(folder, run_id, jpath)
         return folder.state(torn_tail=reader.torn_tail, good_size=reader.good_size), st
 
     def load(self, run_id: str) -> RunState:
@@ -385,7 +400,8 @@ class FileStore:
         A partial last line (a writer mid-append, or a crash) is a torn tail:
         reported in ``state.torn_tail``, not an error.  Raises
         :class:`InvalidRunID`, :class:`RunNotFound`, :class:`UnsafeFile`,
-        :class:`CorruptJournal`, :class:`ConsistencyError`,
+        :class:`CorruptJournal`, :class:`ConsistencyError` (also when meta
+        names another run: spec section 2),
         :class:`UnsupportedVersion`, :class:`StoreIOError`.
         """
         validate_run_id(run_id)

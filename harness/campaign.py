@@ -24,24 +24,35 @@ Per scenario:
 
 Every trial is reproducible from (scenario, seed, schedule): the run is a
 function of the scenario and the schedule; the seed only chose the schedule.
+
+Other fault families plug in through :data:`FAMILY_EXECUTORS`: a family
+name maps to ``"module:function"``, resolved when a scenario of that family
+runs.  The function is called as ``function(scenario, seed, count, runner,
+schedules=None)`` and returns a list of :class:`TrialResult` (``index`` is
+set by the campaign; ``schedules``, when given, are explicit schedules to
+replay, one trial each, as written in a report's ``runs``).  The ``race``
+family is adapted here from :mod:`harness.races`.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
 import shlex
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .history import History
-from .nemesis import validate_schedule
+from .nemesis import FAULT_KINDS, validate_schedule
 from .runner import ReferenceRun, Runner, SetupError
 from .scenario import Scenario
 from .subject import Subject
@@ -57,9 +68,19 @@ __all__ = [
     "plan_schedules",
     "reproduce_command",
     "fault_counts",
+    "FAMILY_EXECUTORS",
+    "run_race_family",
 ]
 
+#: Families whose trials are legs of the agent under a fault schedule (this module's own).
 _EXECUTED_FAMILIES = ("none", "kill", "suspend", "chain")
+
+#: Other families: name -> "module:function" (see the module docstring for the contract).
+FAMILY_EXECUTORS: dict[str, str] = {
+    "race": "harness.campaign:run_race_family",
+    "power_loss": "harness.powerloss:campaign_family",
+    "tail": "harness.tails:campaign_family",
+}
 
 
 @dataclass
@@ -311,7 +332,7 @@ class Campaign:
         self.progress = progress
         self.shrink_budget = shrink_budget
         self.keep_histories = keep_histories
-        self.schedules = [validate_schedule(s) for s in schedules] if schedules is not None else None
+        self.schedules = [_maybe_validate(s) for s in schedules] if schedules is not None else None
         self.explicit_origin = origin
         self._runner = runner
         self.subject = runner.subject if runner is not None else subject
@@ -350,10 +371,15 @@ class Campaign:
             with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fiskj-trial") as pool:
                 # 1. references, in parallel
                 futures = {}
+                others: list[tuple[ScenarioRun, Callable[..., list[TrialResult]]]] = []
                 for run in runs:
-                    if run.scenario.faults.family not in _EXECUTED_FAMILIES:
-                        run.error = (f"{run.scenario.path or run.scenario.name}: fault family "
-                                     f"{run.scenario.faults.family!r} is not executed by this runner")
+                    family = run.scenario.faults.family
+                    if family not in _EXECUTED_FAMILIES:
+                        executor = _executor(family)
+                        if isinstance(executor, str):
+                            run.error = f"{run.scenario.path or run.scenario.name}: {executor}"
+                        else:
+                            others.append((run, executor))
                         continue
                     futures[pool.submit(runner.reference, run.scenario)] = run
                 for fut in as_completed(futures):
@@ -364,9 +390,12 @@ class Campaign:
                         run.error = str(exc)
                 # 2. plans (hypothesis draws: main thread only)
                 jobs = []
+                other_runs = {id(r) for r, _ in others}
                 for run in runs:
                     if run.error:
                         errors.append(run.error)
+                        continue
+                    if id(run) in other_runs:
                         continue
                     assert run.reference is not None
                     if self.schedules is not None:
@@ -392,14 +421,28 @@ class Campaign:
                         slots[i] = fut.result()
                     except SetupError as exc:
                         errors.append(str(exc))
+                    except Exception as exc:  # a harness failure is never a pass: it is a setup error
+                        run, sch, _ = jobs[i]
+                        errors.append(f"{run.scenario.name}: trial with schedule {json.dumps(sch)} could not run: "
+                                      f"{type(exc).__name__}: {exc}")
                     done += 1
                     if slots[i] is not None and slots[i].failed:
                         failing += 1
                     if self.progress:
                         self.progress(done, total, failing)
                 results = [r for r in slots if r is not None]
-                for i, r in enumerate(results):
-                    r.index = i
+            # 3b. other families (their executors parallelize as they see fit)
+            for run, executor in others:
+                count = self.trials or run.scenario.trials.count
+                try:
+                    results += executor(run.scenario, run.seed, count, runner, schedules=self.schedules)
+                except (SetupError, OSError, RuntimeError, ValueError) as exc:
+                    run.error = f"{run.scenario.path or run.scenario.name}: {type(exc).__name__}: {exc}"
+                    errors.append(run.error)
+                if self.progress:
+                    self.progress(len(results), len(results), sum(1 for r in results if r.failed))
+            for i, r in enumerate(results):
+                r.index = i
             # 4. shrink (main thread: hypothesis is driven from one thread)
             if self.shrink_budget > 0 and self.schedules is None:
                 results += self._shrink_all(runs, results, runner)
@@ -461,10 +504,76 @@ class Campaign:
         result = cache.get(_canon(minimal))
         if result is None or _canon(minimal) == _canon(target.schedule):
             return None
-        result.origin = "shrink"
-        result.shrunk_from = target.index
-        return result
+        # A copy: the minimal schedule may be one of the campaign's own trials.
+        return replace(result, origin="shrink", shrunk_from=target.index)
 
 
 def _canon(schedule: list[dict[str, Any]]) -> str:
     return json.dumps(validate_schedule(schedule), sort_keys=True)
+
+
+def _maybe_validate(schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Validate a schedule of this module's fault kinds; leave other families' schedules as they are."""
+    if isinstance(schedule, list) and any(isinstance(f, dict) and f.get("kind") not in FAULT_KINDS
+                                          for f in schedule):
+        return schedule
+    return validate_schedule(schedule)
+
+
+def _executor(family: str) -> Callable[..., list[TrialResult]] | str:
+    """The executor of ``family`` from :data:`FAMILY_EXECUTORS`, or a one-line reason why there is none."""
+    target = FAMILY_EXECUTORS.get(family)
+    if target is None:
+        return f"fault family {family!r} has no executor"
+    module, _, name = target.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name, None)
+    except ImportError as exc:
+        return f"fault family {family!r}: cannot import {module}: {exc}"
+    if fn is None:
+        return f"fault family {family!r} is not executed yet ({module} has no {name})"
+    return fn
+
+
+def run_race_family(scenario: Scenario, seed: int, count: int, runner: Runner, *,
+                    schedules: list[list[dict[str, Any]]] | None = None) -> list[TrialResult]:
+    """The ``race`` family: ``count`` trials of :func:`harness.races.run_race_trial`, cycling through its races.
+
+    Trial ``i`` uses seed ``seed + i`` (as :func:`harness.races.run_races`).
+    Its schedule is written ``[{"kind": "race", "race": R, "schedule": S}]``;
+    ``schedules`` replays such entries (seed ``seed``).  The races drive
+    their own agent (:mod:`harness.race_agent`, the reference store), not
+    ``--subject``.  Every trial is judged by the race's checkers plus its
+    own ``race`` verdict, which counts as a checked invariant.
+    """
+    from .races import RaceDriver, races_of, run_race_trial
+
+    plan: list[tuple[str, int, str | None]]
+    if schedules is not None:
+        plan = []
+        for sch in schedules:
+            if not (sch and sch[0].get("kind") == "race" and sch[0].get("race")):
+                raise ValueError(f"a race scenario replays schedules like [{{'kind': 'race', 'race': ...}}], "
+                                 f"got {sch!r}")
+            plan.append((sch[0]["race"], seed, sch[0].get("schedule")))
+    else:
+        races = races_of(scenario)
+        plan = [(races[i % len(races)], seed + i, None) for i in range(count)]
+    workdir = tempfile.mkdtemp(prefix="fiskj-races-", dir=runner.tmp_root)
+    out = []
+    try:
+        with RaceDriver(None) as driver:
+            for race, trial_seed, forced in plan:
+                r = run_race_trial(scenario, race, trial_seed, workdir, driver=driver, schedule=forced)
+                schedule = [{"kind": "race", "race": r.race, "schedule": r.schedule}]
+                result = TrialResult(
+                    index=-1, scenario=scenario.name, scenario_path=scenario.path, seed=trial_seed,
+                    schedule=schedule, origin="race", verdicts=r.verdicts, history=r.history,
+                    elapsed_s=r.elapsed_s, reproduce=reproduce_command(scenario, trial_seed, schedule, runner.subject),
+                    invariants=tuple(scenario.check.invariants) + ("race",), faults={"race": 1})
+                if not (result.failed or result.unknown):
+                    result.history = None
+                out.append(result)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out

@@ -63,6 +63,8 @@ try:  # the C scanner of the json package, without importing json (and re): 10 m
             value, end = _scan(text, i)
         except StopIteration:
             raise ValueError("no JSON value at offset %d" % i) from None
+        except Exception as exc:  # the C scanner's own error path wants json.decoder
+            raise ValueError("invalid JSON (%s)" % type(exc).__name__) from None
         if text[end:].strip(" \t\r\n"):
             raise ValueError("extra data at offset %d" % end)
         return value

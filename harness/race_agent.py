@@ -10,7 +10,8 @@ anything.  Lines it writes:
 * ``{"id": I, "ok": true, "t0": NS, "t1": NS, ...}`` or
   ``{"id": I, "ok": false, "error": {"kind", "message", "errno"}, "t0", "t1"}``:
   the answer to command ``I`` (``t0``/``t1``: ``time.monotonic_ns()`` when it
-  started and ended, after the optional spin);
+  started and ended, after the optional spin; ``t_mark`` where its timed
+  part began when that is later, e.g. after ``resume`` imported the loop);
 * events while a command runs: ``{"event": "ack", "seq", "tag", "t"}`` after
   each acknowledged append; ``{"event": "paused", ...}`` at a breakpoint;
   ``{"event": "observed", ...}`` for a poller snapshot.
@@ -47,6 +48,7 @@ once), ``other_fd`` {file: "journal"|"lock"}, ``spawn`` {argv, wait},
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import select
@@ -56,13 +58,15 @@ from typing import Any, Callable
 
 from fiskj import ioseam
 from fiskj.errors import FiskjError, RunLocked
-from fiskj.loop import RunConfig, make_meta, resume_run
-from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, UserRecord
-from fiskj.scripted import ScriptedModel
+from fiskj.fingerprint import Fingerprint, make_fingerprint
+from fiskj.records import VERSION, AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord, UserRecord
 from fiskj.store import FileStore
 from fiskj.tools import Tool, ToolOutcome, ToolRegistry
 
-__all__ = ["main", "LEDGER_TOOL", "race_config", "race_registry"]
+# fiskj.loop and fiskj.scripted (which pull in the HTTP model client) are imported by ``resume`` only:
+# an agent that never resumes starts in half the time.
+
+__all__ = ["main", "LEDGER_TOOL", "race_config", "race_fingerprint", "race_registry"]
 
 mono = time.monotonic_ns
 
@@ -71,9 +75,19 @@ LEDGER_TOOL = {"name": "ledger", "description": "Record one execution in the eff
                "input_schema": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}
 
 
-def race_config(model: str) -> RunConfig:
-    """The run configuration every race run is created and resumed with."""
-    return RunConfig(model=model, system="race", max_tokens=10 ** 7, max_iterations=10)
+_SYSTEM, _MAX_TOKENS, _MAX_ITERATIONS = "race", 10 ** 7, 10
+
+
+def race_config(model: str) -> Any:
+    """The :class:`fiskj.loop.RunConfig` every race run is resumed with."""
+    from fiskj.loop import RunConfig
+    return RunConfig(model=model, system=_SYSTEM, max_tokens=_MAX_TOKENS, max_iterations=_MAX_ITERATIONS)
+
+
+def race_fingerprint(model: str) -> Fingerprint:
+    """The fingerprint race runs are created with: ``race_config(model).fingerprint(race_registry(...))``."""
+    return make_fingerprint(model=model, system=_SYSTEM, tools=[LEDGER_TOOL], thinking_mode="off",
+                            max_tokens=_MAX_TOKENS, max_iterations=_MAX_ITERATIONS)
 
 
 def race_registry(run: Callable[[Any, Any], ToolOutcome]) -> ToolRegistry:
@@ -106,7 +120,7 @@ class _Lines:
                 continue
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
+        return json.loads(line) if line.strip() else None
 
 
 class _Breakpoint:
@@ -150,6 +164,7 @@ class Agent:
         self.bps: list[_Breakpoint] = []
         self.fds: dict[int, str] = {}
         self.children: list[int] = []
+        self.mark = 0
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -169,7 +184,7 @@ class Agent:
             until = mono() + spin * 1000
             while mono() < until:
                 pass
-        t0 = mono()
+        t0 = self.mark = mono()
         reply: dict[str, Any] = {"id": cmd.get("id")}
         try:
             if handler is None:
@@ -181,6 +196,8 @@ class Agent:
         finally:
             self.bps = []
         reply.update(t0=t0, t1=mono())
+        if self.mark != t0:
+            reply["t_mark"] = self.mark  # where the timed part began (after imports)
         _out(reply)
 
     # -- seam hooks ------------------------------------------------------------------------------
@@ -223,7 +240,9 @@ class Agent:
               "t": mono(), **extra})
         while True:
             cmd = self.cmds.get()
-            if cmd is not None and cmd.get("op") == "continue":
+            if cmd is None:
+                continue
+            if cmd.get("op") == "continue":
                 return
             _out({"event": "error", "message": f"paused at {bp.name}: expected continue, got {cmd!r:.200}"})
 
@@ -323,9 +342,9 @@ class Agent:
         key = tool_input.get("key") if isinstance(tool_input, dict) else None
         return ToolOutcome(f"ok {key}")
 
-    def _meta(self) -> Any:
-        fingerprint = race_config(self.model).fingerprint(race_registry(self._ledger_tool))
-        return make_meta(self.run_id, "race", fingerprint)
+    def _meta(self) -> MetaRecord:
+        return MetaRecord(version=VERSION, run_id=self.run_id, created=datetime.datetime.now().astimezone().isoformat(),
+                          fingerprint=race_fingerprint(self.model), prompt="race")
 
     def _appends(self, cmd: dict[str, Any]) -> list[int]:
         seqs = []
@@ -430,7 +449,11 @@ class Agent:
         return {"rounds": rounds}
 
     def op_resume(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        from fiskj.loop import resume_run
+        from fiskj.scripted import ScriptedModel
+
         store = self._need_store()
+        self.mark = mono()
         result = resume_run(self.run_id, store=store, config=race_config(self.model),
                             model=ScriptedModel.from_spec(self.model), tools=race_registry(self._ledger_tool),
                             on_open=lambda st: _out({"event": "opened", "last_seq": st.last_seq, "t": mono()}))

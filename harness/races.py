@@ -138,8 +138,8 @@ class AgentProc:
 
     def _read(self, deadline: float) -> bool:
         """Read what is available (waiting until ``deadline``); False on timeout or EOF."""
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+        left = max(0.0, deadline - time.monotonic())
+        if not select.select([self.fd], [], [], left)[0]:
             return False
         chunk = os.read(self.fd, 65536)
         if not chunk:
@@ -206,12 +206,16 @@ class AgentProc:
                 pass
             self.proc.wait()
             self.dead = True
-            for f in (self.proc.stdin, self.proc.stdout):
-                try:
-                    f.close()  # type: ignore[union-attr]
-                except OSError:
-                    pass
+            while self._read(time.monotonic() + 1.0):  # what it wrote before it died (EOF ends it)
+                pass
         return self.t_killed or mono()
+
+    def close_pipes(self) -> None:
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
 
     def stderr_tail(self, limit: int = 2000) -> str:
         try:
@@ -224,6 +228,11 @@ class AgentProc:
 class RaceDriver:
     """A pool of race agents (all with the same ``mutant``), reused across trials.
 
+    It keeps ``spares`` agents starting in the background beyond what a
+    trial takes, so a trial that kills an agent does not make the next one
+    wait for a fresh process.  ``start`` agents are spawned at once (in
+    parallel); a driver for one trial wants ``spares=0, start=3``.
+
     Use as a context manager, or call :meth:`close`.  ``timeout_s`` bounds
     every wait for an answer that need not be immediate;
     ``at_once_timeout_s`` every wait for one that must come at once (a
@@ -233,8 +242,10 @@ class RaceDriver:
     """
 
     def __init__(self, mutant: str | None = None, *, timeout_s: float = 20.0,
-                 at_once_timeout_s: float = AT_ONCE_TIMEOUT_S, at_once_ms: float = AT_ONCE_MS) -> None:
+                 at_once_timeout_s: float = AT_ONCE_TIMEOUT_S, at_once_ms: float = AT_ONCE_MS, spares: int = 2,
+                 start: int = 0) -> None:
         self.mutant = mutant
+        self.spares = spares
         self.timeout_s = timeout_s
         self.at_once_timeout_s = at_once_timeout_s
         self.at_once_ms = at_once_ms
@@ -247,27 +258,38 @@ class RaceDriver:
         self.env = env
         self.idle: list[AgentProc] = []
         self.spawned = 0
+        for _ in range(start):
+            self.idle.append(self._spawn())
 
     def _spawn(self) -> AgentProc:
         self.spawned += 1
         return AgentProc(self.env, self.log_dir)
 
     def take(self, n: int) -> list[AgentProc]:
-        """Return ``n`` ready agents (spawning the missing ones in parallel)."""
-        while len(self.idle) < n:
+        """Return ``n`` ready agents, preferring those already up; top the pool up with spares."""
+        while len(self.idle) < n + self.spares:
             self.idle.append(self._spawn())
+        for agent in self.idle:
+            if not agent.ready:
+                try:
+                    agent.wait_ready(0)
+                except AgentTimeout:
+                    pass
+        self.idle.sort(key=lambda a: not a.ready)  # stable: the ready ones first, in pool order
         agents, self.idle = self.idle[:n], self.idle[n:]
         for agent in agents:
             agent.wait_ready(self.timeout_s)
         return agents
 
     def give_back(self, agent: AgentProc, clean: bool) -> None:
-        """Return ``agent`` to the pool, or kill it (and spawn a spare) when it is dead or not clean."""
+        """Return ``agent`` to the pool, or kill it (a spare replaces it at the next :meth:`take`)."""
         if clean and not agent.dead and agent.proc.poll() is None:
             self.idle.append(agent)
             return
         agent.kill()
-        self.idle.append(self._spawn())
+        agent.close_pipes()
+        if self.spares:
+            self.idle.append(self._spawn())
 
     def close(self) -> None:
         for agent in self.idle:
@@ -459,10 +481,23 @@ class _Trial:
         self.metrics.setdefault(name, []).append(ms)
         return ms
 
-    def at_once(self, role: _Role, msg: dict[str, Any], what: str, key: str = "") -> None:
-        """Check that a store call answered within AT_ONCE_MS (inside the agent)."""
-        ns = msg.get("opened_ns") if key == "opened_ns" and msg.get("opened_ns") is not None else \
-            msg.get("t1", 0) - msg.get("t0", 0)
+    def at_once(self, role: _Role, msg: dict[str, Any], what: str) -> None:
+        """Check that a store call was refused, or got the lock, within ``at_once_ms`` (timed inside the agent).
+
+        A refusal is timed from the command's start to its answer; a takeover
+        from the command's start to the return of the flock that got the run
+        lock (from the leg's timed trace): reading and repairing the journal
+        afterwards is not waiting for the lock.
+        """
+        start = msg.get("t_mark", msg.get("t0", 0))
+        ns = msg.get("t1", 0) - start
+        if msg.get("ok"):
+            got = [ev["t1"] for ev in _trace(role) if ev.get("op") == "flock" and not ev.get("error")
+                   and "t1" in ev and ev["t1"] >= start and str(ev.get("path", "")).endswith(".lock")]
+            if got:
+                ns = min(got) - start
+            if msg.get("opened_ns") is not None:
+                self.measure("open_ms", msg["opened_ns"])
         ms = self.measure(what, ns)
         self.expect(ms <= AT_ONCE_MS, "not_at_once", f"leg {role.index} ({role.name}): {what} took {ms:.1f} ms, "
                     f"over {AT_ONCE_MS:g} ms", leg=role.index, ms=round(ms, 3))
@@ -711,15 +746,17 @@ def _race_holder_killed(t: _Trial) -> None:
     t.seed_run("records", n=t.rng.randint(0, 2))
     a, b = t.roles_for(("A", "holder"), ("B", "next-writer"))
     if t.schedule == "kill-after-acks":
-        n = t.rng.randint(5, 30)
-        t.send(a, "open", n=n, tag="A", terminal="suspended", close=True)
-        k = t.rng.randint(1, n)
+        n = t.rng.randint(80, 200)
+        ident = t.send(a, "open", n=n, tag="A", terminal="suspended", close=True)
+        k = t.rng.randint(1, n // 4)
         a.agent.wait_for(lambda m: m.get("event") == "ack" and m.get("seq", 0) >= k, t.timeout_s, f"ack {k}")
-        spin = t.spin()
+        spin = t.rng.randint(0, 200)
         until = mono() + spin * 1000
         while mono() < until:
             pass
         t.step(a, "kill", after_ack=k, spin_us=spin)
+        if any(m.get("id") == ident for m in a.agent.inbox):
+            t.notes.append("the holder finished its session before the timed kill landed")
     else:
         n = t.rng.randint(1, 5)
         if t.schedule == "kill-mid-write":
@@ -732,16 +769,16 @@ def _race_holder_killed(t: _Trial) -> None:
             t.notes.append("holder finished before its kill point")
         t.step(a, "kill", at=bp)
     a.detail["kill"] = t.steps[-1]
-    acked = [m.get("seq", 0) for m in a.agent.drain_events("ack")]
     t.kill(a)
+    acked = [m.get("seq", 0) for m in a.agent.drain_events("ack")]
     msg = t.call(b, "open", timeout=t.at_once_timeout)
     t.outcome(b, msg)
     if t.expect(msg.get("ok", False), "not_taken_over", f"after leg {a.index} was SIGKILLed and reaped, leg {b.index} "
                 f"could not open the run: {msg.get('error')}", leg=b.index):
-        t.at_once(b, msg, "takeover_ms", key="opened_ns")
+        t.at_once(b, msg, "takeover_ms")
         last = msg.get("last_seq", 0)
         t.expect(last >= max(acked, default=0), "acked_missing", f"leg {b.index} opened at seq {last}, below the "
-                 f"last seq {max(acked)} leg {a.index} acknowledged", leg=b.index)
+                 f"last seq {max(acked, default=0)} leg {a.index} acknowledged", leg=b.index)
         t.outcome(b, t.call(b, "append", n=t.rng.randint(1, 3), tag="B", terminal="suspended", close=True))
     a.detail["acked"] = acked
     t.finish(b)
@@ -821,7 +858,7 @@ def _race_fds(t: _Trial) -> None:
         if t.expect(msg.get("ok", False), "not_taken_over", f"after leg {a.index} was SIGKILLed (its child pid "
                     f"{t.children[-1] if t.children else '?'} still running), leg {b.index} could not open the run: "
                     f"{msg.get('error')}", leg=b.index):
-            t.at_once(b, msg, "takeover_ms", key="opened_ns")
+            t.at_once(b, msg, "takeover_ms")
             t.outcome(b, t.call(b, "append", n=1, tag="B", terminal="suspended", close=True))
     finally:
         for pid in t.children:
@@ -882,9 +919,11 @@ def _trace(role: _Role) -> list[dict[str, Any]]:
     ``t`` is the conservative time for the one-writer checks: for ``close``
     and ``write`` the time before the call (a lock released, a write begun),
     for every other op the time after it returned (a lock acquired, an fsync
-    acknowledged).  The two halves of a split write (a sequence point inside
-    one write of the engine) are merged back into the one write event they
-    stand for.
+    acknowledged).  An event of a killed leg with no timing line (the kill
+    landed inside that call) gets the time the SIGKILL was sent, an upper
+    bound (``t_from: "kill"``).  The two halves of a split write (a sequence
+    point inside one write of the engine) are merged back into the one write
+    event they stand for.
     """
     events: list[dict[str, Any]] = []
     try:
@@ -907,6 +946,9 @@ def _trace(role: _Role) -> list[dict[str, Any]]:
     for ev in events:
         tt = times.get(ev.get("n", -1))
         if tt is None:
+            if role.killed and role.t_end:
+                ev["t"] = ev["t1"] = role.t_end
+                ev["t_from"] = "kill"
             out.append(ev)
             continue
         ev["t0"], ev["t1"] = tt[0], tt[1]
@@ -925,13 +967,21 @@ def _trace(role: _Role) -> list[dict[str, Any]]:
 
 
 def _legs(t: _Trial) -> list[Leg]:
+    """One :class:`Leg` per role.  Fault counting (``harness.campaign.fault_counts``): a trial injects one
+    ``race`` (carried by its last racing leg) and one ``kill`` per SIGKILLed leg."""
+    racing = [r for r in t.roles if r.kind != "setup"]
+    carrier = next((r for r in reversed(racing) if not r.killed), racing[-1] if racing else None)
     legs = []
     for r in t.roles:
         detail = {"race": t.race, "schedule": t.schedule, "role": r.name, "outcome": r.outcome, **r.detail}
         if r.error:
             detail["error"] = f"{r.error.get('kind')}: {r.error.get('message')}"
-        fault = Fault(kind="none" if r.kind == "setup" else "race", signal="SIGKILL" if r.killed else None,
-                      detail=detail, injected=r.kind != "setup")
+        if r.kind == "setup":
+            fault = Fault(kind="none", detail=detail)
+        elif r.killed:
+            fault = Fault(kind="kill", signal="SIGKILL", at={"race": t.race}, detail=detail, injected=True)
+        else:
+            fault = Fault(kind="race", detail=detail, injected=r is carrier)
         stderr = ""
         if r.outcome == "refused" and r.error:
             stderr = f"fiskj: refused: {r.error.get('kind')}: {r.error.get('message')}\n"
@@ -1026,7 +1076,7 @@ def run_race_trial(scenario: Any, race: str, seed: int, workdir: str | os.PathLi
     if race not in _RUNNERS:
         raise ValueError(f"unknown race {race!r}; known: {', '.join(RACES)}")
     if driver is None:
-        with RaceDriver(mutant) as tmp:
+        with RaceDriver(mutant, spares=0, start=3) as tmp:
             return run_race_trial(scenario, race, seed, workdir, driver=tmp, schedule=schedule, keep=keep)
     if mutant is not None and mutant != driver.mutant:
         raise ValueError(f"mutant {mutant!r} differs from the driver's {driver.mutant!r}")
@@ -1135,6 +1185,6 @@ def race_summary(results: list[RaceResult]) -> dict[str, Any]:
         for k, v in r.metrics.items():
             merged.setdefault(k, []).extend(v)
     for k, v in merged.items():
-        if k.endswith("_ms") and v:
+        if k in ("refusal_ms", "takeover_ms", "open_ms") and v:
             out["latency_ms"][k] = {"n": len(v), "median": round(statistics.median(v), 3), "max": round(max(v), 3)}
     return out

@@ -149,9 +149,11 @@ def _finish(report: dict[str, Any], statuses: list[str]) -> dict[str, Any]:
 def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = None) -> dict[str, Any]:
     """Combine shard reports into one: counts summed, trials renumbered, one verdict.
 
-    Trial numbers of later shards are offset so they stay unique, and every
-    ``reproduce`` command is rewritten for the merged report
-    (``report_path``, default the first shard's).  ``elapsed_s`` is the
+    Trial numbers of later shards are offset so they stay unique (each row
+    keeps ``shard`` and ``shard_trial``; each shard's ``campaign`` block, if
+    any, is kept in ``campaigns``), and every ``reproduce`` command is
+    rewritten for the merged report (``report_path``, default the first
+    shard's).  ``elapsed_s`` is the
     longest shard's (shards run in parallel); the rate is over it.
     """
     path = report_path or (reports[0].get("report_path", "REPORT") if reports else "REPORT")
@@ -161,7 +163,7 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
     out["faults"]["crash_states"] = 0
     statuses: list[str] = []
     offset = 0
-    for rep in reports:
+    for shard, rep in enumerate(reports):
         if rep.get("format", FORMAT) != FORMAT:
             raise ValueError(f"cannot merge a report of format {rep.get('format')!r}; expected {FORMAT!r}")
         out["trials"] += int(rep.get("trials", 0))
@@ -177,9 +179,11 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
             dst["duration_s"] = round(dst["duration_s"] + float(sc.get("duration_s", 0.0)), 6)
             for inv, counts in sc.get("invariants", {}).items():
                 _add(dst["invariants"].setdefault(inv, {"name": counts.get("name", ""), **_counts()}), counts)
+        if rep.get("campaign") is not None:
+            out.setdefault("campaigns", []).append(rep["campaign"])
         for key in ("violations", "unknowns", "runs"):
             for row in rep.get(key, []):
-                row = dict(row, trial=int(row["trial"]) + offset)
+                row = dict(row, trial=int(row["trial"]) + offset, shard=shard, shard_trial=int(row["trial"]))
                 if "reproduce" in row:
                     row["reproduce"] = reproduce_command(path, row["trial"])
                 out[key].append(row)

@@ -140,6 +140,13 @@ def _tail(path: Path) -> str:
     return text if len(text) <= _KEEP_OUTPUT else "..." + text[-_KEEP_OUTPUT:]
 
 
+def _default_tmp_root() -> str | None:
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return None
+
+
 @dataclass
 class ReferenceRun:
     """An uninterrupted run of a scenario's workload.
@@ -162,8 +169,9 @@ class Runner:
     ``subject``: the agent under test (default: the reference
     ``python -m fiskj``); ``server``: a started :class:`ModelServer` to
     share (default: one owned and started lazily by this runner);
-    ``tmp_root``: where trial directories go (default ``$FISKJ_HARNESS_TMP``
-    or the system temp dir); ``keep_dirs``: leave trial directories behind
+    ``tmp_root``: where trial directories go (default ``$FISKJ_HARNESS_TMP``,
+    else ``/dev/shm`` when writable, else the system temp dir: kill and
+    suspend faults do not depend on the disk, and fsync is cheap there); ``keep_dirs``: leave trial directories behind
     (debugging); ``fork_server``: fork reference-subject legs from a
     pre-imported interpreter per thread (:class:`harness.subject.ForkServer`;
     default: when :func:`harness.subject.fork_server_enabled`).  Use as a
@@ -178,7 +186,7 @@ class Runner:
         self._lock = threading.Lock()
         self._refs: dict[Any, ReferenceRun] = {}
         self._ref_locks: dict[Any, threading.Lock] = {}
-        self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or None
+        self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
         self.keep_dirs = keep_dirs
         self.fork_server = fork_server_enabled(self.subject) if fork_server is None else fork_server
         self._local = threading.local()
@@ -210,7 +218,7 @@ class Runner:
         if not self.fork_server:
             return None
         fork = getattr(self._local, "fork", None)
-        if fork is None:
+        if fork is None or not fork.running:
             fork = ForkServer(self.subject.argv[0]).start()
             self._local.fork = fork
             with self._lock:
@@ -221,6 +229,15 @@ class Runner:
         """Start one leg: forked from this thread's fork server, or a fresh process (new session)."""
         fork = self._fork()
         if fork is not None:
+            try:
+                return fork.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
+                                  stdout=str(out), stderr=str(err))
+            except (OSError, RuntimeError, ValueError):
+                # The fork server died (or its pipe broke): start a new one, once.
+                fork.close()
+                self._local.fork = None
+                fork = self._fork()
+                assert fork is not None
             return fork.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
                               stdout=str(out), stderr=str(err))
         with open(out, "wb") as fo, open(err, "wb") as fe:

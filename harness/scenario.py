@@ -311,29 +311,27 @@ def find_line(text: str, section: str, key: str | None) -> int | None:
     """Return the 1-based line of ``key`` in table ``section`` of TOML ``text``.
 
     ``section`` is ``""`` for the top level.  With ``key`` ``None`` the
-    table header's line is returned.  Dotted keys (``workload.turns = 3`` at
-    the top level) are found too.  Returns ``None`` when nothing matches.
+    table's header line is returned (or its first dotted key).  Dotted keys
+    (``workload.turns = 3`` at the top level) and a table header naming the
+    key (``[nemesis]`` for section ``""``, key ``"nemesis"``) are found too.
+    Returns ``None`` when nothing matches.
     """
+    wanted = ".".join(p for p in (section, key) if p)
     current = ""
-    header_line: int | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         m = _HEADER_RE.match(line)
         if m:
             current = ".".join(_bare(p) for p in m.group(1).split("."))
-            if current == section and header_line is None:
-                header_line = number
+            if current == wanted or (key is None and current == section):
+                return number
             continue
-        if "=" not in line:
+        if "=" not in line or line.lstrip().startswith("#"):
             continue
         lhs = line.split("=", 1)[0]
-        parts = [_bare(p) for p in lhs.split(".")]
-        full = ".".join(([current] if current else []) + parts)
-        wanted = ".".join(([section] if section else []) + ([key] if key else []))
-        if key is not None and full == wanted:
+        full = ".".join(([current] if current else []) + [_bare(p) for p in lhs.split(".")])
+        if full == wanted or (key is None and full.startswith(wanted + ".")):
             return number
-        if key is None and section and full.startswith(section + "."):
-            return number
-    return header_line
+    return None
 
 
 # --- parsing -----------------------------------------------------------------

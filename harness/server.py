@@ -167,6 +167,7 @@ class Session:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no 40 ms Nagle / delayed-ACK stalls on small replies
     server: "_HTTPServer"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
@@ -175,11 +176,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _send(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
         try:
-            self.send_response(status)
+            # Status line, headers and body in one write.
+            self.send_response_only(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self._headers_buffer.append(b"\r\n")  # end of headers, sent with the body below
+            self.wfile.write(b"".join(self._headers_buffer) + data)
+            self._headers_buffer = []
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the agent was killed while waiting
 
@@ -246,7 +249,7 @@ class ModelServer:
         httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         httpd.owner = self
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.5},
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fiskj-model-server", daemon=True)
         self._thread.start()
         return self

@@ -274,6 +274,11 @@ class ForkServer:
         self._proc: subprocess.Popen | None = None
         self._buf = b""
 
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and :meth:`close` while the server process lives."""
+        return self._proc is not None and self._proc.poll() is None
+
     def start(self) -> "ForkServer":
         """Start the server process (idempotent); returns ``self``."""
         if self._proc is None:
@@ -340,13 +345,18 @@ class ForkServer:
 def _fork_server_main() -> int:  # pragma: no cover - runs in the server process (tested through the runner)
     """The server loop: read a JSON request per line on fd 0, fork the leg, report pid then exit status on fd 1."""
     import gc
+    import importlib
+    import pkgutil
 
+    import fiskj
     import fiskj.cli
-    import fiskj.cli_run  # noqa: F401 - pre-import what a leg imports
-    import fiskj.cli_session  # noqa: F401
-    import fiskj.ioseam
-    import fiskj.reader  # noqa: F401
 
+    # Pre-import every fiskj module (a leg imports some lazily), and warm the
+    # argument parser (argparse, gettext), so a forked leg starts warm.
+    for info in pkgutil.iter_modules(fiskj.__path__):
+        if info.name != "__main__":
+            importlib.import_module(f"fiskj.{info.name}")
+    fiskj.cli.build_parser().parse_args(["run", "--checkpoint", "--name", "warm", "--max-tokens", "1", "x"])
     gc.collect()
     gc.freeze()
     out = 1

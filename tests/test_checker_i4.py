@@ -131,3 +131,13 @@ def test_a_leg_killed_between_its_write_and_its_fsync_is_not_blamed_for_the_miss
     trace.pop()                                  # died right after the write of A(a)
     v = i4_acknowledged.check(eng.finish())
     assert v.status == "valid", v.evidence
+
+
+def test_a_journal_the_run_itself_unlinked_retires_its_acknowledged_records():
+    eng = Engine([["a"], []])
+    leg = eng.leg(kill_after=1)                  # meta written and fsynced
+    leg.trace.append({"n": 99, "pid": leg.pid, "op": "unlink", "path": eng.jpath})   # create gave up and removed it
+    leg.journal = None
+    v = i4_acknowledged.check(eng.h)
+    assert v.status == "valid", v.evidence
+    assert v.evidence["retired_by_unlink"] == [{"seq": 1, "unlink_leg": 0, "unlink_n": 99}]

@@ -386,3 +386,24 @@ def test_the_model_and_the_check_reject_a_reader_that_drops_a_complete_final_rec
             pass
         else:
             raise AssertionError("check() accepted a reader that dropped the final record")
+
+
+# --- regressions the fuzz found -------------------------------------------------------------
+
+
+def test_regression_a_final_line_holding_nan_is_a_torn_tail_not_corruption():
+    # The reader's "is the last line JSON at all?" check accepted NaN (Python's lenient parse).
+    ok = b"".join(encode_record(r) for r in numbered(MetaRecord(version=2, run_id="x", created="c", fingerprint=FP)))
+    state = read_state(ok + b'{"seq":NaN,"protocol":"io.choria.fisk-ai.v1.session.terminal"}\n')
+    assert state.records == 1 and state.torn_tail.offset == len(ok)
+    check(ok + b'{"seq":2,"x":Infinity}\n')
+
+
+def test_regression_final_answer_skips_a_text_block_whose_text_is_not_a_string():
+    records = numbered(MetaRecord(version=2, run_id="x", created="c", fingerprint=FP),
+                       AssistantRecord(iteration=0, message={"role": "assistant", "content": [
+                           {"type": "text", "text": None}, {"type": "text", "text": "ok"}, {"type": "text"}]},
+                           in_tokens=1, out_tokens=1))
+    data = b"".join(encode_record(r) for r in records)
+    assert read_state(data).final_answer() == "ok"
+    check(data)

@@ -178,3 +178,16 @@ def test_other_lock_failures_are_store_io_errors_and_are_not_retried(tmp_path):
     assert info.value.errno == errno.EIO
     assert trace.read_text().count('"op":"flock"') == 1
     assert trace.read_text().count('"op":"close"') == 1  # the descriptor is not leaked
+
+
+def test_a_lock_file_owned_by_another_user_is_refused(tmp_path):
+    path = tmp_path / "r1.lock"
+    path.write_bytes(b"")
+    os.chmod(path, 0o644)
+    try:
+        os.chown(path, 65534, 65534)
+    except PermissionError:
+        pytest.skip("needs root to give a file away")
+    with pytest.raises(UnsafeFile, match="owned by uid 65534"):
+        acquire(str(path), "r1")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644 and os.stat(path).st_uid == 65534

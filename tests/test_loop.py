@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import pytest
 
@@ -291,8 +292,20 @@ def test_a_signal_while_waiting_for_chat_input_suspends_at_once(store, fx):
             waiting.set()
             return self.stream.readline()
 
-    main = threading.main_thread().ident  # a process-directed signal could land on the killer thread
-    killer = threading.Thread(target=lambda: (waiting.wait(10), signal.pthread_kill(main, signal.SIGINT)))
+    main = threading.main_thread()
+
+    def kill_when_blocked():
+        # Sequence point: the main thread is asleep in read(2).  A signal that lands before the read
+        # blocks would only be seen when the read returns (CPython runs handlers between bytecodes).
+        waiting.wait(10)
+        stat = f"/proc/self/task/{main.native_id}/stat"
+        for _ in range(10_000):
+            if open(stat).read().rsplit(")", 1)[1].split()[0] == "S":
+                break
+            time.sleep(0.001)
+        signal.pthread_kill(main.ident, signal.SIGINT)  # to the main thread, not to any thread
+
+    killer = threading.Thread(target=kill_when_blocked)
     killer.start()
     flag = SuspendFlag()
     try:

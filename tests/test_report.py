@@ -118,6 +118,7 @@ def test_merging_shards_sums_counts_renumbers_trials_and_keeps_one_verdict():
     assert merged["faults"]["kill"] == 3 and merged["invariants"]["I1"]["checked"] == 3
     assert merged["elapsed_s"] == 2.0 and merged["trials_per_s"] == 1.5
     assert [r["trial"] for r in merged["runs"]] == [0, 1, 2]
+    assert (merged["runs"][2]["shard"], merged["runs"][2]["shard_trial"]) == (1, 0)
     assert {v["trial"] for v in merged["violations"]} == {2}
     assert merged["violations"][0]["reproduce"] == "fiskj-harness replay all.json --trial 2"
     assert merged["scenarios"]["kill-batch"]["trials"] == 3

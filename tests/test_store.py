@@ -424,3 +424,15 @@ def test_a_journal_writable_by_others_is_refused_for_writing(store):
     with pytest.raises(UnsafeFile, match="writable by others"):
         store.open("r1")
     assert store.load("r1").records == 1
+
+
+def test_a_journal_whose_meta_names_another_run_is_refused_by_load_open_and_list(store):
+    path = put(store, journal(M(run_id="someone-else"), A("a")) + b'{"seq":3')
+    before = open(path, "rb").read()
+    for call in (store.load, store.open):
+        with pytest.raises(ConsistencyError) as info:
+            call("r1")
+        assert info.value.field == "meta.run_id" and "someone-else" in info.value.message
+    (info,) = store.list()
+    assert info.status == "unreadable" and isinstance(info.error, ConsistencyError)
+    assert open(path, "rb").read() == before  # the torn tail was not cut either

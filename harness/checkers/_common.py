@@ -166,7 +166,10 @@ def is_tail(leg: Leg | None) -> bool:
     return leg is not None and leg.fault.kind == "tail"
 
 
-_REFUSAL = re.compile(r"refus|locked|held by another|in use by|fingerprint|already completed|not resumable", re.I)
+#: What a refusal says (fiskj prints ``fiskj run: <ErrorType>: <message>``): ResumeRefused,
+#: FingerprintMismatch, RunLocked ("held by another writer"), RunExists (a refused create).
+_REFUSAL = re.compile(r"refus|locked|held by another|in use by|fingerprint|already exists|RunExists|"
+                      r"not resumable", re.I)
 
 
 def is_refusal(leg: Leg) -> bool:

@@ -26,7 +26,10 @@ bytes survive glued inside another line (FORMAT.md defect 1) or a later
 leg's trace truncated the journal below its end (``ftruncate``, ``O_TRUNC``:
 defect 3), that too.  A ``tail`` fault's destroyed records are the
 nemesis's doing: records it removed are listed as ``destroyed_by_fault``
-and no longer expected.  With no trace at all the verdict is unknown.
+and no longer expected.  The run's own ``unlink`` of the journal (a
+delete, or create removing a journal whose first append failed) retires
+every record acknowledged before it (``retired_by_unlink``).  With no
+trace at all the verdict is unknown.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ def check(history: History) -> Any:
     expected: dict[int, tuple[Ack, Leg]] = {}
     violations: list[dict[str, Any]] = []
     destroyed: list[dict[str, Any]] = []
+    retired: list[dict[str, Any]] = []
     reported: set[int] = set()
     total = 0
     for snap_leg in legs:
@@ -98,6 +102,12 @@ def check(history: History) -> Any:
                                    "detail": f"two different records were acknowledged at seq {ack.seq}"})
                 continue
             expected.setdefault(ack.seq, (ack, ackers[ack.leg]))
+        unlinks = [ev.get("n", 0) for ev in events(snap_leg) if ev.get("op") == "unlink" and not ev.get("error")
+                   and is_journal(ev.get("path"), history.run_id)]
+        if unlinks:
+            for seq in [s for s, (a, _) in expected.items() if not (a.leg == snap_leg.index and a.fsync_n > max(unlinks))]:
+                retired.append({"seq": seq, "unlink_leg": snap_leg.index, "unlink_n": max(unlinks)})
+                del expected[seq]
         snap = split_journal(snap_leg.journal)
         for seq in sorted(expected):
             ack, acker = expected[seq]
@@ -136,6 +146,8 @@ def check(history: History) -> Any:
                                 "untraced_legs": [lg.index for lg in legs if not lg.trace]}
     if destroyed:
         evidence["destroyed_by_fault"] = destroyed
+    if retired:
+        evidence["retired_by_unlink"] = retired
     if violations:
         evidence["summary"] = (f"{len(violations)} acknowledged record(s) lost or changed: "
                                + "; ".join(_brief(v) for v in violations[:5]))

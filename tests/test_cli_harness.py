@@ -1,0 +1,222 @@
+"""fiskj-harness run / replay end to end, and the campaign's schedules and shrinking."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from harness.campaign import (Campaign, TrialResult, draw_schedules, exhaustive_schedules, plan_schedules,
+                              schedule_strategy)
+from harness.checkers import Verdict
+from harness.cli import main
+from harness.history import History, Reference
+from harness.runner import ReferenceRun
+from harness.scenario import parse_scenario
+from harness.subject import default_subject
+
+NOOP = """\
+name = "tiny-noop"
+purpose = "no faults"
+[workload]
+turns = 1
+tools_per_turn = 2
+[faults]
+family = "none"
+[trials]
+count = 2
+"""
+
+SUSPEND = """\
+name = "tiny-suspend"
+purpose = "random suspends"
+[workload]
+turns = 2
+tools_per_turn = 1
+tool_ms = 5
+[faults]
+family = "suspend"
+legs = 2
+[trials]
+count = 3
+seed = 5
+"""
+
+KILL = """\
+name = "tiny-kill"
+purpose = "kills"
+[workload]
+turns = 2
+tools_per_turn = 2
+tool_ms = 1
+[faults]
+family = "kill"
+kill_points = "random"
+legs = 2
+[trials]
+count = 3
+"""
+
+# A broken agent: on resume it first drops the journal's last complete record
+# (an acknowledged record is lost, and its work is done again), then runs fiskj.
+BROKEN = """\
+import os, sys
+args = sys.argv[1:]
+if "--resume" in args:
+    rid = args[args.index("--resume") + 1]
+    path = os.path.join(os.environ["XDG_STATE_HOME"], "fisk-ai", "runs", rid + ".json")
+    data = open(path, "rb").read()
+    cut = data.rstrip(b"\\n").rfind(b"\\n") + 1
+    if cut > 0:
+        open(path, "wb").write(data[:cut])
+from fiskj.cli import main
+sys.exit(main(args))
+"""
+
+
+@pytest.fixture
+def files(tmp_path):
+    for name, text in (("tiny-noop.toml", NOOP), ("tiny-suspend.toml", SUSPEND), ("tiny-kill.toml", KILL),
+                       ("broken.py", BROKEN)):
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_a_tiny_campaign_runs_end_to_end_and_exits_0(files, capsys):
+    report_path, junit = files / "report.json", files / "junit.xml"
+    code = main(["run", str(files / "tiny-noop.toml"), str(files / "tiny-suspend.toml"), "--jobs", "2",
+                 "--report-json", str(report_path), "--junit", str(junit)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    report = json.loads(report_path.read_text())
+    assert {"trials", "faults", "invariants", "violations"} <= set(report)
+    assert report["trials"] == 5 and report["violations"] == [] and report["verdict"] == "valid"
+    assert set(report["faults"]) >= {"kill", "suspend", "tail", "power_loss", "race"}
+    assert set(report["invariants"]) == {f"I{i}" for i in range(1, 10)}
+    assert report["campaign"]["scenarios"]["tiny-noop"] == str(files / "tiny-noop.toml")
+    assert [r["origin"] for r in report["runs"]].count("noop") == 2
+    assert "I6" in out and "verdict: VALID" in out
+    assert ET.parse(junit).getroot().find("testsuite").get("tests") == "18"
+
+
+def test_an_explicit_schedule_runs_one_trial_and_replay_reruns_it(files, capsys):
+    report_path = files / "report.json"
+    code = main(["run", str(files / "tiny-kill.toml"), "--schedule", '[{"kind": "kill", "event": 14}]',
+                 "--report-json", str(report_path), "-q"])
+    assert code == 0
+    report = json.loads(report_path.read_text())
+    assert report["trials"] == 1 and report["faults"]["kill"] == 1
+    assert report["runs"][0]["schedule"] == [{"kind": "kill", "event": 14, "when": "after"}]
+    capsys.readouterr()
+    assert main(["replay", str(report_path), "--trial", "0", "--history", str(files / "h.json"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "I2 valid" in " ".join(out.split())
+    history = json.loads((files / "h.json").read_text())
+    assert [leg["exit_signal"] for leg in history["legs"]] == ["SIGKILL", None]
+
+
+def test_a_violation_exits_1_with_the_evidence_and_a_reproducer(files, capsys):
+    report_path = files / "report.json"
+    subject = f"{sys.executable} {files / 'broken.py'}"
+    code = main(["run", str(files / "tiny-kill.toml"), "--subject", subject, "--schedule",
+                 '[{"kind": "kill", "event": 20}]', "--report-json", str(report_path)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    report = json.loads(report_path.read_text())
+    assert report["verdict"] == "invalid"
+    # The lost record is re-created identically by the deterministic model, so the
+    # evidence is the repeated work: a model call (I3) or a tool (I2) done twice.
+    assert {v["invariant"] for v in report["violations"]} & {"I2", "I3", "I4"}
+    v = report["violations"][0]
+    assert v["scenario"] == "tiny-kill" and v["schedule"] == [{"kind": "kill", "event": 20, "when": "after"}]
+    assert v["evidence"] and v["reproduce"] == f"fiskj-harness replay {report_path} --trial 0"
+    assert "--schedule" in v["reproduce_run"] and "broken.py" in v["reproduce_run"]
+    assert "reproduce:" in out
+
+
+def test_usage_and_setup_errors_exit_2(files, capsys):
+    bad = files / "bad.toml"
+    bad.write_text(NOOP.replace("turns = 1", "turns = 1\nturnz = 2"))
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:5" in err and "turnz" in err
+    assert main(["run", "no-such-scenario"]) == 2
+    assert main(["run", str(files / "tiny-noop.toml"), "--schedule", "[{"]) == 2
+    assert main(["run", str(files / "tiny-noop.toml"), "--trials", "0"]) == 2
+    failing = f"{sys.executable} -c 'import sys; sys.exit(1)'"
+    assert main(["run", str(files / "tiny-noop.toml"), "--subject", failing, "-q"]) == 2
+    assert "reference run" in capsys.readouterr().err
+    assert main(["replay", str(files / "missing.json"), "--trial", "0"]) == 2
+
+
+def test_the_bundled_scenarios_are_the_default():
+    from harness.cli import resolve_scenarios
+
+    names = {s.name for s in resolve_scenarios([])}
+    assert {"noop-baseline", "kill-random", "kill-every-event", "suspend-clean", "chain-crash-during-resume"} <= names
+    assert [s.name for s in resolve_scenarios(["kill-random"])] == ["kill-random"]
+
+
+# --- schedules and shrinking (no agent runs) ---------------------------------------------
+
+REF = ReferenceRun(reference=Reference(state={}, model_calls=3, effects=2),
+                   history=History(scenario="x", seed=0, schedule=[], run_id="x"), events=30, duration_ms=100.0)
+
+
+def test_schedules_are_drawn_deterministically_from_the_seed():
+    s = parse_scenario(KILL)
+    one, again, other = (plan_schedules(s, REF, 12, seed) for seed in (1, 1, 2))
+    assert one == again and one != other
+    assert all(origin == "hypothesis" and 1 <= len(sch) <= 2 for sch, origin in one)
+    for sch, _ in one:
+        for fault in sch:
+            assert fault["kind"] == "kill" and 0 <= fault["after_ms"] <= 110.0
+
+
+def test_exhaustive_crash_points_cover_every_event_and_are_sampled_beyond_the_cap():
+    points = exhaustive_schedules(30, cap=100, seed=1)
+    assert points[0] == [{"kind": "kill", "event": 1, "when": "before"}]
+    assert [p[0]["event"] for p in points[1:]] == list(range(1, 31))
+    sampled = exhaustive_schedules(30, cap=8, seed=1)
+    assert len(sampled) == 8 and sampled[0] == points[0] and sampled[-1] == points[-1]
+    assert sampled == exhaustive_schedules(30, cap=8, seed=1)
+    s = parse_scenario(KILL.replace('"random"', '"events"').replace("legs = 2", "legs = 1"))
+    assert [origin for _, origin in plan_schedules(s, REF, 100, 1)] == ["exhaustive"] * 31
+
+
+def test_chains_and_suspends_follow_their_scenario():
+    chain = parse_scenario('name = "c"\npurpose = "p"\n[faults]\nfamily = "chain"\nchain = ["suspend", "kill-event"]\n')
+    for sch in draw_schedules(schedule_strategy(chain, REF), 10, 3):
+        assert [f["kind"] for f in sch] == ["suspend", "kill"]
+        assert sch[0]["signal"] in ("SIGINT", "SIGTERM") and 1 <= sch[1]["event"] <= 30
+
+
+class _StubRunner:
+    subject = default_subject()
+
+    def reference(self, scenario):
+        return REF
+
+
+def test_a_failing_trial_is_shrunk_to_a_minimal_schedule(monkeypatch):
+    """A fake judge: a trial fails I2 when any kill lands after 40 ms.  The shrink must find 40.001 ms, one leg."""
+    runs = []
+
+    def judge(self, scenario, seed, schedule, origin, runner, index):
+        runs.append(schedule)
+        late = any(f.get("after_ms", 0) > 40.0 for f in schedule)
+        verdict = Verdict("I2", "n", "invalid" if late else "valid", {"summary": "late kill"}, "stub")
+        return TrialResult(index=index, scenario=scenario.name, scenario_path=scenario.path, seed=seed,
+                           schedule=schedule, origin=origin, verdicts=[verdict], history=None, elapsed_s=0.0,
+                           invariants=("I2",))
+
+    monkeypatch.setattr(Campaign, "_judge", judge)
+    s = parse_scenario(KILL, "tiny-kill.toml")
+    result = Campaign([s], trials=20, seed=1, jobs=2, runner=_StubRunner(), shrink_budget=200).run()
+    shrunk = [t for t in result.trials if t.origin == "shrink"]
+    assert len(shrunk) == 1
+    assert shrunk[0].schedule == [{"kind": "kill", "after_ms": 40.001}]
+    assert result.trials[shrunk[0].shrunk_from].failed == ["I2"]
+    assert len(result.trials) == 21  # 20 drawn + the minimal one

@@ -1,0 +1,178 @@
+"""harness.nemesis: fault schedules as data, and process-tree kills that leave nothing behind."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from harness.nemesis import (NOOP, drive, enable_subreaper, fault_for_leg, history_fault, kill_tree, seam_fault,
+                             validate_fault, validate_schedule)
+
+# A process tree: the agent starts a child, which starts a grandchild; each prints its pid and sleeps.
+TREE = r"""
+import os, subprocess, sys, time
+depth = int(sys.argv[1])
+if depth > 0:
+    subprocess.Popen([sys.executable, "-c", sys.argv[2], str(depth - 1), sys.argv[2]])
+print(os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+# An agent that suspends cleanly: SIGINT or SIGTERM makes it exit 3.
+SUSPENDER = r"""
+import signal, sys, time
+def done(*_): sys.exit(3)
+signal.signal(signal.SIGINT, done)
+signal.signal(signal.SIGTERM, done)
+print("ready", flush=True)
+time.sleep(60)
+sys.exit(0)
+"""
+
+# An agent that starts a long child and then SIGKILLs itself (like an IO-seam kill with a tool running).
+SELF_KILLER = r"""
+import os, signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print(child.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.fixture(autouse=True)
+def subreaper():
+    enable_subreaper()
+
+
+def start(code: str, *args: str, stdout=subprocess.PIPE) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=stdout, start_new_session=True)
+
+
+def read_pids(proc: subprocess.Popen, count: int) -> list[int]:
+    return [int(proc.stdout.readline()) for _ in range(count)]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def leftovers(pids: list[int]) -> list[tuple[int, str]]:
+    """Processes among ``pids`` that still exist at all (running or zombie)."""
+    out = []
+    for pid in pids:
+        try:
+            out.append((pid, psutil.Process(pid).status()))
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def test_faults_are_normalized_and_bad_ones_refused():
+    assert validate_fault({"kind": "kill", "after_ms": 3}) == {"kind": "kill", "after_ms": 3.0}
+    assert validate_fault({"kind": "kill", "event": 4}) == {"kind": "kill", "event": 4, "when": "after"}
+    assert validate_fault({"kind": "suspend", "after_ms": 1}) == {"kind": "suspend", "signal": "SIGINT",
+                                                                   "after_ms": 1.0}
+    assert validate_fault({"kind": "none", "after_ms": 5}) == {"kind": "none"}
+    for bad in ({"kind": "flood"}, {"kind": "kill"}, {"kind": "kill", "event": 0}, {"kind": "kill", "after_ms": -1},
+                {"kind": "suspend", "signal": "SIGHUP", "after_ms": 1}, {"kind": "kill", "event": 2, "when": "never"},
+                "kill"):
+        with pytest.raises(ValueError):
+            validate_fault(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        validate_schedule({"kind": "kill"})  # type: ignore[arg-type]
+
+
+def test_legs_past_the_schedule_get_no_fault_and_the_noop_nemesis_is_empty():
+    assert NOOP == []
+    schedule = [{"kind": "kill", "event": 3}]
+    assert fault_for_leg(schedule, 0) == {"kind": "kill", "event": 3}
+    assert fault_for_leg(schedule, 1) == {"kind": "none"}
+
+
+def test_event_kills_become_io_seam_fault_strings():
+    assert seam_fault({"kind": "kill", "event": 12}) == "kill-after@12"
+    assert seam_fault({"kind": "kill", "event": 2, "when": "before", "op": "fsync"}) == "kill-before@2:fsync"
+    assert seam_fault({"kind": "kill", "after_ms": 1.0}) is None
+    assert seam_fault({"kind": "suspend", "after_ms": 1.0}) is None
+
+
+def test_history_faults_record_what_and_when():
+    f = history_fault({"kind": "suspend", "signal": "SIGTERM", "after_ms": 2.5}, injected=True)
+    assert (f.kind, f.signal, f.at, f.injected) == ("suspend", "SIGTERM", {"after_ms": 2.5}, True)
+    f = history_fault({"kind": "kill", "event": 7, "when": "after"})
+    assert (f.kind, f.signal, f.at, f.injected) == ("kill", "SIGKILL", {"event": 7, "when": "after"}, False)
+
+
+def test_killing_a_process_tree_leaves_no_process_and_no_zombie_behind():
+    proc = start(TREE, "2", TREE)
+    pids = read_pids(proc, 3)  # grandchild, child, agent: in whatever order they print
+    assert all(alive(p) for p in pids)
+    killed = kill_tree(proc)
+    assert set(pids) <= set(killed)
+    assert proc.returncode == -signal.SIGKILL
+    assert leftovers(pids) == []
+    assert [c for c in psutil.Process().children(recursive=True) if c.pid in pids] == []
+    proc.stdout.close()
+
+
+def test_a_timed_kill_is_delivered_to_the_whole_tree_and_reported():
+    proc = start(TREE, "1", TREE)
+    pids = read_pids(proc, 2)
+    t0 = time.monotonic()
+    outcome = drive(proc, {"kind": "kill", "after_ms": 50.0}, t0=t0, timeout=30)
+    assert outcome.injected and outcome.exit_signal == "SIGKILL" and outcome.returncode is None
+    assert not outcome.timed_out
+    assert time.monotonic() - t0 < 10
+    assert leftovers(pids) == []
+    proc.stdout.close()
+
+
+def test_a_fault_due_after_the_exit_is_not_injected():
+    proc = start("import sys; sys.exit(0)", stdout=None)
+    outcome = drive(proc, {"kind": "kill", "after_ms": 5000.0}, t0=time.monotonic(), timeout=30)
+    assert outcome.returncode == 0 and outcome.exit_signal is None and not outcome.injected
+
+
+def test_a_suspend_signals_the_agent_and_waits_for_its_clean_exit():
+    proc = start(SUSPENDER)
+    assert proc.stdout.readline() == b"ready\n"
+    outcome = drive(proc, {"kind": "suspend", "signal": "SIGTERM", "after_ms": 0.0}, t0=time.monotonic(),
+                    timeout=30)
+    assert outcome.injected and outcome.returncode == 3 and outcome.exit_signal is None
+    proc.stdout.close()
+
+
+def test_a_hung_leg_is_killed_at_its_deadline():
+    proc = start(TREE, "1", TREE)
+    pids = read_pids(proc, 2)
+    t0 = time.monotonic()
+    outcome = drive(proc, {"kind": "none"}, t0=t0, timeout=0.3)
+    assert outcome.timed_out and outcome.exit_signal == "SIGKILL" and not outcome.injected
+    assert 0.25 < time.monotonic() - t0 < 10
+    assert leftovers(pids) == []
+    proc.stdout.close()
+
+
+def test_the_orphans_of_an_agent_that_killed_itself_are_killed_and_reaped():
+    proc = start(SELF_KILLER)
+    [orphan] = read_pids(proc, 1)
+    outcome = drive(proc, {"kind": "kill", "event": 5}, t0=time.monotonic(), timeout=30)
+    assert outcome.exit_signal == "SIGKILL" and outcome.injected  # an event kill is the agent's own SIGKILL
+    assert leftovers([orphan]) == []
+    proc.stdout.close()
+
+
+def test_no_process_is_left_after_many_kills():
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    for delay in (0.0, 1.0, 5.0, 20.0):
+        proc = start(TREE, "2", TREE, stdout=subprocess.DEVNULL)
+        drive(proc, {"kind": "kill", "after_ms": delay}, t0=time.monotonic(), timeout=30)
+    after = {c.pid for c in psutil.Process().children(recursive=True)}
+    assert after - before == set()

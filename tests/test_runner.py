@@ -1,0 +1,143 @@
+"""harness.runner: one trial of the reference agent, its legs, and the history it leaves."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from harness.history import history_from_json, history_to_json
+from harness.runner import Runner, run_id_for
+from harness.scenario import parse_scenario
+from harness.subject import parse_subject
+
+SMALL = parse_scenario("""
+name = "runner-small"
+purpose = "two tool turns"
+[workload]
+turns = 2
+tools_per_turn = 2
+tool_ms = 1
+""", "runner-small.toml")
+
+SLOW_TOOLS = parse_scenario("""
+name = "runner-slow-tools"
+purpose = "one turn of slow tools, so a signal lands inside a tool"
+[workload]
+turns = 1
+tools_per_turn = 1
+tool_ms = 400
+""", "runner-slow-tools.toml")
+
+CHAT = parse_scenario("""
+name = "runner-chat"
+purpose = "a chat run with two follow-ups"
+[workload]
+turns = 1
+tools_per_turn = 1
+chat_followups = 2
+""", "runner-chat.toml")
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    with Runner(tmp_root=str(tmp_path_factory.mktemp("trials"))) as r:
+        yield r
+
+
+def view(state):
+    return state["messages"], state["counters"], state["status"]
+
+
+def test_a_noop_trial_of_the_reference_agent_completes_and_matches_the_reference(runner):
+    ref = runner.reference(SMALL)
+    assert ref.events > 5 and ref.reference.model_calls == 3 and ref.reference.effects >= 2
+    h = runner.run_trial(SMALL, 1, [])
+    assert [(leg.kind, leg.exit_code, leg.exit_signal) for leg in h.legs] == [("start", 0, None)]
+    assert h.final_error is None
+    assert view(h.final_state) == view(ref.reference.state)
+    assert h.final_state["status"] == "completed"
+    assert len(h.model_calls) == ref.reference.model_calls
+    assert sorted((e.tool_use_id, e.attempt) for e in h.effects) == sorted(
+        (e.tool_use_id, e.attempt) for e in ref.history.effects)
+    assert all(e.leg == 0 for e in h.effects) and all(c.leg == 0 for c in h.model_calls)
+    leg = h.legs[0]
+    assert leg.journal and leg.journal.endswith(b"\n") and len(leg.trace) == ref.events
+    assert leg.t_start < leg.t_end and leg.pid > 0
+    assert h.reference == ref.reference and h.run_id == run_id_for(SMALL)
+
+
+def test_a_kill_trial_yields_a_crashed_leg_then_a_completed_resume(runner):
+    ref = runner.reference(SMALL)
+    event = ref.events // 2  # well after the meta record, well before the end
+    h = runner.run_trial(SMALL, 2, [{"kind": "kill", "event": event}])
+    first, second = h.legs
+    assert first.kind == "start" and first.crashed and first.exit_signal == "SIGKILL"
+    assert first.fault.kind == "kill" and first.fault.injected and first.fault.at == {"event": event, "when": "after"}
+    assert len(first.trace) == event  # the trace ends at the kill
+    assert second.kind == "resume" and second.exit_code == 0 and "--resume" in second.argv
+    assert h.final_state["status"] == "completed"
+    assert view(h.final_state)[:2] == view(ref.reference.state)[:2]
+    assert {c.leg for c in h.model_calls} <= {0, 1}
+    # at most the one tool in flight ran twice
+    assert sum(1 for e in h.effects if e.attempt > 1) <= 1
+
+
+def test_a_timed_suspend_lands_inside_a_tool_and_the_resume_repeats_nothing(runner):
+    runner.reference(SLOW_TOOLS)
+    h = runner.run_trial(SLOW_TOOLS, 3, [{"kind": "suspend", "signal": "SIGINT", "after_ms": 150.0}])
+    if h.legs[0].exit_code == 0:  # pragma: no cover - a very slow machine: the signal came too late
+        pytest.skip("the suspend landed after the run completed")
+    assert h.legs[0].exit_code == 3 and h.legs[0].fault.injected
+    assert h.legs[1].kind == "resume" and h.legs[1].exit_code == 0
+    assert all(e.attempt == 1 for e in h.effects)
+    assert len({c.key for c in h.model_calls}) == len(h.model_calls)
+
+
+def test_a_chat_trial_feeds_its_follow_ups_and_ends_at_the_end_of_input(runner):
+    ref = runner.reference(CHAT)
+    assert ref.reference.state["status"] == "suspended"
+    users = [m for m in ref.reference.state["messages"] if m["role"] == "user"]
+    assert any("follow-up 2" in str(m) for m in users)
+    h = runner.run_trial(CHAT, 1, [{"kind": "kill", "event": ref.events - 3}])
+    assert h.legs[0].crashed and h.legs[-1].exit_code == 3
+    assert view(h.final_state)[:2] == view(ref.reference.state)[:2]
+
+
+def test_the_history_survives_a_json_round_trip(runner):
+    h = runner.run_trial(SMALL, 4, [{"kind": "kill", "event": 12}])
+    back = history_from_json(history_to_json(h))
+    assert back == h
+
+
+def test_trial_directories_are_always_removed(tmp_path):
+    with Runner(tmp_root=str(tmp_path)) as r:
+        r.run_trial(SMALL, 1, [])
+        with pytest.raises(ValueError):
+            r.run_trial(SMALL, 1, [{"kind": "teleport"}])
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_hung_agent_is_killed_and_recorded(tmp_path):
+    hung = parse_subject([sys.executable, "-c", "import time; time.sleep(60)"])
+    with Runner(subject=hung, tmp_root=str(tmp_path)) as r:
+        h = r.run_trial(SMALL, 1, [], timeout_s=0.5, with_reference=False)
+    [leg] = h.legs
+    assert leg.timed_out and leg.exit_signal == "SIGKILL"
+    assert any("hung" in n for n in h.notes)
+    assert h.final_error is not None and h.final_error["kind"] == "RunNotFound"
+    assert os.listdir(tmp_path) == []
+
+
+def test_fresh_processes_and_the_fork_server_give_the_same_result(tmp_path):
+    with Runner(tmp_root=str(tmp_path), fork_server=False) as fresh:
+        assert not fresh.fork_server
+        h = fresh.run_trial(SMALL, 1, [{"kind": "kill", "event": 14}])
+    with Runner(tmp_root=str(tmp_path)) as forked:
+        assert forked.fork_server
+        g = forked.run_trial(SMALL, 1, [{"kind": "kill", "event": 14}])
+    assert [(leg.kind, leg.exit_code, leg.exit_signal) for leg in h.legs] == [
+        (leg.kind, leg.exit_code, leg.exit_signal) for leg in g.legs]
+    assert view(h.final_state) == view(g.final_state)
+    assert [len(leg.trace) for leg in h.legs] == [len(leg.trace) for leg in g.legs]

@@ -1,0 +1,147 @@
+"""harness.scenario: scenario TOML files, checked key by key, with errors naming file, line and key."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from harness.scenario import (INVARIANTS, Scenario, ScenarioError, bundled_scenarios, find_line, load_scenario,
+                              parse_scenario)
+
+GOOD = """\
+name = "demo"
+purpose = "a demo"
+
+[workload]
+turns = 2
+tools_per_turn = 3
+tool_ms = [1, 5]
+
+[faults]
+family = "kill"
+kill_points = "events"
+legs = 2
+
+[trials]
+count = 7
+seed = 42
+
+[check]
+invariants = ["I2", "I4"]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_a_good_scenario_loads_into_typed_sections(tmp_path):
+    s = load_scenario(write(tmp_path, GOOD))
+    assert isinstance(s, Scenario)
+    assert (s.name, s.purpose) == ("demo", "a demo")
+    assert s.workload.turns == 2 and s.workload.tools_per_turn == 3 and s.workload.tool_ms == (1.0, 5.0)
+    assert s.faults.family == "kill" and s.faults.kill_points == "events" and s.faults.legs == 2
+    assert s.trials.count == 7 and s.trials.seed == 42
+    assert s.check.invariants == ("I2", "I4")
+    assert s.path == str(tmp_path / "s.toml")
+
+
+def test_defaults_fill_every_omitted_key():
+    s = parse_scenario('name = "x"\npurpose = "y"\n')
+    assert s.faults.family == "none"
+    assert s.check.invariants == INVARIANTS
+    assert s.workload.tool_ms == (0.0, 0.0)
+
+
+def test_an_unknown_key_error_names_file_line_and_key(tmp_path):
+    text = GOOD.replace("legs = 2", "legs = 2\nlegz = 3")
+    path = write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    err = info.value
+    assert err.path == str(path)
+    assert err.key == "faults.legz"
+    assert err.line == text.splitlines().index("legz = 3") + 1
+    message = str(err)
+    assert str(path) in message and f":{err.line}" in message and "legz" in message
+
+
+def test_an_unknown_top_level_key_or_table_is_named(tmp_path):
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(GOOD + "\n[nemesis]\nx = 1\n", "f.toml")
+    assert info.value.key == "nemesis" and info.value.line == GOOD.count("\n") + 2
+
+
+def test_a_value_of_the_wrong_type_names_the_key_and_its_line(tmp_path):
+    text = GOOD.replace("turns = 2", 'turns = "two"')
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, text))
+    assert info.value.key == "workload.turns"
+    assert info.value.line == 5
+    assert "integer" in str(info.value)
+
+
+@pytest.mark.parametrize("old,new,key", [
+    ("legs = 2", "legs = 0", "faults.legs"),
+    ('family = "kill"', 'family = "flood"', "faults.family"),
+    ('invariants = ["I2", "I4"]', 'invariants = ["I10"]', "check.invariants"),
+    ("tool_ms = [1, 5]", "tool_ms = [5, 1]", "workload.tool_ms"),
+    ("tool_ms = [1, 5]", "tool_ms = [1, 5]\nvary_on_repeat = 1", "workload.vary_on_repeat"),
+])
+def test_out_of_range_values_and_bad_choices_are_refused(old, new, key):
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(GOOD.replace(old, new), "f.toml")
+    assert info.value.key == key
+    assert info.value.line is not None
+
+
+def test_a_toml_syntax_error_names_its_line():
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario('name = "x"\npurpose = "y"\n[workload\n', "broken.toml")
+    assert info.value.line == 3
+    assert "broken.toml:3" in str(info.value)
+
+
+def test_a_missing_name_or_purpose_is_an_error():
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario('name = "x"\n', "f.toml")
+    assert info.value.key == "purpose"
+
+
+def test_a_chain_needs_its_list_of_kinds():
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "chain"\n', "f.toml")
+    assert info.value.key == "faults.family" and info.value.line == 4
+    s = parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "chain"\nchain = ["suspend", "kill-event"]\n')
+    assert s.faults.chain == ("suspend", "kill-event")
+
+
+def test_scenario_errors_survive_pickling():
+    err = ScenarioError("bad", path="f.toml", line=3, key="workload.turns")
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.path, back.line, back.key, str(back)) == ("f.toml", 3, "workload.turns", str(err))
+    assert isinstance(back, ValueError)
+
+
+def test_find_line_knows_tables_and_dotted_keys():
+    text = 'name = "x"\nworkload.turns = 3\n[faults]\nlegs = 1\n'
+    assert find_line(text, "workload", "turns") == 2
+    assert find_line(text, "faults", "legs") == 4
+    assert find_line(text, "faults", None) == 3
+    assert find_line(text, "trials", "count") is None
+
+
+def test_every_bundled_scenario_loads_and_states_its_purpose_in_one_line():
+    paths = bundled_scenarios()
+    assert len(paths) >= 5
+    names = set()
+    for path in paths:
+        s = load_scenario(path)
+        assert s.purpose.strip() and "\n" not in s.purpose, path
+        names.add(s.name)
+        assert path.stem == s.name, f"{path}: file name and scenario name differ"
+    assert {"noop-baseline", "kill-random", "kill-every-event", "suspend-clean"} <= names
