@@ -33,6 +33,7 @@ __all__ = [
     "RunLocked",
     "RunExists",
     "RunNotFound",
+    "RunNeverCreated",
     "UnsafeFile",
     "StoreIOError",
     "JournalPoisoned",
@@ -172,6 +173,14 @@ class RunExists(StoreError, FileExistsError):
 
 class RunNotFound(StoreError, FileNotFoundError):
     """No journal exists for the run id."""
+
+
+class RunNeverCreated(RunNotFound):
+    """The journal exists but holds no complete record: its create crashed before meta was acknowledged.
+
+    Nothing of the run was ever acknowledged, so nothing is lost:
+    ``create`` with the same id reclaims the file (under the lock).
+    """
 
 
 class UnsafeFile(StoreError, PermissionError):

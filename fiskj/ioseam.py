@@ -31,6 +31,7 @@ import fcntl
 import json
 import os
 import signal
+import time
 import stat
 import threading
 from typing import Any
@@ -132,7 +133,7 @@ def _begin(op: str) -> tuple[int, str | None]:
 def _emit(n: int, rec: dict[str, Any]) -> None:
     if _trace_fd is None:
         return
-    line = {"n": n, "pid": os.getpid()}
+    line = {"n": n, "pid": os.getpid(), "t": time.monotonic_ns()}
     line.update(rec)
     os.write(_trace_fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from . import ioseam
 from .errors import (ConsistencyError, CorruptJournal, FiskjError, InvalidRecord, JournalError, RunExists, RunLocked,
-                     RunNotFound, StoreIOError, UnsafeFile)
+                     RunNeverCreated, RunNotFound, StoreError, StoreIOError, UnsafeFile)
 from .fold import Folder, RunState
 from .journal import Journal
 from .lock import RunLock, acquire
@@ -160,8 +160,26 @@ def fold_open_file(fd: int, path: str) -> tuple[Folder, JournalReader]:
         f.close()
     if reader.lines == 0:
         what = "is empty" if reader.torn_tail is None else f"holds only a torn line of {reader.torn_tail.length} bytes"
-        raise CorruptJournal(f"journal {what}: no meta record", path=path, line=1, offset=0)
+        raise RunNeverCreated(f"journal {what}: its create crashed before the meta record was acknowledged, "
+                              f"so nothing of the run was kept; create the run again", path=path, line=1, offset=0)
     return folder, reader
+
+
+def _never_created(jpath: str, run_id: str) -> bool:
+    """True when ``jpath`` is a regular file of ours holding no complete record (see :class:`RunNeverCreated`)."""
+    try:
+        fd = _open_regular(jpath, os.O_RDONLY, run_id)
+    except (RunNotFound, UnsafeFile):
+        return False
+    try:
+        fold_open_file(fd, jpath)
+    except RunNeverCreated:
+        return True
+    except (JournalError, StoreError):
+        return False
+    finally:
+        _close_quietly(fd)
+    return False
 
 
 class FileStore:
@@ -275,8 +293,18 @@ class FileStore:
         except RunLocked:
             raise RunExists(f"run {run_id} already exists: another process holds it (creating or writing it)",
                             path=jpath, run_id=run_id) from None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC_NOFOLLOW
         try:
-            fd = ioseam.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC_NOFOLLOW, 0o600)
+            try:
+                fd = ioseam.open(jpath, flags, 0o600)
+            except FileExistsError:
+                if not _never_created(jpath, run_id):
+                    raise
+                # A create that crashed before meta was acknowledged left this file; we hold the
+                # lock, so nobody else can be writing it: remove it durably and create afresh.
+                ioseam.unlink(jpath)
+                ioseam.fsync_dir(self.directory)
+                fd = ioseam.open(jpath, flags, 0o600)
         except FileExistsError:
             lock.release()
             raise RunExists(f"run {run_id} already exists; pick another id, or open it to resume",
@@ -284,6 +312,9 @@ class FileStore:
         except OSError as exc:
             lock.release()
             raise _io_error("creating the journal", jpath, exc, run_id) from None
+        except BaseException:
+            lock.release()
+            raise
         journal = Journal(run_id=run_id, path=jpath, directory=self.directory, fd=fd, lock=lock,
                           folder=None, size=0, new=True)
         try:
@@ -431,8 +462,11 @@ class FileStore:
             path = os.path.join(self.directory, name)
             try:
                 state, st = self._read(run_id)
-            except RunNotFound:
-                continue  # deleted since listdir
+            except RunNotFound as exc:
+                if not isinstance(exc, RunNeverCreated):
+                    continue  # deleted since listdir
+                out.append(RunInfo(id=run_id, path=path, updated=None, error=exc))
+                continue
             except FiskjError as exc:
                 try:
                     updated: float | None = os.lstat(path).st_mtime

@@ -115,6 +115,10 @@ class AgentTimeout(Exception):
     """An agent did not answer in time (it blocked, e.g. on a lock it should have been refused)."""
 
 
+class SetupFailed(Exception):
+    """The run a race needs could not be prepared (the trial is judged unknown, not valid)."""
+
+
 # --- the agent processes --------------------------------------------------------------------------------
 
 
@@ -231,7 +235,7 @@ class RaceDriver:
     It keeps ``spares`` agents starting in the background beyond what a
     trial takes, so a trial that kills an agent does not make the next one
     wait for a fresh process.  ``start`` agents are spawned at once (in
-    parallel); a driver for one trial wants ``spares=0, start=3``.
+    parallel); a driver for one trial wants ``spares=0, start=2``.
 
     Use as a context manager, or call :meth:`close`.  ``timeout_s`` bounds
     every wait for an answer that need not be immediate;
@@ -370,12 +374,15 @@ class _Trial:
         self.metrics: dict[str, list[float]] = {}
         self.notes: list[str] = []
         self.children: list[int] = []
+        self.free: list[AgentProc] = []   # agents of finished roles, free for a later role of this trial
         self.t0 = mono()
 
     # -- roles -------------------------------------------------------------------------------------
 
     def roles_for(self, *names_kinds: tuple[str, str]) -> list[_Role]:
-        agents = self.driver.take(len(names_kinds))
+        """New roles (legs), each on its own agent: a finished role's agent is reused, else the pool's."""
+        reuse, self.free = self.free[:len(names_kinds)], self.free[len(names_kinds):]
+        agents = reuse + (self.driver.take(len(names_kinds) - len(reuse)) if len(names_kinds) > len(reuse) else [])
         out = []
         for agent, (name, kind) in zip(agents, names_kinds):
             index = len(self.roles)
@@ -499,16 +506,17 @@ class _Trial:
             if msg.get("opened_ns") is not None:
                 self.measure("open_ms", msg["opened_ns"])
         ms = self.measure(what, ns)
-        self.expect(ms <= AT_ONCE_MS, "not_at_once", f"leg {role.index} ({role.name}): {what} took {ms:.1f} ms, "
-                    f"over {AT_ONCE_MS:g} ms", leg=role.index, ms=round(ms, 3))
+        self.expect(ms <= self.at_once_ms, "not_at_once", f"leg {role.index} ({role.name}): {what} took "
+                    f"{ms:.1f} ms, over {self.at_once_ms:g} ms", leg=role.index, ms=round(ms, 3))
 
     def seed_run(self, shape: str = "records", **fields: Any) -> _Role:
         (setup,) = self.roles_for(("setup", "setup"))
         msg = self.call(setup, "seed", shape=shape, **fields)
         if not msg.get("ok"):
-            raise RuntimeError(f"seeding the run failed: {msg.get('error')}")
+            raise SetupFailed(f"seeding the run failed: {msg.get('error')}")
         self.outcome(setup, msg)
         self.finish(setup)
+        self.free.append(setup.agent)
         return setup
 
 
@@ -818,7 +826,7 @@ def _race_readers(t: _Trial) -> None:
     msg = t.reply(p, poll_id)
     t.outcome(p, msg)
     p.detail["poll"] = {k: msg.get(k) for k in ("loops", "torn", "max_seq")}
-    t.measure("poll_loops", msg.get("loops", 0) * 1e6)
+    t.metrics.setdefault("poll_loops", []).append(float(msg.get("loops", 0)))
     t.expect(not msg.get("errors"), "false_corruption", f"load/list failed {len(msg.get('errors') or [])} time(s) "
              f"during appends: {(msg.get('errors') or [{}])[0]}", leg=p.index, errors=(msg.get("errors") or [])[:5])
     t.expect(not msg.get("regressions"), "seq_went_back", f"a load saw the seq go back: {msg.get('regressions')}",
@@ -997,7 +1005,13 @@ def _legs(t: _Trial) -> list[Leg]:
 
 @dataclass
 class RaceResult:
-    """One race trial: what was observed (``history``), the ``verdicts``, timings (``metrics``, ms)."""
+    """One race trial: what was observed (``history``), the ``verdicts`` and ``metrics``.
+
+    ``metrics``: ``refusal_ms`` (refused open/resume/create, start to
+    answer), ``takeover_ms`` (open after a holder died, start to the lock),
+    ``open_ms`` (that whole open, journal read and repair included),
+    ``poll_loops`` (load+list rounds of a poller).
+    """
 
     race: str
     seed: int
@@ -1039,8 +1053,11 @@ class RaceResult:
                 "verdicts": [v.to_json() for v in self.verdicts], "history": history_to_json(self.history)}
 
 
-def _race_verdict(t: _Trial) -> Verdict:
+def _race_verdict(t: _Trial, setup_error: str | None = None) -> Verdict:
     name = f"race {t.race}: its expected outcome (refused at once, exactly one winner, takeover, no false corruption)"
+    if setup_error is not None and not t.violations:
+        return Verdict("race", name, UNKNOWN, {"summary": f"not run: {setup_error}", "reason": setup_error},
+                       "harness.races")
     if t.violations:
         kinds = sorted({v["kind"] for v in t.violations})
         return Verdict("race", name, INVALID, {
@@ -1076,7 +1093,7 @@ def run_race_trial(scenario: Any, race: str, seed: int, workdir: str | os.PathLi
     if race not in _RUNNERS:
         raise ValueError(f"unknown race {race!r}; known: {', '.join(RACES)}")
     if driver is None:
-        with RaceDriver(mutant, spares=0, start=3) as tmp:
+        with RaceDriver(mutant, spares=0, start=2) as tmp:
             return run_race_trial(scenario, race, seed, workdir, driver=tmp, schedule=schedule, keep=keep)
     if mutant is not None and mutant != driver.mutant:
         raise ValueError(f"mutant {mutant!r} differs from the driver's {driver.mutant!r}")
@@ -1084,13 +1101,21 @@ def run_race_trial(scenario: Any, race: str, seed: int, workdir: str | os.PathLi
     t = _Trial(driver, race, seed, os.fspath(workdir), schedule, timeout)
     started = time.monotonic()
     aborted = False
+    setup_error: str | None = None
     try:
         _RUNNERS[race](t)
+    except SetupFailed as exc:
+        setup_error = str(exc)
+        t.notes.append(f"setup failed: {exc}")
     except AgentTimeout as exc:
         aborted = True
         t.notes.append(f"aborted: {exc}")
         if not any(v["kind"] == "blocked" for v in t.violations):
-            t.expect(False, "timeout", f"an agent did not answer: {exc}")
+            t.expect(False, "timeout", f"an agent did not answer: {exc}",
+                     stderr={r.index: r.agent.stderr_tail(800) for r in t.roles if r.agent.stderr_tail(1)})
+    except BaseException:
+        aborted = True  # a harness error: its agents may be paused mid-command; never reuse them
+        raise
     finally:
         for child in t.children:
             try:
@@ -1108,7 +1133,9 @@ def run_race_trial(scenario: Any, race: str, seed: int, workdir: str | os.PathLi
                     t.finish(role)
                 except AgentTimeout:
                     role.agent.kill()
-        clean = {id(r.agent): (r.finished and not r.killed and not aborted) for r in t.roles}
+        clean: dict[int, bool] = {}
+        for r in t.roles:  # an agent that served several roles is clean only if every one ended cleanly
+            clean[id(r.agent)] = clean.get(id(r.agent), True) and r.finished and not r.killed and not aborted
         for role in t.roles:
             if id(role.agent) in clean:
                 driver.give_back(role.agent, clean.pop(id(role.agent)))
@@ -1120,7 +1147,7 @@ def run_race_trial(scenario: Any, race: str, seed: int, workdir: str | os.PathLi
     wanted = INVARIANTS_BY_RACE[race]
     if scenario is not None and getattr(scenario, "check", None) is not None:
         wanted = tuple(i for i in wanted if i in scenario.check.invariants)
-    verdicts = check_all(history, list(wanted)) + [_race_verdict(t)]
+    verdicts = check_all(history, list(wanted)) + [_race_verdict(t, setup_error)]
     if not keep:
         shutil.rmtree(t.dir, ignore_errors=True)
     return RaceResult(race, seed, t.schedule, driver.mutant, history, verdicts, t.metrics,

@@ -158,7 +158,7 @@ def test_a_session_command_is_required(capsys):
 
 def test_ls_lists_runs_and_reports_unreadable_ones(store, capsys):
     with open(os.path.join(store.directory, "broken.json"), "wb") as f:
-        f.write(b"junk\n")
+        f.write(b"junk\njunk\n")
     status, out, _ = cli(capsys, "ls", "--store", store.directory, "--json")
     assert status == 0
     listed = {i["id"]: i for i in json.loads(out)}

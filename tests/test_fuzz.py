@@ -6,7 +6,8 @@ deleted ranges, cuts, splices of two journals, line drops/duplicates/swaps,
 and edits of one line's JSON tree.  The only outcomes allowed are:
 
 * a typed fiskj error (a :class:`FiskjError` subclass) of exactly the class,
-  line and byte offset that the reference model below predicts, or
+  line and byte offset that the reference model below predicts, which
+  survives pickling, or
 * a fold equal to the model's, whose ``to_json()`` is strict JSON, whose
   ``final_answer()`` works, and each of whose records re-encodes to the same
   JSON object as its line on disk (a decode followed by an encode keeps
@@ -29,6 +30,7 @@ import dataclasses
 import io
 import json
 import os
+import pickle
 import re
 from pathlib import Path
 from unittest import mock
@@ -322,6 +324,9 @@ def check(data: bytes, *, limit: int | None = None, source: str = "bytes") -> No
         assert isinstance(expected, Expected), f"read_state raised {exc!r}, the model folded: {expected}"
         assert (type(exc), exc.line, exc.offset) == (expected.cls, expected.line, expected.offset), exc
         assert exc.message and str(exc)
+        again = pickle.loads(pickle.dumps(exc))  # errors cross process boundaries in the harness
+        assert (type(again), again.line, again.offset, again.field, str(again)) == \
+            (type(exc), exc.line, exc.offset, exc.field, str(exc))
         return
     assert not isinstance(expected, Expected), \
         f"read_state folded, the model expected {expected.cls.__name__} at line {expected.line}"

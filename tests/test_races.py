@@ -136,6 +136,13 @@ def test_trace_events_carry_times_for_the_one_writer_check(driver, workdir):
         assert leg.trace and all("t" in ev and ev["t0"] <= ev["t1"] for ev in leg.trace)
 
 
+def test_a_trial_counts_one_race_fault_and_one_kill_per_killed_holder(driver, workdir):
+    from harness.campaign import fault_counts
+    assert fault_counts(run_race_trial(None, "two-writers", 3, workdir, driver=driver).history) == {"race": 1}
+    killed = run_race_trial(None, "holder-killed", 3, workdir, driver=driver, schedule="kill-at-call")
+    assert fault_counts(killed.history) == {"race": 1, "kill": 1}
+
+
 def test_a_trial_is_replayed_by_its_race_and_seed(driver, workdir):
     first = run_race_trial(None, "two-creates", 42, workdir, driver=driver)
     again = run_race_trial(None, "two-creates", 42, workdir, driver=driver)
@@ -200,7 +207,7 @@ def test_every_race_mutant_is_listed_as_caught():
 @pytest.mark.parametrize("mutant", sorted(CAUGHT))
 def test_each_broken_variant_is_caught_by_its_race(mutant, workdir):
     race, schedule, invalid, race_kinds = CAUGHT[mutant]
-    with RaceDriver(mutant, at_once_timeout_s=0.5, spares=0, start=3) as d:
+    with RaceDriver(mutant, at_once_timeout_s=0.5, spares=0, start=2) as d:
         result = run_race_trial(None, race, 3, workdir, driver=d, schedule=schedule)
     assert not result.ok, result.summary()
     statuses = {v.invariant: v.status for v in result.verdicts}
@@ -212,7 +219,7 @@ def test_each_broken_variant_is_caught_by_its_race(mutant, workdir):
 def test_mutants_patch_the_child_processes_only(workdir):
     before = (fiskj.store.FileStore.open, fiskj.store.FileStore.create, fiskj.journal.Journal.append,
               fiskj.lock.acquire)
-    with RaceDriver("fold-before-lock", spares=0, start=3) as d:
+    with RaceDriver("fold-before-lock", spares=0, start=2) as d:
         run_race_trial(None, "two-resumers", 1, workdir, driver=d, schedule="together")
     assert (fiskj.store.FileStore.open, fiskj.store.FileStore.create, fiskj.journal.Journal.append,
             fiskj.lock.acquire) == before

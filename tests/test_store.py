@@ -10,7 +10,7 @@ import fiskj.store
 from fiskj import ioseam
 from fiskj.codec import encode_record
 from fiskj.errors import (ConsistencyError, CorruptJournal, InvalidRecord, InvalidRunID, RunExists, RunLocked,
-                          RunNotFound, UnsafeFile)
+                          RunNeverCreated, RunNotFound, UnsafeFile)
 from fiskj.reader import read_records, read_state
 from fiskj.store import FileStore
 
@@ -215,7 +215,7 @@ def test_field_case_f03_a_zero_filled_tail_is_cut_on_open(store, newline):
     (journal(M(), A("a")) + b"not json\n" + journal(R("a"), start=3), CorruptJournal),
     (journal(M(), A("a"), R("a"), R("z")), ConsistencyError),            # F11: orphan on line 4
     (journal(M(), A("a"), R("a"), R("a")), ConsistencyError),            # F12: duplicate on line 4
-    (b"", CorruptJournal),
+    (b"", RunNeverCreated),
 ])
 def test_open_refuses_a_journal_whose_interior_is_bad_and_changes_nothing(store, data, error):
     path = put(store, data)
@@ -226,6 +226,25 @@ def test_open_refuses_a_journal_whose_interior_is_bad_and_changes_nothing(store,
         assert f.read() == data
     with pytest.raises(error):  # the lock was released: the same error, not RunLocked
         store.open("r1")
+
+
+@pytest.mark.parametrize("leftover", [b"", b'{"seq":1,"protocol":"io.choria', b"\x00" * 512 + b"\n"])
+def test_create_reclaims_the_journal_a_crashed_create_left_with_no_record(store, leftover):
+    # A create killed between the O_EXCL open and the fsync of meta leaves a journal with no
+    # complete record: nothing was acknowledged, so a new create of the id must succeed.
+    path = put(store, leftover)
+    with pytest.raises(RunNeverCreated):
+        store.open("r1")
+    with store.create("r1", M()) as j:
+        j.append(A(text="ok"))
+    assert read_state(path).records == 2
+
+
+def test_create_never_reclaims_a_journal_holding_a_record(store):
+    path = put(store, journal(M())[:-1] + b"\n" + b"garbage")
+    with pytest.raises(RunExists):
+        store.create("r1", M())
+    assert read_state(path).records == 1
 
 
 def test_field_case_f14_a_second_opener_is_refused_at_once_and_writes_nothing(store):
