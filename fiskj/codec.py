@@ -20,6 +20,7 @@ infinity, which no JSON encoder writes back; Go refuses it too).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -47,6 +48,7 @@ MAX_NESTING = 512
 
 _decoder = json.JSONDecoder(parse_constant=lambda name: _raise_constant(name),
                             parse_float=lambda text: _finite_float(text))
+_scan_once = _decoder.scan_once
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
@@ -237,6 +239,17 @@ _USER = frozenset(("message",))
 _TOOL_RESULT = frozenset(("tool_use_id", "result", "remote"))
 _TERMINAL = frozenset(("reason", "message"))
 _FP = frozenset(FINGERPRINT_FIELDS)
+_CONTENT_TYPES = (list, str)  # exact types: a decoded JSON value is never a subclass
+
+# The fast paths below build records with positional arguments (keywords cost a third more per
+# record); this pins the field order they assume, so a reordered record class fails at import.
+for _cls, _order in ((AssistantRecord, ("iteration", "message", "in_tokens", "out_tokens", "stop_reason",
+                                        "cache_read_tokens", "cache_create_tokens", "extra", "seq")),
+                     (UserRecord, ("message", "extra", "seq")),
+                     (ToolResultRecord, ("tool_use_id", "result", "remote", "extra", "seq"))):
+    if tuple(f.name for f in dataclasses.fields(_cls)) != _order:  # pragma: no cover - a records.py change
+        raise ImportError(f"fiskj.codec: the fields of {_cls.__name__} are not {_order}; update the decode fast paths")
+del _cls, _order
 
 
 def _fingerprint(payload: dict[str, Any]) -> Fingerprint:
@@ -266,6 +279,23 @@ def _decode_meta(p: dict[str, Any], seq: int) -> MetaRecord:
 
 
 def _decode_assistant(p: dict[str, Any], seq: int) -> AssistantRecord:
+    # Fast path: the shape encode_record writes (no null, no unknown key, all types right) is
+    # accepted with one check per field; anything else takes the checked path, which names the field.
+    get = p.get
+    iteration, message, in_tokens, out_tokens = get("iteration"), get("message"), get("in_tokens"), get("out_tokens")
+    stop, cread, ccreate = get("stop_reason"), get("cache_read_tokens"), get("cache_create_tokens")
+    if (type(iteration) is int and type(message) is dict and type(in_tokens) is int and type(out_tokens) is int
+            and iteration >= 0 and in_tokens >= 0 and out_tokens >= 0
+            and len(p) == 4 + (stop is not None) + (cread is not None) + (ccreate is not None)
+            and (stop is None or type(stop) is str)
+            and (cread is None or (type(cread) is int and cread >= 0))
+            and (ccreate is None or (type(ccreate) is int and ccreate >= 0))
+            and message.get("role") == "assistant" and type(message.get("content")) in _CONTENT_TYPES):
+        return AssistantRecord(iteration, message, in_tokens, out_tokens, stop, cread, ccreate, {}, seq)
+    return _decode_assistant_checked(p, seq)
+
+
+def _decode_assistant_checked(p: dict[str, Any], seq: int) -> AssistantRecord:
     w = "assistant"
     iteration = _int(p, "iteration", w)
     if iteration is not None and iteration < 0:
@@ -285,10 +315,27 @@ def _decode_assistant(p: dict[str, Any], seq: int) -> AssistantRecord:
 
 
 def _decode_user(p: dict[str, Any], seq: int) -> UserRecord:
+    message = p.get("message")
+    if (len(p) == 1 and type(message) is dict and message.get("role") == "user"
+            and type(message.get("content")) in _CONTENT_TYPES):
+        return UserRecord(message, {}, seq)
     return UserRecord(message=_message(p, "user", "user"), extra=_extra(p, _USER), seq=seq)
 
 
 def _decode_tool_result(p: dict[str, Any], seq: int) -> ToolResultRecord:
+    tool_use_id, result = p.get("tool_use_id"), p.get("result")
+    if (type(tool_use_id) is str and type(result) is dict and result.get("type") == "tool_result"
+            and result.get("tool_use_id") == tool_use_id):
+        n = len(p)
+        if n == 2:
+            return ToolResultRecord(tool_use_id, result, None, {}, seq)
+        remote = p.get("remote")
+        if n == 3 and type(remote) is bool:
+            return ToolResultRecord(tool_use_id, result, remote, {}, seq)
+    return _decode_tool_result_checked(p, seq)
+
+
+def _decode_tool_result_checked(p: dict[str, Any], seq: int) -> ToolResultRecord:
     w = "tool_result"
     tool_use_id = _str(p, "tool_use_id", w)
     result = _obj(p, "result", w)
@@ -335,12 +382,40 @@ def decode_record(line: bytes) -> Record:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _bad(f"line is not valid UTF-8 (byte {exc.start} of the line)") from None
+    # Fast path: one call of the C scanner, for a line that is exactly one JSON value and its
+    # ``\n`` (what encode_record writes).  Anything else (leading or other trailing whitespace,
+    # extra data, any parse error) takes the full decoder, whose answer and errors are the rule.
     try:
-        obj = _decoder.decode(text)
+        obj, end = _scan_once(text, 0)
+        whole = end == len(text) or (end == len(text) - 1 and text[end] == "\n")
+    except Exception:  # noqa: BLE001 - StopIteration, ValueError, RecursionError: the full decoder decides
+        whole = False
+    if not whole:
+        obj = _decode_text(text)
+    if type(obj) is dict and len(obj) == 3:
+        seq = obj.get("seq")
+        protocol = obj.get("protocol")
+        if type(seq) is int and seq >= 1 and type(protocol) is str:
+            key = PAYLOAD_KEYS.get(protocol)
+            if key is not None:
+                payload = obj.get(key)
+                if type(payload) is dict:
+                    return _DECODERS[key](payload, seq)
+    return _decode_envelope(obj)
+
+
+def _decode_text(text: str) -> Any:
+    """The full JSON decode of a line's text (``CorruptJournal`` when it is not one JSON value)."""
+    try:
+        return _decoder.decode(text)
     except RecursionError:
         raise _bad("line is JSON nested too deeply to decode") from None
     except ValueError as exc:
         raise _bad(f"line is not valid JSON: {exc}") from None
+
+
+def _decode_envelope(obj: Any) -> Record:
+    """Check the envelope of a decoded line field by field (the slow path: it names what is wrong)."""
     if type(obj) is not dict:
         raise _bad(f"line is a JSON {type(obj).__name__}, expected an object")
     seq = obj.get("seq")

@@ -222,9 +222,18 @@ class Folder:
     folder must not be used further.
     """
 
+    # The message list is shared copy-on-write between a folder and its copies (``copy`` is
+    # O(1), so a writer's trial fold per append does not grow with the run): a folder's
+    # messages are ``_messages[:_mlen]``; only the folder that ``_owns`` the list appends to it
+    # in place, and it replaces an element in place only at or past ``_frozen`` (the length a
+    # copy saw).  Any other mutation first takes a private copy of the folder's own view.
+
     def __init__(self) -> None:
         self._meta: MetaRecord | None = None
         self._messages: list[dict[str, Any]] = []
+        self._mlen = 0
+        self._owns = True
+        self._frozen = 0
         self._n = 0
         self._last_seq = 0
         self._turn: AssistantRecord | None = None
@@ -237,25 +246,43 @@ class Folder:
         self._next_iteration = 0
         self._c = dict.fromkeys(Counters.__slots__, 0)  # type: ignore[attr-defined]
 
+    # -- the shared message list ------------------------------------------------
+
+    def _writable(self, replace_last: bool = False) -> list[dict[str, Any]]:
+        """This folder's message list, made private first unless it may be changed in place."""
+        messages, n = self._messages, self._mlen
+        if not self._owns or len(messages) != n or (replace_last and n - 1 < self._frozen):
+            messages = self._messages = messages[:n]
+            self._owns = True
+            self._frozen = 0
+        return messages
+
     # -- rules --------------------------------------------------------------
 
     def _error(self, message: str, field: str | None = None) -> ConsistencyError:
         return ConsistencyError(message, line=self._n, field=field)
 
     def _commit_turn(self, what: str) -> None:
-        if self._turn is None:
+        turn = self._turn
+        if turn is None:
             return
-        missing = [i for i in self._turn_ids if i not in self._answered]
-        if missing:
+        # Every answered id is one of the turn's (unique) ids, so equal counts mean all answered.
+        if len(self._answered) != len(self._turn_ids):
+            missing = [i for i in self._turn_ids if i not in self._answered]
             raise self._error(
-                f"{what} while tool_use ids {missing} of iteration {self._turn.iteration} "
-                f"(seq {self._turn.seq}) are unanswered")
-        self._messages.append(self._turn.message)
+                f"{what} while tool_use ids {missing} of iteration {turn.iteration} "
+                f"(seq {turn.seq}) are unanswered")
+        messages = self._messages
+        if not self._owns or len(messages) != self._mlen:
+            messages = self._writable()
+        messages.append(turn.message)
         if self._results:
-            self._messages.append({"role": "user", "content": list(self._results)})
+            # The list itself is handed over: nothing else refers to it (copies and states copy it).
+            messages.append({"role": "user", "content": self._results})
+            self._results = []
+        self._mlen = len(messages)
         self._turn = None
         self._turn_ids = []
-        self._results = []
         self._answered = {}
 
     def add(self, record: Record) -> None:
@@ -273,32 +300,21 @@ class Folder:
             self._meta = record
             self._last_seq = 1
             if record.prompt:
-                self._messages.append({"role": "user", "content": [{"type": "text", "text": record.prompt}]})
+                self._writable().append({"role": "user", "content": [{"type": "text", "text": record.prompt}]})
+                self._mlen += 1
             return
         if seq != self._last_seq + 1:
             kind = "repeated" if seq <= self._last_seq else "skips ahead"
             raise self._error(f"seq {seq} {kind}: expected {self._last_seq + 1}", "seq")
-        if self._terminal is not None and self._last_is_terminal and self._terminal.reason != "suspended":
+        if self._last_is_terminal and self._terminal is not None and self._terminal.reason != "suspended":
             raise self._error(
                 f"{record.key} record after a {self._terminal.reason!r} terminal record (seq {self._terminal.seq}); "
                 f"only a 'suspended' run may be continued")
         self._last_seq = seq
         self._last_is_terminal = False
         c = self._c
-        if isinstance(record, AssistantRecord):
-            self._commit_turn("assistant record")
-            self._turn = record
-            self._turn_ids = tool_use_ids(record.message)
-            if len(set(self._turn_ids)) != len(self._turn_ids):
-                raise self._error(f"assistant message repeats a tool_use id: {self._turn_ids}", "assistant.message")
-            self._stop = record.stop_reason
-            self._next_iteration = record.iteration + 1
-            c["llm_calls"] += 1
-            c["in_tokens"] += record.in_tokens
-            c["out_tokens"] += record.out_tokens
-            c["cache_read_tokens"] += record.cache_read_tokens or 0
-            c["cache_create_tokens"] += record.cache_create_tokens or 0
-        elif isinstance(record, ToolResultRecord):
+        # Most frequent kind first (the kinds are disjoint classes, so the order changes nothing else).
+        if isinstance(record, ToolResultRecord):
             if self._turn is None:
                 raise self._error(f"tool_result for {record.tool_use_id!r} with no open assistant turn", "tool_result.tool_use_id")
             tid = record.tool_use_id
@@ -313,9 +329,27 @@ class Folder:
             c["tool_calls"] += 1
             if record.remote:
                 c["remote_tool_calls"] += 1
+        elif isinstance(record, AssistantRecord):
+            if self._turn is not None:
+                self._commit_turn("assistant record")
+            self._turn = record
+            ids = self._turn_ids = tool_use_ids(record.message)
+            if len(ids) > 1 and len(set(ids)) != len(ids):
+                raise self._error(f"assistant message repeats a tool_use id: {self._turn_ids}", "assistant.message")
+            self._stop = record.stop_reason
+            self._next_iteration = record.iteration + 1
+            c["llm_calls"] += 1
+            c["in_tokens"] += record.in_tokens
+            c["out_tokens"] += record.out_tokens
+            c["cache_read_tokens"] += record.cache_read_tokens or 0
+            c["cache_create_tokens"] += record.cache_create_tokens or 0
         elif isinstance(record, UserRecord):
             self._commit_turn("user record")
-            _merge_user(self._messages, record.message)
+            messages = self._messages[:self._mlen] if not self._owns or len(self._messages) != self._mlen \
+                else self._messages
+            merge = bool(messages) and self._mlen - 1 >= 0 and messages[self._mlen - 1].get("role") == "user"
+            _merge_user(self._writable(replace_last=merge), record.message)
+            self._mlen = len(self._messages)
         elif isinstance(record, TerminalRecord):
             self._terminal = record
             self._last_is_terminal = True
@@ -333,7 +367,7 @@ class Folder:
         """
         if self._meta is None:
             raise ConsistencyError("journal is empty: no meta record", line=1)
-        messages = list(self._messages)
+        messages = self._messages[:self._mlen]
         pending = None
         if self._turn is not None:
             unanswered = [i for i in self._turn_ids if i not in self._answered]
@@ -356,7 +390,10 @@ class Folder:
         """Return an independent copy (to try a record without committing to it)."""
         other = Folder.__new__(Folder)
         other.__dict__.update(self.__dict__)
-        other._messages = list(self._messages)
+        # O(1) in the messages: the list is shared; the copy takes over appending in place and
+        # this folder keeps its view, which nobody may change in place any more (docs on the class).
+        other._frozen = self._mlen
+        self._owns = False
         other._turn_ids = list(self._turn_ids)
         other._results = list(self._results)
         other._answered = dict(self._answered)

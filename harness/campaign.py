@@ -44,7 +44,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -336,7 +335,6 @@ class Campaign:
         self.explicit_origin = origin
         self._runner = runner
         self.subject = runner.subject if runner is not None else subject
-        self._lock = threading.Lock()
 
     def _judge(self, scenario: Scenario, seed: int, schedule: list[dict[str, Any]], origin: str,
                runner: Runner, index: int) -> TrialResult:
@@ -431,16 +429,24 @@ class Campaign:
                     if self.progress:
                         self.progress(done, total, failing)
                 results = [r for r in slots if r is not None]
-            # 3b. other families (their executors parallelize as they see fit)
-            for run, executor in others:
-                count = self.trials or run.scenario.trials.count
-                try:
-                    results += executor(run.scenario, run.seed, count, runner, schedules=self.schedules)
-                except (SetupError, OSError, RuntimeError, ValueError) as exc:
-                    run.error = f"{run.scenario.path or run.scenario.name}: {type(exc).__name__}: {exc}"
-                    errors.append(run.error)
-                if self.progress:
-                    self.progress(len(results), len(results), sum(1 for r in results if r.failed))
+                # 3b. other families, one executor per scenario, after the agent trials
+                family_futures = {
+                    pool.submit(executor, run.scenario, run.seed, self.trials or run.scenario.trials.count, runner,
+                                schedules=self.schedules): run
+                    for run, executor in others}
+                for fut in as_completed(family_futures):
+                    run = family_futures[fut]
+                    try:
+                        results += fut.result()
+                    except Exception as exc:  # never a pass
+                        run.error = f"{run.scenario.path or run.scenario.name}: {type(exc).__name__}: {exc}"
+                        errors.append(run.error)
+                    if self.progress:
+                        self.progress(len(results), len(results), sum(1 for r in results if r.failed))
+                # scenario order, then the order each scenario produced them
+                order = {id(run.scenario): k for k, run in enumerate(runs)}
+                by_name = {run.scenario.name: order[id(run.scenario)] for run in runs}
+                results.sort(key=lambda r: by_name.get(r.scenario, 0))
             for i, r in enumerate(results):
                 r.index = i
             # 4. shrink (main thread: hypothesis is driven from one thread)
@@ -475,7 +481,10 @@ class Campaign:
 
         assert run.reference is not None
         wanted = set(target.failed)
-        cache: dict[str, TrialResult] = {_canon(r.schedule): r for r in known}
+        cache: dict[str, TrialResult] = {}
+        for r in sorted(known, key=lambda r: bool(wanted & set(r.failed))):  # a failing result wins a tie
+            cache[_canon(r.schedule)] = r
+        cache[_canon(target.schedule)] = target
         count = sum(1 for _, origin in run.plan if origin == "hypothesis")
         spent = 0
 

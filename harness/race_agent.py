@@ -43,7 +43,7 @@ model}, ``end``, ``seed`` {shape: "meta"|"records"|"pending", n, tools},
 terminal}, ``close``, ``session`` {rounds, n, tag}, ``resume``, ``load``,
 ``list``, ``poll`` (until a ``stop`` line; ``snapshot`` lines answer at
 once), ``other_fd`` {file: "journal"|"lock"}, ``spawn`` {argv, wait},
-``exit``.
+``exit``, ``fork`` (see :meth:`Agent.fork`).
 """
 
 from __future__ import annotations
@@ -177,6 +177,9 @@ class Agent:
 
     def run(self, cmd: dict[str, Any]) -> None:
         op = cmd.get("op")
+        if op == "fork":
+            self.fork(cmd)
+            return
         handler = getattr(self, f"op_{op}", None)
         self.bps = [_Breakpoint(b, i) for i, b in enumerate(cmd.get("pause") or [])]
         spin = int(cmd.get("spin_us") or 0)
@@ -199,6 +202,25 @@ class Agent:
         if self.mark != t0:
             reply["t_mark"] = self.mark  # where the timed part began (after imports)
         _out(reply)
+
+    def fork(self, cmd: dict[str, Any]) -> None:
+        """Fork a child that serves the next commands on the same pipes while this process waits for it.
+
+        The child answers the ``fork`` command (``pid`` = its own).  When it
+        ends (an ``exit`` command, or a SIGKILL from the driver), this process
+        reaps it, writes ``{"event": "child-exited", "pid", "status", "t"}``
+        and serves again: a fresh role without a fresh interpreter, and the
+        reap is the sequence point after which the child's locks are gone.
+        """
+        self._reset()
+        pid = os.fork()
+        if pid == 0:
+            _out({"id": cmd.get("id"), "ok": True, "pid": os.getpid(), "t0": mono(), "t1": mono()})
+            return
+        _, status = os.waitpid(pid, 0)
+        self.cmds.buf = b""  # whatever was read before the fork was the child's to answer
+        os.write(1, b"\n")  # ends a line the killed child may have left half-written
+        _out({"event": "child-exited", "pid": pid, "status": os.waitstatus_to_exitcode(status), "t": mono()})
 
     # -- seam hooks ------------------------------------------------------------------------------
 

@@ -139,6 +139,8 @@ class AgentProc:
         self.ready = False
         self.dead = False
         self.t_killed: int | None = None
+        self.child: int | None = None      # a forked child serving the pipes (see fork())
+        self.garbage: list[bytes] = []
 
     def _read(self, deadline: float) -> bool:
         """Read what is available (waiting until ``deadline``); False on timeout or EOF."""
@@ -152,7 +154,10 @@ class AgentProc:
         while b"\n" in self.buf:
             line, self.buf = self.buf.split(b"\n", 1)
             if line.strip():
-                self.inbox.append(json.loads(line))
+                try:
+                    self.inbox.append(json.loads(line))
+                except ValueError:
+                    self.garbage.append(line[:200])  # half a line from a killed child
         return True
 
     def wait_for(self, pred: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> dict[str, Any]:
@@ -196,6 +201,33 @@ class AgentProc:
         self.inbox = [m for m in self.inbox if m.get("event") != kind]
         return out
 
+    def fork(self, timeout: float) -> int:
+        """Have the agent fork a child that serves the next commands; return the child's pid."""
+        msg = self.reply(self.send("fork"), timeout)
+        self.child = int(msg["pid"])
+        return self.child
+
+    def kill_child(self, timeout: float) -> int:
+        """SIGKILL the forked child and wait until the agent reaped it; return the time just before the signal."""
+        assert self.child is not None
+        child, t = self.child, mono()
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.wait_for(lambda m: m.get("event") == "child-exited" and m.get("pid") == child, timeout, "child reap")
+        self.inbox = [m for m in self.inbox if "id" not in m]  # answers the child owed die with it
+        self.child = None
+        return t
+
+    def end_child(self, timeout: float) -> None:
+        """Let the forked child exit cleanly and wait until the agent reaped it."""
+        assert self.child is not None
+        child = self.child
+        self.raw("exit")
+        self.wait_for(lambda m: m.get("event") == "child-exited" and m.get("pid") == child, timeout, "child exit")
+        self.child = None
+
     def kill(self) -> int:
         """SIGKILL the agent and reap it; return the monotonic time just before the signal was sent.
 
@@ -204,6 +236,12 @@ class AgentProc:
         """
         if not self.dead:
             self.t_killed = mono()
+            if self.child is not None:  # never leave a child serving the pipes
+                try:
+                    os.kill(self.child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.child = None
             try:
                 self.proc.send_signal(signal.SIGKILL)
             except ProcessLookupError:
@@ -345,6 +383,8 @@ class _Role:
     replies: list[dict[str, Any]] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
+    pid: int = 0
+    forked: bool = False
 
 
 class _Trial:
@@ -379,8 +419,12 @@ class _Trial:
 
     # -- roles -------------------------------------------------------------------------------------
 
-    def roles_for(self, *names_kinds: tuple[str, str]) -> list[_Role]:
-        """New roles (legs), each on its own agent: a finished role's agent is reused, else the pool's."""
+    def roles_for(self, *names_kinds: tuple[str, str], fork: tuple[str, ...] = ()) -> list[_Role]:
+        """New roles (legs), each on its own agent: a finished role's agent is reused, else the pool's.
+
+        Roles named in ``fork`` run in a child the agent forks, so that a
+        SIGKILL ends the role but not the pooled agent.
+        """
         reuse, self.free = self.free[:len(names_kinds)], self.free[len(names_kinds):]
         agents = reuse + (self.driver.take(len(names_kinds) - len(reuse)) if len(names_kinds) > len(reuse) else [])
         out = []
@@ -392,6 +436,10 @@ class _Trial:
             out.append(role)
         for role in out:
             role.agent.inbox.clear()  # events left from an earlier trial
+            role.pid = role.agent.pid
+            if role.name in fork:
+                role.pid, role.forked = role.agent.fork(self.timeout_s), True
+                self.step(role, "forked", pid=role.pid)
             role.t_start = mono()
             self.call(role, "begin", store=self.store, run_id=self.run_id, leg=role.index, trace=role.trace,
                       timing=role.timing, ledger=self.ledger, model=self.model)
@@ -441,7 +489,7 @@ class _Trial:
         role.agent.cont()
 
     def kill(self, role: _Role) -> int:
-        t = role.agent.kill()
+        t = role.agent.kill_child(self.timeout_s) if role.forked else role.agent.kill()
         role.killed, role.outcome, role.exit_code = True, "killed", None
         self.step(role, "killed+reaped", t_kill_ms=round((t - self.t0) / 1e6, 3))
         self.finish(role, t_end=t)
@@ -474,6 +522,8 @@ class _Trial:
             return
         if not role.killed:
             self.call(role, "end")
+            if role.forked:
+                role.agent.end_child(self.timeout_s)
         role.t_end = t_end or mono()
         role.journal = self.snapshot()
         role.finished = True
@@ -752,7 +802,7 @@ def _kill_candidates(t: _Trial, n: int) -> list[dict[str, Any]]:
 
 def _race_holder_killed(t: _Trial) -> None:
     t.seed_run("records", n=t.rng.randint(0, 2))
-    a, b = t.roles_for(("A", "holder"), ("B", "next-writer"))
+    a, b = t.roles_for(("A", "holder"), ("B", "next-writer"), fork=("A",))
     if t.schedule == "kill-after-acks":
         n = t.rng.randint(80, 200)
         ident = t.send(a, "open", n=n, tag="A", terminal="suspended", close=True)
@@ -837,7 +887,7 @@ def _race_readers(t: _Trial) -> None:
 
 def _race_fds(t: _Trial) -> None:
     t.seed_run("records", n=t.rng.randint(0, 2))
-    a, b = t.roles_for(("A", "holder"), ("B", "prober"))
+    a, b = t.roles_for(("A", "holder"), ("B", "prober"), fork=("A",))
     t.outcome(a, t.call(a, "open"))
     true_bin, sleep_bin = shutil.which("true") or "/bin/true", shutil.which("sleep") or "/bin/sleep"
     actions: list[tuple[str, dict[str, Any]]] = [
@@ -995,7 +1045,7 @@ def _legs(t: _Trial) -> list[Leg]:
             stderr = f"fiskj: refused: {r.error.get('kind')}: {r.error.get('message')}\n"
         elif r.outcome == "error" and r.error:
             stderr = f"fiskj: error: {r.error.get('kind')}: {r.error.get('message')}\n"
-        legs.append(Leg(index=r.index, kind=r.kind, argv=r.agent.argv + [f"({r.name})"], pid=r.agent.pid,
+        legs.append(Leg(index=r.index, kind=r.kind, argv=r.agent.argv + [f"({r.name}{', forked' if r.forked else ''})"], pid=r.pid,
                         t_start=r.t_start, t_end=r.t_end or mono(), fault=fault,
                         exit_code=None if r.killed else r.exit_code, exit_signal="SIGKILL" if r.killed else None,
                         journal=r.journal, trace=_trace(r), stdout=json.dumps([_brief(m) for m in r.replies])[:4000],
@@ -1135,7 +1185,8 @@ def run_race_trial(scenario: Any, race: str, seed: int, workdir: str | os.PathLi
                     role.agent.kill()
         clean: dict[int, bool] = {}
         for r in t.roles:  # an agent that served several roles is clean only if every one ended cleanly
-            clean[id(r.agent)] = clean.get(id(r.agent), True) and r.finished and not r.killed and not aborted
+            ok = r.finished and (r.forked or not r.killed) and not aborted and r.agent.child is None
+            clean[id(r.agent)] = clean.get(id(r.agent), True) and ok
         for role in t.roles:
             if id(role.agent) in clean:
                 driver.give_back(role.agent, clean.pop(id(role.agent)))

@@ -374,9 +374,13 @@ def _fork_server_main() -> int:  # pragma: no cover - runs in the server process
             buf += chunk
         line, _, buf = buf.partition(b"\n")
         req = json.loads(line)
+        # A suspend may be sent the moment the pid is known: keep SIGINT/SIGTERM
+        # pending in the child until its stdio and environment are the leg's.
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         pid = os.fork()
         if pid == 0:
             _fork_child(req)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         send({"pid": pid})
         _, status = os.waitpid(pid, 0)
         send({"pid": pid, "status": status})
@@ -406,7 +410,13 @@ def _fork_child(req: dict[str, Any]) -> None:  # pragma: no cover - runs in a fo
                                os.environ.get("FISKJ_IOSEAM_FAULT") or None)
         sys.argv = ["fiskj", *req["argv"]]
         try:
+            # Deliver a signal that came early: SIGTERM kills (as before fiskj's handler in a
+            # fresh interpreter), SIGINT raises KeyboardInterrupt (exit 1, as fiskj.cli.main does).
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())
             code = int(fiskj.cli.main(list(req["argv"])) or 0)
+        except KeyboardInterrupt:
+            print("fiskj: interrupted", file=sys.stderr)
+            code = 1
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:
