@@ -266,9 +266,10 @@ class Folder:
         turn = self._turn
         if turn is None:
             return
-        # Every answered id is one of the turn's (unique) ids, so equal counts mean all answered.
-        if len(self._answered) != len(self._turn_ids):
-            missing = [i for i in self._turn_ids if i not in self._answered]
+        # Every answered id is one of the turn's ids, so equal counts mean none is missing.
+        missing = [i for i in self._turn_ids if i not in self._answered] \
+            if len(self._answered) != len(self._turn_ids) else None
+        if missing:
             raise self._error(
                 f"{what} while tool_use ids {missing} of iteration {turn.iteration} "
                 f"(seq {turn.seq}) are unanswered")
@@ -345,9 +346,8 @@ class Folder:
             c["cache_create_tokens"] += record.cache_create_tokens or 0
         elif isinstance(record, UserRecord):
             self._commit_turn("user record")
-            messages = self._messages[:self._mlen] if not self._owns or len(self._messages) != self._mlen \
-                else self._messages
-            merge = bool(messages) and self._mlen - 1 >= 0 and messages[self._mlen - 1].get("role") == "user"
+            n = self._mlen
+            merge = n > 0 and self._messages[n - 1].get("role") == "user"  # _merge_user replaces the last
             _merge_user(self._writable(replace_last=merge), record.message)
             self._mlen = len(self._messages)
         elif isinstance(record, TerminalRecord):

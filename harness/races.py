@@ -977,7 +977,8 @@ def _trace(role: _Role) -> list[dict[str, Any]]:
     ``t`` is the conservative time for the one-writer checks: for ``close``
     and ``write`` the time before the call (a lock released, a write begun),
     for every other op the time after it returned (a lock acquired, an fsync
-    acknowledged).  An event of a killed leg with no timing line (the kill
+    acknowledged).  The seam's own ``t`` (written after every call, so late
+    for a release) is kept as ``t_seam``.  An event of a killed leg with no timing line (the kill
     landed inside that call) gets the time the SIGKILL was sent, an upper
     bound (``t_from: "kill"``).  The two halves of a split write (a sequence
     point inside one write of the engine) are merged back into the one write
@@ -1010,6 +1011,8 @@ def _trace(role: _Role) -> list[dict[str, Any]]:
             out.append(ev)
             continue
         ev["t0"], ev["t1"] = tt[0], tt[1]
+        if "t" in ev:
+            ev["t_seam"] = ev["t"]  # the seam's own time: when its line was written, after the call
         ev["t"] = tt[0] if ev.get("op") in ("close", "write") else tt[1]
         head = out[-1] if out else None
         if tt[2] == "split-tail" and head is not None and head.get("split") == "head" and ev.get("op") == "write":

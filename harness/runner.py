@@ -9,7 +9,8 @@
    (started once, shared by all trials and threads) serves the script;
 3. leg 0 starts the run (``run --checkpoint --name ID``); each later leg
    resumes it (``run --resume ID``), or starts it again when no journal
-   exists yet (the first leg died before creating it); legs run until the
+   exists yet or it holds no complete line (the first leg died before
+   its create was acknowledged); legs run until the
    run completes, a leg ends in error with no fault injected, the leg
    budget is spent or the trial times out (the hung agent is killed and
    the leg marked ``timed_out``);
@@ -369,7 +370,9 @@ class Runner:
                 break
             spec = fault_for_leg(schedule, index)
             before = journal.read_bytes() if journal.exists() else None
-            kind = "resume" if before is not None else "start"
+            # Nothing acknowledged yet (no journal, or no complete line: a create that died before
+            # its meta record was fsynced): the run was never created, so it is started again.
+            kind = "resume" if before is not None and b"\n" in before else "start"
             argv = self.subject.resume_argv(cfg) if kind == "resume" else self.subject.start_argv(cfg)
             trace = tmp / f"trace-{index}.jsonl"
             out, err = tmp / f"leg-{index}.out", tmp / f"leg-{index}.err"

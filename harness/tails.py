@@ -11,6 +11,8 @@ Input: the bytes of a clean journal (complete lines, each ending in ``\\n``).
   the size but not the data; F03);
 * ``garbage``: ``garbage_tails`` random non-JSON tails, without and with a
   final ``\\n``, and as two lines (the first is then interior);
+* ``mid-run``: with ``mid_run``, a zero tail and a garbage line after a
+  seeded record boundary inside the run (a run cut there is resumable);
 * ``flip``: ``flips`` bytes inside lines replaced by NUL, 0xFF or ``\\n``,
   each of which no JSON line survives (in an interior line, or the last);
 * ``intact``: the journal itself.
@@ -114,7 +116,7 @@ def _garbage(rng: random.Random, size: int) -> bytes:
 
 def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_record: bool = True,
               random_cuts: int = 16, zero_tail_bytes: int = 4096, garbage_tails: int = 4, flips: int = 8,
-              max_garbage: int = 300) -> Iterator[Mutation]:
+              max_garbage: int = 300, mid_run: bool = True) -> Iterator[Mutation]:
     """Yield the labelled mutations of ``journal`` (deterministic for a ``seed``); see the module docstring."""
     spans = line_spans(journal)
     if not spans:
@@ -158,6 +160,12 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
                            size, (size, len(junk) + len(nl)))
         yield Mutation(f"garbage{g}-2lines", "garbage", journal + junk + b"\n" + junk, "corrupt",
                        line=n + 1, offset=size)
+    if mid_run and n >= 2:
+        k = rng.randrange(1, n)
+        end = spans[k - 1][1]
+        junk = _garbage(rng, rng.randrange(1, max_garbage)) + b"\n"
+        for name, tail in ((f"mid-run@{end}+zeros", bytes(zero_tail_bytes or 512)), (f"mid-run@{end}+garbage", junk)):
+            yield Mutation(name, "mid-run", journal[:end] + tail, "torn", tuple(seqs[:k]), end, (end, len(tail)))
     for f in range(flips):
         k = rng.randrange(n)
         a, b = spans[k]
