@@ -117,9 +117,13 @@ _op_calls: dict[str, int] = {}
 _fd_paths: dict[int, str] = {}  # fd -> absolute path, for traces
 
 
+_tls = threading.local()  # t0 of the call in progress, per thread
+
+
 def _begin(op: str) -> tuple[int, str | None]:
     """Count one call of ``op``; return its number ``n`` and the fault action due now, if any."""
     global _calls
+    _tls.t0 = time.monotonic_ns()
     with _mutex:
         _calls += 1
         n = _calls
@@ -133,7 +137,7 @@ def _begin(op: str) -> tuple[int, str | None]:
 def _emit(n: int, rec: dict[str, Any]) -> None:
     if _trace_fd is None:
         return
-    line = {"n": n, "pid": os.getpid(), "t": time.monotonic_ns()}
+    line = {"n": n, "pid": os.getpid(), "t0": getattr(_tls, "t0", None), "t": time.monotonic_ns()}
     line.update(rec)
     os.write(_trace_fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
 

@@ -52,7 +52,7 @@ from .subject import RunConfig, Subject, journal_path
 from .workload import Workload, build_workload, write_tools_file
 
 __all__ = ["Params", "StateResult", "Report", "Recovery", "params_from", "select_states", "run_power_loss",
-           "run_leg", "journal_index"]
+           "context", "run_leg", "recover", "journal_index"]
 
 #: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
 CHECKED = ("I2", "I3", "I5", "I6", "I7")
@@ -251,6 +251,25 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     return leg, calls
 
 
+def recover(ctx: Recovery, tmp: Path, leg0: Leg, pre_calls: list[ModelCall], pre_effects: list[Effect],
+            fault: dict[str, Any]) -> History:
+    """Run the recovery leg in ``tmp`` after ``leg0`` (the faulted leg) and return the two-leg history."""
+    leg1, calls = run_leg(ctx, tmp, 1, pre_effects)
+    effects, notes = read_ledger(tmp / "ledger.jsonl")
+    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[leg0, leg1],
+                      effects=effects, reference=ctx.ref.reference, notes=notes,
+                      model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
+                      options={**ctx.ref.history.options, "family": fault["kind"]})
+    history.final_state, history.final_error = fold_journal(journal_path(tmp / "state", ctx.run_id))
+    return history
+
+
+def context(runner: Runner, scenario: Scenario, shared: Path) -> Recovery:
+    """The :class:`Recovery` context of ``scenario`` (runs its reference; the tools file goes to ``shared``)."""
+    return Recovery(runner, scenario, runner.reference(scenario), build_workload(scenario),
+                    write_tools_file(shared / "tools.json"), run_id_for(scenario), scenario.trials.timeout_s)
+
+
 def _i4(state: CrashState) -> Verdict:
     lost = lost_acknowledged(state)
     status = INVALID if lost else VALID
@@ -294,14 +313,7 @@ def _explore(ctx: Recovery, state: CrashState, old_home: str, index: tuple[dict[
                                        "lost_entries": state.lost_entries}),
                    journal=(home / "fisk-ai" / "runs" / f"{ctx.run_id}.json").read_bytes()
                    if (home / "fisk-ai" / "runs" / f"{ctx.run_id}.json").exists() else None)
-        leg1, calls = run_leg(ctx, tmp, 1, pre_effects)
-        effects, notes = read_ledger(tmp / "ledger.jsonl")
-        history = History(scenario=ctx.scenario.name, seed=0, schedule=[{"kind": "power_loss", "state": state.id}],
-                          run_id=ctx.run_id, legs=[leg0, leg1], effects=effects,
-                          model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
-                          reference=ctx.ref.reference, notes=notes,
-                          options={**ctx.ref.history.options, "family": "power_loss"})
-        history.final_state, history.final_error = fold_journal(journal_path(home, ctx.run_id))
+        history = recover(ctx, tmp, leg0, pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
         verdicts = [_i4(state)] + check_all(history, list(invariants))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -320,9 +332,8 @@ def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject:
     report = Report(scenario.name, list(runner.subject.argv))
     shared = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-tools-", dir=runner.tmp_root))
     try:
-        ref = runner.reference(scenario)
-        run_id = run_id_for(scenario)
-        trace = ref.history.legs[0].trace
+        ctx = context(runner, scenario, shared)
+        run_id, trace = ctx.run_id, ctx.ref.history.legs[0].trace
         jpath = next(ev["path"] for ev in trace if os.path.basename(ev.get("path") or "") == f"{run_id}.json")
         old_home = str(Path(jpath).parents[2])
         t0 = time.monotonic()
@@ -334,8 +345,6 @@ def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject:
         report.trace_events, report.crash_points = len(trace), len(points)
         report.states_built = sum(len(p.states) for p in points)
         report.states_distinct = len({s.key() for p in points for s in p.states})
-        ctx = Recovery(runner, scenario, ref, build_workload(scenario), write_tools_file(shared / "tools.json"),
-                       run_id, scenario.trials.timeout_s)
         invariants = tuple(i for i in CHECKED if i in scenario.check.invariants)
         index = journal_index(trace, run_id)
         t0 = time.monotonic()

@@ -199,7 +199,9 @@ def lock_spans(history: History, leg: Leg) -> list[Span]:
                 held[key] = Span(leg.index, ev["pid"], ev.get("t"), None, ev.get("n", 0), None)
         elif (op == "close" or (op == "flock" and "LOCK_UN" in operation)) and key in held:
             span = held.pop(key)
-            span.end, span.last_n = ev.get("t"), ev.get("n", 0)
+            # The lock was released somewhere inside the call: take the earliest instant (t0) so
+            # that a holder preempted before writing its trace line never looks like an overlap.
+            span.end, span.last_n = ev.get("t0", ev.get("t")), ev.get("n", 0)
             spans.append(span)
     for span in held.values():
         span.end = leg.t_end or None
