@@ -69,6 +69,8 @@ __all__ = [
     "fault_counts",
     "FAMILY_EXECUTORS",
     "run_race_family",
+    "shard_positions",
+    "parse_shard",
 ]
 
 #: Families whose trials are legs of the agent under a fault schedule (this module's own).
@@ -264,13 +266,16 @@ def exhaustive_schedules(events: int, cap: int, seed: int) -> list[list[dict[str
 def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int) -> list[tuple[list[dict[str, Any]], str]]:
     """The schedules of a scenario's trials, each with its origin, deterministic for ``seed``.
 
-    ``none``: ``count`` no-op trials.  ``kill`` with ``kill_points =
+    A scenario with ``[faults] schedule``: that schedule ``count`` times
+    (origin ``regression``).  ``none``: ``count`` no-op trials.  ``kill`` with ``kill_points =
     "events"``: the exhaustive crash points (capped by ``faults.max_events``
     or ``count``), then, when ``legs > 1``, hypothesis draws for the rest of
     ``count``.  Other families: ``count`` hypothesis draws.
     """
     faults = scenario.faults
     s = _seed_for(seed, scenario)
+    if faults.schedule is not None:  # a regression scenario: its one schedule, count times
+        return [([dict(f) for f in faults.schedule], "regression") for _ in range(count)]
     if faults.family == "none":
         return [([], "noop") for _ in range(count)]
     plan: list[tuple[list[dict[str, Any]], str]] = []
@@ -316,14 +321,25 @@ class Campaign:
     the main thread; ``shrink_budget``: trials a shrink may run (0: no
     shrinking); ``keep_histories``: keep every history, not only failing
     ones; ``schedules``: explicit schedules to run instead of a plan (for
-    ``--schedule`` and replay), applied to every scenario.
+    ``--schedule`` and replay), applied to every scenario; ``shard``:
+    ``(i, n)`` runs only shard ``i`` of ``n`` (0-based): the trials at
+    positions ``p`` of each scenario's plan with ``p % n == i`` (see
+    :func:`shard_positions`), so ``n`` shards are disjoint and together run
+    the whole campaign.  Other families get ``shard`` when their executor
+    accepts it, else a whole scenario goes to shard ``crc32(name) % n``.
     """
 
     def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,
                  jobs: int | None = None, subject: Subject | None = None,
                  progress: Callable[[int, int, int], None] | None = None, shrink_budget: int = 30,
                  keep_histories: bool = False, schedules: list[list[dict[str, Any]]] | None = None,
-                 runner: Runner | None = None, origin: str = "explicit") -> None:
+                 runner: Runner | None = None, origin: str = "explicit",
+                 shard: tuple[int, int] | None = None) -> None:
+        if shard is not None:
+            i, n = shard
+            if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
+                raise ValueError(f"a shard is (i, n) with 0 <= i < n, got {shard!r}")
+        self.shard = shard
         self.scenarios = scenarios
         self.trials = trials
         self.seed = seed
@@ -401,7 +417,8 @@ class Campaign:
                     else:
                         count = self.trials or run.scenario.trials.count
                         run.plan = plan_schedules(run.scenario, run.reference, count, run.seed)
-                    jobs += [(run, sch, origin) for sch, origin in run.plan]
+                    jobs += [(run, sch, origin) for p, (sch, origin) in enumerate(run.plan)
+                             if p in shard_positions(len(run.plan), self.shard)]
                 # 3. trials
                 total = len(jobs)
                 done = 0
@@ -430,10 +447,14 @@ class Campaign:
                         self.progress(done, total, failing)
                 results = [r for r in slots if r is not None]
                 # 3b. other families, one executor per scenario, after the agent trials
-                family_futures = {
-                    pool.submit(executor, run.scenario, run.seed, self.trials or run.scenario.trials.count, runner,
-                                schedules=self.schedules): run
-                    for run, executor in others}
+                family_futures = {}
+                for run, executor in others:
+                    kwargs = _family_kwargs(executor, run.scenario, self.schedules, self.shard,
+                                            self.trials or run.scenario.trials.count)
+                    if kwargs is None:
+                        continue  # another shard runs this scenario
+                    family_futures[pool.submit(executor, run.scenario, run.seed,
+                                               self.trials or run.scenario.trials.count, runner, **kwargs)] = run
                 for fut in as_completed(family_futures):
                     run = family_futures[fut]
                     try:
@@ -517,6 +538,52 @@ class Campaign:
         return replace(result, origin="shrink", shrunk_from=target.index)
 
 
+def shard_positions(total: int, shard: tuple[int, int] | None) -> range:
+    """Positions ``0..total-1`` of a plan that shard ``(i, n)`` runs: ``i, i + n, i + 2n, ...`` (all without a shard)."""
+    if shard is None:
+        return range(total)
+    i, n = shard
+    return range(i, total, n)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse ``--shard I/N`` (``I`` 0-based, ``0 <= I < N``) into ``(I, N)``; raises ``ValueError``."""
+    left, sep, right = str(text).partition("/")
+    try:
+        i, n = int(left), int(right)
+    except ValueError:
+        raise ValueError(f"a shard is I/N with integers 0 <= I < N (e.g. 0/4), got {text!r}") from None
+    if not sep or n < 1 or not 0 <= i < n:
+        raise ValueError(f"a shard is I/N with integers 0 <= I < N (e.g. 0/4), got {text!r}")
+    return i, n
+
+
+def _family_kwargs(executor: Callable[..., Any], scenario: Scenario, schedules: list[list[dict[str, Any]]] | None,
+                   shard: tuple[int, int] | None, count: int) -> dict[str, Any] | None:
+    """Keyword arguments of a family executor call; ``None`` when the scenario belongs to another shard.
+
+    ``schedules``: the campaign's explicit ones, else the scenario's own
+    ``[faults] schedule`` repeated ``count`` times.  ``shard`` is passed when
+    the executor takes it; else the whole scenario goes to shard
+    ``crc32(name) % n``.
+    """
+    import inspect
+
+    if schedules is None and scenario.faults.schedule is not None:
+        schedules = [[dict(f) for f in scenario.faults.schedule] for _ in range(count)]
+    kwargs: dict[str, Any] = {"schedules": schedules}
+    if shard is not None:
+        try:
+            takes_shard = "shard" in inspect.signature(executor).parameters
+        except (TypeError, ValueError):
+            takes_shard = False
+        if takes_shard:
+            kwargs["shard"] = shard
+        elif zlib.crc32(scenario.name.encode()) % shard[1] != shard[0]:
+            return None
+    return kwargs
+
+
 def _canon(schedule: list[dict[str, Any]]) -> str:
     return json.dumps(validate_schedule(schedule), sort_keys=True)
 
@@ -545,7 +612,8 @@ def _executor(family: str) -> Callable[..., list[TrialResult]] | str:
 
 
 def run_race_family(scenario: Scenario, seed: int, count: int, runner: Runner, *,
-                    schedules: list[list[dict[str, Any]]] | None = None) -> list[TrialResult]:
+                    schedules: list[list[dict[str, Any]]] | None = None,
+                    shard: tuple[int, int] | None = None) -> list[TrialResult]:
     """The ``race`` family: ``count`` trials of :func:`harness.races.run_race_trial`, cycling through its races.
 
     Trial ``i`` uses seed ``seed + i`` (as :func:`harness.races.run_races`).
@@ -553,7 +621,10 @@ def run_race_family(scenario: Scenario, seed: int, count: int, runner: Runner, *
     ``schedules`` replays such entries (seed ``seed``).  The races drive
     their own agent (:mod:`harness.race_agent`, the reference store), not
     ``--subject``.  Every trial is judged by the race's checkers plus its
-    own ``race`` verdict, which counts as a checked invariant.
+    own ``race`` verdict, which counts as a checked invariant.  A subject
+    that carries ``FISKJ_MUTANT`` (:func:`harness.mutants.subject_for`)
+    gives its mutant to the race agents.  ``shard`` keeps the plan
+    positions of :func:`shard_positions`.
     """
     from .races import RaceDriver, races_of, run_race_trial
 
@@ -568,10 +639,12 @@ def run_race_family(scenario: Scenario, seed: int, count: int, runner: Runner, *
     else:
         races = races_of(scenario)
         plan = [(races[i % len(races)], seed + i, None) for i in range(count)]
+    plan = [plan[p] for p in shard_positions(len(plan), shard)]
+    mutant = dict(runner.subject.extra_env).get("FISKJ_MUTANT") or None
     workdir = tempfile.mkdtemp(prefix="fiskj-races-", dir=runner.tmp_root)
     out = []
     try:
-        with RaceDriver(None) as driver:
+        with RaceDriver(mutant) as driver:
             for race, trial_seed, forced in plan:
                 r = run_race_trial(scenario, race, trial_seed, workdir, driver=driver, schedule=forced)
                 schedule = [{"kind": "race", "race": r.race, "schedule": r.schedule}]

@@ -47,7 +47,7 @@ SECTOR_BYTES = 512
 
 @dataclass(frozen=True)
 class Ack:
-    """Write ``n`` (trace n) put ``data`` at ``offset``..``end`` of inode ``ino``; ``claimed``: event n that showed it returned."""
+    """Write ``n`` put ``data`` at ``offset``..``end`` of inode ``ino``; event ``claimed`` showed it returned."""
 
     path: str; offset: int; end: int; data: bytes  # noqa: E702
     ino: int; n: int; claimed: int = 0  # noqa: E702

@@ -8,13 +8,13 @@ For a scenario (docs/persistence-model.md has the model):
    ``max_states`` distinct ones are taken, round-robin over crash points;
 3. per state: its files are written into a fresh state home, and one
    recovery leg runs the subject (``run --resume``, or ``run --checkpoint``
-   when no journal survived) against a new session of the fake model
+   when no complete record survived) against a new session of the fake model
    server, with the effects ledger holding the reference run's effects
    before the crash point (the tool in flight counts as run);
 4. the state becomes a :class:`~harness.history.History`: leg 0 is the
    reference leg cut at the crash point (fault ``power_loss``, journal = the
-   state's), leg 1 the recovery.  I4 is judged on the state itself by the
-   model (:func:`harness.crashstates.lost_acknowledged`: an append is
+   state's), leg 1 the recovery.  I4 is judged on every distinct state (also
+   those not recovered) by the model (:func:`~harness.crashstates.lost_acknowledged`: an append is
    acknowledged when the trace shows it returned, so a correct writer's
    window between its fsync and its directory fsync is no violation); the
    other invariants (I2, I3, I5, I6, I7) by :func:`harness.checkers.check_all`.
@@ -111,10 +111,11 @@ class Report:
     states_explored: int = 0
     explore_seconds: float = 0.0
     results: list[StateResult] = field(default_factory=list)
+    unexplored: list[StateResult] = field(default_factory=list)  # I4 violations of states not recovered
 
     @property
     def violations(self) -> list[StateResult]:
-        return [r for r in self.results if r.violated]
+        return [r for r in self.results + self.unexplored if r.violated]
 
     @property
     def ok(self) -> bool:
@@ -129,8 +130,8 @@ class Report:
                                  "built": self.states_built, "built_per_s": rate(self.states_built, self.build_seconds),
                                  "distinct": self.states_distinct, "explored": self.states_explored,
                                  "explored_per_s": rate(self.states_explored, self.explore_seconds)},
-                "verdicts": {inv: sum(1 for r in self.results for v in r.verdicts if v.invariant == inv
-                                      and v.status == INVALID) for inv in ("I4",) + CHECKED},
+                "verdicts": {inv: sum(1 for r in self.results + self.unexplored for v in r.verdicts
+                                      if v.invariant == inv and v.status == INVALID) for inv in ("I4",) + CHECKED},
                 "violations": [{"state": r.state, "invariants": r.violated,
                                 "evidence": [v.to_json() for v in r.verdicts if v.status == INVALID]}
                                for r in self.violations]}
@@ -301,7 +302,7 @@ def _explore(ctx: Recovery, state: CrashState, old_home: str, index: tuple[dict[
             if target is not None and target.parent.is_dir():
                 target.write_bytes(data)
                 target.chmod(0o600)
-        p = state.prefix_n
+        p, crashed = state.prefix_n, journal_path(home, ctx.run_id)
         results, assistants = index
         ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
         pre_effects = [e for e in ctx.ref.history.effects if e.tool_use_id in ran]
@@ -311,8 +312,7 @@ def _explore(ctx: Recovery, state: CrashState, old_home: str, index: tuple[dict[
                    fault=Fault(kind="power_loss", at={"event": p}, injected=True,
                                detail={"state": state.id, "persisted": state.persisted,
                                        "lost_entries": state.lost_entries}),
-                   journal=(home / "fisk-ai" / "runs" / f"{ctx.run_id}.json").read_bytes()
-                   if (home / "fisk-ai" / "runs" / f"{ctx.run_id}.json").exists() else None)
+                   journal=crashed.read_bytes() if crashed.exists() else None)
         history = recover(ctx, tmp, leg0, pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
         verdicts = [_i4(state)] + check_all(history, list(invariants))
     finally:
@@ -340,11 +340,16 @@ def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject:
         points = list(crash_points(trace, {}, {old_home, str(Path(old_home).parent)},
                                    sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
                                    samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
-        chosen = select_states(points, params.max_states)
+        distinct = select_states(points, 0)
+        chosen = distinct[:params.max_states] if params.max_states else distinct
         report.build_seconds = time.monotonic() - t0
         report.trace_events, report.crash_points = len(trace), len(points)
         report.states_built = sum(len(p.states) for p in points)
-        report.states_distinct = len({s.key() for p in points for s in p.states})
+        report.states_distinct = len(distinct)
+        for state in distinct[len(chosen):]:  # I4 is pure: judged on every distinct state, recovered or not
+            verdict = _i4(state)
+            if verdict.status != VALID:
+                report.unexplored.append(StateResult(state.describe(), [verdict], 0.0))
         invariants = tuple(i for i in CHECKED if i in scenario.check.invariants)
         index = journal_index(trace, run_id)
         t0 = time.monotonic()

@@ -45,13 +45,38 @@ from .history import Effect, History, Leg, Reference
 from .nemesis import NOOP, drive, enable_subreaper, fault_for_leg, history_fault, seam_fault, validate_schedule
 from .scenario import Scenario
 from .server import ModelServer, api_key
-from .subject import (EXIT_COMPLETED, EXIT_SUSPENDED, ForkServer, RunConfig, Subject, default_subject,
-                      fork_server_enabled, journal_path)
+from .subject import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, ForkServer, RunConfig, Subject,
+                      default_subject, fork_server_enabled, journal_path)
 from .workload import Workload, build_workload, write_tools_file
 
 __all__ = ["SetupError", "ReferenceRun", "Runner", "run_id_for", "read_trace", "read_ledger", "fold_journal"]
 
 _KEEP_OUTPUT = 4000  # characters of a leg's stdout/stderr kept as evidence
+
+#: Terminal reasons that end a run on a budget: a reference run may end so (exit 1).
+BUDGET_ENDS = ("budget", "max_iterations")
+
+
+def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str) -> RunConfig:
+    """``cfg`` with the fingerprint fields named in ``drift`` changed (``[workload] drift``).
+
+    ``model`` gets a ``-drifted`` suffix, ``max_tokens`` and ``max_iterations``
+    one more, ``tools`` the tool file ``tools_file`` (same tools, other
+    descriptions).  The fake model server ignores the model name, so a
+    forced resume with drift gives the same conversation.
+    """
+    from dataclasses import replace
+
+    changes: dict[str, Any] = {}
+    if "model" in drift:
+        changes["model"] = cfg.model + "-drifted"
+    if "max_tokens" in drift:
+        changes["max_tokens"] = cfg.max_tokens + 1
+    if "max_iterations" in drift:
+        changes["max_iterations"] = cfg.max_iterations + 1
+    if "tools" in drift:
+        changes["tools_file"] = tools_file
+    return replace(cfg, **changes)
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 
 
@@ -261,9 +286,11 @@ class Runner:
     def reference(self, scenario: Scenario) -> ReferenceRun:
         """Return the cached uninterrupted run of ``scenario``'s workload, running it the first time.
 
-        Raises :class:`SetupError` when it does not complete (exit 0 and a
+        Raises :class:`SetupError` when it does not end (exit 0 and a
         folded ``completed`` state; for a chat run, exit 3 and ``suspended``
-        at the end of its input) within the scenario's trial timeout.
+        at the end of its input; exit 1 and ``budget`` or ``max_iterations``
+        for a workload whose budgets end it early) within the scenario's
+        trial timeout.
         """
         key = (scenario.workload, run_id_for(scenario), self.subject.argv)
         with self._lock:
@@ -282,7 +309,8 @@ class Runner:
             chat_end = scenario.workload.chat_followups > 0 and status == "suspended"  # end of input
             ended = last is not None and (
                 (last.exit_code == EXIT_COMPLETED and status == "completed")
-                or (last.exit_code == EXIT_SUSPENDED and chat_end))
+                or (last.exit_code == EXIT_SUSPENDED and chat_end)
+                or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS))  # a workload that ends on a cap
             if not ended:
                 why = f"exit {last.exit_code}, signal {last.exit_signal}" if last else "no leg ran"
                 raise SetupError(
@@ -322,7 +350,9 @@ class Runner:
         workload = build_workload(scenario)
         run_id = run_id_for(scenario)
         budget = timeout_s if timeout_s is not None else scenario.trials.timeout_s
-        max_legs = scenario.trials.max_legs or (len(schedule) + 3)
+        drift = tuple(scenario.workload.drift)
+        # With drift every resume is first a refused probe, so a faulted leg needs two legs.
+        max_legs = scenario.trials.max_legs or (2 * len(schedule) + 4 if drift else len(schedule) + 3)
         history = History(scenario=scenario.name, seed=seed, schedule=[dict(f) for f in schedule], run_id=run_id,
                           reference=reference)
         history.options = {
@@ -338,11 +368,12 @@ class Runner:
             "max_legs": max_legs,
             "timeout_s": budget,
             "scenario_path": scenario.path,
+            "drift": list(drift),
         }
         tmp = tempfile.mkdtemp(prefix="fiskj-trial-", dir=self.tmp_root)
         session = self.server.open_session(workload.script)
         try:
-            self._legs(history, workload, Path(tmp), session.token, run_id, schedule, max_legs, budget)
+            self._legs(history, workload, Path(tmp), session.token, run_id, schedule, max_legs, budget, drift)
         finally:
             history.model_calls = self.server.close_session(session.token)
             if self.keep_dirs:
@@ -352,7 +383,16 @@ class Runner:
         return history
 
     def _legs(self, history: History, workload: Workload, tmp: Path, token: str, run_id: str,
-              schedule: list[dict[str, Any]], max_legs: int, budget: float) -> None:
+              schedule: list[dict[str, Any]], max_legs: int, budget: float, drift: tuple[str, ...] = ()) -> None:
+        """Run the legs of one trial into ``history``.
+
+        With ``drift`` (``[workload] drift``), every resume is first a
+        *probe*: the resume command with the drifted configuration and no
+        ``--force``, which must be refused (exit 2; I9 judges it, its fault
+        detail says ``expect: refused``).  The leg after a refused probe
+        resumes with the drifted configuration and ``--force``.  Probes take
+        no fault: the schedule's entries go to the other legs, in order.
+        """
         deadline = time.monotonic() + budget
         state_home = tmp / "state"
         state_home.mkdir()
@@ -362,18 +402,31 @@ class Runner:
         cfg = RunConfig(run_id=run_id, model=workload.model, base_url=self.server.base_url, tools_file=tools,
                         max_tokens=workload.max_tokens, max_iterations=workload.max_iterations,
                         prompt=workload.prompt, chat=workload.chat)
+        drifted = drifted_config(cfg, drift, write_tools_file(tmp / "tools-drifted.json", drifted=True)
+                                 if "tools" in drift else tools) if drift else cfg
         done = False
+        faulted = 0  # schedule entries handed out (probes take none)
+        probe_next = True
         for index in range(max_legs):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 break
-            spec = fault_for_leg(schedule, index)
             before = journal.read_bytes() if journal.exists() else None
             # Nothing acknowledged yet (no journal, or no complete line: a create that died before
             # its meta record was fsynced): the run was never created, so it is started again.
             kind = "resume" if before is not None and b"\n" in before else "start"
-            argv = self.subject.resume_argv(cfg) if kind == "resume" else self.subject.start_argv(cfg)
+            probe = bool(drift) and kind == "resume" and probe_next
+            if probe:
+                spec = {"kind": "none"}
+                argv = self.subject.resume_argv(drifted)
+            else:
+                spec = fault_for_leg(schedule, faulted)
+                faulted += 1
+                if kind == "resume":
+                    argv = self.subject.resume_argv(drifted, force=True) if drift else self.subject.resume_argv(cfg)
+                else:
+                    argv = self.subject.start_argv(cfg)
             trace = tmp / f"trace-{index}.jsonl"
             out, err = tmp / f"leg-{index}.out", tmp / f"leg-{index}.err"
             env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
@@ -399,6 +452,10 @@ class Runner:
             leg.exit_signal = outcome.exit_signal
             leg.timed_out = outcome.timed_out
             leg.fault = history_fault(spec, injected=outcome.injected)
+            if probe:
+                leg.fault.detail.update({"drift": list(drift), "expect": "refused"})
+            elif drift and kind == "resume":
+                leg.fault.detail.update({"drift": list(drift), "forced": True})
             leg.journal = journal.read_bytes() if journal.exists() else None
             leg.trace = read_trace(trace)
             leg.stdout = _tail(out)
@@ -409,6 +466,14 @@ class Runner:
                 break
             if spec["kind"] != "none" and not outcome.injected:
                 history.notes.append(f"leg {index}: fault {spec} not injected (the leg ended first)")
+            if probe:
+                if leg.exit_code == EXIT_USAGE:
+                    probe_next = False  # refused, as it must be: the next leg forces the resume
+                    continue
+                history.notes.append(f"leg {index}: a resume with drifted {', '.join(drift)} was not refused "
+                                     f"(exit {leg.exit_code} / signal {leg.exit_signal})")
+            elif drift and kind == "resume":
+                probe_next = True
             if leg.exit_code == EXIT_COMPLETED:
                 done = True
                 break

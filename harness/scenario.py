@@ -21,6 +21,9 @@ Shape (every key but ``name`` and ``purpose`` is optional; defaults below)::
     max_iterations = 0     # int >= 0: --max-iterations; 0 = enough for the script + 5
     vary_on_repeat = false # bool: a repeated model request gets a different reply
     seed = 1               # int: seed of the scripted conversation (tool counts, ids)
+    drift = []             # fingerprint fields changed on resume: "model", "max_tokens",
+                           # "max_iterations", "tools"; a drifted resume must be refused
+                           # (I9), the next one is forced (--force) and must proceed
 
     [faults]
     family = "kill"        # "none" | "kill" | "suspend" | "chain" (others: see FAMILIES)
@@ -30,6 +33,10 @@ Shape (every key but ``name`` and ``purpose`` is optional; defaults below)::
     chain = []             # per-leg fault kinds for family "chain": "kill", "kill-event",
                            # "suspend", "none" (e.g. ["suspend", "kill-event"])
     max_events = 0         # int >= 0: cap on exhaustive crash points (0 = trials.count)
+    schedule = [...]       # one explicit schedule run by every trial, e.g.
+                           # [{kind = "kill", event = 7}] (regression scenarios)
+    races = [...]          # family "race": which races (default: from the name, else all)
+    # family "power_loss" and "tail" parameters: see FAMILY_KEYS
 
     [trials]
     count = 20             # int >= 1: trials per campaign (``--trials`` overrides)
@@ -67,6 +74,11 @@ __all__ = [
     "parse_scenario",
     "bundled_scenario_dir",
     "bundled_scenarios",
+    "regression_scenario_dir",
+    "regression_scenarios",
+    "FAMILY_KEYS",
+    "DRIFT_FIELDS",
+    "RACE_NAMES",
 ]
 
 #: Invariant ids of docs/spec.md (docs/architecture.md "Invariants").
@@ -119,6 +131,7 @@ class WorkloadSpec:
     max_iterations: int = 0
     vary_on_repeat: bool = False
     seed: int = 1
+    drift: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,6 +144,13 @@ class FaultSpec:
     legs: int = 1
     chain: tuple[str, ...] = ()
     max_events: int = 0
+    schedule: tuple[dict[str, Any], ...] | None = None
+    races: tuple[str, ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, key: str, default: Any = None) -> Any:
+        """The value of a family parameter (a key of :data:`FAMILY_KEYS`) given in the file, else ``default``."""
+        return dict(self.params).get(key, default)
 
 
 @dataclass(frozen=True)
@@ -261,6 +281,21 @@ def _range_ms(v: Any) -> tuple[float, float]:
     return (x, x)
 
 
+#: Fingerprint fields a scenario may change on resume (``[workload] drift``).
+DRIFT_FIELDS = ("model", "max_tokens", "max_iterations", "tools")
+
+#: The races of the ``race`` family (:data:`harness.races.RACES`; a test keeps the two equal).
+RACE_NAMES = ("two-writers", "two-resumers", "two-creates", "holder-killed", "readers-during-appends",
+              "lock-survives-other-fds")
+
+
+def _schedule(v: Any) -> tuple[dict[str, Any], ...]:
+    """A list of per-leg fault tables; checked against the family once it is known (see parse_scenario)."""
+    if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+        raise _Bad(f"expected a list of fault tables like [{{kind = \"kill\", event = 7}}], got {v!r}")
+    return tuple(dict(x) for x in v)
+
+
 #: section -> key -> (field name, checker).  Section "" is the top level.
 SCHEMA: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "": {"name": ("name", _name), "purpose": ("purpose", _str)},
@@ -274,6 +309,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
         "max_iterations": ("max_iterations", _int(0)),
         "vary_on_repeat": ("vary_on_repeat", _bool),
         "seed": ("seed", _int()),
+        "drift": ("drift", _list_of(DRIFT_FIELDS)),
     },
     "faults": {
         "family": ("family", _choice(*FAMILIES)),
@@ -282,6 +318,8 @@ SCHEMA: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
         "legs": ("legs", _int(1)),
         "chain": ("chain", _list_of(CHAIN_KINDS)),
         "max_events": ("max_events", _int(0)),
+        "schedule": ("schedule", _schedule),
+        "races": ("races", _list_of(RACE_NAMES, nonempty=True)),
     },
     "trials": {
         "count": ("count", _int(1)),
@@ -291,6 +329,32 @@ SCHEMA: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     },
     "check": {"invariants": ("invariants", _list_of(INVARIANTS, nonempty=True))},
 }
+
+#: ``[faults]`` keys that belong to one family: family -> key -> checker.  Read by that family's
+#: executor from ``Scenario.raw`` (``harness.powerloss.params_from``, ``harness.tailcheck.params_from``)
+#: and kept in ``FaultSpec.params``; naming one with another family is an error.
+FAMILY_KEYS: dict[str, dict[str, Callable[[Any], Any]]] = {
+    "power_loss": {
+        "max_states": _int(0),
+        "sector_bytes": _int(1),
+        "exhaustive_units": _int(0),
+        "samples": _int(0),
+        "zero_fill": _bool,
+        "stop_on_violation": _bool,
+    },
+    "tail": {
+        "cut_every_offset_of_last_record": _bool,
+        "random_cuts": _int(0),
+        "zero_tail_bytes": _int(0),
+        "garbage_tails": _int(0),
+        "flips": _int(0),
+        "mid_run": _bool,
+        "resume_checks": _int(0),
+    },
+}
+
+#: ``[faults]`` keys used by one family only (the others' are in :data:`FAMILY_KEYS`).
+_FAMILY_ONLY = {"races": "race", "chain": "chain"}
 
 _SECTION_TYPES = {"workload": WorkloadSpec, "faults": FaultSpec, "trials": TrialSpec, "check": CheckSpec}
 
@@ -356,6 +420,7 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
         return ScenarioError(message, path=where, line=find_line(text, section, key), key=dotted)
 
     top: dict[str, Any] = {}
+    params: dict[str, Any] = {}
     sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTION_TYPES}
     for key, value in doc.items():
         if key in _SECTION_TYPES:
@@ -363,8 +428,18 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
                 raise fail("", key, f"expected a table [{key}], got {type(value).__name__}")
             schema = SCHEMA[key]
             for sub, subval in value.items():
+                family_of = next((f for f, keys in FAMILY_KEYS.items() if sub in keys), None) \
+                    if key == "faults" else None
+                if family_of is not None:
+                    try:
+                        params[sub] = FAMILY_KEYS[family_of][sub](subval)
+                    except _Bad as bad:
+                        raise fail(key, sub, str(bad)) from None
+                    continue
                 if sub not in schema:
-                    raise fail(key, sub, f"unknown key in [{key}] (known: {', '.join(sorted(schema))})")
+                    known = sorted(schema) + (sorted(k for keys in FAMILY_KEYS.values() for k in keys)
+                                              if key == "faults" else [])
+                    raise fail(key, sub, f"unknown key in [{key}] (known: {', '.join(known)})")
                 attr, check = schema[sub]
                 try:
                     sections[key][attr] = check(subval)
@@ -383,15 +458,34 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
         if required not in top:
             raise ScenarioError(f"missing required key {required!r}", path=where, line=None, key=required)
 
-    faults = FaultSpec(**sections["faults"])
+    faults = FaultSpec(**sections["faults"], params=tuple(params.items()))
     if faults.family == "chain" and not faults.chain:
         raise fail("faults", "family", "family 'chain' needs a non-empty [faults] chain list")
-    if faults.chain and faults.family != "chain":
-        raise fail("faults", "chain", f"chain is only used with family = 'chain', not {faults.family!r}")
+    for sub, family in _FAMILY_ONLY.items():
+        if sub in doc.get("faults", {}) and faults.family != family:
+            raise fail("faults", sub, f"{sub} is only used with family = {family!r}, not {faults.family!r}")
+    for sub in params:
+        family = next(f for f, keys in FAMILY_KEYS.items() if sub in keys)
+        if faults.family != family:
+            raise fail("faults", sub, f"{sub} is only used with family = {family!r}, not {faults.family!r}")
+    if faults.schedule is not None:
+        if faults.family in ("none", "kill", "suspend", "chain"):
+            from .nemesis import validate_schedule  # the kinds the agent-leg families run
+
+            try:
+                faults = replace(faults, schedule=tuple(validate_schedule(list(faults.schedule))))
+            except ValueError as exc:
+                raise fail("faults", "schedule", str(exc)) from None
+        elif not faults.schedule:
+            raise fail("faults", "schedule", f"family {faults.family!r} needs a non-empty schedule (or none)")
+    workload = WorkloadSpec(**sections["workload"])
+    if workload.drift and faults.family in ("race", "power_loss", "tail"):
+        raise fail("workload", "drift", f"drift needs resumed legs (families none, kill, suspend, chain), "
+                                        f"not {faults.family!r}")
     return Scenario(
         name=top["name"],
         purpose=top["purpose"],
-        workload=WorkloadSpec(**sections["workload"]),
+        workload=workload,
         faults=faults,
         trials=TrialSpec(**sections["trials"]),
         check=CheckSpec(**sections["check"]),
@@ -433,3 +527,14 @@ def bundled_scenario_dir() -> Path:
 def bundled_scenarios() -> list[Path]:
     """Return every ``scenarios/*.toml`` of the repository, sorted by name (not the subdirectories)."""
     return sorted(bundled_scenario_dir().glob("*.toml"))
+
+
+def regression_scenario_dir() -> Path:
+    """Return ``scenarios/regressions/``: one scenario per bug the suite found (``run --save-regression``)."""
+    return bundled_scenario_dir() / "regressions"
+
+
+def regression_scenarios() -> list[Path]:
+    """Return every ``scenarios/regressions/*.toml``, sorted by name (empty when there is none)."""
+    d = regression_scenario_dir()
+    return sorted(d.glob("*.toml")) if d.is_dir() else []

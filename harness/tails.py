@@ -104,7 +104,8 @@ def _seqs(journal: bytes, spans: list[tuple[int, int]]) -> list[int]:
         try:
             out.append(int(json.loads(journal[a:b])["seq"]))
         except (ValueError, KeyError, TypeError):
-            raise ValueError(f"line {i + 1} of the journal is not a record; give the tail nemesis a clean journal") from None
+            raise ValueError(f"line {i + 1} of the journal is not a record; "
+                             f"give the tail nemesis a clean journal") from None
     return out
 
 

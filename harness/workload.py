@@ -40,12 +40,13 @@ def _interpreter() -> str:
     return os.path.realpath(sys.executable)
 
 
-def tool_definitions(interpreter: str | None = None) -> list[dict[str, Any]]:
+def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> list[dict[str, Any]]:
     """Return the ledger tools as fiskj ``--tools`` entries.
 
     Each is ``{"name", "description", "input_schema", "command"}``; the
     command is ``[python, "-I", "-S", ledger_tool.py, NAME]`` (input JSON on
-    stdin, result on stdout).
+    stdin, result on stdout).  ``drifted``: the descriptions say so, which
+    changes the tool set's hash (fingerprint drift ``"tools"``) and nothing else.
     """
     python = interpreter or _interpreter()
     schema = {
@@ -60,7 +61,8 @@ def tool_definitions(interpreter: str | None = None) -> list[dict[str, Any]]:
     return [
         {
             "name": name,
-            "description": f"Record one side effect in the harness ledger ({name}).",
+            "description": f"Record one side effect in the harness ledger ({name})."
+                           + (" Drifted description." if drifted else ""),
             "input_schema": schema,
             "command": [python, "-I", "-S", ledger_tool_path(), name],
         }
@@ -68,10 +70,10 @@ def tool_definitions(interpreter: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def write_tools_file(path: str | os.PathLike[str], interpreter: str | None = None) -> str:
+def write_tools_file(path: str | os.PathLike[str], interpreter: str | None = None, drifted: bool = False) -> str:
     """Write :func:`tool_definitions` as JSON to ``path``; returns ``str(path)``."""
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(tool_definitions(interpreter), f, indent=1)
+        json.dump(tool_definitions(interpreter, drifted), f, indent=1)
     return str(path)
 
 

@@ -23,7 +23,7 @@ from fiskj import ioseam
 from fiskj.cli import main as fiskj_main
 from fiskj.codec import MAX_NESTING, MAX_RECORD_BYTES, decode_record, encode_record
 from fiskj.errors import (ConsistencyError, CorruptJournal, FiskjError, InvalidRecord, InvalidRunID, RecordTooLarge,
-                          RunExists, UnsafeFile, UnsupportedVersion)
+                          RunExists, StoreIOError, UnsafeFile, UnsupportedVersion)
 from fiskj.reader import read_records, read_state
 from fiskj.store import FileStore
 
@@ -345,6 +345,28 @@ def test_b20_a_garbage_final_line_is_a_torn_tail_and_garbage_inside_is_corruptio
     with pytest.raises(CorruptJournal) as info:
         read_state(write(tmp_path, inside))
     assert (info.value.line, info.value.offset) == (5, at(5))
+
+
+def test_b21_a_read_error_midway_is_a_typed_error_naming_the_path(tmp_path, monkeypatch):
+    # An EIO from the disk while reading (not while opening) used to escape as a bare OSError.
+    import errno
+    import io as _io
+
+    import fiskj.reader
+
+    path = write(tmp_path, journal(*GOOD))
+
+    class FailingFile(_io.BufferedReader):
+        def readline(self, size=-1):
+            if self.tell() > 0:
+                raise OSError(errno.EIO, "Input/output error")
+            return super().readline(size)
+
+    monkeypatch.setattr(fiskj.reader, "open", lambda p, mode, buffering: FailingFile(_io.FileIO(p, "rb")),
+                        raising=False)
+    with pytest.raises(StoreIOError, match="Input/output error") as info:
+        read_state(path)
+    assert info.value.path == str(path) and info.value.errno == errno.EIO
 
 
 # --- W01-W02: the writer and verify meet bad journals -------------------------------------------

@@ -14,6 +14,15 @@ and some model call was repeated, the verdict is unknown.  No reference is
 unknown too.  A final journal that cannot be read is invalid, unless the
 damage is a tail fault's (then unknown).  Evidence: a compact diff, at most
 :data:`MAX_DIFFS` entries ``{"path", "got", "want"}``.
+
+The tools' side effects are part of the result too: in the uninterrupted
+run every answered tool ran.  So every tool_use id the final journal
+answers with a non-error result must have at least one execution in the
+effects ledger (``effect_missing`` otherwise: the journal claims a result
+whose tool never ran, e.g. a result journaled before its tool started and
+a crash in between).  Re-runs are I2's to judge.  Judged only when the
+reference run's tools left effects (a subject that does not run the
+ledger tools gives nothing to compare).
 """
 
 from __future__ import annotations
@@ -87,6 +96,23 @@ def _view(state: dict[str, Any]) -> dict[str, Any]:
     return {"messages": messages, "counters": state.get("counters"), "final_answer": final_answer(messages)}
 
 
+def _effects_missing(final: dict[str, Any], history: History) -> list[str]:
+    """Ids answered with a non-error tool_result in ``final`` (a ``to_json()`` state) that never executed."""
+    answered: list[str] = []
+    blocks: list[Any] = []
+    for message in final.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), list):
+            blocks += message["content"]
+    blocks += (final.get("pending") or {}).get("results") or []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "tool_result" and not block.get("is_error"):
+            tid = block.get("tool_use_id")
+            if isinstance(tid, str) and tid not in answered:
+                answered.append(tid)
+    ran = {e.tool_use_id for e in history.effects}
+    return [tid for tid in answered if tid not in ran]
+
+
 def check(history: History) -> Any:
     if history.reference is None:
         return make(__name__, UNKNOWN, {"summary": "no reference run in the history", "reason": "no reference"})
@@ -118,13 +144,24 @@ def check(history: History) -> Any:
         return make(__name__, UNKNOWN, {"summary": "no final journal and no final state", "reason": "no final state"})
     got, want = _view(final), _view(history.reference.state)
     diffs = diff(got, want)
+    missing = _effects_missing(final, history) if history.reference.effects > 0 else []
     evidence: dict[str, Any] = {"checked": 1, "source": source, "status": final.get("status"),
                                 "reference_status": history.reference.state.get("status")}
-    if diffs:
-        fields = sorted({d["path"].split(".")[0].split("[")[0] for d in diffs})
-        evidence["summary"] = f"final result differs from the reference in {', '.join(fields)} (first: {diffs[0]['path']})"
-        evidence["violations"] = [{"kind": "differs", "diff": diffs}]
-        evidence["got_answer"], evidence["want_answer"] = _short(got["final_answer"]), _short(want["final_answer"])
+    if diffs or missing:
+        evidence["violations"] = []
+        summaries = []
+        if diffs:
+            fields = sorted({d["path"].split(".")[0].split("[")[0] for d in diffs})
+            summaries.append(f"final result differs from the reference in {', '.join(fields)} "
+                             f"(first: {diffs[0]['path']})")
+            evidence["violations"].append({"kind": "differs", "diff": diffs})
+            evidence["got_answer"], evidence["want_answer"] = _short(got["final_answer"]), _short(want["final_answer"])
+        if missing:
+            summaries.append(f"{len(missing)} tool result(s) in the final journal whose tool never ran: "
+                             f"{', '.join(missing[:5])}")
+            evidence["violations"].append({"kind": "effect_missing", "tool_use_ids": missing[:20],
+                                           "executions": len(history.effects)})
+        evidence["summary"] = "; ".join(summaries)
         return make(__name__, INVALID, evidence)
     evidence["summary"] = (f"messages ({len(got['messages'])}), counters and final answer equal the reference "
                            f"({source})")

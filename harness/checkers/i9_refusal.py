@@ -17,6 +17,13 @@ stderr mentions a refusal (``refus``, ``locked``, ``held by another``,
   offset and the lines added;
 * ``did_work``: a model call or a tool execution is attributed to it.
 
+A resume that *must* be refused is judged too: a drift probe (a leg whose
+fault detail says ``expect: refused``: the runner resumed with a changed
+fingerprint and no ``--force``, ``[workload] drift``) that was not refused
+(``not_refused``: it exited otherwise, evidence names the exit and the
+drifted fields) is a violation, since whatever it then appended was
+appended by a resume that should have appended nothing.
+
 Cutting the torn tail the leg found (an ``ftruncate`` to exactly the start
 of the before-snapshot's unparsable final line, done under the lock before
 the refusal) removes no record and is allowed; it is listed under
@@ -84,6 +91,15 @@ def check(history: History) -> Any:
     violations: list[dict[str, Any]] = []
     undecided: list[dict[str, Any]] = []
     repairs: list[dict[str, Any]] = []
+    refused_ids = {id(lg) for lg in refused}
+    must_refuse = [lg for lg in legs if lg.fault.detail.get("expect") == "refused" and id(lg) not in refused_ids]
+    for leg in must_refuse:
+        before, after = previous_snapshot(history, leg), leg.journal
+        violations.append({"kind": "not_refused", "leg": leg.index, "exit_code": leg.exit_code,
+                           "exit_signal": leg.exit_signal, "drift": leg.fault.detail.get("drift"),
+                           "bytes_before": None if before is None else len(before),
+                           "bytes_after": None if after is None else len(after),
+                           "stderr": (leg.stderr or "")[-300:]})
     for leg in refused:
         why = (leg.stderr or "").strip().splitlines()[-1:] or [str(leg.fault.detail)]
         base = {"leg": leg.index, "exit_code": leg.exit_code, "refusal": why[0][:200]}
@@ -114,7 +130,8 @@ def check(history: History) -> Any:
         violations.append({"kind": "journal_changed", **base, "bytes_before": None if before is None else len(b),
                            "bytes_after": None if after is None else len(a), "first_difference": at,
                            "lines_after_difference": added})
-    evidence: dict[str, Any] = {"checked": len(refused), "refused_legs": [lg.index for lg in refused]}
+    evidence: dict[str, Any] = {"checked": len(refused) + len(must_refuse),
+                                "refused_legs": [lg.index for lg in refused]}
     if repairs:
         evidence["tail_repairs"] = repairs
     if violations:

@@ -20,9 +20,17 @@ Patches look functions up on their modules (``Journal._write_line``,
 | ``torn-tail-not-cut`` | open does not cut a torn tail before appending (defect 1) | tail (I4, I5) |
 | ``reader-tolerates-corruption`` | the reader skips an unparsable interior line | tail (reader answer) |
 | ``reader-drops-final-record`` | the reader drops a complete final record as if torn | tail (reader answer) |
+| ``result-before-tool`` | a tool_result is journaled before its tool runs (a placeholder) | kill (I6) |
+| ``assistant-after-tools`` | the assistant record is journaled after its tools ran | kill (I2) |
+| ``suspend-mid-batch`` | a suspend is honoured between two tools of a batch | suspend (I1) |
+| ``resume-reruns-answered`` | resume runs the answered tools of a pending batch again | kill (I2) |
+| ``counters-in-memory`` | tokens spent and iteration restart at zero on resume | kill, budget end (I6) |
+| ``fingerprint-ignores-model`` | the resume guard ignores the model field | suspend, drift (I9) |
 
 The race family's mutants live in :mod:`harness.race_mutants` (same
-``FISKJ_MUTANT`` variable, applied by the race agent).
+``FISKJ_MUTANT`` variable, applied by the race agent).  Which scenario
+catches which mutant is data, :mod:`harness.mutants.targets`; the self-test
+``fiskj-harness mutants`` (:mod:`harness.selftest`) runs them all.
 """
 
 from __future__ import annotations
@@ -40,7 +48,10 @@ ENV = "FISKJ_MUTANT"
 
 #: Mutant modules of this package, one bug class each.
 MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_durable", "torn_tail_not_cut",
-           "reader_tolerates_corruption", "reader_drops_final_record")
+           "reader_tolerates_corruption", "reader_drops_final_record",
+           # the agent loop's bug classes (issue 7)
+           "result_before_tool", "assistant_after_tools", "suspend_mid_batch", "resume_reruns_answered",
+           "counters_in_memory", "fingerprint_ignores_model")
 
 
 @dataclass(frozen=True)

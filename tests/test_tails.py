@@ -1,0 +1,129 @@
+"""harness.tails: labelled journal mutations and the judge of a reader's answer (pure)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builders import A, M, R, T, journal
+from fiskj.errors import CorruptJournal
+from fiskj.reader import JournalReader
+from harness.tails import Answer, judge, line_spans, mutations
+
+J = journal(M(), A("a", "b"), R("a"), R("b", content="x" * 700), A(text="two files"), T())
+
+
+def ask(data: bytes) -> Answer:
+    """The reference reader's answer, in process."""
+    reader = JournalReader(io.BufferedReader(io.BytesIO(data)))
+    try:
+        seqs = tuple(r.seq for r in reader)
+    except CorruptJournal as exc:
+        return Answer("corrupt", line=exc.line, message=str(exc))
+    torn = (reader.torn_tail.offset, reader.torn_tail.length) if reader.torn_tail else None
+    return Answer("read", seqs, torn, reader.good_size)
+
+
+def test_the_reference_reader_answers_every_mutation_as_labelled():
+    muts = list(mutations(J, seed=3))
+    wrong = [judge(m, ask(m.data)).reason for m in muts if not judge(m, ask(m.data)).valid]
+    assert wrong == []
+    assert {m.kind for m in muts} == {"intact", "cut", "zeros", "garbage", "mid-run", "flip"}
+    assert {m.expect for m in muts} == {"clean", "torn", "corrupt"}
+
+
+def test_the_last_record_is_cut_at_every_byte_offset():
+    start, end = line_spans(J)[-1]
+    cuts = [m for m in mutations(J, random_cuts=0) if m.kind == "cut"]
+    assert sorted(len(m.data) for m in cuts) == list(range(start, end))
+    first = next(m for m in cuts if len(m.data) == start)
+    assert first.expect == "clean" and first.seqs == (1, 2, 3, 4, 5) and first.torn is None
+    whole_but_newline = next(m for m in cuts if len(m.data) == end - 1)
+    assert whole_but_newline.expect == "torn" and whole_but_newline.torn == (start, end - 1 - start)
+
+
+def test_random_cuts_fall_before_the_last_record_and_keep_the_records_before_them():
+    cuts = [m for m in mutations(J, random_cuts=12, cut_every_offset_of_last_record=False) if m.kind == "cut"]
+    assert len(cuts) == 12 and all(len(m.data) < line_spans(J)[-1][0] for m in cuts)
+    for m in cuts:
+        assert m.good_size == sum(len(x) for x in J.split(b"\n")[: len(m.seqs)]) + len(m.seqs)
+
+
+def test_a_zero_filled_tail_is_torn_with_and_without_a_final_newline():
+    zeros = {m.id: m for m in mutations(J) if m.kind == "zeros"}
+    assert zeros["zeros4096"].torn == (len(J), 4096) and zeros["zeros4096"].seqs == (1, 2, 3, 4, 5, 6)
+    assert zeros["zeros4096+nl"].torn == (len(J), 4097)
+    start = line_spans(J)[-1][0]
+    assert zeros["zeroed-last+nl"].data.endswith(b"\0\n") and zeros["zeroed-last+nl"].torn == (start, len(J) - start)
+
+
+def test_garbage_tails_are_torn_and_two_garbage_lines_are_corruption_at_the_first():
+    garbage = [m for m in mutations(J, garbage_tails=3) if m.kind == "garbage"]
+    assert len(garbage) == 9
+    assert all(m.data.startswith(J) for m in garbage)
+    two = [m for m in garbage if m.id.endswith("2lines")]
+    assert all(m.expect == "corrupt" and m.line == 7 and m.offset == len(J) for m in two)
+
+
+def test_byte_flips_inside_an_interior_line_are_corruption_naming_that_line():
+    flips = [m for m in mutations(J, flips=40, seed=1) if m.kind == "flip"]
+    interior = [m for m in flips if m.expect == "corrupt"]
+    assert interior and all(1 <= m.line <= 6 for m in interior)
+    for m in interior:
+        assert ask(m.data).line == m.line
+
+
+def test_mutations_are_deterministic_for_a_seed():
+    one = [(m.id, m.data) for m in mutations(J, seed=9)]
+    assert one == [(m.id, m.data) for m in mutations(J, seed=9)]
+    assert one != [(m.id, m.data) for m in mutations(J, seed=10)]
+
+
+def test_a_journal_that_is_not_clean_is_refused():
+    with pytest.raises(ValueError, match="newline"):
+        list(mutations(J[:-1]))
+    with pytest.raises(ValueError, match="not a record"):
+        list(mutations(J + b"junk\n"))
+    with pytest.raises(ValueError, match="empty"):
+        list(mutations(b""))
+
+
+def test_the_judge_catches_a_reader_that_tolerates_interior_corruption():
+    m = next(m for m in mutations(J) if m.expect == "corrupt")
+    verdict = judge(m, Answer("read", seqs=(1, 2, 3, 4, 5, 6)))
+    assert not verdict.valid and f"line {m.line}" in verdict.reason
+    assert not judge(m, Answer("corrupt", line=m.line + 1)).valid
+    assert judge(m, Answer("corrupt", line=m.line)).valid
+
+
+def test_the_judge_catches_a_reader_that_drops_a_complete_final_record():
+    intact = next(m for m in mutations(J) if m.kind == "intact")
+    start = line_spans(J)[-1][0]
+    verdict = judge(intact, Answer("read", (1, 2, 3, 4, 5), (start, len(J) - start), start))
+    assert not verdict.valid and "1..6" in verdict.reason
+
+
+def test_the_judge_catches_a_reader_that_blanks_the_run_or_raises_on_a_torn_tail():
+    torn = next(m for m in mutations(J) if m.expect == "torn")
+    assert not judge(torn, Answer("read", (), None, 0)).valid
+    assert not judge(torn, Answer("corrupt", line=6)).valid
+    assert not judge(torn, Answer("read", torn.seqs, None, torn.good_size)).valid  # tail not reported
+
+
+def _journal_of(contents: list[str]) -> bytes:
+    recs = [M()]
+    for i, c in enumerate(contents):
+        recs += [A(f"t{i}", iteration=i), R(f"t{i}", content=c)]
+    return journal(*recs, T())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(max_size=60), min_size=1, max_size=4), st.integers(0, 1000))
+def test_for_any_journal_every_mutation_is_answered_as_labelled(contents, seed):
+    data = _journal_of(contents)
+    for m in mutations(data, seed=seed, random_cuts=8, garbage_tails=2, flips=6):
+        verdict = judge(m, ask(m.data))
+        assert verdict.valid, verdict.reason
