@@ -71,7 +71,11 @@ class JournalReader:
             except OSError as exc:
                 raise StoreIOError(f"cannot open journal: {exc.strerror}", path=self.path, errno=exc.errno) from None
             with f:
-                yield from self._scan(f)
+                try:
+                    yield from self._scan(f)
+                except OSError as exc:  # EIO and friends while reading: typed, like a failed open
+                    raise StoreIOError(f"cannot read journal: {exc.strerror or exc}", path=self.path,
+                                       errno=exc.errno) from None
         else:
             yield from self._scan(self._source)
 

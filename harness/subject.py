@@ -212,12 +212,15 @@ def parse_subject(command: str | Sequence[str] | None) -> Subject:
 def fork_server_enabled(subject: Subject) -> bool:
     """True when legs of ``subject`` may be forked from a :class:`ForkServer`.
 
-    Only for the reference subject run by this very interpreter, and not
-    when ``FISKJ_HARNESS_FORKSERVER=0``.
+    Only for the reference subject, or the mutant subject
+    (``python -m harness.mutants.subject``: the forked leg applies
+    ``$FISKJ_MUTANT`` in itself, never in the server), run by this very
+    interpreter, and not when ``FISKJ_HARNESS_FORKSERVER=0``.
     """
     if os.environ.get("FISKJ_HARNESS_FORKSERVER", "1") == "0":
         return False
-    return subject.is_reference and os.path.realpath(subject.argv[0]) == os.path.realpath(sys.executable)
+    forkable = subject.is_reference or tuple(subject.argv[1:]) == ("-m", "harness.mutants.subject")
+    return forkable and os.path.realpath(subject.argv[0]) == os.path.realpath(sys.executable)
 
 
 class ForkedProcess:
@@ -408,6 +411,10 @@ def _fork_child(req: dict[str, Any]) -> None:  # pragma: no cover - runs in a fo
 
         fiskj.ioseam.configure(os.environ.get("FISKJ_IOSEAM_TRACE") or None,
                                os.environ.get("FISKJ_IOSEAM_FAULT") or None)
+        if os.environ.get("FISKJ_MUTANT"):  # the mutant subject: patch this forked leg only
+            from harness.mutants import apply_from_env
+
+            apply_from_env()
         sys.argv = ["fiskj", *req["argv"]]
         try:
             # Deliver a signal that came early: SIGTERM kills (as before fiskj's handler in a

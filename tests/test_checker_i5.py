@@ -66,3 +66,16 @@ def test_an_absent_or_empty_journal_is_noted_not_judged():
     v = i5_readable.check(h)
     assert v.status == "valid" and v.evidence["checked"] == 0
     assert [n["leg"] for n in v.evidence["not_judged"]] == [0, 1]
+
+
+def test_a_snapshot_holding_only_a_torn_meta_line_ending_in_a_newline_is_noted_not_judged():
+    # A power loss inside the create: the meta line's first sector lost (zeros), its last
+    # sector with the newline kept.  Nothing was acknowledged; the next create reclaims it.
+    v = i5_readable.check(_one_leg(b"\x00" * 512 + b'ol":"x"}}\n'))
+    assert v.status == "valid" and v.evidence["checked"] == 0
+    assert "no complete record" in v.evidence["not_judged"][0]["journal"]
+
+
+def test_a_snapshot_of_two_garbage_lines_is_still_judged_and_invalid():
+    v = i5_readable.check(_one_leg(b"junk\njunk\n"))
+    assert v.status == "invalid"

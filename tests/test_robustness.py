@@ -11,6 +11,8 @@ touched.
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import json
 import os
 import signal
@@ -19,6 +21,7 @@ import tracemalloc
 
 import pytest
 
+import fiskj.reader
 from fiskj import ioseam
 from fiskj.cli import main as fiskj_main
 from fiskj.codec import MAX_NESTING, MAX_RECORD_BYTES, decode_record, encode_record
@@ -349,20 +352,15 @@ def test_b20_a_garbage_final_line_is_a_torn_tail_and_garbage_inside_is_corruptio
 
 def test_b21_a_read_error_midway_is_a_typed_error_naming_the_path(tmp_path, monkeypatch):
     # An EIO from the disk while reading (not while opening) used to escape as a bare OSError.
-    import errno
-    import io as _io
-
-    import fiskj.reader
-
     path = write(tmp_path, journal(*GOOD))
 
-    class FailingFile(_io.BufferedReader):
+    class FailingFile(io.BufferedReader):
         def readline(self, size=-1):
             if self.tell() > 0:
                 raise OSError(errno.EIO, "Input/output error")
             return super().readline(size)
 
-    monkeypatch.setattr(fiskj.reader, "open", lambda p, mode, buffering: FailingFile(_io.FileIO(p, "rb")),
+    monkeypatch.setattr(fiskj.reader, "open", lambda p, mode, buffering: FailingFile(io.FileIO(p, "rb")),
                         raising=False)
     with pytest.raises(StoreIOError, match="Input/output error") as info:
         read_state(path)

@@ -8,8 +8,9 @@ the engine reads and folds: at most one torn tail, no corruption, no fold
 
 How it is judged.  Every leg's journal snapshot is read in memory with
 fiskj's own reader and fold (:func:`fiskj.reader.read_state` on the
-bytes).  A leg with no journal, or an empty one (no complete line), is
-noted, not judged.  A reader or fold error is a violation (``corrupt`` or
+bytes).  A leg with no journal, or one holding no complete record (empty,
+or only a torn line: a create that died before its meta record was
+acknowledged, which the next create reclaims), is noted, not judged.  A reader or fold error is a violation (``corrupt`` or
 ``fold_error``) naming the leg, line, byte offset and the line's bytes,
 unless the damaged line lies in bytes a ``tail`` fault made and the engine
 has not touched since (the nemesis's damage, listed under ``exempt``).
@@ -18,10 +19,11 @@ Torn tails are listed per leg.
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from fiskj.errors import FiskjError
-from fiskj.reader import read_state
+from fiskj.reader import JournalReader, read_state
 
 from ..history import History
 from . import INVALID, VALID, make
@@ -29,6 +31,16 @@ from ._common import legs_in_order, nemesis_prefix_holds, split_journal
 
 INVARIANT = "I5"
 NAME = "journal always readable, at most one torn tail"
+
+
+def _holds_no_record(data: bytes) -> bool:
+    """True when fiskj's reader finds no complete record in ``data`` (and no corruption before one)."""
+    try:
+        for _ in JournalReader(io.BufferedReader(io.BytesIO(data))):  # type: ignore[arg-type]
+            return False
+    except FiskjError:
+        return False
+    return True
 
 
 def check(history: History) -> Any:
@@ -39,8 +51,8 @@ def check(history: History) -> Any:
     checked = 0
     for leg in legs_in_order(history):
         data = leg.journal
-        if data is None or b"\n" not in data:
-            noted.append({"leg": leg.index, "journal": "absent" if data is None else f"no complete line ({len(data)} bytes)"})
+        if data is None or _holds_no_record(data):
+            noted.append({"leg": leg.index, "journal": "absent" if data is None else f"no complete record ({len(data)} bytes)"})
             continue
         checked += 1
         try:
