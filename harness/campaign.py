@@ -79,8 +79,8 @@ _EXECUTED_FAMILIES = ("none", "kill", "suspend", "chain")
 #: Other families: name -> "module:function" (see the module docstring for the contract).
 FAMILY_EXECUTORS: dict[str, str] = {
     "race": "harness.campaign:run_race_family",
-    "power_loss": "harness.powerloss:campaign_family",
-    "tail": "harness.tails:campaign_family",
+    "power_loss": "harness.families:power_loss",
+    "tail": "harness.families:tail",
 }
 
 

@@ -1,6 +1,6 @@
 """Bad input and hostile files (issue 9): one test per row of docs/robustness.md.
 
-Rows B01-B20 are journals with bad bytes, read with :func:`fiskj.reader.read_state`
+Rows B01-B21 are journals with bad bytes (or a disk that fails mid-read), read with :func:`fiskj.reader.read_state`
 (and :func:`read_records`); W01-W02 are the writer's and ``verify``'s answer
 to them; H01-H09 are hostile files and ids met by :class:`fiskj.store.FileStore`.
 Every bad input must meet a typed error that says what and where, a file
@@ -26,7 +26,7 @@ from fiskj import ioseam
 from fiskj.cli import main as fiskj_main
 from fiskj.codec import MAX_NESTING, MAX_RECORD_BYTES, decode_record, encode_record
 from fiskj.errors import (ConsistencyError, CorruptJournal, FiskjError, InvalidRecord, InvalidRunID, RecordTooLarge,
-                          RunExists, StoreIOError, UnsafeFile, UnsupportedVersion)
+                          RunExists, RunNeverCreated, StoreIOError, UnsafeFile, UnsupportedVersion)
 from fiskj.reader import read_records, read_state
 from fiskj.store import FileStore
 
@@ -286,8 +286,6 @@ def test_b15_the_bare_reader_does_not_compare_meta_run_id_with_the_file_name(tmp
     assert state.run_id == "r1"
 
 
-@pytest.mark.xfail(strict=True, reason="needs a FileStore change: load/open/list must compare meta.run_id with the "
-                                       "run id (docs/spec.md section 2); remove this marker when it lands")
 def test_b15_the_store_refuses_a_journal_whose_meta_names_another_run(tmp_path):
     store = plant(tmp_path, journal(M(run_id="someone-else"), A("a")), run_id="r1")
     before = snapshot(tmp_path)
@@ -382,8 +380,9 @@ BAD_JOURNALS = {
     "orphan": (journal(M(), A("a"), R("a"), R("z")), ConsistencyError),
     "second-meta": (journal(M(), A("a"), M()), ConsistencyError),
     "after-completed": (journal(M(), A(text="x"), T("completed"), A(text="y", iteration=1)), ConsistencyError),
-    "empty": (b"", CorruptJournal),
-    "only-torn": (LS[0][:30], CorruptJournal),
+    # No complete record: to the store, a create that crashed before meta was acknowledged.
+    "empty": (b"", RunNeverCreated),
+    "only-torn": (LS[0][:30], RunNeverCreated),
 }
 
 
@@ -549,15 +548,13 @@ def test_h06_a_lock_file_that_is_a_fifo_or_a_directory_is_refused(tmp_path, kind
 
 
 @root_only
-@pytest.mark.xfail(strict=True, reason="needs a lock.py change: refuse a lock file not owned by the effective user "
-                                       "(UnsafeFile), as the journal is; remove this marker when it lands")
 def test_h07_a_lock_file_owned_by_another_user_is_refused(tmp_path):
     store = plant(tmp_path, journal(M(), A("a")))
     lock = os.path.join(store.directory, "r1.lock")
     open(lock, "wb").close()
     os.chown(lock, 65534, 65534)
     before = snapshot(tmp_path)
-    with pytest.raises(UnsafeFile, match="lock file"):
+    with pytest.raises(UnsafeFile, match="lock file of run r1 is owned by uid 65534"):
         store.open("r1").close()
     assert snapshot(tmp_path) == before
 

@@ -1,0 +1,103 @@
+"""Campaign executors of the file-fault families: ``power_loss`` and ``tail``.
+
+:mod:`harness.powerloss` and :mod:`harness.tailcheck` each run a whole
+family for one scenario and return their own report; these executors turn
+that report into campaign trials (:class:`harness.campaign.TrialResult`),
+one per crash state explored and one per tail mutation judged, so the
+``fiskj-harness run`` report counts, judges and reproduces them like kill
+trials.  Both families are deterministic for a seed: the reproducer of a
+trial re-runs its scenario with that seed (the ``state`` or ``mutation`` id
+in the schedule names the trial within it).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from .campaign import TrialResult, shard_positions
+from .checkers import INVALID, UNKNOWN, VALID, Verdict
+from .runner import Runner
+from .scenario import Scenario
+
+__all__ = ["power_loss", "tail"]
+
+
+def _reproduce(scenario: Scenario, seed: int, runner: Runner) -> str:
+    """The command that re-runs the scenario's whole family with ``seed`` (its trials are a function of it)."""
+    argv = ["fiskj-harness", "run", scenario.path or scenario.name, "--seed", str(seed)]
+    if not runner.subject.is_reference:
+        argv += ["--subject", runner.subject.command_line()]
+    return shlex.join(argv)
+
+
+def _trial(scenario: Scenario, seed: int, runner: Runner, schedule: list[dict[str, Any]], verdicts: list[Verdict],
+           history: Any, elapsed: float, faults: dict[str, int]) -> TrialResult:
+    return TrialResult(index=-1, scenario=scenario.name, scenario_path=scenario.path, seed=seed, schedule=schedule,
+                       origin=schedule[0]["kind"], verdicts=verdicts, history=history, elapsed_s=elapsed,
+                       reproduce=_reproduce(scenario, seed, runner),
+                       invariants=tuple(sorted({v.invariant for v in verdicts})), faults=faults)
+
+
+def power_loss(scenario: Scenario, seed: int, count: int, runner: Runner, *,
+               schedules: list[list[dict[str, Any]]] | None = None,
+               shard: tuple[int, int] | None = None) -> list[TrialResult]:
+    """Run :func:`harness.powerloss.run_power_loss` with ``seed``; one trial per crash state.
+
+    ``count`` caps the states recovered (``max_states``) unless the scenario
+    sets it.  States judged by I4 alone (distinct states beyond the cap)
+    become trials too, so every crash state checked is counted under
+    ``faults.crash_states``.  ``schedules`` is not used (the family's states
+    are a pure function of the seed and the reference trace).
+    """
+    from .powerloss import params_from, run_power_loss
+
+    report = run_power_loss(scenario, runner=runner, params=params_from(scenario, seed=seed))
+    results = report.results + report.unexplored
+    out = []
+    for pos in shard_positions(len(results), shard):
+        r = results[pos]
+        schedule = [{"kind": "power_loss", "state": r.state.get("id"), "prefix_n": r.state.get("prefix_n")}]
+        out.append(_trial(scenario, seed, runner, schedule, r.verdicts, r.history, r.seconds,
+                          {"power_loss": 1, "crash_states": 1}))
+    return out
+
+
+def tail(scenario: Scenario, seed: int, count: int, runner: Runner, *,
+         schedules: list[list[dict[str, Any]]] | None = None,
+         shard: tuple[int, int] | None = None) -> list[TrialResult]:
+    """Run :func:`harness.tailcheck.run_tails` with ``seed``; one trial per tail mutation judged.
+
+    The reader's answer on each mutation is judged as I5 (a torn tail
+    dropped and reported, interior damage raised naming its line); each
+    resumed mutation as I4 (no acknowledged record lost or glued, the torn
+    tail cut) with the shared checkers' evidence.
+    """
+    from .tailcheck import params_from, run_tails
+
+    report = run_tails(scenario, runner=runner, params=params_from(scenario, seed=seed))
+    trials: list[tuple[list[dict[str, Any]], list[Verdict]]] = []
+    per = report.seconds / max(1, report.reader_checked + report.resumes)
+    for i in range(report.reader_checked):
+        trials.append(([{"kind": "tail", "check": "reader", "index": i}],
+                       [Verdict("I5", "journal always readable, at most one torn tail", VALID,
+                                {"summary": "reader answer right"}, __name__)]))
+    for v in report.reader_violations:  # replace as many valid rows by the invalid ones
+        trials.pop(0)
+        trials.append(([{"kind": "tail", "check": "reader", "mutation": v["mutation"]["id"]}],
+                       [Verdict("I5", "journal always readable, at most one torn tail", INVALID,
+                                {"summary": v["reason"], **v}, __name__)]))
+    for i in range(report.resumes - len(report.resume_violations)):
+        trials.append(([{"kind": "tail", "check": "resume", "index": i}],
+                       [Verdict("I4", "no acknowledged record lost", VALID,
+                                {"summary": "resumed: repaired, nothing lost or glued"}, __name__)]))
+    for v in report.resume_violations:
+        trials.append(([{"kind": "tail", "check": "resume", "mutation": v["mutation"]["id"]}],
+                       [Verdict("I4", "no acknowledged record lost", INVALID,
+                                {"summary": "; ".join(v["problems"])[:300], **v}, __name__)]))
+    if not trials:
+        trials.append(([{"kind": "tail", "check": "none"}],
+                       [Verdict("I5", "journal always readable, at most one torn tail", UNKNOWN,
+                                {"summary": "no tail mutation was judged", "notes": report.notes}, __name__)]))
+    return [_trial(scenario, seed, runner, trials[pos][0], trials[pos][1], None, per, {"tail": 1})
+            for pos in shard_positions(len(trials), shard)]
