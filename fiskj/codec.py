@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from typing import Any
 
 from .errors import CorruptJournal, InvalidRecord, RecordTooLarge, UnsupportedVersion
@@ -392,6 +393,11 @@ def decode_record(line: bytes) -> Record:
         whole = False
     if not whole:
         obj = _decode_text(text)
+    return _decode_value(obj)
+
+
+def _decode_value(obj: Any) -> Record:
+    """The record of a line's parsed JSON value: the envelope and payload checks of :func:`decode_record`."""
     if type(obj) is dict and len(obj) == 3:
         seq = obj.get("seq")
         protocol = obj.get("protocol")
@@ -402,6 +408,37 @@ def decode_record(line: bytes) -> Record:
                 if type(payload) is dict:
                     return _DECODERS[key](payload, seq)
     return _decode_envelope(obj)
+
+
+#: A random odd 62-bit integer, unknown to any journal; no float equals it.
+_SENTINEL = random.SystemRandom().getrandbits(60) << 1 | (1 << 61) | 1
+_SEPARATOR = f",{_SENTINEL},".encode("ascii")
+
+
+def _parse_lines(lines: list[bytes]) -> list[Any] | None:
+    """Parse several complete lines with ONE call of the C scanner; ``None`` unless each is exactly one JSON value.
+
+    The lines (each ending in ``\n``, none over :data:`MAX_RECORD_BYTES`) are parsed as the array
+    ``[line1,S,line2,S,...]`` with ``S`` = :data:`_SENTINEL`.  One call instead of one per line is
+    faster, and the scanner's key memo, which lives for one call, then shares each repeated key
+    (``"type"``, ``"content"``...) among all the lines instead of one copy per object: the
+    conversation a fold keeps takes a quarter less memory.  The result is trusted only when the
+    array holds exactly the lines' values at the even places and ``S`` at every odd place: a line
+    that is not one whole value would have to swallow a separator (the count is then short) and
+    no line can supply an ``S`` it does not know.  Each value is then what :func:`decode_record`
+    parses from its line alone (same scanner, same hooks, same whitespace rules).  ``None`` (any
+    line not UTF-8, not JSON, more than one value, ``NaN``, nested too deeply...): the caller
+    decodes the lines one by one, which says what is wrong where.
+    """
+    n = len(lines)
+    try:
+        text = (b"[" + _SEPARATOR.join(lines) + b"]").decode("utf-8")
+        values, end = _scan_once(text, 0)
+    except Exception:  # noqa: BLE001 - any failure: decode line by line
+        return None
+    if end != len(text) or len(values) != 2 * n - 1 or values[1::2] != [_SENTINEL] * (n - 1):
+        return None
+    return values[::2]
 
 
 def _decode_text(text: str) -> Any:

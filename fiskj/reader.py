@@ -22,13 +22,14 @@ Source: seed "Reading tolerates exactly one torn tail line" and FORMAT.md
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import json
 import os
 from typing import BinaryIO, Iterator
 
-from .codec import MAX_RECORD_BYTES, decode_record
+from .codec import MAX_RECORD_BYTES, _decode_value, _parse_lines, decode_record
 from .errors import CorruptJournal, FiskjError, JournalError, RecordTooLarge, StoreIOError, UnsupportedVersion
 from .fold import Folder, RunState, TornTail
 from .records import Record
@@ -36,6 +37,10 @@ from .records import Record
 __all__ = ["JournalReader", "read_records", "read_state", "TornTail", "with_context"]
 
 _CHUNK = 1 << 20
+
+#: Lines parsed together (fewer, at most _BATCH_BYTES of them, when they are long; see codec._parse_lines).
+_BATCH_LINES = 256
+_BATCH_BYTES = 1 << 20
 
 
 def with_context(err: FiskjError, **context: object) -> FiskjError:
@@ -85,7 +90,39 @@ class JournalReader:
         readline = f.readline
         limit = MAX_RECORD_BYTES
         while True:
-            line = readline(limit + 1)
+            # Read ahead a batch of complete lines (each ends in \n, none over the limit), then
+            # parse them in one call (codec._parse_lines); ``line`` is what stopped the batch.
+            batch: list[bytes] = []
+            size = 0
+            line: bytes | None = None
+            while len(batch) < _BATCH_LINES and size < _BATCH_BYTES:
+                line = readline(limit + 1)
+                if len(line) > limit or line[-1:] != b"\n":  # over-long, torn, or b"" at the end
+                    break
+                batch.append(line)
+                size += len(line)
+                line = None
+            values = _parse_lines(batch) if len(batch) > 1 else None
+            last = len(batch) - 1
+            for i, good in enumerate(batch):
+                line_no += 1
+                try:
+                    record = decode_record(good) if values is None else _decode_value(values[i])
+                except UnsupportedVersion as exc:
+                    raise with_context(exc, path=self.path, line=line_no, offset=offset) from None
+                except JournalError as exc:
+                    # The file's final line?  Only the batch's last, when nothing but the end follows.
+                    final = i == last and (line == b"" or (line is None and _at_eof(f)))
+                    if final and _unparsable(good):
+                        self.torn_tail = TornTail(offset, len(good))
+                        return
+                    raise with_context(exc, path=self.path, line=line_no, offset=offset) from None
+                offset += len(good)
+                self.good_size = offset
+                self.lines = line_no
+                yield record
+            if line is None:
+                continue
             if not line:
                 return
             line_no += 1
@@ -105,23 +142,9 @@ class JournalReader:
                 raise RecordTooLarge(
                     f"line of {length} bytes exceeds the record limit of {limit} bytes",
                     path=self.path, line=line_no, offset=offset)
-            if line[-1:] != b"\n":
-                # Only the last segment can lack its newline: a torn tail.
-                self.torn_tail = TornTail(offset, len(line))
-                return
-            try:
-                record = decode_record(line)
-            except UnsupportedVersion as exc:
-                raise with_context(exc, path=self.path, line=line_no, offset=offset) from None
-            except JournalError as exc:
-                if _at_eof(f) and _unparsable(line):
-                    self.torn_tail = TornTail(offset, len(line))
-                    return
-                raise with_context(exc, path=self.path, line=line_no, offset=offset) from None
-            offset += len(line)
-            self.good_size = offset
-            self.lines = line_no
-            yield record
+            # Only the last segment can lack its newline: a torn tail.
+            self.torn_tail = TornTail(offset, len(line))
+            return
 
 
 def _at_eof(f: BinaryIO) -> bool:
@@ -149,6 +172,32 @@ def _not_json(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a fold builds the state.
+
+    A fold keeps the conversation: hundreds of thousands of new containers, none in a cycle.
+    While they pile up, the collector would traverse all of them again and again (each pass
+    costs about as much as parsing a third of the journal); and when it is resumed, its first
+    young pass would traverse them all once more.  So it is paused for the read and, if it was
+    running, resumed however the read ends; on the way the objects of the young generations
+    are moved to the oldest one (``gc.freeze`` then ``gc.unfreeze``: two list splices, no
+    traversal), which full collections scan as usual.  That step is skipped when the program
+    keeps objects frozen itself (``gc.get_freeze_count()``), so its frozen set is never thawed.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
+        gc.enable()
+
+
 def read_records(source: str | os.PathLike[str] | BinaryIO) -> tuple[list[Record], TornTail | None]:
     """Read every record of a journal; return ``(records, torn_tail)``.  Errors as :class:`JournalReader`."""
     reader = JournalReader(source)
@@ -169,14 +218,7 @@ def read_state(source: str | os.PathLike[str] | BinaryIO | bytes) -> RunState:
     reader = JournalReader(source)
     folder = Folder()
     offsets = 0
-    # The fold keeps the conversation: hundreds of thousands of new containers and no cycle
-    # among them.  The cyclic collector would traverse all of them again and again as they
-    # pile up (a third of the time of a large read), so it is paused for the read, and
-    # resumed, if it was running, however the read ends.
-    collecting = gc.isenabled()
-    if collecting:
-        gc.disable()
-    try:
+    with _collector_paused():
         add = folder.add
         for record in reader:
             try:
@@ -184,9 +226,6 @@ def read_state(source: str | os.PathLike[str] | BinaryIO | bytes) -> RunState:
             except JournalError as exc:
                 raise with_context(exc, path=reader.path, offset=offsets) from None
             offsets = reader.good_size
-    finally:
-        if collecting:
-            gc.enable()
     if reader.lines == 0:
         what = "is empty" if reader.torn_tail is None else f"holds only a torn line of {reader.torn_tail.length} bytes"
         raise CorruptJournal(f"journal {what}: no meta record", path=reader.path, line=1, offset=0)

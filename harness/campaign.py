@@ -171,11 +171,16 @@ def _seed_for(seed: int, scenario: Scenario) -> int:
     return (seed * 1_000_003 + zlib.crc32(scenario.name.encode())) & 0xFFFFFFFF
 
 
+#: Resolution of a drawn fault time: millionths of the span (1.1 x the reference run's duration).
+_TIME_STEPS = 1_000_000
+
+
 def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     """The :mod:`hypothesis` strategy of fault schedules for ``scenario``.
 
-    Timed faults draw ``after_ms`` in whole microseconds from
-    ``0 .. 1.1 x`` the reference run's duration; event kills draw ``k`` in
+    Timed faults draw ``after_ms`` from ``0 .. 1.1 x`` the reference run's
+    duration in millionths of that span (so a seed draws the same fractions
+    whatever the measured duration); event kills draw ``k`` in
     ``1 .. E`` (the reference's seam events).  Schedules are lists of
     1..``faults.legs`` faults (a ``chain`` is its fixed list of kinds).
     Everything shrinks toward fewer legs, earlier times, lower events.
@@ -183,18 +188,24 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     from hypothesis import strategies as st
 
     faults = scenario.faults
-    span_us = max(int(ref.duration_ms * 1100), 1000)
+    span_ms = max(ref.duration_ms * 1.1, 1.0)
     events = max(ref.events, 1)
 
+    # A time is drawn as millionths of the span, a range that does not depend on the measured
+    # duration: the draws of a seed are then the same on every machine (and in every shard),
+    # only scaled to the reference run's duration.
+    def at(v: int) -> float:
+        return round(v * span_ms / _TIME_STEPS, 3)
+
     def timed_kill() -> Any:
-        return st.builds(lambda us: {"kind": "kill", "after_ms": us / 1000.0}, st.integers(0, span_us))
+        return st.builds(lambda v: {"kind": "kill", "after_ms": at(v)}, st.integers(0, _TIME_STEPS))
 
     def event_kill() -> Any:
         return st.builds(lambda k: {"kind": "kill", "event": k, "when": "after"}, st.integers(1, events))
 
     def suspend() -> Any:
-        return st.builds(lambda sig, us: {"kind": "suspend", "signal": sig, "after_ms": us / 1000.0},
-                         st.sampled_from(list(faults.signals)), st.integers(0, span_us))
+        return st.builds(lambda sig, v: {"kind": "suspend", "signal": sig, "after_ms": at(v)},
+                         st.sampled_from(list(faults.signals)), st.integers(0, _TIME_STEPS))
 
     by_kind = {"kill": timed_kill, "kill-event": event_kill, "suspend": suspend,
                "none": lambda: st.just({"kind": "none"})}
@@ -305,7 +316,8 @@ def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, An
             "--schedule", json.dumps(schedule, separators=(",", ":"))]
     if not subject.is_reference:
         argv += ["--subject", subject.command_line()]
-    return shlex.join(argv)
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in subject.extra_env)  # e.g. a mutant's FISKJ_MUTANT
+    return (env + " " if env else "") + shlex.join(argv)
 
 
 # --- the campaign ----------------------------------------------------------------------

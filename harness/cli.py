@@ -1,12 +1,27 @@
-"""The ``fiskj-harness`` command: run kill/suspend campaigns and replay single trials.
+"""The ``fiskj-harness`` command: campaigns, replay, the CI gate, shard merging and the mutant self-test.
 
 ``fiskj-harness run [SCENARIO...] [--trials N] [--seed S] [--jobs J] [--subject CMD]
-[--report-json FILE] [--junit FILE] [--schedule JSON]``: run a campaign
-(default: every bundled ``scenarios/*.toml``), print a progress line on a
-terminal and a summary table at the end.
+[--report-json FILE] [--junit FILE] [--schedule JSON] [--shard I/N] [--save-regression DIR]``:
+run a campaign (default: every bundled ``scenarios/*.toml``), print a
+progress line on a terminal and a summary table at the end.
+``--shard I/N`` runs shard I (0-based) of N of the campaign's trials;
+``--save-regression DIR`` writes one scenario file per violation from its
+shrunk schedule (:mod:`harness.regressions`).
 
 ``fiskj-harness replay REPORT --trial K``: re-run trial K of a JSON report
 (same scenario, seed, schedule and subject) and judge it again.
+
+``fiskj-harness gate [--budget SECONDS] [--junit FILE] [--summary FILE]``:
+the bundled and regression scenarios within a time budget
+(:mod:`harness.gate`); the Markdown summary is also appended to
+``$GITHUB_STEP_SUMMARY`` when that is set.
+
+``fiskj-harness merge REPORT... [--report-json OUT]``: combine the JSON
+reports of shards into one report and one verdict.
+
+``fiskj-harness mutants [NAME...] [--json] [--budget SECONDS]``: the
+mutant self-test (:mod:`harness.selftest`): exit 0 when every mutant is
+caught, 1 when one is not.
 
 Exit status: 0 every checked invariant held; 1 a violation (or an
 undecided ``unknown`` verdict, which is not a pass); 2 a usage or setup
@@ -130,6 +145,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                 row.setdefault("history_notes", t.history.notes)
     report["campaign"] = {
         "subject": list(result.subject.argv),
+        "subject_env": dict(result.subject.extra_env),
         "jobs": result.jobs,
         "scenarios": {r.scenario.name: r.scenario.path for r in result.scenarios},
         "seeds": {r.scenario.name: r.seed for r in result.scenarios},
@@ -197,11 +213,18 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
     try:
         campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
                             progress=None if args.quiet else _progress_printer(sys.stderr),
-                            shrink_budget=args.shrink_budget, schedules=schedules)
+                            shrink_budget=args.shrink_budget, schedules=schedules, shard=args.shard)
     except ValueError as exc:
         raise _Usage(f"--schedule: {exc}") from None
     result = campaign.run()
     report = campaign_report(result, args.report_json)
+    if args.shard:
+        report["campaign"]["shard"] = f"{args.shard[0]}/{args.shard[1]}"
+    if args.save_regression:
+        from .regressions import save_regressions
+
+        for path in save_regressions(result, args.save_regression):
+            print(f"fiskj-harness: regression scenario {path}", file=sys.stderr)
     return _finish(report, result, args, out)
 
 
@@ -228,6 +251,10 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
         raise _Usage(f"report {args.report} does not say where scenario {row['scenario']!r} is")
     scenario = load_scenario(path)
     subject = parse_subject(args.subject) if args.subject else parse_subject(campaign_info.get("subject"))
+    if not args.subject and campaign_info.get("subject_env"):
+        from dataclasses import replace
+
+        subject = replace(subject, extra_env=tuple(sorted(campaign_info["subject_env"].items())))
     campaign = Campaign([scenario], seed=row.get("seed"), jobs=1, subject=subject, shrink_budget=0,
                         schedules=[row.get("schedule", [])], keep_histories=True, origin="replay")
     result = campaign.run()
@@ -240,13 +267,133 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     return _finish(new_report, result, args, out)
 
 
+def _write_summary(markdown: str, path: str | None) -> None:
+    """Write the Markdown summary to ``path`` (if given) and append it to ``$GITHUB_STEP_SUMMARY`` (if set)."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(markdown)
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        with open(step, "a", encoding="utf-8") as f:
+            f.write(markdown + "\n")
+
+
+def _gate_scenarios(args: list[str]) -> list[Any]:
+    """The gate's scenarios: those named, else every bundled and every regression scenario."""
+    from .scenario import bundled_scenarios, regression_scenarios
+
+    if args:
+        return resolve_scenarios(args)
+    paths = bundled_scenarios() + regression_scenarios()
+    if not paths:
+        raise _Usage("no bundled or regression scenarios")
+    return resolve_scenarios([str(p) for p in paths])
+
+
+def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness gate``: the bundled and regression scenarios within ``--budget``; returns the exit status."""
+    from .gate import gate_report, render_gate_markdown, run_gate
+    from .report import exit_status, render_summary, write_junit
+    from .subject import parse_subject
+
+    out = out or sys.stdout
+    scenarios = _gate_scenarios(args.scenarios)
+    try:
+        subject = parse_subject(args.subject)
+    except ValueError as exc:
+        raise _Usage(f"--subject: {exc}") from None
+    say = None if args.quiet else (lambda line: print(f"fiskj-harness gate: {line}", file=sys.stderr))
+    gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
+                    seed=args.seed, progress=say)
+    report = gate_report(gate, args.report_json)
+    if args.report_json:
+        _write_json(args.report_json, report)
+    if args.junit:
+        write_junit(report, args.junit)
+    _write_summary(render_gate_markdown(report), args.summary)
+    if not args.quiet:
+        out.write(render_summary(report))
+    result = gate.result
+    for err in result.errors:
+        print(f"fiskj-harness: setup error: {err}", file=sys.stderr)
+    if result.errors:
+        return EXIT_USAGE
+    if not result.trials:
+        print("fiskj-harness: no trial ran within the budget", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK if exit_status(report) == 0 else EXIT_VIOLATION
+
+
+def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness merge REPORT...``: one report and one verdict from shard reports; returns the exit status."""
+    from .report import exit_status, merge_reports, render_markdown, render_summary, write_junit
+
+    out = out or sys.stdout
+    reports = []
+    for path in args.reports:
+        try:
+            with open(path, encoding="utf-8") as f:
+                reports.append(json.load(f))
+        except (OSError, ValueError) as exc:
+            raise _Usage(f"cannot read report {path}: {exc}") from None
+    try:
+        merged = merge_reports(reports, report_path=args.report_json)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _Usage(f"cannot merge: {exc}") from None
+    # One campaign block, so that `replay MERGED --trial K` works: scenario files, seeds, subject.
+    campaigns = [r.get("campaign") or {} for r in reports]
+    errors = [e for c in campaigns for e in c.get("errors", [])]
+    merged["campaign"] = {
+        "subject": next((c["subject"] for c in campaigns if c.get("subject")), None),
+        "subject_env": next((c["subject_env"] for c in campaigns if c.get("subject_env")), {}),
+        "scenarios": {k: v for c in campaigns for k, v in (c.get("scenarios") or {}).items()},
+        "seeds": {k: v for c in campaigns for k, v in (c.get("seeds") or {}).items()},
+        "errors": errors,
+        "shards": [c.get("shard") for c in campaigns],
+    }
+    if args.report_json:
+        _write_json(args.report_json, merged)
+    if args.junit:
+        write_junit(merged, args.junit)
+    if args.summary or os.environ.get("GITHUB_STEP_SUMMARY"):
+        _write_summary(render_markdown(merged), args.summary)
+    if not args.quiet:
+        out.write(render_summary(merged))
+    for err in errors:
+        print(f"fiskj-harness: setup error in a shard: {err}", file=sys.stderr)
+    if errors:
+        return EXIT_USAGE
+    if not merged["trials"]:
+        print("fiskj-harness: the reports hold no trial", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK if exit_status(merged) == 0 else EXIT_VIOLATION
+
+
+def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness mutants``: run the mutant self-test; 0 when every mutant is caught, else 1."""
+    from .selftest import all_mutants, render_table, results_json, run_selftest
+
+    out = out or sys.stdout
+    known = all_mutants()
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        raise _Usage(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    say = None if args.quiet or args.json else (
+        lambda r: print(f"  {r.mutant}: {'caught' if r.caught else 'NOT caught'} ({r.elapsed_s:.1f} s)",
+                        file=sys.stderr))
+    results = run_selftest(args.names or None, budget_s=args.budget, jobs=args.jobs, on_result=say)
+    out.write(results_json(results) + "\n" if args.json else render_table(results))
+    return EXIT_OK if all(r.caught for r in results) else EXIT_VIOLATION
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``fiskj-harness`` argument parser with the ``run`` and ``replay`` subcommands."""
+    """The ``fiskj-harness`` argument parser: ``run``, ``replay``, ``gate``, ``merge``, ``mutants``."""
     parser = argparse.ArgumentParser(
         prog="fiskj-harness",
         description="Crash-consistency campaigns for agent run journals: kill and suspend agents, "
                     "judge every trial against invariants I1..I9, shrink failures.",
-        epilog="exit status: 0 all invariants held, 1 violation (or an unknown verdict), 2 usage or setup error")
+        epilog="exit status: 0 all invariants held (mutants: every mutant caught), 1 violation or unknown verdict "
+               "(mutants: one not caught), 2 usage or setup error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -267,6 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help='run one trial per scenario with this schedule, e.g. \'[{"kind":"kill","event":7}]\'')
     run.add_argument("--shrink-budget", type=int, default=30, metavar="N",
                      help="trials a shrink of a failure may run (0: do not shrink; default 30)")
+    run.add_argument("--shard", type=_shard, metavar="I/N",
+                     help="run only shard I (0-based) of N: a deterministic, disjoint part of every scenario's trials")
+    run.add_argument("--save-regression", metavar="DIR",
+                     help="write one scenario file per violation, from its shrunk schedule, into DIR "
+                          "(e.g. scenarios/regressions)")
     common(run)
     run.set_defaults(func=cmd_run)
 
@@ -277,7 +429,61 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--history", metavar="FILE", help="write the replayed trial's history (JSON) here")
     common(replay)
     replay.set_defaults(func=cmd_replay)
+
+    gate = sub.add_parser("gate", help="CI gate: bundled and regression scenarios within a time budget",
+                          description="Run the bundled and regression scenarios in rounds that spread trials "
+                                      "across scenarios until the time budget is spent.")
+    gate.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                      help="scenario files, directories or bundled names (default: every bundled and regression one)")
+    gate.add_argument("--budget", type=_seconds, default=300.0, metavar="SECONDS",
+                      help="wall-clock budget of the trials (default 300)")
+    gate.add_argument("--summary", metavar="FILE",
+                      help="write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set)")
+    gate.add_argument("--jobs", type=_positive, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
+    gate.add_argument("--seed", type=int, metavar="S", help="base campaign seed (default: each scenario's)")
+    gate.add_argument("--shard", type=_shard, metavar="I/N", help="run only shard I (0-based) of N")
+    common(gate)
+    gate.set_defaults(func=cmd_gate)
+
+    merge = sub.add_parser("merge", help="combine shard reports into one report and verdict",
+                           description="Merge JSON reports (of `run --shard` or `gate --shard`) into one.")
+    merge.add_argument("reports", nargs="+", metavar="REPORT", help="JSON reports written by --report-json")
+    merge.add_argument("--report-json", metavar="OUT", help="write the merged JSON report here")
+    merge.add_argument("--junit", metavar="FILE", help="write JUnit XML of the merged report here")
+    merge.add_argument("--summary", metavar="FILE", help="write a Markdown summary here (and to $GITHUB_STEP_SUMMARY)")
+    merge.add_argument("-q", "--quiet", action="store_true", help="no summary table")
+    merge.set_defaults(func=cmd_merge)
+
+    mutants = sub.add_parser("mutants", help="mutant self-test: every broken variant of fiskj must be caught",
+                             description="Run each mutant's target campaign (harness/mutants/targets.py) with the "
+                                         "mutant applied in the agent only; print a table.")
+    mutants.add_argument("names", nargs="*", metavar="NAME", help="mutants to run (default: all)")
+    mutants.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    mutants.add_argument("--budget", type=_seconds, default=600.0, metavar="SECONDS",
+                         help="time shared by the mutants for extra rounds (each runs its first campaign; default 600)")
+    mutants.add_argument("--jobs", type=_positive, metavar="J", help="parallel trials per campaign")
+    mutants.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    mutants.set_defaults(func=cmd_mutants)
     return parser
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from .campaign import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -16,26 +16,10 @@ anything.  Lines it writes:
   each acknowledged append; ``{"event": "paused", ...}`` at a breakpoint;
   ``{"event": "observed", ...}`` for a poller snapshot.
 
-Sequence points.  A command may carry ``"pause": [BP, ...]``.  A
-breakpoint ``{"name", "op", "path", "k", "when", "split"}`` fires at the
-``k``-th call (1-based, counted from the start of the command) of IO-seam
-operation ``op`` (``"open"``, ``"write"``, ``"fsync"``, ``"flock"``,
-``"close"``, ...; ``"tool"`` for a run of the ledger tool; ``"any"``) on a
-file of kind ``path`` (``"journal"``, ``"lock"`` or ``"any"``), ``"before"``
-or ``"after"`` the call.  Firing writes a ``paused`` event and blocks until
-the driver writes ``{"op": "continue"}`` (or kills the agent).  A ``write``
-breakpoint with ``"split": F`` (0 < F < 1) writes the first ``F`` of the
-line, pauses, then writes the rest: the driver sees the file exactly as a
-concurrent reader could while a write is in progress.  ``"spin_us": U``
-busy-waits ``U`` microseconds before the command starts (jitter).
-
-The breakpoints are hooks on :mod:`fiskj.ioseam`'s public functions,
-installed after each ``begin`` (whose ``trace`` turns on the seam's trace
-for the trial).  Each hooked seam call appends ``"n t0 t1"`` (call number,
-monotonic ns before and after) to the trial's ``timing`` file, so the
-driver can put times on the seam trace's events.  The two halves of a split
-write are marked ``split-head`` and ``split-tail``: they are one write of
-the engine, and the driver merges them back into one trace event.
+Sequence points: a command may carry ``"pause": [BP, ...]``, breakpoints
+on its IO-seam calls and ledger-tool runs (:mod:`harness.race_points`);
+``"spin_us": U`` busy-waits ``U`` microseconds before the command starts
+(jitter).
 
 Commands (``op``): ``begin`` {store, run_id, leg, trace, timing, ledger,
 model}, ``end``, ``seed`` {shape: "meta"|"records"|"pending", n, tools},
@@ -51,7 +35,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import select
 import sys
 import time
 from typing import Any, Callable
@@ -62,6 +45,8 @@ from fiskj.fingerprint import Fingerprint, make_fingerprint
 from fiskj.records import VERSION, AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord, UserRecord
 from fiskj.store import FileStore
 from fiskj.tools import Tool, ToolOutcome, ToolRegistry
+
+from .race_points import Breakpoint, Lines, SequencePoints, emit
 
 # fiskj.loop and fiskj.scripted (which pull in the HTTP model client) are imported by ``resume`` only:
 # an agent that never resumes starts in half the time.
@@ -95,81 +80,29 @@ def race_registry(run: Callable[[Any, Any], ToolOutcome]) -> ToolRegistry:
     return ToolRegistry([Tool(LEDGER_TOOL["name"], LEDGER_TOOL["description"], LEDGER_TOOL["input_schema"], run)])
 
 
-def _out(obj: dict[str, Any]) -> None:
-    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-    while data:
-        data = data[os.write(1, data):]
-
-
-class _Lines:
-    """JSON lines from a file descriptor, with a non-blocking peek (for the poll loop)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.buf, self.eof = fd, b"", False
-
-    def get(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The next command, or None when none arrives within ``timeout`` (None: wait); exits on EOF."""
-        while b"\n" not in self.buf:
-            if self.eof:
-                os._exit(0)
-            if timeout is not None and not select.select([self.fd], [], [], timeout)[0]:
-                return None
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                self.eof = True
-                continue
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line) if line.strip() else None
-
-
-class _Breakpoint:
-    __slots__ = ("name", "op", "path", "k", "when", "split", "seen")
-
-    def __init__(self, spec: dict[str, Any], index: int) -> None:
-        self.name = spec.get("name") or f"bp{index}"
-        self.op = spec.get("op", "any")
-        self.path = spec.get("path", "any")
-        self.k = int(spec.get("k", 1))
-        self.when = spec.get("when", "before")
-        self.split = spec.get("split")
-        self.seen = 0
-
-    def hit(self, op: str, kind: str) -> bool:
-        if self.seen >= self.k or self.op not in ("any", op) or self.path not in ("any", kind):
-            return False
-        self.seen += 1
-        return self.seen == self.k
-
-
 def _error(exc: BaseException) -> dict[str, Any]:
     return {"kind": type(exc).__name__, "message": str(exc), "errno": getattr(exc, "errno", None),
             "fiskj": isinstance(exc, FiskjError)}
 
 
-class Agent:
-    """The command loop and the seam hooks of one agent process."""
+class Agent(SequencePoints):
+    """The command loop of one agent process (its sequence points: :class:`SequencePoints`)."""
 
     def __init__(self, mutant: str | None) -> None:
+        super().__init__(Lines(0))
         self.mutant = mutant
-        self.cmds = _Lines(0)
         self.store: FileStore | None = None
-        self.run_id = ""
         self.leg = -1
         self.model = "scripted:1:1"
         self.ledger: str | None = None
         self.journal: Any = None
-        self.k = 0
-        self.timing_fd: int | None = None
-        self.bps: list[_Breakpoint] = []
-        self.fds: dict[int, str] = {}
         self.children: list[int] = []
         self.mark = 0
 
     # -- the loop ---------------------------------------------------------------------------
 
     def serve(self) -> None:
-        _out({"event": "ready", "pid": os.getpid(), "mutant": self.mutant})
+        emit({"event": "ready", "pid": os.getpid(), "mutant": self.mutant})
         while True:
             cmd = self.cmds.get()
             if cmd is not None:
@@ -181,7 +114,7 @@ class Agent:
             self.fork(cmd)
             return
         handler = getattr(self, f"op_{op}", None)
-        self.bps = [_Breakpoint(b, i) for i, b in enumerate(cmd.get("pause") or [])]
+        self.bps = [Breakpoint(b, i) for i, b in enumerate(cmd.get("pause") or [])]
         spin = int(cmd.get("spin_us") or 0)
         if spin:
             until = mono() + spin * 1000
@@ -201,7 +134,7 @@ class Agent:
         reply.update(t0=t0, t1=mono())
         if self.mark != t0:
             reply["t_mark"] = self.mark  # where the timed part began (after imports)
-        _out(reply)
+        emit(reply)
 
     def fork(self, cmd: dict[str, Any]) -> None:
         """Fork a child that serves the next commands on the same pipes while this process waits for it.
@@ -215,112 +148,12 @@ class Agent:
         self._reset()
         pid = os.fork()
         if pid == 0:
-            _out({"id": cmd.get("id"), "ok": True, "pid": os.getpid(), "t0": mono(), "t1": mono()})
+            emit({"id": cmd.get("id"), "ok": True, "pid": os.getpid(), "t0": mono(), "t1": mono()})
             return
         _, status = os.waitpid(pid, 0)
         self.cmds.buf = b""  # whatever was read before the fork was the child's to answer
         os.write(1, b"\n")  # ends a line the killed child may have left half-written
-        _out({"event": "child-exited", "pid": pid, "status": os.waitstatus_to_exitcode(status), "t": mono()})
-
-    # -- seam hooks ------------------------------------------------------------------------------
-
-    def _kind(self, path: str | None) -> str:
-        base = os.path.basename(path or "")
-        if base == f"{self.run_id}.json":
-            return "journal"
-        if base == f"{self.run_id}.lock":
-            return "lock"
-        return "other"
-
-    def _path_of(self, op: str, args: tuple) -> str | None:
-        if op in ("open", "mkdir", "fsync_dir", "unlink"):
-            return os.fsdecode(args[0]) if args else None
-        if op == "rename":
-            return os.fsdecode(args[1])
-        if args and isinstance(args[0], int):
-            path = self.fds.get(args[0])
-            if path is None:
-                try:
-                    path = os.readlink(f"/proc/self/fd/{args[0]}")
-                except OSError:
-                    path = None
-            return path
-        return None
-
-    def _timed(self, real: Callable, args: tuple, mark: str = "") -> Any:
-        self.k += 1
-        k = self.k
-        t0 = mono()
-        try:
-            return real(*args)
-        finally:
-            if self.timing_fd is not None:
-                os.write(self.timing_fd, f"{k} {t0} {mono()}{' ' + mark if mark else ''}\n".encode())
-
-    def _pause(self, bp: _Breakpoint, op: str, kind: str, n: int, **extra: Any) -> None:
-        _out({"event": "paused", "name": bp.name, "op": op, "path": kind, "when": bp.when, "n": n,
-              "t": mono(), **extra})
-        while True:
-            cmd = self.cmds.get()
-            if cmd is None:
-                continue
-            if cmd.get("op") == "continue":
-                return
-            _out({"event": "error", "message": f"paused at {bp.name}: expected continue, got {cmd!r:.200}"})
-
-    def _hits(self, op: str, kind: str) -> list[_Breakpoint]:
-        return [bp for bp in self.bps if bp.hit(op, kind)] if self.bps else []
-
-    def _hook(self, op: str, real: Callable) -> Callable:
-        agent = self
-
-        def call(*args: Any) -> Any:
-            path = agent._path_of(op, args)
-            kind = agent._kind(path)
-            hits = agent._hits(op, kind)
-            split = next((bp for bp in hits if bp.when == "before" and bp.split and op == "write"), None)
-            for bp in hits:
-                if bp.when == "before" and bp is not split:
-                    agent._pause(bp, op, kind, agent.k + 1)
-            if split is not None:
-                data = bytes(args[1])
-                cut = min(max(1, int(len(data) * float(split.split))), max(1, len(data) - 1))
-                first = agent._timed(real, (args[0], data[:cut]), "split-head")
-                if first < cut or cut >= len(data):
-                    result = first
-                else:
-                    agent._pause(split, op, kind, agent.k, written=cut, of=len(data))
-                    result = first + agent._timed(real, (args[0], data[cut:]), "split-tail")
-            else:
-                result = agent._timed(real, args)
-            if op == "open" and isinstance(result, int) and path is not None:
-                agent.fds[result] = os.path.abspath(path)
-            elif op == "close" and args:
-                agent.fds.pop(args[0], None)
-            for bp in hits:
-                if bp.when == "after":
-                    agent._pause(bp, op, kind, agent.k)
-            return result
-
-        call.__name__ = op
-        return call
-
-    def _install(self) -> None:
-        for op in ioseam.OPS:
-            setattr(ioseam, op, self._hook(op, getattr(ioseam, op)))
-
-    def _point(self, op: str, kind: str, when: str) -> None:
-        """A sequence point outside the seam (the ledger tool)."""
-        if when == "before":
-            self._pending_after = [bp for bp in self._hits(op, kind)]
-            for bp in self._pending_after:
-                if bp.when == "before":
-                    self._pause(bp, op, kind, self.k)
-        else:
-            for bp in getattr(self, "_pending_after", []):
-                if bp.when == "after":
-                    self._pause(bp, op, kind, self.k)
-            self._pending_after = []
+        emit({"event": "child-exited", "pid": pid, "status": os.waitstatus_to_exitcode(status), "t": mono()})
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -338,19 +171,27 @@ class Agent:
                 pass
         self.children = []
         ioseam.configure()
-        if self.timing_fd is not None:
-            os.close(self.timing_fd)
-            self.timing_fd = None
-        self.fds.clear()
-        self.k = 0
+        self.reset_points()
 
     def _need_store(self) -> FileStore:
         if self.store is None:
             raise ValueError("no trial: send begin first")
         return self.store
 
+    def _need_no_journal(self) -> FileStore:
+        """The store, for a command that opens the journal (none may be open)."""
+        store = self._need_store()
+        if self.journal is not None:
+            raise ValueError("a journal is already open")
+        return store
+
+    def _close_journal(self) -> None:
+        journal, self.journal = self.journal, None
+        if journal is not None:
+            journal.close()
+
     def _ledger_tool(self, tool_input: Any, call: Any) -> ToolOutcome:
-        self._point("tool", "ledger", "before")
+        self.point("tool", "ledger", "before")
         if self.ledger:
             line = json.dumps({"tool_use_id": call.tool_use_id, "pid": os.getpid(), "t": mono(), "leg": self.leg,
                                "tool": "ledger"}) + "\n"
@@ -360,7 +201,7 @@ class Agent:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        self._point("tool", "ledger", "after")
+        self.point("tool", "ledger", "after")
         key = tool_input.get("key") if isinstance(tool_input, dict) else None
         return ToolOutcome(f"ok {key}")
 
@@ -378,10 +219,9 @@ class Agent:
         for record in records:
             seq = self.journal.append(record)
             seqs.append(seq)
-            _out({"event": "ack", "seq": seq, "tag": tag, "t": mono()})
+            emit({"event": "ack", "seq": seq, "tag": tag, "t": mono()})
         if cmd.get("close"):
-            journal, self.journal = self.journal, None
-            journal.close()
+            self._close_journal()
         return seqs
 
     # -- commands ---------------------------------------------------------------------------------
@@ -389,7 +229,7 @@ class Agent:
     def op_begin(self, cmd: dict[str, Any]) -> dict[str, Any]:
         self._reset()
         ioseam.configure(trace=cmd.get("trace") or None)
-        self._install()
+        self.install()
         if cmd.get("timing"):
             self.timing_fd = os.open(cmd["timing"], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self.store = FileStore(cmd["store"])
@@ -426,18 +266,14 @@ class Agent:
             journal.close()
 
     def op_create(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        store = self._need_store()
-        if self.journal is not None:
-            raise ValueError("a journal is already open")
+        store = self._need_no_journal()
         t = mono()
         self.journal = store.create(self.run_id, self._meta())
-        _out({"event": "ack", "seq": 1, "tag": "meta", "t": mono()})
+        emit({"event": "ack", "seq": 1, "tag": "meta", "t": mono()})
         return {"opened_ns": mono() - t, "seqs": [1] + self._appends(cmd)}
 
     def op_open(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        store = self._need_store()
-        if self.journal is not None:
-            raise ValueError("a journal is already open")
+        store = self._need_no_journal()
         t = mono()
         self.journal = store.open(self.run_id)
         opened = mono() - t
@@ -450,9 +286,7 @@ class Agent:
         return {"seqs": self._appends(cmd)}
 
     def op_close(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        journal, self.journal = self.journal, None
-        if journal is not None:
-            journal.close()
+        self._close_journal()
         return {}
 
     def op_session(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -478,7 +312,7 @@ class Agent:
         self.mark = mono()
         result = resume_run(self.run_id, store=store, config=race_config(self.model),
                             model=ScriptedModel.from_spec(self.model), tools=race_registry(self._ledger_tool),
-                            on_open=lambda st: _out({"event": "opened", "last_seq": st.last_seq, "t": mono()}))
+                            on_open=lambda st: emit({"event": "opened", "last_seq": st.last_seq, "t": mono()}))
         return {"reason": result.reason, "last_seq": result.state.last_seq, "exit_code": result.exit_code}
 
     def _observe(self) -> dict[str, Any]:
@@ -512,7 +346,7 @@ class Agent:
         errors: list[dict[str, Any]] = []
         regressions: list[dict[str, Any]] = []
         last = 0
-        _out({"event": "polling", "t": mono()})
+        emit({"event": "polling", "t": mono()})
         while True:
             ctl = self.cmds.get(timeout=0)
             if ctl is not None:
@@ -521,7 +355,7 @@ class Agent:
                 if ctl.get("op") == "snapshot":
                     obs = self._observe()
                     obs["event"] = "observed"
-                    _out(obs)
+                    emit(obs)
                     continue
             obs = self._observe()
             loops += 1

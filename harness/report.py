@@ -247,9 +247,13 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
 
 
 def write_junit(report: dict[str, Any], path: str) -> None:
-    """Write JUnit XML: one testcase per scenario x invariant; invalid is a failure, unknown an error."""
+    """Write JUnit XML: one testcase per scenario x invariant; invalid is a failure, unknown an error.
+
+    A scenario invariant with no verdict (``checked`` 0) is a skipped test
+    case; a scenario with an ``error`` (setup) makes each of its cases an error.
+    """
     suite = ET.Element("testsuite", name="fiskj-harness")
-    tests = failures = errors = 0
+    tests = failures = errors = skipped = 0
     for name, sc in sorted(report.get("scenarios", {}).items()):
         n = max(sc.get("trials", 0), 1)
         for inv, c in sc.get("invariants", {}).items():
@@ -257,6 +261,14 @@ def write_junit(report: dict[str, Any], path: str) -> None:
             case = ET.SubElement(suite, "testcase", classname=f"fiskj-harness.{name}",
                                  name=f"{inv} {c.get('name', '')}".strip(),
                                  time=f"{sc.get('duration_s', 0.0) / n:.3f}")
+            if sc.get("error"):  # the scenario could not run (its reference run failed, ...)
+                errors += 1
+                ET.SubElement(case, "error", message=str(sc["error"])[:300], type="setup")
+                continue
+            if not c.get("checked"):  # no trial judged it (e.g. a gate's budget ran out first)
+                skipped += 1
+                ET.SubElement(case, "skipped", message="no trial of this scenario was judged")
+                continue
             for kind, tag, rows in ((INVALID, "failure", report.get("violations", [])),
                                     (UNKNOWN, "error", report.get("unknowns", []))):
                 mine = [r for r in rows if r["scenario"] == name and r["invariant"] == inv]
@@ -274,6 +286,7 @@ def write_junit(report: dict[str, Any], path: str) -> None:
     suite.set("tests", str(tests))
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
     suite.set("time", f"{report.get('elapsed_s', 0.0):.3f}")
     root = ET.Element("testsuites")
     root.append(suite)

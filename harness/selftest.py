@@ -139,13 +139,16 @@ def run_mutant(name: str, *, budget_s: float = 120.0, jobs: int | None = None, t
                     if t.failed:
                         until_first = cumulative
                         break
-                detection = first[0] if first else until_first
+                # The progress callback sees a family executor's trials only when it returns: take the
+                # earlier of the two measures.
+                detection = min([x for x in (first[0] if first else None, until_first) if x is not None],
+                                default=None)
                 out.first_detection_s = round((t0 - started) + (detection or 0.0), 3)  # earlier rounds included
                 shrunk = [t for t in violating if t.origin == "shrink"]
                 best = min(shrunk or violating, key=lambda t: (_faults(t.schedule), t.index))
                 out.shrunk_length = _faults(best.schedule)
                 first_bad = min(violating, key=lambda t: t.index)
-                out.reproduce = f"FISKJ_MUTANT={name} {first_bad.reproduce}"
+                out.reproduce = first_bad.reproduce  # carries FISKJ_MUTANT=name
                 break
             if result.errors or time.monotonic() - started >= budget_s:
                 break

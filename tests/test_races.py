@@ -1,4 +1,4 @@
-"""The race nemesis (harness/races.py): every race passes on the reference, every broken variant is caught.
+"""The race nemesis (harness/races/): every race passes on the reference, every broken variant is caught.
 
 The agents run in a tmpfs scratch directory when there is one: the races
 test locking and ordering, not durability, and fsync on a real disk costs

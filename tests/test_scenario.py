@@ -145,3 +145,93 @@ def test_every_bundled_scenario_loads_and_states_its_purpose_in_one_line():
         names.add(s.name)
         assert path.stem == s.name, f"{path}: file name and scenario name differ"
     assert {"noop-baseline", "kill-random", "kill-every-event", "suspend-clean"} <= names
+
+
+# --- issue 7: every key of docs/scenarios.md, errors naming file, line and key ----------------------
+
+
+@pytest.mark.parametrize("text,key,line", [
+    ('name = "x"\npurpose = "y"\n[workload]\nturns = 1\ndrift = ["model", "colour"]\n', "workload.drift", 5),
+    ('name = "x"\npurpose = "y"\n[faults]\nfamily = "kill"\nmax_states = 3\n', "faults.max_states", 5),
+    ('name = "x"\npurpose = "y"\n[faults]\nfamily = "power_loss"\nmax_states = -1\n', "faults.max_states", 5),
+    ('name = "x"\npurpose = "y"\n[faults]\nfamily = "tail"\n\nflips = "many"\n', "faults.flips", 6),
+    ('name = "x"\npurpose = "y"\n[faults]\nfamily = "race"\nraces = ["two-cooks"]\n', "faults.races", 5),
+    ('name = "x"\npurpose = "y"\n[faults]\nfamily = "kill"\nraces = ["two-writers"]\n', "faults.races", 5),
+    ('name = "x"\npurpose = "y"\n[faults]\nfamily = "kill"\nschedule = [{kind = "explode"}]\n', "faults.schedule", 5),
+    ('name = "x"\npurpose = "y"\n[faults]\nfamily = "kill"\nschedule = "kill at 7"\n', "faults.schedule", 5),
+    ('name = "x"\npurpose = "y"\n[workload]\ndrift = ["model"]\n[faults]\nfamily = "race"\n', "workload.drift", 4),
+    ('name = "x"\npurpose = "y"\n[trials]\ncount = 2\ntimeout = 5\n', "trials.timeout", 5),
+    ('name = "x"\npurpose = "y"\n[check]\ninvariants = []\n', "check.invariants", 4),
+])
+def test_a_bad_key_of_the_issue_7_format_is_named_with_its_file_and_line(tmp_path, text, key, line):
+    path = write(tmp_path, text, "bad.toml")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    err = info.value
+    assert (err.path, err.key, err.line) == (str(path), key, line)
+    assert str(err).startswith(f"{path}:{line}: key {key!r}: ")
+
+
+def test_a_toml_syntax_error_in_a_file_names_the_file_and_the_line(tmp_path):
+    path = write(tmp_path, 'name = "x"\npurpose = "y"\n\n[faults]\nfamily = kill\n', "syntax.toml")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.path == str(path) and info.value.line == 5
+    assert f"{path}:5:" in str(info.value)
+
+
+def test_an_unknown_faults_key_lists_the_family_keys_among_the_known_ones():
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "kill"\nlegss = 2\n', "f.toml")
+    assert info.value.key == "faults.legss" and "max_states" in str(info.value) and "legs" in str(info.value)
+
+
+def test_drift_schedule_races_and_family_parameters_are_parsed_into_the_fault_spec():
+    s = parse_scenario('name = "x"\npurpose = "y"\n[workload]\ndrift = ["model", "tools"]\n'
+                       '[faults]\nfamily = "kill"\nschedule = [{kind = "kill", event = 7}, {kind = "suspend", after_ms = 5}]\n')
+    assert s.workload.drift == ("model", "tools")
+    assert s.faults.schedule == ({"kind": "kill", "event": 7, "when": "after"},
+                                 {"kind": "suspend", "signal": "SIGINT", "after_ms": 5.0})
+    p = parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "power_loss"\nmax_states = 5\nzero_fill = false\n')
+    assert p.faults.param("max_states") == 5 and p.faults.param("zero_fill") is False
+    assert p.faults.param("samples", 64) == 64
+    r = parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "race"\nraces = ["two-writers"]\n')
+    assert r.faults.races == ("two-writers",)
+
+
+def test_the_family_keys_are_exactly_the_parameters_their_families_read():
+    from dataclasses import fields
+
+    from harness import powerloss, tailcheck
+    from harness.races import RACES
+    from harness.scenario import FAMILY_KEYS, RACE_NAMES
+
+    not_from_a_file = {"seed", "jobs"}  # trials.seed and --jobs
+    assert set(FAMILY_KEYS["power_loss"]) == {f.name for f in fields(powerloss.Params)} - not_from_a_file
+    assert set(FAMILY_KEYS["tail"]) == {f.name for f in fields(tailcheck.Params)} - not_from_a_file
+    assert RACE_NAMES == RACES
+
+
+def test_the_bundled_scenarios_cover_every_invariant_and_every_fault_family():
+    from harness.scenario import FAMILIES
+
+    scenarios = [load_scenario(p) for p in bundled_scenarios()]
+    assert len(scenarios) >= 12
+    assert {s.faults.family for s in scenarios} == set(FAMILIES)
+    assert {i for s in scenarios for i in s.check.invariants} == set(INVARIANTS)
+    workloads = [s.workload for s in scenarios]
+    assert any(w.drift for w in workloads) and any(w.vary_on_repeat for w in workloads)
+    assert any(w.chat_followups for w in workloads)
+    assert any(w.max_iterations for w in workloads) and any(w.max_tokens < 10_000 for w in workloads)
+
+
+def test_every_regression_scenario_loads_replays_one_schedule_and_is_named_after_its_file():
+    from harness.scenario import regression_scenarios
+
+    paths = regression_scenarios()
+    assert paths, "scenarios/regressions/ holds the bug the suite found"
+    for path in paths:
+        s = load_scenario(path)
+        assert path.stem == s.name and s.name.startswith("regression-")
+        assert s.faults.schedule, f"{path}: a regression scenario replays its shrunk schedule"
+        assert "\n" not in s.purpose

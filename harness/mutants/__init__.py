@@ -26,6 +26,7 @@ Patches look functions up on their modules (``Journal._write_line``,
 | ``resume-reruns-answered`` | resume runs the answered tools of a pending batch again | kill (I2) |
 | ``counters-in-memory`` | tokens spent and iteration restart at zero on resume | kill, budget end (I6) |
 | ``fingerprint-ignores-model`` | the resume guard ignores the model field | suspend, drift (I9) |
+| ``create-not-reclaimed`` | a journal left empty by a crashed create is never reclaimed | kill, regression (I6) |
 
 The race family's mutants live in :mod:`harness.race_mutants` (same
 ``FISKJ_MUTANT`` variable, applied by the race agent).  Which scenario
@@ -51,7 +52,7 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            "reader_tolerates_corruption", "reader_drops_final_record",
            # the agent loop's bug classes (issue 7)
            "result_before_tool", "assistant_after_tools", "suspend_mid_batch", "resume_reruns_answered",
-           "counters_in_memory", "fingerprint_ignores_model")
+           "counters_in_memory", "fingerprint_ignores_model", "create_not_reclaimed")
 
 
 @dataclass(frozen=True)

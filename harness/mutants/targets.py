@@ -19,8 +19,9 @@ __all__ = ["Target", "TARGETS"]
 
 @dataclass(frozen=True)
 class Target:
-    """``mutant`` is caught by a campaign of bundled ``scenario`` (``trials`` trials, campaign ``seed``;
-    ``None``: the scenario's own) through one of ``expect``; ``shrink`` bounds the trials a shrink may run."""
+    """``mutant`` is caught by a campaign of bundled ``scenario`` (a name under ``scenarios/``, e.g.
+    ``kill-random`` or ``regressions/NAME``; ``trials`` trials, campaign ``seed``: ``None`` is the
+    scenario's own) through one of ``expect``; ``shrink`` bounds the trials a shrink may run."""
 
     mutant: str
     scenario: str
@@ -47,6 +48,8 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
     Target("counters-in-memory", "budget-end-kill", 12, ("I6",)),
     Target("fingerprint-ignores-model", "drift-refused", 6, ("I9",)),
+    # the bug the suite found, caught by its regression scenario (scenarios/regressions/)
+    Target("create-not-reclaimed", "regressions/regression-kill-every-event-i6-2f917387", 1, ("I6",), shrink=0),
     # the run lock and the store under concurrency: the race family (its own verdict and I2, I4, I8, I9)
     Target("fold-before-lock", "race-two-resumers", 9, ("race", "I2")),
     Target("create-no-excl", "race-two-creates", 9, ("race", "I4")),

@@ -1,0 +1,161 @@
+"""--shard I/N and merge: shards are disjoint, cover the campaign, and merge to the single run's verdict."""
+
+from __future__ import annotations
+
+import collections
+import json
+import pytest
+
+from harness.campaign import Campaign, parse_shard, shard_positions
+from harness.cli import campaign_report, main
+from harness.report import merge_reports
+from harness.scenario import load_scenario
+from harness.selftest import mutant_subject
+
+# Event kills (exhaustive and hypothesis-drawn over the seam events), a race and a no-op scenario:
+# their plans are a function of the seed alone, so one campaign and its shards draw the same trials.
+EVENTS = """\
+name = "shard-events"
+purpose = "event kills over two legs"
+
+[workload]
+seed = 7
+turns = 1
+tools_per_turn = 2
+tool_ms = 1
+
+[faults]
+family = "kill"
+kill_points = "events"
+legs = 2
+max_events = 6
+
+[trials]
+count = 10
+"""
+
+RACE = """\
+name = "shard-race"
+purpose = "a race"
+
+[faults]
+family = "race"
+races = ["two-writers", "two-creates"]
+
+[trials]
+count = 6
+timeout_s = 20
+
+[check]
+invariants = ["I4", "I5", "I8", "I9"]
+"""
+
+NOOP = """\
+name = "shard-noop"
+purpose = "no faults"
+
+[workload]
+turns = 1
+tools_per_turn = 1
+
+[trials]
+count = 3
+"""
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shard-scenarios")
+    (d / "shard-events.toml").write_text(EVENTS, encoding="utf-8")
+    (d / "shard-noop.toml").write_text(NOOP, encoding="utf-8")
+    (d / "shard-race.toml").write_text(RACE, encoding="utf-8")
+    return [load_scenario(d / f"shard-{n}.toml") for n in ("events", "noop", "race")]
+
+
+def _key(trial) -> tuple[str, int, str]:
+    return (trial.scenario, trial.seed, json.dumps(trial.schedule, sort_keys=True))
+
+
+@pytest.mark.parametrize("text,expected", [("0/1", (0, 1)), ("2/4", (2, 4)), (" 1/2", (1, 2))])
+def test_a_shard_is_i_of_n_counted_from_zero(text, expected):
+    assert parse_shard(text) == expected
+
+
+@pytest.mark.parametrize("text", ["2/2", "-1/3", "1", "a/b", "1/0", "0/", "/3"])
+def test_a_shard_outside_zero_to_n_or_not_i_slash_n_is_refused(text):
+    with pytest.raises(ValueError, match="I/N"):
+        parse_shard(text)
+
+
+@pytest.mark.parametrize("total", [0, 1, 5, 17])
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_shard_positions_are_disjoint_and_together_cover_every_position(total, n):
+    parts = [list(shard_positions(total, (i, n))) for i in range(n)]
+    flat = sorted(p for part in parts for p in part)
+    assert flat == list(range(total))
+    assert max((len(p) for p in parts), default=0) - min((len(p) for p in parts), default=0) <= 1
+
+
+def test_the_shards_of_a_campaign_are_disjoint_and_cover_it_and_merge_to_its_verdict(scenarios):
+    whole = Campaign(scenarios, jobs=2, shrink_budget=0).run()
+    shards = [Campaign(scenarios, jobs=2, shrink_budget=0, shard=(i, 3)).run() for i in range(3)]
+    everything = collections.Counter(_key(t) for t in whole.trials)
+    parts = [collections.Counter(_key(t) for t in s.trials) for s in shards]
+    # As multisets (a no-op scenario repeats one schedule): every trial of the whole campaign is in
+    # exactly one shard, and no shard runs a trial the campaign does not have.
+    assert sum(parts, collections.Counter()) == everything
+    assert all(len(s.trials) > 0 for s in shards)
+    merged = merge_reports([campaign_report(s, None) for s in shards])
+    single = campaign_report(whole, None)
+    assert merged["verdict"] == single["verdict"] == "valid"
+    assert merged["trials"] == single["trials"] == len(whole.trials)
+    assert {k: v["checked"] for k, v in merged["invariants"].items()} == \
+        {k: v["checked"] for k, v in single["invariants"].items()}
+    assert sorted(r["trial"] for r in merged["runs"]) == list(range(len(whole.trials)))
+
+
+def test_a_violation_found_by_one_shard_makes_the_merged_verdict_invalid(scenarios):
+    broken = mutant_subject("resume-reruns-answered")   # caught by an event kill after a batch's first result
+    events = scenarios[:1]
+    shards = [Campaign(events, jobs=2, shrink_budget=0, shard=(i, 2), subject=broken).run() for i in range(2)]
+    reports = [campaign_report(s, None) for s in shards]
+    assert sorted(r["verdict"] for r in reports) in (["invalid", "valid"], ["invalid", "invalid"])
+    merged = merge_reports(reports)
+    assert merged["verdict"] == "invalid"
+    assert merged["violations"] and all("FISKJ_MUTANT=resume-reruns-answered" in v["reproduce_run"]
+                                        for v in merged["violations"])
+
+
+def test_run_shard_and_merge_on_the_command_line_exit_as_run_does(scenarios, tmp_path, capsys):
+    path = scenarios[1].path
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"s{i}.json"
+        assert main(["run", path, "--shard", f"{i}/2", "-q", "--report-json", str(out)]) == 0
+        outs.append(out)
+    report = json.loads(outs[0].read_text())
+    assert report["campaign"]["shard"] == "0/2" and report["trials"] == 2
+    merged = tmp_path / "merged.json"
+    assert main(["merge", *map(str, outs), "--report-json", str(merged), "-q"]) == 0
+    data = json.loads(merged.read_text())
+    assert data["trials"] == 3 and data["verdict"] == "valid" and data["shards"] == 2
+    assert data["campaign"]["scenarios"] == {"shard-noop": path}
+    # merging an invalid shard exits 1; an unreadable report exits 2
+    bad = dict(report, verdict="invalid")
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    assert main(["merge", str(tmp_path / "bad.json"), str(outs[1]), "-q"]) == 1
+    assert main(["merge", str(tmp_path / "missing.json")]) == 2
+    assert main(["run", path, "--shard", "2/2"]) == 2
+    assert "I/N" in capsys.readouterr().err
+
+
+def test_a_merged_report_can_replay_any_of_its_trials(scenarios, tmp_path):
+    path = scenarios[1].path
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"s{i}.json"
+        main(["run", path, "--shard", f"{i}/2", "-q", "--report-json", str(out)])
+        outs.append(str(out))
+    merged = tmp_path / "merged.json"
+    main(["merge", *outs, "--report-json", str(merged), "-q"])
+    assert main(["replay", str(merged), "--trial", "2", "-q"]) == 0
