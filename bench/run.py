@@ -73,10 +73,10 @@ ROW_KEYS = ("section", "metric", "subject", "floor", "ratio", "unit", "target", 
 #: Sections in run order.
 SECTIONS = ("append", "load", "campaign", "catch")
 
-QUICK = {"append_n": 400, "append_long": 10_000, "load_sizes": (1_000, 100_000), "load_rounds": 5,
-         "campaign_trials": 24, "powerloss_states": 8, "catch_seeds": (1,), "catch_states": 48}
+QUICK = {"append_n": 300, "append_long": 10_000, "load_sizes": (1_000, 100_000), "load_rounds": 3,
+         "campaign_trials": 24, "powerloss_states": 8, "catch_seeds": (None,)}
 FULL = {"append_n": 2000, "append_long": 100_000, "load_sizes": (1_000, 100_000, 1_000_000), "load_rounds": 5,
-        "campaign_trials": 100, "powerloss_states": 32, "catch_seeds": (1, 2, 3, 4, 5), "catch_states": 64}
+        "campaign_trials": 100, "powerloss_states": 32, "catch_seeds": (1, 2, 3, 4, 5)}
 
 
 def row(section: str, metric: str, subject: float | None, floor: float | None = None, *, unit: str = "",
@@ -370,12 +370,13 @@ def _pct(values: list[float], p: float) -> float:
 
 # --- 2. load and fold ---------------------------------------------------------------------------
 
-_LOAD_MODES = ("floor", "floor_keep", "read_state")
+_LOAD_MODES = ("floor", "floor_keep", "read_state", "store_open")
 
 
 def _child_load(mode: str, path: str) -> dict[str, Any]:
     """Runs in a fresh child: one read of ``path`` by ``mode``; CPU and wall seconds, peak RSS growth."""
     from fiskj.reader import read_state
+    from fiskj.store import FileStore
 
     records = 0
     gc.collect()
@@ -406,6 +407,10 @@ def _child_load(mode: str, path: str) -> dict[str, Any]:
     elif mode == "read_state":
         state = read_state(path)
         records = state.records
+    elif mode == "store_open":  # the resume path: FileStore.open folds the journal under the run lock
+        journal = FileStore(os.path.dirname(path)).open(os.path.basename(path)[: -len(".json")])
+        records = journal.last_seq
+        journal.close()
     else:
         raise SystemExit(f"unknown load mode {mode!r}")
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -431,6 +436,10 @@ def bench_load(directory: str, *, sizes: tuple[int, ...] = (1_000, 100_000), rou
         for n in sizes:
             path = os.path.join(base, f"journal-{n}.json")
             size = write_journal(path, n)
+            store = os.path.join(base, f"store-{n}")
+            os.mkdir(store, 0o700)
+            os.link(path, os.path.join(store, "bench.json"))  # the same file, as a run of a store
+            os.chmod(path, 0o600)
             with open(path, "rb") as f:  # into the page cache before the first timed read
                 while f.read(1 << 24):
                     pass
@@ -438,7 +447,8 @@ def bench_load(directory: str, *, sizes: tuple[int, ...] = (1_000, 100_000), rou
             modes = list(_LOAD_MODES)
             for r in range(rounds):
                 for mode in modes[r % len(modes):] + modes[:r % len(modes)]:  # rotate the order each round
-                    runs[mode].append(_run_child(["load", mode, path]))
+                    target = os.path.join(store, "bench.json") if mode == "store_open" else path
+                    runs[mode].append(_run_child(["load", mode, target]))
             cpu = {m: median(x["cpu_s"] for x in v) for m, v in runs.items()}
             wall = {m: median(x["wall_s"] for x in v) for m, v in runs.items()}
             ratios = [s["cpu_s"] / f["cpu_s"] for s, f in zip(runs["read_state"], runs["floor"])]
@@ -457,6 +467,12 @@ def bench_load(directory: str, *, sizes: tuple[int, ...] = (1_000, 100_000), rou
                             rec / cpu["floor"], unit="rec/s", ratio=ratio, target="<= 1.5x", met=ratio <= 1.5,
                             note=f"{cpu['read_state'] / rec * 1e6:.2f} vs {cpu['floor'] / rec * 1e6:.2f} us/rec; "
                                  f"keep-floor {cpu['floor_keep'] / cpu['floor']:.2f}x"))
+            open_ratio = cpu["store_open"] / cpu["floor"]
+            rows.append(row("load", f"FileStore.open {label} rec (resume): records/s (CPU)", rec / cpu["store_open"],
+                            rec / cpu["floor"], unit="rec/s", ratio=open_ratio, target="<= 1.5x",
+                            met=open_ratio <= 1.5,
+                            note=f"{cpu['store_open'] / rec * 1e6:.2f} us/rec; store.fold_open_file: same reader and "
+                                 f"fold, collector not paused"))
             if n >= 10_000:  # below that the interpreter's own peak hides the read
                 rows.append(row("load", f"read_state {label} rec: peak RSS / journal", peak / size, None, unit="x",
                                 ratio=peak / size, target="<= 3x", met=peak / size <= 3,
@@ -577,6 +593,7 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
         syncs = median(sum(1 for leg in h.legs for ev in leg.trace if ev.get("op") in ("fsync", "fdatasync", "fsync_dir"))
                        for h in histories)
         trial_s = median(r.elapsed_s for r in done)
+        legs_s = median(sum((leg.t_end - leg.t_start) / 1e9 for leg in h.legs) for h in histories)
         # each cost on its own
         check_s = []
         for h in histories:
@@ -600,18 +617,20 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
         leg_start = fork if runner.fork_server else start_fiskj
     lo, hi = scenario.workload.tool_ms
     sleep_s = (lo + hi) / 2 / 1000
-    parts = {
+    inside = {
         "leg start (" + ("fork server" if runner.fork_server else "interpreter + imports") + ")": legs * leg_start,
         "tool processes (python -I -S + ledger fsync)": tools * tool_s,
         "tool sleep (scripted)": tools * sleep_s,
         "model server round trips": calls * model_s,
         f"fsync ({fs_type(runner.tmp_root or tempfile.gettempdir())})": syncs * fsync_s,
-        "checking (check_all)": median(check_s),
     }
+    parts = dict(inside)
+    parts["rest of the legs (fiskj CLI, loop, journal, trace; CPU contention)"] = max(0.0, legs_s - sum(inside.values()))
+    parts["checking (check_all)"] = median(check_s)
     accounted = sum(parts.values())
     tps = len(done) / wall
     details["campaign"] = {"scenario": scenario.name, "trials": len(done), "jobs": jobs, "wall_s": wall,
-                           "trials_per_s": tps, "trial_median_s": trial_s, "per_trial": {
+                           "trials_per_s": tps, "trial_median_s": trial_s, "legs_median_s": legs_s, "per_trial": {
                                "legs": legs, "tool_runs": tools, "model_calls": calls, "fsyncs": syncs},
                            "unit_costs_s": {"python -c pass": start_plain, "python -I -S -c pass": start_isolated,
                                             "python + fiskj imports": start_fiskj, "fork+exit": fork,
@@ -626,7 +645,7 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
     for name, cost in parts.items():
         rows.append(row("campaign", f"  share: {name}", cost * 1e3, None, unit="ms/trial",
                         ratio=cost / trial_s, note=f"{cost / trial_s:.0%} of a median trial"))
-    rows.append(row("campaign", "  share: other (harness, waits, kill/resume, reading)",
+    rows.append(row("campaign", "  share: harness outside the legs (setup, reading, folding, waits)",
                     max(0.0, trial_s - accounted) * 1e3, None, unit="ms/trial",
                     ratio=max(0.0, trial_s - accounted) / trial_s,
                     note=f"{max(0.0, trial_s - accounted) / trial_s:.0%}; python -c pass {start_plain * 1e3:.1f} ms, "
@@ -677,78 +696,47 @@ def bench_crash_states(*, explore: int = 8, rounds: int = 3) -> tuple[list[dict[
 # --- 4. time to catch ----------------------------------------------------------------------------
 
 
-def bench_catch(*, seeds: tuple[int, ...] = (1,), max_states: int = 48, names: list[str] | None = None,
-                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Section 4: per mutant, the median time from a cold start to its first detection over ``seeds``."""
-    from harness.campaign import _executor
-    from harness.mutants import mutants, subject_for
-    from harness.powerloss import Params, run_power_loss
-    from harness.runner import Runner
-    from harness.scenario import parse_scenario
-    from harness.server import ModelServer
+def bench_catch(*, seeds: tuple[int | None, ...] = (None,), names: list[str] | None = None, budget_s: float = 60.0,
+                jobs: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Section 4: per mutant of ``harness/mutants/``, the median time to its first detection over ``seeds``.
+
+    Each run is the mutant self-test's campaign (:func:`harness.selftest.run_mutant`, its target
+    scenario from :mod:`harness.mutants.targets`, no shrinking) with campaign seed ``seed``
+    (``None``: the target's own); the time runs from the start of the campaign, reference run
+    included, to the first violating trial judged.
+    """
+    from harness.mutants import mutants
+    from harness.mutants.targets import TARGETS
+    from harness.selftest import run_mutant
 
     rows, details = [], {}
-    scenario = parse_scenario(_POWER_LOSS_TOML)
-    with ModelServer() as server:
-        for mutant in mutants():
-            if names is not None and mutant.name not in names:
-                continue
-            times, caught = [], []
-            if mutant.family == "power_loss":
-                for seed in seeds:
-                    t = time.perf_counter()
-                    with Runner(subject_for(mutant.name), server=server) as runner:
-                        report = run_power_loss(scenario, runner=runner, params=Params(
-                            max_states=max_states, seed=seed, stop_on_violation=True))
-                    times.append(time.perf_counter() - t)
-                    caught.append(bool(report.violations))
-                how = f"power_loss, <= {max_states} states, stop at the first violation"
-            else:
-                executor = _executor(mutant.family)
-                if isinstance(executor, str):
-                    details[mutant.name] = {"family": mutant.family, "skipped": executor}
-                    rows.append(row("catch", f"{mutant.name}", None, None, unit="s", target="< 10 s", met=None,
-                                    note=f"not measured: {executor}"))
-                    continue
-                times, caught, how = _catch_with_campaign(mutant, executor, seeds, server)
-            med = median(times)
-            all_caught = all(caught)
-            details[mutant.name] = {"family": mutant.family, "seeds": list(seeds), "times_s": times, "caught": caught}
-            rows.append(row("catch", f"{mutant.name}", med if all_caught else None, None, unit="s",
-                            target="< 10 s", met=all_caught and med < 10,
-                            note=(f"{sum(caught)}/{len(caught)} seeds caught; " if not all_caught else "")
-                                 + f"median of {len(times)} seed(s) ({how}); times "
-                                 + ", ".join(f"{x:.1f}" for x in times)))
+    for mutant in mutants():
+        if names is not None and mutant.name not in names:
+            continue
+        target = TARGETS.get(mutant.name)
+        if target is None:
+            rows.append(row("catch", mutant.name, None, unit="s", target="< 10 s", met=False,
+                            note="no target in harness.mutants.targets"))
+            continue
+        times, caught, errors, by = [], [], [], set()
+        for seed in seeds:
+            result = run_mutant(mutant.name, budget_s=budget_s, jobs=jobs,
+                                target=dataclasses.replace(target, seed=seed, shrink=0))
+            caught.append(result.caught)
+            if result.caught and result.first_detection_s is not None:
+                times.append(result.first_detection_s)
+            by.update(result.invariants)
+            errors += result.errors
+        med = median(times) if times else None
+        details[mutant.name] = {"family": mutant.family, "scenario": target.scenario, "seeds": list(seeds),
+                                "first_detection_s": times, "caught": caught, "invariants": sorted(by),
+                                "errors": errors[:3]}
+        ok = all(caught) and med is not None and med < 10
+        rows.append(row("catch", mutant.name, med, None, unit="s", target="< 10 s", met=ok,
+                        note=f"{sum(caught)}/{len(caught)} seed(s) caught by {','.join(sorted(by)) or '-'} "
+                             f"on {target.scenario}; times " + ", ".join(f"{x:.1f}" for x in times)
+                             + (f"; error: {errors[0][:120]}" if errors else "")))
     return rows, details
-
-
-def _catch_with_campaign(mutant: Any, executor: Callable[..., Any], seeds: tuple[int, ...], server: Any
-                         ) -> tuple[list[float], list[bool], str]:
-    """A family with a campaign executor (e.g. ``tail``): run it on the mutant; time to its end (an upper bound)."""
-    from harness.mutants import subject_for
-    from harness.runner import Runner
-    from harness.scenario import parse_scenario
-
-    scenario = parse_scenario(f'''
-name = "bench-{mutant.family}"
-purpose = "time to catch {mutant.name}"
-[workload]
-turns = 1
-tools_per_turn = 2
-[faults]
-family = "{mutant.family}"
-[trials]
-count = 8
-seed = 1
-''')
-    times, caught = [], []
-    for seed in seeds:
-        t = time.perf_counter()
-        with Runner(subject_for(mutant.name), server=server) as runner:
-            results = executor(scenario, seed, scenario.trials.count, runner)
-        times.append(time.perf_counter() - t)
-        caught.append(any(r.failed for r in results))
-    return times, caught, f"{mutant.family} family executor, whole run (upper bound)"
 
 
 # --- the table ------------------------------------------------------------------------------------
@@ -807,7 +795,7 @@ def run(sections: tuple[str, ...], cfg: dict[str, Any], directory: str,
         steps.append(("campaign", lambda: bench_campaign(trials=cfg["campaign_trials"])))
         steps.append(("crash states", lambda: bench_crash_states(explore=cfg["powerloss_states"])))
     if "catch" in sections:
-        steps.append(("catch", lambda: bench_catch(seeds=cfg["catch_seeds"], max_states=cfg["catch_states"])))
+        steps.append(("catch", lambda: bench_catch(seeds=cfg["catch_seeds"])))
     for name, step in steps:
         t = time.perf_counter()
         log(f"bench: {name} ...")

@@ -242,15 +242,36 @@ _TERMINAL = frozenset(("reason", "message"))
 _FP = frozenset(FINGERPRINT_FIELDS)
 _CONTENT_TYPES = (list, str)  # exact types: a decoded JSON value is never a subclass
 
-# The fast paths below build records with positional arguments (keywords cost a third more per
-# record); this pins the field order they assume, so a reordered record class fails at import.
-for _cls, _order in ((AssistantRecord, ("iteration", "message", "in_tokens", "out_tokens", "stop_reason",
-                                        "cache_read_tokens", "cache_create_tokens", "extra", "seq")),
-                     (UserRecord, ("message", "extra", "seq")),
-                     (ToolResultRecord, ("tool_use_id", "result", "remote", "extra", "seq"))):
-    if tuple(f.name for f in dataclasses.fields(_cls)) != _order:  # pragma: no cover - a records.py change
-        raise ImportError(f"fiskj.codec: the fields of {_cls.__name__} are not {_order}; update the decode fast paths")
-del _cls, _order
+
+def _builder(cls: type, order: tuple[str, ...]) -> Any:
+    """A positional constructor of ``cls`` for the decode fast paths: the same record as ``cls(*args)``.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, which is
+    half the cost of building a record; the builder stores the arguments in the slots directly
+    (what that ``__init__`` ends up doing).  It is used only while ``cls`` is a slots dataclass
+    with exactly the fields ``order`` (which the fast paths pass in that order) and no
+    ``__post_init__``; otherwise ``cls`` itself is called.  A reordered class fails at import.
+    """
+    if tuple(f.name for f in dataclasses.fields(cls)) != order:  # pragma: no cover - a records.py change
+        raise ImportError(f"fiskj.codec: the fields of {cls.__name__} are not {order}; update the decode fast paths")
+    if hasattr(cls, "__post_init__") or tuple(cls.__dict__.get("__slots__", ())) != order:  # pragma: no cover
+        return cls
+    names = [f"a{i}" for i in range(len(order))]
+    env = {"new": object.__new__, "cls": cls, **{f"set{i}": cls.__dict__[n].__set__ for i, n in enumerate(order)}}
+    exec(f"def build({', '.join(names)}):\n    r = new(cls)\n"  # noqa: S102 - fixed text, as dataclasses does
+         + "".join(f"    set{i}(r, {a})\n" for i, a in enumerate(names)) + "    return r\n", env)
+    build = env["build"]
+    sample = tuple(range(len(order)))
+    if build(*sample) != cls(*sample):  # pragma: no cover - the slots are not the fields
+        return cls
+    build.__qualname__ = build.__name__ = f"build_{cls.__name__}"
+    return build
+
+
+_assistant = _builder(AssistantRecord, ("iteration", "message", "in_tokens", "out_tokens", "stop_reason",
+                                        "cache_read_tokens", "cache_create_tokens", "extra", "seq"))
+_user = _builder(UserRecord, ("message", "extra", "seq"))
+_tool_result = _builder(ToolResultRecord, ("tool_use_id", "result", "remote", "extra", "seq"))
 
 
 def _fingerprint(payload: dict[str, Any]) -> Fingerprint:
@@ -292,7 +313,7 @@ def _decode_assistant(p: dict[str, Any], seq: int) -> AssistantRecord:
             and (cread is None or (type(cread) is int and cread >= 0))
             and (ccreate is None or (type(ccreate) is int and ccreate >= 0))
             and message.get("role") == "assistant" and type(message.get("content")) in _CONTENT_TYPES):
-        return AssistantRecord(iteration, message, in_tokens, out_tokens, stop, cread, ccreate, {}, seq)
+        return _assistant(iteration, message, in_tokens, out_tokens, stop, cread, ccreate, {}, seq)
     return _decode_assistant_checked(p, seq)
 
 
@@ -319,7 +340,7 @@ def _decode_user(p: dict[str, Any], seq: int) -> UserRecord:
     message = p.get("message")
     if (len(p) == 1 and type(message) is dict and message.get("role") == "user"
             and type(message.get("content")) in _CONTENT_TYPES):
-        return UserRecord(message, {}, seq)
+        return _user(message, {}, seq)
     return UserRecord(message=_message(p, "user", "user"), extra=_extra(p, _USER), seq=seq)
 
 
@@ -329,10 +350,10 @@ def _decode_tool_result(p: dict[str, Any], seq: int) -> ToolResultRecord:
             and result.get("tool_use_id") == tool_use_id):
         n = len(p)
         if n == 2:
-            return ToolResultRecord(tool_use_id, result, None, {}, seq)
+            return _tool_result(tool_use_id, result, None, {}, seq)
         remote = p.get("remote")
         if n == 3 and type(remote) is bool:
-            return ToolResultRecord(tool_use_id, result, remote, {}, seq)
+            return _tool_result(tool_use_id, result, remote, {}, seq)
     return _decode_tool_result_checked(p, seq)
 
 

@@ -314,10 +314,9 @@ def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, An
     """A shell command that re-runs exactly this trial: ``fiskj-harness run FILE --seed S --schedule JSON``."""
     argv = ["fiskj-harness", "run", scenario.path or scenario.name, "--seed", str(seed),
             "--schedule", json.dumps(schedule, separators=(",", ":"))]
-    if not subject.is_reference:
-        argv += ["--subject", subject.command_line()]
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in subject.extra_env)  # e.g. a mutant's FISKJ_MUTANT
-    return (env + " " if env else "") + shlex.join(argv)
+    if not subject.is_reference or subject.extra_env:
+        argv += ["--subject", subject.command_line()]  # with its variables (a mutant's FISKJ_MUTANT)
+    return shlex.join(argv)
 
 
 # --- the campaign ----------------------------------------------------------------------

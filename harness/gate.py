@@ -95,14 +95,16 @@ def _round_size(track: _Track, r: int, n: int) -> int:
 
 def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = None, subject: Subject | None = None,
              shard: tuple[int, int] | None = None, seed: int | None = None, shrink_budget: int = 10,
-             progress: Callable[[str], None] | None = None) -> GateResult:
+             progress: Callable[[str], None] | None = None, round_unit: int | None = None) -> GateResult:
     """Run the gate over ``scenarios`` (see the module docstring); returns a :class:`GateResult`.
 
     ``seed``: replaces every scenario's ``trials.seed`` as the base seed.
-    ``progress``: called with one line per round.
+    ``progress``: called with one line per round.  ``round_unit``: the
+    ``n`` of the round sizes (default: the number of shards), so that an
+    unsharded gate can plan the rounds a sharded one does.
     """
     started = time.monotonic()
-    n = shard[1] if shard else 1
+    n = round_unit or (shard[1] if shard else 1)
     tracks = [_Track(s) for s in scenarios]
     trials: list[TrialResult] = []
     errors: list[str] = []
@@ -119,7 +121,7 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
                 if size <= 0:
                     t.done = True
                     continue
-                mine = len(range(shard[0], size, n)) if shard else size
+                mine = len(range(shard[0], size, shard[1])) if shard else size
                 cost = (t.per_trial() or 0.0) * mine / max(jobs or 1, 1)
                 if r > 0 and (t.per_trial() is None or estimate + cost > left * FILL):
                     continue  # does not fit (or never ran a trial here to estimate from)

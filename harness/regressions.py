@@ -2,8 +2,8 @@
 
 ``fiskj-harness run --save-regression DIR`` calls :func:`save_regressions`
 after a campaign: for each scenario and each set of invariants violated
-together, it takes the smallest failing schedule (a shrink result when
-the campaign shrank one, else the failing trial with the fewest faults)
+together, it takes the smallest failing schedule (the fewest faults; the
+shrink result, when the campaign shrank one, wins a tie)
 and writes a self-contained scenario file to ``DIR``: the source
 scenario's workload written out in full, its fault family with
 ``[faults] schedule`` set to that schedule, the trial's seed, its checked
@@ -67,7 +67,8 @@ def _size(schedule: list[dict[str, Any]]) -> tuple[int, str]:
 
 
 def pick_regressions(trials: list[Any]) -> list[Any]:
-    """The trials to save: per (scenario, violated invariants), the shrunk one, else the smallest failing one.
+    """The trials to save: per (scenario, violated invariants), the failing trial with the fewest faults
+    (the shrink result when it is among them).
 
     ``trials`` are :class:`harness.campaign.TrialResult` objects (only
     failing ones are considered).  Returns them in campaign order.
@@ -78,9 +79,9 @@ def pick_regressions(trials: list[Any]) -> list[Any]:
             groups.setdefault((t.scenario, t.scenario_path, tuple(sorted(t.failed))), []).append(t)
     chosen = []
     for members in groups.values():
-        shrunk = [t for t in members if t.origin == "shrink"]
-        pool = shrunk or members
-        chosen.append(min(pool, key=lambda t: (_size(t.schedule), t.index)))
+        # the fewest faults; among equals the shrink result, then the earliest trial
+        chosen.append(min(members, key=lambda t: (_size(t.schedule)[0], t.origin != "shrink", _size(t.schedule)[1],
+                                                  t.index)))
     return sorted(chosen, key=lambda t: t.index)
 
 

@@ -148,7 +148,9 @@ def run_mutant(name: str, *, budget_s: float = 120.0, jobs: int | None = None, t
                 best = min(shrunk or violating, key=lambda t: (_faults(t.schedule), t.index))
                 out.shrunk_length = _faults(best.schedule)
                 first_bad = min(violating, key=lambda t: t.index)
-                out.reproduce = first_bad.reproduce  # carries FISKJ_MUTANT=name
+                out.reproduce = first_bad.reproduce
+                if f"FISKJ_MUTANT={name}" not in out.reproduce:  # a family whose reproducer leaves the env out
+                    out.reproduce = f"FISKJ_MUTANT={name} {out.reproduce}"
                 break
             if result.errors or time.monotonic() - started >= budget_s:
                 break

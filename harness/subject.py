@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shlex
 import signal
@@ -124,8 +125,12 @@ class Subject:
         return tuple(self.argv[1:]) == ("-m", "fiskj")
 
     def command_line(self) -> str:
-        """The prefix as one shell-quoted string (for ``--subject`` in reproducers)."""
-        return shlex.join(self.argv)
+        """The prefix as one shell-quoted string (for ``--subject`` in reproducers).
+
+        ``extra_env`` comes first as ``NAME=value`` words, as a shell would
+        take them (:func:`parse_subject` reads them back).
+        """
+        return shlex.join([f"{k}={v}" for k, v in self.extra_env] + list(self.argv))
 
     def _config_args(self, cfg: RunConfig, *, resume: bool = False) -> list[str]:
         args = [
@@ -195,15 +200,26 @@ def parse_subject(command: str | Sequence[str] | None) -> Subject:
     """Build a :class:`Subject` from a ``--subject`` value.
 
     ``command``: a shell-quoted string (split with :func:`shlex.split`) or an
-    argv list; ``None`` or empty gives :func:`default_subject`.  Raises
-    ``ValueError`` on unbalanced quotes.
+    argv list; ``None`` or empty gives :func:`default_subject`.  Leading
+    ``NAME=value`` words are variables set for every leg (``extra_env``), as
+    in a shell: ``--subject "FISKJ_MUTANT=no-fsync python -m harness.mutants.subject"``.
+    Raises ``ValueError`` on unbalanced quotes or assignments with no command.
     """
     if not command:
         return default_subject()
     argv = shlex.split(command) if isinstance(command, str) else list(command)
+    env = []
+    while argv and _ASSIGNMENT.match(argv[0]):
+        name, _, value = argv.pop(0).partition("=")
+        env.append((name, value))
     if not argv:
+        if env:
+            raise ValueError(f"--subject {command!r} sets variables but names no command")
         return default_subject()
-    return Subject(argv=tuple(argv))
+    return Subject(argv=tuple(argv), extra_env=tuple(env))
+
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 # --- the fork server (reference subject only) -----------------------------------------------

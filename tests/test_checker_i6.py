@@ -72,3 +72,23 @@ def test_the_final_state_is_used_when_no_leg_left_a_journal():
         leg.journal = None
     v = i6_reference.check(h)
     assert v.status == "valid" and v.evidence["source"] == "history.final_state"
+
+
+def test_a_journaled_tool_result_whose_tool_never_ran_is_a_missing_effect():
+    eng = Engine([["a", "b"], []])
+    eng.leg(kill_after=3)
+    h = eng.finish()
+    h.effects = [e for e in h.effects if e.tool_use_id != "b"]   # b's result is journaled, b never ran
+    v = i6_reference.check(h)
+    assert v.status == "invalid"
+    (row,) = v.evidence["violations"]
+    assert row == {"kind": "effect_missing", "tool_use_ids": ["b"], "executions": len(h.effects)}
+    assert "never ran: b" in v.summary
+
+
+def test_effects_are_not_judged_when_the_reference_ran_no_ledger_tool():
+    eng = Engine([["a"], []])
+    h = eng.finish()
+    h.effects = []
+    h.reference.effects = 0
+    assert i6_reference.check(h).status == "valid"

@@ -82,3 +82,23 @@ def test_a_concurrent_refused_leg_with_no_trace_is_unknown():
     leg.trace = []
     leg.t_start = eng.h.legs[0].t_start + 1
     assert i9_refusal.check(eng.h).status == "unknown"
+
+
+def test_field_case_f17_a_drifted_resume_that_was_not_refused_is_caught():
+    eng = Engine([["a"], []])
+    eng.leg(kill_after=4)                       # killed in the batch
+    eng.leg()                                   # the drift probe: resumed with another model, and it ran on
+    h = eng.finish()
+    h.legs[1].fault.detail.update({"drift": ["model"], "expect": "refused"})
+    v = i9_refusal.check(h)
+    assert v.status == "invalid"
+    (row,) = v.evidence["violations"]
+    assert row["kind"] == "not_refused" and row["leg"] == 1 and row["drift"] == ["model"]
+    assert row["exit_code"] == 0 and row["bytes_after"] > row["bytes_before"]
+
+
+def test_field_case_f17_a_drifted_resume_that_was_refused_is_valid():
+    eng = _completed_then_refused()
+    eng.h.legs[1].fault.detail.update({"drift": ["model"], "expect": "refused"})
+    v = i9_refusal.check(eng.h)
+    assert v.status == "valid" and v.evidence["checked"] == 1

@@ -141,3 +141,48 @@ def test_fresh_processes_and_the_fork_server_give_the_same_result(tmp_path):
         (leg.kind, leg.exit_code, leg.exit_signal) for leg in g.legs]
     assert view(h.final_state) == view(g.final_state)
     assert [len(leg.trace) for leg in h.legs] == [len(leg.trace) for leg in g.legs]
+
+
+DRIFT = parse_scenario("""
+name = "runner-drift"
+purpose = "a resume with another model and tool set"
+[workload]
+turns = 2
+tools_per_turn = 1
+tool_ms = 1
+drift = ["model", "tools", "max_iterations"]
+""", "runner-drift.toml")
+
+BUDGET = parse_scenario("""
+name = "runner-budget"
+purpose = "a run that ends on its token budget"
+[workload]
+turns = 4
+tools_per_turn = 1
+tool_ms = 1
+max_tokens = 300
+""", "runner-budget.toml")
+
+
+def test_field_case_f17_with_drift_a_resume_is_refused_first_then_forced_and_nothing_was_appended(runner):
+    from harness.checkers import check_all
+
+    history = runner.run_trial(DRIFT, 1, [{"kind": "kill", "event": 12}])
+    crash, probe, forced = history.legs
+    assert crash.exit_signal == "SIGKILL"
+    assert (probe.kind, probe.exit_code, probe.fault.detail["expect"]) == ("resume", 2, "refused")
+    assert "claude-fiskj-fake-drifted" in probe.argv and "--force" not in probe.argv
+    assert "model" in probe.stderr and probe.journal == crash.journal          # zero bytes appended
+    assert "--force" in forced.argv and forced.exit_code == 0 and forced.fault.detail["forced"] is True
+    assert any(a.endswith("tools-drifted.json") for a in forced.argv)
+    assert all(v.status == "valid" for v in check_all(history)), [v.summary for v in check_all(history)]
+
+
+def test_a_workload_that_ends_on_its_budget_is_a_valid_reference_and_a_resume_ends_alike(runner):
+    from harness.checkers import check_all
+
+    ref = runner.reference(BUDGET)
+    assert ref.reference.state["status"] == "budget" and ref.history.legs[-1].exit_code == 1
+    history = runner.run_trial(BUDGET, 1, [{"kind": "kill", "event": 12}])
+    assert history.final_state["status"] == "budget"
+    assert all(v.status == "valid" for v in check_all(history))

@@ -235,3 +235,17 @@ def test_every_regression_scenario_loads_replays_one_schedule_and_is_named_after
         assert path.stem == s.name and s.name.startswith("regression-")
         assert s.faults.schedule, f"{path}: a regression scenario replays its shrunk schedule"
         assert "\n" not in s.purpose
+
+
+def test_docs_scenarios_md_documents_every_key_and_every_bundled_scenario():
+    from harness.scenario import FAMILY_KEYS, SCHEMA
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    for section, keys in SCHEMA.items():
+        for key in keys:
+            assert f"| `{key}` |" in doc, f"docs/scenarios.md has no row for {section or 'top-level'} key {key!r}"
+    for keys in FAMILY_KEYS.values():
+        for key in keys:
+            assert f"| `{key}` |" in doc, f"docs/scenarios.md has no row for family key {key!r}"
+    for path in bundled_scenarios():
+        assert f"`{path.stem}`" in doc, f"docs/scenarios.md does not list the bundled scenario {path.stem}"

@@ -1,0 +1,103 @@
+"""bench/run.py smoke test: every section's function runs on tiny sizes and yields the table's keys.
+
+No timing is asserted: speed is what the bench measures (``python3 bench/run.py``), not what a test checks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fiskj.reader import read_state
+
+_PATH = Path(__file__).resolve().parent.parent / "bench" / "run.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("fiskj_bench_run", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def _check_rows(bench, rows, section):
+    assert rows, f"no rows from {section}"
+    for r in rows:
+        assert tuple(r) == bench.ROW_KEYS
+        assert r["section"] == section and r["metric"]
+        assert "not measured" not in r["metric"], r["note"]
+
+
+def test_generated_journals_are_valid_runs_of_the_asked_size(bench, tmp_path):
+    for n in (1, 2, 3, 10, 257):
+        path = tmp_path / f"j{n}.json"
+        size = bench.write_journal(path, n)
+        state = read_state(path)
+        assert state.records == n and size == path.stat().st_size
+        assert state.pending is None and state.torn_tail is None
+    assert 200 < size / n < 450  # "~300-byte records"
+
+
+def test_append_section(bench, tmp_path):
+    rows, details = bench.bench_append(str(tmp_path), n=4, sizes=(300, 4096), long_journal=30)
+    _check_rows(bench, rows, "append")
+    metrics = [r["metric"] for r in rows]
+    assert any("median latency" in m for m in metrics) and any("throughput" in m for m in metrics)
+    assert any("after 30 records" in m for m in metrics) and any("IO stubbed" in m for m in metrics)
+    assert {"append_300", "append_4096", "append_cpu_us", "append_long"} <= set(details)
+    assert 250 <= details["append_300"]["line_bytes"] <= 350 and 4000 <= details["append_4096"]["line_bytes"] <= 4200
+
+
+def test_load_section_runs_its_children(bench, tmp_path):
+    rows, details = bench.bench_load(str(tmp_path), sizes=(20, 10_000), rounds=1)
+    _check_rows(bench, rows, "load")
+    metrics = " ".join(r["metric"] for r in rows)
+    assert "records/s" in metrics and "peak RSS" in metrics and "per-record cost" in metrics
+    assert details["load_20"]["records"] == 20 and set(details["load_20"]["cpu_s"]) == set(bench._LOAD_MODES)
+
+
+def test_campaign_crash_states_and_catch_sections(bench):
+    rows, details = bench.bench_campaign(trials=2, probe_n=1)
+    _check_rows(bench, rows, "campaign")
+    assert rows[0]["metric"].startswith("kill-every-event: trials/s") and details["campaign"]["trials"] >= 2
+    assert any(r["metric"].strip().startswith("share:") for r in rows)
+    rows, details = bench.bench_crash_states(explore=1, rounds=1)
+    _check_rows(bench, rows, "campaign")
+    assert details["crash_states"]["states"] > 0
+    rows, details = bench.bench_catch(names=["fingerprint-ignores-model"], budget_s=30)
+    _check_rows(bench, rows, "catch")
+    assert [r["metric"] for r in rows] == ["fingerprint-ignores-model"]
+    assert details["fingerprint-ignores-model"]["caught"] == [True]
+
+
+def test_table_format(bench):
+    rows = [bench.row("load", "read_state 1,000 rec", 2.0, 1.0, unit="rec/s", target="<= 1.5x", met=False, note="n"),
+            bench.row("campaign", "  share: tools", 4.0, None, unit="ms/trial", ratio=0.25)]
+    text = bench.format_table(rows)
+    assert "2.00x" in text and "NO" in text and "25%" in text
+    assert bench.format_table(rows, markdown=True).startswith("| section | metric |")
+
+
+def test_main_prints_the_table_and_writes_the_json(bench, tmp_path, monkeypatch, capsys):
+    tiny = dict(bench.QUICK, append_n=4, append_long=0, load_sizes=(20, 60), load_rounds=1)
+    monkeypatch.setattr(bench, "QUICK", tiny)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--quick", "--only", "append,load", "--json", str(out), "--dir", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "fiskj bench (quick" in printed and "append" in printed and "read_state" in printed
+    data = json.loads(out.read_text())
+    assert data["mode"] == "quick" and {"nproc", "cpu", "kernel", "python", "fs"} <= set(data["machine"])
+    assert data["rows"] and all(tuple(r) == bench.ROW_KEYS for r in data["rows"])
+    assert {r["section"] for r in data["rows"]} == {"append", "load"}
+
+
+def test_unknown_section_is_a_usage_error(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--only", "nope"])
