@@ -241,6 +241,9 @@ _TOOL_RESULT = frozenset(("tool_use_id", "result", "remote"))
 _TERMINAL = frozenset(("reason", "message"))
 _FP = frozenset(FINGERPRINT_FIELDS)
 _CONTENT_TYPES = (list, str)  # exact types: a decoded JSON value is never a subclass
+#: Block types of assistant messages, each kept as one shared string.
+_BLOCK_TYPES = {t: t for t in ("text", "tool_use", "thinking", "redacted_thinking", "server_tool_use",
+                               "web_search_tool_result", "image", "document")}
 
 
 def _builder(cls: type, order: tuple[str, ...]) -> Any:
@@ -313,6 +316,14 @@ def _decode_assistant(p: dict[str, Any], seq: int) -> AssistantRecord:
             and (cread is None or (type(cread) is int and cread >= 0))
             and (ccreate is None or (type(ccreate) is int and ccreate >= 0))
             and message.get("role") == "assistant" and type(message.get("content")) in _CONTENT_TYPES):
+        message["role"] = "assistant"  # the same text, one shared string (a fold keeps every message)
+        content = message["content"]
+        if type(content) is list:
+            for block in content:
+                if type(block) is dict:
+                    kind = block.get("type")
+                    if type(kind) is str and kind in _BLOCK_TYPES:
+                        block["type"] = _BLOCK_TYPES[kind]
         return _assistant(iteration, message, in_tokens, out_tokens, stop, cread, ccreate, {}, seq)
     return _decode_assistant_checked(p, seq)
 
@@ -340,6 +351,7 @@ def _decode_user(p: dict[str, Any], seq: int) -> UserRecord:
     message = p.get("message")
     if (len(p) == 1 and type(message) is dict and message.get("role") == "user"
             and type(message.get("content")) in _CONTENT_TYPES):
+        message["role"] = "user"
         return _user(message, {}, seq)
     return UserRecord(message=_message(p, "user", "user"), extra=_extra(p, _USER), seq=seq)
 
@@ -348,6 +360,9 @@ def _decode_tool_result(p: dict[str, Any], seq: int) -> ToolResultRecord:
     tool_use_id, result = p.get("tool_use_id"), p.get("result")
     if (type(tool_use_id) is str and type(result) is dict and result.get("type") == "tool_result"
             and result.get("tool_use_id") == tool_use_id):
+        # Equal values, shared objects: the block a fold keeps holds no second copy of either string.
+        result["type"] = "tool_result"
+        result["tool_use_id"] = tool_use_id
         n = len(p)
         if n == 2:
             return _tool_result(tool_use_id, result, None, {}, seq)

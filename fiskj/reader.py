@@ -16,8 +16,10 @@ Source: seed "Reading tolerates exactly one torn tail line" and FORMAT.md
   corruption: :class:`CorruptJournal` naming the path, 1-based line number
   and byte offset.  A final line that is valid JSON but not a valid record
   is corruption too: it was written whole.
-* Memory is bounded: one line at a time, at most :data:`MAX_RECORD_BYTES`
-  of it; an over-long line is skipped in chunks, never held.
+* Memory is bounded: complete lines are read and parsed in batches of at
+  most 256 lines, a batch ending once it holds 1 MiB (so at most 1 MiB plus
+  one line of up to :data:`MAX_RECORD_BYTES`); an over-long line is skipped
+  in chunks, never held.
 """
 
 from __future__ import annotations

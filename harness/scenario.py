@@ -398,6 +398,32 @@ def find_line(text: str, section: str, key: str | None) -> int | None:
     return None
 
 
+_ASSIGN_RE = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+
+
+def key_at(text: str, line: int) -> str | None:
+    """The dotted key written on 1-based ``line`` of TOML ``text`` (``"faults.family"``), if it holds one.
+
+    Used to name the key of a TOML syntax error (a bad value after ``key =``).
+    The table is the last ``[header]`` above the line.  ``None`` when the
+    line holds no ``key =``.
+    """
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return None
+    m = _ASSIGN_RE.match(lines[line - 1])
+    if not m:
+        return None
+    table = ""
+    for above in reversed(lines[:line - 1]):
+        h = _HEADER_RE.match(above)
+        if h:
+            table = ".".join(_bare(p) for p in h.group(1).split("."))
+            break
+    key = ".".join(_bare(p) for p in m.group(1).split("."))
+    return f"{table}.{key}" if table else key
+
+
 # --- parsing -----------------------------------------------------------------
 
 
@@ -413,7 +439,9 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
-        raise ScenarioError(f"TOML syntax error: {exc}", path=where, line=int(m.group(1)) if m else None) from None
+        line = int(m.group(1)) if m else None
+        raise ScenarioError(f"TOML syntax error: {exc}", path=where, line=line,
+                            key=key_at(text, line) if line else None) from None
 
     def fail(section: str, key: str | None, message: str) -> ScenarioError:
         dotted = ".".join(p for p in (section, key) if p) or None

@@ -26,6 +26,7 @@ budget with random generation for a long run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -356,12 +357,17 @@ def test_a_journal_with_lines_moved_or_json_edited_folds_correctly_or_raises_a_t
 
 
 @fuzz_settings
-@given(byte_mutated() | structure_mutated(), st.integers(40, 1500), st.integers(1, 64))
-def test_oversized_lines_are_handled_alike_at_any_record_limit_and_chunk_size(data, limit, chunk):
-    # A small limit and chunk size exercise the reader's skip-in-chunks path on small inputs.
-    with mock.patch.object(fiskj.reader, "MAX_RECORD_BYTES", limit), \
-            mock.patch.object(fiskj.codec, "MAX_RECORD_BYTES", limit), \
-            mock.patch.object(fiskj.reader, "_CHUNK", chunk):
+@given(byte_mutated() | structure_mutated(), st.integers(40, 1500), st.integers(1, 64), st.integers(1, 4),
+       st.integers(1, 3000))
+def test_oversized_lines_are_handled_alike_at_any_record_limit_and_chunk_size(data, limit, chunk, lines, size):
+    # A small limit, chunk size and read-ahead batch exercise the reader's skip-in-chunks path and
+    # its batch boundaries on small inputs.
+    with contextlib.ExitStack() as stack:
+        for module, name, value in [(fiskj.reader, "MAX_RECORD_BYTES", limit), (fiskj.codec, "MAX_RECORD_BYTES", limit),
+                                    (fiskj.reader, "_CHUNK", chunk), (fiskj.reader, "_BATCH_LINES", lines),
+                                    (fiskj.reader, "_BATCH_BYTES", size)]:
+            if hasattr(module, name):  # the read-ahead batch is optional in the reader
+                stack.enter_context(mock.patch.object(module, name, value))
         check(data, limit=limit)
 
 

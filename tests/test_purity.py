@@ -5,11 +5,16 @@ which they import) are records in, state out: no files, no sockets, no
 processes, no clock, no randomness.  Checked two ways: statically (their
 imports and calls, via ``ast``) and at run time (importing them in a fresh
 interpreter loads none of fiskj's IO modules).
+
+The one escape hatch is reviewed in the code itself: a line ending in a
+comment ``# purity: <why this is not IO>`` is exempt (the reason must not be
+empty).  Use it only where the result stays a pure function of the input.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,14 +32,21 @@ FORBIDDEN_MODULES = frozenset({
     "select", "selectors", "threading", "multiprocessing", "asyncio", "concurrent", "urllib", "http", "ssl",
     "datetime", "secrets", "uuid", "logging", "glob", "mmap", "importlib", "builtins", "ctypes", "sqlite3",
 })
-#: Builtins that do IO or run code.
-FORBIDDEN_CALLS = frozenset({"open", "print", "input", "exec", "eval", "compile", "__import__", "breakpoint"})
+#: Builtins that do IO or import modules behind the checker's back.
+FORBIDDEN_CALLS = frozenset({"open", "print", "input", "__import__", "breakpoint"})
+_PRAGMA = re.compile(r"#\s*purity:\s*\S")
 
 
 def impurities(source: str, pure: tuple[str, ...] = PURE) -> list[str]:
-    """Return one line per impure import or call in ``source`` (a module of package fiskj)."""
+    """Return one line per impure import or call in ``source`` (a module of package fiskj).
+
+    A line carrying a ``# purity: <reason>`` comment is exempt (see the module docstring).
+    """
+    exempt = {n for n, text in enumerate(source.splitlines(), 1) if _PRAGMA.search(text)}
     found = []
     for node in ast.walk(ast.parse(source)):
+        if getattr(node, "lineno", None) in exempt:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] in FORBIDDEN_MODULES:
@@ -60,7 +72,9 @@ def impurities(source: str, pure: tuple[str, ...] = PURE) -> list[str]:
 
 @pytest.mark.parametrize("module", PURE)
 def test_a_pure_module_imports_nothing_that_does_io_and_calls_no_io_builtin(module):
-    assert impurities((PACKAGE / f"{module}.py").read_text()) == []
+    found = impurities((PACKAGE / f"{module}.py").read_text())
+    assert found == [], (f"fiskj/{module}.py must do no IO, read no clock and draw no randomness: {found}; "
+                         f"remove it, or mark a line that keeps results pure with '# purity: <why>'")
 
 
 def test_importing_the_pure_modules_loads_no_io_module_of_fiskj():
@@ -87,11 +101,18 @@ def test_importing_the_pure_modules_loads_no_io_module_of_fiskj():
     "data = open('x').read()",
     "print('hello')",
     "__import__('os').remove('x')",
+    "import random  # purity:",
     "__builtins__.open('x')",
 ])
 def test_the_purity_check_catches_an_impure_module(source):
     # The checker must be able to fail: each of these is one impurity.
     assert len(impurities("import json\n" + source)) >= 1
+
+
+def test_a_purity_pragma_with_a_reason_exempts_its_line_only():
+    assert impurities("import json\nimport random  # purity: a nonce; results do not depend on it\n") == []
+    assert impurities("import json\nimport random  # purity:\n") == ["line 2: import random"]
+    assert impurities("import random  # purity: nonce\nimport time\n") == ["line 2: import time"]
 
 
 def test_the_purity_check_passes_pure_code():

@@ -172,12 +172,15 @@ def test_a_bad_key_of_the_issue_7_format_is_named_with_its_file_and_line(tmp_pat
     assert str(err).startswith(f"{path}:{line}: key {key!r}: ")
 
 
-def test_a_toml_syntax_error_in_a_file_names_the_file_and_the_line(tmp_path):
+def test_a_toml_syntax_error_in_a_value_names_the_file_the_line_and_the_key(tmp_path):
     path = write(tmp_path, 'name = "x"\npurpose = "y"\n\n[faults]\nfamily = kill\n', "syntax.toml")
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
-    assert info.value.path == str(path) and info.value.line == 5
-    assert f"{path}:5:" in str(info.value)
+    assert (info.value.path, info.value.line, info.value.key) == (str(path), 5, "faults.family")
+    assert str(info.value).startswith(f"{path}:5: key 'faults.family': TOML syntax error")
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario('name = "x"\npurpose = "y"\nworkload . "turns" = 3x\n', "dotted.toml")
+    assert (info.value.line, info.value.key) == (3, "workload.turns")
 
 
 def test_an_unknown_faults_key_lists_the_family_keys_among_the_known_ones():

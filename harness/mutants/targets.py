@@ -43,7 +43,7 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("reader-drops-final-record", "tails-basic", 4, ("I4", "I5")),
     # the agent loop: kills, suspends, budgets and drift
     Target("result-before-tool", "kill-every-event", 40, ("I6",)),
-    Target("assistant-after-tools", "kill-random", 24, ("I2",)),
+    Target("assistant-after-tools", "chain-crash-in-pending-batch", 30, ("I2",)),
     Target("suspend-mid-batch", "suspend-clean", 16, ("I1",)),
     Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
     Target("counters-in-memory", "budget-end-kill", 12, ("I6",)),
