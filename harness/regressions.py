@@ -147,10 +147,12 @@ def save_regressions(result: Any, directory: str | Path) -> list[Path]:
     already exists with the same name is kept as it is and returned too).
     """
     out_dir = Path(directory)
-    out_dir.mkdir(parents=True, exist_ok=True)
     by_name = {(r.scenario.name, r.scenario.path): r.scenario for r in result.scenarios}
     written = []
-    for trial in pick_regressions(result.trials):
+    picked = pick_regressions(result.trials)
+    if picked:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for trial in picked:
         scenario = by_name.get((trial.scenario, trial.scenario_path))
         if scenario is None:
             continue
