@@ -22,8 +22,10 @@ For each S:
   by the (k+1)-th assistant record), or the call was made in S itself.
 
 An earlier call or execution left unjournaled by a *crash* before S is not
-I1's to judge (I2 and I3 allow one such repeat per crash); it is listed
-under ``exempt``.
+I1's to judge (I2 and I3 allow one such repeat per crash); nor is a repeat
+after a ``tail`` fault, between S and the repeat, that destroyed the
+journaled result or assistant record (the nemesis took the evidence of
+completion away).  Both are listed under ``exempt``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 
 from ..history import History
 from . import INVALID, VALID, make
-from ._common import attribute, legs_in_order, pending_ids, previous_snapshot, split_journal
+from ._common import attribute, is_tail, legs_in_order, pending_ids, previous_snapshot, split_journal
 
 INVARIANT = "I1"
 NAME = "exactly-once after a clean suspend"
@@ -40,6 +42,15 @@ NAME = "exactly-once after a clean suspend"
 
 def _assistants_in(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+def _destroyed_by_tail(legs: list[Any], start: int, after: list[tuple[int, Any]], gone: Any) -> int | None:
+    """The index of a tail-fault leg in ``[start, first repeat)`` whose snapshot lacks the evidence, else None."""
+    first = min(li for li, _ in after)
+    for leg in legs:
+        if start <= leg.index < first and is_tail(leg) and gone(split_journal(leg.journal)):
+            return leg.index
+    return None
 
 
 def check(history: History) -> Any:
@@ -75,7 +86,10 @@ def check(history: History) -> Any:
             row = {"tool_use_id": tid, "suspend_leg": s.index,
                    "before": [{"leg": li, "attempt": e.attempt, "pid": e.pid, "t": e.t} for li, e in before],
                    "after": [{"leg": li, "attempt": e.attempt, "pid": e.pid, "t": e.t} for li, e in after]}
-            if tid in results or any(li == s.index for li, _ in before):
+            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: tid not in snap.tool_result_ids())
+            if destroyed is not None:
+                exempt.append({"kind": "tool", **row, "why": f"a tail fault after leg {destroyed} removed its result"})
+            elif tid in results or any(li == s.index for li, _ in before):
                 if ("tool", tid) not in seen:
                     seen.add(("tool", tid))
                     row["result_journaled"] = tid in results
@@ -92,7 +106,11 @@ def check(history: History) -> Any:
             row = {"key": key, "suspend_leg": s.index, "turn": before[0][1].turn,
                    "before": [{"leg": li, "index": c.index, "t": c.t} for li, c in before],
                    "after": [{"leg": li, "index": c.index, "t": c.t} for li, c in after]}
-            if journaled or any(li == s.index for li, _ in before):
+            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: snap.assistant_count() < k + 1)
+            if destroyed is not None:
+                exempt.append({"kind": "model_call", **row,
+                               "why": f"a tail fault after leg {destroyed} removed its assistant record"})
+            elif journaled or any(li == s.index for li, _ in before):
                 if ("call", key) not in seen:
                     seen.add(("call", key))
                     row["assistant_journaled"] = journaled
