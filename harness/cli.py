@@ -169,27 +169,44 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any) -> int:
-    from .report import exit_status, render_summary, write_junit
+def _write_reports(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """Write ``report`` to ``--report-json`` and ``--junit``, where given."""
+    from .report import write_junit
 
     if args.report_json:
         _write_json(args.report_json, report)
     if args.junit:
         write_junit(report, args.junit)
+
+
+def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str,
+          error: str = "setup error") -> int:
+    """The exit status of a finished command: 2 when there are ``errors`` (each printed as
+    ``fiskj-harness: <error>: ...``) or nothing ``ran`` (``nothing_ran`` printed); else 0 when every checked
+    invariant of ``report`` held, 1 when not."""
+    from .report import exit_status
+
+    for err in errors:
+        print(f"fiskj-harness: {error}: {err}", file=sys.stderr)
+    if errors:
+        return EXIT_USAGE
+    if not ran:
+        print(f"fiskj-harness: {nothing_ran}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK if exit_status(report) == 0 else EXIT_VIOLATION
+
+
+def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any) -> int:
+    from .report import render_summary
+
+    _write_reports(report, args)
     if not args.quiet:
         out.write(render_summary(report))
         shrinks = report["campaign"]["shrinks"]
         for s in shrinks:
             out.write(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}): "
                       f"{json.dumps(s['schedule'])}\n")
-    for err in result.errors:
-        print(f"fiskj-harness: setup error: {err}", file=sys.stderr)
-    if result.errors:
-        return EXIT_USAGE
-    if not result.trials:
-        print("fiskj-harness: no trial ran", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK if exit_status(report) == 0 else EXIT_VIOLATION
+    return _exit(report, result.errors, bool(result.trials), "no trial ran")
 
 
 def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
@@ -293,7 +310,7 @@ def _gate_scenarios(args: list[str]) -> list[Any]:
 def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness gate``: the bundled and regression scenarios within ``--budget``; returns the exit status."""
     from .gate import gate_report, render_gate_markdown, run_gate
-    from .report import exit_status, render_summary, write_junit
+    from .report import render_summary
     from .subject import parse_subject
 
     out = out or sys.stdout
@@ -306,27 +323,16 @@ def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
     gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
                     seed=args.seed, progress=say)
     report = gate_report(gate, args.report_json)
-    if args.report_json:
-        _write_json(args.report_json, report)
-    if args.junit:
-        write_junit(report, args.junit)
+    _write_reports(report, args)
     _write_summary(render_gate_markdown(report), args.summary)
     if not args.quiet:
         out.write(render_summary(report))
-    result = gate.result
-    for err in result.errors:
-        print(f"fiskj-harness: setup error: {err}", file=sys.stderr)
-    if result.errors:
-        return EXIT_USAGE
-    if not result.trials:
-        print("fiskj-harness: no trial ran within the budget", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK if exit_status(report) == 0 else EXIT_VIOLATION
+    return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget")
 
 
 def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness merge REPORT...``: one report and one verdict from shard reports; returns the exit status."""
-    from .report import exit_status, merge_reports, render_markdown, render_summary, write_junit
+    from .report import merge_reports, render_markdown, render_summary
 
     out = out or sys.stdout
     reports = []
@@ -351,22 +357,13 @@ def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
         "errors": errors,
         "shards": [c.get("shard") for c in campaigns],
     }
-    if args.report_json:
-        _write_json(args.report_json, merged)
-    if args.junit:
-        write_junit(merged, args.junit)
+    _write_reports(merged, args)
     if args.summary or os.environ.get("GITHUB_STEP_SUMMARY"):
         _write_summary(render_markdown(merged), args.summary)
     if not args.quiet:
         out.write(render_summary(merged))
-    for err in errors:
-        print(f"fiskj-harness: setup error in a shard: {err}", file=sys.stderr)
-    if errors:
-        return EXIT_USAGE
-    if not merged["trials"]:
-        print("fiskj-harness: the reports hold no trial", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK if exit_status(merged) == 0 else EXIT_VIOLATION
+    return _exit(merged, errors, bool(merged["trials"]), "the reports hold no trial",
+                 error="setup error in a shard")
 
 
 def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:

@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, ToolResultRecord
@@ -46,13 +47,13 @@ from .crashstates import CrashState, crash_points, lost_acknowledged
 from .history import Effect, Fault, History, Leg, ModelCall
 from .nemesis import drive
 from .runner import ReferenceRun, Runner, fold_journal, read_ledger, read_trace, run_id_for
-from .scenario import Scenario
+from .scenario import Scenario, family_params
 from .server import api_key
 from .subject import RunConfig, Subject, journal_path
 from .workload import Workload, build_workload, write_tools_file
 
 __all__ = ["Params", "StateResult", "Report", "Recovery", "params_from", "select_states", "run_power_loss",
-           "context", "run_leg", "recover", "journal_index"]
+           "context", "run_leg", "recover", "journal_index", "workspace"]
 
 #: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
 CHECKED = ("I2", "I3", "I5", "I6", "I7")
@@ -75,12 +76,8 @@ class Params:
 def params_from(scenario: Scenario, **overrides: Any) -> Params:
     """:class:`Params` of ``scenario``: ``[faults]`` keys named as the fields, else ``max_states`` =
     ``trials.count`` and ``seed`` = ``trials.seed``; non-None ``overrides`` win."""
-    raw = dict(scenario.raw.get("faults", {})) if scenario.raw else {}
-    known = {f.name for f in fields(Params)}
-    values: dict[str, Any] = {"max_states": scenario.trials.count, "seed": scenario.trials.seed}
-    values.update({k: v for k, v in raw.items() if k in known})
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return Params(**values)
+    return family_params(Params, scenario, {"max_states": scenario.trials.count, "seed": scenario.trials.seed},
+                         overrides)
 
 
 @dataclass
@@ -271,6 +268,25 @@ def context(runner: Runner, scenario: Scenario, shared: Path) -> Recovery:
                     write_tools_file(shared / "tools.json"), run_id_for(scenario), scenario.trials.timeout_s)
 
 
+@contextlib.contextmanager
+def workspace(runner: Runner | None, subject: Subject | None, prefix: str) -> Iterator[tuple[Runner, Path]]:
+    """The runner and the shared temporary directory of one family campaign (power loss, tail).
+
+    Yields ``(runner, shared)``: ``runner``, else a new :class:`Runner` of
+    ``subject`` that is closed at the end, and a fresh directory named
+    ``prefix...`` under its ``tmp_root``, removed at the end.
+    """
+    own = runner is None
+    runner = runner or Runner(subject)
+    shared = Path(tempfile.mkdtemp(prefix=prefix, dir=runner.tmp_root))
+    try:
+        yield runner, shared
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+        if own:
+            runner.close()
+
+
 def _i4(state: CrashState) -> Verdict:
     lost = lost_acknowledged(state)
     status = INVALID if lost else VALID
@@ -327,11 +343,8 @@ def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject:
                    params: Params | None = None) -> Report:
     """Run the power-loss family of ``scenario``; returns a :class:`Report` (never raises for a bad agent)."""
     params = params or params_from(scenario)
-    own = runner is None
-    runner = runner or Runner(subject)
-    report = Report(scenario.name, list(runner.subject.argv))
-    shared = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-tools-", dir=runner.tmp_root))
-    try:
+    with workspace(runner, subject, "fiskj-powerloss-tools-") as (runner, shared):
+        report = Report(scenario.name, list(runner.subject.argv))
         ctx = context(runner, scenario, shared)
         run_id, trace = ctx.run_id, ctx.ref.history.legs[0].trace
         jpath = next(ev["path"] for ev in trace if os.path.basename(ev.get("path") or "") == f"{run_id}.json")
@@ -364,10 +377,6 @@ def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject:
         report.explore_seconds = time.monotonic() - t0
         report.states_explored = len(report.results)
         report.results.sort(key=lambda r: (r.state["prefix_n"], r.state["id"]))
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
-        if own:
-            runner.close()
     return report
 
 

@@ -54,9 +54,9 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from fiskj.errors import FiskjError
 
@@ -77,6 +77,7 @@ __all__ = [
     "regression_scenario_dir",
     "regression_scenarios",
     "FAMILY_KEYS",
+    "family_params",
     "DRIFT_FIELDS",
     "RACE_NAMES",
 ]
@@ -352,6 +353,26 @@ FAMILY_KEYS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "resume_checks": _int(0),
     },
 }
+
+_P = TypeVar("_P")
+
+
+def family_params(cls: type[_P], scenario: Scenario, defaults: dict[str, Any], overrides: dict[str, Any]) -> _P:
+    """The parameters ``cls`` (a dataclass) of a family's executor for ``scenario``.
+
+    ``defaults`` (taken from the scenario's other tables), then the
+    ``[faults]`` keys named as the fields of ``cls``, then the non-None
+    ``overrides``, each over the one before; absent fields keep ``cls``'s
+    defaults.  The one reading of :data:`FAMILY_KEYS` shared by
+    ``harness.powerloss.params_from`` and ``harness.tailcheck.params_from``.
+    """
+    raw = dict(scenario.raw.get("faults", {})) if scenario.raw else {}
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    values = dict(defaults)
+    values.update({k: v for k, v in raw.items() if k in known})
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return cls(**values)
+
 
 #: ``[faults]`` keys used by one family only (the others' are in :data:`FAMILY_KEYS`).
 _FAMILY_ONLY = {"races": "race", "chain": "chain"}

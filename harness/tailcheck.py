@@ -32,15 +32,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .checkers import INVALID, VALID, check_all
 from .history import Fault, Leg
-from .powerloss import Recovery, context, recover
+from .powerloss import Recovery, context, recover, workspace
 from .runner import Runner
-from .scenario import Scenario
+from .scenario import Scenario, family_params
 from .subject import Subject
 from .tails import Answer, Mutation, judge, mutations
 
@@ -66,12 +66,8 @@ class Params:
 
 def params_from(scenario: Scenario, **overrides: Any) -> Params:
     """:class:`Params` of ``scenario`` (``[faults]`` keys named as the fields; ``resume_checks`` = ``trials.count``)."""
-    raw = dict(scenario.raw.get("faults", {})) if scenario.raw else {}
-    known = {f.name for f in fields(Params)}
-    values: dict[str, Any] = {"seed": scenario.trials.seed, "resume_checks": scenario.trials.count}
-    values.update({k: v for k, v in raw.items() if k in known})
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return Params(**values)
+    return family_params(Params, scenario, {"seed": scenario.trials.seed, "resume_checks": scenario.trials.count},
+                         overrides)
 
 
 @dataclass
@@ -196,12 +192,9 @@ def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subj
               params: Params | None = None) -> Report:
     """Run the tail family of ``scenario``; returns a :class:`Report` (never raises for a bad agent)."""
     params = params or params_from(scenario)
-    own = runner is None
-    runner = runner or Runner(subject)
-    report = Report(scenario.name, list(runner.subject.argv))
-    t0 = time.monotonic()
-    shared = Path(tempfile.mkdtemp(prefix="fiskj-tails-", dir=runner.tmp_root))
-    try:
+    with workspace(runner, subject, "fiskj-tails-") as (runner, shared):
+        report = Report(scenario.name, list(runner.subject.argv))
+        t0 = time.monotonic()
         ctx = context(runner, scenario, shared)
         journal = ctx.ref.history.legs[-1].journal or b""
         muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
@@ -226,10 +219,6 @@ def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subj
                 report.resumes += 1
                 if violation is not None:
                     report.resume_violations.append(violation)
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
-        if own:
-            runner.close()
     report.seconds = time.monotonic() - t0
     return report
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from fiskj import cli_session, ioseam
+from fiskj import cli_session
 from fiskj.store import FileStore
 
 from builders import A, M, R, T, journal, lines
@@ -17,11 +17,7 @@ COUNTER_KEYS = {"llm_calls", "tool_calls", "remote_tool_calls", "in_tokens", "ou
                 "cache_create_tokens"}
 
 
-@pytest.fixture(autouse=True)
-def plain_seam():
-    ioseam.configure()
-    yield
-    ioseam.configure()
+pytestmark = pytest.mark.usefixtures("plain_seam")
 
 
 def cli(capsys, *argv):

@@ -18,11 +18,7 @@ from builders import A, M, R, T
 APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
-@pytest.fixture(autouse=True)
-def plain_seam():
-    ioseam.configure()
-    yield
-    ioseam.configure()
+pytestmark = pytest.mark.usefixtures("plain_seam")
 
 
 def read_trace(path):

@@ -9,21 +9,11 @@ from fiskj import ioseam
 from fiskj.codec import MAX_RECORD_BYTES, encode_record
 from fiskj.errors import InvalidRecord, JournalPoisoned, RecordTooLarge, StoreIOError, UsageError
 from fiskj.reader import read_records, read_state
-from fiskj.store import FileStore
 
 from builders import A, M, R, T, U, journal as journal_bytes, numbered
 
 
-@pytest.fixture(autouse=True)
-def plain_seam():
-    ioseam.configure()
-    yield
-    ioseam.configure()
-
-
-@pytest.fixture
-def store(tmp_path):
-    return FileStore(tmp_path / "runs")
+pytestmark = pytest.mark.usefixtures("plain_seam")
 
 
 def trace_ops(path):

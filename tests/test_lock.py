@@ -14,11 +14,7 @@ from fiskj.errors import RunLocked, StoreIOError, UnsafeFile
 from fiskj.lock import acquire
 
 
-@pytest.fixture(autouse=True)
-def plain_seam():
-    ioseam.configure()
-    yield
-    ioseam.configure()
+pytestmark = pytest.mark.usefixtures("plain_seam")
 
 
 # A holder process: takes the lock, then does what argv[2] says, prints "ready", waits for stdin EOF.

@@ -9,7 +9,6 @@ from harness.mutants import mutants, subject_for
 from harness.powerloss import Params, journal_index, params_from, run_power_loss, select_states
 from harness.runner import Runner
 from harness.scenario import parse_scenario
-from harness.server import ModelServer
 
 SCENARIO = parse_scenario('''
 name = "power-loss-test"
@@ -24,12 +23,6 @@ count = 40
 seed = 3
 timeout_s = 60
 ''')
-
-
-@pytest.fixture(scope="module")
-def server():
-    with ModelServer() as srv:
-        yield srv
 
 
 def test_every_crash_state_of_the_reference_recovers_to_the_reference_result(server):

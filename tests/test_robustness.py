@@ -22,7 +22,6 @@ import tracemalloc
 import pytest
 
 import fiskj.reader
-from fiskj import ioseam
 from fiskj.cli import main as fiskj_main
 from fiskj.codec import MAX_NESTING, MAX_RECORD_BYTES, decode_record, encode_record
 from fiskj.errors import (ConsistencyError, CorruptJournal, FiskjError, InvalidRecord, InvalidRunID, RecordTooLarge,
@@ -52,11 +51,7 @@ def nested(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
-@pytest.fixture(autouse=True)
-def plain_seam():
-    ioseam.configure()
-    yield
-    ioseam.configure()
+pytestmark = pytest.mark.usefixtures("plain_seam")
 
 
 # --- B01-B20: bad bytes ----------------------------------------------------------------------
@@ -396,6 +391,15 @@ def plant(tmp_path, data: bytes, run_id: str = "r1") -> FileStore:
     return store
 
 
+def plant_entry(tmp_path, make) -> FileStore:
+    """A store whose journal entry ``r1.json`` is what ``make(path)`` puts there (a symlink, a FIFO, a directory)."""
+    store = plant(tmp_path, b"")
+    path = os.path.join(store.directory, "r1.json")
+    os.unlink(path)
+    make(path)
+    return store
+
+
 def snapshot(root) -> dict:
     """Every path under ``root`` (symlinks not followed) with its kind, mode, owner, and a file's bytes and mtime.
 
@@ -472,9 +476,7 @@ def refused_everywhere(store: FileStore, error: type, calls=("load", "open", "de
 def test_h01_a_symlinked_journal_is_refused_and_its_target_is_untouched(tmp_path):
     outside = write(tmp_path, journal(M(), A("a")), name="outside.json")
     os.chmod(outside, 0o600)
-    store = plant(tmp_path, b"")
-    os.unlink(os.path.join(store.directory, "r1.json"))
-    os.symlink(outside, os.path.join(store.directory, "r1.json"))
+    store = plant_entry(tmp_path, lambda path: os.symlink(outside, path))
     before = snapshot(tmp_path)
     refused_everywhere(store, UnsafeFile)
     with pytest.raises(RunExists):
@@ -483,18 +485,14 @@ def test_h01_a_symlinked_journal_is_refused_and_its_target_is_untouched(tmp_path
 
 
 def test_h02_a_fifo_journal_is_refused_without_blocking(tmp_path):
-    store = plant(tmp_path, b"")
-    os.unlink(os.path.join(store.directory, "r1.json"))
-    os.mkfifo(os.path.join(store.directory, "r1.json"), 0o600)
+    store = plant_entry(tmp_path, lambda path: os.mkfifo(path, 0o600))
     before = snapshot(tmp_path)
     refused_everywhere(store, UnsafeFile)
     assert snapshot(tmp_path) == before
 
 
 def test_h03_a_directory_journal_is_refused(tmp_path):
-    store = plant(tmp_path, b"")
-    os.unlink(os.path.join(store.directory, "r1.json"))
-    os.mkdir(os.path.join(store.directory, "r1.json"), 0o700)
+    store = plant_entry(tmp_path, lambda path: os.mkdir(path, 0o700))
     before = snapshot(tmp_path)
     refused_everywhere(store, UnsafeFile)
     with pytest.raises(RunExists):

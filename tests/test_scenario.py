@@ -252,3 +252,21 @@ def test_docs_scenarios_md_documents_every_key_and_every_bundled_scenario():
             assert f"| `{key}` |" in doc, f"docs/scenarios.md has no row for family key {key!r}"
     for path in bundled_scenarios():
         assert f"`{path.stem}`" in doc, f"docs/scenarios.md does not list the bundled scenario {path.stem}"
+
+
+def test_family_params_are_the_defaults_then_the_faults_keys_then_the_overrides_that_are_set():
+    from dataclasses import dataclass
+
+    from harness.scenario import family_params
+
+    @dataclass(frozen=True)
+    class Params:
+        max_states: int = 64
+        zero_fill: bool = True
+        seed: int = 1
+        jobs: int = 0
+
+    s = parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "power_loss"\nmax_states = 5\n')
+    assert family_params(Params, s, {"max_states": 9, "seed": 3}, {"seed": None, "jobs": 2}) == \
+        Params(max_states=5, zero_fill=True, seed=3, jobs=2)
+    assert family_params(Params, Scenario("x", "y"), {"seed": 3}, {}) == Params(seed=3)

@@ -19,16 +19,7 @@ from builders import A, M, R, T, journal, lines, numbered
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.fixture(autouse=True)
-def plain_seam():
-    ioseam.configure()
-    yield
-    ioseam.configure()
-
-
-@pytest.fixture
-def store(tmp_path):
-    return FileStore(tmp_path / "runs")
+pytestmark = pytest.mark.usefixtures("plain_seam")
 
 
 def mode(path):

@@ -8,7 +8,6 @@ from builders import A, M, R, T, journal
 from harness.mutants import subject_for
 from harness.runner import Runner
 from harness.scenario import parse_scenario
-from harness.server import ModelServer
 from harness.subject import default_subject
 from harness.tailcheck import Params, answer_for, params_from, reader_answers, resume_candidates, run_tails
 from harness.tails import mutations
@@ -26,12 +25,6 @@ count = 4
 seed = 2
 timeout_s = 60
 ''')
-
-
-@pytest.fixture(scope="module")
-def server():
-    with ModelServer() as srv:
-        yield srv
 
 
 def test_the_reference_reads_every_mutation_right_and_repairs_every_torn_tail(server):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, tool_use_ids
@@ -31,7 +31,7 @@ from ..history import History, Leg
 __all__ = [
     "Line", "Snapshot", "split_journal", "excerpt", "legs_in_order", "leg_by_index",
     "attribute", "Unattributable", "crash_kind", "is_tail", "is_refusal", "pending_ids", "previous_snapshot",
-    "nemesis_prefix_holds",
+    "nemesis_prefix_holds", "group_by_leg", "blame_repeat",
 ]
 
 #: Longest excerpt of journal bytes put in evidence.
@@ -149,6 +149,20 @@ def attribute(history: History, leg: int, t: int, what: str) -> int:
     raise Unattributable(f"{what} at t={t} has no leg and {len(spans)} legs span that time")
 
 
+def group_by_leg(history: History, events: Iterable[Any], key: Callable[[Any], Any],
+                 what: Callable[[Any], str]) -> dict[Any, list[tuple[int, Any]]]:
+    """``events`` (model calls, effects) grouped by ``key(event)``, each as ``(leg index, event)`` in history order.
+
+    The leg is the event's own or the one whose span holds its time (:func:`attribute`, which raises
+    :class:`Unattributable` naming ``what(event)`` when no single leg does).
+    """
+    groups: dict[Any, list[tuple[int, Any]]] = {}
+    for ev in events:
+        li = attribute(history, ev.leg, ev.t, what(ev))
+        groups.setdefault(key(ev), []).append((li, ev))
+    return groups
+
+
 def crash_kind(leg: Leg | None) -> str | None:
     """``"power_loss"`` or ``"kill"`` when ``leg`` crashed (one in-flight record may be lost), else ``None``.
 
@@ -164,6 +178,46 @@ def crash_kind(leg: Leg | None) -> str | None:
 def is_tail(leg: Leg | None) -> bool:
     """True when a tail fault changed the journal after ``leg`` (its snapshot is the nemesis's)."""
     return leg is not None and leg.fault.kind == "tail"
+
+
+def blame_repeat(legs: dict[int, Leg], used: dict[int, str], item: str, prev_leg: int, leg: int,
+                 lost: Callable[[int], bool], *, held: str, used_by: str, not_killed: Callable[[Leg | None], str],
+                 intact: str) -> tuple[int | None, str | None, list[dict[str, Any]]]:
+    """The disruption that accounts for a repeat of ``item`` in ``leg`` whose previous execution was in ``prev_leg``.
+
+    The rule shared by I2 (tool re-runs) and I3 (repeated model calls):
+    ``lost(i)`` says that leg ``i``'s journal lacks the record that completes
+    ``item``.  The previous leg accounts for the repeat when it was killed or
+    lost power, its journal lacks the record, and its one repeat (``used``:
+    crash leg -> item) is not taken yet; then it is marked used.  Else the
+    first leg from ``prev_leg`` up to (not including) ``leg`` with a ``tail``
+    fault that lost the record accounts for it (no per-fault limit).
+
+    Returns ``(leg, fault kind, refused)``: the accounting leg and its fault
+    (``"kill"``, ``"power_loss"`` or ``"tail"``), or ``(None, None, refused)``;
+    ``refused`` lists each candidate turned down, ``{"leg", "why"}``, with the
+    checker's words: ``held`` (the crashed leg's journal holds the record),
+    ``used_by`` + the item that took the crash, ``not_killed(leg)`` and
+    ``intact`` (a tail fault left the record).
+    """
+    refused: list[dict[str, Any]] = []
+    crash = legs.get(prev_leg)
+    kind = crash_kind(crash)
+    if kind in ("kill", "power_loss"):
+        if not lost(prev_leg):
+            refused.append({"leg": prev_leg, "why": held})
+        elif prev_leg in used:
+            refused.append({"leg": prev_leg, "why": f"{used_by}{used[prev_leg]}"})
+        else:
+            used[prev_leg] = item
+            return prev_leg, kind, refused
+    else:
+        refused.append({"leg": prev_leg, "why": not_killed(crash)})
+    for ci in sorted(i for i in legs if prev_leg <= i < leg and is_tail(legs[i])):
+        if lost(ci):
+            return ci, "tail", refused
+        refused.append({"leg": ci, "why": intact})
+    return None, None, refused
 
 
 #: What a refusal says (fiskj prints ``fiskj run: <ErrorType>: <message>``): ResumeRefused,

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..history import History
 from . import INVALID, VALID, make
-from ._common import attribute, crash_kind, is_tail, leg_by_index, split_journal
+from ._common import blame_repeat, group_by_leg, leg_by_index, split_journal
 
 INVARIANT = "I2"
 NAME = "at most one tool re-run per crash, only the one in flight"
@@ -41,10 +41,8 @@ def _ex(li: int, e: Any) -> dict[str, Any]:
 def check(history: History) -> Any:
     legs = leg_by_index(history)
     results = {i: split_journal(lg.journal).tool_result_ids() for i, lg in legs.items()}
-    groups: dict[str, list[tuple[int, Any]]] = {}
-    for e in history.effects:
-        li = attribute(history, e.leg, e.t, f"effect {e.tool_use_id}#{e.attempt}")
-        groups.setdefault(e.tool_use_id, []).append((li, e))
+    groups = group_by_leg(history, history.effects, lambda e: e.tool_use_id,
+                          lambda e: f"effect {e.tool_use_id}#{e.attempt}")
     used: dict[int, str] = {}
     attributed: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
@@ -59,31 +57,16 @@ def check(history: History) -> Any:
                 violations.append({"kind": "rerun_within_leg", **row,
                                    "detail": f"leg {lc} executed {tid} twice; no crash lies between them"})
                 continue
-            refused = []
-            crash = legs.get(lp)
-            kind = crash_kind(crash)
-            by, fault = None, "tail"
-            if kind in ("kill", "power_loss"):
-                if tid in results[lp]:
-                    refused.append({"leg": lp, "why": f"its journal holds the tool_result for {tid}"})
-                elif lp in used:
-                    refused.append({"leg": lp, "why": f"its one allowed re-run was already used by {used[lp]}"})
-                else:
-                    by, fault = lp, kind
-            else:
-                refused.append({"leg": lp, "why": f"the previous execution's leg was not killed ({_how(crash)})"})
-            if by is None:
-                for ci in sorted(i for i in legs if lp <= i < lc and is_tail(legs[i])):
-                    if tid not in results[ci]:
-                        by = ci
-                        break
-                    refused.append({"leg": ci, "why": f"tail fault left the tool_result for {tid} intact"})
+            by, fault, refused = blame_repeat(
+                legs, used, tid, lp, lc, lambda i: tid not in results[i],
+                held=f"its journal holds the tool_result for {tid}",
+                used_by="its one allowed re-run was already used by ",
+                not_killed=lambda crash: f"the previous execution's leg was not killed ({_how(crash)})",
+                intact=f"tail fault left the tool_result for {tid} intact")
             if by is None:
                 violations.append({"kind": "unattributed_rerun", **row, "refused_candidates": refused,
                                    "detail": f"{tid} re-ran in leg {lc}; no crash accounts for it"})
                 continue
-            if fault != "tail":
-                used[by] = tid
             attributed.append({"tool_use_id": tid, "rerun_leg": lc, "crash_leg": by, "fault": fault})
     counts = {tid: len(v) for tid, v in sorted(groups.items()) if len(v) > 1}
     evidence: dict[str, Any] = {"checked": reruns, "executions": len(history.effects),

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..history import History
 from . import INVALID, VALID, make
-from ._common import attribute, crash_kind, is_tail, leg_by_index, split_journal
+from ._common import blame_repeat, group_by_leg, leg_by_index, split_journal
 
 INVARIANT = "I3"
 NAME = "at most one model call repeated per crash"
@@ -39,10 +39,7 @@ def _call(li: int, c: Any) -> dict[str, Any]:
 def check(history: History) -> Any:
     legs = leg_by_index(history)
     asst = {i: split_journal(lg.journal).assistant_count() for i, lg in legs.items()}
-    groups: dict[str, list[tuple[int, Any]]] = {}
-    for c in history.model_calls:
-        li = attribute(history, c.leg, c.t, f"model call {c.index}")
-        groups.setdefault(c.key, []).append((li, c))
+    groups = group_by_leg(history, history.model_calls, lambda c: c.key, lambda c: f"model call {c.index}")
     used: dict[int, str] = {}
     attributed: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
@@ -58,32 +55,16 @@ def check(history: History) -> Any:
                 violations.append({"kind": "repeat_within_leg", **row,
                                    "detail": f"leg {lc} made the same model call twice; no crash lies between them"})
                 continue
-            refused = []
-            crash = legs.get(lp)
-            kind = crash_kind(crash)
-            by, fault = None, "tail"
-            if kind in ("kill", "power_loss"):
-                if asst[lp] >= need:
-                    refused.append({"leg": lp, "why": f"its journal holds assistant record #{need} (acknowledged)"})
-                elif lp in used:
-                    refused.append({"leg": lp, "why": f"its one allowed repeat was already used by key {used[lp]}"})
-                else:
-                    by, fault = lp, kind
-            else:
-                refused.append({"leg": lp, "why": "the previous call's leg was not killed"
-                                + ("" if crash is None else f" (exit_code={crash.exit_code}, fault={crash.fault.kind})")})
-            if by is None:
-                for ci in sorted(i for i in legs if lp <= i < lc and is_tail(legs[i])):
-                    if asst[ci] < need:
-                        by = ci
-                        break
-                    refused.append({"leg": ci, "why": f"tail fault left assistant record #{need} intact"})
+            by, fault, refused = blame_repeat(
+                legs, used, key, lp, lc, lambda i: asst[i] < need,
+                held=f"its journal holds assistant record #{need} (acknowledged)",
+                used_by="its one allowed repeat was already used by key ",
+                not_killed=_not_killed,
+                intact=f"tail fault left assistant record #{need} intact")
             if by is None:
                 violations.append({"kind": "unattributed_repeat", **row, "refused_candidates": refused,
                                    "detail": f"model call for turn {cur.turn} repeated in leg {lc}; no crash accounts for it"})
                 continue
-            if fault != "tail":
-                used[by] = key
             attributed.append({"key": key, "turn": cur.turn, "repeat_leg": lc, "crash_leg": by,
                                "fault": fault})
     evidence: dict[str, Any] = {"checked": repeats, "calls": len(history.model_calls), "attributed": attributed}
@@ -95,3 +76,8 @@ def check(history: History) -> Any:
     evidence["summary"] = (f"{repeats} repeated call(s) in {len(history.model_calls)}, each attributed to one crash"
                            if repeats else f"no model call repeated in {len(history.model_calls)}")
     return make(__name__, VALID, evidence)
+
+
+def _not_killed(leg: Any) -> str:
+    return "the previous call's leg was not killed" + (
+        "" if leg is None else f" (exit_code={leg.exit_code}, fault={leg.fault.kind})")

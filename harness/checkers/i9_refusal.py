@@ -69,20 +69,16 @@ def _overlaps(leg: Leg, legs: list[Leg]) -> bool:
 
 
 def _work(history: History, leg: Leg) -> list[dict[str, Any]]:
-    out = []
-    for c in history.model_calls:
+    def mine(ev: Any, what: str) -> bool:
         try:
-            if attribute(history, c.leg, c.t, "model call") == leg.index:
-                out.append({"model_call": c.index, "turn": c.turn, "key": c.key})
+            return attribute(history, ev.leg, ev.t, what) == leg.index
         except Unattributable:
-            continue
-    for e in history.effects:
-        try:
-            if attribute(history, e.leg, e.t, "effect") == leg.index:
-                out.append({"tool_use_id": e.tool_use_id, "attempt": e.attempt, "pid": e.pid})
-        except Unattributable:
-            continue
-    return out
+            return False
+
+    return ([{"model_call": c.index, "turn": c.turn, "key": c.key} for c in history.model_calls
+             if mine(c, "model call")]
+            + [{"tool_use_id": e.tool_use_id, "attempt": e.attempt, "pid": e.pid} for e in history.effects
+               if mine(e, "effect")])
 
 
 def check(history: History) -> Any:

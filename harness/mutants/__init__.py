@@ -10,6 +10,8 @@ the checkers judge that child's history without knowing which mutant ran.
 
 Patches look functions up on their modules (``Journal._write_line``,
 ``FileStore.open``, ``JournalReader._scan``) so they reach every caller.
+A patch that keeps the original and adds the bug around it is written
+with :func:`wrap`; the durability mutants share :func:`unsynced_write_line`.
 
 | name | defect | caught by |
 |---|---|---|
@@ -41,8 +43,10 @@ import os
 import sys
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any, Callable
 
-__all__ = ["ENV", "MODULES", "Mutant", "mutants", "get", "apply", "apply_from_env", "subject_for"]
+__all__ = ["ENV", "MODULES", "Mutant", "mutants", "get", "apply", "apply_from_env", "subject_for", "wrap",
+           "unsynced_write_line"]
 
 #: Environment variable naming the mutant the child applies.
 ENV = "FISKJ_MUTANT"
@@ -105,3 +109,44 @@ def subject_for(name: str):  # -> harness.subject.Subject
 
     get(name)
     return Subject(argv=(sys.executable, "-m", f"{__name__}.subject"), extra_env=((ENV, name),))
+
+
+def wrap(owner: Any, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator of a mutant's patch: ``owner.name`` (a module's function or a class's method) becomes the
+    decorated function, called with the original first (``def _scan(original, self, f): ...``)."""
+    original = getattr(owner, name)
+
+    def install(patch: Callable[..., Any]) -> Callable[..., Any]:
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            return patch(original, *args, **kwargs)
+
+        setattr(owner, name, patched)
+        return patched
+
+    return install
+
+
+def unsynced_write_line(fsync_first: bool = False) -> Callable[..., None]:
+    """A ``Journal._write_line`` that returns with the line unsynced: one write and no fsync after it.
+
+    With ``fsync_first`` an fsync comes before the write (and syncs none of
+    the line).  Failures are reported as the write's; the store directory's
+    fsync on a new journal's first append stays.  Shared by ``no-fsync`` and
+    ``fsync-before-write``.
+    """
+    from fiskj import ioseam
+
+    def _write_line(self: Any, line: bytes, seq: int) -> None:
+        try:
+            if fsync_first:
+                ioseam.fsync(self._fd)
+            written = ioseam.write(self._fd, line)
+        except OSError as exc:
+            raise self._fail("write", seq, exc) from None
+        if written != len(line):
+            raise self._fail("write", seq, OSError(0, "short write"))
+        if self._sync_dir:
+            ioseam.fsync_dir(self.directory)
+            self._sync_dir = False
+
+    return _write_line

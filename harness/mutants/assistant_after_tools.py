@@ -19,8 +19,7 @@ def apply() -> None:
     from fiskj.records import AssistantRecord, ToolResultRecord, tool_use_ids
     from fiskj.tools import ToolCall
 
-    original_call = loop._Run._call_model
-    original_batch = loop._Run._run_batch
+    from . import wrap
 
     class _Deferring:
         """Stands in for the journal during a model call: keeps back an assistant turn that has tools."""
@@ -37,19 +36,21 @@ def apply() -> None:
         def __getattr__(self, name):
             return getattr(self.journal, name)
 
-    def _call_model(self):
+    @wrap(loop._Run, "_call_model")
+    def _call_model(original, self):
         journal = self.journal
         self.journal = _Deferring(self, journal)
         try:
-            return original_call(self)
+            return original(self)
         finally:
             self.journal = journal
 
-    def _run_batch(self, blocks, done):
+    @wrap(loop._Run, "_run_batch")
+    def _run_batch(original, self, blocks, done):
         deferred = getattr(self, "_mutant_deferred", None)
         self._mutant_deferred = None
         if deferred is None:  # a resumed pending batch: its assistant record is in the journal
-            return original_batch(self, blocks, done)
+            return original(self, blocks, done)
         results, records = {}, []
         for block in blocks:
             tid = block.get("id")
@@ -64,6 +65,3 @@ def apply() -> None:
         for record in records:
             self.journal.append(record)
         return list(results.values())
-
-    loop._Run._call_model = _call_model
-    loop._Run._run_batch = _run_batch

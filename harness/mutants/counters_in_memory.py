@@ -16,11 +16,10 @@ FAMILY = "kill"
 def apply() -> None:
     from fiskj import loop
 
-    original = loop._Run.__init__
+    from . import wrap
 
-    def __init__(self, journal, state, *args, **kwargs):
+    @wrap(loop._Run, "__init__")
+    def __init__(original, self, journal, state, *args, **kwargs):
         original(self, journal, state, *args, **kwargs)
         self.tokens = 0  # the bug: not state.counters.total_tokens
         self.iteration = 0  # the bug: not state.next_iteration
-
-    loop._Run.__init__ = __init__

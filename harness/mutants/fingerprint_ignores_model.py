@@ -18,10 +18,10 @@ def apply() -> None:
 
     from fiskj import fingerprint, loop
 
-    original = fingerprint.diff
+    from . import wrap
 
-    def diff(stored, current):
+    @wrap(fingerprint, "diff")
+    def diff(original, stored, current):
         return original(stored, dataclasses.replace(current, model=stored.model))  # the bug
 
-    fingerprint.diff = diff
-    loop.diff = diff
+    loop.diff = diff  # loop imported the name: patch its copy too

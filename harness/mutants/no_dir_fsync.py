@@ -10,10 +10,9 @@ FAMILY = "power_loss"
 def apply() -> None:
     from fiskj.journal import Journal
 
-    original = Journal.__init__
+    from . import wrap
 
-    def __init__(self, *args, **kwargs) -> None:
+    @wrap(Journal, "__init__")
+    def __init__(original, self, *args, **kwargs) -> None:
         original(self, *args, **kwargs)
         self._sync_dir = False
-
-    Journal.__init__ = __init__

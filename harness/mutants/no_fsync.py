@@ -8,18 +8,8 @@ FAMILY = "power_loss"
 
 
 def apply() -> None:
-    from fiskj import ioseam
     from fiskj.journal import Journal
 
-    def _write_line(self, line: bytes, seq: int) -> None:
-        try:
-            written = ioseam.write(self._fd, line)
-        except OSError as exc:
-            raise self._fail("write", seq, exc) from None
-        if written != len(line):
-            raise self._fail("write", seq, OSError(0, "short write"))
-        if self._sync_dir:
-            ioseam.fsync_dir(self.directory)
-            self._sync_dir = False
+    from . import unsynced_write_line
 
-    Journal._write_line = _write_line
+    Journal._write_line = unsynced_write_line()  # the bug: no fsync after the write

@@ -10,9 +10,10 @@ FAMILY = "tail"
 def apply() -> None:
     from fiskj import reader as rd
 
-    original = rd.JournalReader._scan
+    from . import wrap
 
-    def _scan(self, f):
+    @wrap(rd.JournalReader, "_scan")
+    def _scan(original, self, f):
         sizes, records = [0], []
         for record in original(self, f):
             records.append(record)
@@ -23,5 +24,3 @@ def apply() -> None:
             self.torn_tail = rd.TornTail(sizes[-2], sizes[-1] - sizes[-2])
             self.lines -= 1
         yield from records
-
-    rd.JournalReader._scan = _scan

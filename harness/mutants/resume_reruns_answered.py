@@ -17,13 +17,12 @@ def apply() -> None:
     from fiskj import loop
     from fiskj.tools import ToolCall
 
-    original = loop._Run._run_batch
+    from . import wrap
 
-    def _run_batch(self, blocks, done):
+    @wrap(loop._Run, "_run_batch")
+    def _run_batch(original, self, blocks, done):
         for block in blocks:
             tid = block.get("id")
             if tid in done:  # the bug: the answered tool runs again
                 self.tools.run(block.get("name"), block.get("input", {}), ToolCall(tid, self.run_id))
         return original(self, blocks, done)
-
-    loop._Run._run_batch = _run_batch

@@ -16,9 +16,10 @@ FAMILY = "suspend"
 def apply() -> None:
     from fiskj import loop
 
-    original = loop._Run._run_batch
+    from . import wrap
 
-    def _run_batch(self, blocks, done):
+    @wrap(loop._Run, "_run_batch")
+    def _run_batch(original, self, blocks, done):
         tools = self.tools
 
         class _Checking:
@@ -35,5 +36,3 @@ def apply() -> None:
             return original(self, blocks, done)
         finally:
             self.tools = tools
-
-    loop._Run._run_batch = _run_batch

@@ -10,11 +10,10 @@ FAMILY = "tail"
 def apply() -> None:
     from fiskj import store
 
-    original = store.fold_open_file
+    from . import wrap
 
-    def fold_open_file(fd, path):
+    @wrap(store, "fold_open_file")
+    def fold_open_file(original, fd, path):
         folder, reader = original(fd, path)
         reader.torn_tail = None  # "nothing to cut": appends go (O_APPEND) after the torn bytes
         return folder, reader
-
-    store.fold_open_file = fold_open_file
