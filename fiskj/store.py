@@ -44,7 +44,7 @@ from .fold import Folder, RunState
 from .journal import Journal
 from .lock import RunLock, acquire
 from .paths import JOURNAL_SUFFIX, default_store_dir, is_valid_run_id, journal_path, lock_path, validate_run_id
-from .reader import JournalReader, with_context
+from .reader import JournalReader, _collector_paused, with_context
 from .records import MetaRecord
 
 __all__ = ["FileStore", "RunInfo", "fold_open_file"]
@@ -148,12 +148,13 @@ def fold_open_file(fd: int, path: str) -> tuple[Folder, JournalReader]:
     folder = Folder()
     offset = 0
     try:
-        for record in reader:
-            try:
-                folder.add(record)
-            except JournalError as exc:
-                raise with_context(exc, path=path, offset=offset) from None
-            offset = reader.good_size
+        with _collector_paused():  # a fold keeps many new containers, none in a cycle (reader.py)
+            for record in reader:
+                try:
+                    folder.add(record)
+                except JournalError as exc:
+                    raise with_context(exc, path=path, offset=offset) from None
+                offset = reader.good_size
     except OSError as exc:
         raise _io_error("reading the journal", path, exc) from None
     finally:
