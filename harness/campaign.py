@@ -171,19 +171,25 @@ def _seed_for(seed: int, scenario: Scenario) -> int:
     return (seed * 1_000_003 + zlib.crc32(scenario.name.encode())) & 0xFFFFFFFF
 
 
-#: Resolution of a drawn fault time: millionths of the span (1.1 x the reference run's duration).
-_TIME_STEPS = 1_000_000
+#: Resolution of a drawn fault time: the span (1.1 x the reference run's duration) in this many
+#: steps, a prime, so that multiplying by :data:`_TIME_SCRAMBLE` permutes the steps.
+_TIME_STEPS = 1_000_003
+_TIME_SCRAMBLE = 618_034
 
 
 def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     """The :mod:`hypothesis` strategy of fault schedules for ``scenario``.
 
     Timed faults draw ``after_ms`` from ``0 .. 1.1 x`` the reference run's
-    duration in millionths of that span (so a seed draws the same fractions
-    whatever the measured duration); event kills draw ``k`` in
-    ``1 .. E`` (the reference's seam events).  Schedules are lists of
-    1..``faults.legs`` faults (a ``chain`` is its fixed list of kinds).
-    Everything shrinks toward fewer legs, earlier times, lower events.
+    duration in steps of that span (so a seed draws the same fractions
+    whatever the measured duration).  Hypothesis favours small integers,
+    which would put most faults in the first few per cent of the run (in an
+    agent's start-up, where they test nothing); the drawn step is therefore
+    scrambled by a fixed permutation of the steps, spreading the draws over
+    the whole run.  Event kills draw ``k`` in ``1 .. E`` (the reference's
+    seam events).  Schedules are lists of 1..``faults.legs`` faults (a
+    ``chain`` is its fixed list of kinds).  Shrinking goes toward fewer legs
+    and lower events; a time shrinks toward step 0, i.e. the leg's start.
     """
     from hypothesis import strategies as st
 
@@ -195,17 +201,17 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     # duration: the draws of a seed are then the same on every machine (and in every shard),
     # only scaled to the reference run's duration.
     def at(v: int) -> float:
-        return round(v * span_ms / _TIME_STEPS, 3)
+        return round((v * _TIME_SCRAMBLE % _TIME_STEPS) * span_ms / _TIME_STEPS, 3)
 
     def timed_kill() -> Any:
-        return st.builds(lambda v: {"kind": "kill", "after_ms": at(v)}, st.integers(0, _TIME_STEPS))
+        return st.builds(lambda v: {"kind": "kill", "after_ms": at(v)}, st.integers(0, _TIME_STEPS - 1))
 
     def event_kill() -> Any:
         return st.builds(lambda k: {"kind": "kill", "event": k, "when": "after"}, st.integers(1, events))
 
     def suspend() -> Any:
         return st.builds(lambda sig, v: {"kind": "suspend", "signal": sig, "after_ms": at(v)},
-                         st.sampled_from(list(faults.signals)), st.integers(0, _TIME_STEPS))
+                         st.sampled_from(list(faults.signals)), st.integers(0, _TIME_STEPS - 1))
 
     by_kind = {"kill": timed_kill, "kill-event": event_kill, "suspend": suspend,
                "none": lambda: st.just({"kind": "none"})}
