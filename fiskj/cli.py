@@ -8,6 +8,7 @@ Exit status: 0 success (a completed run), 1 error, 2 usage error,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 EXIT_OK = 0
@@ -32,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fiskj`` console script; returns the exit status."""
+    for name in ("stdout", "stderr"):  # a closed descriptor (`>&-`) leaves None: write nowhere
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -205,11 +205,40 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("a PROMPT is required (use: fiskj run [options] PROMPT..., or fiskj run --resume ID)")
 
 
+class _BestEffort:
+    """A text stream whose writes never raise: after the first failure (EPIPE, closed) output is dropped."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+        self.broken = stream is None
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self._stream.write(text)  # type: ignore[union-attr]
+            except (OSError, ValueError):
+                self.broken = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()  # type: ignore[union-attr]
+            except (OSError, ValueError):
+                self.broken = True
+
+    def isatty(self) -> bool:
+        try:
+            return not self.broken and bool(self._stream.isatty())  # type: ignore[union-attr]
+        except (OSError, ValueError):
+            return False
+
+
 def _execute(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> RunResult:
     _check_args(args)
     from .store import FileStore
 
-    store = FileStore(args.store) if (args.checkpoint or args.resume) else None
+    store = FileStore(args.store) if (args.checkpoint or args.resume is not None) else None
     tools = make_registry(args.tools)
     system = _read_system(args.system)
     log = None if args.quiet else (lambda line: print(line, file=err, flush=True))
@@ -231,7 +260,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
                 for line in replay_lines(state):
                     print(line, file=err, flush=True)
             return resume_run(args.resume, store=store, force=args.force, suspend=flag, on_open=replay, **common)
-        run_id = (args.name or new_run_id()) if store is not None else new_run_id()
+        run_id = (args.name if args.name is not None else new_run_id()) if store is not None else new_run_id()
         opened = (lambda state: print(f"run id: {state.run_id}", file=err, flush=True)) if store else None
         return start_run(" ".join(args.prompt), store=store, run_id=run_id, interactive=args.chat, suspend=flag,
                          on_open=opened, **common)
@@ -244,7 +273,9 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO
     Never raises for an expected failure: errors are printed as one line,
     ``fiskj run: <ErrorType>: <message>``, on ``err`` (default stderr).
     """
-    out, err, stdin = out or sys.stdout, err or sys.stderr, stdin or sys.stdin
+    # A reader that goes away (`| head`, a dead tee) must not end a durable run with an error:
+    # output is best effort, the journal is the record.
+    out, err, stdin = _BestEffort(out or sys.stdout), _BestEffort(err or sys.stderr), stdin or sys.stdin
     try:
         result = _execute(args, out, err, stdin)
     except (UsageError, ToolError) as exc:

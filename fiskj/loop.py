@@ -373,7 +373,7 @@ def start_run(prompt: str, *, config: RunConfig, model: Model, tools: ToolRegist
     (``RunExists``, ``InvalidRunID``, ``StoreIOError``, ...); model and tool
     failures end the run instead (see the module docstring).
     """
-    run_id = run_id or new_run_id()
+    run_id = new_run_id() if run_id is None else run_id
     meta = make_meta(run_id, prompt, config.fingerprint(tools), interactive)
     config.request([], tools)  # a bad thinking mode is a usage error before anything is written
     journal = store.create(run_id, meta) if store is not None else MemoryJournal(meta)

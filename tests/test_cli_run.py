@@ -247,3 +247,28 @@ def test_a_kill_between_two_tools_of_a_batch_reruns_only_the_unanswered_ones_on_
         assert [len(r["messages"]) for r in server.requests] == [1, 3]
         assert [b["tool_use_id"] for b in server.requests[1]["messages"][-1]["content"]] == ["a", "g1", "c"]
     assert effects(tmp_path) == {"a": 1, "c": 1, "g": 2}  # F10: a kept, g (in flight) re-run, c run once
+
+
+def test_a_reader_that_goes_away_does_not_end_the_run_with_an_error(tmp_path):
+    # `fiskj run ... | head -0`: stdout breaks at the first answer; the run must still complete.
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    cmd = [sys.executable, "-m", "fiskj", "run", "--checkpoint", "--name", "pipe", "--model", "scripted:1:3", "hi"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()   # the reader is gone before anything is written
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 0
+    from fiskj.store import FileStore
+
+    assert FileStore(str(tmp_path / "fisk-ai" / "runs")).load("pipe").status == "completed"
+
+
+def test_an_empty_run_name_or_resume_id_is_a_usage_error(tmp_path, capsys):
+    from fiskj.cli import main
+
+    assert main(["run", "--store", str(tmp_path), "--checkpoint", "--name", "", "hi"]) == 2
+    assert "InvalidRunID" in capsys.readouterr().err
+    assert main(["run", "--store", str(tmp_path), "--resume", ""]) == 2
+    assert "InvalidRunID" in capsys.readouterr().err
