@@ -330,6 +330,35 @@ def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
     return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget")
 
 
+def _check_shards(paths: list[str], reports: list[dict[str, Any]]) -> None:
+    """Refuse to merge anything but the complete set of shards ``0/N .. N-1/N`` of one campaign, once each.
+
+    A missing shard (a CI job that failed to upload its report), a shard given twice, or an
+    unsharded report among shards would give a verdict over trials that were never all run.
+    """
+    if len(reports) == 1:
+        return
+    shards = []
+    for path, rep in zip(paths, reports):
+        text = (rep.get("campaign") or {}).get("shard") or (rep.get("gate") or {}).get("shard")
+        if not text:
+            raise _Usage(f"cannot merge: {path} is not a shard report (run it with --shard I/N)")
+        i, _, n = str(text).partition("/")
+        shards.append((int(i), int(n), path))
+    counts = {n for _, n, _ in shards}
+    if len(counts) != 1:
+        raise _Usage(f"cannot merge: the reports come from different shard counts {sorted(counts)}")
+    (n,) = counts
+    seen: dict[int, str] = {}
+    for i, _, path in shards:
+        if i in seen:
+            raise _Usage(f"cannot merge: shard {i}/{n} is given twice ({seen[i]} and {path})")
+        seen[i] = path
+    missing = [f"{i}/{n}" for i in range(n) if i not in seen]
+    if missing:
+        raise _Usage(f"cannot merge: shard(s) {', '.join(missing)} missing; a verdict needs every shard")
+
+
 def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness merge REPORT...``: one report and one verdict from shard reports; returns the exit status."""
     from .report import merge_reports, render_markdown, render_summary
@@ -342,6 +371,7 @@ def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
                 reports.append(json.load(f))
         except (OSError, ValueError) as exc:
             raise _Usage(f"cannot read report {path}: {exc}") from None
+    _check_shards(args.reports, reports)
     try:
         merged = merge_reports(reports, report_path=args.report_json)
     except (ValueError, KeyError, TypeError) as exc:

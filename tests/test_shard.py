@@ -145,6 +145,17 @@ def test_run_shard_and_merge_on_the_command_line_exit_as_run_does(scenarios, tmp
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     assert main(["merge", str(tmp_path / "bad.json"), str(outs[1]), "-q"]) == 1
     assert main(["merge", str(tmp_path / "missing.json")]) == 2
+    # only the complete set of shards merges: a shard twice, a missing one, or an unsharded report
+    capsys.readouterr()
+    assert main(["merge", str(outs[0]), str(outs[0]), "-q"]) == 2
+    assert "given twice" in capsys.readouterr().err
+    unsharded = dict(report, campaign={k: v for k, v in report["campaign"].items() if k != "shard"})
+    (tmp_path / "whole.json").write_text(json.dumps(unsharded))
+    assert main(["merge", str(outs[0]), str(tmp_path / "whole.json"), "-q"]) == 2
+    assert "not a shard report" in capsys.readouterr().err
+    three = dict(report, campaign=dict(report["campaign"], shard="0/3"))
+    (tmp_path / "three.json").write_text(json.dumps(three))
+    assert main(["merge", str(tmp_path / "three.json"), str(outs[1]), "-q"]) == 2
     assert main(["run", path, "--shard", "2/2"]) == 2
     assert "I/N" in capsys.readouterr().err
 
