@@ -543,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fiskj-harness: interrupted", file=sys.stderr)
         return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # the harness's own dependencies are an extra of the fiskj package
+        print(f"fiskj-harness: {exc}; the harness needs its extras: pip install 'fiskj[harness]'", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -53,6 +53,7 @@ The full, normative key reference is docs/scenarios.md.
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -560,17 +561,20 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def bundled_scenario_dir() -> Path:
-    """Return the repository's ``scenarios/`` directory (next to the ``harness`` package).
+    """Return the bundled ``scenarios/`` directory.
 
-    Raises :class:`ScenarioError` when it does not exist (an installed copy
-    without the repository).
+    That is the repository's (next to the ``harness`` package) in a checkout
+    or an editable install, else ``<prefix>/share/fiskj/scenarios`` where a
+    regular install puts them.  Raises :class:`ScenarioError` when neither
+    exists.
     """
     d = Path(__file__).resolve().parent.parent / "scenarios"
-    if not d.is_dir():
-        raise ScenarioError(
-            "the bundled scenarios directory is missing; pass scenario files explicitly", path=str(d)
-        )
-    return d
+    if d.is_dir():
+        return d
+    installed = Path(sys.prefix) / "share" / "fiskj" / "scenarios"
+    if installed.is_dir():
+        return installed
+    raise ScenarioError("the bundled scenarios directory is missing; pass scenario files explicitly", path=str(d))
 
 
 def bundled_scenarios() -> list[Path]:

@@ -270,3 +270,18 @@ def test_family_params_are_the_defaults_then_the_faults_keys_then_the_overrides_
     assert family_params(Params, s, {"max_states": 9, "seed": 3}, {"seed": None, "jobs": 2}) == \
         Params(max_states=5, zero_fill=True, seed=3, jobs=2)
     assert family_params(Params, Scenario("x", "y"), {"seed": 3}, {}) == Params(seed=3)
+
+
+def test_the_bundled_scenarios_are_found_in_an_installed_copy_without_the_repository(monkeypatch, tmp_path):
+    import sys
+
+    from harness import scenario as mod
+
+    installed = tmp_path / "share" / "fiskj" / "scenarios"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(mod, "__file__", str(tmp_path / "site" / "harness" / "scenario.py"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert mod.bundled_scenario_dir() == installed
+    installed.rmdir()
+    with pytest.raises(mod.ScenarioError, match="missing"):
+        mod.bundled_scenario_dir()
