@@ -64,7 +64,7 @@ class RaceResult:
 
 
 def race_verdict(t: Trial, setup_error: str | None = None) -> Verdict:
-    name = "race outcome as expected (refused at once, one winner, takeover, no false corruption)"
+    name = "race outcome as expected (refusal, one winner, takeover, no false damage)"
     if setup_error is not None and not t.violations:
         return Verdict("race", name, UNKNOWN, {"summary": f"not run: {setup_error}", "reason": setup_error},
                        "harness.races")
