@@ -36,11 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("stdout", "stderr"):  # a closed descriptor (`>&-`) leaves None: write nowhere
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115
-    parser = build_parser()
     try:
+        parser = build_parser()  # imports the subcommands: Ctrl-C may land here, before any run exists
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    except KeyboardInterrupt:
+        print("fiskj: interrupted before anything was started", file=sys.stderr)
+        return EXIT_ERROR
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
