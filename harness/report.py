@@ -14,7 +14,8 @@ The report dict (JSON-ready):
 * ``faults``: injected faults per family ``kill``, ``suspend``, ``tail``,
   ``power_loss``, ``race``, plus ``crash_states`` (power-loss crash states
   explored, an int, 0 when none) — all ints, flat;
-* ``invariants``: per id ``{"name", "checked", "valid", "invalid", "unknown"}``;
+* ``invariants``: per id ``{"name", "checked", "valid", "vacuous", "invalid", "unknown"}``
+  (``vacuous``: the valid verdicts that had nothing to judge, ``checked: 0`` in their evidence);
 * ``violations``: one per invalid verdict: ``trial``, ``invariant``, ``name``,
   ``scenario``, ``seed``, ``schedule``, ``summary``, ``evidence``,
   ``reproduce`` (``fiskj-harness replay REPORT --trial K``);
@@ -48,7 +49,10 @@ __all__ = ["FAMILIES", "FORMAT", "build_report", "render_summary", "write_junit"
 
 FORMAT = "fiskj-harness-report/1"
 FAMILIES = ("kill", "suspend", "tail", "power_loss", "race")
-_COUNT_KEYS = ("checked", VALID, INVALID, UNKNOWN)
+#: ``vacuous`` counts the valid verdicts that had nothing to judge (the checker's evidence says
+#: ``checked: 0``, e.g. I9 in a trial with no refused resume), so a table never passes off
+#: "nothing happened" as "proved".
+_COUNT_KEYS = ("checked", VALID, "vacuous", INVALID, UNKNOWN)
 
 
 def reproduce_command(report_path: str, trial: int) -> str:
@@ -108,9 +112,11 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
         for v in verdicts:
             inv = invariants.setdefault(v.invariant, {"name": v.name, **_counts()})
             per = sc["invariants"].setdefault(v.invariant, {"name": v.name, **_counts()})
+            vacuous = v.status == VALID and isinstance(v.evidence, dict) and v.evidence.get("checked") == 0
             for counts in (inv, per):
                 counts["checked"] += 1
                 counts[v.status] += 1
+                counts["vacuous"] += vacuous
             if v.status in (INVALID, UNKNOWN):
                 row = {"trial": k, "invariant": v.invariant, "name": v.name, "scenario": name, "seed": seed,
                        "schedule": schedule, "summary": v.summary, "evidence": v.evidence, "checker": v.checker,
@@ -226,10 +232,11 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     lines = [f"fiskj-harness: {report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
              + (f" ({rate:.1f} trials/s)" if rate else "") + f"   verdict: {str(report.get('verdict')).upper()}",
              f"faults: {_fault_line(report)}", "",
-             f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'invalid':>8}{'unknown':>8}"]
+             f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'vacuous':>8}{'invalid':>8}{'unknown':>8}"]
     for inv, c in report.get("invariants", {}).items():
         lines.append(f"{inv:<10}{c.get('name', '')[:width - 2]:<{width}}"
-                     f"{c['checked']:>8}{c[VALID]:>8}{c[INVALID]:>8}{c[UNKNOWN]:>8}")
+                     f"{c['checked']:>8}{c[VALID]:>8}{c.get('vacuous', 0):>8}{c[INVALID]:>8}{c[UNKNOWN]:>8}")
+    lines.append(f"{'':<10}(vacuous: valid with nothing to judge in that trial, e.g. no suspend for I1)")
     for title, rows in (("violations", report.get("violations", [])), ("unknown verdicts", report.get("unknowns", []))):
         if not rows:
             continue
@@ -303,9 +310,10 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
            + (f" ({rate:.1f} trials/s)" if rate else ""), "",
            "| fault | count |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in report.get("faults", {}).items()]
-    out += ["", "| invariant | name | checked | valid | invalid | unknown |", "|---|---|---:|---:|---:|---:|"]
+    out += ["", "| invariant | name | checked | valid | vacuous | invalid | unknown |", "|---|---|---:|---:|---:|---:|---:|"]
     for inv, c in report.get("invariants", {}).items():
-        out.append(f"| {inv} | {c.get('name', '')} | {c['checked']} | {c[VALID]} | {c[INVALID]} | {c[UNKNOWN]} |")
+        out.append(f"| {inv} | {c.get('name', '')} | {c['checked']} | {c[VALID]} | {c.get('vacuous', 0)} | "
+                   f"{c[INVALID]} | {c[UNKNOWN]} |")
     for title, rows in (("Violations", report.get("violations", [])), ("Unknown verdicts", report.get("unknowns", []))):
         if not rows:
             continue

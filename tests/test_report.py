@@ -30,7 +30,7 @@ def test_a_campaign_of_valid_trials_is_valid_and_exits_0():
     assert report["trials"] == 2 and report["verdict"] == "valid" and exit_status(report) == 0
     assert report["faults"] == {"kill": 2, "suspend": 2, "tail": 0, "power_loss": 0, "race": 0, "crash_states": 0}
     assert report["invariants"]["I1"] == {"name": "exactly-once after a clean suspend", "checked": 2, "valid": 2,
-                                          "invalid": 0, "unknown": 0}
+                                          "vacuous": 0, "invalid": 0, "unknown": 0}
     assert list(report["invariants"]) == [f"I{i}" for i in range(1, 10)]
     assert report["trials_per_s"] == 4.0 and report["violations"] == []
     assert report["scenarios"]["kill-batch"]["trials"] == 2
@@ -76,7 +76,7 @@ def test_the_summary_is_a_fixed_width_table_with_faults_invariants_and_reproduce
     assert "faults: kill 2  suspend 2  tail 0  power_loss 0  race 0" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("I")]
     assert len(rows) == 9 and len({len(r) for r in rows}) == 1
-    assert rows[0].split()[-4:] == ["2", "1", "1", "0"]
+    assert rows[0].split()[-5:] == ["2", "1", "0", "1", "0"]
     assert "reproduce: fiskj-harness replay rep.json --trial 1" in text
 
 
@@ -106,7 +106,7 @@ def test_junit_marks_an_unknown_as_an_error(tmp_path):
 def test_markdown_names_the_verdict_counts_and_violations():
     md = render_markdown(build_report([_trial(broken=True)], report_path="r.json"))
     assert md.startswith("## fiskj-harness: ❌ invalid")
-    assert "| I1 | exactly-once after a clean suspend | 1 | 0 | 1 | 0 |" in md
+    assert "| I1 | exactly-once after a clean suspend | 1 | 0 | 0 | 1 | 0 |" in md
     assert "`fiskj-harness replay r.json --trial 0`" in md
 
 
@@ -124,3 +124,16 @@ def test_merging_shards_sums_counts_renumbers_trials_and_keeps_one_verdict():
     assert merged["scenarios"]["kill-batch"]["trials"] == 3
     assert merge_reports([a, a])["verdict"] == "valid"
     assert merge_reports([])["verdict"] == "unknown"
+
+
+
+def test_a_valid_verdict_with_nothing_to_judge_is_counted_as_vacuous():
+    from harness.checkers import Verdict
+
+    trial = _trial()
+    trial["verdicts"] = [Verdict("I9", "a refused resume appends nothing", "valid",
+                                 {"summary": "no refused leg", "checked": 0}, "t"),
+                         Verdict("I4", "no acknowledged record lost", "valid", {"summary": "ok", "checked": 3}, "t")]
+    report = build_report([trial], report_path="r.json")
+    assert report["invariants"]["I9"]["vacuous"] == 1 and report["invariants"]["I4"]["vacuous"] == 0
+    assert "vacuous" in render_summary(report)
