@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -227,17 +226,19 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
                       state_home=str(state_home), ledger=str(ledger), leg=index, trace=str(trace))
     leg = Leg(index=index, kind="resume" if resume else "start", argv=argv)
     stdin = wl.stdin_for(sum(1 for ln in (before or b"").split(b"\n") if b'session.user"' in ln)) if wl.chat else None
+    stdin_path = None
+    if stdin:
+        stdin_path = tmp / "in"
+        stdin_path.write_bytes(stdin)
     try:
-        with open(tmp / "out", "wb") as fo, open(tmp / "err", "wb") as fe:
-            t0 = time.monotonic()
-            leg.t_start = time.monotonic_ns()
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                    stdout=fo, stderr=fe, start_new_session=True, close_fds=True)
-            leg.pid = proc.pid
-            if stdin:
-                proc.stdin.write(stdin)  # type: ignore[union-attr]
-                proc.stdin.close()  # type: ignore[union-attr]
-            outcome = drive(proc, {"kind": "none"}, t0=t0, timeout=ctx.timeout_s)
+        # The runner's leg start: forked from this thread's fork server when the subject allows it
+        # (started before the leg's clock), else a fresh process in a new session.
+        runner._fork()
+        t0 = time.monotonic()
+        leg.t_start = time.monotonic_ns()
+        proc = runner._spawn(argv, env, stdin_path, tmp / "out", tmp / "err")
+        leg.pid = proc.pid
+        outcome = drive(proc, {"kind": "none"}, t0=t0, timeout=ctx.timeout_s)
     finally:
         calls = runner.server.close_session(session.token)
     leg.t_end, leg.exit_code, leg.exit_signal = outcome.t_end, outcome.returncode, outcome.exit_signal
