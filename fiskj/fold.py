@@ -259,20 +259,11 @@ class Folder:
 
     # -- rules --------------------------------------------------------------
 
-    def _error(self, message: str, field: str | None = None) -> ConsistencyError:
-        return ConsistencyError(message, line=self._n, field=field)
-
-    def _commit_turn(self, what: str) -> None:
+    def _commit_turn(self) -> None:
+        """Commit the current turn (its message, then its results); :meth:`_check` made sure it is answered."""
         turn = self._turn
         if turn is None:
             return
-        # Every answered id is one of the turn's ids, so equal counts mean none is missing.
-        missing = [i for i in self._turn_ids if i not in self._answered] \
-            if len(self._answered) != len(self._turn_ids) else None
-        if missing:
-            raise self._error(
-                f"{what} while tool_use ids {missing} of iteration {turn.iteration} "
-                f"(seq {turn.seq}) are unanswered")
         messages = self._messages
         if not self._owns or len(messages) != self._mlen:
             messages = self._writable()
@@ -286,57 +277,100 @@ class Folder:
         self._turn_ids = []
         self._answered = {}
 
-    def add(self, record: Record) -> None:
-        """Fold one more record (see the module docstring for the rules)."""
-        self._n += 1
+    def _check(self, record: Record, line: int) -> list[str] | None:
+        """Every rule of :meth:`add`, changing nothing: raise its error (``line`` = the record's position).
+
+        Returns the tool_use ids of an assistant record's message (``add`` keeps them), else ``None``.
+        """
         seq = record.seq
         if self._meta is None:
             if not isinstance(record, MetaRecord):
-                raise self._error(f"first record is {record.key}, expected meta", "protocol")
+                raise ConsistencyError(f"first record is {record.key}, expected meta", line=line, field="protocol")
             if seq != 1:
-                raise self._error(f"meta record has seq {seq}, expected 1", "seq")
+                raise ConsistencyError(f"meta record has seq {seq}, expected 1", line=line, field="seq")
             if record.version > VERSION:  # the codec refuses this too; records may be built in code
                 raise UnsupportedVersion(f"journal version {record.version} is newer than this reader's {VERSION}",
-                                         line=self._n, field="meta.version")
-            self._meta = record
-            self._last_seq = 1
-            if record.prompt:
-                self._writable().append({"role": "user", "content": [{"type": "text", "text": record.prompt}]})
-                self._mlen += 1
-            return
+                                         line=line, field="meta.version")
+            return None
         if seq != self._last_seq + 1:
             kind = "repeated" if seq <= self._last_seq else "skips ahead"
-            raise self._error(f"seq {seq} {kind}: expected {self._last_seq + 1}", "seq")
+            raise ConsistencyError(f"seq {seq} {kind}: expected {self._last_seq + 1}", line=line, field="seq")
         if self._last_is_terminal and self._terminal is not None and self._terminal.reason != "suspended":
-            raise self._error(
+            raise ConsistencyError(
                 f"{record.key} record after a {self._terminal.reason!r} terminal record (seq {self._terminal.seq}); "
-                f"only a 'suspended' run may be continued")
-        self._last_seq = seq
-        self._last_is_terminal = False
-        c = self._c
+                f"only a 'suspended' run may be continued", line=line)
         # Most frequent kind first (the kinds are disjoint classes, so the order changes nothing else).
         if isinstance(record, ToolResultRecord):
             if self._turn is None:
-                raise self._error(f"tool_result for {record.tool_use_id!r} with no open assistant turn", "tool_result.tool_use_id")
+                raise ConsistencyError(f"tool_result for {record.tool_use_id!r} with no open assistant turn",
+                                       line=line, field="tool_result.tool_use_id")
             tid = record.tool_use_id
             if tid not in self._turn_ids:
-                raise self._error(
+                raise ConsistencyError(
                     f"orphan tool_result: {tid!r} is not a tool_use id of iteration {self._turn.iteration} "
-                    f"(ids {self._turn_ids})", "tool_result.tool_use_id")
+                    f"(ids {self._turn_ids})", line=line, field="tool_result.tool_use_id")
             if tid in self._answered:
-                raise self._error(f"duplicate tool_result for {tid!r}", "tool_result.tool_use_id")
-            self._answered[tid] = None
+                raise ConsistencyError(f"duplicate tool_result for {tid!r}", line=line,
+                                       field="tool_result.tool_use_id")
+            return None
+        if isinstance(record, AssistantRecord):
+            self._check_turn_answered("assistant record", line)
+            ids = tool_use_ids(record.message)
+            if len(ids) > 1 and len(set(ids)) != len(ids):
+                raise ConsistencyError(f"assistant message repeats a tool_use id: {ids}", line=line,
+                                       field="assistant.message")
+            return ids
+        if isinstance(record, UserRecord):
+            self._check_turn_answered("user record", line)
+        elif isinstance(record, MetaRecord):
+            raise ConsistencyError("duplicate meta record", line=line, field="protocol")
+        elif not isinstance(record, TerminalRecord):  # pragma: no cover - codec never yields other types
+            raise ConsistencyError(f"not a record: {type(record).__name__}", line=line)
+        return None
+
+    def _check_turn_answered(self, what: str, line: int) -> None:
+        """The current turn (if any) may be committed: every tool_use id of it is answered."""
+        turn = self._turn
+        # Every answered id is one of the turn's ids, so equal counts mean none is missing.
+        if turn is not None and len(self._answered) != len(self._turn_ids):
+            missing = [i for i in self._turn_ids if i not in self._answered]
+            raise ConsistencyError(
+                f"{what} while tool_use ids {missing} of iteration {turn.iteration} "
+                f"(seq {turn.seq}) are unanswered", line=line)
+
+    def check(self, record: Record) -> None:
+        """Raise the error :meth:`add` would raise for ``record``, changing nothing.
+
+        A record that passes can then be added (to try a record before committing to it,
+        as :class:`fiskj.journal.Journal` does before its write).
+        """
+        self._check(record, self._n + 1)
+
+    def add(self, record: Record) -> None:
+        """Fold one more record (see the module docstring for the rules)."""
+        self._n += 1
+        ids = self._check(record, self._n)
+        if self._meta is None:
+            self._meta = record  # type: ignore[assignment]  # _check: a meta record
+            self._last_seq = 1
+            if record.prompt:  # type: ignore[union-attr]
+                self._writable().append({"role": "user", "content": [{"type": "text", "text": record.prompt}]})  # type: ignore[union-attr]
+                self._mlen += 1
+            return
+        self._last_seq = record.seq
+        self._last_is_terminal = False
+        c = self._c
+        if isinstance(record, ToolResultRecord):
+            self._answered[record.tool_use_id] = None
             self._results.append(record.result)
             c["tool_calls"] += 1
             if record.remote:
                 c["remote_tool_calls"] += 1
         elif isinstance(record, AssistantRecord):
             if self._turn is not None:
-                self._commit_turn("assistant record")
+                self._commit_turn()
             self._turn = record
-            ids = self._turn_ids = tool_use_ids(record.message)
-            if len(ids) > 1 and len(set(ids)) != len(ids):
-                raise self._error(f"assistant message repeats a tool_use id: {self._turn_ids}", "assistant.message")
+            self._turn_ids = ids  # type: ignore[assignment]
             self._stop = record.stop_reason
             self._next_iteration = record.iteration + 1
             c["llm_calls"] += 1
@@ -345,18 +379,14 @@ class Folder:
             c["cache_read_tokens"] += record.cache_read_tokens or 0
             c["cache_create_tokens"] += record.cache_create_tokens or 0
         elif isinstance(record, UserRecord):
-            self._commit_turn("user record")
+            self._commit_turn()
             n = self._mlen
             merge = n > 0 and self._messages[n - 1].get("role") == "user"  # _merge_user replaces the last
             _merge_user(self._writable(replace_last=merge), record.message)
             self._mlen = len(self._messages)
-        elif isinstance(record, TerminalRecord):
-            self._terminal = record
+        else:  # a terminal record (_check refused every other kind)
+            self._terminal = record  # type: ignore[assignment]
             self._last_is_terminal = True
-        elif isinstance(record, MetaRecord):
-            raise self._error("duplicate meta record", "protocol")
-        else:  # pragma: no cover - codec never yields other types
-            raise self._error(f"not a record: {type(record).__name__}")
 
     # -- result ---------------------------------------------------------------
 

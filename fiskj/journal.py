@@ -29,10 +29,8 @@ file and releases the lock last.
 
 from __future__ import annotations
 
-import dataclasses
-
 from . import ioseam
-from .codec import encode_record
+from .codec import encode_record, with_seq
 from .errors import JournalError, JournalPoisoned, InvalidRecord, StoreIOError, UsageError
 from .fold import Folder, RunState, TornTail
 from .lock import RunLock
@@ -123,17 +121,18 @@ class Journal:
         if not isinstance(record, _RECORD_TYPES):
             raise InvalidRecord(f"not a journal record: {type(record).__name__}", run_id=self.run_id)
         seq = self._last_seq + 1
-        record = dataclasses.replace(record, seq=seq)
-        line = encode_record(record)  # InvalidRecord / RecordTooLarge before any byte is written
-        trial = self._folder.copy() if self._folder is not None else Folder()
+        line = encode_record(record, seq)  # InvalidRecord / RecordTooLarge before any byte is written
+        record = with_seq(record, seq)
+        folder = self._folder if self._folder is not None else Folder()
         try:
-            trial.add(record)
+            folder.check(record)  # the error add would raise; changes nothing
         except JournalError as exc:
             raise InvalidRecord(f"refusing to append {record.key} record as seq {seq} of run {self.run_id}: "
                                 f"{exc.message}; nothing was written", run_id=self.run_id, path=self.path,
                                 field=exc.field) from exc
         self._write_line(line, seq)
-        self._folder = trial
+        folder.add(record)  # check passed: cannot fail
+        self._folder = folder
         self._last_seq = seq
         self._size += len(line)
         return seq

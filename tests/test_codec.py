@@ -4,7 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fiskj.codec import MAX_RECORD_BYTES, decode_record, encode_record
+import dataclasses
+
+from fiskj.codec import MAX_RECORD_BYTES, decode_record, encode_record, with_seq
 from fiskj.errors import CorruptJournal, InvalidRecord, RecordTooLarge, UnsupportedVersion
 from fiskj.records import AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord, UserRecord
 
@@ -168,3 +170,11 @@ def test_a_value_that_is_not_json_is_an_invalid_record():
 def test_builders_make_valid_records():
     for rec in numbered(M(), A("a"), R("a"), U(), T()):
         assert decode_record(encode_record(rec)) == rec
+
+
+@given(records(), st.integers(1, 2**40))
+def test_with_seq_and_encode_with_a_seq_agree_with_dataclasses_replace(record, seq):
+    replaced = dataclasses.replace(record, seq=seq)
+    got = with_seq(record, seq)
+    assert got == replaced and type(got) is type(replaced)
+    assert encode_record(record, seq) == encode_record(replaced)

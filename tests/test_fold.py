@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -141,6 +143,53 @@ def test_folder_copy_is_independent():
     assert f.state().pending is not None and g.state().pending is None
 
 
+_BAD_STREAMS = [
+    (R("a"),),  # first record not meta
+    (M(), A("a"), R("a"), R("z")),  # orphan
+    (M(), A("a"), R("a"), R("a")),  # duplicate
+    (M(), R("a")),  # no open assistant turn
+    (M(), A("a", "a")),  # a repeated tool_use id
+    (M(), A("a", "b"), R("a"), A(text="x", iteration=1)),  # an assistant record over an unanswered id
+    (M(), A("a"), U("hi")),  # a user record over an unanswered id
+    (M(), M()),  # duplicate meta
+    (M(), T("completed"), U("more")),  # after a final terminal
+    (M(version=3),),  # newer version
+]
+
+
+@pytest.mark.parametrize("stream", _BAD_STREAMS)
+def test_check_raises_what_add_raises_and_changes_nothing(stream):
+    records = numbered(*stream)
+    *good, bad = records
+    f, g = Folder(), Folder()
+    for r in good:
+        f.check(r)
+        f.add(r)
+        g.add(r)
+    before = copy.deepcopy(f.__dict__)
+    with pytest.raises(Exception) as checked:
+        f.check(bad)
+    assert f.__dict__ == before
+    with pytest.raises(Exception) as added:
+        g.add(bad)
+    assert type(checked.value) is type(added.value)
+    assert (checked.value.message, checked.value.line, checked.value.field) == \
+        (added.value.message, added.value.line, added.value.field)
+
+
+def test_check_refuses_a_wrong_seq_like_add():
+    f = Folder()
+    for r in numbered(M(), A("a")):
+        f.add(r)
+    for seq in (2, 4):
+        bad = numbered(R("a"), start=seq)[0]
+        with pytest.raises(ConsistencyError) as info:
+            f.check(bad)
+        assert info.value.field == "seq" and info.value.line == 3
+    f.check(numbered(R("a"), start=3)[0])
+    assert f.state().pending is not None  # check added nothing
+
+
 def test_the_final_answer_is_the_last_assistant_text():
     assert folded(M(), A("a"), R("a"), A(text="forty-two", iteration=1)).final_answer() == "forty-two"
 
@@ -173,6 +222,7 @@ def test_the_fold_of_every_prefix_succeeds_and_agrees_with_the_whole(stream):
     whole = fold(stream)
     folder = Folder()
     for i, rec in enumerate(stream):
+        folder.check(rec)
         folder.add(rec)
         prefix = folder.state()
         assert prefix == fold(stream[: i + 1])
