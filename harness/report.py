@@ -15,7 +15,8 @@ The report dict (JSON-ready):
   ``power_loss``, ``race``, plus ``crash_states`` (power-loss crash states
   explored, an int, 0 when none) — all ints, flat;
 * ``invariants``: per id ``{"name", "checked", "valid", "vacuous", "invalid", "unknown"}``
-  (``vacuous``: the valid verdicts that had nothing to judge, ``checked: 0`` in their evidence);
+  (``vacuous``: the valid verdicts that had nothing to judge: ``checked: 0`` in their evidence,
+  for I2 no tool execution and for I3 no model call);
 * ``violations``: one per invalid verdict: ``trial``, ``invariant``, ``name``,
   ``scenario``, ``seed``, ``schedule``, ``summary``, ``evidence``,
   ``reproduce`` (``fiskj-harness replay REPORT --trial K``);
@@ -53,6 +54,10 @@ FAMILIES = ("kill", "suspend", "tail", "power_loss", "race")
 #: ``checked: 0``, e.g. I9 in a trial with no refused resume), so a table never passes off
 #: "nothing happened" as "proved".
 _COUNT_KEYS = ("checked", VALID, "vacuous", INVALID, UNKNOWN)
+
+#: The evidence key that counts an invariant's occasions to judge, where it is not ``checked``
+#: (I2's ``checked`` counts re-runs: a trial with executions and no re-run was judged).
+_OCCASIONS = {"I2": "executions", "I3": "calls"}
 
 
 def reproduce_command(report_path: str, trial: int) -> str:
@@ -112,7 +117,8 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
         for v in verdicts:
             inv = invariants.setdefault(v.invariant, {"name": v.name, **_counts()})
             per = sc["invariants"].setdefault(v.invariant, {"name": v.name, **_counts()})
-            vacuous = v.status == VALID and isinstance(v.evidence, dict) and v.evidence.get("checked") == 0
+            vacuous = (v.status == VALID and isinstance(v.evidence, dict)
+                       and v.evidence.get(_OCCASIONS.get(v.invariant, "checked")) == 0)
             for counts in (inv, per):
                 counts["checked"] += 1
                 counts[v.status] += 1

@@ -137,3 +137,15 @@ def test_a_valid_verdict_with_nothing_to_judge_is_counted_as_vacuous():
     report = build_report([trial], report_path="r.json")
     assert report["invariants"]["I9"]["vacuous"] == 1 and report["invariants"]["I4"]["vacuous"] == 0
     assert "vacuous" in render_summary(report)
+
+
+def test_a_trial_with_executions_and_no_rerun_is_a_real_i2_check_not_a_vacuous_one():
+    from harness.checkers import Verdict
+
+    trial = _trial()
+    trial["verdicts"] = [Verdict("I2", "at most one tool re-run per crash", "valid",
+                                 {"summary": "no re-run", "checked": 0, "executions": 4}, "t")]
+    assert build_report([trial], report_path="r.json")["invariants"]["I2"]["vacuous"] == 0
+    trial["verdicts"] = [Verdict("I2", "at most one tool re-run per crash", "valid",
+                                 {"summary": "no re-run", "checked": 0, "executions": 0}, "t")]
+    assert build_report([trial], report_path="r.json")["invariants"]["I2"]["vacuous"] == 1
