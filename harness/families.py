@@ -1,4 +1,4 @@
-"""Campaign executors of the file-fault families: ``power_loss`` and ``tail``.
+"""Campaign executors of the families that are not agent legs: ``power_loss``, ``tail`` and ``race``.
 
 :mod:`harness.powerloss` and :mod:`harness.tailcheck` each run a whole
 family for one scenario and return their own report; these executors turn
@@ -13,14 +13,16 @@ in the schedule names the trial within it).
 from __future__ import annotations
 
 import shlex
+import shutil
+import tempfile
 from typing import Any
 
-from .campaign import TrialResult, shard_positions
+from .campaign import TrialResult, reproduce_command, shard_positions
 from .checkers import INVALID, UNKNOWN, VALID, Verdict
 from .runner import Runner
 from .scenario import Scenario
 
-__all__ = ["power_loss", "tail"]
+__all__ = ["power_loss", "tail", "run_race_family"]
 
 
 def _reproduce(scenario: Scenario, seed: int, runner: Runner) -> str:
@@ -101,3 +103,53 @@ def tail(scenario: Scenario, seed: int, count: int, runner: Runner, *,
                                 {"summary": "no tail mutation was judged", "notes": report.notes}, __name__)]))
     return [_trial(scenario, seed, runner, trials[pos][0], trials[pos][1], None, per, {"tail": 1})
             for pos in shard_positions(len(trials), shard)]
+
+
+def run_race_family(scenario: Scenario, seed: int, count: int, runner: Runner, *,
+                    schedules: list[list[dict[str, Any]]] | None = None,
+                    shard: tuple[int, int] | None = None) -> list[TrialResult]:
+    """The ``race`` family: ``count`` trials of :func:`harness.races.run_race_trial`, cycling through its races.
+
+    Trial ``i`` uses seed ``seed + i`` (as :func:`harness.races.run_races`).
+    Its schedule is written ``[{"kind": "race", "race": R, "schedule": S}]``;
+    ``schedules`` replays such entries (seed ``seed``).  The races drive
+    their own agent (:mod:`harness.race_agent`, the reference store), not
+    ``--subject``.  Every trial is judged by the race's checkers plus its
+    own ``race`` verdict, which counts as a checked invariant.  A subject
+    that carries ``FISKJ_MUTANT`` (:func:`harness.mutants.subject_for`)
+    gives its mutant to the race agents.  ``shard`` keeps the plan
+    positions of :func:`shard_positions`.
+    """
+    from .races import RaceDriver, races_of, run_race_trial
+
+    plan: list[tuple[str, int, str | None]]
+    if schedules is not None:
+        plan = []
+        for sch in schedules:
+            if not (sch and sch[0].get("kind") == "race" and sch[0].get("race")):
+                raise ValueError(f"a race scenario replays schedules like [{{'kind': 'race', 'race': ...}}], "
+                                 f"got {sch!r}")
+            plan.append((sch[0]["race"], seed, sch[0].get("schedule")))
+    else:
+        races = races_of(scenario)
+        plan = [(races[i % len(races)], seed + i, None) for i in range(count)]
+    plan = [plan[p] for p in shard_positions(len(plan), shard)]
+    mutant = dict(runner.subject.extra_env).get("FISKJ_MUTANT") or None
+    workdir = tempfile.mkdtemp(prefix="fiskj-races-", dir=runner.tmp_root)
+    out = []
+    try:
+        with RaceDriver(mutant) as driver:
+            for race, trial_seed, forced in plan:
+                r = run_race_trial(scenario, race, trial_seed, workdir, driver=driver, schedule=forced)
+                schedule = [{"kind": "race", "race": r.race, "schedule": r.schedule}]
+                result = TrialResult(
+                    index=-1, scenario=scenario.name, scenario_path=scenario.path, seed=trial_seed,
+                    schedule=schedule, origin="race", verdicts=r.verdicts, history=r.history,
+                    elapsed_s=r.elapsed_s, reproduce=reproduce_command(scenario, trial_seed, schedule, runner.subject),
+                    invariants=tuple(scenario.check.invariants) + ("race",), faults={"race": 1})
+                if not (result.failed or result.unknown):
+                    result.history = None
+                out.append(result)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out
