@@ -1,0 +1,223 @@
+"""Section 3 of the bench: kill-campaign trials/s and its per-trial costs; power-loss crash states/s."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import fs_type, median, row
+
+
+
+# --- 3. campaign -----------------------------------------------------------------------------------
+
+_POWER_LOSS_TOML = '''
+name = "bench-power-loss"
+purpose = "the power-loss bench: the small workload of tests/test_powerloss.py"
+[workload]
+turns = 1
+tools_per_turn = 2
+[faults]
+family = "power_loss"
+[trials]
+count = 40
+seed = 3
+timeout_s = 60
+'''
+
+
+def _time_cmd(argv: list[str], n: int, env: dict[str, str] | None = None, stdin: bytes | None = None) -> float:
+    """Median wall seconds of running ``argv`` to completion ``n`` times."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run(argv, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+        out.append(time.perf_counter() - t)
+    return median(out)
+
+
+def _fork_exit(n: int) -> float:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        out.append(time.perf_counter() - t)
+    return median(out)
+
+
+def _fsync_latency(directory: str, n: int = 50) -> float:
+    fd, path = tempfile.mkstemp(prefix="fiskj-bench-fsync-", dir=directory)
+    try:
+        out = []
+        for _ in range(n):
+            os.write(fd, b"x" * 300)
+            t = time.perf_counter()
+            os.fsync(fd)
+            out.append(time.perf_counter() - t)
+        return median(out)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def _model_call_latency(server: Any, n: int = 30) -> float:
+    from fiskj.model import AnthropicClient
+    from harness.server import Script, Turn, api_key
+
+    session = server.open_session(Script(seed=1, turns=(Turn(text="hi"),)))
+    try:
+        client = AnthropicClient(server.base_url, api_key(session.token, 0))
+        request = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hello"}]}
+        client.complete(request)
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            client.complete(request)
+            out.append(time.perf_counter() - t)
+        return median(out)
+    finally:
+        server.close_session(session.token)
+
+
+def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event", jobs: int | None = None,
+                   probe_n: int = 10, repeats: int = 1) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Section 3a: a kill campaign's trials/s and the share of each cost per trial; returns (rows, details)."""
+    from harness.campaign import Campaign
+    from harness.checkers import check_all
+    from harness.runner import Runner
+    from harness.scenario import bundled_scenario_dir, load_scenario
+    from harness.workload import ledger_tool_path
+
+    scenario = load_scenario(bundled_scenario_dir() / f"{scenario_name}.toml")
+    jobs = jobs or os.cpu_count() or 1
+    rows, details = [], {}
+    with Runner() as runner:
+        runner.reference(scenario)  # once, outside the timed campaigns (cached per runner)
+        done, rates, wall = [], [], 0.0
+        for _ in range(max(1, repeats)):
+            t = time.perf_counter()
+            result = Campaign([scenario], trials=trials, jobs=jobs, runner=runner, shrink_budget=0,
+                              keep_histories=True).run()
+            elapsed = time.perf_counter() - t
+            if result.errors:
+                raise RuntimeError(f"campaign errors: {result.errors}")
+            done += result.trials
+            rates.append(len(result.trials) / elapsed)
+            wall += elapsed
+        histories = [r.history for r in done if r.history is not None]
+        # what one trial does, counted from its history
+        legs = median(len(h.legs) for h in histories)
+        tools = median(len(h.effects) for h in histories)
+        calls = median(len(h.model_calls) for h in histories)
+        syncs = median(sum(1 for leg in h.legs for ev in leg.trace if ev.get("op") in ("fsync", "fdatasync", "fsync_dir"))
+                       for h in histories)
+        trial_s = median(r.elapsed_s for r in done)
+        legs_s = median(sum((leg.t_end - leg.t_start) / 1e9 for leg in h.legs) for h in histories)
+        # each cost on its own
+        check_s = []
+        for h in histories:
+            c = time.perf_counter()
+            check_all(h, list(scenario.check.invariants))
+            check_s.append(time.perf_counter() - c)
+        py = sys.executable
+        start_plain = _time_cmd([py, "-c", "pass"], probe_n)
+        start_isolated = _time_cmd([py, "-I", "-S", "-c", "pass"], probe_n)
+        start_fiskj = _time_cmd([py, "-c", "import fiskj.cli, fiskj.cli_run, fiskj.loop, fiskj.store"], probe_n)
+        fork = _fork_exit(probe_n * 3)
+        ledger_dir = tempfile.mkdtemp(prefix="fiskj-bench-ledger-", dir=runner.tmp_root)
+        try:
+            env = {"FISKJ_LEDGER": os.path.join(ledger_dir, "ledger.jsonl"), "PATH": os.environ.get("PATH", "")}
+            tool_s = _time_cmd([py, "-I", "-S", ledger_tool_path(), "effect_a"], probe_n, env=env,
+                               stdin=b'{"tool_use_id": "t1", "sleep_ms": 0}')
+        finally:
+            shutil.rmtree(ledger_dir, ignore_errors=True)
+        model_s = _model_call_latency(runner.server, probe_n * 3)
+        fsync_s = _fsync_latency(runner.tmp_root or tempfile.gettempdir())
+        leg_start = fork if runner.fork_server else start_fiskj
+    lo, hi = scenario.workload.tool_ms
+    sleep_s = (lo + hi) / 2 / 1000
+    inside = {
+        "leg start (" + ("fork server" if runner.fork_server else "interpreter + imports") + ")": legs * leg_start,
+        "tool processes (python -I -S + ledger fsync)": tools * tool_s,
+        "tool sleep (scripted)": tools * sleep_s,
+        "model server round trips": calls * model_s,
+        f"fsync ({fs_type(runner.tmp_root or tempfile.gettempdir())})": syncs * fsync_s,
+    }
+    parts = dict(inside)
+    parts["rest of the legs (fiskj CLI, loop, journal, trace; CPU contention)"] = max(0.0, legs_s - sum(inside.values()))
+    parts["checking (check_all)"] = median(check_s)
+    accounted = sum(parts.values())
+    tps = median(rates)
+    details["campaign"] = {"scenario": scenario.name, "trials": len(done), "jobs": jobs, "wall_s": wall,
+                           "trials_per_s_runs": rates,
+                           "trials_per_s": tps, "trial_median_s": trial_s, "legs_median_s": legs_s, "per_trial": {
+                               "legs": legs, "tool_runs": tools, "model_calls": calls, "fsyncs": syncs},
+                           "unit_costs_s": {"python -c pass": start_plain, "python -I -S -c pass": start_isolated,
+                                            "python + fiskj imports": start_fiskj, "fork+exit": fork,
+                                            "ledger tool run": tool_s, "model call": model_s, "fsync": fsync_s,
+                                            "check_all": median(check_s)},
+                           "shares": {k: v / trial_s for k, v in parts.items()},
+                           "fork_server": runner.fork_server, "tmp_root": runner.tmp_root}
+    rows.append(row("campaign", f"{scenario.name}: trials/s ({jobs} jobs)", tps, None, unit="trials/s",
+                    target=">= 20/s", met=tps >= 20,
+                    note=f"median of {len(rates)} campaign(s), {len(done)} trials in {wall:.1f} s (the plan: a kill "
+                         f"after each IO-seam event); median trial {trial_s * 1e3:.0f} ms "
+                         f"({legs:g} legs, {tools:g} tool runs, {calls:g} model calls, {syncs:g} fsyncs)"))
+    for name, cost in parts.items():
+        rows.append(row("campaign", f"  share: {name}", cost * 1e3, None, unit="ms/trial",
+                        ratio=cost / trial_s, note=f"{cost / trial_s:.0%} of a median trial"))
+    rows.append(row("campaign", "  share: harness outside the legs (setup, reading, folding, waits)",
+                    max(0.0, trial_s - accounted) * 1e3, None, unit="ms/trial",
+                    ratio=max(0.0, trial_s - accounted) / trial_s,
+                    note=f"{max(0.0, trial_s - accounted) / trial_s:.0%}; python -c pass {start_plain * 1e3:.1f} ms, "
+                         f"-I -S {start_isolated * 1e3:.1f} ms, fork+exit {fork * 1e3:.2f} ms"))
+    return rows, details
+
+
+def bench_crash_states(*, explore: int = 8, rounds: int = 3) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Section 3b: power-loss crash states built and I4-checked per second (pure), and explored per second."""
+    from harness.crashstates import crash_points, lost_acknowledged
+    from harness.powerloss import Params, run_power_loss
+    from harness.runner import Runner
+    from harness.scenario import parse_scenario
+
+    scenario = parse_scenario(_POWER_LOSS_TOML)
+    rows, details = [], {}
+    with Runner() as runner:
+        ref = runner.reference(scenario)
+        trace = ref.history.legs[0].trace
+        jpath = next(ev["path"] for ev in trace if str(ev.get("path") or "").endswith(".json"))
+        home = str(Path(jpath).parents[2])
+        rates, states = [], 0
+        for _ in range(rounds):
+            t = time.perf_counter()
+            n = 0
+            for point in crash_points(trace, {}, {home, str(Path(home).parent)}, seed=1):
+                for state in point.states:
+                    lost_acknowledged(state)
+                    n += 1
+            rates.append(n / (time.perf_counter() - t))
+            states = n
+        rate = median(rates)
+        report = run_power_loss(scenario, runner=runner, params=Params(max_states=explore, seed=1))
+        data = report.to_json()["crash_states"]
+    details["crash_states"] = {"trace_events": len(trace), "states": states, "built_checked_per_s": rate,
+                               "explored": data["explored"], "explored_per_s": data["explored_per_s"],
+                               "report": data}
+    rows.append(row("campaign", "power-loss crash states built + I4-checked/s", rate, None, unit="states/s",
+                    target=">= 1,000/s", met=rate >= 1000,
+                    note=f"{states} states of a {len(trace)}-event trace, pure (harness.crashstates)"))
+    explored = data["explored_per_s"] or 0.0
+    rows.append(row("campaign", "power-loss crash states explored/s (recovery leg each)", explored, None,
+                    unit="states/s", target=">= 1,000/s", met=explored >= 1000,
+                    note=f"{data['explored']} states, each a fresh `run --resume` process + check_all"))
+    return rows, details
