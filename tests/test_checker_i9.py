@@ -102,3 +102,16 @@ def test_field_case_f17_a_drifted_resume_that_was_refused_is_valid():
     eng.h.legs[1].fault.detail.update({"drift": ["model"], "expect": "refused"})
     v = i9_refusal.check(eng.h)
     assert v.status == "valid" and v.evidence["checked"] == 1
+
+
+def test_a_leg_interrupted_by_the_nemesis_is_not_taken_for_a_refused_resume():
+    # Found in a full campaign: a SIGINT that landed as the start leg ended made it exit 1; the
+    # leg had journaled its work, and its stderr happened to match a refusal word.
+    from harness.checkers._common import is_refusal
+    from harness.history import Fault, Leg
+
+    leg = Leg(index=0, kind="start", argv=[], exit_code=1, stderr="fiskj: interrupted (run is locked?)",
+              fault=Fault(kind="suspend", signal="SIGINT", injected=True))
+    assert not is_refusal(leg)
+    leg.fault = Fault()
+    assert is_refusal(leg)

@@ -227,8 +227,15 @@ _REFUSAL = re.compile(r"refus|locked|held by another|in use by|fingerprint|alrea
 
 
 def is_refusal(leg: Leg) -> bool:
-    """A leg that exited 1 or 2 because its resume or create was refused."""
+    """A leg that exited 1 or 2 because its resume or create was refused.
+
+    A leg the nemesis signalled (an injected kill or suspend) is never a refusal: a SIGINT that
+    lands outside the agent's suspend window (while it starts or ends) exits 1 by design, and
+    its output is no evidence of a refused resume.
+    """
     if leg.exit_signal is not None or leg.exit_code not in (1, 2):
+        return False
+    if leg.fault.injected and leg.fault.kind in ("kill", "suspend"):
         return False
     detail = " ".join(f"{k}={v}" for k, v in leg.fault.detail.items())
     return bool(_REFUSAL.search(detail) or _REFUSAL.search(leg.stderr or ""))
