@@ -234,7 +234,7 @@ class _BestEffort:
             return False
 
 
-def _execute(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> RunResult:
+def _execute(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO, flag: SuspendFlag) -> RunResult:
     _check_args(args)
     from .store import FileStore
 
@@ -254,16 +254,15 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
     model = make_model(model_name, base_url=args.base_url, timeout=args.timeout)
     reader = _Prompting(stdin, err) if hasattr(stdin, "isatty") and stdin.isatty() else stdin
     common = dict(config=config, model=model, tools=tools, input_stream=reader, output=out, log=log)
-    with handle_signals(SuspendFlag()) as flag:
-        if args.resume is not None:
-            def replay(state: RunState) -> None:
-                for line in replay_lines(state):
-                    print(line, file=err, flush=True)
-            return resume_run(args.resume, store=store, force=args.force, suspend=flag, on_open=replay, **common)
-        run_id = (args.name if args.name is not None else new_run_id()) if store is not None else new_run_id()
-        opened = (lambda state: print(f"run id: {state.run_id}", file=err, flush=True)) if store else None
-        return start_run(" ".join(args.prompt), store=store, run_id=run_id, interactive=args.chat, suspend=flag,
-                         on_open=opened, **common)
+    if args.resume is not None:
+        def replay(state: RunState) -> None:
+            for line in replay_lines(state):
+                print(line, file=err, flush=True)
+        return resume_run(args.resume, store=store, force=args.force, suspend=flag, on_open=replay, **common)
+    run_id = (args.name if args.name is not None else new_run_id()) if store is not None else new_run_id()
+    opened = (lambda state: print(f"run id: {state.run_id}", file=err, flush=True)) if store else None
+    return start_run(" ".join(args.prompt), store=store, run_id=run_id, interactive=args.chat, suspend=flag,
+                     on_open=opened, **common)
 
 
 def run_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None,
@@ -276,8 +275,16 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO
     # A reader that goes away (`| head`, a dead tee) must not end a durable run with an error:
     # output is best effort, the journal is the record.
     out, err, stdin = _BestEffort(out or sys.stdout), _BestEffort(err or sys.stderr), stdin or sys.stdin
+    # SIGINT/SIGTERM ask for a suspend from the moment the command starts until it has reported:
+    # one that comes while the run is set up suspends it at its first boundary, and one that
+    # comes after the run ended has nothing left to suspend (it never turns an outcome into exit 1).
+    with handle_signals(SuspendFlag()) as flag:
+        return _report(args, out, err, stdin, flag)
+
+
+def _report(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO, flag: SuspendFlag) -> int:
     try:
-        result = _execute(args, out, err, stdin)
+        result = _execute(args, out, err, stdin, flag)
     except (UsageError, ToolError) as exc:
         hint = " (the system prompt and tools are not stored: pass the same --system and --tools as the " \
                "original run)" if isinstance(exc, FingerprintMismatch) else ""

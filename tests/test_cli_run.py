@@ -272,3 +272,24 @@ def test_an_empty_run_name_or_resume_id_is_a_usage_error(tmp_path, capsys):
     assert "InvalidRunID" in capsys.readouterr().err
     assert main(["run", "--store", str(tmp_path), "--resume", ""]) == 2
     assert "InvalidRunID" in capsys.readouterr().err
+
+
+def test_a_ctrl_c_while_the_run_is_being_set_up_suspends_it_at_its_first_boundary(tmp_path, monkeypatch, capsys):
+    # Before, the default handler was in place until the loop started: a traceback or exit 1.
+    import signal
+
+    from fiskj import cli_run
+    from fiskj.cli import main
+    from fiskj.reader import read_state
+
+    real = cli_run.make_registry
+
+    def interrupted(*a, **kw):
+        os.kill(os.getpid(), signal.SIGINT)  # delivered now, while the command sets up
+        return real(*a, **kw)
+
+    monkeypatch.setattr(cli_run, "make_registry", interrupted)
+    status = main(["run", "--store", str(tmp_path), "--checkpoint", "--name", "early", "--model", "scripted:1", "hi"])
+    assert status == 3, capsys.readouterr().err
+    state = read_state(tmp_path / "early.json")
+    assert state.status == "suspended" and state.counters.llm_calls == 0
