@@ -17,6 +17,17 @@ EXIT_USAGE = 2
 EXIT_SUSPENDED = 3
 
 
+def positive_int(text: str) -> int:
+    """``argparse`` type: an integer >= 1; raises ``argparse.ArgumentTypeError`` naming the bad value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand registered."""
     from . import cli_run, cli_session

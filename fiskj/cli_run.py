@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from .cli import EXIT_ERROR, EXIT_USAGE
+from .cli import EXIT_ERROR, EXIT_USAGE, positive_int
 from .errors import FingerprintMismatch, FiskjError, ToolError, UsageError
 from .fold import RunState
 from .loop import (DEFAULT_CALL_MAX_TOKENS, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS, RunConfig, RunResult,
@@ -62,16 +62,6 @@ exit status:
 """
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -105,14 +95,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     m.add_argument("--model", metavar="M", help="model name or scripted:SEED[:TURNS] (default: see below)")
     m.add_argument("--system", metavar="FILE", help="file holding the system prompt (default: none)")
     m.add_argument("--tools", metavar="FILE", help="JSON file of command tools (added to the built-ins)")
-    m.add_argument("--max-tokens", metavar="N", type=_positive,
+    m.add_argument("--max-tokens", metavar="N", type=positive_int,
                    help=f"token budget of the run, all kinds summed (default {DEFAULT_MAX_TOKENS})")
-    m.add_argument("--max-iterations", metavar="N", type=_positive,
+    m.add_argument("--max-iterations", metavar="N", type=positive_int,
                    help=f"iteration cap (default {DEFAULT_MAX_ITERATIONS})")
     m.add_argument("--thinking", metavar="MODE", help="off (default), adaptive or enabled:N (N >= 1024)")
     c = p.add_argument_group("model client (not part of the fingerprint)")
     c.add_argument("--base-url", metavar="URL", help="Messages API base URL (default $ANTHROPIC_BASE_URL, else https://api.anthropic.com)")
-    c.add_argument("--call-max-tokens", metavar="N", type=_positive, default=DEFAULT_CALL_MAX_TOKENS,
+    c.add_argument("--call-max-tokens", metavar="N", type=positive_int, default=DEFAULT_CALL_MAX_TOKENS,
                    help=f"max_tokens of one model call (default {DEFAULT_CALL_MAX_TOKENS})")
     c.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=120.0,
                    help="timeout of one model request (default 120)")

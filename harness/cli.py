@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from fiskj.cli import positive_int
+
 __all__ = ["main", "build_parser", "resolve_scenarios", "campaign_report", "EXIT_OK", "EXIT_VIOLATION", "EXIT_USAGE"]
 
 EXIT_OK = 0
@@ -434,9 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run trials of each scenario under fault schedules and judge them.")
     run.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                      help="scenario files, directories or bundled names (default: every bundled scenario)")
-    run.add_argument("--trials", type=_positive, metavar="N", help="trials per scenario (default: the scenario's)")
+    run.add_argument("--trials", type=positive_int, metavar="N", help="trials per scenario (default: the scenario's)")
     run.add_argument("--seed", type=int, metavar="S", help="campaign seed (default: the scenario's)")
-    run.add_argument("--jobs", type=_positive, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
+    run.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
     run.add_argument("--schedule", metavar="JSON",
                      help='run one trial per scenario with this schedule, e.g. \'[{"kind":"kill","event":7}]\'')
     run.add_argument("--shrink-budget", type=int, default=30, metavar="N",
@@ -466,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="wall-clock budget of the trials (default 300)")
     gate.add_argument("--summary", metavar="FILE",
                       help="write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set)")
-    gate.add_argument("--jobs", type=_positive, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
+    gate.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
     gate.add_argument("--seed", type=int, metavar="S", help="base campaign seed (default: each scenario's)")
     gate.add_argument("--shard", type=_shard, metavar="I/N", help="run only shard I (0-based) of N")
     common(gate)
@@ -488,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     mutants.add_argument("--budget", type=_seconds, default=600.0, metavar="SECONDS",
                          help="time shared by the mutants for extra rounds (each runs its first campaign; default 600)")
-    mutants.add_argument("--jobs", type=_positive, metavar="J", help="parallel trials per campaign")
+    mutants.add_argument("--jobs", type=positive_int, metavar="J", help="parallel trials per campaign")
     mutants.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     mutants.set_defaults(func=cmd_mutants)
     return parser
@@ -510,16 +512,6 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
