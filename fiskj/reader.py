@@ -36,7 +36,7 @@ from .errors import CorruptJournal, FiskjError, JournalError, RecordTooLarge, St
 from .fold import Folder, RunState, TornTail
 from .records import Record
 
-__all__ = ["JournalReader", "read_records", "read_state", "TornTail", "with_context"]
+__all__ = ["JournalReader", "read_records", "read_state", "TornTail", "with_context", "collector_paused"]
 
 _CHUNK = 1 << 20
 
@@ -175,7 +175,7 @@ def _not_json(name: str) -> None:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while a fold builds the state.
 
     A fold keeps the conversation: hundreds of thousands of new containers, none in a cycle.
@@ -220,7 +220,7 @@ def read_state(source: str | os.PathLike[str] | BinaryIO | bytes) -> RunState:
     reader = JournalReader(source)
     folder = Folder()
     offsets = 0
-    with _collector_paused():
+    with collector_paused():
         add = folder.add
         for record in reader:
             try:

@@ -44,7 +44,7 @@ from .fold import Folder, RunState
 from .journal import Journal
 from .lock import RunLock, acquire
 from .paths import JOURNAL_SUFFIX, default_store_dir, is_valid_run_id, journal_path, lock_path, validate_run_id
-from .reader import JournalReader, _collector_paused, with_context
+from .reader import JournalReader, collector_paused, with_context
 from .records import MetaRecord
 
 __all__ = ["FileStore", "RunInfo", "fold_open_file"]
@@ -148,7 +148,7 @@ def fold_open_file(fd: int, path: str) -> tuple[Folder, JournalReader]:
     folder = Folder()
     offset = 0
     try:
-        with _collector_paused():  # a fold keeps many new containers, none in a cycle (reader.py)
+        with collector_paused():  # a fold keeps many new containers, none in a cycle (reader.py)
             for record in reader:
                 try:
                     folder.add(record)
