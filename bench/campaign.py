@@ -71,7 +71,7 @@ def _fsync_latency(directory: str, n: int = 50) -> float:
 
 def _model_call_latency(server: Any, n: int = 30) -> float:
     from fiskj.model import AnthropicClient
-    from harness.server import Script, Turn, api_key
+    from harness.workload.server import Script, Turn, api_key
 
     session = server.open_session(Script(seed=1, turns=(Turn(text="hi"),)))
     try:
@@ -91,11 +91,11 @@ def _model_call_latency(server: Any, n: int = 30) -> float:
 def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event", jobs: int | None = None,
                    probe_n: int = 10, repeats: int = 1) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Section 3a: a kill campaign's trials/s and the share of each cost per trial; returns (rows, details)."""
-    from harness.campaign import Campaign
+    from harness.campaign.campaign import Campaign
     from harness.checkers import check_all
-    from harness.runner import Runner
-    from harness.scenario import bundled_scenario_dir, load_scenario
-    from harness.workload import ledger_tool_path
+    from harness.runner.trial import Runner
+    from harness.scenario.parse import bundled_scenario_dir, load_scenario
+    from harness.workload.build import ledger_tool_path
 
     scenario = load_scenario(bundled_scenario_dir() / f"{scenario_name}.toml")
     jobs = jobs or os.cpu_count() or 1
@@ -185,10 +185,10 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
 
 def bench_crash_states(*, explore: int = 8, rounds: int = 3) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Section 3b: power-loss crash states built and I4-checked per second (pure), and explored per second."""
-    from harness.crashstates import crash_points, lost_acknowledged
-    from harness.powerloss import Params, run_power_loss
-    from harness.runner import Runner
-    from harness.scenario import parse_scenario
+    from harness.families.power_loss.crashstates import crash_points, lost_acknowledged
+    from harness.families.power_loss.executor import Params, run_power_loss
+    from harness.runner.trial import Runner
+    from harness.scenario.parse import parse_scenario
 
     scenario = parse_scenario(_POWER_LOSS_TOML)
     rows, details = [], {}
@@ -215,7 +215,7 @@ def bench_crash_states(*, explore: int = 8, rounds: int = 3) -> tuple[list[dict[
                                "report": data}
     rows.append(row("campaign", "power-loss crash states built + I4-checked/s", rate, None, unit="states/s",
                     target=">= 1,000/s", met=rate >= 1000,
-                    note=f"{states} states of a {len(trace)}-event trace, pure (harness.crashstates)"))
+                    note=f"{states} states of a {len(trace)}-event trace, pure (harness.families.power_loss.crashstates)"))
     explored = data["explored_per_s"] or 0.0
     rows.append(row("campaign", "power-loss crash states explored/s (recovery leg each)", explored, None,
                     unit="states/s", target=">= 1,000/s", met=explored >= 1000,

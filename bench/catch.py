@@ -16,14 +16,14 @@ def bench_catch(*, seeds: tuple[int | None, ...] = (None,), names: list[str] | N
                 jobs: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Section 4: per mutant of ``harness/mutants/``, the median time to its first detection over ``seeds``.
 
-    Each run is the mutant self-test's campaign (:func:`harness.selftest.run_mutant`, its target
-    scenario from :mod:`harness.mutants.targets`, no shrinking) with campaign seed ``seed``
+    Each run is the mutant self-test's campaign (:func:`harness.selftest.run.run_mutant`, its target
+    scenario from :mod:`harness.selftest.targets`, no shrinking) with campaign seed ``seed``
     (``None``: the target's own); the time runs from the start of the campaign, reference run
     included, to the first violating trial judged.
     """
-    from harness.mutants import mutants
-    from harness.mutants.targets import TARGETS
-    from harness.selftest import run_mutant
+    from harness.selftest.mutants import mutants
+    from harness.selftest.targets import TARGETS
+    from harness.selftest.run import run_mutant
 
     rows, details = [], {}
     for mutant in mutants():
@@ -32,7 +32,7 @@ def bench_catch(*, seeds: tuple[int | None, ...] = (None,), names: list[str] | N
         target = TARGETS.get(mutant.name)
         if target is None:
             rows.append(row("catch", mutant.name, None, unit="s", target="< 10 s", met=False,
-                            note="no target in harness.mutants.targets"))
+                            note="no target in harness.selftest.targets"))
             continue
         times, caught, errors, by = [], [], [], set()
         for seed in seeds:

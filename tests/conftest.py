@@ -5,7 +5,7 @@
   ``pytestmark = pytest.mark.usefixtures("plain_seam")``.
 * ``store``: an empty :class:`fiskj.store.FileStore` in ``tmp_path / "runs"``
   (a module may override it with a store of its own).
-* ``server``: one fake model server (:class:`harness.server.ModelServer`)
+* ``server``: one fake model server (:class:`harness.workload.server.ModelServer`)
   per test module, for the family tests that run a real agent.
 """
 
@@ -31,7 +31,7 @@ def store(tmp_path):
 
 @pytest.fixture(scope="module")
 def server():
-    from harness.server import ModelServer
+    from harness.workload.server import ModelServer
 
     with ModelServer() as srv:
         yield srv

@@ -23,7 +23,7 @@ from builders import FP
 from fiskj.codec import decode_record, encode_record
 from fiskj.reader import read_state
 from fiskj.records import AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord
-from harness.history import Effect, Fault, History, Leg, ModelCall, Reference
+from harness.history.model import Effect, Fault, History, Leg, ModelCall, Reference
 
 PROMPT = "count the files"
 ANSWER = "there are 3 files"

@@ -4,7 +4,7 @@ from builders import A, M, R, T, journal
 from synth import Engine, conversation, key_of
 
 from harness.checkers import i1_suspend
-from harness.history import Effect, History, Leg, ModelCall
+from harness.history.model import Effect, History, Leg, ModelCall
 
 
 def test_a_suspend_at_a_boundary_then_resume_repeats_nothing():

@@ -4,7 +4,7 @@ from synth import Engine
 
 from harness.checkers import i2_tool_reruns
 from harness.checkers._common import split_journal
-from harness.history import Effect
+from harness.history.model import Effect
 
 
 def test_the_tool_in_flight_at_a_kill_is_rerun_once_and_attributed_to_that_kill():

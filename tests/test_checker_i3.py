@@ -3,7 +3,7 @@
 from synth import Engine
 
 from harness.checkers import i3_model_repeats
-from harness.history import ModelCall
+from harness.history.model import ModelCall
 
 
 def _again(h, call, leg, dt=1):

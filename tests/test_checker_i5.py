@@ -5,7 +5,7 @@ from synth import Engine
 
 from harness.checkers import i5_readable
 from harness.checkers._common import split_journal
-from harness.history import Fault, History, Leg
+from harness.history.model import Fault, History, Leg
 
 
 def _one_leg(data: bytes, **kw) -> History:

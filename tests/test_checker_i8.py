@@ -6,7 +6,7 @@ from builders import A, M, R, T, lines
 from synth import DIR, Engine
 
 from harness.checkers import i8_one_writer
-from harness.history import History, Leg
+from harness.history.model import History, Leg
 
 LOCK, JOURNAL = f"{DIR}/r1.lock", f"{DIR}/r1.json"
 

@@ -6,7 +6,7 @@ from builders import T, lines
 from synth import Engine
 
 from harness.checkers import i9_refusal
-from harness.history import ModelCall
+from harness.history.model import ModelCall
 
 
 def _completed_then_refused() -> Engine:
@@ -108,7 +108,7 @@ def test_a_leg_interrupted_by_the_nemesis_is_not_taken_for_a_refused_resume():
     # Found in a full campaign: a SIGINT that landed as the start leg ended made it exit 1; the
     # leg had journaled its work, and its stderr happened to match a refusal word.
     from harness.checkers._common import is_refusal
-    from harness.history import Fault, Leg
+    from harness.history.model import Fault, Leg
 
     leg = Leg(index=0, kind="start", argv=[], exit_code=1, stderr="fiskj: interrupted (run is locked?)",
               fault=Fault(kind="suspend", signal="SIGINT", injected=True))

@@ -10,7 +10,7 @@ from synth import Engine
 
 from harness.checkers import INVARIANTS, Verdict, check_all, combine, verdict_from_json
 from harness.checkers import i2_tool_reruns
-from harness.history import History, ModelCall, history_from_json, history_to_json
+from harness.history.model import History, ModelCall, history_from_json, history_to_json
 
 
 def test_check_all_runs_every_invariant_in_id_order():

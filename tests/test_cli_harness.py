@@ -8,14 +8,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.campaign import (Campaign, TrialResult, draw_schedules, exhaustive_schedules, plan_schedules,
+from harness.campaign.campaign import (Campaign, TrialResult, draw_schedules, exhaustive_schedules, plan_schedules,
                               schedule_strategy)
 from harness.checkers import Verdict
-from harness.cli import main
-from harness.history import History, Reference
-from harness.runner import ReferenceRun
-from harness.scenario import parse_scenario
-from harness.subject import default_subject
+from harness.cli.main import main
+from harness.history.model import History, Reference
+from harness.runner.trial import ReferenceRun
+from harness.scenario.parse import parse_scenario
+from harness.subject.contract import default_subject
 
 NOOP = """\
 name = "tiny-noop"
@@ -152,7 +152,7 @@ def test_usage_and_setup_errors_exit_2(files, capsys):
 
 
 def test_the_bundled_scenarios_are_the_default():
-    from harness.cli import resolve_scenarios
+    from harness.cli.main import resolve_scenarios
 
     names = {s.name for s in resolve_scenarios([])}
     assert {"noop-baseline", "kill-random", "kill-every-event", "suspend-clean", "chain-crash-during-resume"} <= names

@@ -1,4 +1,4 @@
-"""harness.crashstates: the power-loss crash-state enumerator (pure), on handcrafted traces."""
+"""harness.families.power_loss.crashstates: the power-loss crash-state enumerator (pure), on handcrafted traces."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.crashstates import Simulator, crash_points, crash_states, lost_acknowledged
+from harness.families.power_loss.crashstates import Simulator, crash_points, crash_states, lost_acknowledged
 
 D = "/s/runs"
 J = f"{D}/r.json"
@@ -261,7 +261,7 @@ def test_states_are_built_at_more_than_a_thousand_per_second():
 
 def test_the_enumerator_and_the_tail_nemesis_import_nothing_that_does_io():
     allowed = {"__future__", "base64", "itertools", "random", "dataclasses", "typing", "json"}
-    for name in ("crashstates", "tails"):
+    for name in ("families/power_loss/crashstates", "families/tail/mutations"):
         tree = ast.parse((Path(__file__).parent.parent / "harness" / f"{name}.py").read_text())
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}

@@ -2,10 +2,10 @@
 
 import pytest
 
-from harness.families import power_loss, tail
-from harness.mutants import subject_for
-from harness.runner import Runner
-from harness.scenario import bundled_scenario_dir, load_scenario
+from harness.families.legacy import power_loss, tail
+from harness.selftest.mutants import subject_for
+from harness.runner.trial import Runner
+from harness.scenario.parse import bundled_scenario_dir, load_scenario
 
 
 def scenario(name):

@@ -9,9 +9,9 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from harness.cli import _gate_scenarios, main
-from harness.gate import _round_size, _Track, fixed_plan, run_gate
-from harness.scenario import bundled_scenarios, load_scenario, parse_scenario, regression_scenarios
+from harness.cli.main import _gate_scenarios, main
+from harness.campaign.gate import _round_size, _Track, fixed_plan, run_gate
+from harness.scenario.parse import bundled_scenarios, load_scenario, parse_scenario, regression_scenarios
 
 KILL = """\
 name = "gate-kill"
@@ -135,7 +135,7 @@ def test_a_violation_fails_the_gate_with_exit_1_and_a_junit_failure(scenario_dir
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     junit = tmp_path / "gate.xml"
     status = main(["gate", str(scenario_dir / "gate-events.toml"), "--budget", "6", "--jobs", "2", "-q",
-                   "--subject", f"{sys.executable} -m harness.mutants.subject", "--junit", str(junit)])
+                   "--subject", f"{sys.executable} -m harness.selftest.subject", "--junit", str(junit)])
     assert status == 1
     failures = [c for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
     assert {c.get("name").split()[0] for c in failures} == {"I2"}

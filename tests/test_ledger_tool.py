@@ -1,4 +1,4 @@
-"""harness.ledger_tool: each execution leaves one fsynced ledger line before it returns."""
+"""harness.workload.ledger_tool: each execution leaves one fsynced ledger line before it returns."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.workload import ledger_tool_path, tool_definitions
+from harness.workload.build import ledger_tool_path, tool_definitions
 
 TOOL = [os.path.realpath(sys.executable), "-I", "-S", ledger_tool_path()]
 

@@ -11,11 +11,11 @@ import json
 import pytest
 
 from fiskj import fingerprint, loop, store
-from harness.cli import main
-from harness.mutants import MODULES, mutants
-from harness.mutants.targets import TARGETS, Target
-from harness.race_mutants import MUTANTS as RACE_MUTANTS
-from harness.selftest import all_mutants, render_table, run_mutant
+from harness.cli.main import main
+from harness.selftest.mutants import MODULES, mutants
+from harness.selftest.targets import TARGETS, Target
+from harness.selftest.race_mutants import MUTANTS as RACE_MUTANTS
+from harness.selftest.run import all_mutants, render_table, run_mutant
 
 #: The bug classes of issue 7 item 4, each with the mutant that reintroduces it.
 BUG_CLASSES = {

@@ -1,4 +1,4 @@
-"""harness.nemesis: fault schedules as data, and process-tree kills that leave nothing behind."""
+"""harness.runner.nemesis: fault schedules as data, and process-tree kills that leave nothing behind."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from harness.nemesis import (NOOP, drive, enable_subreaper, fault_for_leg, history_fault, kill_tree, seam_fault,
+from harness.runner.nemesis import (NOOP, drive, enable_subreaper, fault_for_leg, history_fault, kill_tree, seam_fault,
                              validate_fault, validate_schedule)
 
 # A process tree: the agent starts a child, which starts a grandchild; each prints its pid and sleeps.

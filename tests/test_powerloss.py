@@ -1,14 +1,14 @@
-"""harness.powerloss: crash states of a real traced run, recovered by real resumes, and the mutants it catches."""
+"""harness.families.power_loss.executor: crash states of a real traced run, recovered by real resumes, and the mutants it catches."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.crashstates import crash_points
-from harness.mutants import mutants, subject_for
-from harness.powerloss import Params, journal_index, params_from, run_power_loss, select_states
-from harness.runner import Runner
-from harness.scenario import parse_scenario
+from harness.families.power_loss.crashstates import crash_points
+from harness.selftest.mutants import mutants, subject_for
+from harness.families.power_loss.executor import Params, journal_index, params_from, run_power_loss, select_states
+from harness.runner.trial import Runner
+from harness.scenario.parse import parse_scenario
 
 SCENARIO = parse_scenario('''
 name = "power-loss-test"

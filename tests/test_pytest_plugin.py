@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness.pytest_plugin import (DurabilityFailure, DurabilitySetupError, format_failure,
+from harness.cli.pytest_plugin import (DurabilityFailure, DurabilitySetupError, format_failure,
                                    run_durability_campaign)
 
 pytest_plugins = ["pytester"]
@@ -31,7 +31,7 @@ schedule = [{kind = "kill", event = 12}]
 count = 1
 """
 
-MUTANT_AGENT = f"{sys.executable} -m harness.mutants.subject"
+MUTANT_AGENT = f"{sys.executable} -m harness.selftest.subject"
 
 
 @pytest.fixture

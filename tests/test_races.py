@@ -15,12 +15,12 @@ import pytest
 import fiskj.journal
 import fiskj.lock
 import fiskj.store
-from harness.history import history_from_json, history_to_json
+from harness.history.model import history_from_json, history_to_json
 from harness.checkers import check_all
-from harness.race_mutants import MUTANTS
-from harness.races import (AT_ONCE_MS, INVARIANTS_BY_RACE, RACES, SCHEDULES, RaceDriver, race_summary, races_of,
+from harness.selftest.race_mutants import MUTANTS
+from harness.families.race import (AT_ONCE_MS, INVARIANTS_BY_RACE, RACES, SCHEDULES, RaceDriver, race_summary, races_of,
                            run_race_trial, run_races)
-from harness.scenario import load_scenario
+from harness.scenario.parse import load_scenario
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS_PER_SCHEDULE = 2
@@ -137,7 +137,7 @@ def test_trace_events_carry_times_for_the_one_writer_check(driver, workdir):
 
 
 def test_a_trial_counts_one_race_fault_and_one_kill_per_killed_holder(driver, workdir):
-    from harness.campaign import fault_counts
+    from harness.campaign.campaign import fault_counts
     assert fault_counts(run_race_trial(None, "two-writers", 3, workdir, driver=driver).history) == {"race": 1}
     killed = run_race_trial(None, "holder-killed", 3, workdir, driver=driver, schedule="kill-at-call")
     assert fault_counts(killed.history) == {"race": 1, "kill": 1}
@@ -194,7 +194,7 @@ CAUGHT = {
     "stale-lock-file": ("holder-killed", "kill-mid-write", {"race"}, {"not_taken_over"}),
     "blocking-lock": ("two-writers", "holder-idle", {"race"}, {"blocked"}),
     "torn-tail-is-corrupt": ("readers-during-appends", "split-writes", {"race"}, {"false_corruption"}),
-    "torn-tail-not-cut": ("holder-killed", "kill-mid-write", {"I4", "I5"}, set()),  # harness.mutants (defect 1)
+    "torn-tail-not-cut": ("holder-killed", "kill-mid-write", {"I4", "I5"}, set()),  # harness.selftest.mutants (defect 1)
 }
 
 

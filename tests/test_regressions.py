@@ -1,4 +1,4 @@
-"""harness.regressions: `run --save-regression DIR` writes one loadable scenario per violation from its shrunk schedule."""
+"""harness.campaign.regressions: `run --save-regression DIR` writes one loadable scenario per violation from its shrunk schedule."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import tomllib
 
 import pytest
 
-from harness.cli import main
-from harness.regressions import toml_value
-from harness.scenario import load_scenario, regression_scenarios
+from harness.cli.main import main
+from harness.campaign.regressions import toml_value
+from harness.scenario.parse import load_scenario, regression_scenarios
 
 EVENTS = """\
 name = "save-events"
@@ -65,7 +65,7 @@ def test_a_violation_is_saved_as_a_scenario_that_replays_it_and_passes_on_a_corr
     src = tmp_path / "save-events.toml"
     src.write_text(EVENTS, encoding="utf-8")
     out = tmp_path / "regressions"
-    mutant = f"FISKJ_MUTANT=resume-reruns-answered {sys.executable} -m harness.mutants.subject"
+    mutant = f"FISKJ_MUTANT=resume-reruns-answered {sys.executable} -m harness.selftest.subject"
     assert main(["run", str(src), "-q", "--subject", mutant, "--save-regression", str(out)]) == 1
     (path,) = sorted(out.glob("*.toml"))                  # one file: all the failures are one violation (I2)
     assert f"regression scenario {path}" in capsys.readouterr().err
@@ -89,7 +89,7 @@ def test_a_timed_violation_is_saved_from_its_shrunk_schedule(tmp_path, monkeypat
     src.write_text(SUSPENDS, encoding="utf-8")
     out = tmp_path / "regressions"
     status = main(["run", str(src), "-q", "--subject",
-                   f"FISKJ_MUTANT=suspend-mid-batch {sys.executable} -m harness.mutants.subject",
+                   f"FISKJ_MUTANT=suspend-mid-batch {sys.executable} -m harness.selftest.subject",
                    "--shrink-budget", "8", "--save-regression", str(out), "--report-json", str(tmp_path / "r.json")])
     assert status == 1
     (path,) = sorted(out.glob("regression-save-suspends-i1-*.toml"))

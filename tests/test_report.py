@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 from synth import Engine
 
 from harness.checkers import check_all
-from harness.history import history_to_json
-from harness.report import (build_report, exit_status, merge_reports, render_markdown, render_summary,
+from harness.history.model import history_to_json
+from harness.report.report import (build_report, exit_status, merge_reports, render_markdown, render_summary,
                             write_junit)
 
 

@@ -1,4 +1,4 @@
-"""harness.runner: one trial of the reference agent, its legs, and the history it leaves."""
+"""harness.runner.trial: one trial of the reference agent, its legs, and the history it leaves."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from harness.history import history_from_json, history_to_json
-from harness.runner import Runner, run_id_for
-from harness.scenario import parse_scenario
-from harness.subject import parse_subject
+from harness.history.model import history_from_json, history_to_json
+from harness.runner.trial import Runner, run_id_for
+from harness.scenario.parse import parse_scenario
+from harness.subject.contract import parse_subject
 
 SMALL = parse_scenario("""
 name = "runner-small"

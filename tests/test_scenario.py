@@ -1,4 +1,4 @@
-"""harness.scenario: scenario TOML files, checked key by key, with errors naming file, line and key."""
+"""harness.scenario.parse: scenario TOML files, checked key by key, with errors naming file, line and key."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import (INVARIANTS, Scenario, ScenarioError, bundled_scenarios, find_line, load_scenario,
+from harness.scenario.parse import (INVARIANTS, Scenario, ScenarioError, bundled_scenarios, find_line, load_scenario,
                               parse_scenario)
 
 GOOD = """\
@@ -205,9 +205,10 @@ def test_drift_schedule_races_and_family_parameters_are_parsed_into_the_fault_sp
 def test_the_family_keys_are_exactly_the_parameters_their_families_read():
     from dataclasses import fields
 
-    from harness import powerloss, tailcheck
-    from harness.races import RACES
-    from harness.scenario import FAMILY_KEYS, RACE_NAMES
+    from harness.families.power_loss import executor as powerloss
+    from harness.families.tail import executor as tailcheck
+    from harness.families.race import RACES
+    from harness.scenario.parse import FAMILY_KEYS, RACE_NAMES
 
     not_from_a_file = {"seed", "jobs"}  # trials.seed and --jobs
     assert set(FAMILY_KEYS["power_loss"]) == {f.name for f in fields(powerloss.Params)} - not_from_a_file
@@ -216,7 +217,7 @@ def test_the_family_keys_are_exactly_the_parameters_their_families_read():
 
 
 def test_the_bundled_scenarios_cover_every_invariant_and_every_fault_family():
-    from harness.scenario import FAMILIES
+    from harness.scenario.parse import FAMILIES
 
     scenarios = [load_scenario(p) for p in bundled_scenarios()]
     assert len(scenarios) >= 12
@@ -229,7 +230,7 @@ def test_the_bundled_scenarios_cover_every_invariant_and_every_fault_family():
 
 
 def test_every_regression_scenario_loads_replays_one_schedule_and_is_named_after_its_file():
-    from harness.scenario import regression_scenarios
+    from harness.scenario.parse import regression_scenarios
 
     paths = regression_scenarios()
     assert paths, "scenarios/regressions/ holds the bug the suite found"
@@ -241,7 +242,7 @@ def test_every_regression_scenario_loads_replays_one_schedule_and_is_named_after
 
 
 def test_docs_scenarios_md_documents_every_key_and_every_bundled_scenario():
-    from harness.scenario import FAMILY_KEYS, SCHEMA
+    from harness.scenario.parse import FAMILY_KEYS, SCHEMA
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "scenarios.md").read_text(encoding="utf-8")
     for section, keys in SCHEMA.items():
@@ -257,7 +258,7 @@ def test_docs_scenarios_md_documents_every_key_and_every_bundled_scenario():
 def test_family_params_are_the_defaults_then_the_faults_keys_then_the_overrides_that_are_set():
     from dataclasses import dataclass
 
-    from harness.scenario import family_params
+    from harness.scenario.parse import family_params
 
     @dataclass(frozen=True)
     class Params:
@@ -275,11 +276,11 @@ def test_family_params_are_the_defaults_then_the_faults_keys_then_the_overrides_
 def test_the_bundled_scenarios_are_found_in_an_installed_copy_without_the_repository(monkeypatch, tmp_path):
     import sys
 
-    from harness import scenario as mod
+    from harness.scenario import parse as mod
 
     installed = tmp_path / "share" / "fiskj" / "scenarios"
     installed.mkdir(parents=True)
-    monkeypatch.setattr(mod, "__file__", str(tmp_path / "site" / "harness" / "scenario.py"))
+    monkeypatch.setattr(mod, "__file__", str(tmp_path / "site" / "harness" / "scenario" / "parse.py"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     assert mod.bundled_scenario_dir() == installed
     installed.rmdir()

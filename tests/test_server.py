@@ -1,4 +1,4 @@
-"""harness.server: the fake Messages API server answers from the script, keyed by the conversation."""
+"""harness.workload.server: the fake Messages API server answers from the script, keyed by the conversation."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from fiskj.model import AnthropicClient
-from harness.server import ModelServer, Script, ToolCall, Turn, api_key, request_key
+from harness.workload.server import ModelServer, Script, ToolCall, Turn, api_key, request_key
 
 SCRIPT = Script(seed=7, turns=(
     Turn(tools=(ToolCall("effect_a", sleep_ms=3, n=11), ToolCall("effect_b", n=12))),

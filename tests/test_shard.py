@@ -6,11 +6,11 @@ import collections
 import json
 import pytest
 
-from harness.campaign import Campaign, parse_shard, shard_positions
-from harness.cli import campaign_report, main
-from harness.report import merge_reports
-from harness.scenario import load_scenario
-from harness.selftest import mutant_subject
+from harness.campaign.campaign import Campaign, parse_shard, shard_positions
+from harness.cli.main import campaign_report, main
+from harness.report.report import merge_reports
+from harness.scenario.parse import load_scenario
+from harness.selftest.run import mutant_subject
 
 # Event kills (exhaustive and hypothesis-drawn over the seam events), a race and a no-op scenario:
 # their plans are a function of the seed alone, so one campaign and its shards draw the same trials.

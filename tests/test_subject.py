@@ -1,4 +1,4 @@
-"""harness.subject: the --subject command prefix, its variables, and the environment of a leg."""
+"""harness.subject.contract: the --subject command prefix, its variables, and the environment of a leg."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness.subject import default_subject, fork_server_enabled, parse_subject
+from harness.subject.contract import default_subject, fork_server_enabled, parse_subject
 
 
 def test_leading_name_value_words_of_a_subject_are_variables_for_every_leg():
@@ -32,5 +32,5 @@ def test_variables_without_a_command_are_refused_and_nothing_is_the_reference():
 def test_the_mutant_subject_is_forked_like_the_reference_and_other_agents_are_not(monkeypatch):
     monkeypatch.delenv("FISKJ_HARNESS_FORKSERVER", raising=False)
     assert fork_server_enabled(default_subject())
-    assert fork_server_enabled(parse_subject([sys.executable, "-m", "harness.mutants.subject"]))
+    assert fork_server_enabled(parse_subject([sys.executable, "-m", "harness.selftest.subject"]))
     assert not fork_server_enabled(parse_subject("python3 -m myagent"))

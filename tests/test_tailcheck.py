@@ -1,16 +1,16 @@
-"""harness.tailcheck: a real run's journal under the tail nemesis, read by the subject's reader and resumed."""
+"""harness.families.tail.executor: a real run's journal under the tail nemesis, read by the subject's reader and resumed."""
 
 from __future__ import annotations
 
 import pytest
 
 from builders import A, M, R, T, journal
-from harness.mutants import subject_for
-from harness.runner import Runner
-from harness.scenario import parse_scenario
-from harness.subject import default_subject
-from harness.tailcheck import Params, answer_for, params_from, reader_answers, resume_candidates, run_tails
-from harness.tails import mutations
+from harness.selftest.mutants import subject_for
+from harness.runner.trial import Runner
+from harness.scenario.parse import parse_scenario
+from harness.subject.contract import default_subject
+from harness.families.tail.executor import Params, answer_for, params_from, reader_answers, resume_candidates, run_tails
+from harness.families.tail.mutations import mutations
 
 SCENARIO = parse_scenario('''
 name = "tails-test"

@@ -1,4 +1,4 @@
-"""harness.tails: labelled journal mutations and the judge of a reader's answer (pure)."""
+"""harness.families.tail.mutations: labelled journal mutations and the judge of a reader's answer (pure)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from builders import A, M, R, T, journal
 from fiskj.errors import CorruptJournal
 from fiskj.reader import JournalReader
-from harness.tails import Answer, judge, line_spans, mutations
+from harness.families.tail.mutations import Answer, judge, line_spans, mutations
 
 J = journal(M(), A("a", "b"), R("a"), R("b", content="x" * 700), A(text="two files"), T())
 

@@ -1,4 +1,4 @@
-"""The checkers: pure judges of one :class:`~harness.history.History`.
+"""The checkers: pure judges of one :class:`~harness.history.model.History`.
 
 One module per invariant of docs/spec.md (ids ``I1`` .. ``I9``, listed in
 :data:`INVARIANTS`).  Each module exposes ``INVARIANT`` (the id), ``NAME``
@@ -23,7 +23,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..history import History, history_from_json
+from harness.history.model import History, history_from_json
 
 __all__ = ["VALID", "INVALID", "UNKNOWN", "STATUSES", "INVARIANTS", "Verdict", "check_all", "verdict_from_json",
            "combine"]

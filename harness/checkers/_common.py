@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, tool_use_ids
 
-from ..history import History, Leg
+from harness.history.model import History, Leg
 
 __all__ = [
     "Line", "Snapshot", "split_journal", "excerpt", "legs_in_order", "leg_by_index",

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from fiskj.codec import decode_record
 
-from ..history import History, Leg
+from harness.history.model import History, Leg
 
 __all__ = ["Ack", "Span", "events", "is_journal", "is_lock", "acknowledged", "lock_spans", "journal_writes",
            "traced", "unsynced_appends"]
@@ -40,7 +40,7 @@ class Ack:
         return None if self.offset is None else self.offset + len(self.line)
 
     def brief(self) -> dict[str, Any]:
-        from ._common import excerpt
+        from harness.checkers._common import excerpt
         return {"seq": self.seq, "leg": self.leg, "pid": self.pid, "offset": self.offset,
                 "length": len(self.line), "write_n": self.write_n, "fsync_n": self.fsync_n,
                 "excerpt": excerpt(self.line)}

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..history import History
-from . import INVALID, VALID, make
-from ._common import attribute, is_tail, legs_in_order, pending_ids, previous_snapshot, split_journal
+from harness.history.model import History
+from harness.checkers import INVALID, VALID, make
+from harness.checkers._common import attribute, is_tail, legs_in_order, pending_ids, previous_snapshot, split_journal
 
 INVARIANT = "I1"
 NAME = "exactly-once after a clean suspend"

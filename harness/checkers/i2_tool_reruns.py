@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..history import History
-from . import INVALID, VALID, make
-from ._common import blame_repeat, group_by_leg, leg_by_index, split_journal
+from harness.history.model import History
+from harness.checkers import INVALID, VALID, make
+from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index, split_journal
 
 INVARIANT = "I2"
 NAME = "at most one tool re-run per crash, only the one in flight"

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..history import History
-from . import INVALID, VALID, make
-from ._common import blame_repeat, group_by_leg, leg_by_index, split_journal
+from harness.history.model import History
+from harness.checkers import INVALID, VALID, make
+from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index, split_journal
 
 INVARIANT = "I3"
 NAME = "at most one model call repeated per crash"

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..history import History, Leg
-from . import INVALID, UNKNOWN, VALID, make
-from ._common import legs_in_order, split_journal
-from ._trace import Ack, acknowledged, events, is_journal, traced, unsynced_appends
+from harness.history.model import History, Leg
+from harness.checkers import INVALID, UNKNOWN, VALID, make
+from harness.checkers._common import legs_in_order, split_journal
+from harness.checkers._trace import Ack, acknowledged, events, is_journal, traced, unsynced_appends
 
 INVARIANT = "I4"
 NAME = "no acknowledged record lost"

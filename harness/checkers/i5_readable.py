@@ -25,9 +25,9 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import JournalReader, read_state
 
-from ..history import History
-from . import INVALID, VALID, make
-from ._common import legs_in_order, nemesis_prefix_holds, split_journal
+from harness.history.model import History
+from harness.checkers import INVALID, VALID, make
+from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
 
 INVARIANT = "I5"
 NAME = "journal always readable, at most one torn tail"

@@ -33,9 +33,9 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 
-from ..history import History
-from . import INVALID, UNKNOWN, VALID, make
-from ._common import legs_in_order, nemesis_prefix_holds
+from harness.history.model import History
+from harness.checkers import INVALID, UNKNOWN, VALID, make
+from harness.checkers._common import legs_in_order, nemesis_prefix_holds
 
 INVARIANT = "I6"
 NAME = "result equals the uninterrupted reference run"

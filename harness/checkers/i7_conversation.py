@@ -7,7 +7,7 @@ one tool_result in the user message right after it; no tool_result is
 orphaned (answers no tool_use of the message before it) or duplicated; no
 tool_use is left unanswered when the model is called.
 
-How it is judged: for each :class:`~harness.history.ModelCall`, its
+How it is judged: for each :class:`~harness.history.model.ModelCall`, its
 ``messages`` (the request as the fake server received it) are walked once.
 Violations (``kind``): ``empty``, ``first_not_user``, ``roles_not_alternating``,
 ``unanswered_tool_use``, ``duplicate_tool_result``, ``orphan_tool_result``,
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..history import History
-from . import INVALID, VALID, make
+from harness.history.model import History
+from harness.checkers import INVALID, VALID, make
 
 INVARIANT = "I7"
 NAME = "conversation well-formed at every model call"

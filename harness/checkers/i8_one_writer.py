@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..history import History, Leg
-from . import INVALID, UNKNOWN, VALID, make
-from ._common import legs_in_order, nemesis_prefix_holds, split_journal
-from ._trace import Span, journal_writes, lock_spans, traced
+from harness.history.model import History, Leg
+from harness.checkers import INVALID, UNKNOWN, VALID, make
+from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
+from harness.checkers._trace import Span, journal_writes, lock_spans, traced
 
 INVARIANT = "I8"
 NAME = "one writer at a time"

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..history import History, Leg
-from . import INVALID, UNKNOWN, VALID, make
-from ._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot, split_journal
-from ._trace import journal_writes
+from harness.history.model import History, Leg
+from harness.checkers import INVALID, UNKNOWN, VALID, make
+from harness.checkers._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot, split_journal
+from harness.checkers._trace import journal_writes
 
 INVARIANT = "I9"
 NAME = "a refused resume appends nothing"

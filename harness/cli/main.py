@@ -1,0 +1,544 @@
+"""The ``fiskj-harness`` command: campaigns, replay, the CI gate, shard merging and the mutant self-test.
+
+``fiskj-harness run [SCENARIO...] [--trials N] [--seed S] [--jobs J] [--subject CMD]
+[--report-json FILE] [--junit FILE] [--schedule JSON] [--shard I/N] [--save-regression DIR]``:
+run a campaign (default: every bundled ``scenarios/*.toml``), print a
+progress line on a terminal and a summary table at the end.
+``--shard I/N`` runs shard I (0-based) of N of the campaign's trials;
+``--save-regression DIR`` writes one scenario file per violation from its
+shrunk schedule (:mod:`harness.campaign.regressions`).
+
+``fiskj-harness replay REPORT --trial K``: re-run trial K of a JSON report
+(same scenario, seed, schedule and subject) and judge it again.
+
+``fiskj-harness gate [--budget SECONDS] [--junit FILE] [--summary FILE]``:
+the bundled and regression scenarios within a time budget
+(:mod:`harness.campaign.gate`); the Markdown summary is also appended to
+``$GITHUB_STEP_SUMMARY`` when that is set.
+
+``fiskj-harness merge REPORT... [--report-json OUT]``: combine the JSON
+reports of shards into one report and one verdict.
+
+``fiskj-harness mutants [NAME...] [--json] [--budget SECONDS]``: the
+mutant self-test (:mod:`harness.selftest.run`): exit 0 when every mutant is
+caught, 1 when one is not.
+
+Exit status: 0 every checked invariant held; 1 a violation (or an
+undecided ``unknown`` verdict, which is not a pass); 2 a usage or setup
+error (bad arguments, a scenario that does not parse, a reference run that
+does not complete, a subject that does not start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from fiskj.cli import positive_int
+
+__all__ = ["main", "build_parser", "resolve_scenarios", "campaign_report", "EXIT_OK", "EXIT_VIOLATION", "EXIT_USAGE"]
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_USAGE = 2
+
+
+class _Usage(Exception):
+    """A usage or setup error: printed as one line, exit 2."""
+
+
+def resolve_scenarios(args: list[str]) -> list[Any]:
+    """Load the scenarios named on the command line.
+
+    Each argument is a ``.toml`` file, a directory (its ``*.toml``), or the
+    name of a bundled scenario (``kill-random`` for
+    ``scenarios/kill-random.toml``).  No argument: every bundled scenario.
+    Returns :class:`harness.scenario.parse.Scenario` objects; raises
+    :class:`harness.scenario.parse.ScenarioError` (file, line, key) or ``_Usage``.
+    """
+    from harness.scenario.parse import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
+
+    paths: list[Path] = []
+    if not args:
+        paths = bundled_scenarios()
+        if not paths:
+            raise _Usage(f"no scenarios in {bundled_scenario_dir()}")
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            found = sorted(p.glob("*.toml"))
+            if not found:
+                raise _Usage(f"no *.toml scenarios in directory {arg}")
+            paths += found
+        elif p.exists():
+            paths.append(p)
+        else:
+            try:
+                candidate = bundled_scenario_dir() / (arg if arg.endswith(".toml") else arg + ".toml")
+            except ScenarioError:
+                candidate = None
+            if candidate is None or not candidate.exists():
+                raise _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name")
+            paths.append(candidate)
+    scenarios = [load_scenario(p) for p in paths]
+    names: dict[str, str] = {}
+    for s in scenarios:
+        if s.name in names and names[s.name] != s.path:
+            raise _Usage(f"two scenarios are named {s.name!r}: {names[s.name]} and {s.path}")
+        names[s.name] = str(s.path)
+    return scenarios
+
+
+def _progress_printer(stream: Any) -> Callable[[int, int, int], None] | None:
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    started = time.monotonic()
+
+    def show(done: int, total: int, failing: int) -> None:
+        rate = done / max(time.monotonic() - started, 1e-6)
+        end = "\n" if done == total else ""
+        stream.write(f"\r  {done}/{total} trials  {failing} failing  {rate:.1f} trials/s   {end}")
+        stream.flush()
+
+    return show
+
+
+def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
+    """Build the JSON report (:func:`harness.report.report.build_report`) of a :class:`harness.campaign.campaign.CampaignResult`.
+
+    Adds ``campaign`` (subject, seed, jobs, scenario files, shrinks, setup
+    errors) so that ``replay`` can re-run any trial; each ``runs`` row gets
+    ``origin`` (and ``shrunk_from``), each violation ``reproduce_run`` (a
+    self-contained ``fiskj-harness run ... --schedule`` command).  Without a
+    report file the ``reproduce`` commands are the self-contained ones.
+    """
+    from harness.report.report import build_report
+
+    trials = []
+    for t in result.trials:
+        trials.append({
+            "trial": t.index, "scenario": t.scenario, "seed": t.seed, "schedule": t.schedule,
+            "history": t.history, "verdicts": t.verdicts, "duration_s": round(t.elapsed_s, 6),
+            "faults": t.faults,
+        })
+    report = build_report(trials, report_path=report_path or "REPORT", elapsed_s=result.elapsed_s)
+    by_index = {t.index: t for t in result.trials}
+    for row in report.get("runs", []):
+        t = by_index.get(row["trial"])
+        if t is not None:
+            row["origin"] = t.origin
+            if t.shrunk_from is not None:
+                row["shrunk_from"] = t.shrunk_from
+    for key in ("violations", "unknowns"):
+        for row in report.get(key, []):
+            t = by_index.get(row["trial"])
+            if t is None:
+                continue
+            row["reproduce_run"] = t.reproduce
+            row["origin"] = t.origin
+            if report_path is None:
+                row["reproduce"] = t.reproduce
+            if t.history is not None and key == "violations":
+                row.setdefault("history_notes", t.history.notes)
+    report["campaign"] = {
+        "subject": list(result.subject.argv),
+        "subject_env": dict(result.subject.extra_env),
+        "jobs": result.jobs,
+        "scenarios": {r.scenario.name: r.scenario.path for r in result.scenarios},
+        "seeds": {r.scenario.name: r.seed for r in result.scenarios},
+        "references": {r.scenario.name: {"events": r.reference.events, "duration_ms": round(r.reference.duration_ms, 3),
+                                         "model_calls": r.reference.reference.model_calls,
+                                         "effects": r.reference.reference.effects}
+                       for r in result.scenarios if r.reference is not None},
+        "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule}
+                    for t in result.trials if t.origin == "shrink"],
+        "shrink_runs": {r.scenario.name: r.shrink_runs for r in result.scenarios if r.shrink_runs},
+        "errors": list(result.errors),
+    }
+    return report
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _write_reports(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """Write ``report`` to ``--report-json`` and ``--junit``, where given."""
+    from harness.report.report import write_junit
+
+    if args.report_json:
+        _write_json(args.report_json, report)
+    if args.junit:
+        write_junit(report, args.junit)
+
+
+def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str,
+          error: str = "setup error") -> int:
+    """The exit status of a finished command: 2 when there are ``errors`` (each printed as
+    ``fiskj-harness: <error>: ...``) or nothing ``ran`` (``nothing_ran`` printed); else 0 when every checked
+    invariant of ``report`` held, 1 when not."""
+    from harness.report.report import exit_status
+
+    for err in errors:
+        print(f"fiskj-harness: {error}: {err}", file=sys.stderr)
+    if errors:
+        return EXIT_USAGE
+    if not ran:
+        print(f"fiskj-harness: {nothing_ran}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK if exit_status(report) == 0 else EXIT_VIOLATION
+
+
+def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any) -> int:
+    from harness.report.report import render_summary
+
+    _write_reports(report, args)
+    if not args.quiet:
+        out.write(render_summary(report))
+        shrinks = report["campaign"]["shrinks"]
+        for s in shrinks:
+            out.write(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}): "
+                      f"{json.dumps(s['schedule'])}\n")
+    return _exit(report, result.errors, bool(result.trials), "no trial ran")
+
+
+def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness run``: returns the exit status."""
+    from harness.campaign.campaign import Campaign
+    from harness.subject.contract import parse_subject
+
+    out = out or sys.stdout
+    scenarios = resolve_scenarios(args.scenarios)
+    schedules = None
+    if args.schedule is not None:
+        try:
+            parsed = json.loads(args.schedule)
+        except ValueError as exc:
+            raise _Usage(f"--schedule is not JSON: {exc}") from None
+        schedules = [parsed]
+    try:
+        subject = parse_subject(args.subject)
+    except ValueError as exc:
+        raise _Usage(f"--subject: {exc}") from None
+    try:
+        campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
+                            progress=None if args.quiet else _progress_printer(sys.stderr),
+                            shrink_budget=args.shrink_budget, schedules=schedules, shard=args.shard)
+    except ValueError as exc:
+        raise _Usage(f"--schedule: {exc}") from None
+    result = campaign.run()
+    report = campaign_report(result, args.report_json)
+    if args.shard:
+        report["campaign"]["shard"] = f"{args.shard[0]}/{args.shard[1]}"
+    if args.save_regression:
+        from harness.campaign.regressions import save_regressions
+
+        for path in save_regressions(result, args.save_regression):
+            print(f"fiskj-harness: regression scenario {path}", file=sys.stderr)
+    return _finish(report, result, args, out)
+
+
+def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness replay REPORT --trial K``: re-run one trial of a report; returns the exit status."""
+    from harness.campaign.campaign import Campaign
+    from harness.history.model import history_to_json
+    from harness.scenario.parse import load_scenario
+    from harness.subject.contract import parse_subject
+
+    out = out or sys.stdout
+    try:
+        with open(args.report, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise _Usage(f"cannot read report {args.report}: {exc}") from None
+    rows = [r for r in report.get("runs", []) if int(r.get("trial", -1)) == args.trial]
+    if not rows:
+        raise _Usage(f"report {args.report} has no trial {args.trial} (it has {len(report.get('runs', []))})")
+    row = rows[0]
+    campaign_info = report.get("campaign", {})
+    path = campaign_info.get("scenarios", {}).get(row["scenario"])
+    if not path:
+        raise _Usage(f"report {args.report} does not say where scenario {row['scenario']!r} is")
+    scenario = load_scenario(path)
+    subject = parse_subject(args.subject) if args.subject else parse_subject(campaign_info.get("subject"))
+    if not args.subject and campaign_info.get("subject_env"):
+        from dataclasses import replace
+
+        subject = replace(subject, extra_env=tuple(sorted(campaign_info["subject_env"].items())))
+    campaign = Campaign([scenario], seed=row.get("seed"), jobs=1, subject=subject, shrink_budget=0,
+                        schedules=[row.get("schedule", [])], keep_histories=True, origin="replay")
+    result = campaign.run()
+    if args.history and result.trials and result.trials[0].history is not None:
+        _write_json(args.history, history_to_json(result.trials[0].history))
+    for t in result.trials:
+        for v in t.verdicts:
+            out.write(f"  {v.invariant} {v.status:<8} {v.summary[:150]}\n")
+    new_report = campaign_report(result, args.report_json)
+    return _finish(new_report, result, args, out)
+
+
+def _write_summary(markdown: str, path: str | None) -> None:
+    """Write the Markdown summary to ``path`` (if given) and append it to ``$GITHUB_STEP_SUMMARY`` (if set)."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(markdown)
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        with open(step, "a", encoding="utf-8") as f:
+            f.write(markdown + "\n")
+
+
+def _gate_scenarios(args: list[str]) -> list[Any]:
+    """The gate's scenarios: those named, else every bundled and every regression scenario."""
+    from harness.scenario.parse import bundled_scenarios, regression_scenarios
+
+    if args:
+        return resolve_scenarios(args)
+    paths = bundled_scenarios() + regression_scenarios()
+    if not paths:
+        raise _Usage("no bundled or regression scenarios")
+    return resolve_scenarios([str(p) for p in paths])
+
+
+def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness gate``: the bundled and regression scenarios within ``--budget``; returns the exit status."""
+    from harness.campaign.gate import gate_report, render_gate_markdown, run_gate
+    from harness.report.report import render_summary
+    from harness.subject.contract import parse_subject
+
+    out = out or sys.stdout
+    scenarios = _gate_scenarios(args.scenarios)
+    try:
+        subject = parse_subject(args.subject)
+    except ValueError as exc:
+        raise _Usage(f"--subject: {exc}") from None
+    say = None if args.quiet else (lambda line: print(f"fiskj-harness gate: {line}", file=sys.stderr))
+    gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
+                    seed=args.seed, progress=say)
+    report = gate_report(gate, args.report_json)
+    _write_reports(report, args)
+    _write_summary(render_gate_markdown(report), args.summary)
+    if not args.quiet:
+        out.write(render_summary(report))
+    return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget")
+
+
+def _check_shards(paths: list[str], reports: list[dict[str, Any]]) -> None:
+    """Refuse to merge anything but the complete set of shards ``0/N .. N-1/N`` of one campaign, once each.
+
+    A missing shard (a CI job that failed to upload its report), a shard given twice, or an
+    unsharded report among shards would give a verdict over trials that were never all run.
+    """
+    if len(reports) == 1:
+        return
+    shards = []
+    for path, rep in zip(paths, reports):
+        text = (rep.get("campaign") or {}).get("shard") or (rep.get("gate") or {}).get("shard")
+        if not text:
+            raise _Usage(f"cannot merge: {path} is not a shard report (run it with --shard I/N)")
+        i, _, n = str(text).partition("/")
+        shards.append((int(i), int(n), path))
+    counts = {n for _, n, _ in shards}
+    if len(counts) != 1:
+        raise _Usage(f"cannot merge: the reports come from different shard counts {sorted(counts)}")
+    (n,) = counts
+    seen: dict[int, str] = {}
+    for i, _, path in shards:
+        if i in seen:
+            raise _Usage(f"cannot merge: shard {i}/{n} is given twice ({seen[i]} and {path})")
+        seen[i] = path
+    missing = [f"{i}/{n}" for i in range(n) if i not in seen]
+    if missing:
+        raise _Usage(f"cannot merge: shard(s) {', '.join(missing)} missing; a verdict needs every shard")
+
+
+def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness merge REPORT...``: one report and one verdict from shard reports; returns the exit status."""
+    from harness.report.report import merge_reports, render_markdown, render_summary
+
+    out = out or sys.stdout
+    reports = []
+    for path in args.reports:
+        try:
+            with open(path, encoding="utf-8") as f:
+                reports.append(json.load(f))
+        except (OSError, ValueError) as exc:
+            raise _Usage(f"cannot read report {path}: {exc}") from None
+    _check_shards(args.reports, reports)
+    try:
+        merged = merge_reports(reports, report_path=args.report_json)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _Usage(f"cannot merge: {exc}") from None
+    # One campaign block, so that `replay MERGED --trial K` works: scenario files, seeds, subject.
+    campaigns = [r.get("campaign") or {} for r in reports]
+    errors = [e for c in campaigns for e in c.get("errors", [])]
+    merged["campaign"] = {
+        "subject": next((c["subject"] for c in campaigns if c.get("subject")), None),
+        "subject_env": next((c["subject_env"] for c in campaigns if c.get("subject_env")), {}),
+        "scenarios": {k: v for c in campaigns for k, v in (c.get("scenarios") or {}).items()},
+        "seeds": {k: v for c in campaigns for k, v in (c.get("seeds") or {}).items()},
+        "errors": errors,
+        "shards": [c.get("shard") for c in campaigns],
+    }
+    _write_reports(merged, args)
+    if args.summary or os.environ.get("GITHUB_STEP_SUMMARY"):
+        _write_summary(render_markdown(merged), args.summary)
+    if not args.quiet:
+        out.write(render_summary(merged))
+    return _exit(merged, errors, bool(merged["trials"]), "the reports hold no trial",
+                 error="setup error in a shard")
+
+
+def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness mutants``: run the mutant self-test; 0 when every mutant is caught, else 1."""
+    from harness.selftest.run import all_mutants, render_table, results_json, run_selftest
+
+    out = out or sys.stdout
+    known = all_mutants()
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        raise _Usage(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    say = None if args.quiet or args.json else (
+        lambda r: print(f"  {r.mutant}: {'caught' if r.caught else 'NOT caught'} ({r.elapsed_s:.1f} s)",
+                        file=sys.stderr))
+    results = run_selftest(args.names or None, budget_s=args.budget, jobs=args.jobs, on_result=say)
+    out.write(results_json(results) + "\n" if args.json else render_table(results))
+    return EXIT_OK if all(r.caught for r in results) else EXIT_VIOLATION
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fiskj-harness`` argument parser: ``run``, ``replay``, ``gate``, ``merge``, ``mutants``."""
+    parser = argparse.ArgumentParser(
+        prog="fiskj-harness",
+        description="Crash-consistency campaigns for agent run journals: kill and suspend agents, "
+                    "judge every trial against invariants I1..I9, shrink failures.",
+        epilog="exit status: 0 all invariants held (mutants: every mutant caught), 1 violation or unknown verdict "
+               "(mutants: one not caught), 2 usage or setup error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--subject", metavar="CMD",
+                       help="command prefix that starts the agent (docs/subject.md); default: python -m fiskj")
+        p.add_argument("--report-json", metavar="FILE", help="write the JSON report here")
+        p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a test case per scenario and invariant)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+
+    run = sub.add_parser("run", help="run a campaign over scenarios",
+                         description="Run trials of each scenario under fault schedules and judge them.")
+    run.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                     help="scenario files, directories or bundled names (default: every bundled scenario)")
+    run.add_argument("--trials", type=positive_int, metavar="N", help="trials per scenario (default: the scenario's)")
+    run.add_argument("--seed", type=int, metavar="S", help="campaign seed (default: the scenario's)")
+    run.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
+    run.add_argument("--schedule", metavar="JSON",
+                     help='run one trial per scenario with this schedule, e.g. \'[{"kind":"kill","event":7}]\'')
+    run.add_argument("--shrink-budget", type=int, default=30, metavar="N",
+                     help="trials a shrink of a failure may run (0: do not shrink; default 30)")
+    run.add_argument("--shard", type=_shard, metavar="I/N",
+                     help="run only shard I (0-based) of N: a deterministic, disjoint part of every scenario's trials")
+    run.add_argument("--save-regression", metavar="DIR",
+                     help="write one scenario file per violation, from its shrunk schedule, into DIR "
+                          "(e.g. scenarios/regressions)")
+    common(run)
+    run.set_defaults(func=cmd_run)
+
+    replay = sub.add_parser("replay", help="re-run one trial of a JSON report",
+                            description="Re-run trial K of REPORT with its scenario, seed, schedule and subject.")
+    replay.add_argument("report", metavar="REPORT", help="a JSON report written by --report-json")
+    replay.add_argument("--trial", type=int, required=True, metavar="K", help="the trial number in the report")
+    replay.add_argument("--history", metavar="FILE", help="write the replayed trial's history (JSON) here")
+    common(replay)
+    replay.set_defaults(func=cmd_replay)
+
+    gate = sub.add_parser("gate", help="CI gate: bundled and regression scenarios within a time budget",
+                          description="Run the bundled and regression scenarios in rounds that spread trials "
+                                      "across scenarios until the time budget is spent.")
+    gate.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                      help="scenario files, directories or bundled names (default: every bundled and regression one)")
+    gate.add_argument("--budget", type=_seconds, default=300.0, metavar="SECONDS",
+                      help="wall-clock budget of the trials (default 300)")
+    gate.add_argument("--summary", metavar="FILE",
+                      help="write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set)")
+    gate.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
+    gate.add_argument("--seed", type=int, metavar="S", help="base campaign seed (default: each scenario's)")
+    gate.add_argument("--shard", type=_shard, metavar="I/N", help="run only shard I (0-based) of N")
+    common(gate)
+    gate.set_defaults(func=cmd_gate)
+
+    merge = sub.add_parser("merge", help="combine shard reports into one report and verdict",
+                           description="Merge JSON reports (of `run --shard` or `gate --shard`) into one.")
+    merge.add_argument("reports", nargs="+", metavar="REPORT", help="JSON reports written by --report-json")
+    merge.add_argument("--report-json", metavar="OUT", help="write the merged JSON report here")
+    merge.add_argument("--junit", metavar="FILE", help="write JUnit XML of the merged report here")
+    merge.add_argument("--summary", metavar="FILE", help="write a Markdown summary here (and to $GITHUB_STEP_SUMMARY)")
+    merge.add_argument("-q", "--quiet", action="store_true", help="no summary table")
+    merge.set_defaults(func=cmd_merge)
+
+    mutants = sub.add_parser("mutants", help="mutant self-test: every broken variant of fiskj must be caught",
+                             description="Run each mutant's target campaign (harness/mutants/targets.py) with the "
+                                         "mutant applied in the agent only; print a table.")
+    mutants.add_argument("names", nargs="*", metavar="NAME", help="mutants to run (default: all)")
+    mutants.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    mutants.add_argument("--budget", type=_seconds, default=600.0, metavar="SECONDS",
+                         help="time shared by the mutants for extra rounds (each runs its first campaign; default 600)")
+    mutants.add_argument("--jobs", type=positive_int, metavar="J", help="parallel trials per campaign")
+    mutants.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    mutants.set_defaults(func=cmd_mutants)
+    return parser
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from harness.campaign.campaign import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fiskj-harness`` console script; returns the exit status (0, 1 or 2)."""
+    from fiskj.errors import FiskjError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args))
+    except _Usage as exc:
+        print(f"fiskj-harness: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except FiskjError as exc:  # ScenarioError, SetupError
+        print(f"fiskj-harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("fiskj-harness: interrupted", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # the harness's own dependencies are an extra of the fiskj package
+        print(f"fiskj-harness: {exc}; the harness needs its extras: pip install 'fiskj[harness]'", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,406 @@
+"""The power-loss family: crash states of a traced run, each recovered and judged.
+
+For a scenario (docs/persistence-model.md has the model):
+
+1. the reference run (:meth:`harness.runner.trial.Runner.reference`: the workload
+   once, uninterrupted, ``FISKJ_IOSEAM_TRACE`` set) gives the trace;
+2. :mod:`harness.families.power_loss.crashstates` enumerates its crash states; up to
+   ``max_states`` distinct ones are taken, round-robin over crash points;
+3. per state: its files are written into a fresh state home, and one
+   recovery leg runs the subject (``run --resume``, or ``run --checkpoint``
+   when no complete record survived) against a new session of the fake model
+   server, with the effects ledger holding the reference run's effects
+   before the crash point (the tool in flight counts as run);
+4. the state becomes a :class:`~harness.history.model.History`: leg 0 is the
+   reference leg cut at the crash point (fault ``power_loss``, journal = the
+   state's), leg 1 the recovery.  I4 is judged on every distinct state (also
+   those not recovered) by the model (:func:`~harness.families.power_loss.crashstates.lost_acknowledged`: an append is
+   acknowledged when the trace shows it returned, so a correct writer's
+   window between its fsync and its directory fsync is no violation); the
+   other invariants (I2, I3, I5, I6, I7) by :func:`harness.checkers.check_all`.
+
+The report counts crash states built (and their rate) and explored (with
+recovery; the rate is what ``fiskj-harness`` reports under ``power_loss``).
+Parameters come from the scenario's ``[faults]`` table (:class:`Params`).
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterator
+
+from fiskj.codec import decode_record
+from fiskj.records import AssistantRecord, ToolResultRecord
+
+from harness.checkers import INVALID, VALID, Verdict, check_all
+from harness.families.power_loss.crashstates import CrashState, crash_points, lost_acknowledged
+from harness.history.model import Effect, Fault, History, Leg, ModelCall
+from harness.runner.nemesis import drive
+from harness.runner.trial import ReferenceRun, Runner, fold_journal, read_ledger, read_trace, run_id_for
+from harness.scenario.parse import Scenario, family_params
+from harness.workload.server import api_key
+from harness.subject.contract import RunConfig, Subject, journal_path
+from harness.workload.build import Workload, build_workload, write_tools_file
+
+__all__ = ["Params", "StateResult", "Report", "Recovery", "params_from", "select_states", "run_power_loss",
+           "context", "run_leg", "recover", "journal_index", "workspace"]
+
+#: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
+CHECKED = ("I2", "I3", "I5", "I6", "I7")
+
+
+@dataclass(frozen=True)
+class Params:
+    """``[faults]`` keys of a ``power_loss`` scenario (defaults when absent)."""
+
+    max_states: int = 64          # crash states recovered and judged (0: all distinct ones)
+    sector_bytes: int = 512
+    exhaustive_units: int = 12    # windows up to this many units are enumerated exhaustively
+    samples: int = 64             # subsets drawn per larger window
+    zero_fill: bool = True        # rule (d): one size-without-data state per crash point
+    seed: int = 1
+    jobs: int = 0                 # recoveries in parallel (0: CPU count)
+    stop_on_violation: bool = False
+
+
+def params_from(scenario: Scenario, **overrides: Any) -> Params:
+    """:class:`Params` of ``scenario``: ``[faults]`` keys named as the fields, else ``max_states`` =
+    ``trials.count`` and ``seed`` = ``trials.seed``; non-None ``overrides`` win."""
+    return family_params(Params, scenario, {"max_states": scenario.trials.count, "seed": scenario.trials.seed},
+                         overrides)
+
+
+@dataclass
+class StateResult:
+    """One explored crash state: its summary, the verdicts, the history when a verdict is not valid."""
+
+    state: dict[str, Any]
+    verdicts: list[Verdict]
+    seconds: float
+    history: History | None = None
+
+    @property
+    def violated(self) -> list[str]:
+        return [v.invariant for v in self.verdicts if v.status == INVALID]
+
+
+@dataclass
+class Report:
+    """What one power-loss campaign of a scenario did and found."""
+
+    scenario: str
+    subject: list[str]
+    trace_events: int = 0
+    crash_points: int = 0
+    states_built: int = 0
+    build_seconds: float = 0.0
+    states_distinct: int = 0
+    states_explored: int = 0
+    explore_seconds: float = 0.0
+    results: list[StateResult] = field(default_factory=list)
+    unexplored: list[StateResult] = field(default_factory=list)  # I4 violations of states not recovered
+
+    @property
+    def violations(self) -> list[StateResult]:
+        return [r for r in self.results + self.unexplored if r.violated]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and all(v.status == VALID for r in self.results for v in r.verdicts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report: counts, rates, ``faults`` (``power_loss``: states explored) and violations."""
+        rate = lambda n, s: round(n / s, 1) if s > 0 else None  # noqa: E731
+        return {"scenario": self.scenario, "subject": self.subject, "family": "power_loss",
+                "faults": {"power_loss": self.states_explored},
+                "crash_states": {"trace_events": self.trace_events, "crash_points": self.crash_points,
+                                 "built": self.states_built, "built_per_s": rate(self.states_built, self.build_seconds),
+                                 "distinct": self.states_distinct, "explored": self.states_explored,
+                                 "explored_per_s": rate(self.states_explored, self.explore_seconds)},
+                "verdicts": {inv: sum(1 for r in self.results + self.unexplored for v in r.verdicts
+                                      if v.invariant == inv and v.status == INVALID) for inv in ("I4",) + CHECKED},
+                "violations": [{"state": r.state, "invariants": r.violated,
+                                "evidence": [v.to_json() for v in r.verdicts if v.status == INVALID]}
+                               for r in self.violations]}
+
+
+def journal_index(trace: list[dict[str, Any]], run_id: str) -> tuple[dict[str, int], list[int]]:
+    """Trace positions (0-based) of the journal writes: tool_use_id -> its tool_result, and the assistants in order."""
+    results: dict[str, int] = {}
+    assistants: list[int] = []
+    for i, ev in enumerate(trace):
+        if ev.get("op") != "write" or os.path.basename(ev.get("path") or "") != f"{run_id}.json":
+            continue
+        try:
+            rec = decode_record(base64.b64decode(ev.get("data") or ""))
+        except Exception:  # noqa: BLE001 - a partial line is no record
+            continue
+        if isinstance(rec, ToolResultRecord):
+            results.setdefault(rec.tool_use_id, i)
+        elif isinstance(rec, AssistantRecord):
+            assistants.append(i)
+    return results, assistants
+
+
+def select_states(points: list[Any], max_states: int) -> list[CrashState]:
+    """Distinct states (first crash point wins), round-robin over crash points, at most ``max_states`` (0: all)."""
+    seen: set[tuple] = set()
+    queues = []
+    for point in points:
+        queue = []
+        for state in point.states:
+            key = state.key()
+            if key not in seen:
+                seen.add(key)
+                queue.append(state)
+        if queue:
+            queues.append(queue)
+    out: list[CrashState] = []
+    depth = 0
+    while queues and (not max_states or len(out) < max_states):
+        queues = [q for q in queues if depth < len(q)]
+        for q in queues:
+            if max_states and len(out) >= max_states:
+                break
+            out.append(q[depth])
+        depth += 1
+    return out
+
+
+@dataclass
+class Recovery:
+    """Shared context of the recovery legs of one campaign (one per scenario and subject)."""
+
+    runner: Runner
+    scenario: Scenario
+    ref: ReferenceRun
+    workload: Workload
+    tools_file: str
+    run_id: str
+    timeout_s: float
+
+
+def _has_record(journal: bytes | None) -> bool:
+    """True when the journal's first line is a complete record (so there is a run to resume)."""
+    first = (journal or b"").split(b"\n", 1)
+    if len(first) < 2:
+        return False
+    try:
+        decode_record(first[0])
+    except Exception:  # noqa: BLE001 - not a record: nothing to resume
+        return False
+    return True
+
+
+def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()) -> tuple[Leg, list[ModelCall]]:
+    """Run one recovery leg in ``tmp`` (whose ``state`` dir holds the store): resume, or start if no journal.
+
+    The ledger (``tmp/ledger.jsonl``) is first filled with ``effects``.
+    Returns the leg (journal and trace after it) and the model calls it made.
+    """
+    runner, subject = ctx.runner, ctx.runner.subject
+    state_home, ledger = tmp / "state", tmp / "ledger.jsonl"
+    with open(ledger, "w", encoding="utf-8") as f:
+        for e in effects:
+            f.write(json.dumps({"tool_use_id": e.tool_use_id, "attempt": e.attempt, "pid": e.pid, "t": e.t,
+                                "leg": e.leg, "tool": e.tool}) + "\n")
+    journal = journal_path(state_home, ctx.run_id)
+    wl = ctx.workload
+    cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
+                    max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat)
+    before = journal.read_bytes() if journal.exists() else None
+    resume = _has_record(before)  # no complete record: the create never returned, so start it again
+    argv = subject.resume_argv(cfg) if resume else subject.start_argv(cfg)
+    session = runner.server.open_session(wl.script)
+    trace = tmp / f"trace-{index}.jsonl"
+    env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
+                      state_home=str(state_home), ledger=str(ledger), leg=index, trace=str(trace))
+    leg = Leg(index=index, kind="resume" if resume else "start", argv=argv)
+    stdin = wl.stdin_for(sum(1 for ln in (before or b"").split(b"\n") if b'session.user"' in ln)) if wl.chat else None
+    stdin_path = None
+    if stdin:
+        stdin_path = tmp / "in"
+        stdin_path.write_bytes(stdin)
+    try:
+        # The runner's leg start: forked from this thread's fork server when the subject allows it
+        # (started before the leg's clock), else a fresh process in a new session.
+        runner._fork()
+        t0 = time.monotonic()
+        leg.t_start = time.monotonic_ns()
+        proc = runner._spawn(argv, env, stdin_path, tmp / "out", tmp / "err")
+        leg.pid = proc.pid
+        outcome = drive(proc, {"kind": "none"}, t0=t0, timeout=ctx.timeout_s)
+    finally:
+        calls = runner.server.close_session(session.token)
+    leg.t_end, leg.exit_code, leg.exit_signal = outcome.t_end, outcome.returncode, outcome.exit_signal
+    leg.timed_out = outcome.timed_out
+    leg.journal = journal.read_bytes() if journal.exists() else None
+    leg.trace = read_trace(trace)
+    leg.stdout = (tmp / "out").read_text("utf-8", "replace")[-4000:]
+    leg.stderr = (tmp / "err").read_text("utf-8", "replace")[-4000:]
+    return leg, calls
+
+
+def recover(ctx: Recovery, tmp: Path, leg0: Leg, pre_calls: list[ModelCall], pre_effects: list[Effect],
+            fault: dict[str, Any]) -> History:
+    """Run the recovery leg in ``tmp`` after ``leg0`` (the faulted leg) and return the two-leg history."""
+    leg1, calls = run_leg(ctx, tmp, 1, pre_effects)
+    effects, notes = read_ledger(tmp / "ledger.jsonl")
+    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[leg0, leg1],
+                      effects=effects, reference=ctx.ref.reference, notes=notes,
+                      model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
+                      options={**ctx.ref.history.options, "family": fault["kind"]})
+    history.final_state, history.final_error = fold_journal(journal_path(tmp / "state", ctx.run_id))
+    return history
+
+
+def context(runner: Runner, scenario: Scenario, shared: Path) -> Recovery:
+    """The :class:`Recovery` context of ``scenario`` (runs its reference; the tools file goes to ``shared``)."""
+    return Recovery(runner, scenario, runner.reference(scenario), build_workload(scenario),
+                    write_tools_file(shared / "tools.json"), run_id_for(scenario), scenario.trials.timeout_s)
+
+
+@contextlib.contextmanager
+def workspace(runner: Runner | None, subject: Subject | None, prefix: str) -> Iterator[tuple[Runner, Path]]:
+    """The runner and the shared temporary directory of one family campaign (power loss, tail).
+
+    Yields ``(runner, shared)``: ``runner``, else a new :class:`Runner` of
+    ``subject`` that is closed at the end, and a fresh directory named
+    ``prefix...`` under its ``tmp_root``, removed at the end.
+    """
+    own = runner is None
+    runner = runner or Runner(subject)
+    shared = Path(tempfile.mkdtemp(prefix=prefix, dir=runner.tmp_root))
+    try:
+        yield runner, shared
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+        if own:
+            runner.close()
+
+
+def _i4(state: CrashState) -> Verdict:
+    lost = lost_acknowledged(state)
+    status = INVALID if lost else VALID
+    summary = (f"{len(lost)} acknowledged write(s) missing from crash state {state.id}: {lost[0]}" if lost
+               else f"all {len(state.acks)} acknowledged write(s) present in crash state {state.id}")
+    evidence: dict[str, Any] = {"summary": summary, "checked": len(state.acks), "state": state.describe()}
+    if lost:
+        evidence["violations"] = [{"kind": "lost", "detail": d} for d in lost]
+    return Verdict("I4", "no acknowledged record lost", status, evidence, __name__)
+
+
+def _explore(ctx: Recovery, state: CrashState, old_home: str, index: tuple[dict[str, int], list[int]],
+             invariants: tuple[str, ...]) -> StateResult:
+    t0 = time.monotonic()
+    ref_leg = ctx.ref.history.legs[0]
+    tmp = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-", dir=ctx.runner.tmp_root))
+    try:
+        home = tmp / "state"
+        home.mkdir(mode=0o700)
+
+        def local(path: str) -> Path | None:
+            return home / path[len(old_home) + 1:] if path.startswith(old_home + "/") else None
+
+        for d in sorted(state.dirs, key=len):
+            if local(d) is not None:
+                local(d).mkdir(mode=0o700, parents=True, exist_ok=True)  # type: ignore[union-attr]
+        for path, data in state.files.items():
+            target = local(path)
+            if target is not None and target.parent.is_dir():
+                target.write_bytes(data)
+                target.chmod(0o600)
+        p, crashed = state.prefix_n, journal_path(home, ctx.run_id)
+        results, assistants = index
+        ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
+        pre_effects = [e for e in ctx.ref.history.effects if e.tool_use_id in ran]
+        pre_calls = [c for k, c in enumerate(ctx.ref.history.model_calls) if k < len(assistants) and assistants[k] <= p]
+        leg0 = Leg(index=0, kind="start", argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
+                   t_end=ref_leg.t_end, trace=ref_leg.trace[:p],
+                   fault=Fault(kind="power_loss", at={"event": p}, injected=True,
+                               detail={"state": state.id, "persisted": state.persisted,
+                                       "lost_entries": state.lost_entries}),
+                   journal=crashed.read_bytes() if crashed.exists() else None)
+        history = recover(ctx, tmp, leg0, pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
+        verdicts = [_i4(state)] + check_all(history, list(invariants))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result = StateResult(state.describe(), verdicts, time.monotonic() - t0)
+    if any(v.status != VALID for v in verdicts):
+        result.history = history
+    return result
+
+
+def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject: Subject | None = None,
+                   params: Params | None = None) -> Report:
+    """Run the power-loss family of ``scenario``; returns a :class:`Report` (never raises for a bad agent)."""
+    params = params or params_from(scenario)
+    with workspace(runner, subject, "fiskj-powerloss-tools-") as (runner, shared):
+        report = Report(scenario.name, list(runner.subject.argv))
+        ctx = context(runner, scenario, shared)
+        run_id, trace = ctx.run_id, ctx.ref.history.legs[0].trace
+        jpath = next(ev["path"] for ev in trace if os.path.basename(ev.get("path") or "") == f"{run_id}.json")
+        old_home = str(Path(jpath).parents[2])
+        t0 = time.monotonic()
+        points = list(crash_points(trace, {}, {old_home, str(Path(old_home).parent)},
+                                   sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
+                                   samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
+        distinct = select_states(points, 0)
+        chosen = distinct[:params.max_states] if params.max_states else distinct
+        report.build_seconds = time.monotonic() - t0
+        report.trace_events, report.crash_points = len(trace), len(points)
+        report.states_built = sum(len(p.states) for p in points)
+        report.states_distinct = len(distinct)
+        for state in distinct[len(chosen):]:  # I4 is pure: judged on every distinct state, recovered or not
+            verdict = _i4(state)
+            if verdict.status != VALID:
+                report.unexplored.append(StateResult(state.describe(), [verdict], 0.0))
+        invariants = tuple(i for i in CHECKED if i in scenario.check.invariants)
+        index = journal_index(trace, run_id)
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(params.jobs or os.cpu_count() or 1) as pool:
+            futures = [pool.submit(_explore, ctx, s, old_home, index, invariants) for s in chosen]
+            for future in concurrent.futures.as_completed(futures):
+                report.results.append(future.result())
+                if params.stop_on_violation and report.results[-1].violated:
+                    for f in futures:
+                        f.cancel()
+                    break
+        report.explore_seconds = time.monotonic() - t0
+        report.states_explored = len(report.results)
+        report.results.sort(key=lambda r: (r.state["prefix_n"], r.state["id"]))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.families.power_loss.executor SCENARIO [--mutant NAME] [--max-states N]``: print the JSON report."""
+    import argparse
+
+    from harness.selftest.mutants import subject_for
+    from harness.scenario.parse import load_scenario
+
+    ap = argparse.ArgumentParser(prog="python -m harness.families.power_loss.executor", description=main.__doc__)
+    ap.add_argument("scenario")
+    ap.add_argument("--mutant", help="run fiskj with this mutant applied (harness.selftest.mutants)")
+    ap.add_argument("--max-states", type=int)
+    ap.add_argument("--jobs", type=int)
+    args = ap.parse_args(argv)
+    scenario = load_scenario(args.scenario)
+    subject = subject_for(args.mutant) if args.mutant else None
+    report = run_power_loss(scenario, subject=subject,
+                            params=params_from(scenario, max_states=args.max_states, jobs=args.jobs))
+    print(json.dumps(report.to_json(), indent=1, default=str))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

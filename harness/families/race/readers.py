@@ -1,0 +1,51 @@
+"""Race ``readers-during-appends``: load and list during split appends never fail, never go back, see a torn tail."""
+
+from __future__ import annotations
+
+from harness.families.race.trial import Trial
+
+__all__ = ["readers_during_appends"]
+
+
+def readers_during_appends(t: Trial) -> None:
+    """A poller loads and lists in a loop while a writer appends, its writes split at sequence points."""
+    t.seed_run("records", n=t.rng.randint(0, 2))
+    p, w = t.roles_for(("P", "poller"), ("W", "writer"))
+    poll_id = t.send(p, "poll")
+    p.agent.wait_for(lambda m: m.get("event") == "polling", t.timeout_s, "polling")
+    n = t.rng.randint(5, 15)
+    pauses = []
+    if t.schedule == "split-writes":
+        for k in sorted(t.rng.sample(range(1, n + 2), t.rng.randint(1, 3))):
+            pauses.append({"name": f"torn-{k}", "op": "write", "path": "journal", "k": k,
+                           "split": round(t.rng.uniform(0.05, 0.95), 2)})
+    ident = t.send(w, "open", n=n, tag="W", terminal="suspended", close=True, pause=pauses, spin_us=t.spin())
+    for bp in pauses:
+        t.paused(w)
+        acked = [m.get("seq", 0) for m in w.agent.inbox if m.get("event") == "ack"]
+        p.agent.raw("snapshot")
+        obs = p.agent.wait_for(lambda m: m.get("event") == "observed", t.timeout_s, "snapshot")
+        t.step(p, "observed", load=obs.get("load"), list=obs.get("list"))
+        load, lst = obs.get("load", {}), obs.get("list", {})
+        t.expect("error" not in load, "false_corruption", f"load raised while leg {w.index} was mid-write: "
+                 f"{load.get('error')}", leg=p.index, at=bp["name"])
+        t.expect("error" not in lst, "false_corruption", f"list reported the run unreadable while leg {w.index} was "
+                 f"mid-write: {lst.get('error')}", leg=p.index, at=bp["name"])
+        if "error" not in load:
+            t.expect(load.get("torn") is not None, "torn_tail_not_reported", f"load saw no torn tail while leg "
+                     f"{w.index} had half a line on disk ({bp['name']})", leg=p.index)
+            t.expect(load.get("last_seq", 0) >= max(acked, default=0), "acked_missing",
+                     f"load returned seq {load.get('last_seq')} below the acknowledged {max(acked, default=0)}", leg=p.index)
+        t.cont(w)
+    t.outcome(w, t.reply(w, ident))
+    p.agent.raw("stop")
+    msg = t.reply(p, poll_id)
+    t.outcome(p, msg)
+    p.detail["poll"] = {k: msg.get(k) for k in ("loops", "torn", "max_seq")}
+    t.metrics.setdefault("poll_loops", []).append(float(msg.get("loops", 0)))
+    t.expect(not msg.get("errors"), "false_corruption", f"load/list failed {len(msg.get('errors') or [])} time(s) "
+             f"during appends: {(msg.get('errors') or [{}])[0]}", leg=p.index, errors=(msg.get("errors") or [])[:5])
+    t.expect(not msg.get("regressions"), "seq_went_back", f"a load saw the seq go back: {msg.get('regressions')}",
+             leg=p.index)
+    for role in (p, w):
+        t.finish(role)

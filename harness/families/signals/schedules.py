@@ -1,0 +1,160 @@
+"""Fault schedules: how a campaign draws the faults of its trials.
+
+A schedule is a list of faults, one per leg (:mod:`harness.runner.nemesis`
+validates them).  Timed faults and event kills are drawn with
+:mod:`hypothesis` (so a failing schedule shrinks to a minimal one); event
+kills of the first leg are also enumerated exhaustively.  Everything here is
+deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from typing import Any
+
+from harness.runner.trial import ReferenceRun
+from harness.scenario.parse import Scenario
+
+__all__ = ["schedule_strategy", "hypothesis_settings", "draw_schedules", "exhaustive_schedules", "plan_schedules",
+           "seed_for"]
+
+
+def seed_for(seed: int, scenario: Scenario) -> int:
+    return (seed * 1_000_003 + zlib.crc32(scenario.name.encode())) & 0xFFFFFFFF
+
+
+#: Resolution of a drawn fault time: the span (1.1 x the reference run's duration) in this many
+#: steps, a prime, so that multiplying by :data:`_TIME_SCRAMBLE` permutes the steps.
+_TIME_STEPS = 1_000_003
+_TIME_SCRAMBLE = 618_034
+
+
+def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
+    """The :mod:`hypothesis` strategy of fault schedules for ``scenario``.
+
+    Timed faults draw ``after_ms`` from ``0 .. 1.1 x`` the reference run's
+    duration in steps of that span (so a seed draws the same fractions
+    whatever the measured duration).  Hypothesis favours small integers,
+    which would put most faults in the first few per cent of the run (in an
+    agent's start-up, where they test nothing); the drawn step is therefore
+    scrambled by a fixed permutation of the steps, spreading the draws over
+    the whole run.  Event kills draw ``k`` in ``1 .. E`` (the reference's
+    seam events).  Schedules are lists of 1..``faults.legs`` faults (a
+    ``chain`` is its fixed list of kinds).  Shrinking goes toward fewer legs
+    and lower events; a time shrinks toward step 0, i.e. the leg's start.
+    """
+    from hypothesis import strategies as st
+
+    faults = scenario.faults
+    span_ms = max(ref.duration_ms * 1.1, 1.0)
+    events = max(ref.events, 1)
+
+    # A time is drawn as millionths of the span, a range that does not depend on the measured
+    # duration: the draws of a seed are then the same on every machine (and in every shard),
+    # only scaled to the reference run's duration.
+    def at(v: int) -> float:
+        return round((v * _TIME_SCRAMBLE % _TIME_STEPS) * span_ms / _TIME_STEPS, 3)
+
+    def timed_kill() -> Any:
+        return st.builds(lambda v: {"kind": "kill", "after_ms": at(v)}, st.integers(0, _TIME_STEPS - 1))
+
+    def event_kill() -> Any:
+        return st.builds(lambda k: {"kind": "kill", "event": k, "when": "after"}, st.integers(1, events))
+
+    def suspend() -> Any:
+        return st.builds(lambda sig, v: {"kind": "suspend", "signal": sig, "after_ms": at(v)},
+                         st.sampled_from(list(faults.signals)), st.integers(0, _TIME_STEPS - 1))
+
+    by_kind = {"kill": timed_kill, "kill-event": event_kill, "suspend": suspend,
+               "none": lambda: st.just({"kind": "none"})}
+    if faults.family == "chain":
+        return st.tuples(*[by_kind[k]() for k in faults.chain]).map(list)
+    if faults.family == "suspend":
+        leg = suspend()
+    elif faults.family == "kill":
+        leg = {"random": timed_kill, "events": event_kill}.get(faults.kill_points, lambda: st.one_of(
+            timed_kill(), event_kill()))()
+    else:
+        return st.just([])
+    return st.lists(leg, min_size=1, max_size=faults.legs)
+
+
+def hypothesis_settings(max_examples: int, shrink: bool) -> Any:
+    from hypothesis import HealthCheck, Phase, settings
+
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    return settings(max_examples=max_examples, database=None, phases=phases, deadline=None,
+                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False, derandomize=False)
+
+
+def draw_schedules(strategy: Any, count: int, seed: int) -> list[list[dict[str, Any]]]:
+    """Draw ``count`` schedules from ``strategy``, deterministically for ``seed``.
+
+    Uses ``hypothesis.find`` with a predicate that only collects (generate
+    phase only, no database).  When the strategy has fewer distinct values
+    than ``count``, the draws repeat cyclically.
+    """
+    from hypothesis import find
+    from hypothesis.errors import NoSuchExample
+
+    seen: list[list[dict[str, Any]]] = []
+
+    def collect(value: list[dict[str, Any]]) -> bool:
+        seen.append(value)
+        return False
+
+    if count <= 0:
+        return []
+    try:
+        find(strategy, collect, settings=hypothesis_settings(count, shrink=False), random=random.Random(seed))
+    except NoSuchExample:
+        pass
+    if not seen:
+        return [[] for _ in range(count)]
+    return [seen[i % len(seen)] for i in range(count)]
+
+
+def exhaustive_schedules(events: int, cap: int, seed: int) -> list[list[dict[str, Any]]]:
+    """Single-leg crash points: a kill before seam event 1 and after each event ``1..events``.
+
+    When there are more than ``cap`` points, ``cap`` of them are sampled
+    (deterministically from ``seed``; the first and last points are always
+    kept) and returned in event order.
+    """
+    points = [[{"kind": "kill", "event": 1, "when": "before"}]]
+    points += [[{"kind": "kill", "event": k, "when": "after"}] for k in range(1, events + 1)]
+    if cap <= 0 or len(points) <= cap:
+        return points
+    if cap == 1:
+        return [points[-1]]
+    rng = random.Random(seed)
+    middle = sorted(rng.sample(range(1, len(points) - 1), cap - 2))
+    return [points[0]] + [points[i] for i in middle] + [points[-1]]
+
+
+def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int) -> list[tuple[list[dict[str, Any]], str]]:
+    """The schedules of a scenario's trials, each with its origin, deterministic for ``seed``.
+
+    A scenario with ``[faults] schedule``: that schedule ``count`` times
+    (origin ``regression``).  ``none``: ``count`` no-op trials.  ``kill`` with ``kill_points =
+    "events"``: the exhaustive crash points (capped by ``faults.max_events``
+    or ``count``), then, when ``legs > 1``, hypothesis draws for the rest of
+    ``count``.  Other families: ``count`` hypothesis draws.
+    """
+    faults = scenario.faults
+    s = seed_for(seed, scenario)
+    if faults.schedule is not None:  # a regression scenario: its one schedule, count times
+        return [([dict(f) for f in faults.schedule], "regression") for _ in range(count)]
+    if faults.family == "none":
+        return [([], "noop") for _ in range(count)]
+    plan: list[tuple[list[dict[str, Any]], str]] = []
+    if faults.family == "kill" and faults.kill_points == "events":
+        cap = faults.max_events or count
+        plan += [(sch, "exhaustive") for sch in exhaustive_schedules(ref.events, cap, s)]
+        if faults.legs == 1:
+            return plan
+    rest = count - len(plan)
+    if rest > 0:
+        plan += [(sch, "hypothesis") for sch in draw_schedules(schedule_strategy(scenario, ref), rest, s)]
+    return plan

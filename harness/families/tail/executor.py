@@ -1,0 +1,262 @@
+"""The tail family: a real run's journal, mutated by the tail nemesis, read and resumed.
+
+For a scenario:
+
+1. the reference run's final journal (:meth:`harness.runner.trial.Runner.reference`)
+   is mutated by :func:`harness.families.tail.mutations.mutations` (cuts at every offset of
+   the last record and at random offsets, zero and garbage tails, byte flips);
+2. **reader**: every mutation is read by the subject's own reader, in a
+   child process (``python -m harness.families.tail.executor --answer DIR`` with the
+   subject's environment, so a mutant's ``FISKJ_MUTANT`` applies there and
+   only there), and :func:`harness.families.tail.mutations.judge` says whether the answer
+   (torn tail with offset and length, or corruption naming the line) is right;
+3. **repair**: for up to ``resume_checks`` torn mutations whose run is
+   resumable, the mutated journal is put in a fresh store and resumed to
+   completion; the history (leg 0: the reference leg with a ``tail`` fault,
+   leg 1: the resume) is judged by the checkers (I2 to I7: no acknowledged
+   record lost or glued, readable, the reference result), and the repair
+   itself: the kept bytes ``[0, good_size)`` are unchanged and the final
+   journal reads with no torn tail (FORMAT.md defect 1).
+
+Reader checks need a fiskj-based subject (``python -m fiskj`` or
+``python -m harness.selftest.subject``); other subjects get the repair checks only.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.checkers import INVALID, VALID, check_all
+from harness.history.model import Fault, Leg
+from harness.families.power_loss.executor import Recovery, context, recover, workspace
+from harness.runner.trial import Runner
+from harness.scenario.parse import Scenario, family_params
+from harness.subject.contract import Subject
+from harness.families.tail.mutations import Answer, Mutation, judge, mutations
+
+__all__ = ["Params", "Report", "params_from", "answer_for", "reader_answers", "run_tails", "resume_candidates"]
+
+CHECKED = ("I2", "I3", "I4", "I5", "I6", "I7")
+
+
+@dataclass(frozen=True)
+class Params:
+    """``[faults]`` keys of a ``tail`` scenario (defaults when absent; ``seed`` defaults to ``trials.seed``)."""
+
+    cut_every_offset_of_last_record: bool = True
+    random_cuts: int = 16
+    zero_tail_bytes: int = 4096
+    garbage_tails: int = 4
+    flips: int = 8
+    mid_run: bool = True
+    resume_checks: int = 8
+    seed: int = 1
+    jobs: int = 0
+
+
+def params_from(scenario: Scenario, **overrides: Any) -> Params:
+    """:class:`Params` of ``scenario`` (``[faults]`` keys named as the fields; ``resume_checks`` = ``trials.count``)."""
+    return family_params(Params, scenario, {"seed": scenario.trials.seed, "resume_checks": scenario.trials.count},
+                         overrides)
+
+
+@dataclass
+class Report:
+    """What one tail campaign of a scenario did and found."""
+
+    scenario: str
+    subject: list[str]
+    journal_bytes: int = 0
+    mutations: int = 0
+    reader_checked: int = 0
+    reader_violations: list[dict[str, Any]] = field(default_factory=list)
+    resumes: int = 0
+    resume_violations: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.reader_violations and not self.resume_violations
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(family="tail", faults={"tail": self.reader_checked + self.resumes})
+        return out
+
+
+def answer_for(path: str) -> Answer:
+    """What this process's fiskj reader says about the journal at ``path`` (never raises)."""
+    from fiskj.errors import CorruptJournal, FiskjError
+    from fiskj.reader import JournalReader
+
+    reader = JournalReader(path)
+    try:
+        seqs = tuple(r.seq for r in reader)
+    except CorruptJournal as exc:
+        return Answer("corrupt", line=exc.line, message=str(exc))
+    except FiskjError as exc:
+        return Answer("error", line=exc.line, message=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a reader that crashes is a wrong answer, not ours
+        return Answer("error", message=f"reader crashed: {type(exc).__name__}: {exc}")
+    torn = (reader.torn_tail.offset, reader.torn_tail.length) if reader.torn_tail else None
+    return Answer("read", seqs, torn, reader.good_size)
+
+
+def _fiskj_based(subject: Subject) -> bool:
+    return subject.is_reference or tuple(subject.argv[1:3]) == ("-m", "harness.selftest.subject")
+
+
+def reader_answers(muts: list[Mutation], subject: Subject, tmp: Path, timeout_s: float = 120.0) -> dict[str, Answer]:
+    """Ask the subject's reader, in one child process, about every mutation; returns id -> :class:`Answer`."""
+    folder = tmp / "mutations"
+    folder.mkdir()
+    for i, m in enumerate(muts):
+        (folder / f"{i:06d}.json").write_bytes(m.data)
+    env = {k: v for k, v in os.environ.items() if k not in ("FISKJ_MUTANT", "FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
+    env.update(subject.extra_env)
+    proc = subprocess.run([sys.executable, "-m", "harness.families.tail.executor", "--answer", str(folder)], env=env,
+                          capture_output=True, timeout=timeout_s, check=False)
+    out: dict[str, Answer] = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        row = json.loads(line)
+        raw = row["answer"]
+        raw["seqs"] = tuple(raw["seqs"])
+        raw["torn"] = tuple(raw["torn"]) if raw["torn"] else None
+        out[muts[int(row["file"].split(".")[0])].id] = Answer(**raw)
+    for m in muts:
+        out.setdefault(m.id, Answer("error", message=f"no answer from the reader child (exit {proc.returncode}): "
+                                                     f"{proc.stderr.decode('utf-8', 'replace')[-300:]}"))
+    return out
+
+
+def resume_candidates(muts: list[Mutation], total: int, limit: int) -> list[Mutation]:
+    """Torn mutations that lost the last record (so a resume appends), round-robin over kinds, at most ``limit``."""
+    by_kind: dict[str, list[Mutation]] = {}
+    for m in muts:
+        if m.expect == "torn" and len(m.seqs) < total and m.seqs:
+            by_kind.setdefault(m.kind, []).append(m)
+    queues = [q[:: max(1, len(q) // max(1, limit))] for q in by_kind.values()]
+    out: list[Mutation] = []
+    depth = 0
+    while len(out) < limit and any(depth < len(q) for q in queues):
+        out += [q[depth] for q in queues if depth < len(q)][: limit - len(out)]
+        depth += 1
+    return out
+
+
+def _repair(ctx: Recovery, m: Mutation) -> dict[str, Any] | None:
+    """Resume the run from ``m``'s journal; return a violation dict, or None when all is well."""
+    ref_leg = ctx.ref.history.legs[-1]
+    tmp = Path(tempfile.mkdtemp(prefix="fiskj-tail-", dir=ctx.runner.tmp_root))
+    try:
+        runs = tmp / "state" / "fisk-ai" / "runs"
+        runs.mkdir(parents=True, mode=0o700)
+        for d in (tmp / "state", tmp / "state" / "fisk-ai"):
+            d.chmod(0o700)
+        journal = runs / f"{ctx.run_id}.json"
+        journal.write_bytes(m.data)
+        journal.chmod(0o600)
+        leg0 = Leg(index=0, kind="start", argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
+                   t_end=ref_leg.t_end, trace=ref_leg.trace, journal=m.data, exit_code=ref_leg.exit_code,
+                   fault=Fault(kind="tail", injected=True, detail={"mutation": m.id, **m.describe()}))
+        history = recover(ctx, tmp, leg0, list(ctx.ref.history.model_calls), list(ctx.ref.history.effects),
+                          {"kind": "tail", "mutation": m.id})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    verdicts = check_all(history, [i for i in CHECKED if i in ctx.scenario.check.invariants])
+    final = history.legs[1].journal or b""
+    problems = [f"{v.invariant}: {v.summary}" for v in verdicts if v.status == INVALID]
+    if final[:m.good_size] != m.data[:m.good_size]:
+        problems.append(f"repair: the kept bytes [0, {m.good_size}) changed")
+    elif history.final_state is not None and history.final_state.get("torn_tail"):
+        problems.append(f"repair: the resumed journal still ends in a torn tail {history.final_state['torn_tail']}")
+    if not problems:
+        return None
+    return {"mutation": m.describe(), "problems": problems, "exit_code": history.legs[1].exit_code,
+            "stderr": history.legs[1].stderr[-600:],
+            "verdicts": [v.to_json() for v in verdicts if v.status not in (VALID,)]}
+
+
+def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subject | None = None,
+              params: Params | None = None) -> Report:
+    """Run the tail family of ``scenario``; returns a :class:`Report` (never raises for a bad agent)."""
+    params = params or params_from(scenario)
+    with workspace(runner, subject, "fiskj-tails-") as (runner, shared):
+        report = Report(scenario.name, list(runner.subject.argv))
+        t0 = time.monotonic()
+        ctx = context(runner, scenario, shared)
+        journal = ctx.ref.history.legs[-1].journal or b""
+        muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
+                              cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
+                              zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
+                              mid_run=params.mid_run))
+        report.journal_bytes, report.mutations = len(journal), len(muts)
+        if _fiskj_based(runner.subject):
+            answers = reader_answers(muts, runner.subject, shared)
+            for m in muts:
+                verdict = judge(m, answers[m.id])
+                report.reader_checked += 1
+                if not verdict.valid:
+                    report.reader_violations.append({"mutation": m.describe(), "reason": verdict.reason,
+                                                     "answer": asdict(answers[m.id])})
+        else:
+            report.notes.append("reader checks skipped: the subject is not fiskj-based")
+        total = journal.count(b"\n")
+        chosen = resume_candidates(muts, total, params.resume_checks)
+        with concurrent.futures.ThreadPoolExecutor(params.jobs or os.cpu_count() or 1) as pool:
+            for violation in pool.map(lambda m: _repair(ctx, m), chosen):
+                report.resumes += 1
+                if violation is not None:
+                    report.resume_violations.append(violation)
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _answer_main(folder: str) -> int:
+    from harness.selftest.mutants import apply_from_env
+
+    apply_from_env()
+    for name in sorted(os.listdir(folder)):
+        answer = asdict(answer_for(os.path.join(folder, name)))
+        print(json.dumps({"file": name, "answer": answer}), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.families.tail.executor SCENARIO [--mutant NAME]`` prints the JSON report; ``--answer DIR``
+    (internal) prints the reader's answer for each file of DIR."""
+    import argparse
+
+    from harness.selftest.mutants import subject_for
+    from harness.scenario.parse import load_scenario
+
+    ap = argparse.ArgumentParser(prog="python -m harness.families.tail.executor", description=main.__doc__)
+    ap.add_argument("scenario", nargs="?")
+    ap.add_argument("--answer", metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--mutant", help="run fiskj with this mutant applied (harness.selftest.mutants)")
+    ap.add_argument("--resume-checks", type=int)
+    args = ap.parse_args(argv)
+    if args.answer:
+        return _answer_main(args.answer)
+    if not args.scenario:
+        ap.error("a SCENARIO file is required")
+    scenario = load_scenario(args.scenario)
+    report = run_tails(scenario, subject=subject_for(args.mutant) if args.mutant else None,
+                       params=params_from(scenario, resume_checks=args.resume_checks))
+    print(json.dumps(report.to_json(), indent=1, default=str))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

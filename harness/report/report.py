@@ -1,0 +1,333 @@
+"""The campaign report: JSON dict, summary table, JUnit XML, Markdown, shard merge, exit status.
+
+A *trial* (input of :func:`build_report`) is a dict: ``scenario``, ``seed``,
+``schedule``, ``history`` (a :class:`~harness.history.model.History` or its JSON),
+``verdicts`` (:class:`~harness.checkers.Verdict` or their JSON),
+``duration_s``, ``faults`` (injected faults per family; derived from the
+history's legs when absent) and optionally ``trial`` (its number; default
+its position in the list).
+
+The report dict (JSON-ready):
+
+* ``format``: ``"fiskj-harness-report/1"``;
+* ``trials``: number of trials;
+* ``faults``: injected faults per family ``kill``, ``suspend``, ``tail``,
+  ``power_loss``, ``race``, plus ``crash_states`` (power-loss crash states
+  explored, an int, 0 when none) — all ints, flat;
+* ``invariants``: per id ``{"name", "checked", "valid", "vacuous", "invalid", "unknown"}``
+  (``vacuous``: the valid verdicts that had nothing to judge: ``checked: 0`` in their evidence,
+  for I2 no tool execution and for I3 no model call);
+* ``violations``: one per invalid verdict: ``trial``, ``invariant``, ``name``,
+  ``scenario``, ``seed``, ``schedule``, ``summary``, ``evidence``,
+  ``reproduce`` (``fiskj-harness replay REPORT --trial K``);
+* ``unknowns``: the same shape for unknown verdicts;
+* ``scenarios``: per scenario ``{"trials", "invalid_trials", "unknown_trials",
+  "duration_s", "invariants": {id: counts}}``;
+* ``runs``: per trial ``{"trial", "scenario", "seed", "schedule", "status",
+  "duration_s", "faults"}`` (what ``replay`` needs);
+* ``elapsed_s``, ``trials_per_s``, ``crash_states_per_s``;
+* ``verdict``: ``invalid`` if any verdict is invalid, else ``unknown`` if any
+  is unknown or no trial ran, else ``valid``.
+
+Exit status (:func:`exit_status`): 0 when the verdict is valid, 1 otherwise.
+An *unknown* counts as a failure: a checker that crashed or could not
+decide has not shown the invariant holds, and a gate must not pass on it.
+(Checkers answer ``valid`` when there is nothing to judge, e.g. I1 with no
+suspend, so unknown means missing evidence, never "not applicable".)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from harness.checkers import INVALID, INVARIANTS, UNKNOWN, VALID, Verdict, combine, verdict_from_json
+from harness.history.model import History, history_from_json
+
+__all__ = ["FAMILIES", "FORMAT", "build_report", "render_summary", "write_junit", "render_markdown",
+           "merge_reports", "exit_status", "reproduce_command"]
+
+FORMAT = "fiskj-harness-report/1"
+FAMILIES = ("kill", "suspend", "tail", "power_loss", "race")
+#: ``vacuous`` counts the valid verdicts that had nothing to judge (the checker's evidence says
+#: ``checked: 0``, e.g. I9 in a trial with no refused resume), so a table never passes off
+#: "nothing happened" as "proved".
+_COUNT_KEYS = ("checked", VALID, "vacuous", INVALID, UNKNOWN)
+
+#: The evidence key that counts an invariant's occasions to judge, where it is not ``checked``
+#: (I2's ``checked`` counts re-runs: a trial with executions and no re-run was judged).
+_OCCASIONS = {"I2": "executions", "I3": "calls"}
+
+
+def reproduce_command(report_path: str, trial: int) -> str:
+    """The command line that replays trial ``trial`` of the report at ``report_path``."""
+    return f"fiskj-harness replay {report_path} --trial {trial}"
+
+
+def _counts() -> dict[str, int]:
+    return {k: 0 for k in _COUNT_KEYS}
+
+
+def _faults_of(trial: dict[str, Any], history: History | None) -> dict[str, int]:
+    given = trial.get("faults")
+    if given:
+        return {k: int(v) for k, v in given.items() if isinstance(v, (int, float))}
+    out: dict[str, int] = {}
+    for leg in history.legs if history is not None else []:
+        if leg.fault.kind != "none" and leg.fault.injected:
+            out[leg.fault.kind] = out.get(leg.fault.kind, 0) + 1
+    return out
+
+
+def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
+                 elapsed_s: float | None = None) -> dict[str, Any]:
+    """Aggregate ``trials`` into the report dict described in the module docstring.
+
+    ``report_path`` is the file the report will be written to (used in the
+    ``reproduce`` commands); ``elapsed_s`` the campaign's wall-clock time
+    (default: the sum of the trials' durations).
+    """
+    faults = {f: 0 for f in FAMILIES}
+    faults["crash_states"] = 0
+    invariants: dict[str, dict[str, Any]] = {}
+    scenarios: dict[str, dict[str, Any]] = {}
+    violations: list[dict[str, Any]] = []
+    unknowns: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    statuses: list[str] = []
+    total_duration = 0.0
+    for pos, trial in enumerate(trials):
+        k = int(trial.get("trial", pos))
+        raw = trial.get("history")
+        history = history_from_json(raw) if isinstance(raw, dict) else raw
+        verdicts: list[Verdict] = [verdict_from_json(v) for v in trial.get("verdicts", [])]
+        tf = _faults_of(trial, history)
+        for fam, n in tf.items():
+            faults[fam] = faults.get(fam, 0) + n
+        duration = float(trial.get("duration_s") or 0.0)
+        total_duration += duration
+        name = str(trial.get("scenario") or (history.scenario if history else "?"))
+        seed = trial.get("seed", history.seed if history else None)
+        schedule = trial.get("schedule", history.schedule if history else [])
+        sc = scenarios.setdefault(name, {"trials": 0, "invalid_trials": 0, "unknown_trials": 0,
+                                         "duration_s": 0.0, "invariants": {}})
+        sc["trials"] += 1
+        sc["duration_s"] = round(sc["duration_s"] + duration, 6)
+        for v in verdicts:
+            inv = invariants.setdefault(v.invariant, {"name": v.name, **_counts()})
+            per = sc["invariants"].setdefault(v.invariant, {"name": v.name, **_counts()})
+            vacuous = (v.status == VALID and isinstance(v.evidence, dict)
+                       and v.evidence.get(_OCCASIONS.get(v.invariant, "checked")) == 0)
+            for counts in (inv, per):
+                counts["checked"] += 1
+                counts[v.status] += 1
+                counts["vacuous"] += vacuous
+            if v.status in (INVALID, UNKNOWN):
+                row = {"trial": k, "invariant": v.invariant, "name": v.name, "scenario": name, "seed": seed,
+                       "schedule": schedule, "summary": v.summary, "evidence": v.evidence, "checker": v.checker,
+                       "reproduce": reproduce_command(report_path, k)}
+                (violations if v.status == INVALID else unknowns).append(row)
+        status = combine([v.status for v in verdicts]) if verdicts else UNKNOWN
+        statuses.append(status)
+        if status == INVALID:
+            sc["invalid_trials"] += 1
+        elif status == UNKNOWN:
+            sc["unknown_trials"] += 1
+        runs.append({"trial": k, "scenario": name, "seed": seed, "schedule": schedule, "status": status,
+                     "duration_s": duration, "faults": tf})
+    elapsed = float(elapsed_s) if elapsed_s is not None else total_duration
+    return _finish({
+        "format": FORMAT, "trials": len(trials), "faults": faults,
+        "invariants": dict(sorted(invariants.items(), key=lambda kv: _inv_order(kv[0]))),
+        "violations": violations, "unknowns": unknowns, "scenarios": scenarios, "runs": runs,
+        "elapsed_s": round(elapsed, 6), "report_path": report_path,
+    }, statuses)
+
+
+def _inv_order(inv: str) -> tuple[int, str]:
+    return (list(INVARIANTS).index(inv), inv) if inv in INVARIANTS else (len(INVARIANTS), inv)
+
+
+def _finish(report: dict[str, Any], statuses: list[str]) -> dict[str, Any]:
+    elapsed, n = report["elapsed_s"], report["trials"]
+    report["trials_per_s"] = round(n / elapsed, 3) if elapsed > 0 else None
+    states = report["faults"].get("crash_states", 0)
+    report["crash_states_per_s"] = round(states / elapsed, 3) if elapsed > 0 and states else None
+    report["verdict"] = combine(statuses) if statuses else UNKNOWN
+    return report
+
+
+def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = None) -> dict[str, Any]:
+    """Combine shard reports into one: counts summed, trials renumbered, one verdict.
+
+    Trial numbers of later shards are offset so they stay unique (each row
+    keeps ``shard`` and ``shard_trial``; each shard's ``campaign`` block, if
+    any, is kept in ``campaigns``), and every ``reproduce`` command is
+    rewritten for the merged report (``report_path``, default the first
+    shard's).  ``elapsed_s`` is the
+    longest shard's (shards run in parallel); the rate is over it.
+    """
+    path = report_path or (reports[0].get("report_path", "REPORT") if reports else "REPORT")
+    out: dict[str, Any] = {"format": FORMAT, "trials": 0, "faults": {f: 0 for f in FAMILIES},
+                           "invariants": {}, "violations": [], "unknowns": [], "scenarios": {}, "runs": [],
+                           "elapsed_s": 0.0, "report_path": path, "shards": len(reports)}
+    out["faults"]["crash_states"] = 0
+    statuses: list[str] = []
+    offset = 0
+    for shard, rep in enumerate(reports):
+        if rep.get("format", FORMAT) != FORMAT:
+            raise ValueError(f"cannot merge a report of format {rep.get('format')!r}; expected {FORMAT!r}")
+        out["trials"] += int(rep.get("trials", 0))
+        for fam, n in rep.get("faults", {}).items():
+            out["faults"][fam] = out["faults"].get(fam, 0) + int(n)
+        for inv, counts in rep.get("invariants", {}).items():
+            _add(out["invariants"].setdefault(inv, {"name": counts.get("name", ""), **_counts()}), counts)
+        for name, sc in rep.get("scenarios", {}).items():
+            dst = out["scenarios"].setdefault(name, {"trials": 0, "invalid_trials": 0, "unknown_trials": 0,
+                                                     "duration_s": 0.0, "invariants": {}})
+            for key in ("trials", "invalid_trials", "unknown_trials"):
+                dst[key] += int(sc.get(key, 0))
+            dst["duration_s"] = round(dst["duration_s"] + float(sc.get("duration_s", 0.0)), 6)
+            for inv, counts in sc.get("invariants", {}).items():
+                _add(dst["invariants"].setdefault(inv, {"name": counts.get("name", ""), **_counts()}), counts)
+        if rep.get("campaign") is not None:
+            out.setdefault("campaigns", []).append(rep["campaign"])
+        for key in ("violations", "unknowns", "runs"):
+            for row in rep.get(key, []):
+                row = dict(row, trial=int(row["trial"]) + offset, shard=shard, shard_trial=int(row["trial"]))
+                if "reproduce" in row:
+                    row["reproduce"] = reproduce_command(path, row["trial"])
+                out[key].append(row)
+        offset += max([int(r["trial"]) + 1 for r in rep.get("runs", [])] + [int(rep.get("trials", 0))])
+        out["elapsed_s"] = max(out["elapsed_s"], float(rep.get("elapsed_s") or 0.0))
+        statuses.append(rep.get("verdict", UNKNOWN))
+    out["invariants"] = dict(sorted(out["invariants"].items(), key=lambda kv: _inv_order(kv[0])))
+    report = _finish(out, [])
+    report["verdict"] = combine(statuses) if statuses and out["trials"] else UNKNOWN
+    return report
+
+
+def _add(dst: dict[str, Any], src: dict[str, Any]) -> None:
+    for key in _COUNT_KEYS:
+        dst[key] += int(src.get(key, 0))
+
+
+def exit_status(report: dict[str, Any]) -> int:
+    """0 when the report's verdict is valid; 1 when invalid or unknown (unknown is not a pass)."""
+    return 0 if report.get("verdict") == VALID else 1
+
+
+# --- renderings ----------------------------------------------------------------------------
+
+
+def _fault_line(report: dict[str, Any]) -> str:
+    f = report.get("faults", {})
+    parts = [f"{fam} {f.get(fam, 0)}" for fam in FAMILIES]
+    if f.get("crash_states"):
+        rate = report.get("crash_states_per_s")
+        parts[3] += f" ({f['crash_states']} crash states" + (f", {rate:.1f}/s)" if rate else ")")
+    extra = [f"{k} {v}" for k, v in f.items() if k not in FAMILIES and k != "crash_states"]
+    return "  ".join(parts + extra)
+
+
+def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
+    """A fixed-width text summary: trials, faults by kind, invariant table, violations with reproducers."""
+    rate = report.get("trials_per_s")
+    width = min(72, max([len(c.get("name", "")) for c in report.get("invariants", {}).values()] + [20]) + 2)
+    lines = [f"fiskj-harness: {report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
+             + (f" ({rate:.1f} trials/s)" if rate else "") + f"   verdict: {str(report.get('verdict')).upper()}",
+             f"faults: {_fault_line(report)}", "",
+             f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'vacuous':>8}{'invalid':>8}{'unknown':>8}"]
+    for inv, c in report.get("invariants", {}).items():
+        lines.append(f"{inv:<10}{c.get('name', '')[:width - 2]:<{width}}"
+                     f"{c['checked']:>8}{c[VALID]:>8}{c.get('vacuous', 0):>8}{c[INVALID]:>8}{c[UNKNOWN]:>8}")
+    lines.append(f"{'':<10}(vacuous: valid with nothing to judge in that trial, e.g. no suspend for I1)")
+    for title, rows in (("violations", report.get("violations", [])), ("unknown verdicts", report.get("unknowns", []))):
+        if not rows:
+            continue
+        lines += ["", f"{title} ({len(rows)}):"]
+        for row in rows[:max_violations]:
+            lines.append(f"  {row['invariant']}  {row['scenario']}  seed={row['seed']}  trial {row['trial']}: "
+                         f"{row['summary'][:160]}")
+            lines.append(f"      schedule: {json.dumps(row['schedule'])[:150]}")
+            lines.append(f"      reproduce: {row['reproduce']}")
+        if len(rows) > max_violations:
+            lines.append(f"  ... {len(rows) - max_violations} more in the JSON report")
+    if not report.get("violations") and not report.get("unknowns"):
+        lines += ["", "no violations"]
+    return "\n".join(lines) + "\n"
+
+
+def write_junit(report: dict[str, Any], path: str) -> None:
+    """Write JUnit XML: one testcase per scenario x invariant; invalid is a failure, unknown an error.
+
+    A scenario invariant with no verdict (``checked`` 0) is a skipped test
+    case; a scenario with an ``error`` (setup) makes each of its cases an error.
+    """
+    suite = ET.Element("testsuite", name="fiskj-harness")
+    tests = failures = errors = skipped = 0
+    for name, sc in sorted(report.get("scenarios", {}).items()):
+        n = max(sc.get("trials", 0), 1)
+        for inv, c in sc.get("invariants", {}).items():
+            tests += 1
+            case = ET.SubElement(suite, "testcase", classname=f"fiskj-harness.{name}",
+                                 name=f"{inv} {c.get('name', '')}".strip(),
+                                 time=f"{sc.get('duration_s', 0.0) / n:.3f}")
+            if sc.get("error"):  # the scenario could not run (its reference run failed, ...)
+                errors += 1
+                ET.SubElement(case, "error", message=str(sc["error"])[:300], type="setup")
+                continue
+            if not c.get("checked"):  # no trial judged it (e.g. a gate's budget ran out first)
+                skipped += 1
+                ET.SubElement(case, "skipped", message="no trial of this scenario was judged")
+                continue
+            for kind, tag, rows in ((INVALID, "failure", report.get("violations", [])),
+                                    (UNKNOWN, "error", report.get("unknowns", []))):
+                mine = [r for r in rows if r["scenario"] == name and r["invariant"] == inv]
+                if not c.get(kind) and not mine:
+                    continue
+                failures += tag == "failure"
+                errors += tag == "error"
+                el = ET.SubElement(case, tag, message=f"{c.get(kind, len(mine))} of {c['checked']} trial(s) {kind}"
+                                   + (f": {mine[0]['summary'][:200]}" if mine else ""), type=kind)
+                el.text = "\n\n".join(
+                    f"trial {r['trial']} seed={r['seed']} schedule={json.dumps(r['schedule'])}\n"
+                    f"reproduce: {r['reproduce']}\nevidence: {json.dumps(r['evidence'], default=str)[:4000]}"
+                    for r in mine[:10])
+                break
+    suite.set("tests", str(tests))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
+    suite.set("time", f"{report.get('elapsed_s', 0.0):.3f}")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
+    """A Markdown summary (for ``$GITHUB_STEP_SUMMARY``): verdict, faults, invariants, violations."""
+    mark = {VALID: "✅ valid", INVALID: "❌ invalid", UNKNOWN: "⚠️ unknown"}.get(report.get("verdict"), "?")
+    rate = report.get("trials_per_s")
+    out = ["## fiskj-harness: " + mark, "",
+           f"{report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
+           + (f" ({rate:.1f} trials/s)" if rate else ""), "",
+           "| fault | count |", "|---|---:|"]
+    out += [f"| {k} | {v} |" for k, v in report.get("faults", {}).items()]
+    out += ["", "| invariant | name | checked | valid | vacuous | invalid | unknown |", "|---|---|---:|---:|---:|---:|---:|"]
+    for inv, c in report.get("invariants", {}).items():
+        out.append(f"| {inv} | {c.get('name', '')} | {c['checked']} | {c[VALID]} | {c.get('vacuous', 0)} | "
+                   f"{c[INVALID]} | {c[UNKNOWN]} |")
+    for title, rows in (("Violations", report.get("violations", [])), ("Unknown verdicts", report.get("unknowns", []))):
+        if not rows:
+            continue
+        out += ["", f"### {title} ({len(rows)})", ""]
+        for row in rows[:max_violations]:
+            summary = str(row["summary"]).replace("|", "\\|")[:200]
+            out.append(f"- **{row['invariant']}** `{row['scenario']}` seed {row['seed']} (trial {row['trial']}): "
+                       f"{summary}  \n  `{row['reproduce']}`")
+        if len(rows) > max_violations:
+            out.append(f"- ... {len(rows) - max_violations} more in the JSON report")
+    return "\n".join(out) + "\n"

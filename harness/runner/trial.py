@@ -1,0 +1,494 @@
+"""The runner role: run one trial (legs of an agent under a fault schedule) and record its history.
+
+:class:`Runner` wires the roles and judges nothing.  One trial:
+
+1. a temporary directory (always removed, also on error) holds the XDG
+   state home (the run store), the effects ledger, the tools file and the
+   per-leg IO-seam traces and outputs;
+2. a session on the runner's one :class:`harness.workload.server.ModelServer`
+   (started once, shared by all trials and threads) serves the script;
+3. leg 0 starts the run (``run --checkpoint --name ID``); each later leg
+   resumes it (``run --resume ID``), or starts it again when no journal
+   exists yet or it holds no complete line (the first leg died before
+   its create was acknowledged); legs run until the
+   run completes, a leg ends in error with no fault injected, the leg
+   budget is spent or the trial times out (the hung agent is killed and
+   the leg marked ``timed_out``);
+4. after each leg: a copy of the journal bytes and the leg's IO-seam trace
+   (``FISKJ_IOSEAM_TRACE`` is always set, so the checkers can see which
+   writes were acknowledged);
+5. at the end: the effects ledger, the model calls, and the fold of the
+   final journal (``final_state`` = ``RunState.to_json()``, or
+   ``final_error`` when the fold fails).
+
+The reference run of a scenario is the same procedure under the no-op
+nemesis; :meth:`Runner.reference` caches it per (scenario workload, subject).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from fiskj.errors import FiskjError
+
+from harness.history.model import Effect, History, Leg, Reference
+from harness.runner.nemesis import NOOP, drive, enable_subreaper, fault_for_leg, history_fault, seam_fault, validate_schedule
+from harness.scenario.parse import Scenario
+from harness.workload.server import ModelServer, api_key
+from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, ForkServer, RunConfig, Subject,
+                      default_subject, fork_server_enabled, journal_path)
+from harness.workload.build import Workload, build_workload, write_tools_file
+
+__all__ = ["SetupError", "ReferenceRun", "Runner", "run_id_for", "read_trace", "read_ledger", "fold_journal"]
+
+_KEEP_OUTPUT = 4000  # characters of a leg's stdout/stderr kept as evidence
+
+#: Terminal reasons that end a run on a budget: a reference run may end so (exit 1).
+BUDGET_ENDS = ("budget", "max_iterations")
+
+
+def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str) -> RunConfig:
+    """``cfg`` with the fingerprint fields named in ``drift`` changed (``[workload] drift``).
+
+    ``model`` gets a ``-drifted`` suffix, ``max_tokens`` and ``max_iterations``
+    one more, ``tools`` the tool file ``tools_file`` (same tools, other
+    descriptions).  The fake model server ignores the model name, so a
+    forced resume with drift gives the same conversation.
+    """
+    from dataclasses import replace
+
+    changes: dict[str, Any] = {}
+    if "model" in drift:
+        changes["model"] = cfg.model + "-drifted"
+    if "max_tokens" in drift:
+        changes["max_tokens"] = cfg.max_tokens + 1
+    if "max_iterations" in drift:
+        changes["max_iterations"] = cfg.max_iterations + 1
+    if "tools" in drift:
+        changes["tools_file"] = tools_file
+    return replace(cfg, **changes)
+_USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
+
+
+class SetupError(FiskjError, RuntimeError):
+    """The harness cannot run a trial (the subject does not start, the reference run fails, ...)."""
+
+
+def run_id_for(scenario: Scenario) -> str:
+    """The run id used for every trial of ``scenario`` (its name, made a valid run id, at most 64 chars)."""
+    rid = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:64]
+    return rid if rid[:1].isalnum() else "r" + rid[:63]
+
+
+def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Parse an IO-seam trace (JSON lines, docs/ioseam.md); a torn or bad line ends it.  Missing file: ``[]``."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    events = []
+    for line in data.split(b"\n"):
+        if not line:
+            continue
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            break
+    return events
+
+
+def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
+    """Parse the effects ledger into :class:`Effect` objects, in file order.
+
+    Returns ``(effects, notes)``; a line that does not parse (none should:
+    each is one fsynced ``O_APPEND`` write) is skipped and named in notes.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return [], []
+    effects, notes = [], []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line:
+            continue
+        try:
+            raw = json.loads(line)
+            effects.append(Effect(tool_use_id=str(raw["tool_use_id"]), attempt=int(raw["attempt"]),
+                                  pid=int(raw["pid"]), t=int(raw["t"]), leg=int(raw.get("leg", -1)),
+                                  tool=str(raw.get("tool", ""))))
+        except (ValueError, KeyError, TypeError) as exc:
+            notes.append(f"ledger line {number} unparsable ({exc}): {line[:80]!r}")
+    return effects, notes
+
+
+def fold_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Fold the journal at ``path`` with fiskj; returns ``(state_json, None)`` or ``(None, error_json)``.
+
+    ``error_json`` is ``{"kind", "message", ...}`` (``FiskjError.to_json()``
+    for fiskj errors; kind ``RunNotFound`` when the file does not exist).
+    Never raises for a bad journal.
+    """
+    from fiskj.reader import read_state
+
+    p = Path(path)
+    if not p.exists():
+        return None, {"kind": "RunNotFound", "message": f"no journal at {p}", "path": str(p)}
+    try:
+        return read_state(p).to_json(), None
+    except FiskjError as exc:
+        return None, exc.to_json()
+    except Exception as exc:  # a fold that crashes is evidence, never a pass
+        return None, {"kind": type(exc).__name__, "message": str(exc), "path": str(p), "crash": True}
+
+
+def _count_user_records(journal: bytes | None) -> int:
+    if not journal:
+        return 0
+    return sum(1 for line in journal.split(b"\n") if _USER_PROTOCOL in line and line.endswith(b"}"))
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return text if len(text) <= _KEEP_OUTPUT else "..." + text[-_KEEP_OUTPUT:]
+
+
+def _default_tmp_root() -> str | None:
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return None
+
+
+@dataclass
+class ReferenceRun:
+    """An uninterrupted run of a scenario's workload.
+
+    ``reference``: what the checkers compare against; ``history``: its full
+    history; ``events``: IO-seam calls of its one leg (the range of
+    exhaustive crash points); ``duration_ms``: wall time of that leg (the
+    range of timed faults).
+    """
+
+    reference: Reference
+    history: History
+    events: int
+    duration_ms: float
+
+
+class Runner:
+    """Runs trials of one subject; thread-safe (one instance serves a whole campaign).
+
+    ``subject``: the agent under test (default: the reference
+    ``python -m fiskj``); ``server``: a started :class:`ModelServer` to
+    share (default: one owned and started lazily by this runner);
+    ``tmp_root``: where trial directories go (default ``$FISKJ_HARNESS_TMP``,
+    else ``/dev/shm`` when writable, else the system temp dir: kill and
+    suspend faults do not depend on the disk, and fsync is cheap there); ``keep_dirs``: leave trial directories behind
+    (debugging); ``fork_server``: fork reference-subject legs from a
+    pre-imported interpreter per thread (:class:`harness.subject.contract.ForkServer`;
+    default: when :func:`harness.subject.contract.fork_server_enabled`).  Use as a
+    context manager or call :meth:`close`.
+    """
+
+    def __init__(self, subject: Subject | None = None, server: ModelServer | None = None, *,
+                 tmp_root: str | None = None, keep_dirs: bool = False, fork_server: bool | None = None) -> None:
+        self.subject = subject or default_subject()
+        self._server = server
+        self._own_server = server is None
+        self._lock = threading.Lock()
+        self._refs: dict[Any, ReferenceRun] = {}
+        self._ref_locks: dict[Any, threading.Lock] = {}
+        self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
+        self.keep_dirs = keep_dirs
+        self.fork_server = fork_server_enabled(self.subject) if fork_server is None else fork_server
+        self._local = threading.local()
+        self._fork_servers: list[ForkServer] = []
+        enable_subreaper()
+
+    # -- lifecycle ------------------------------------------------------------
+
+    @property
+    def server(self) -> ModelServer:
+        """The model server (started on first use)."""
+        with self._lock:
+            if self._server is None:
+                self._server = ModelServer().start()
+            return self._server
+
+    def close(self) -> None:
+        """Stop the fork servers, and the model server if this runner started it; idempotent."""
+        with self._lock:
+            server, self._server = self._server, None
+            forks, self._fork_servers = self._fork_servers, []
+        for fork in forks:
+            fork.close()
+        if server is not None and self._own_server:
+            server.close()
+
+    def _fork(self) -> ForkServer | None:
+        """This thread's started fork server, or ``None`` when legs are fresh processes."""
+        if not self.fork_server:
+            return None
+        fork = getattr(self._local, "fork", None)
+        if fork is None or not fork.running:
+            fork = ForkServer(self.subject.argv[0]).start()
+            self._local.fork = fork
+            with self._lock:
+                self._fork_servers.append(fork)
+        return fork
+
+    def _spawn(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path) -> Any:
+        """Start one leg: forked from this thread's fork server, or a fresh process (new session)."""
+        fork = self._fork()
+        if fork is not None:
+            try:
+                return fork.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
+                                  stdout=str(out), stderr=str(err))
+            except (OSError, RuntimeError, ValueError):
+                # The fork server died (or its pipe broke): start a new one, once.
+                fork.close()
+                self._local.fork = None
+                fork = self._fork()
+                assert fork is not None
+            return fork.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
+                              stdout=str(out), stderr=str(err))
+        with open(out, "wb") as fo, open(err, "wb") as fe:
+            stdin_file = open(stdin, "rb") if stdin is not None else None
+            try:
+                return subprocess.Popen(argv, env=env, stdin=stdin_file or subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                        start_new_session=True, close_fds=True)
+            finally:
+                if stdin_file is not None:
+                    stdin_file.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- reference ------------------------------------------------------------
+
+    def reference(self, scenario: Scenario) -> ReferenceRun:
+        """Return the cached uninterrupted run of ``scenario``'s workload, running it the first time.
+
+        Raises :class:`SetupError` when it does not end (exit 0 and a
+        folded ``completed`` state; for a chat run, exit 3 and ``suspended``
+        at the end of its input; exit 1 and ``budget`` or ``max_iterations``
+        for a workload whose budgets end it early) within the scenario's
+        trial timeout.
+        """
+        key = (scenario.workload, run_id_for(scenario), self.subject.argv)
+        with self._lock:
+            ref = self._refs.get(key)
+            if ref is not None:
+                return ref
+            lock = self._ref_locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                ref = self._refs.get(key)
+            if ref is not None:
+                return ref
+            history = self._run(scenario, seed=0, schedule=NOOP, reference=None)
+            last = history.legs[-1] if history.legs else None
+            status = (history.final_state or {}).get("status")
+            chat_end = scenario.workload.chat_followups > 0 and status == "suspended"  # end of input
+            ended = last is not None and (
+                (last.exit_code == EXIT_COMPLETED and status == "completed")
+                or (last.exit_code == EXIT_SUSPENDED and chat_end)
+                or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS))  # a workload that ends on a cap
+            if not ended:
+                why = f"exit {last.exit_code}, signal {last.exit_signal}" if last else "no leg ran"
+                raise SetupError(
+                    f"the reference run of scenario {scenario.name!r} did not complete ({why}; folded status "
+                    f"{status!r}; error {history.final_error}); stderr: {last.stderr[-600:] if last else ''}",
+                    path=scenario.path)
+            leg = history.legs[0]
+            ref = ReferenceRun(
+                reference=Reference(state=history.final_state or {}, model_calls=len(history.model_calls),
+                                    effects=len(history.effects)),
+                history=history,
+                events=len(leg.trace),
+                duration_ms=(leg.t_end - leg.t_start) / 1e6,
+            )
+            with self._lock:
+                self._refs[key] = ref
+            return ref
+
+    # -- trials ---------------------------------------------------------------
+
+    def run_trial(self, scenario: Scenario, seed: int, schedule: list[dict[str, Any]], *,
+                  timeout_s: float | None = None, with_reference: bool = True) -> History:
+        """Run one trial of ``scenario`` under ``schedule`` and return its :class:`History`.
+
+        ``seed`` is recorded (the schedule was drawn from it; the run itself
+        is a function of the scenario and the schedule).  ``timeout_s``
+        overrides the scenario's ``trials.timeout_s``.  Raises ``ValueError``
+        for a malformed schedule and :class:`SetupError` when the reference
+        run fails; a misbehaving agent never raises, it is recorded.
+        """
+        schedule = validate_schedule(schedule)
+        ref = self.reference(scenario).reference if with_reference else None
+        return self._run(scenario, seed=seed, schedule=schedule, reference=ref, timeout_s=timeout_s)
+
+    def _run(self, scenario: Scenario, *, seed: int, schedule: list[dict[str, Any]], reference: Reference | None,
+             timeout_s: float | None = None) -> History:
+        workload = build_workload(scenario)
+        run_id = run_id_for(scenario)
+        budget = timeout_s if timeout_s is not None else scenario.trials.timeout_s
+        drift = tuple(scenario.workload.drift)
+        # With drift every resume is first a refused probe, so a faulted leg needs two legs.
+        max_legs = scenario.trials.max_legs or (2 * len(schedule) + 4 if drift else len(schedule) + 3)
+        history = History(scenario=scenario.name, seed=seed, schedule=[dict(f) for f in schedule], run_id=run_id,
+                          reference=reference)
+        history.options = {
+            "subject": list(self.subject.argv),
+            "workload": asdict(workload.spec),
+            "family": scenario.faults.family,
+            "chat": workload.chat,
+            "vary_on_repeat": workload.spec.vary_on_repeat,
+            "followups": len(workload.followups),
+            "script_turns": workload.script.model_turns,
+            "tool_calls": workload.tool_calls,
+            "model": workload.model,
+            "max_legs": max_legs,
+            "timeout_s": budget,
+            "scenario_path": scenario.path,
+            "drift": list(drift),
+        }
+        tmp = tempfile.mkdtemp(prefix="fiskj-trial-", dir=self.tmp_root)
+        session = self.server.open_session(workload.script)
+        try:
+            self._legs(history, workload, Path(tmp), session.token, run_id, schedule, max_legs, budget, drift)
+        finally:
+            history.model_calls = self.server.close_session(session.token)
+            if self.keep_dirs:
+                history.notes.append(f"trial directory kept: {tmp}")
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return history
+
+    def _legs(self, history: History, workload: Workload, tmp: Path, token: str, run_id: str,
+              schedule: list[dict[str, Any]], max_legs: int, budget: float, drift: tuple[str, ...] = ()) -> None:
+        """Run the legs of one trial into ``history``.
+
+        With ``drift`` (``[workload] drift``), every resume is first a
+        *probe*: the resume command with the drifted configuration and no
+        ``--force``, which must be refused (exit 2; I9 judges it, its fault
+        detail says ``expect: refused``).  The leg after a refused probe
+        resumes with the drifted configuration and ``--force``.  Probes take
+        no fault: the schedule's entries go to the other legs, in order.
+        """
+        deadline = time.monotonic() + budget
+        state_home = tmp / "state"
+        state_home.mkdir()
+        ledger = tmp / "ledger.jsonl"
+        tools = write_tools_file(tmp / "tools.json")
+        journal = journal_path(state_home, run_id)
+        cfg = RunConfig(run_id=run_id, model=workload.model, base_url=self.server.base_url, tools_file=tools,
+                        max_tokens=workload.max_tokens, max_iterations=workload.max_iterations,
+                        prompt=workload.prompt, chat=workload.chat)
+        drifted = drifted_config(cfg, drift, write_tools_file(tmp / "tools-drifted.json", drifted=True)
+                                 if "tools" in drift else tools) if drift else cfg
+        done = False
+        faulted = 0  # schedule entries handed out (probes take none)
+        probe_next = True
+        for index in range(max_legs):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                history.notes.append(f"trial budget of {budget} s spent before leg {index}")
+                break
+            before = journal.read_bytes() if journal.exists() else None
+            # Nothing acknowledged yet (no journal, or no complete line: a create that died before
+            # its meta record was fsynced): the run was never created, so it is started again.
+            kind = "resume" if before is not None and b"\n" in before else "start"
+            probe = bool(drift) and kind == "resume" and probe_next
+            if probe:
+                spec = {"kind": "none"}
+                argv = self.subject.resume_argv(drifted)
+            else:
+                spec = fault_for_leg(schedule, faulted)
+                faulted += 1
+                if kind == "resume":
+                    argv = self.subject.resume_argv(drifted, force=True) if drift else self.subject.resume_argv(cfg)
+                else:
+                    argv = self.subject.start_argv(cfg)
+            trace = tmp / f"trace-{index}.jsonl"
+            out, err = tmp / f"leg-{index}.out", tmp / f"leg-{index}.err"
+            env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
+                                   state_home=str(state_home), ledger=str(ledger), leg=index, trace=str(trace),
+                                   fault=seam_fault(spec))
+            stdin_data = workload.stdin_for(_count_user_records(before)) if workload.chat else None
+            leg = Leg(index=index, kind=kind, argv=argv)
+            stdin_path = None
+            if stdin_data is not None:
+                stdin_path = tmp / f"leg-{index}.in"
+                stdin_path.write_bytes(stdin_data)
+            try:
+                self._fork()  # started before the leg's clock starts
+                t0 = time.monotonic()
+                leg.t_start = time.monotonic_ns()
+                proc = self._spawn(argv, env, stdin_path, out, err)
+            except (OSError, RuntimeError) as exc:
+                raise SetupError(f"cannot start the subject {argv[0]!r}: {exc}") from None
+            leg.pid = proc.pid
+            outcome = drive(proc, spec, t0=t0, timeout=remaining)
+            leg.t_end = outcome.t_end
+            leg.exit_code = outcome.returncode
+            leg.exit_signal = outcome.exit_signal
+            leg.timed_out = outcome.timed_out
+            leg.fault = history_fault(spec, injected=outcome.injected)
+            if probe:
+                leg.fault.detail.update({"drift": list(drift), "expect": "refused"})
+            elif drift and kind == "resume":
+                leg.fault.detail.update({"drift": list(drift), "forced": True})
+            leg.journal = journal.read_bytes() if journal.exists() else None
+            leg.trace = read_trace(trace)
+            leg.stdout = _tail(out)
+            leg.stderr = _tail(err)
+            history.legs.append(leg)
+            if outcome.timed_out:
+                history.notes.append(f"leg {index} hung: killed after the trial budget of {budget} s")
+                break
+            if spec["kind"] != "none" and not outcome.injected:
+                history.notes.append(f"leg {index}: fault {spec} not injected (the leg ended first)")
+            if probe:
+                if leg.exit_code == EXIT_USAGE:
+                    probe_next = False  # refused, as it must be: the next leg forces the resume
+                    continue
+                history.notes.append(f"leg {index}: a resume with drifted {', '.join(drift)} was not refused "
+                                     f"(exit {leg.exit_code} / signal {leg.exit_signal})")
+            elif drift and kind == "resume":
+                probe_next = True
+            if leg.exit_code == EXIT_COMPLETED:
+                done = True
+                break
+            if leg.exit_code == EXIT_SUSPENDED and workload.chat and not (spec["kind"] == "suspend" and outcome.injected):
+                done = True  # a chat run suspends at the end of its input: that is its normal end
+                break
+            if not outcome.injected and leg.exit_code != EXIT_SUSPENDED:
+                history.notes.append(f"leg {index} ended with exit {leg.exit_code} / signal {leg.exit_signal} "
+                                     f"and no fault injected: the run stops here")
+                break
+        else:
+            history.notes.append(f"leg budget of {max_legs} spent before the run completed")
+        if len(history.legs) < len(schedule) and done:
+            history.notes.append(f"schedule entries {len(history.legs)}..{len(schedule) - 1} unused: "
+                                 "the run completed first")
+        history.effects, ledger_notes = read_ledger(ledger)
+        history.notes.extend(ledger_notes)
+        history.final_state, history.final_error = fold_journal(journal)

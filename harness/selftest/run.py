@@ -1,0 +1,200 @@
+"""The mutant self-test: every deliberately broken variant of fiskj must be caught (``fiskj-harness mutants``).
+
+For each mutant (:mod:`harness.selftest.mutants`, :mod:`harness.selftest.race_mutants`), the
+campaign its :class:`~harness.selftest.targets.Target` names runs with the
+mutant's subject: ``python -m harness.selftest.subject`` with
+``FISKJ_MUTANT=name`` in the agent's environment (for the race family the
+race agents get it), so the patch exists in the child processes only and
+the checkers judge histories without knowing which mutant ran.  A mutant
+is *caught* when a trial has an ``invalid`` checked invariant (an
+``unknown`` is not a catch).
+
+A mutant not caught by its first campaign is tried again with the next
+campaign seeds while its share of ``budget_s`` lasts.  Per mutant the
+self-test reports: caught (yes/no), by which invariants, the time to the
+first detection (seconds from the start of its campaign until the first
+violating trial was judged; for families whose trials run inside one
+executor, the sum of the trial times up to it), the length of the shrunk
+schedule (faults in the smallest failing schedule, the shrink result when
+there is one), trials run and the reproducer of the first violation.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from harness.selftest.targets import TARGETS, Target
+
+__all__ = ["MutantResult", "all_mutants", "mutant_subject", "run_mutant", "run_selftest", "render_table",
+           "results_json", "SEED_STEP"]
+
+#: Seed offset between the rounds of one mutant's campaign.
+SEED_STEP = 1000
+
+
+@dataclass
+class MutantResult:
+    """The self-test's finding for one mutant (see the module docstring)."""
+
+    mutant: str
+    defect: str
+    family: str
+    scenario: str
+    caught: bool
+    invariants: list[str] = field(default_factory=list)
+    first_detection_s: float | None = None
+    shrunk_length: int | None = None
+    trials: int = 0
+    rounds: int = 0
+    elapsed_s: float = 0.0
+    reproduce: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def all_mutants() -> dict[str, tuple[str, str]]:
+    """Every mutant name -> (defect, family), from both mutant packages, in table order."""
+    from harness.selftest import mutants as subject_mutants
+    from harness.selftest.race_mutants import MUTANTS as RACE
+
+    out = {m.name: (m.defect, m.family) for m in subject_mutants.mutants()}
+    out.update({name: (m.defect, m.family) for name, m in RACE.items()})
+    return out
+
+
+def mutant_subject(name: str) -> Any:
+    """The subject that runs fiskj with mutant ``name`` applied in the child (``FISKJ_MUTANT=name``)."""
+    from harness.subject.contract import Subject
+
+    return Subject(argv=(sys.executable, "-m", "harness.selftest.subject"), extra_env=(("FISKJ_MUTANT", name),))
+
+
+def _faults(schedule: list[dict[str, Any]]) -> int:
+    return sum(1 for f in schedule if isinstance(f, dict) and f.get("kind", "none") != "none")
+
+
+def run_mutant(name: str, *, budget_s: float = 120.0, jobs: int | None = None, target: Target | None = None,
+               scenario_dir: str | None = None) -> MutantResult:
+    """Run the self-test of mutant ``name``; never raises for a campaign that fails to set up (see ``errors``).
+
+    ``budget_s``: the time after which no further round starts (the first
+    always runs).  ``jobs``: parallel trials per campaign.  ``target``:
+    overrides :data:`TARGETS`.  ``scenario_dir``: where the target's
+    scenario lives (default the bundled ``scenarios/``).
+    """
+    from pathlib import Path
+
+    from harness.campaign.campaign import Campaign
+    from harness.scenario.parse import bundled_scenario_dir, load_scenario
+
+    known = all_mutants()
+    if name not in known:
+        raise KeyError(f"unknown mutant {name!r}; known: {', '.join(known)}")
+    target = target or TARGETS.get(name)
+    defect, family = known[name]
+    if target is None:
+        return MutantResult(name, defect, family, "-", False, errors=[f"no target in harness.selftest.targets for {name}"])
+    out = MutantResult(name, defect, family, target.scenario, False)
+    started = time.monotonic()
+    try:
+        path = Path(scenario_dir or bundled_scenario_dir()) / f"{target.scenario}.toml"
+        scenario = load_scenario(path)
+    except Exception as exc:  # a missing scenario is an error of the self-test, never a pass
+        out.errors.append(f"{type(exc).__name__}: {exc}")
+        return out
+    base_seed = target.seed if target.seed is not None else scenario.trials.seed
+    subject = mutant_subject(name)
+    from harness.runner.trial import Runner
+
+    with Runner(subject=subject) as runner:
+        while True:
+            seed = base_seed + out.rounds * SEED_STEP
+            first: list[float] = []
+            t0 = time.monotonic()
+
+            def progress(done: int, total: int, failing: int, _first: list[float] = first, _t0: float = t0) -> None:
+                if failing and not _first:
+                    _first.append(time.monotonic() - _t0)
+
+            result = Campaign([scenario], trials=target.trials, seed=seed, jobs=jobs, runner=runner,
+                              progress=progress, shrink_budget=target.shrink).run()
+            out.rounds += 1
+            out.trials += len(result.trials)
+            out.errors += [e for e in result.errors if e not in out.errors]
+            violating = result.violations
+            if violating:
+                out.caught = True
+                out.invariants = sorted({inv for t in violating for inv in t.failed},
+                                        key=lambda i: (not i.startswith("I"), i))
+                ordered = sorted(result.trials, key=lambda t: t.index)
+                cumulative, until_first = 0.0, None
+                for t in ordered:
+                    cumulative += t.elapsed_s
+                    if t.failed:
+                        until_first = cumulative
+                        break
+                # The progress callback sees a family executor's trials only when it returns: take the
+                # earlier of the two measures.
+                detection = min([x for x in (first[0] if first else None, until_first) if x is not None],
+                                default=None)
+                out.first_detection_s = round((t0 - started) + (detection or 0.0), 3)  # earlier rounds included
+                shrunk = [t for t in violating if t.origin == "shrink"]
+                best = min(shrunk or violating, key=lambda t: (_faults(t.schedule), t.index))
+                out.shrunk_length = _faults(best.schedule)
+                first_bad = min(violating, key=lambda t: t.index)
+                out.reproduce = first_bad.reproduce
+                if f"FISKJ_MUTANT={name}" not in out.reproduce:  # a family whose reproducer leaves the env out
+                    out.reproduce = f"FISKJ_MUTANT={name} {out.reproduce}"
+                break
+            if result.errors or time.monotonic() - started >= budget_s:
+                break
+    out.elapsed_s = round(time.monotonic() - started, 3)
+    return out
+
+
+def run_selftest(names: list[str] | None = None, *, budget_s: float = 600.0, jobs: int | None = None,
+                 on_result: Callable[[MutantResult], None] | None = None) -> list[MutantResult]:
+    """Run :func:`run_mutant` for ``names`` (default: every mutant), sharing ``budget_s`` between them.
+
+    Each mutant gets an equal share of what is left when its turn comes.
+    ``on_result`` is called after each mutant (for progress output).
+    """
+    names = list(names) if names else list(all_mutants())
+    started = time.monotonic()
+    results = []
+    for k, name in enumerate(names):
+        left = max(budget_s - (time.monotonic() - started), 0.0)
+        result = run_mutant(name, budget_s=left / (len(names) - k), jobs=jobs)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def render_table(results: list[MutantResult]) -> str:
+    """The self-test table: mutant, caught, by which invariants, first detection, shrunk length, trials."""
+    head = f"{'mutant':<30}{'caught':<8}{'by':<14}{'first detection':>16}{'shrunk':>8}{'trials':>8}  scenario"
+    lines = [head, "-" * len(head)]
+    for r in results:
+        first = f"{r.first_detection_s:.2f} s" if r.first_detection_s is not None else "-"
+        shrunk = str(r.shrunk_length) if r.shrunk_length is not None else "-"
+        lines.append(f"{r.mutant:<30}{'yes' if r.caught else 'NO':<8}{','.join(r.invariants) or '-':<14}"
+                     f"{first:>16}{shrunk:>8}{r.trials:>8}  {r.scenario}")
+        for err in r.errors[:3]:
+            lines.append(f"    error: {err[:200]}")
+    caught = sum(1 for r in results if r.caught)
+    lines += ["", f"{caught} of {len(results)} mutants caught"
+              + ("" if caught == len(results) else f"; NOT caught: {', '.join(r.mutant for r in results if not r.caught)}")]
+    return "\n".join(lines) + "\n"
+
+
+def results_json(results: list[MutantResult]) -> str:
+    """The results as a JSON document: ``{"mutants": [...], "caught": n, "total": n}``."""
+    return json.dumps({"mutants": [r.to_json() for r in results], "caught": sum(r.caught for r in results),
+                       "total": len(results)}, indent=1)

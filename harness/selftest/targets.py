@@ -1,0 +1,62 @@
+"""Which campaign must catch which mutant: the data of the mutant self-test (``fiskj-harness mutants``).
+
+One :class:`Target` per mutant of :mod:`harness.selftest.mutants` and
+:mod:`harness.selftest.race_mutants`: the bundled scenario whose fault family
+targets the mutant's bug class, how many trials (and with which campaign
+seed) the self-test runs at first, and the invariants expected to catch it
+(documentation: the self-test reports what did catch it).  The scenarios
+are the bundled ones, so the self-test proves that the suite CI runs
+catches every bug class it claims to.  A new mutant gets a row here; a
+test keeps this table and the two mutant packages in step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Target", "TARGETS"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """``mutant`` is caught by a campaign of bundled ``scenario`` (a name under ``scenarios/``, e.g.
+    ``kill-random`` or ``regressions/NAME``; ``trials`` trials, campaign ``seed``: ``None`` is the
+    scenario's own) through one of ``expect``; ``shrink`` bounds the trials a shrink may run."""
+
+    mutant: str
+    scenario: str
+    trials: int
+    expect: tuple[str, ...]
+    seed: int | None = None
+    shrink: int = 10
+
+
+TARGETS: dict[str, Target] = {t.mutant: t for t in (
+    # durability of appends and directories: crash states of the power-loss family (I4)
+    Target("no-fsync", "power-loss-basic", 16, ("I4",)),
+    Target("fsync-before-write", "power-loss-basic", 16, ("I4",)),
+    Target("no-dir-fsync", "power-loss-basic", 16, ("I4",)),
+    Target("store-dir-not-durable", "power-loss-basic", 16, ("I4",)),
+    # torn tails and the reader: the tail family (reader answers as I5, repairs as I4)
+    Target("torn-tail-not-cut", "tails-basic", 4, ("I4", "I5")),
+    Target("reader-tolerates-corruption", "tails-basic", 4, ("I5",)),
+    Target("reader-drops-final-record", "tails-basic", 4, ("I4", "I5")),
+    # the agent loop: kills, suspends, budgets and drift
+    Target("result-before-tool", "kill-every-event", 40, ("I6",)),
+    Target("assistant-after-tools", "chain-crash-in-pending-batch", 30, ("I2",)),
+    Target("suspend-mid-batch", "suspend-clean", 16, ("I1",)),
+    Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
+    Target("counters-in-memory", "budget-end-kill", 12, ("I6",)),
+    Target("fingerprint-ignores-model", "drift-refused", 6, ("I9",)),
+    # the bug the suite found, caught by its regression scenario (scenarios/regressions/)
+    Target("create-not-reclaimed", "regressions/regression-kill-every-event-i6-2f917387", 1, ("I6",), shrink=0),
+    # the run lock and the store under concurrency: the race family (its own verdict and I2, I4, I8, I9)
+    Target("fold-before-lock", "race-two-resumers", 9, ("race", "I2")),
+    Target("create-no-excl", "race-two-creates", 9, ("race", "I4")),
+    Target("release-before-last-append", "race-two-writers", 12, ("race", "I8")),
+    Target("lockf", "race-lock-survives-other-fds", 3, ("race",)),
+    Target("no-cloexec", "race-lock-survives-other-fds", 3, ("race",)),
+    Target("stale-lock-file", "race-holder-killed", 6, ("race",)),
+    Target("blocking-lock", "race-two-writers", 12, ("race",)),
+    Target("torn-tail-is-corrupt", "race-readers-during-appends", 6, ("race", "I5")),
+)}
