@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from harness.history.model import History
-from harness.runner.nemesis import FAULT_KINDS, validate_schedule
+from harness.families.signals.faults import FAULT_KINDS, validate_schedule
 from harness.runner.trial import ReferenceRun, Runner, SetupError
 from harness.scenario.parse import Scenario
 from harness.families.signals.schedules import (draw_schedules, exhaustive_schedules, hypothesis_settings, plan_schedules,

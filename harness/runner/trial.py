@@ -41,17 +41,18 @@ from typing import Any
 
 from fiskj.errors import FiskjError
 
-from harness.history.model import Effect, History, Leg, Reference
-from harness.runner.nemesis import NOOP, drive, enable_subreaper, fault_for_leg, history_fault, seam_fault, validate_schedule
+from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
+from harness.history.model import History, Reference
+from harness.history.readers import fold_journal, read_ledger
+from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
+from harness.runner.process import enable_subreaper
 from harness.scenario.parse import Scenario
 from harness.workload.server import ModelServer, api_key
-from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, ForkServer, RunConfig, Subject,
+from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
                       default_subject, fork_server_enabled, journal_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
-__all__ = ["SetupError", "ReferenceRun", "Runner", "run_id_for", "read_trace", "read_ledger", "fold_journal"]
-
-_KEEP_OUTPUT = 4000  # characters of a leg's stdout/stderr kept as evidence
+__all__ = ["SetupError", "ReferenceRun", "Runner", "run_id_for", "drifted_config", "BUDGET_ENDS"]
 
 #: Terminal reasons that end a run on a budget: a reference run may end so (exit 1).
 BUDGET_ENDS = ("budget", "max_iterations")
@@ -77,7 +78,6 @@ def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str) -> R
     if "tools" in drift:
         changes["tools_file"] = tools_file
     return replace(cfg, **changes)
-_USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 
 
 class SetupError(FiskjError, RuntimeError):
@@ -88,82 +88,6 @@ def run_id_for(scenario: Scenario) -> str:
     """The run id used for every trial of ``scenario`` (its name, made a valid run id, at most 64 chars)."""
     rid = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:64]
     return rid if rid[:1].isalnum() else "r" + rid[:63]
-
-
-def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Parse an IO-seam trace (JSON lines, docs/ioseam.md); a torn or bad line ends it.  Missing file: ``[]``."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return []
-    events = []
-    for line in data.split(b"\n"):
-        if not line:
-            continue
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            break
-    return events
-
-
-def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
-    """Parse the effects ledger into :class:`Effect` objects, in file order.
-
-    Returns ``(effects, notes)``; a line that does not parse (none should:
-    each is one fsynced ``O_APPEND`` write) is skipped and named in notes.
-    """
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return [], []
-    effects, notes = [], []
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if not line:
-            continue
-        try:
-            raw = json.loads(line)
-            effects.append(Effect(tool_use_id=str(raw["tool_use_id"]), attempt=int(raw["attempt"]),
-                                  pid=int(raw["pid"]), t=int(raw["t"]), leg=int(raw.get("leg", -1)),
-                                  tool=str(raw.get("tool", ""))))
-        except (ValueError, KeyError, TypeError) as exc:
-            notes.append(f"ledger line {number} unparsable ({exc}): {line[:80]!r}")
-    return effects, notes
-
-
-def fold_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Fold the journal at ``path`` with fiskj; returns ``(state_json, None)`` or ``(None, error_json)``.
-
-    ``error_json`` is ``{"kind", "message", ...}`` (``FiskjError.to_json()``
-    for fiskj errors; kind ``RunNotFound`` when the file does not exist).
-    Never raises for a bad journal.
-    """
-    from fiskj.reader import read_state
-
-    p = Path(path)
-    if not p.exists():
-        return None, {"kind": "RunNotFound", "message": f"no journal at {p}", "path": str(p)}
-    try:
-        return read_state(p).to_json(), None
-    except FiskjError as exc:
-        return None, exc.to_json()
-    except Exception as exc:  # a fold that crashes is evidence, never a pass
-        return None, {"kind": type(exc).__name__, "message": str(exc), "path": str(p), "crash": True}
-
-
-def _count_user_records(journal: bytes | None) -> int:
-    if not journal:
-        return 0
-    return sum(1 for line in journal.split(b"\n") if _USER_PROTOCOL in line and line.endswith(b"}"))
-
-
-def _tail(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    return text if len(text) <= _KEEP_OUTPUT else "..." + text[-_KEEP_OUTPUT:]
 
 
 def _default_tmp_root() -> str | None:
@@ -215,8 +139,7 @@ class Runner:
         self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
         self.keep_dirs = keep_dirs
         self.fork_server = fork_server_enabled(self.subject) if fork_server is None else fork_server
-        self._local = threading.local()
-        self._fork_servers: list[ForkServer] = []
+        self.legs = LegStarter(self.subject, self.fork_server)
         enable_subreaper()
 
     # -- lifecycle ------------------------------------------------------------
@@ -233,47 +156,9 @@ class Runner:
         """Stop the fork servers, and the model server if this runner started it; idempotent."""
         with self._lock:
             server, self._server = self._server, None
-            forks, self._fork_servers = self._fork_servers, []
-        for fork in forks:
-            fork.close()
+        self.legs.close()
         if server is not None and self._own_server:
             server.close()
-
-    def _fork(self) -> ForkServer | None:
-        """This thread's started fork server, or ``None`` when legs are fresh processes."""
-        if not self.fork_server:
-            return None
-        fork = getattr(self._local, "fork", None)
-        if fork is None or not fork.running:
-            fork = ForkServer(self.subject.argv[0]).start()
-            self._local.fork = fork
-            with self._lock:
-                self._fork_servers.append(fork)
-        return fork
-
-    def _spawn(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path) -> Any:
-        """Start one leg: forked from this thread's fork server, or a fresh process (new session)."""
-        fork = self._fork()
-        if fork is not None:
-            try:
-                return fork.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
-                                  stdout=str(out), stderr=str(err))
-            except (OSError, RuntimeError, ValueError):
-                # The fork server died (or its pipe broke): start a new one, once.
-                fork.close()
-                self._local.fork = None
-                fork = self._fork()
-                assert fork is not None
-            return fork.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
-                              stdout=str(out), stderr=str(err))
-        with open(out, "wb") as fo, open(err, "wb") as fe:
-            stdin_file = open(stdin, "rb") if stdin is not None else None
-            try:
-                return subprocess.Popen(argv, env=env, stdin=stdin_file or subprocess.DEVNULL, stdout=fo, stderr=fe,
-                                        start_new_session=True, close_fds=True)
-            finally:
-                if stdin_file is not None:
-                    stdin_file.close()
 
     def __enter__(self) -> "Runner":
         return self
@@ -413,9 +298,7 @@ class Runner:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 break
             before = journal.read_bytes() if journal.exists() else None
-            # Nothing acknowledged yet (no journal, or no complete line: a create that died before
-            # its meta record was fsynced): the run was never created, so it is started again.
-            kind = "resume" if before is not None and b"\n" in before else "start"
+            kind = start_or_resume(before)
             probe = bool(drift) and kind == "resume" and probe_next
             if probe:
                 spec = {"kind": "none"}
@@ -428,38 +311,21 @@ class Runner:
                 else:
                     argv = self.subject.start_argv(cfg)
             trace = tmp / f"trace-{index}.jsonl"
-            out, err = tmp / f"leg-{index}.out", tmp / f"leg-{index}.err"
             env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
                                    state_home=str(state_home), ledger=str(ledger), leg=index, trace=str(trace),
                                    fault=seam_fault(spec))
-            stdin_data = workload.stdin_for(_count_user_records(before)) if workload.chat else None
-            leg = Leg(index=index, kind=kind, argv=argv)
-            stdin_path = None
-            if stdin_data is not None:
-                stdin_path = tmp / f"leg-{index}.in"
-                stdin_path.write_bytes(stdin_data)
+            detail: dict[str, Any] = {}
+            if probe:
+                detail = {"drift": list(drift), "expect": "refused"}
+            elif drift and kind == "resume":
+                detail = {"drift": list(drift), "forced": True}
+            plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault=spec, workdir=tmp, journal=journal,
+                           trace=trace, stdin=workload.stdin_for(count_user_records(before)) if workload.chat else None,
+                           timeout_s=remaining, detail=detail)
             try:
-                self._fork()  # started before the leg's clock starts
-                t0 = time.monotonic()
-                leg.t_start = time.monotonic_ns()
-                proc = self._spawn(argv, env, stdin_path, out, err)
+                leg, outcome = run_leg(plan, self.legs)
             except (OSError, RuntimeError) as exc:
                 raise SetupError(f"cannot start the subject {argv[0]!r}: {exc}") from None
-            leg.pid = proc.pid
-            outcome = drive(proc, spec, t0=t0, timeout=remaining)
-            leg.t_end = outcome.t_end
-            leg.exit_code = outcome.returncode
-            leg.exit_signal = outcome.exit_signal
-            leg.timed_out = outcome.timed_out
-            leg.fault = history_fault(spec, injected=outcome.injected)
-            if probe:
-                leg.fault.detail.update({"drift": list(drift), "expect": "refused"})
-            elif drift and kind == "resume":
-                leg.fault.detail.update({"drift": list(drift), "forced": True})
-            leg.journal = journal.read_bytes() if journal.exists() else None
-            leg.trace = read_trace(trace)
-            leg.stdout = _tail(out)
-            leg.stderr = _tail(err)
             history.legs.append(leg)
             if outcome.timed_out:
                 history.notes.append(f"leg {index} hung: killed after the trial budget of {budget} s")

@@ -520,7 +520,7 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
             raise fail("faults", sub, f"{sub} is only used with family = {family!r}, not {faults.family!r}")
     if faults.schedule is not None:
         if faults.family in ("none", "kill", "suspend", "chain"):
-            from harness.runner.nemesis import validate_schedule  # the kinds the agent-leg families run
+            from harness.families.signals.faults import validate_schedule  # the kinds the agent-leg families run
 
             try:
                 faults = replace(faults, schedule=tuple(validate_schedule(list(faults.schedule))))

@@ -44,8 +44,10 @@ from fiskj.records import AssistantRecord, ToolResultRecord
 from harness.checkers import INVALID, VALID, Verdict, check_all
 from harness.families.power_loss.crashstates import CrashState, crash_points, lost_acknowledged
 from harness.history.model import Effect, Fault, History, Leg, ModelCall
-from harness.runner.nemesis import drive
-from harness.runner.trial import ReferenceRun, Runner, fold_journal, read_ledger, read_trace, run_id_for
+from harness.history.readers import fold_journal, read_ledger, write_ledger
+from harness.runner.leg import LegPlan, count_user_records, start_or_resume
+from harness.runner.leg import run_leg as run_leg_process
+from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.parse import Scenario, family_params
 from harness.workload.server import api_key
 from harness.subject.contract import RunConfig, Subject, journal_path
@@ -189,64 +191,35 @@ class Recovery:
     timeout_s: float
 
 
-def _has_record(journal: bytes | None) -> bool:
-    """True when the journal's first line is a complete record (so there is a run to resume)."""
-    first = (journal or b"").split(b"\n", 1)
-    if len(first) < 2:
-        return False
-    try:
-        decode_record(first[0])
-    except Exception:  # noqa: BLE001 - not a record: nothing to resume
-        return False
-    return True
-
-
 def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()) -> tuple[Leg, list[ModelCall]]:
     """Run one recovery leg in ``tmp`` (whose ``state`` dir holds the store): resume, or start if no journal.
 
     The ledger (``tmp/ledger.jsonl``) is first filled with ``effects``.
-    Returns the leg (journal and trace after it) and the model calls it made.
+    Returns the leg (journal and trace after it) and the model calls it
+    made.  The leg starts through the one leg runner
+    (:func:`harness.runner.leg.run_leg`).
     """
     runner, subject = ctx.runner, ctx.runner.subject
     state_home, ledger = tmp / "state", tmp / "ledger.jsonl"
-    with open(ledger, "w", encoding="utf-8") as f:
-        for e in effects:
-            f.write(json.dumps({"tool_use_id": e.tool_use_id, "attempt": e.attempt, "pid": e.pid, "t": e.t,
-                                "leg": e.leg, "tool": e.tool}) + "\n")
+    write_ledger(ledger, list(effects))
     journal = journal_path(state_home, ctx.run_id)
     wl = ctx.workload
     cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
                     max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat)
     before = journal.read_bytes() if journal.exists() else None
-    resume = _has_record(before)  # no complete record: the create never returned, so start it again
-    argv = subject.resume_argv(cfg) if resume else subject.start_argv(cfg)
+    kind = start_or_resume(before)
+    argv = subject.resume_argv(cfg) if kind == "resume" else subject.start_argv(cfg)
     session = runner.server.open_session(wl.script)
     trace = tmp / f"trace-{index}.jsonl"
     env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
                       state_home=str(state_home), ledger=str(ledger), leg=index, trace=str(trace))
-    leg = Leg(index=index, kind="resume" if resume else "start", argv=argv)
-    stdin = wl.stdin_for(sum(1 for ln in (before or b"").split(b"\n") if b'session.user"' in ln)) if wl.chat else None
-    stdin_path = None
-    if stdin:
-        stdin_path = tmp / "in"
-        stdin_path.write_bytes(stdin)
+    plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault={"kind": "none"}, workdir=tmp, journal=journal,
+                   trace=trace, stdin=wl.stdin_for(count_user_records(before)) if wl.chat else None,
+                   timeout_s=ctx.timeout_s)
     try:
-        # The runner's leg start: forked from this thread's fork server when the subject allows it
-        # (started before the leg's clock), else a fresh process in a new session.
-        runner._fork()
-        t0 = time.monotonic()
-        leg.t_start = time.monotonic_ns()
-        proc = runner._spawn(argv, env, stdin_path, tmp / "out", tmp / "err")
-        leg.pid = proc.pid
-        outcome = drive(proc, {"kind": "none"}, t0=t0, timeout=ctx.timeout_s)
+        leg, _ = run_leg_process(plan, runner.legs)
     finally:
         calls = runner.server.close_session(session.token)
-    leg.t_end, leg.exit_code, leg.exit_signal = outcome.t_end, outcome.returncode, outcome.exit_signal
-    leg.timed_out = outcome.timed_out
-    leg.journal = journal.read_bytes() if journal.exists() else None
-    leg.trace = read_trace(trace)
-    leg.stdout = (tmp / "out").read_text("utf-8", "replace")[-4000:]
-    leg.stderr = (tmp / "err").read_text("utf-8", "replace")[-4000:]
     return leg, calls
 
 

@@ -24,16 +24,10 @@ from time import monotonic_ns as mono
 from typing import Any, Callable
 
 from harness.families.race.catalog import AT_ONCE_MS, AT_ONCE_TIMEOUT_S
+from harness.runner.leg import LegStarter
+from harness.runner.process import sigkill
 
 __all__ = ["AgentTimeout", "AgentProc", "RaceDriver", "sigkill"]
-
-
-def sigkill(pid: int) -> None:
-    """Send SIGKILL to ``pid``; a process already gone is no error."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 class AgentTimeout(Exception):
@@ -46,9 +40,7 @@ class AgentProc:
     def __init__(self, env: dict[str, str], log_dir: str) -> None:
         self.argv = [sys.executable, "-m", "harness.families.race.agent"]
         self.stderr_path = os.path.join(log_dir, f"agent-{os.getpid()}-{id(self)}.err")
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                         env=env, close_fds=True, bufsize=0)
+        self.proc = LegStarter.start_piped(self.argv, env, self.stderr_path)  # the one leg runner starts it
         self.pid = self.proc.pid
         self.fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         self.buf = b""

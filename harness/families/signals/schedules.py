@@ -1,6 +1,6 @@
 """Fault schedules: how a campaign draws the faults of its trials.
 
-A schedule is a list of faults, one per leg (:mod:`harness.runner.nemesis`
+A schedule is a list of faults, one per leg (:mod:`harness.families.signals.faults`
 validates them).  Timed faults and event kills are drawn with
 :mod:`hypothesis` (so a failing schedule shrinks to a minimal one); event
 kills of the first leg are also enumerated exhaustively.  Everything here is

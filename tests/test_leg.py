@@ -1,4 +1,5 @@
-"""harness.runner.nemesis: fault schedules as data, and process-tree kills that leave nothing behind."""
+"""The signals family's faults as data (harness.families.signals.faults), and process-tree kills that leave nothing behind
+(harness.runner.process, harness.runner.leg.drive)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import time
 import psutil
 import pytest
 
-from harness.runner.nemesis import (NOOP, drive, enable_subreaper, fault_for_leg, history_fault, kill_tree, seam_fault,
-                             validate_fault, validate_schedule)
+from harness.families.signals.faults import (NOOP, fault_for_leg, history_fault, seam_fault, validate_fault,
+                                             validate_schedule)
+from harness.runner.leg import drive
+from harness.runner.process import enable_subreaper, kill_tree
 
 # A process tree: the agent starts a child, which starts a grandchild; each prints its pid and sleeps.
 TREE = r"""

@@ -1,0 +1,43 @@
+"""The harness's errors: one small hierarchy.
+
+:class:`HarnessError` is the base (a :class:`fiskj.errors.FiskjError`, so
+it carries ``path``/``line`` and survives pickling); :class:`ScenarioError`
+is a scenario file that cannot be used (also a ``ValueError``);
+:class:`SetupError` is a trial that cannot run (the subject does not start,
+its uninterrupted run fails; also a ``RuntimeError``).  A misbehaving agent
+is never an error: it is recorded in the history and judged.
+"""
+
+from __future__ import annotations
+
+from fiskj.errors import FiskjError
+
+__all__ = ["HarnessError", "ScenarioError", "SetupError"]
+
+
+class HarnessError(FiskjError):
+    """Base of the harness's errors."""
+
+
+class ScenarioError(HarnessError, ValueError):
+    """A scenario file cannot be used.
+
+    Attributes: ``path`` (str, the file), ``line`` (int 1-based or ``None``
+    when unknown), ``key`` (dotted key such as ``"workload.turns"`` or
+    ``None``).  ``str(error)`` reads ``FILE:LINE: key 'K': message``.
+    Survives pickling (inherited from :class:`fiskj.errors.FiskjError`).
+    """
+
+    key: str | None = None
+
+    def __str__(self) -> str:
+        where = str(self.path) if self.path is not None else "<scenario>"
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.key is not None:
+            return f"{where}: key {self.key!r}: {self.message}"
+        return f"{where}: {self.message}"
+
+
+class SetupError(HarnessError, RuntimeError):
+    """The harness cannot run a trial (the subject does not start, the reference run fails, ...)."""

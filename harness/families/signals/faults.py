@@ -1,0 +1,123 @@
+"""The signals family's faults as data: one fault per leg (pure: no IO).
+
+A *schedule* is a list with one fault per leg (leg 0 is the start, later
+legs are resumes); legs past its end get no fault.  A fault is a dict:
+
+=========================================================  =====================================
+``{"kind": "none"}``                                        no fault (the no-op nemesis: ``[]``)
+``{"kind": "kill", "after_ms": 37.2}``                      SIGKILL the process tree 37.2 ms
+                                                            after the leg started
+``{"kind": "kill", "event": 12}``                           SIGKILL at the 12th IO-seam call,
+                                                            after it completed (``FISKJ_IOSEAM_FAULT=
+                                                            kill-after@12``); add ``"when":
+                                                            "before"`` for ``kill-before``, and
+                                                            ``"op": "fsync"`` to count one op only
+``{"kind": "suspend", "signal": "SIGINT", "after_ms": 5}``  send SIGINT (or SIGTERM) to the agent
+                                                            process (not its tools) after 5 ms
+=========================================================  =====================================
+
+Chains (a crash during the resume itself, during the completion of a
+pending batch, right after a suspend) are schedules of several legs, e.g.
+``[{"kind": "suspend", ...}, {"kind": "kill", "event": 3}]``.
+
+A fault is applied to a running leg by the one leg runner
+(:func:`harness.runner.leg.run_leg`); this module only says what the faults
+are (docs/spec.md section 14, docs/scenarios.md "Schedules").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.history.model import Fault
+
+__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "validate_fault", "validate_schedule", "fault_for_leg", "seam_fault",
+           "history_fault", "fault_family"]
+
+#: The no-op nemesis: a schedule with no faults (every leg runs undisturbed).
+NOOP: list[dict[str, Any]] = []
+
+FAULT_KINDS = ("none", "kill", "suspend")
+#: The suspend signals a schedule may name.
+SIGNALS = ("SIGINT", "SIGTERM")
+
+
+def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
+    """Return a normalized copy of one leg's fault; raise ``ValueError`` naming the problem.
+
+    Normal form: ``none`` has no other key; a timed fault has a float
+    ``after_ms`` >= 0; an event kill has an int ``event`` >= 1, ``when`` in
+    ``after``/``before`` (default ``after``) and optionally ``op``; a suspend
+    has ``signal`` (default ``SIGINT``) and ``after_ms``.
+    """
+    if not isinstance(spec, dict):
+        raise ValueError(f"a fault must be a dict, got {type(spec).__name__}")
+    kind = spec.get("kind", "none")
+    if kind not in FAULT_KINDS:
+        raise ValueError(f"unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
+    out: dict[str, Any] = {"kind": kind}
+    if kind == "none":
+        return out
+    if kind == "kill" and "event" in spec:
+        ev = spec["event"]
+        if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
+            raise ValueError(f"kill event must be an int >= 1, got {ev!r}")
+        when = spec.get("when", "after")
+        if when not in ("after", "before"):
+            raise ValueError(f"kill 'when' must be 'after' or 'before', got {when!r}")
+        out["event"] = ev
+        out["when"] = when
+        if spec.get("op"):
+            out["op"] = str(spec["op"])
+        return out
+    after = spec.get("after_ms")
+    if isinstance(after, bool) or not isinstance(after, (int, float)) or after < 0:
+        raise ValueError(f"{kind} needs after_ms >= 0 (or, for kill, event), got {after!r}")
+    if kind == "suspend":
+        sig = spec.get("signal", "SIGINT")
+        if sig not in SIGNALS:
+            raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {sig!r}")
+        out["signal"] = sig
+    out["after_ms"] = float(after)
+    return out
+
+
+def validate_schedule(schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Validate every fault of ``schedule`` (see :func:`validate_fault`); returns the normalized list."""
+    if not isinstance(schedule, list):
+        raise ValueError(f"a schedule must be a list of faults, got {type(schedule).__name__}")
+    return [validate_fault(f) for f in schedule]
+
+
+def fault_for_leg(schedule: list[dict[str, Any]], leg: int) -> dict[str, Any]:
+    """The fault of leg ``leg`` (0-based): ``schedule[leg]``, or ``{"kind": "none"}`` past its end."""
+    return dict(schedule[leg]) if leg < len(schedule) else {"kind": "none"}
+
+
+def seam_fault(spec: dict[str, Any]) -> str | None:
+    """The ``FISKJ_IOSEAM_FAULT`` value of an event kill (``kill-after@12``, ``kill-before@3:fsync``), else ``None``."""
+    if spec.get("kind") != "kill" or "event" not in spec:
+        return None
+    value = f"kill-{spec.get('when', 'after')}@{spec['event']}"
+    if spec.get("op"):
+        value += f":{spec['op']}"
+    return value
+
+
+def fault_family(spec: dict[str, Any]) -> str:
+    """The report family of a fault: ``kill``, ``suspend`` or ``none``."""
+    return spec.get("kind", "none")
+
+
+def history_fault(spec: dict[str, Any], injected: bool = False) -> Fault:
+    """Convert a schedule entry to :class:`harness.history.model.Fault` (``at`` holds ``after_ms`` or ``event``/``op``)."""
+    at: dict[str, Any] = {}
+    if "after_ms" in spec:
+        at["after_ms"] = spec["after_ms"]
+    if "event" in spec:
+        at["event"] = spec["event"]
+        at["when"] = spec.get("when", "after")
+        if spec.get("op"):
+            at["op"] = spec["op"]
+    return Fault(kind=spec.get("kind", "none"), signal=spec.get("signal") if spec.get("kind") == "suspend" else (
+        "SIGKILL" if spec.get("kind") == "kill" else None), at=at, detail={}, injected=injected)

@@ -1,0 +1,264 @@
+"""The one leg runner: the only code that starts an agent process for a trial.
+
+A *leg* is one agent process of a trial (leg 0 starts the run, later legs
+resume it; docs/subject.md).  Every family starts its legs here: the
+signals family's trials (:mod:`harness.runner.trial`), the power-loss and
+tail recovery legs, and the race agents (:meth:`LegStarter.start_piped`).
+:func:`run_leg` starts one leg (forked from this thread's fork server, or a
+fresh process in a new session), applies the leg's fault (:func:`drive`),
+waits, kills and reaps its whole tree (:mod:`harness.runner.process`) and
+records the leg as a :class:`harness.history.model.Leg`: times, exit,
+fault, the journal's bytes after it, its IO-seam trace and its output.
+
+Two decisions every family shares live here too, so they cannot disagree:
+whether a leg starts or resumes the run (:func:`start_or_resume`) and how
+many chat follow-ups the journal already holds (:func:`count_user_records`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fiskj.codec import decode_record
+
+from harness.families.signals.faults import history_fault
+from harness.history.model import Leg
+from harness.history.readers import read_trace, tail_text
+from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
+from harness.subject.contract import Subject
+from harness.subject.contract import ForkServer  # moves to harness.subject.forkserver
+
+__all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records"]
+
+_USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
+_SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
+
+
+def start_or_resume(journal: bytes | None) -> str:
+    """``"resume"`` when the journal's first line is a complete record, else ``"start"``.
+
+    A journal that does not exist, or holds no complete record (the create
+    died before its meta record was acknowledged, or power loss left only
+    zeros), holds nothing acknowledged: the run was never created, so the
+    next leg starts it again (docs/subject.md "Commands", docs/spec.md
+    section 9 on reclaiming a journal with no complete record).
+    """
+    first = (journal or b"").split(b"\n", 1)
+    if len(first) < 2:
+        return "start"
+    try:
+        decode_record(first[0])
+    except Exception:  # noqa: BLE001 - not a record: nothing to resume
+        return "start"
+    return "resume"
+
+
+def count_user_records(journal: bytes | None) -> int:
+    """How many chat follow-ups (user records) the journal holds: the input a resumed chat leg skips."""
+    if not journal:
+        return 0
+    return sum(1 for line in journal.split(b"\n") if _USER_PROTOCOL in line and line.endswith(b"}"))
+
+
+@dataclass
+class LegOutcome:
+    """How a driven leg ended.
+
+    ``returncode``: the exit status, or ``None`` when killed by a signal;
+    ``exit_signal``: the signal name (``"SIGKILL"``) or ``None``;
+    ``injected``: the scheduled fault was delivered (a timed fault whose time
+    came after the exit is not); ``timed_out``: the leg hit its deadline and
+    was killed; ``t_end``: ``time.monotonic_ns()`` when the exit was seen.
+    """
+
+    returncode: int | None
+    exit_signal: str | None
+    injected: bool
+    timed_out: bool
+    t_end: int
+
+
+def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegOutcome:
+    """Apply fault ``spec`` (a schedule entry) to the running leg ``proc`` and wait for its end.
+
+    ``t0``: ``time.monotonic()`` at the leg's start (``after_ms`` counts from
+    it); ``timeout``: seconds from now before the leg is declared hung, its
+    tree killed and ``timed_out`` set.  An event kill is delivered by the
+    agent's own IO seam (its environment carries ``FISKJ_IOSEAM_FAULT``);
+    ``injected`` is then true when the agent died of SIGKILL.  On return the
+    agent and every descendant are dead and reaped.
+    """
+    deadline = time.monotonic() + timeout
+    kind = spec.get("kind", "none")
+    injected = False
+    timed_out = False
+    if kind in ("kill", "suspend") and "after_ms" in spec:
+        at = t0 + spec["after_ms"] / 1000.0
+        if not wait_for_exit(proc, min(at, deadline) - time.monotonic()):
+            if time.monotonic() >= deadline:
+                timed_out = True
+            elif kind == "kill":
+                kill_tree(proc)
+                injected = True
+            else:
+                try:
+                    os.kill(proc.pid, _SIGNALS[spec.get("signal", "SIGINT")])
+                    injected = True
+                except ProcessLookupError:
+                    pass
+    if not timed_out and not wait_for_exit(proc, deadline - time.monotonic()):
+        timed_out = True
+    if timed_out:
+        kill_tree(proc)
+    else:
+        proc.wait()
+        close_pidfd(proc)
+        reap_group(proc.pid)  # tools orphaned by a self-kill (IO seam), if any
+    t_end = time.monotonic_ns()
+    rc = proc.returncode
+    if rc is not None and rc < 0:
+        if kind == "kill" and "event" in spec and -rc == signal.SIGKILL:
+            injected = True
+        return LegOutcome(returncode=None, exit_signal=signal_name(-rc), injected=injected, timed_out=timed_out,
+                          t_end=t_end)
+    return LegOutcome(returncode=rc, exit_signal=None, injected=injected, timed_out=timed_out, t_end=t_end)
+
+
+class LegStarter:
+    """Starts a subject's agent processes: forked from a per-thread fork server, or fresh.
+
+    ``subject``: the agent; ``fork_server``: fork legs from a pre-imported
+    interpreter, one per thread (:class:`harness.subject.forkserver.ForkServer`;
+    only for subjects that allow it, see
+    :func:`harness.subject.contract.fork_server_enabled`).  Thread-safe;
+    :meth:`close` stops every fork server it started.
+    """
+
+    def __init__(self, subject: Subject, fork_server: bool) -> None:
+        self.subject = subject
+        self.fork_server = fork_server
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._servers: list[ForkServer] = []
+
+    def prepare(self) -> None:
+        """Start this thread's fork server now (before a leg's clock starts), when legs are forked."""
+        self._server()
+
+    def _server(self) -> ForkServer | None:
+        if not self.fork_server:
+            return None
+        server = getattr(self._local, "server", None)
+        if server is None or not server.running:
+            server = ForkServer(self.subject.argv[0]).start()
+            self._local.server = server
+            with self._lock:
+                self._servers.append(server)
+        return server
+
+    def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path) -> Any:
+        """Start one leg in a new session; returns a Popen-like object (``pid``, ``wait``, ``poll``, ``returncode``).
+
+        ``stdin``: a file to read (else ``/dev/null``); ``out``/``err``:
+        files that receive its output (truncated).  Raises ``OSError`` or
+        ``RuntimeError`` when the process cannot start.
+        """
+        server = self._server()
+        if server is not None:
+            words = argv[len(self.subject.argv):]
+            try:
+                return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out), stderr=str(err))
+            except (OSError, RuntimeError, ValueError):
+                # The fork server died (or its pipe broke): start a new one, once.
+                server.close()
+                self._local.server = None
+                server = self._server()
+                assert server is not None
+            return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out), stderr=str(err))
+        with open(out, "wb") as fo, open(err, "wb") as fe:
+            stdin_file = open(stdin, "rb") if stdin is not None else None
+            try:
+                return subprocess.Popen(argv, env=env, stdin=stdin_file or subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                        start_new_session=True, close_fds=True)
+            finally:
+                if stdin_file is not None:
+                    stdin_file.close()
+
+    @staticmethod
+    def start_piped(argv: list[str], env: dict[str, str], err: str) -> subprocess.Popen:
+        """Start an agent process that talks over pipes (the race agents): stdin and stdout are pipes, unbuffered."""
+        with open(err, "wb") as fe:
+            return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fe, env=env,
+                                    close_fds=True, bufsize=0)
+
+    def close(self) -> None:
+        """Stop every fork server this starter started; idempotent."""
+        with self._lock:
+            servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
+
+
+@dataclass
+class LegPlan:
+    """What one leg is, decided before it starts.
+
+    ``index``: leg number; ``kind``: ``start`` or ``resume``; ``argv`` and
+    ``env``: the whole command and environment; ``fault``: the leg's
+    schedule entry (``{"kind": "none"}`` for none); ``workdir``: where the
+    leg's ``leg-N.in/.out/.err`` files go; ``journal``: the journal path
+    snapshotted after the leg; ``trace``: its IO-seam trace file (or
+    ``None``); ``stdin``: bytes for its standard input (``None``:
+    ``/dev/null``); ``timeout_s``: seconds before it is declared hung;
+    ``detail``: extra facts for the leg's fault record.
+    """
+
+    index: int
+    kind: str
+    argv: list[str]
+    env: dict[str, str]
+    fault: dict[str, Any]
+    workdir: Path
+    journal: Path
+    trace: Path | None
+    stdin: bytes | None = None
+    timeout_s: float = 60.0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def run_leg(plan: LegPlan, starter: LegStarter) -> tuple[Leg, LegOutcome]:
+    """Run one leg to its end under its fault and record it; returns ``(leg, outcome)``.
+
+    Raises ``OSError``/``RuntimeError`` only when the process cannot be
+    started (a setup error); a misbehaving agent is recorded, never raised.
+    """
+    out, err = plan.workdir / f"leg-{plan.index}.out", plan.workdir / f"leg-{plan.index}.err"
+    stdin_path = None
+    if plan.stdin is not None:
+        stdin_path = plan.workdir / f"leg-{plan.index}.in"
+        stdin_path.write_bytes(plan.stdin)
+    leg = Leg(index=plan.index, kind=plan.kind, argv=plan.argv)
+    starter.prepare()  # the fork server starts before the leg's clock
+    t0 = time.monotonic()
+    leg.t_start = time.monotonic_ns()
+    proc = starter.start(plan.argv, plan.env, stdin_path, out, err)
+    leg.pid = proc.pid
+    outcome = drive(proc, plan.fault, t0=t0, timeout=plan.timeout_s)
+    leg.t_end = outcome.t_end
+    leg.exit_code = outcome.returncode
+    leg.exit_signal = outcome.exit_signal
+    leg.timed_out = outcome.timed_out
+    leg.fault = history_fault(plan.fault, injected=outcome.injected)
+    leg.fault.detail.update(plan.detail)
+    leg.journal = plan.journal.read_bytes() if plan.journal.exists() else None
+    leg.trace = read_trace(plan.trace) if plan.trace is not None else []
+    leg.stdout = tail_text(out)
+    leg.stderr = tail_text(err)
+    return leg, outcome

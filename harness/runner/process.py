@@ -1,0 +1,185 @@
+"""Process control for legs: wait without polling, kill a whole tree, reap everything.
+
+The one place the harness signals and reaps agent processes.  It waits on
+processes without polling loops (a pidfd on Linux), kills whole process
+trees with :mod:`psutil` (the agent is stopped first so it cannot observe
+its tools dying, then descendants children-first, then the agent, then its
+process group) and reaps every process it killed: the harness makes itself
+a child subreaper (:func:`enable_subreaper`) so orphaned tools are
+reparented to it and never left as zombies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import signal
+import subprocess
+import time
+
+import psutil
+
+__all__ = ["enable_subreaper", "wait_for_exit", "kill_tree", "reap_group", "close_pidfd", "signal_name", "sigkill"]
+
+
+_subreaper = False
+
+
+def enable_subreaper() -> bool:
+    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``); idempotent.
+
+    Orphans of killed agents (their tool processes) are then reparented to
+    the harness, which reaps them in :func:`kill_tree` / :func:`reap_group`.
+    Returns False where unsupported (orphans then go to init).
+    """
+    global _subreaper
+    if _subreaper:
+        return True
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(36, 1, 0, 0, 0) == 0:  # PR_SET_CHILD_SUBREAPER
+            _subreaper = True
+    except (OSError, AttributeError):
+        pass
+    return _subreaper
+
+
+def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
+    """Block until ``proc`` exits or ``timeout`` seconds pass; True when it exited (and was reaped).
+
+    ``proc`` is a :class:`subprocess.Popen` or anything with its own
+    ``wait_for_exit(timeout)`` (:class:`harness.subject.contract.ForkedProcess`).
+    Uses a pidfd (no sleep-polling); falls back to :meth:`Popen.wait`.
+    ``timeout`` ``None`` waits forever; <= 0 only checks.
+    """
+    if proc.returncode is not None:
+        return True
+    own = getattr(proc, "wait_for_exit", None)
+    if own is not None:  # a forked leg (harness.subject.contract.ForkedProcess)
+        return bool(own(None if timeout is None else max(timeout, 0.0)))
+    if timeout is None:
+        proc.wait()
+        return True
+    pidfd = getattr(proc, "_fiskj_pidfd", None)
+    if pidfd is None and hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+            proc._fiskj_pidfd = pidfd  # type: ignore[attr-defined]
+        except OSError:
+            pidfd = None
+    if pidfd is None:
+        try:
+            proc.wait(timeout=max(timeout, 0))
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    deadline = time.monotonic() + max(timeout, 0)
+    while True:
+        remaining = deadline - time.monotonic()
+        if poller.poll(max(remaining, 0) * 1000.0):
+            proc.wait()
+            return True
+        if remaining <= 0:
+            return False
+
+
+def close_pidfd(proc: subprocess.Popen) -> None:
+    pidfd = getattr(proc, "_fiskj_pidfd", None)
+    if pidfd is not None:
+        proc._fiskj_pidfd = None  # type: ignore[attr-defined]
+        os.close(pidfd)
+
+
+def _reap(pids: list[int], timeout: float = 5.0) -> None:
+    """Reap ``pids`` that are our children (subreaper orphans); wait for the others to vanish."""
+    others = []
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            try:
+                others.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                pass
+    if others:
+        psutil.wait_procs(others, timeout=timeout)
+
+
+def reap_group(pgid: int) -> list[int]:
+    """SIGKILL whatever is left in process group ``pgid`` and reap it; returns the pids found.
+
+    Cheap when the group is empty (one ``killpg`` returning ESRCH).
+    """
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        return []
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if os.getpgid(child.pid) == pgid:
+                found.append(child.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    _reap(found)
+    return found
+
+
+def kill_tree(proc: subprocess.Popen, pgid: int | None = None) -> list[int]:
+    """SIGKILL ``proc`` and all its descendants, children first; reap them all.
+
+    Order: SIGSTOP the agent (so it cannot see a tool die and journal an
+    error result), SIGKILL descendants deepest first, SIGKILL the agent,
+    SIGKILL the process group ``pgid`` (default: the agent's pid, as legs
+    start in a new session), then wait for and reap everything.  Returns
+    the pids signalled.  Never raises for processes that are already gone.
+    """
+    pid = proc.pid
+    killed: list[int] = []
+    descendants: list[psutil.Process] = []
+    if proc.returncode is None:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+        try:
+            descendants = psutil.Process(pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            descendants = []
+        for child in reversed(descendants):
+            try:
+                child.send_signal(signal.SIGKILL)
+                killed.append(child.pid)
+            except psutil.NoSuchProcess:
+                pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    close_pidfd(proc)
+    _reap([c.pid for c in descendants])
+    killed += reap_group(pid if pgid is None else pgid)
+    return killed
+
+
+def signal_name(num: int) -> str:
+    """``SIGKILL`` for 9; ``SIG<n>`` for a number with no name."""
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"SIG{num}"
+
+
+def sigkill(pid: int) -> None:
+    """Send SIGKILL to ``pid``; a process already gone is no error."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
