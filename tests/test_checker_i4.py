@@ -1,12 +1,17 @@
-"""I4 no acknowledged record lost: acks come from the IO-seam trace, presence from the snapshots."""
+"""I4 no acknowledged record lost: acks come from the IO-seam trace, presence from the snapshots;
+or, for a power-loss crash state, acknowledged writes from the crash model, presence from the state."""
 
 import base64
+import json
 
 from synth import Engine
+from test_crashstates import D, Trace, rec
 
 from harness.checkers import i4_acknowledged
 from harness.checkers._common import split_journal
 from harness.checkers._trace import acknowledged
+from harness.families.power_loss.crashstates import crash_states
+from harness.history.model import CrashStateFacts, Fault, History, Leg, history_from_json, history_to_json
 
 
 def test_every_record_written_then_fsynced_is_acknowledged_with_its_seq_and_offset():
@@ -141,3 +146,58 @@ def test_a_journal_the_run_itself_unlinked_retires_its_acknowledged_records():
     v = i4_acknowledged.check(eng.h)
     assert v.status == "valid", v.evidence
     assert v.evidence["retired_by_unlink"] == [{"seq": 1, "unlink_leg": 0, "unlink_n": 99}]
+
+
+# --- a power-loss crash state (History.crash_state, recorded by the power-loss family) ----------------------
+
+def _crash_history(state) -> History:
+    """The history of a crash state as the power-loss family records it: the state's facts, no legs."""
+    return History(scenario="s", seed=0, schedule=[{"kind": "power_loss", "state": state.id}], run_id="r",
+                   crash_state=CrashStateFacts.of(state))
+
+
+def test_every_crash_state_of_a_correct_writer_holds_every_acknowledged_write():
+    t = Trace().create().append(rec(1, 700), sync_dir=True)
+    for i in range(2, 5):
+        t.append(rec(i, 300))
+    t.close()
+    found = list(crash_states(t.events, {}, {"/s", D}))
+    verdicts = [i4_acknowledged.check(_crash_history(s)) for s in found]
+    assert [v.evidence["summary"] for v in verdicts if v.status != "valid"] == []
+    last = verdicts[-1]
+    assert last.evidence["checked"] == 4 and last.evidence["state"]["id"] == found[-1].id
+    assert last.checker == "harness.checkers.i4_acknowledged"
+
+
+def test_a_crash_state_of_a_writer_with_no_directory_fsync_loses_an_acknowledged_write():
+    t = Trace().create().append(rec(1)).append(rec(2))        # F09: the new journal's name never made durable
+    bad = [v for v in (i4_acknowledged.check(_crash_history(s)) for s in crash_states(t.events, {}, {"/s", D}))
+           if v.status == "invalid"]
+    assert bad
+    row = bad[0].evidence["violations"][0]
+    assert row["kind"] == "lost" and "the file is gone" in row["detail"]
+    assert "acknowledged write(s) missing from crash state" in bad[0].summary
+    assert bad[0].evidence["state"]["prefix_n"] >= 1
+
+
+def test_a_crash_state_round_trips_through_json_to_the_same_verdict():
+    t = Trace().create().append(rec(1), sync_dir=True).write(rec(2)).close()
+    for state in crash_states(t.events, {}, {"/s", D}):
+        h = _crash_history(state)
+        again = history_from_json(json.loads(json.dumps(history_to_json(h))))
+        assert again.crash_state == h.crash_state
+        assert i4_acknowledged.check(again).to_json() == i4_acknowledged.check(h).to_json()
+
+
+def test_with_a_crash_state_the_legs_are_not_judged_by_the_fsync_rule():
+    # The power-loss leg's trace is cut at the crash point, here between a write and its fsync; the
+    # crash model, not the fsync rule, says what it had acknowledged.
+    t = Trace().create().append(rec(1), sync_dir=True).write(rec(2))
+    state = list(crash_states(t.events, {}, {"/s", D}, complete=False))[-1]
+    h = _crash_history(state)
+    h.legs.append(Leg(index=0, kind="start", argv=[], pid=7, t_start=1, t_end=2, exit_code=0, trace=t.events,
+                      journal=state.files.get(D + "/r.json"),
+                      fault=Fault(kind="power_loss", at={"event": len(t.events)}, injected=True)))
+    v = i4_acknowledged.check(h)
+    assert v.status == "valid", v.evidence
+    assert "violations" not in v.evidence and v.evidence["state"]["prefix_n"] == len(t.events)

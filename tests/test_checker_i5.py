@@ -1,11 +1,17 @@
-"""I5 the journal is always readable, with at most one torn tail."""
+"""I5 the journal is always readable, with at most one torn tail: snapshots, reader answers, repairs."""
+
+import json
+from io import BufferedReader, BytesIO
 
 from builders import A, M, R, journal
 from synth import Engine
 
+from fiskj.errors import CorruptJournal, FiskjError
+from fiskj.reader import JournalReader, read_state
 from harness.checkers import i5_readable
 from harness.checkers._common import split_journal
-from harness.history.model import Fault, History, Leg
+from harness.families.tail.mutations import Answer, mutations
+from harness.history.model import Fault, History, Leg, ReaderCheck, history_from_json, history_to_json
 
 
 def _one_leg(data: bytes, **kw) -> History:
@@ -79,3 +85,109 @@ def test_a_snapshot_holding_only_a_torn_meta_line_ending_in_a_newline_is_noted_n
 def test_a_snapshot_of_two_garbage_lines_is_still_judged_and_invalid():
     v = i5_readable.check(_one_leg(b"junk\njunk\n"))
     assert v.status == "invalid"
+
+
+# --- the reader's answers on mutated journals (tail family; harness.checkers.i5_reader_answers) -------------
+
+def _reader_history(answer) -> History:
+    """The facts the tail family records: each mutation of a journal, labelled, with ``answer(m)``."""
+    data = journal(M(), A("a"), R("a"), A(text="done"))
+    checks = [ReaderCheck(m.id, m.kind, len(m.data), m.expected(), answer(m).to_json())
+              for m in mutations(data, seed=4, random_cuts=4, garbage_tails=1, flips=6)]
+    return History(scenario="s", seed=4, schedule=[{"kind": "tail", "check": "reader"}], run_id="r1",
+                   reader_checks=checks)
+
+
+def _reference_answer(m):
+    """What fiskj's own reader says about ``m.data`` (in memory)."""
+    reader = JournalReader(BufferedReader(BytesIO(m.data)))
+    try:
+        seqs = tuple(r.seq for r in reader)
+    except CorruptJournal as exc:
+        return Answer("corrupt", line=exc.line, message=str(exc))
+    torn = (reader.torn_tail.offset, reader.torn_tail.length) if reader.torn_tail else None
+    return Answer("read", seqs, torn, reader.good_size)
+
+
+def test_a_reader_that_answers_every_mutation_as_labelled_is_valid():
+    h = _reader_history(_reference_answer)
+    v = i5_readable.check(h)
+    assert v.status == "valid", v.evidence
+    assert v.evidence["reader_checked"] == v.evidence["checked"] == len(h.reader_checks) > 10
+    assert "reader answer(s) as labelled" in v.summary
+
+
+def test_a_reader_that_tolerates_interior_corruption_is_invalid_naming_the_mutation_and_the_line():
+    def tolerant(m):  # reader_tolerates_corruption: skips bad lines instead of raising
+        if m.expect == "corrupt":
+            return Answer("read", tuple(m.seqs) or (1, 2), None, len(m.data))
+        return _reference_answer(m)
+
+    v = i5_readable.check(_reader_history(tolerant))
+    assert v.status == "invalid"
+    rows = v.evidence["violations"]
+    assert rows and {r["kind"] for r in rows} == {"reader_answer"}
+    first = rows[0]
+    assert first["mutation"]["expect"] == "corrupt"
+    assert f"line {first['mutation']['line']} is corrupt" in first["reason"]
+    assert first["answer"]["kind"] == "read" and "wrong reader answer(s)" in v.summary
+
+
+def test_a_reader_that_drops_a_complete_final_record_is_invalid():
+    def drops(m):
+        a = _reference_answer(m)
+        return Answer("read", a.seqs[:-1], a.torn, a.good_size) if a.kind == "read" and a.seqs else a
+
+    v = i5_readable.check(_reader_history(drops))
+    assert v.status == "invalid"
+    assert any("expected records seq" in r["reason"] for r in v.evidence["violations"])
+
+
+def test_reader_facts_round_trip_through_json_to_the_same_verdict():
+    h = _reader_history(_reference_answer)
+    h.reader_checks[0].answer["kind"] = "error"
+    again = history_from_json(json.loads(json.dumps(history_to_json(h))))
+    assert again.reader_checks == h.reader_checks
+    assert i5_readable.check(again).to_json() == i5_readable.check(h).to_json()
+
+
+# --- the repair of a tail mutation (docs/spec.md section 9 rule 4) -----------------------------------------
+
+def _repair_history(resumed: bytes, mutated: bytes, good_size: int) -> History:
+    leg0 = Leg(index=0, kind="start", argv=[], pid=1, t_start=1, t_end=2, exit_code=0, journal=mutated,
+               fault=Fault(kind="tail", injected=True, detail={"mutation": "cut@90", "good_size": good_size}))
+    leg1 = Leg(index=1, kind="resume", argv=[], pid=2, t_start=3, t_end=4, exit_code=0, journal=resumed)
+    try:
+        final = read_state(resumed).to_json()
+    except FiskjError:
+        final = None
+    return History(scenario="s", seed=1, schedule=[], run_id="r1", legs=[leg0, leg1], final_state=final)
+
+
+def test_a_torn_tail_cut_before_the_resume_appends_is_a_valid_repair():
+    kept = journal(M(), A("a"))
+    mutated = kept + journal(R("a"), start=3)[:20]
+    v = i5_readable.check(_repair_history(kept + journal(R("a"), A(text="done"), start=3), mutated, len(kept)))
+    assert v.status == "valid", v.evidence
+    assert v.evidence["repairs_checked"] == 1
+
+
+def test_a_resume_that_glues_its_records_to_the_torn_tail_leaves_a_torn_tail_and_is_invalid():
+    kept = journal(M(), A("a"))
+    mutated = kept + journal(R("a"), start=3)[:20]
+    glued = mutated + journal(R("a"), start=3)          # defect 1: no cut; the glued line is the last: torn
+    v = i5_readable.check(_repair_history(glued, mutated, len(kept)))
+    assert v.status == "invalid"
+    (row,) = v.evidence["violations"]
+    assert row["kind"] == "torn_tail_left" and row["leg"] == 1 and row["fault_leg"] == 0
+    assert "still ends in a torn tail" in v.summary
+
+
+def test_a_resume_that_changes_the_kept_bytes_is_invalid():
+    kept = journal(M(), A("a"))
+    mutated = kept + b"\x00" * 30
+    rewritten = journal(M(run_id="r2"), A("a"), R("a"))
+    v = i5_readable.check(_repair_history(rewritten, mutated, len(kept)))
+    assert v.status == "invalid"
+    assert [r["kind"] for r in v.evidence["violations"]] == ["repair_changed_kept_bytes"]
+    assert v.evidence["violations"][0]["detail"] == f"repair: the kept bytes [0, {len(kept)}) changed"

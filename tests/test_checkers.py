@@ -68,6 +68,36 @@ def test_a_verdict_round_trips_through_json_and_rejects_a_bad_status():
         Verdict("I4", "n", "maybe", {}, "c")
 
 
+def test_the_race_verdict_is_judged_only_when_asked_for_by_id():
+    h = Engine().finish()
+    assert "race" not in [v.invariant for v in check_all(h)]
+    (v,) = check_all(h, ["RACE"])
+    assert v.invariant == "race" and v.status == "unknown" and v.evidence["reason"] == "no race facts"
+
+
+def test_there_is_one_verdict_type_and_every_checker_builds_it_under_its_registered_id():
+    import harness.checkers.verdict as verdict_module
+    from harness.families.tail import mutations
+
+    assert Verdict is verdict_module.Verdict and not hasattr(mutations, "Verdict")
+    with pytest.raises(ValueError, match="not a registered checker"):
+        verdict_module.make("harness.families.race", "valid", {})
+    try:
+        from harness.names import INVARIANTS as IDS
+    except ImportError:  # the shared names module is optional here
+        return
+    assert tuple(INVARIANTS) == IDS
+
+
+def test_a_crashing_checker_s_traceback_names_its_frames_without_reading_source(monkeypatch):
+    def judge_badly(history):
+        return {}["missing"]
+    monkeypatch.setattr(i2_tool_reruns, "check", judge_badly)
+    (v,) = check_all(Engine().finish(), ["I2"])
+    assert "in judge_badly" in v.evidence["traceback"] and "KeyError: 'missing'" in v.evidence["traceback"]
+    assert 'return {}["missing"]' not in v.evidence["traceback"]
+
+
 def test_invalid_beats_unknown_beats_valid():
     assert combine(["valid", "unknown", "invalid"]) == "invalid"
     assert combine(["valid", "unknown"]) == "unknown"
@@ -147,3 +177,10 @@ def test_the_simulated_engine_is_deterministic():
     rnd = random.Random(5)
     schedule = [("kill", rnd.randint(1, 9), True) for _ in range(3)]
     assert history_to_json(_play([["a", "b"]], schedule)) == history_to_json(_play([["a", "b"]], schedule))
+
+
+def test_the_checker_table_has_one_checker_per_invariant_id_in_order():
+    from harness.checkers.verdict import CHECKERS
+    from harness.names import INVARIANTS as IDS_ONCE
+
+    assert tuple(CHECKERS) == IDS_ONCE

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.campaign.campaign import (Campaign, TrialResult, draw_schedules, exhaustive_schedules, plan_schedules,
-                              schedule_strategy)
+from harness.campaign.campaign import Campaign, TrialResult
+from harness.families.signals.schedules import draw_schedules, exhaustive_schedules, plan_schedules, schedule_strategy
 from harness.checkers import Verdict
 from harness.cli.main import main
 from harness.history.model import History, Reference
@@ -151,6 +151,22 @@ def test_usage_and_setup_errors_exit_2(files, capsys):
     assert main(["replay", str(files / "missing.json"), "--trial", "0"]) == 2
 
 
+def test_a_subject_naming_an_unknown_mutant_is_a_usage_error(files, capsys):
+    unknown = f"FISKJ_MUTANT=no-such-mutant {sys.executable} -m harness.selftest.subject"
+    assert main(["run", str(files / "tiny-noop.toml"), "--subject", unknown, "-q"]) == 2
+    assert "unknown mutant 'no-such-mutant'" in capsys.readouterr().err
+
+
+def test_a_mutant_named_by_its_user_facing_name_runs_with_its_preload():
+    from harness.cli.main import subject_of
+    from harness.selftest.mutants import subject_for
+
+    assert subject_of(f"FISKJ_MUTANT=no-fsync {sys.executable} -m harness.selftest.subject") == subject_for("no-fsync")
+    assert subject_of([sys.executable, "-m", "harness.selftest.subject"], {"FISKJ_MUTANT": "lockf"}) == \
+        subject_for("lockf")
+    assert subject_of(None) == default_subject()
+
+
 def test_the_bundled_scenarios_are_the_default():
     from harness.cli.main import resolve_scenarios
 
@@ -208,12 +224,13 @@ def test_a_failing_trial_is_shrunk_to_a_minimal_schedule(monkeypatch):
     """
     runs = []
 
-    def judge(self, scenario, seed, schedule, origin, runner, index):
+    def judge(self, run, planned, runner, index):
+        schedule = planned.schedule
         runs.append(schedule)
         late = any(f.get("after_ms", 0) > 40.0 for f in schedule)
         verdict = Verdict("I2", "n", "invalid" if late else "valid", {"summary": "late kill"}, "stub")
-        return TrialResult(index=index, scenario=scenario.name, scenario_path=scenario.path, seed=seed,
-                           schedule=schedule, origin=origin, verdicts=[verdict], history=None, elapsed_s=0.0,
+        return TrialResult(index=index, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=planned.seed,
+                           schedule=schedule, origin=planned.origin, verdicts=[verdict], history=None, elapsed_s=0.0,
                            invariants=("I2",))
 
     monkeypatch.setattr(Campaign, "_judge", judge)

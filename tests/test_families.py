@@ -1,15 +1,21 @@
-"""The power-loss and tail families as campaign executors (harness/families.py)."""
+"""The fault families through the one campaign path: the registry, plans, executors, replays and shards."""
 
 import pytest
 
-from harness.families.legacy import power_loss, tail
-from harness.selftest.mutants import subject_for
+from harness.campaign.campaign import Campaign
+from harness.families.registry import FAMILIES, MODES, by_mode
 from harness.runner.trial import Runner
 from harness.scenario.parse import bundled_scenario_dir, load_scenario
+from harness.selftest.mutants import subject_for
 
 
 def scenario(name):
     return load_scenario(bundled_scenario_dir() / f"{name}.toml")
+
+
+def family_trials(name, count, runner, **kwargs):
+    """The trials of one scenario's family, run by a campaign (no shrinking), as a third party gets them."""
+    return Campaign([scenario(name)], trials=count, seed=1, runner=runner, shrink_budget=0, **kwargs).run().trials
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +27,17 @@ def runner():
 
 @pytest.fixture(scope="module")
 def reference_states(runner):
-    return power_loss(scenario("power-loss-basic"), 1, 12, runner)
+    return family_trials("power-loss-basic", 12, runner)
+
+
+def test_every_scenario_mode_belongs_to_one_registered_family_with_a_params_schema():
+    assert len(set(MODES)) == len(MODES)
+    for family in FAMILIES:
+        for mode in family.modes:
+            assert by_mode(mode) is family
+        assert family.Params() is not None  # every key has a default
+    with pytest.raises(KeyError, match="known"):
+        by_mode("earthquake")
 
 
 def test_power_loss_trials_on_the_reference_are_all_valid_and_count_crash_states(reference_states):
@@ -35,24 +51,37 @@ def test_power_loss_trials_on_the_reference_are_all_valid_and_count_crash_states
 def test_power_loss_catches_a_store_that_never_fsyncs():
     mutant = Runner(subject_for("no-fsync"))
     try:
-        trials = power_loss(scenario("power-loss-basic"), 1, 12, mutant)
+        trials = family_trials("power-loss-basic", 12, mutant)
     finally:
         mutant.close()
     failed = [t for t in trials if "I4" in t.failed]
     assert failed, "no trial caught the missing fsync"
     assert "--subject" in failed[0].reproduce and "--seed 1" in failed[0].reproduce
+    assert '"state"' in failed[0].reproduce  # the reproducer names its crash state: it replays that one
+
+
+def test_a_power_loss_failure_replays_alone_from_its_schedule():
+    mutant = Runner(subject_for("no-fsync"))
+    try:
+        failed = next(t for t in family_trials("power-loss-basic", 12, mutant) if "I4" in t.failed)
+        again = Campaign([scenario("power-loss-basic")], seed=1, runner=mutant, shrink_budget=0,
+                         schedules=[failed.schedule], origin="replay").run().trials
+    finally:
+        mutant.close()
+    assert [t.schedule for t in again] == [failed.schedule] and "I4" in again[0].failed
 
 
 def test_a_shard_of_the_power_loss_family_runs_every_nth_state(runner, reference_states):
     whole = reference_states
-    part = power_loss(scenario("power-loss-basic"), 1, 12, runner, shard=(1, 3))
+    part = family_trials("power-loss-basic", 12, runner, shard=(1, 3))
     assert [t.schedule for t in part] == [t.schedule for t in whole[1::3]]
 
 
 def test_tail_trials_on_the_reference_are_all_valid(runner):
-    trials = tail(scenario("tails-basic"), 1, 4, runner)
+    trials = family_trials("tails-basic", 4, runner)
     assert len(trials) > 50 and all(not t.failed and not t.unknown for t in trials)
-    assert {v.invariant for t in trials for v in t.verdicts} == {"I4", "I5"}
+    assert {"I4", "I5"} <= {v.invariant for t in trials for v in t.verdicts}
+    assert {t.schedule[0]["check"] for t in trials} == {"reader", "resume"}
 
 
 @pytest.mark.parametrize("name, invariant", [("reader-tolerates-corruption", "I5"),
@@ -61,7 +90,20 @@ def test_tail_trials_on_the_reference_are_all_valid(runner):
 def test_tail_catches_a_broken_reader_or_writer(name, invariant):
     mutant = Runner(subject_for(name))
     try:
-        trials = tail(scenario("tails-basic"), 1, 4, mutant)
+        trials = family_trials("tails-basic", 4, mutant)
     finally:
         mutant.close()
     assert any(invariant in t.failed for t in trials), f"{name} was not caught by {invariant}"
+
+
+def test_a_family_that_cannot_do_everything_for_a_subject_says_so_before_the_campaign(runner):
+    from harness.subject.contract import parse_subject
+
+    other = Runner(parse_subject("python3 -m somebody.elses.agent"))
+    try:
+        result = Campaign([scenario("tails-basic")], trials=1, runner=other, shrink_budget=0)
+        limits = [line for f in FAMILIES for line in f.cannot(other.subject)]
+    finally:
+        other.close()
+    assert any("reader checks" in line for line in limits)
+    assert result is not None

@@ -7,15 +7,21 @@ campaign with the mutant applied in the agent processes only.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from fiskj import fingerprint, loop, store
 from harness.cli.main import main
-from harness.selftest.mutants import MODULES, mutants
-from harness.selftest.targets import TARGETS, Target
-from harness.selftest.race_mutants import MUTANTS as RACE_MUTANTS
+from harness.families.race.catalog import RACES
+from harness.names import MUTANTS_PACKAGE
+from harness.selftest import mutants as registry
+from harness.selftest.mutants import MODULES, RACE_MUTANTS, mutants, subject_for, with_preload
 from harness.selftest.run import all_mutants, render_table, run_mutant
+from harness.selftest.targets import TARGETS, Target
+from harness.subject.contract import parse_subject
 
 #: The bug classes of issue 7 item 4, each with the mutant that reintroduces it.
 BUG_CLASSES = {
@@ -43,9 +49,85 @@ def test_there_are_at_least_14_mutants_one_per_bug_class_and_each_has_a_target()
     assert len(names) >= 14
     assert set(BUG_CLASSES.values()) <= set(names)
     assert len({defect for defect, _ in names.values()}) == len(names), "two mutants share a bug class"
-    assert set(TARGETS) == set(names), "harness/mutants/targets.py must name a campaign for every mutant"
-    assert not set(RACE_MUTANTS) & {m.name for m in mutants()}
-    assert len(MODULES) == len(mutants())
+    assert set(TARGETS) == set(names), "harness/selftest/targets.py must name a campaign for every mutant"
+    assert set(RACE_MUTANTS) <= {m.name for m in mutants()} and len(RACE_MUTANTS) == 8
+    assert len(MODULES) == len(mutants()) == len(names)
+
+
+def test_every_mutant_is_one_module_of_the_package_and_every_module_is_registered():
+    folder = Path(registry.__file__).parent
+    files = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
+    assert files == set(MODULES) and len(set(MODULES)) == len(MODULES)
+    for m in mutants():
+        assert m.preload == f"{MUTANTS_PACKAGE}.{m.module}" == f"harness.selftest.mutants.{m.module}"
+        assert m.module == m.name.replace("-", "_")      # named after the mutant: a name gives its module
+        assert f"``{m.name}``" in (folder / f"{m.module}.py").read_text().split("\n", 1)[0]  # its docstring names it
+        assert (m.race is not None) == (m.family == "race")
+
+
+def test_each_race_mutant_names_a_race_and_is_caught_by_that_race_s_scenario():
+    for name, m in RACE_MUTANTS.items():
+        assert m.race in RACES
+        assert TARGETS[name].scenario == f"race-{m.race}"
+
+
+def test_reading_the_registry_imports_no_mutant_module():
+    assert mutants() and registry.get("no-fsync").defect
+    assert not [name for name in sys.modules if name.startswith("harness.selftest.mutants.")
+                and not name.rpartition(".")[2].startswith("_")]
+
+
+def test_a_mutant_subject_names_the_mutant_and_its_preload_and_reads_back_from_its_command_line():
+    s = subject_for("no-fsync")
+    assert s.argv == (sys.executable, "-m", "harness.selftest.subject")
+    assert s.extra_env == (("FISKJ_MUTANT", "no-fsync"), ("FISKJ_PRELOAD", "harness.selftest.mutants.no_fsync"))
+    assert parse_subject(s.command_line()) == s
+    with pytest.raises(KeyError, match="unknown mutant 'nope'; known: no-fsync, "):
+        subject_for("nope")
+
+
+def test_a_mutant_named_alone_gets_its_preload_from_the_subject_or_the_inherited_environment():
+    named = parse_subject(f"FISKJ_MUTANT=lockf {sys.executable} -m harness.selftest.subject")
+    assert with_preload(named, {}) == subject_for("lockf")
+    bare = parse_subject([sys.executable, "-m", "harness.selftest.subject"])
+    assert with_preload(bare, {"FISKJ_MUTANT": "lockf"}) == subject_for("lockf")
+    assert with_preload(bare, {}) == bare                                   # no mutant: plain fiskj
+    assert with_preload(subject_for("no-fsync"), {"FISKJ_MUTANT": "lockf"}) == subject_for("no-fsync")
+    other = parse_subject("FISKJ_MUTANT=whatever python3 -m myagent")         # another agent's variables are its own
+    assert with_preload(other, {}) == other
+    with pytest.raises(KeyError):
+        with_preload(parse_subject(f"FISKJ_MUTANT=nope {sys.executable} -m harness.selftest.subject"), {})
+
+
+_SNAPSHOT = """
+import sys, types, fiskj, pkgutil, importlib
+mods = [importlib.import_module(f"fiskj.{i.name}") for i in pkgutil.iter_modules(fiskj.__path__) if i.name != "__main__"]
+def snap():
+    out = {}
+    for mod in mods:
+        for k, v in vars(mod).items():
+            out[(mod.__name__, k)] = id(v)
+            if isinstance(v, type):
+                out.update({(mod.__name__, k, a): id(b) for a, b in vars(v).items()})
+            elif isinstance(v, dict):
+                out.update({(mod.__name__, k, a): id(b) for a, b in list(v.items()) if isinstance(a, str)})
+    return out
+before = snap()
+from harness.subject.preload import load_preload
+print(load_preload())
+after = snap()
+print(len([k for k in after if after[k] != before.get(k)]))
+"""
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_importing_a_mutant_module_by_its_preload_name_patches_fiskj_in_that_process(module):
+    env = {"PATH": "/usr/bin:/bin", "FISKJ_PRELOAD": f"harness.selftest.mutants.{module}",
+           "PYTHONPATH": str(Path(registry.__file__).parents[3])}
+    out = subprocess.run([sys.executable, "-c", _SNAPSHOT], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    loaded, changed = out.stdout.split()
+    assert loaded == f"harness.selftest.mutants.{module}" and int(changed) >= 1
 
 
 @pytest.mark.slow

@@ -377,6 +377,8 @@ def _strace_ops(path: Path, root: Path) -> dict[int, list[tuple[str, str, bytes]
         else:
             target, data = _unhex(strings[0]).decode(), b""
         if name == "newfstatat" and not strings[0]:
+            if fd_path is None:  # AT_FDCWD with an empty path (AT_EMPTY_PATH): the cwd, never under the root
+                continue
             target = _unhex(fd_path.group(1)).decode()
         if target == str(root) or target.startswith(str(root) + "/"):
             out.setdefault(tid, []).append((_KIND.get(name, name), target, data))

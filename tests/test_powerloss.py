@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.checkers import check_all
 from harness.families.power_loss.crashstates import crash_points
 from harness.selftest.mutants import mutants, subject_for
 from harness.families.power_loss.executor import Params, journal_index, params_from, run_power_loss, select_states
@@ -48,8 +49,16 @@ def test_a_store_that_acknowledges_before_durability_is_caught_by_i4(server, nam
     assert not report.ok
     lost = [r for r in report.violations if "I4" in r.violated]
     assert lost, report.to_json()["verdicts"]
-    evidence = next(v for v in lost[0].verdicts if v.invariant == "I4").evidence
+    i4 = next(v for v in lost[0].verdicts if v.invariant == "I4")
+    evidence = i4.evidence
     assert "acknowledged" in evidence["summary"] and evidence["state"]["prefix_n"] >= 1
+    # one I4: the shared checker judged the crash state's facts, recorded in the history
+    assert i4.checker == "harness.checkers.i4_acknowledged"
+    explored = [r for r in lost if r.history is not None]
+    if explored:
+        facts = explored[0].history.crash_state
+        assert facts is not None and facts.id == explored[0].state["id"] and facts.acks
+        assert check_all(explored[0].history, ["I4"])[0] == next(v for v in explored[0].verdicts if v.invariant == "I4")
 
 
 def test_power_loss_mutants_cover_the_issue_classes():
@@ -81,6 +90,6 @@ def test_the_journal_index_finds_tool_results_and_assistant_records_in_the_trace
 
 def test_parameters_come_from_the_faults_table_else_from_the_trials():
     assert params_from(SCENARIO) == Params(max_states=40, seed=3)
-    raw = parse_scenario('name = "p"\npurpose = "p"\n[trials]\ncount = 5\n')
-    raw.raw.setdefault("faults", {}).update(sector_bytes=4096, max_states=9)
+    raw = parse_scenario('name = "p"\npurpose = "p"\n[trials]\ncount = 5\n[faults]\nfamily = "power_loss"\n'
+                         'sector_bytes = 4096\nmax_states = 9\n')
     assert params_from(raw, jobs=1) == Params(max_states=9, seed=1, sector_bytes=4096, jobs=1)

@@ -17,7 +17,7 @@ import fiskj.lock
 import fiskj.store
 from harness.history.model import history_from_json, history_to_json
 from harness.checkers import check_all
-from harness.selftest.race_mutants import MUTANTS
+from harness.selftest.mutants import RACE_MUTANTS as MUTANTS
 from harness.families.race import (AT_ONCE_MS, INVARIANTS_BY_RACE, RACES, SCHEDULES, RaceDriver, race_summary, races_of,
                            run_race_trial, run_races)
 from harness.scenario.parse import load_scenario
@@ -137,7 +137,7 @@ def test_trace_events_carry_times_for_the_one_writer_check(driver, workdir):
 
 
 def test_a_trial_counts_one_race_fault_and_one_kill_per_killed_holder(driver, workdir):
-    from harness.campaign.campaign import fault_counts
+    from harness.report.faults import fault_counts
     assert fault_counts(run_race_trial(None, "two-writers", 3, workdir, driver=driver).history) == {"race": 1}
     killed = run_race_trial(None, "holder-killed", 3, workdir, driver=driver, schedule="kill-at-call")
     assert fault_counts(killed.history) == {"race": 1, "kill": 1}
@@ -157,6 +157,22 @@ def test_a_race_history_round_trips_through_json_with_the_same_verdicts(driver, 
     wanted = list(INVARIANTS_BY_RACE["holder-killed"])
     assert [v.status for v in check_all(again, wanted)] == [v.status for v in result.verdicts if v.invariant != "race"]
     assert result.to_json()["status"] == "valid"
+    # the race's own verdict is judged from the facts in the history too (harness.checkers.race)
+    assert again.race == result.history.race and again.race.expectations
+    assert [v.to_json() for v in check_all(again, wanted + ["race"])] == [v.to_json() for v in result.verdicts]
+    assert result.verdicts[-1].checker == "harness.checkers.race"
+
+
+def test_a_race_records_facts_and_judges_nothing_itself(driver, workdir):
+    with RaceDriver("lockf", at_once_timeout_s=0.5, spares=0, start=2) as d:
+        result = run_race_trial(None, "lock-survives-other-fds", 3, workdir, driver=d, schedule="fds-and-children")
+    facts = result.history.race
+    assert facts.race == "lock-survives-other-fds" and facts.schedule == "fds-and-children"
+    probes = [f for f in facts.expectations if f["name"] == "refused"]
+    assert probes and all({"expected", "observed", "leg", "holder", "what"} <= set(f) for f in probes)
+    assert any(f["observed"]["answer"].get("ok") for f in probes)  # lockf: the probe got the lock
+    (race,) = [v for v in result.verdicts if v.invariant == "race"]
+    assert race.status == "invalid" and race == check_all(result.history, ["race"])[0]
 
 
 def test_run_races_cycles_through_the_scenario_races(driver, workdir):

@@ -109,3 +109,21 @@ def test_the_bug_the_suite_found_has_its_regression_scenario():
     assert s.faults.schedule == ({"kind": "kill", "event": 7, "when": "after"},)
     assert "O_EXCL" in s.purpose
     assert main(["run", str(path), "-q"]) == 0
+
+
+def test_a_scenario_built_in_code_is_written_with_its_family_keys_that_differ_from_the_defaults(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.campaign.regressions import regression_text
+    from harness.families.signals.params import Params
+    from harness.scenario.model import FaultSpec, Scenario
+
+    scenario = Scenario(name="built", purpose="in code",
+                        faults=FaultSpec(family="kill", params=Params(kill_points="events", legs=2)))
+    trial = SimpleNamespace(failed=["I2"], verdicts=[], schedule=[{"kind": "kill", "event": 3}], index=0,
+                            origin="hypothesis", shrunk_from=None, reproduce="", seed=5)
+    path = tmp_path / "regression-built.toml"
+    path.write_text(regression_text(scenario, trial, "regression-built"), encoding="utf-8")
+    s = load_scenario(path)
+    assert (s.faults.params.kill_points, s.faults.params.legs) == ("events", 2)
+    assert s.faults.schedule == ({"kind": "kill", "event": 3, "when": "after"},) and s.trials.seed == 5

@@ -149,3 +149,35 @@ def test_a_trial_with_executions_and_no_rerun_is_a_real_i2_check_not_a_vacuous_o
     trial["verdicts"] = [Verdict("I2", "at most one tool re-run per crash", "valid",
                                  {"summary": "no re-run", "checked": 0, "executions": 0}, "t")]
     assert build_report([trial], report_path="r.json")["invariants"]["I2"]["vacuous"] == 1
+
+
+def test_the_fault_counts_of_a_history_are_its_faulted_legs_by_kind():
+    from harness.report.faults import fault_counts
+
+    h = Engine()
+    h.leg(kill_after=4)
+    h.leg(kill_after=2)
+    h.leg(suspend_at=1)
+    h.leg()
+    assert fault_counts(h.finish()) == {"kill": 2, "suspend": 1}
+    trial = _trial()
+    assert build_report([trial])["runs"][0]["faults"] == fault_counts(trial["history"])
+
+
+def test_one_function_writes_every_reproducer_and_one_every_replay_command():
+    import shlex
+    from types import SimpleNamespace
+
+    from harness.campaign.reproduce import replay_command, reproduce_command
+    from harness.selftest.mutants import subject_for
+    from harness.subject.contract import default_subject, parse_subject
+
+    scenario = SimpleNamespace(path="scenarios/kill-random.toml", name="kill-random")
+    signals = reproduce_command(scenario, 7, [{"kind": "kill", "event": 3}], default_subject())
+    assert signals == """fiskj-harness run scenarios/kill-random.toml --seed 7 --schedule '[{"kind":"kill","event":3}]'"""
+    whole = reproduce_command(SimpleNamespace(path=None, name="tails-basic"), 1, None, subject_for("no-fsync"))
+    argv = shlex.split(whole)
+    assert argv[:5] == ["fiskj-harness", "run", "tails-basic", "--seed", "1"] and argv[5] == "--subject"
+    assert parse_subject(argv[6]) == subject_for("no-fsync")           # the subject replays, variables and all
+    assert "--subject" in reproduce_command(scenario, 1, [], parse_subject("A=1 python -m fiskj"))
+    assert replay_command("r.json", 3) == "fiskj-harness replay r.json --trial 3"

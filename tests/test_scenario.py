@@ -44,7 +44,7 @@ def test_a_good_scenario_loads_into_typed_sections(tmp_path):
     assert isinstance(s, Scenario)
     assert (s.name, s.purpose) == ("demo", "a demo")
     assert s.workload.turns == 2 and s.workload.tools_per_turn == 3 and s.workload.tool_ms == (1.0, 5.0)
-    assert s.faults.family == "kill" and s.faults.kill_points == "events" and s.faults.legs == 2
+    assert s.faults.family == "kill" and s.faults.params.kill_points == "events" and s.faults.params.legs == 2
     assert s.trials.count == 7 and s.trials.seed == 42
     assert s.check.invariants == ("I2", "I4")
     assert s.path == str(tmp_path / "s.toml")
@@ -117,7 +117,7 @@ def test_a_chain_needs_its_list_of_kinds():
         parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "chain"\n', "f.toml")
     assert info.value.key == "faults.family" and info.value.line == 4
     s = parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "chain"\nchain = ["suspend", "kill-event"]\n')
-    assert s.faults.chain == ("suspend", "kill-event")
+    assert s.faults.params.chain == ("suspend", "kill-event")
 
 
 def test_scenario_errors_survive_pickling():
@@ -199,29 +199,35 @@ def test_drift_schedule_races_and_family_parameters_are_parsed_into_the_fault_sp
     assert p.faults.param("max_states") == 5 and p.faults.param("zero_fill") is False
     assert p.faults.param("samples", 64) == 64
     r = parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "race"\nraces = ["two-writers"]\n')
-    assert r.faults.races == ("two-writers",)
+    assert r.faults.params.races == ("two-writers",)
 
 
 def test_the_family_keys_are_exactly_the_parameters_their_families_read():
     from dataclasses import fields
 
-    from harness.families.power_loss import executor as powerloss
-    from harness.families.tail import executor as tailcheck
-    from harness.families.race import RACES
-    from harness.scenario.parse import FAMILY_KEYS, RACE_NAMES
+    from harness.families.power_loss.params import Params as PowerLossParams
+    from harness.families.race.catalog import RACES
+    from harness.families.race.params import Params as RaceParams
+    from harness.families.registry import FAMILIES
+    from harness.scenario.parse import FAMILY_KEYS
 
     not_from_a_file = {"seed", "jobs"}  # trials.seed and --jobs
-    assert set(FAMILY_KEYS["power_loss"]) == {f.name for f in fields(powerloss.Params)} - not_from_a_file
-    assert set(FAMILY_KEYS["tail"]) == {f.name for f in fields(tailcheck.Params)} - not_from_a_file
-    assert RACE_NAMES == RACES
+    assert set(FAMILY_KEYS["power_loss"]) == {f.name for f in fields(PowerLossParams)} - not_from_a_file
+    for family in FAMILIES:  # each family's Params is its TOML schema
+        assert set(FAMILY_KEYS[family.name]) == {f.name for f in fields(family.Params)} - not_from_a_file
+    assert set(FAMILY_KEYS["signals"]) == {"kill_points", "signals", "legs", "chain", "max_events"}
+    # the races a scenario may name are the race catalog's, one definition
+    assert parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "race"\nraces = ' + str(list(RACES))
+                          .replace("'", '"') + "\n").faults.params.races == RACES
+    assert fields(RaceParams)[0].name == "races"
 
 
 def test_the_bundled_scenarios_cover_every_invariant_and_every_fault_family():
-    from harness.scenario.parse import FAMILIES
+    from harness.families.registry import MODES
 
     scenarios = [load_scenario(p) for p in bundled_scenarios()]
     assert len(scenarios) >= 12
-    assert {s.faults.family for s in scenarios} == set(FAMILIES)
+    assert {s.faults.family for s in scenarios} == set(MODES)
     assert {i for s in scenarios for i in s.check.invariants} == set(INVARIANTS)
     workloads = [s.workload for s in scenarios]
     assert any(w.drift for w in workloads) and any(w.vary_on_repeat for w in workloads)
@@ -258,7 +264,7 @@ def test_docs_scenarios_md_documents_every_key_and_every_bundled_scenario():
 def test_family_params_are_the_defaults_then_the_faults_keys_then_the_overrides_that_are_set():
     from dataclasses import dataclass
 
-    from harness.scenario.parse import family_params
+    from harness.scenario.model import family_params
 
     @dataclass(frozen=True)
     class Params:

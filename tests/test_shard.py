@@ -6,11 +6,12 @@ import collections
 import json
 import pytest
 
-from harness.campaign.campaign import Campaign, parse_shard, shard_positions
-from harness.cli.main import campaign_report, main
-from harness.report.report import merge_reports
+from harness.campaign.campaign import Campaign
+from harness.campaign.shard import parse_shard, shard_positions
+from harness.cli.main import main
+from harness.report.report import campaign_report, merge_reports
 from harness.scenario.parse import load_scenario
-from harness.selftest.run import mutant_subject
+from harness.selftest.mutants import subject_for
 
 # Event kills (exhaustive and hypothesis-drawn over the seam events), a race and a no-op scenario:
 # their plans are a function of the seed alone, so one campaign and its shards draw the same trials.
@@ -115,7 +116,7 @@ def test_the_shards_of_a_campaign_are_disjoint_and_cover_it_and_merge_to_its_ver
 
 
 def test_a_violation_found_by_one_shard_makes_the_merged_verdict_invalid(scenarios):
-    broken = mutant_subject("resume-reruns-answered")   # caught by an event kill after a batch's first result
+    broken = subject_for("resume-reruns-answered")   # caught by an event kill after a batch's first result
     events = scenarios[:1]
     shards = [Campaign(events, jobs=2, shrink_budget=0, shard=(i, 2), subject=broken).run() for i in range(2)]
     reports = [campaign_report(s, None) for s in shards]

@@ -1,12 +1,23 @@
-"""harness.subject.contract: the --subject command prefix, its variables, and the environment of a leg."""
+"""harness.subject: the --subject prefix, its variables, a leg's environment and preload, the fork server."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from harness.subject.contract import default_subject, fork_server_enabled, parse_subject
+from harness.subject.forkserver import ForkServer
+from harness.subject.preload import load_preload, preload_name
+
+ROOT = Path(__file__).resolve().parents[1]
+MUTANT_SUBJECT = [sys.executable, "-m", "harness.selftest.subject"]
+#: A module whose import shows (it prints the Zen of Python): the preload's effect, seen from outside.
+VISIBLE = "this"
+ZEN = "Beautiful is better than ugly."
 
 
 def test_leading_name_value_words_of_a_subject_are_variables_for_every_leg():
@@ -31,6 +42,89 @@ def test_variables_without_a_command_are_refused_and_nothing_is_the_reference():
 
 def test_the_mutant_subject_is_forked_like_the_reference_and_other_agents_are_not(monkeypatch):
     monkeypatch.delenv("FISKJ_HARNESS_FORKSERVER", raising=False)
+    monkeypatch.delenv("FISKJ_PRELOAD", raising=False)
+    monkeypatch.delenv("FISKJ_MUTANT", raising=False)
     assert fork_server_enabled(default_subject())
-    assert fork_server_enabled(parse_subject([sys.executable, "-m", "harness.selftest.subject"]))
+    assert fork_server_enabled(parse_subject(MUTANT_SUBJECT))
     assert not fork_server_enabled(parse_subject("python3 -m myagent"))
+    assert default_subject().is_fiskj_based and parse_subject(MUTANT_SUBJECT).is_fiskj_based
+    assert not parse_subject("python3 -m myagent").is_fiskj_based
+
+
+def test_a_leg_is_forked_only_when_the_fork_child_does_what_the_fresh_process_would(monkeypatch):
+    monkeypatch.delenv("FISKJ_HARNESS_FORKSERVER", raising=False)
+    mutant = parse_subject(MUTANT_SUBJECT)
+    # the mutant subject with its preload named: the fork child imports it, as the subject would
+    assert fork_server_enabled(mutant, {"FISKJ_PRELOAD": "m", "FISKJ_MUTANT": "x"})
+    # a mutant named alone is resolved by the subject itself (harness.selftest): a fresh process
+    assert not fork_server_enabled(mutant, {"FISKJ_MUTANT": "no-fsync"})
+    assert not fork_server_enabled(parse_subject(["FISKJ_MUTANT=no-fsync", *MUTANT_SUBJECT]), {})
+    # `python -m fiskj` never imports a preload: its legs are not forked when one is named
+    assert not fork_server_enabled(default_subject(), {"FISKJ_PRELOAD": "m"})
+    assert fork_server_enabled(default_subject(), {"FISKJ_MUTANT": "no-fsync"})
+    assert not fork_server_enabled(default_subject(), {"FISKJ_HARNESS_FORKSERVER": "0"})
+
+
+def test_the_preload_is_the_module_named_in_the_environment_imported_by_name():
+    assert preload_name({}) is None and preload_name({"FISKJ_PRELOAD": " "}) is None
+    assert load_preload({}) is None
+    assert load_preload({"FISKJ_PRELOAD": "json.tool"}) == "json.tool" and "json.tool" in sys.modules
+    with pytest.raises(ImportError):
+        load_preload({"FISKJ_PRELOAD": "harness.no_such_module"})
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **extra}
+
+
+def test_the_mutant_subject_imports_its_preload_before_fiskj_runs():
+    out = subprocess.run([*MUTANT_SUBJECT, "--help"], env=_env(FISKJ_PRELOAD=VISIBLE), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.index(ZEN) < out.stdout.index("usage:")
+    plain = subprocess.run([*MUTANT_SUBJECT, "--help"], env=_env(), capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0 and ZEN not in plain.stdout
+    bad = subprocess.run([*MUTANT_SUBJECT, "--help"], env=_env(FISKJ_MUTANT="no-such-mutant"), capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown mutant 'no-such-mutant'" in bad.stderr
+
+
+def test_a_forked_leg_imports_its_preload_in_itself_only(tmp_path):
+    server = ForkServer().start()
+    try:
+        legs = {}
+        for name, env in (("preloaded", _env(FISKJ_PRELOAD=VISIBLE)), ("plain", _env())):
+            out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+            proc = server.spawn(["--help"], env, stdin=None, stdout=str(out), stderr=str(err))
+            assert proc.wait(timeout=30) == 0, err.read_text()
+            legs[name] = out.read_text()
+        assert legs["preloaded"].index(ZEN) < legs["preloaded"].index("usage:")
+        assert ZEN not in legs["plain"]                       # the next leg of the same server: no preload
+        missing = tmp_path / "missing"
+        proc = server.spawn(["--help"], _env(FISKJ_PRELOAD="harness.no_such_module"), stdin=None,
+                            stdout=str(missing) + ".out", stderr=str(missing) + ".err")
+        assert proc.wait(timeout=30) == 1                     # a leg never runs without the preload it was given
+        assert "harness.no_such_module" in Path(str(missing) + ".err").read_text()
+    finally:
+        server.close()
+
+
+def test_a_race_agent_imports_its_preload_before_it_says_ready():
+    proc = subprocess.Popen([sys.executable, "-m", "harness.families.race.agent"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env(FISKJ_PRELOAD=VISIBLE, FISKJ_MUTANT="named", PYTHONUNBUFFERED="1"))
+    out, err = proc.communicate(b"", timeout=60)            # end of input: the agent exits
+    text = out.decode()
+    assert proc.returncode == 0, err.decode()
+    ready = json.loads(text.strip().splitlines()[-1])
+    assert text.index(ZEN) < text.index('"event":"ready"') and ready["mutant"] == "named"
+
+
+def test_the_contract_s_exit_statuses_are_fiskj_s_own():
+    import fiskj.cli
+
+    from harness import names
+    from harness.subject import contract
+
+    assert (names.EXIT_COMPLETED, names.EXIT_ERROR, names.EXIT_USAGE, names.EXIT_SUSPENDED) == \
+        (fiskj.cli.EXIT_OK, fiskj.cli.EXIT_ERROR, fiskj.cli.EXIT_USAGE, fiskj.cli.EXIT_SUSPENDED) == (0, 1, 2, 3)
+    assert contract.EXIT_SUSPENDED is names.EXIT_SUSPENDED                   # re-exported, not redefined

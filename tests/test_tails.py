@@ -1,4 +1,8 @@
-"""harness.families.tail.mutations: labelled journal mutations and the judge of a reader's answer (pure)."""
+"""harness.families.tail.mutations: labelled journal mutations (pure), each answered by the reference reader.
+
+A reader's answer is judged by the I5 checker (harness.checkers.i5_reader_answers); :func:`problem` asks it
+about one answer (None: the answer is right).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from hypothesis import strategies as st
 from builders import A, M, R, T, journal
 from fiskj.errors import CorruptJournal
 from fiskj.reader import JournalReader
-from harness.families.tail.mutations import Answer, judge, line_spans, mutations
+from harness.checkers.i5_reader_answers import answer_problem
+from harness.families.tail.mutations import Answer, line_spans, mutations
 
 J = journal(M(), A("a", "b"), R("a"), R("b", content="x" * 700), A(text="two files"), T())
 
@@ -27,9 +32,14 @@ def ask(data: bytes) -> Answer:
     return Answer("read", seqs, torn, reader.good_size)
 
 
+def problem(m, answer: Answer) -> str | None:
+    """What the I5 checker finds wrong with ``answer`` to mutation ``m`` (None: right)."""
+    return answer_problem(m.id, m.expected(), answer.to_json())
+
+
 def test_the_reference_reader_answers_every_mutation_as_labelled():
     muts = list(mutations(J, seed=3))
-    wrong = [judge(m, ask(m.data)).reason for m in muts if not judge(m, ask(m.data)).valid]
+    wrong = [problem(m, ask(m.data)) for m in muts if problem(m, ask(m.data)) is not None]
     assert wrong == []
     assert {m.kind for m in muts} == {"intact", "cut", "zeros", "garbage", "mid-run", "flip"}
     assert {m.expect for m in muts} == {"clean", "torn", "corrupt"}
@@ -93,24 +103,32 @@ def test_a_journal_that_is_not_clean_is_refused():
 
 def test_the_judge_catches_a_reader_that_tolerates_interior_corruption():
     m = next(m for m in mutations(J) if m.expect == "corrupt")
-    verdict = judge(m, Answer("read", seqs=(1, 2, 3, 4, 5, 6)))
-    assert not verdict.valid and f"line {m.line}" in verdict.reason
-    assert not judge(m, Answer("corrupt", line=m.line + 1)).valid
-    assert judge(m, Answer("corrupt", line=m.line)).valid
+    reason = problem(m, Answer("read", seqs=(1, 2, 3, 4, 5, 6)))
+    assert reason is not None and f"line {m.line}" in reason
+    assert problem(m, Answer("corrupt", line=m.line + 1)) is not None
+    assert problem(m, Answer("corrupt", line=m.line)) is None
 
 
 def test_the_judge_catches_a_reader_that_drops_a_complete_final_record():
     intact = next(m for m in mutations(J) if m.kind == "intact")
     start = line_spans(J)[-1][0]
-    verdict = judge(intact, Answer("read", (1, 2, 3, 4, 5), (start, len(J) - start), start))
-    assert not verdict.valid and "1..6" in verdict.reason
+    reason = problem(intact, Answer("read", (1, 2, 3, 4, 5), (start, len(J) - start), start))
+    assert reason is not None and "1..6" in reason
 
 
 def test_the_judge_catches_a_reader_that_blanks_the_run_or_raises_on_a_torn_tail():
     torn = next(m for m in mutations(J) if m.expect == "torn")
-    assert not judge(torn, Answer("read", (), None, 0)).valid
-    assert not judge(torn, Answer("corrupt", line=6)).valid
-    assert not judge(torn, Answer("read", torn.seqs, None, torn.good_size)).valid  # tail not reported
+    assert problem(torn, Answer("read", (), None, 0)) is not None
+    assert problem(torn, Answer("corrupt", line=6)) is not None
+    assert problem(torn, Answer("read", torn.seqs, None, torn.good_size)) is not None  # tail not reported
+
+
+def test_a_label_and_an_answer_are_json_facts():
+    m = next(m for m in mutations(J) if m.expect == "torn")
+    assert m.expected() == {"kind": "torn", "seqs": list(m.seqs), "good_size": m.good_size, "torn": list(m.torn),
+                            "line": None, "offset": None}
+    assert Answer("read", (1, 2), (5, 3), 5).to_json() == {"kind": "read", "seqs": [1, 2], "torn": [5, 3],
+                                                           "good_size": 5, "line": None, "message": ""}
 
 
 def _journal_of(contents: list[str]) -> bytes:
@@ -125,5 +143,5 @@ def _journal_of(contents: list[str]) -> bytes:
 def test_for_any_journal_every_mutation_is_answered_as_labelled(contents, seed):
     data = _journal_of(contents)
     for m in mutations(data, seed=seed, random_cuts=8, garbage_tails=2, flips=6):
-        verdict = judge(m, ask(m.data))
-        assert verdict.valid, verdict.reason
+        reason = problem(m, ask(m.data))
+        assert reason is None, reason

@@ -1,59 +1,52 @@
 """A campaign: many trials over scenarios, in parallel, with shrinking of failures.
 
-Per scenario:
+Every fault family is run the same way (:class:`harness.families.base.Family`,
+found in :mod:`harness.families.registry` by the scenario's ``[faults] family``):
 
-1. the reference (uninterrupted) run, once (:meth:`harness.runner.trial.Runner.reference`);
-   its IO-seam event count ``E`` and duration bound the fault parameters;
-2. a plan of schedules (:func:`plan_schedules`):
-
-   * ``kill_points = "events"``: exhaustive crash points, a kill after
-     every seam event ``k = 1..E`` plus a kill before the first one
-     (sampled, deterministically from the seed, when more than the cap);
-   * everything else is drawn by :mod:`hypothesis` from the scenario's
-     schedule strategy (:func:`schedule_strategy`), with
-     ``hypothesis.find(strategy, collect, settings(phases=[generate],
-     database=None), random=Random(seed))``: deterministic for a seed;
-
-3. the trials run on ``jobs`` threads (the work is in subprocesses), each
-   judged by :func:`harness.checkers.check_all`;
-4. a hypothesis-drawn trial that violated an invariant is shrunk: ``find``
-   runs again with the same seed (re-walking the same draws, answered from
-   the results already in hand) and then shrinks, running new trials for
-   new candidates until ``shrink_budget`` trials were spent.  The minimal
-   failing schedule is kept as an extra trial (``origin = "shrink"``).
+1. the scenario's uninterrupted run, once, when the family needs it
+   (:meth:`harness.runner.trial.Runner.reference`); a scenario whose
+   reference fails is a setup error, named in the result;
+2. the family's plan (pure, deterministic for the seed): one
+   :class:`~harness.families.base.Planned` per trial (``--schedule`` and
+   replay give explicit schedules instead); a shard keeps positions
+   ``i, i + n, ...`` of every plan (:func:`harness.campaign.shard.shard_positions`);
+3. the trials run on ``jobs`` threads (the work is in subprocesses): the
+   family's executor records a history, and :func:`harness.checkers.check_all`
+   judges it (checkers are the only judges);
+4. for a family that shrinks (the signals family), a hypothesis-drawn
+   trial that violated an invariant is shrunk: ``find`` runs again with the
+   same seed (re-walking the same draws, answered from the results already
+   in hand) and then shrinks, running new trials for new candidates until
+   ``shrink_budget`` trials were spent.  The minimal failing schedule is
+   kept as an extra trial (``origin = "shrink"``).
 
 Every trial is reproducible from (scenario, seed, schedule): the run is a
 function of the scenario and the schedule; the seed only chose the schedule.
-
-Other fault families plug in through :data:`FAMILY_EXECUTORS`: a family
-name maps to ``"module:function"``, resolved when a scenario of that family
-runs.  The function is called as ``function(scenario, seed, count, runner,
-schedules=None)`` and returns a list of :class:`TrialResult` (``index`` is
-set by the campaign; ``schedules``, when given, are explicit schedules to
-replay, one trial each, as written in a report's ``runs``); they live in
-:mod:`harness.families.legacy`.  Schedules are drawn by :mod:`harness.families.signals.schedules`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import random
-import shlex
 import sys
+import threading
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable
 
-from harness.history.model import History
-from harness.families.signals.faults import FAULT_KINDS, validate_schedule
-from harness.runner.trial import ReferenceRun, Runner, SetupError
-from harness.scenario.parse import Scenario
-from harness.families.signals.schedules import (draw_schedules, exhaustive_schedules, hypothesis_settings, plan_schedules,
-                        schedule_strategy, seed_for)
+from harness.campaign.reproduce import reproduce_command
+from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
+from harness.campaign.shard import parse_shard, shard_positions
+from harness.checkers import check_all
+from harness.errors import SetupError
+from harness.families.base import Planned
+from harness.families.registry import by_mode
+from harness.families.signals.faults import validate_schedule
+from harness.families.signals.schedules import hypothesis_settings, seed_for
+from harness.runner.trial import Runner
+from harness.scenario.model import Scenario
 from harness.subject.contract import Subject
 
 __all__ = [
@@ -61,130 +54,10 @@ __all__ = [
     "ScenarioRun",
     "CampaignResult",
     "Campaign",
-    "schedule_strategy",
-    "draw_schedules",
-    "exhaustive_schedules",
-    "plan_schedules",
     "reproduce_command",
-    "fault_counts",
-    "FAMILY_EXECUTORS",
     "shard_positions",
     "parse_shard",
 ]
-
-#: Families whose trials are legs of the agent under a fault schedule (this module's own).
-_EXECUTED_FAMILIES = ("none", "kill", "suspend", "chain")
-
-#: Other families: name -> "module:function" (see the module docstring for the contract).
-FAMILY_EXECUTORS: dict[str, str] = {
-    "race": "harness.families.legacy:run_race_family",
-    "power_loss": "harness.families.legacy:power_loss",
-    "tail": "harness.families.legacy:tail",
-}
-
-
-@dataclass
-class TrialResult:
-    """One judged trial.
-
-    ``index``: position in the campaign (0-based, the ``--trial K`` of
-    replay); ``scenario``/``scenario_path``: which scenario; ``seed``: the
-    seed its schedule was drawn from; ``schedule``: the fault per leg;
-    ``origin``: ``exhaustive``, ``hypothesis``, ``noop``, ``shrink``,
-    ``explicit`` or ``replay``; ``verdicts``: the checkers' answers
-    (:class:`harness.checkers.Verdict`); ``history``: kept for failing
-    trials (and all trials with ``keep_histories``), else ``None``;
-    ``shrunk_from``: for a shrink result, the index of the trial it shrank;
-    ``elapsed_s``: wall time.
-    """
-
-    index: int
-    scenario: str
-    scenario_path: str | None
-    seed: int
-    schedule: list[dict[str, Any]]
-    origin: str
-    verdicts: list[Any]
-    history: History | None
-    elapsed_s: float
-    reproduce: str = ""
-    shrunk_from: int | None = None
-    invariants: tuple[str, ...] = ()
-    faults: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> list[str]:
-        """Ids of the checked invariants judged ``invalid``."""
-        return [v.invariant for v in self.verdicts if v.status == "invalid" and v.invariant in self.invariants]
-
-    @property
-    def unknown(self) -> list[str]:
-        """Ids of the checked invariants judged ``unknown``."""
-        return [v.invariant for v in self.verdicts if v.status == "unknown" and v.invariant in self.invariants]
-
-
-@dataclass
-class ScenarioRun:
-    """Per-scenario bookkeeping: the reference, planned schedules, errors, shrink statistics."""
-
-    scenario: Scenario
-    seed: int
-    reference: ReferenceRun | None = None
-    plan: list[tuple[list[dict[str, Any]], str]] = field(default_factory=list)
-    error: str | None = None
-    shrink_runs: int = 0
-
-
-@dataclass
-class CampaignResult:
-    """The outcome of :meth:`Campaign.run`.
-
-    ``trials``: every judged trial in index order; ``errors``: setup errors
-    (a scenario whose reference run failed, an unsupported family), one
-    line each; ``scenarios``: per scenario bookkeeping; ``elapsed_s``:
-    wall time; ``jobs``, ``subject``: how it ran.
-    """
-
-    trials: list[TrialResult]
-    errors: list[str]
-    scenarios: list[ScenarioRun]
-    elapsed_s: float
-    jobs: int
-    subject: Subject
-
-    @property
-    def violations(self) -> list[TrialResult]:
-        """Trials with at least one invalid checked invariant."""
-        return [t for t in self.trials if t.failed]
-
-    @property
-    def trials_per_second(self) -> float:
-        """Judged trials per wall-clock second."""
-        return len(self.trials) / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-
-# --- schedules -------------------------------------------------------------------
-
-
-def fault_counts(history: History) -> dict[str, int]:
-    """Faults injected in a trial, per report family (``kill``, ``suspend``, ...)."""
-    out: dict[str, int] = {}
-    for leg in history.legs:
-        if leg.fault.injected and leg.fault.kind != "none":
-            out[leg.fault.kind] = out.get(leg.fault.kind, 0) + 1
-    return out
-
-
-def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, Any]], subject: Subject) -> str:
-    """A shell command that re-runs exactly this trial: ``fiskj-harness run FILE --seed S --schedule JSON``."""
-    argv = ["fiskj-harness", "run", scenario.path or scenario.name, "--seed", str(seed),
-            "--schedule", json.dumps(schedule, separators=(",", ":"))]
-    if not subject.is_reference or subject.extra_env:
-        argv += ["--subject", subject.command_line()]  # with its variables (a mutant's FISKJ_MUTANT)
-    return shlex.join(argv)
-
-
-# --- the campaign ----------------------------------------------------------------------
 
 
 class Campaign:
@@ -197,12 +70,11 @@ class Campaign:
     the main thread; ``shrink_budget``: trials a shrink may run (0: no
     shrinking); ``keep_histories``: keep every history, not only failing
     ones; ``schedules``: explicit schedules to run instead of a plan (for
-    ``--schedule`` and replay), applied to every scenario; ``shard``:
-    ``(i, n)`` runs only shard ``i`` of ``n`` (0-based): the trials at
-    positions ``p`` of each scenario's plan with ``p % n == i`` (see
-    :func:`shard_positions`), so ``n`` shards are disjoint and together run
-    the whole campaign.  Other families get ``shard`` when their executor
-    accepts it, else a whole scenario goes to shard ``crc32(name) % n``.
+    ``--schedule`` and replay), applied to every scenario, with origin
+    ``origin``; ``shard``: ``(i, n)`` runs only shard ``i`` of ``n``
+    (0-based): the trials at positions ``p`` of each scenario's plan with
+    ``p % n == i``, so ``n`` shards are disjoint and together run the whole
+    campaign, whatever the family.
     """
 
     def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,
@@ -215,6 +87,9 @@ class Campaign:
             i, n = shard
             if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
                 raise ValueError(f"a shard is (i, n) with 0 <= i < n, got {shard!r}")
+        if schedules is not None and not (isinstance(schedules, list)
+                                          and all(isinstance(s, list) for s in schedules)):
+            raise ValueError(f"schedules must be a list of schedules (lists), got {schedules!r}")
         self.shard = shard
         self.scenarios = scenarios
         self.trials = trials
@@ -223,23 +98,35 @@ class Campaign:
         self.progress = progress
         self.shrink_budget = shrink_budget
         self.keep_histories = keep_histories
-        self.schedules = [_maybe_validate(s) for s in schedules] if schedules is not None else None
+        self.schedules = schedules
         self.explicit_origin = origin
         self._runner = runner
         self.subject = runner.subject if runner is not None else subject
+        self._executors: dict[int, Any] = {}
+        self._exec_lock = threading.Lock()
 
-    def _judge(self, scenario: Scenario, seed: int, schedule: list[dict[str, Any]], origin: str,
-               runner: Runner, index: int) -> TrialResult:
-        from harness.checkers import check_all
+    def _executor(self, run: ScenarioRun, runner: Runner) -> Any:
+        """The scenario's executor, opened on first use (one per scenario, shared by the threads)."""
+        with self._exec_lock:
+            ex = self._executors.get(id(run))
+            if ex is None:
+                ex = run.family.open(run.scenario, runner, run.reference)
+                self._executors[id(run)] = ex
+            return ex
 
+    def _judge(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int) -> TrialResult:
+        """Run one planned trial through its family's executor and judge its history with the checkers."""
+        scenario = run.scenario
         t = time.monotonic()
-        history = runner.run_trial(scenario, seed, schedule)
-        verdicts = check_all(history, list(scenario.check.invariants))
-        result = TrialResult(index=index, scenario=scenario.name, scenario_path=scenario.path, seed=seed,
-                             schedule=schedule, origin=origin, verdicts=verdicts, history=history,
+        ran = self._executor(run, runner).run(planned)
+        invariants = tuple(planned.invariants if planned.invariants is not None else scenario.check.invariants)
+        verdicts = check_all(ran.history, list(invariants))
+        schedule = ran.schedule if ran.schedule is not None else planned.schedule
+        result = TrialResult(index=index, scenario=scenario.name, scenario_path=scenario.path, seed=planned.seed,
+                             schedule=schedule, origin=planned.origin, verdicts=verdicts, history=ran.history,
                              elapsed_s=time.monotonic() - t,
-                             reproduce=reproduce_command(scenario, seed, schedule, runner.subject),
-                             invariants=tuple(scenario.check.invariants), faults=fault_counts(history))
+                             reproduce=reproduce_command(scenario, planned.seed, schedule, runner.subject),
+                             invariants=invariants, faults=ran.faults, family=run.family.name)
         if not (result.failed or self.keep_histories):
             result.history = None
         return result
@@ -247,115 +134,91 @@ class Campaign:
     def run(self) -> CampaignResult:
         """Run the campaign; returns a :class:`CampaignResult`.  Never raises for a failing agent.
 
-        A scenario whose family this runner does not execute, or whose
-        reference run fails, is recorded in ``errors`` and skipped.
+        A scenario whose reference run fails, or whose family cannot plan or
+        open its executor, is recorded in ``errors`` and skipped.
         """
         started = time.monotonic()
         runner = self._runner or Runner(subject=self.subject)
         self.subject = runner.subject
-        runs = [ScenarioRun(scenario=s, seed=self.seed if self.seed is not None else s.trials.seed)
-                for s in self.scenarios]
+        runs = [ScenarioRun(scenario=s, seed=self.seed if self.seed is not None else s.trials.seed,
+                            family=by_mode(s.faults.family)) for s in self.scenarios]
         errors: list[str] = []
         results: list[TrialResult] = []
+        limits = [f"{run.scenario.name}: {line}" for run in runs for line in run.family.cannot(runner.subject)]
         try:
             with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fiskj-trial") as pool:
                 # 1. references, in parallel
-                futures = {}
-                others: list[tuple[ScenarioRun, Callable[..., list[TrialResult]]]] = []
-                for run in runs:
-                    family = run.scenario.faults.family
-                    if family not in _EXECUTED_FAMILIES:
-                        executor = _executor(family)
-                        if isinstance(executor, str):
-                            run.error = f"{run.scenario.path or run.scenario.name}: {executor}"
-                        else:
-                            others.append((run, executor))
-                        continue
-                    futures[pool.submit(runner.reference, run.scenario)] = run
+                futures = {pool.submit(runner.reference, run.scenario): run for run in runs
+                           if run.family.needs_reference(run.scenario)}
                 for fut in as_completed(futures):
                     run = futures[fut]
                     try:
                         run.reference = fut.result()
                     except SetupError as exc:
                         run.error = str(exc)
-                # 2. plans (hypothesis draws: main thread only)
-                jobs = []
-                other_runs = {id(r) for r, _ in others}
+                # 2. plans (pure; hypothesis draws: main thread only)
+                jobs: list[tuple[ScenarioRun, Planned]] = []
                 for run in runs:
+                    if run.error is None:
+                        count = self.trials or run.scenario.trials.count
+                        try:
+                            run.plan = run.family.plan(run.scenario, run.reference, count, run.seed, self.schedules,
+                                                       subject=runner.subject)
+                        except (ValueError, SetupError) as exc:
+                            run.error = f"{run.scenario.path or run.scenario.name}: {exc}"
                     if run.error:
                         errors.append(run.error)
                         continue
-                    if id(run) in other_runs:
-                        continue
-                    assert run.reference is not None
                     if self.schedules is not None:
-                        run.plan = [(s, self.explicit_origin) for s in self.schedules]
-                    else:
-                        count = self.trials or run.scenario.trials.count
-                        run.plan = plan_schedules(run.scenario, run.reference, count, run.seed)
-                    jobs += [(run, sch, origin) for p, (sch, origin) in enumerate(run.plan)
-                             if p in shard_positions(len(run.plan), self.shard)]
+                        run.plan = [replace(p, origin=self.explicit_origin) for p in run.plan]
+                    jobs += [(run, run.plan[p]) for p in shard_positions(len(run.plan), self.shard)]
                 # 3. trials
                 total = len(jobs)
-                done = 0
-                failing = 0
-                trial_futures = {
-                    pool.submit(self._judge, run.scenario, run.seed, sch, origin, runner, i): i
-                    for i, (run, sch, origin) in enumerate(jobs)
-                }
+                done = failing = 0
+                stopped: set[int] = set()
+                trial_futures = {pool.submit(self._judge, run, planned, runner, i): i
+                                 for i, (run, planned) in enumerate(jobs)}
                 slots: list[TrialResult | None] = [None] * total
                 if self.progress:
                     self.progress(0, total, 0)
                 for fut in as_completed(trial_futures):
                     i = trial_futures[fut]
+                    run, planned = jobs[i]
                     try:
                         slots[i] = fut.result()
                     except SetupError as exc:
                         errors.append(str(exc))
                     except Exception as exc:  # a harness failure is never a pass: it is a setup error
-                        run, sch, _ = jobs[i]
-                        errors.append(f"{run.scenario.name}: trial with schedule {json.dumps(sch)} could not run: "
-                                      f"{type(exc).__name__}: {exc}")
+                        errors.append(f"{run.scenario.name}: trial with schedule {json.dumps(planned.schedule)} "
+                                      f"could not run: {type(exc).__name__}: {exc}")
                     done += 1
                     if slots[i] is not None and slots[i].failed:
                         failing += 1
+                        if getattr(run.family.params(run.scenario), "stop_on_violation", False) \
+                                and id(run) not in stopped:
+                            stopped.add(id(run))
+                            for other, k in trial_futures.items():
+                                if jobs[k][0] is run:
+                                    other.cancel()
                     if self.progress:
                         self.progress(done, total, failing)
                 results = [r for r in slots if r is not None]
-                # 3b. other families, one executor per scenario, after the agent trials
-                family_futures = {}
-                for run, executor in others:
-                    kwargs = _family_kwargs(executor, run.scenario, self.schedules, self.shard,
-                                            self.trials or run.scenario.trials.count)
-                    if kwargs is None:
-                        continue  # another shard runs this scenario
-                    family_futures[pool.submit(executor, run.scenario, run.seed,
-                                               self.trials or run.scenario.trials.count, runner, **kwargs)] = run
-                for fut in as_completed(family_futures):
-                    run = family_futures[fut]
-                    try:
-                        results += fut.result()
-                    except Exception as exc:  # never a pass
-                        run.error = f"{run.scenario.path or run.scenario.name}: {type(exc).__name__}: {exc}"
-                        errors.append(run.error)
-                    if self.progress:
-                        self.progress(len(results), len(results), sum(1 for r in results if r.failed))
-                # scenario order, then the order each scenario produced them
-                order = {id(run.scenario): k for k, run in enumerate(runs)}
-                by_name = {run.scenario.name: order[id(run.scenario)] for run in runs}
-                results.sort(key=lambda r: by_name.get(r.scenario, 0))
             for i, r in enumerate(results):
                 r.index = i
             # 4. shrink (main thread: hypothesis is driven from one thread)
             if self.shrink_budget > 0 and self.schedules is None:
                 results += self._shrink_all(runs, results, runner)
         finally:
+            with self._exec_lock:
+                executors, self._executors = list(self._executors.values()), {}
+            for ex in executors:
+                ex.close()
             if self._runner is None:
                 runner.close()
         for i, r in enumerate(results):
             r.index = i
         return CampaignResult(trials=results, errors=errors, scenarios=runs, elapsed_s=time.monotonic() - started,
-                              jobs=self.jobs, subject=runner.subject)
+                              jobs=self.jobs, subject=runner.subject, limits=limits)
 
     def _shrink_all(self, runs: list[ScenarioRun], results: list[TrialResult], runner: Runner) -> list[TrialResult]:
         out = []
@@ -363,6 +226,8 @@ class Campaign:
             mine = [r for r in results if r.scenario == run.scenario.name and r.scenario_path == run.scenario.path]
             failed = [r for r in mine if r.failed and r.origin == "hypothesis"]
             if not failed or run.reference is None:
+                continue
+            if not run.family.shrinks:
                 continue
             first = min(failed, key=lambda r: r.index)
             shrunk = self._shrink(run, mine, first, runner)
@@ -382,7 +247,7 @@ class Campaign:
         for r in sorted(known, key=lambda r: bool(wanted & set(r.failed))):  # a failing result wins a tie
             cache[_canon(r.schedule)] = r
         cache[_canon(target.schedule)] = target
-        count = sum(1 for _, origin in run.plan if origin == "hypothesis")
+        count = sum(1 for planned in run.plan if planned.origin == "hypothesis")
         spent = 0
 
         def fails(schedule: list[dict[str, Any]]) -> bool:
@@ -393,12 +258,12 @@ class Campaign:
                 if spent >= self.shrink_budget:
                     return False
                 spent += 1
-                result = self._judge(run.scenario, run.seed, schedule, "shrink", runner, -1)
+                result = self._judge(run, Planned(schedule, "shrink", run.seed), runner, -1)
                 cache[key] = result
             return bool(wanted & set(result.failed))
 
         try:
-            minimal = find(schedule_strategy(run.scenario, run.reference), fails,
+            minimal = find(run.family.strategy(run.scenario, run.reference), fails,
                            settings=hypothesis_settings(max(count, 1), shrink=True),
                            random=random.Random(seed_for(run.seed, run.scenario)))
         except HypothesisException as exc:
@@ -414,74 +279,7 @@ class Campaign:
         return replace(result, origin="shrink", shrunk_from=target.index)
 
 
-def shard_positions(total: int, shard: tuple[int, int] | None) -> range:
-    """Positions ``0..total-1`` of a plan that shard ``(i, n)`` runs: ``i, i + n, i + 2n, ...`` (all without a shard)."""
-    if shard is None:
-        return range(total)
-    i, n = shard
-    return range(i, total, n)
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """Parse ``--shard I/N`` (``I`` 0-based, ``0 <= I < N``) into ``(I, N)``; raises ``ValueError``."""
-    left, sep, right = str(text).partition("/")
-    try:
-        i, n = int(left), int(right)
-    except ValueError:
-        raise ValueError(f"a shard is I/N with integers 0 <= I < N (e.g. 0/4), got {text!r}") from None
-    if not sep or n < 1 or not 0 <= i < n:
-        raise ValueError(f"a shard is I/N with integers 0 <= I < N (e.g. 0/4), got {text!r}")
-    return i, n
-
-
-def _family_kwargs(executor: Callable[..., Any], scenario: Scenario, schedules: list[list[dict[str, Any]]] | None,
-                   shard: tuple[int, int] | None, count: int) -> dict[str, Any] | None:
-    """Keyword arguments of a family executor call; ``None`` when the scenario belongs to another shard.
-
-    ``schedules``: the campaign's explicit ones, else the scenario's own
-    ``[faults] schedule`` repeated ``count`` times.  ``shard`` is passed when
-    the executor takes it; else the whole scenario goes to shard
-    ``crc32(name) % n``.
-    """
-    import inspect
-
-    if schedules is None and scenario.faults.schedule is not None:
-        schedules = [[dict(f) for f in scenario.faults.schedule] for _ in range(count)]
-    kwargs: dict[str, Any] = {"schedules": schedules}
-    if shard is not None:
-        try:
-            takes_shard = "shard" in inspect.signature(executor).parameters
-        except (TypeError, ValueError):
-            takes_shard = False
-        if takes_shard:
-            kwargs["shard"] = shard
-        elif zlib.crc32(scenario.name.encode()) % shard[1] != shard[0]:
-            return None
-    return kwargs
-
 
 def _canon(schedule: list[dict[str, Any]]) -> str:
+    """A shrink cache key: the schedule in normal form (only the signals family shrinks)."""
     return json.dumps(validate_schedule(schedule), sort_keys=True)
-
-
-def _maybe_validate(schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Validate a schedule of this module's fault kinds; leave other families' schedules as they are."""
-    if isinstance(schedule, list) and any(isinstance(f, dict) and f.get("kind") not in FAULT_KINDS
-                                          for f in schedule):
-        return schedule
-    return validate_schedule(schedule)
-
-
-def _executor(family: str) -> Callable[..., list[TrialResult]] | str:
-    """The executor of ``family`` from :data:`FAMILY_EXECUTORS`, or a one-line reason why there is none."""
-    target = FAMILY_EXECUTORS.get(family)
-    if target is None:
-        return f"fault family {family!r} has no executor"
-    module, _, name = target.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), name, None)
-    except ImportError as exc:
-        return f"fault family {family!r}: cannot import {module}: {exc}"
-    if fn is None:
-        return f"fault family {family!r} is not executed yet ({module} has no {name})"
-    return fn

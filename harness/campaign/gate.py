@@ -4,7 +4,7 @@ The gate runs campaigns in *rounds*.  Round ``r`` gives every scenario a
 plan of ``min(left, n * 2**r)`` trials (``n`` = the number of shards,
 ``left`` = what the scenario's ``trials.count`` has not planned yet),
 drawn with campaign seed ``trials.seed + r * 1000``; each shard runs its
-positions of that plan (:func:`harness.campaign.campaign.shard_positions`).  So:
+positions of that plan (:func:`harness.campaign.shard.shard_positions`).  So:
 
 * trials are spread across scenarios: every scenario gets its first trials
   before any scenario gets many, and sizes double per round;
@@ -32,15 +32,15 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from harness.campaign.campaign import Campaign, CampaignResult, ScenarioRun, TrialResult
+from harness.campaign.campaign import Campaign
+from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
+from harness.names import SEED_STEP, SEEDED_FAMILIES
 from harness.runner.trial import Runner
-from harness.scenario.parse import Scenario
+from harness.scenario.model import Scenario
 from harness.subject.contract import Subject
 
-__all__ = ["GateResult", "run_gate", "gate_report", "render_gate_markdown", "fixed_plan", "SEED_STEP"]
+__all__ = ["GateResult", "run_gate", "gate_report", "render_gate_markdown", "fixed_plan"]
 
-#: Campaign seed offset between rounds.
-SEED_STEP = 1000
 #: Fraction of the budget the estimates may fill (the rest absorbs estimation error).
 FILL = 0.85
 
@@ -54,8 +54,9 @@ def fixed_plan(scenario: Scenario) -> bool:
     are a function of the seed and whose count is a cap on recoveries.
     """
     f = scenario.faults
-    return (f.schedule is not None or f.family in ("power_loss", "tail")
-            or (f.family == "kill" and f.kill_points == "events" and f.legs == 1))
+    return (f.schedule is not None or f.family in SEEDED_FAMILIES
+            or (f.family == "kill" and getattr(f.params, "kill_points", None) == "events"
+                and getattr(f.params, "legs", None) == 1))
 
 
 @dataclass
@@ -185,8 +186,8 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
     within the budget (``trials`` 0, each checked invariant with ``checked``
     0), so the JUnit file has a (skipped) test case for it.
     """
-    from harness.checkers import INVARIANTS
-    from harness.cli.main import campaign_report
+    from harness.checkers.verdict import INVARIANTS
+    from harness.report.report import campaign_report
 
     report = campaign_report(gate.result, report_path)
     for row in gate.plan:

@@ -20,11 +20,12 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import asdict, fields
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.scenario.parse import FaultSpec, Scenario, TrialSpec, load_scenario
+from harness.scenario.model import FaultSpec, Scenario, TrialSpec
+from harness.scenario.parse import load_scenario
 
 __all__ = ["pick_regressions", "regression_text", "save_regressions", "toml_value"]
 
@@ -70,7 +71,7 @@ def pick_regressions(trials: list[Any]) -> list[Any]:
     """The trials to save: per (scenario, violated invariants), the failing trial with the fewest faults
     (the shrink result when it is among them).
 
-    ``trials`` are :class:`harness.campaign.campaign.TrialResult` objects (only
+    ``trials`` are :class:`harness.campaign.result.TrialResult` objects (only
     failing ones are considered).  Returns them in campaign order.
     """
     groups: dict[tuple[str, str | None, tuple[str, ...]], list[Any]] = {}
@@ -90,6 +91,24 @@ def _violation_lines(trial: Any) -> list[str]:
     for v in trial.verdicts:
         if v.status == "invalid" and v.invariant in trial.failed:
             out.append(f"{v.invariant} {v.name}: {' '.join(str(v.summary).split())[:300]}")
+    return out
+
+
+def _family_keys(faults: FaultSpec) -> list[tuple[str, Any]]:
+    """The family's ``[faults]`` keys to write: those the source file gave, else (a scenario built in code)
+    its parameters that differ from their defaults."""
+    if faults.given:
+        return list(faults.given)
+    params = faults.params
+    if params is None or not is_dataclass(params):
+        return []
+    out = []
+    for f in fields(params):
+        value = getattr(params, f.name)
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else MISSING)
+        if value is not None and value != default:
+            out.append((f.name, value))
     return out
 
 
@@ -120,15 +139,8 @@ def regression_text(scenario: Scenario, trial: Any, name: str) -> str:
         lines.append(f"{key} = {toml_value(list(value) if isinstance(value, tuple) else value)}")
     faults = scenario.faults
     lines += ["", "[faults]", f"family = {toml_value(faults.family)}"]
-    defaults = FaultSpec()
-    for f in fields(FaultSpec):
-        if f.name in ("family", "schedule", "params"):
-            continue
-        value = getattr(faults, f.name)
-        if value != getattr(defaults, f.name):
-            lines.append(f"{f.name} = {toml_value(list(value) if isinstance(value, tuple) else value)}")
-    for key, value in faults.params:
-        lines.append(f"{key} = {toml_value(value)}")
+    for key, value in _family_keys(faults):
+        lines.append(f"{key} = {toml_value(list(value) if isinstance(value, tuple) else value)}")
     lines.append(f"schedule = {toml_value(list(trial.schedule))}")
     lines += ["", "[trials]", f"count = {count}", f"seed = {int(trial.seed)}"]
     if scenario.trials.timeout_s != TrialSpec().timeout_s:
@@ -142,7 +154,7 @@ def regression_text(scenario: Scenario, trial: Any, name: str) -> str:
 def save_regressions(result: Any, directory: str | Path) -> list[Path]:
     """Write one regression scenario per picked violation of campaign ``result`` into ``directory``.
 
-    ``result`` is a :class:`harness.campaign.campaign.CampaignResult`.  Each file is
+    ``result`` is a :class:`harness.campaign.result.CampaignResult`.  Each file is
     checked by loading it back.  Returns the paths written (a file that
     already exists with the same name is kept as it is and returned too).
     """

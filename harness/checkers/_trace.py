@@ -10,7 +10,6 @@ file) for ``write``, ``length`` for ``ftruncate``, ``flags`` for ``open``,
 from __future__ import annotations
 
 import base64
-import os
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -63,12 +62,18 @@ def traced(history: History) -> bool:
     return any(leg.trace for leg in history.legs)
 
 
+def _basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1]  # trace paths are POSIX paths (docs/ioseam.md)
+
+
 def is_journal(path: str | None, run_id: str) -> bool:
-    return bool(path) and os.path.basename(path) == f"{run_id}.json"
+    """True when ``path`` names the journal of ``run_id`` (``<id>.json``, docs/spec.md section 1)."""
+    return bool(path) and _basename(path) == f"{run_id}.json"
 
 
 def is_lock(path: str | None, run_id: str) -> bool:
-    return bool(path) and os.path.basename(path) == f"{run_id}.lock"
+    """True when ``path`` names the lock file of ``run_id`` (``<id>.lock``, docs/spec.md section 10)."""
+    return bool(path) and _basename(path) == f"{run_id}.lock"
 
 
 def events(leg: Leg) -> Iterator[dict[str, Any]]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
-from harness.checkers import INVALID, VALID, make
+from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import attribute, is_tail, legs_in_order, pending_ids, previous_snapshot, split_journal
 
 INVARIANT = "I1"

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
-from harness.checkers import INVALID, VALID, make
+from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index, split_journal
 
 INVARIANT = "I3"

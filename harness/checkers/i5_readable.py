@@ -15,19 +15,35 @@ acknowledged, which the next create reclaims), is noted, not judged.  A reader o
 unless the damaged line lies in bytes a ``tail`` fault made and the engine
 has not touched since (the nemesis's damage, listed under ``exempt``).
 Torn tails are listed per leg.
+
+Two more kinds of facts are judged here, when the history holds them:
+
+* the reader's answers on mutated journals (``history.reader_checks``,
+  the tail family): judged by :mod:`harness.checkers.i5_reader_answers`
+  (violations of kind ``reader_answer``);
+* the repair of a tail mutation (docs/spec.md section 9, rule 4: a torn
+  tail is cut before the next append): a ``tail`` fault whose detail holds
+  the mutation's ``good_size`` (the bytes the reader keeps) is followed by
+  a leg whose journal keeps bytes ``[0, good_size)`` unchanged
+  (``repair_changed_kept_bytes``) and, when that leg is the last, a final
+  journal with no torn tail left (``torn_tail_left``: new records glued to
+  the torn bytes, FORMAT.md defect 1).
+
+``checked`` counts the snapshots read plus the answers and repairs judged.
 """
 
 from __future__ import annotations
 
-import io
+from io import BufferedReader, BytesIO
 from typing import Any
 
 from fiskj.errors import FiskjError
 from fiskj.reader import JournalReader, read_state
 
 from harness.history.model import History
-from harness.checkers import INVALID, VALID, make
+from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
+from harness.checkers.i5_reader_answers import reader_violations
 
 INVARIANT = "I5"
 NAME = "journal always readable, at most one torn tail"
@@ -36,14 +52,37 @@ NAME = "journal always readable, at most one torn tail"
 def _holds_no_record(data: bytes) -> bool:
     """True when fiskj's reader finds no complete record in ``data`` (and no corruption before one)."""
     try:
-        for _ in JournalReader(io.BufferedReader(io.BytesIO(data))):  # type: ignore[arg-type]
+        for _ in JournalReader(BufferedReader(BytesIO(data))):  # type: ignore[arg-type]
             return False
     except FiskjError:
         return False
     return True
 
 
+def _repairs(history: History) -> tuple[int, list[dict[str, Any]]]:
+    """``(repairs judged, violations)``: each tail mutation with a ``good_size`` and the leg after it."""
+    legs = legs_in_order(history)
+    checked, out = 0, []
+    for leg, nxt in zip(legs, legs[1:]):
+        good = leg.fault.detail.get("good_size") if leg.fault.kind == "tail" else None
+        if not isinstance(good, int):
+            continue
+        checked += 1
+        kept, after = (leg.journal or b"")[:good], (nxt.journal or b"")[:good]
+        row: dict[str, Any] = {"leg": nxt.index, "fault_leg": leg.index, "good_size": good,
+                               "mutation": leg.fault.detail.get("mutation")}
+        if after != kept:
+            out.append({"kind": "repair_changed_kept_bytes", **row,
+                        "detail": f"repair: the kept bytes [0, {good}) changed"})
+        elif nxt is legs[-1] and history.final_state is not None and history.final_state.get("torn_tail"):
+            torn = history.final_state["torn_tail"]
+            out.append({"kind": "torn_tail_left", **row, "torn_tail": torn,
+                        "detail": f"repair: the resumed journal still ends in a torn tail {torn}"})
+    return checked, out
+
+
 def check(history: History) -> Any:
+    """Judge I5 (docs/spec.md section 15; reading: section 7) on ``history``: its snapshots, reader answers and repairs."""
     violations: list[dict[str, Any]] = []
     exempt: list[dict[str, Any]] = []
     torn: list[dict[str, Any]] = []
@@ -76,17 +115,32 @@ def check(history: History) -> Any:
             continue
         if state.torn_tail is not None:
             torn.append({"leg": leg.index, **state.torn_tail.to_json(), "good_size": state.good_size})
-    evidence: dict[str, Any] = {"checked": checked, "torn_tails": torn}
+    repaired, repairs = _repairs(history)
+    answered, answers = reader_violations(history)
+    evidence: dict[str, Any] = {"checked": checked + repaired + answered, "torn_tails": torn}
+    if answered:
+        evidence["reader_checked"] = answered
+    if repaired:
+        evidence["repairs_checked"] = repaired
     if noted:
         evidence["not_judged"] = noted
     if exempt:
         evidence["exempt"] = exempt
-    if violations:
-        evidence["summary"] = f"{len(violations)} unreadable journal snapshot(s): " + "; ".join(
-            f"leg {v['leg']} line {v['line']} offset {v['offset']}: {v['error'][:80]}" for v in violations[:3])
-        evidence["violations"] = violations
+    if violations or repairs or answers:
+        parts = []
+        if violations:
+            parts.append(f"{len(violations)} unreadable journal snapshot(s): " + "; ".join(
+                f"leg {v['leg']} line {v['line']} offset {v['offset']}: {v['error'][:80]}" for v in violations[:3]))
+        if repairs:
+            parts.append("; ".join(v["detail"] for v in repairs[:3]))
+        if answers:
+            parts.append(f"{len(answers)} wrong reader answer(s): " + "; ".join(v["reason"] for v in answers[:3]))
+        evidence["summary"] = "; ".join(parts)
+        evidence["violations"] = violations + repairs + answers
         return make(__name__, INVALID, evidence)
-    evidence["summary"] = f"{checked} journal snapshot(s) read and folded; {len(torn)} torn tail(s) dropped"
+    evidence["summary"] = f"{checked} journal snapshot(s) read and folded; {len(torn)} torn tail(s) dropped" + (
+        f"; {repaired} torn tail(s) repaired" if repaired else "") + (
+        f"; {answered} reader answer(s) as labelled" if answered else "")
     return make(__name__, VALID, evidence)
 
 

@@ -34,7 +34,7 @@ from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 
 from harness.history.model import History
-from harness.checkers import INVALID, UNKNOWN, VALID, make
+from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import legs_in_order, nemesis_prefix_holds
 
 INVARIANT = "I6"

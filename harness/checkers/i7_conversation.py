@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
-from harness.checkers import INVALID, VALID, make
+from harness.checkers.verdict import INVALID, VALID, make
 
 INVARIANT = "I7"
 NAME = "conversation well-formed at every model call"

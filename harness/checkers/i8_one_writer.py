@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History, Leg
-from harness.checkers import INVALID, UNKNOWN, VALID, make
+from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
 from harness.checkers._trace import Span, journal_writes, lock_spans, traced
 
@@ -41,8 +41,11 @@ def _overlap(a0: int | None, a1: int | None, b0: int | None, b1: int | None) -> 
         a1 if a1 is not None else b0 + 1)
 
 
-def _covered(n: int, spans: list[Span], pid: int) -> bool:
-    return any(s.pid == pid and s.first_n < n and (s.last_n is None or n < s.last_n) for s in spans)
+def _covered(n: int, spans: list[Span], pid: int, observed: bool = False) -> bool:
+    """Whether event ``n`` lies inside a lock span: of the same process for an IO-seam trace (its ``n``
+    counts that process's calls), of any process of the leg for an observed one (its ``n`` is global over
+    the leg's processes, and a lock may be taken by a child on an inherited descriptor: ``flock(1)``)."""
+    return any((observed or s.pid == pid) and s.first_n < n and (s.last_n is None or n < s.last_n) for s in spans)
 
 
 def _ev(ev: dict[str, Any], leg: Leg) -> dict[str, Any]:
@@ -74,7 +77,7 @@ def check(history: History) -> Any:
     writes = {leg.index: journal_writes(history, leg) for leg in legs}
     for leg in legs:
         for ev in writes[leg.index]:
-            if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid")):
+            if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid"), observed="seq" in ev):
                 violations.append({"kind": "write_without_lock", **_ev(ev, leg),
                                    "detail": f"leg {leg.index} changed the journal ({ev.get('op')} n={ev.get('n')}) "
                                              "without holding the run lock"})

@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History, Leg
-from harness.checkers import INVALID, UNKNOWN, VALID, make
+from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot, split_journal
 from harness.checkers._trace import journal_writes
 

@@ -23,10 +23,15 @@ reports of shards into one report and one verdict.
 mutant self-test (:mod:`harness.selftest.run`): exit 0 when every mutant is
 caught, 1 when one is not.
 
-Exit status: 0 every checked invariant held; 1 a violation (or an
-undecided ``unknown`` verdict, which is not a pass); 2 a usage or setup
-error (bad arguments, a scenario that does not parse, a reference run that
-does not complete, a subject that does not start).
+``--subject`` may name a mutant by its user-facing name, as reproducers
+write it (``FISKJ_MUTANT=no-fsync python -m harness.selftest.subject``):
+the mutant's preload is added (:func:`harness.selftest.mutants.with_preload`).
+
+Exit status (:mod:`harness.names`): 0 every checked invariant held; 1 a
+violation (or an undecided ``unknown`` verdict, which is not a pass); 2 a
+usage or setup error (bad arguments, a scenario that does not parse, a
+reference run that does not complete, a subject that does not start), also
+an interrupted command.
 """
 
 from __future__ import annotations
@@ -41,11 +46,10 @@ from typing import Any, Callable
 
 from fiskj.cli import positive_int
 
-__all__ = ["main", "build_parser", "resolve_scenarios", "campaign_report", "EXIT_OK", "EXIT_VIOLATION", "EXIT_USAGE"]
+from harness.names import HARNESS_USAGE, HARNESS_VALID, HARNESS_VIOLATION
+from harness.report.report import campaign_report
 
-EXIT_OK = 0
-EXIT_VIOLATION = 1
-EXIT_USAGE = 2
+__all__ = ["main", "build_parser", "resolve_scenarios", "subject_of"]
 
 
 class _Usage(Exception):
@@ -108,59 +112,26 @@ def _progress_printer(stream: Any) -> Callable[[int, int, int], None] | None:
     return show
 
 
-def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
-    """Build the JSON report (:func:`harness.report.report.build_report`) of a :class:`harness.campaign.campaign.CampaignResult`.
+def subject_of(command: str | list[str] | None, extra_env: dict[str, str] | None = None) -> Any:
+    """The :class:`harness.subject.contract.Subject` of a ``--subject`` value, plus ``extra_env``, with the
+    preload of a mutant named by ``FISKJ_MUTANT`` (:func:`harness.selftest.mutants.with_preload`).
 
-    Adds ``campaign`` (subject, seed, jobs, scenario files, shrinks, setup
-    errors) so that ``replay`` can re-run any trial; each ``runs`` row gets
-    ``origin`` (and ``shrunk_from``), each violation ``reproduce_run`` (a
-    self-contained ``fiskj-harness run ... --schedule`` command).  Without a
-    report file the ``reproduce`` commands are the self-contained ones.
+    Raises ``_Usage`` for a subject that does not parse or an unknown mutant.
     """
-    from harness.report.report import build_report
+    from dataclasses import replace
 
-    trials = []
-    for t in result.trials:
-        trials.append({
-            "trial": t.index, "scenario": t.scenario, "seed": t.seed, "schedule": t.schedule,
-            "history": t.history, "verdicts": t.verdicts, "duration_s": round(t.elapsed_s, 6),
-            "faults": t.faults,
-        })
-    report = build_report(trials, report_path=report_path or "REPORT", elapsed_s=result.elapsed_s)
-    by_index = {t.index: t for t in result.trials}
-    for row in report.get("runs", []):
-        t = by_index.get(row["trial"])
-        if t is not None:
-            row["origin"] = t.origin
-            if t.shrunk_from is not None:
-                row["shrunk_from"] = t.shrunk_from
-    for key in ("violations", "unknowns"):
-        for row in report.get(key, []):
-            t = by_index.get(row["trial"])
-            if t is None:
-                continue
-            row["reproduce_run"] = t.reproduce
-            row["origin"] = t.origin
-            if report_path is None:
-                row["reproduce"] = t.reproduce
-            if t.history is not None and key == "violations":
-                row.setdefault("history_notes", t.history.notes)
-    report["campaign"] = {
-        "subject": list(result.subject.argv),
-        "subject_env": dict(result.subject.extra_env),
-        "jobs": result.jobs,
-        "scenarios": {r.scenario.name: r.scenario.path for r in result.scenarios},
-        "seeds": {r.scenario.name: r.seed for r in result.scenarios},
-        "references": {r.scenario.name: {"events": r.reference.events, "duration_ms": round(r.reference.duration_ms, 3),
-                                         "model_calls": r.reference.reference.model_calls,
-                                         "effects": r.reference.reference.effects}
-                       for r in result.scenarios if r.reference is not None},
-        "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule}
-                    for t in result.trials if t.origin == "shrink"],
-        "shrink_runs": {r.scenario.name: r.shrink_runs for r in result.scenarios if r.shrink_runs},
-        "errors": list(result.errors),
-    }
-    return report
+    from harness.selftest.mutants import with_preload
+    from harness.subject.contract import parse_subject
+
+    try:
+        subject = parse_subject(command)
+        if extra_env:
+            subject = replace(subject, extra_env=tuple(subject.extra_env) + tuple(sorted(extra_env.items())))
+        return with_preload(subject)
+    except ValueError as exc:
+        raise _Usage(f"--subject: {exc}") from None
+    except KeyError as exc:
+        raise _Usage(f"--subject: {exc.args[0]}") from None
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
@@ -191,11 +162,11 @@ def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str
     for err in errors:
         print(f"fiskj-harness: {error}: {err}", file=sys.stderr)
     if errors:
-        return EXIT_USAGE
+        return HARNESS_USAGE
     if not ran:
         print(f"fiskj-harness: {nothing_ran}", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK if exit_status(report) == 0 else EXIT_VIOLATION
+        return HARNESS_USAGE
+    return exit_status(report)
 
 
 def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any) -> int:
@@ -214,7 +185,6 @@ def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: 
 def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness run``: returns the exit status."""
     from harness.campaign.campaign import Campaign
-    from harness.subject.contract import parse_subject
 
     out = out or sys.stdout
     scenarios = resolve_scenarios(args.scenarios)
@@ -225,10 +195,7 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
         except ValueError as exc:
             raise _Usage(f"--schedule is not JSON: {exc}") from None
         schedules = [parsed]
-    try:
-        subject = parse_subject(args.subject)
-    except ValueError as exc:
-        raise _Usage(f"--subject: {exc}") from None
+    subject = subject_of(args.subject)
     try:
         campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
                             progress=None if args.quiet else _progress_printer(sys.stderr),
@@ -252,7 +219,6 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     from harness.campaign.campaign import Campaign
     from harness.history.model import history_to_json
     from harness.scenario.parse import load_scenario
-    from harness.subject.contract import parse_subject
 
     out = out or sys.stdout
     try:
@@ -269,11 +235,10 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     if not path:
         raise _Usage(f"report {args.report} does not say where scenario {row['scenario']!r} is")
     scenario = load_scenario(path)
-    subject = parse_subject(args.subject) if args.subject else parse_subject(campaign_info.get("subject"))
-    if not args.subject and campaign_info.get("subject_env"):
-        from dataclasses import replace
-
-        subject = replace(subject, extra_env=tuple(sorted(campaign_info["subject_env"].items())))
+    if args.subject:
+        subject = subject_of(args.subject)
+    else:
+        subject = subject_of(campaign_info.get("subject"), campaign_info.get("subject_env"))
     campaign = Campaign([scenario], seed=row.get("seed"), jobs=1, subject=subject, shrink_budget=0,
                         schedules=[row.get("schedule", [])], keep_histories=True, origin="replay")
     result = campaign.run()
@@ -313,14 +278,10 @@ def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness gate``: the bundled and regression scenarios within ``--budget``; returns the exit status."""
     from harness.campaign.gate import gate_report, render_gate_markdown, run_gate
     from harness.report.report import render_summary
-    from harness.subject.contract import parse_subject
 
     out = out or sys.stdout
     scenarios = _gate_scenarios(args.scenarios)
-    try:
-        subject = parse_subject(args.subject)
-    except ValueError as exc:
-        raise _Usage(f"--subject: {exc}") from None
+    subject = subject_of(args.subject)
     say = None if args.quiet else (lambda line: print(f"fiskj-harness gate: {line}", file=sys.stderr))
     gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
                     seed=args.seed, progress=say)
@@ -412,7 +373,7 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
                         file=sys.stderr))
     results = run_selftest(args.names or None, budget_s=args.budget, jobs=args.jobs, on_result=say)
     out.write(results_json(results) + "\n" if args.json else render_table(results))
-    return EXIT_OK if all(r.caught for r in results) else EXIT_VIOLATION
+    return HARNESS_VALID if all(r.caught for r in results) else HARNESS_VIOLATION
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -484,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.set_defaults(func=cmd_merge)
 
     mutants = sub.add_parser("mutants", help="mutant self-test: every broken variant of fiskj must be caught",
-                             description="Run each mutant's target campaign (harness/mutants/targets.py) with the "
+                             description="Run each mutant's target campaign (harness/selftest/targets.py) with the "
                                          "mutant applied in the agent only; print a table.")
     mutants.add_argument("names", nargs="*", metavar="NAME", help="mutants to run (default: all)")
     mutants.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
@@ -497,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _shard(text: str) -> tuple[int, int]:
-    from harness.campaign.campaign import parse_shard
+    from harness.campaign.shard import parse_shard
 
     try:
         return parse_shard(text)
@@ -516,7 +477,7 @@ def _seconds(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``fiskj-harness`` console script; returns the exit status (0, 1 or 2)."""
+    """Entry point of the ``fiskj-harness`` console script; returns the exit status (0, 1 or 2: :mod:`harness.names`)."""
     from fiskj.errors import FiskjError
 
     parser = build_parser()
@@ -528,16 +489,16 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except _Usage as exc:
         print(f"fiskj-harness: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return HARNESS_USAGE
     except FiskjError as exc:  # ScenarioError, SetupError
         print(f"fiskj-harness: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return HARNESS_USAGE
     except KeyboardInterrupt:
         print("fiskj-harness: interrupted", file=sys.stderr)
-        return EXIT_USAGE
+        return HARNESS_USAGE
     except ModuleNotFoundError as exc:  # the harness's own dependencies are an extra of the fiskj package
         print(f"fiskj-harness: {exc}; the harness needs its extras: pip install 'fiskj[harness]'", file=sys.stderr)
-        return EXIT_USAGE
+        return HARNESS_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -52,7 +52,7 @@ class DurabilitySetupError(RuntimeError):
 @dataclass
 class CampaignOutcome:
     """What :func:`run_durability_campaign` found: ``report`` (the JSON report dict), ``result``
-    (the :class:`harness.campaign.campaign.CampaignResult`) and ``report_path`` (where it was written, if anywhere)."""
+    (the :class:`harness.campaign.result.CampaignResult`) and ``report_path`` (where it was written, if anywhere)."""
 
     report: dict[str, Any]
     result: Any
@@ -108,21 +108,17 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
     :class:`DurabilityFailure`; a scenario or subject that cannot run raises
     :class:`DurabilitySetupError`.
     """
-    from dataclasses import replace
-
     from fiskj.errors import FiskjError
 
     from harness.campaign.campaign import Campaign
-    from harness.cli.main import _Usage, _write_json, campaign_report, resolve_scenarios
-    from harness.subject.contract import parse_subject
+    from harness.cli.main import _Usage, _write_json, resolve_scenarios, subject_of
+    from harness.report.report import campaign_report
 
     try:
         loaded = resolve_scenarios(list(scenarios))
-        agent = parse_subject(subject)
+        agent = subject_of(subject, env)
     except (_Usage, FiskjError, ValueError) as exc:
         raise DurabilitySetupError(f"durability campaign cannot start: {exc}") from None
-    if env:
-        agent = replace(agent, extra_env=tuple(agent.extra_env) + tuple(sorted(env.items())))
     result = Campaign(loaded, trials=trials, seed=seed, jobs=jobs, subject=agent, shrink_budget=shrink_budget).run()
     report = campaign_report(result, report_json)
     if report_json:

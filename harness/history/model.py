@@ -15,6 +15,19 @@ Sources of each field (all outside the killed process):
   the nemesis applied, how it exited, the IO-seam trace it left, and a copy
   of the journal bytes after it ended;
 * ``reference``: the fold of an uninterrupted run of the same scenario.
+
+Facts a family records for the checkers (it judges none of them itself;
+docs/spec.md section 15):
+
+* ``reader_checks`` (tail family): one :class:`ReaderCheck` per mutated
+  journal, what the reader must answer (docs/spec.md section 7) and what the
+  subject's reader answered; judged as I5;
+* ``crash_state`` (power-loss family): the :class:`CrashStateFacts` of the
+  crash state leg 0 lost power into: the files it holds and the writes the
+  trace model counts as acknowledged (docs/persistence-model.md); judged as I4;
+* ``race`` (race family): the :class:`RaceFacts` of a race trial, what each
+  role observed next to what the race expects; judged by
+  :mod:`harness.checkers.race`.
 """
 
 from __future__ import annotations
@@ -22,7 +35,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "History", "history_to_json", "history_from_json"]
+__all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "ReaderCheck", "CrashAck", "CrashStateFacts",
+           "RaceFacts", "History", "history_to_json", "history_from_json"]
 
 
 @dataclass
@@ -126,6 +140,89 @@ class Reference:
 
 
 @dataclass
+class ReaderCheck:
+    """One mutated journal read by the subject's own reader (tail family; docs/spec.md section 7).
+
+    ``mutation``: its id; ``kind`` (``cut``, ``zeros``, ...) and ``size``
+    (bytes) describe it.  ``expected``: what the reader must answer, the
+    mutation's label: ``kind`` ``clean``, ``torn`` (the final line dropped
+    and reported) or ``corrupt`` (an interior line raised), ``seqs`` of the
+    records returned, ``good_size``, ``torn`` ``[offset, length]`` or
+    ``None``, ``line`` and ``offset`` of the corrupt line.  ``answer``:
+    what the reader said: ``kind`` ``read`` (``seqs``, ``torn``,
+    ``good_size``), ``corrupt`` (``line``) or ``error`` (``message``).
+    """
+
+    mutation: str
+    kind: str
+    size: int
+    expected: dict[str, Any]
+    answer: dict[str, Any]
+
+
+@dataclass
+class CrashAck:
+    """A write the crash model counts as acknowledged (docs/persistence-model.md): trace event ``n`` put
+    ``data`` at bytes ``offset``..``end`` of inode ``ino`` (then named ``path``); event ``claimed`` showed
+    it returned (-1: the end of a complete trace)."""
+
+    path: str
+    offset: int
+    end: int
+    data: bytes
+    ino: int
+    n: int
+    claimed: int = 0
+
+
+@dataclass
+class CrashStateFacts:
+    """The crash state a power loss left (power-loss family; docs/persistence-model.md).
+
+    ``id`` and ``prefix_n`` (trace events applied) name it; ``files`` (path
+    -> bytes), ``dirs`` and ``inodes`` (path -> inode) are what it holds;
+    ``acks`` the writes acknowledged before the crash point;
+    ``lost_entries`` the unsynced name operations that did not survive and
+    ``persisted`` the unsynced units that did.
+    """
+
+    id: str
+    prefix_n: int
+    files: dict[str, bytes] = field(default_factory=dict)
+    dirs: list[str] = field(default_factory=list)
+    inodes: dict[str, int] = field(default_factory=dict)
+    acks: list[CrashAck] = field(default_factory=list)
+    lost_entries: list[str] = field(default_factory=list)
+    persisted: str = ""
+
+    @classmethod
+    def of(cls, state: Any) -> "CrashStateFacts":
+        """The facts of a crash model's state (a :class:`harness.families.power_loss.crashstates.CrashState`)."""
+        return cls(id=state.id, prefix_n=state.prefix_n, files=dict(state.files), dirs=sorted(state.dirs),
+                   inodes=dict(state.inodes), lost_entries=list(state.lost_entries), persisted=state.persisted,
+                   acks=[CrashAck(a.path, a.offset, a.end, bytes(a.data), a.ino, a.n, a.claimed) for a in state.acks])
+
+
+@dataclass
+class RaceFacts:
+    """What one race trial expected and observed (race family; docs/spec.md sections 10 and 11).
+
+    ``race`` and ``schedule`` name it; ``setup_error`` says why the race
+    could not be set up (then nothing was raced).  ``expectations``: one
+    JSON dict per expectation the race's script met, in order, each with
+    ``name`` (what is expected, e.g. ``refused``, ``one_winner``,
+    ``at_once``), ``expected`` and ``observed`` (raw: an answer, a count, a
+    time, a journal digest) and the context its message needs (``leg``,
+    ``what``, ...).  :mod:`harness.checkers.race` judges them.
+    """
+
+    race: str
+    schedule: str
+    expectations: list[dict[str, Any]] = field(default_factory=list)
+    setup_error: str | None = None
+
+
+@dataclass
 class History:
     """Everything one trial observed; the checkers' only input."""
 
@@ -141,6 +238,9 @@ class History:
     final_error: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
+    reader_checks: list[ReaderCheck] = field(default_factory=list)
+    crash_state: CrashStateFacts | None = None
+    race: RaceFacts | None = None
 
 
 def history_to_json(history: History) -> dict[str, Any]:
@@ -149,6 +249,11 @@ def history_to_json(history: History) -> dict[str, Any]:
     for leg in out["legs"]:
         if leg["journal"] is not None:
             leg["journal"] = leg["journal"].decode("latin-1")
+    state = out.get("crash_state")
+    if state is not None:
+        state["files"] = {p: b.decode("latin-1") for p, b in state["files"].items()}
+        for ack in state["acks"]:
+            ack["data"] = ack["data"].decode("latin-1")
     return out
 
 
@@ -170,4 +275,16 @@ def history_from_json(data: dict[str, Any]) -> History:
         reference=Reference(**ref) if ref else None,
         final_state=data.get("final_state"), final_error=data.get("final_error"),
         notes=list(data.get("notes", [])), options=dict(data.get("options", {})),
+        reader_checks=[ReaderCheck(**c) for c in data.get("reader_checks", [])],
+        crash_state=_crash_state_from_json(data.get("crash_state")),
+        race=RaceFacts(**data["race"]) if data.get("race") else None,
     )
+
+
+def _crash_state_from_json(raw: dict[str, Any] | None) -> CrashStateFacts | None:
+    if not raw:
+        return None
+    raw = dict(raw)
+    raw["files"] = {p: b.encode("latin-1") for p, b in raw.get("files", {}).items()}
+    raw["acks"] = [CrashAck(**{**a, "data": a["data"].encode("latin-1")}) for a in raw.get("acks", [])]
+    return CrashStateFacts(**raw)

@@ -7,7 +7,7 @@ program's main process; SIGKILL kills the tracer and, by PTRACE_O_EXITKILL, the
 whole traced tree), its exit status is the program's (same code, or death by
 the same signal), and the program's processes are its descendants (psutil's
 ``children(recursive=True)`` finds them).  So code written for a Popen
-(``send_signal``, ``poll``, ``wait``, ``harness.nemesis.kill_tree``) works on it.
+(``send_signal``, ``poll``, ``wait``, ``harness.runner.process.kill_tree``) works on it.
 """
 
 from __future__ import annotations

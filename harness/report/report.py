@@ -11,9 +11,10 @@ The report dict (JSON-ready):
 
 * ``format``: ``"fiskj-harness-report/1"``;
 * ``trials``: number of trials;
-* ``faults``: injected faults per family ``kill``, ``suspend``, ``tail``,
-  ``power_loss``, ``race``, plus ``crash_states`` (power-loss crash states
-  explored, an int, 0 when none) — all ints, flat;
+* ``faults``: injected faults per kind ``kill``, ``suspend``, ``tail``,
+  ``power_loss``, ``race`` (:data:`harness.names.FAULT_COUNTS`), plus
+  ``crash_states`` (power-loss crash states explored, an int, 0 when none)
+  — all ints, flat;
 * ``invariants``: per id ``{"name", "checked", "valid", "vacuous", "invalid", "unknown"}``
   (``vacuous``: the valid verdicts that had nothing to judge: ``checked: 0`` in their evidence,
   for I2 no tool execution and for I3 no model call);
@@ -29,7 +30,11 @@ The report dict (JSON-ready):
 * ``verdict``: ``invalid`` if any verdict is invalid, else ``unknown`` if any
   is unknown or no trial ran, else ``valid``.
 
-Exit status (:func:`exit_status`): 0 when the verdict is valid, 1 otherwise.
+:func:`campaign_report` builds the report of a campaign result, with the
+``campaign`` block that ``replay`` and ``merge`` read.
+
+Exit status (:func:`exit_status`): 0 when the verdict is valid, 1 otherwise
+(:data:`harness.names.HARNESS_VALID`, :data:`~harness.names.HARNESS_VIOLATION`).
 An *unknown* counts as a failure: a checker that crashed or could not
 decide has not shown the invariant holds, and a gate must not pass on it.
 (Checkers answer ``valid`` when there is nothing to judge, e.g. I1 with no
@@ -42,14 +47,16 @@ import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from harness.checkers import INVALID, INVARIANTS, UNKNOWN, VALID, Verdict, combine, verdict_from_json
+from harness.campaign.reproduce import replay_command
+from harness.checkers.verdict import INVALID, UNKNOWN, VALID, Verdict, combine, verdict_from_json
 from harness.history.model import History, history_from_json
+from harness.names import CRASH_STATES, FAULT_COUNTS, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
+from harness.report.faults import fault_counts
 
-__all__ = ["FAMILIES", "FORMAT", "build_report", "render_summary", "write_junit", "render_markdown",
-           "merge_reports", "exit_status", "reproduce_command"]
+__all__ = ["FORMAT", "build_report", "campaign_report", "render_summary", "write_junit", "render_markdown",
+           "merge_reports", "exit_status"]
 
 FORMAT = "fiskj-harness-report/1"
-FAMILIES = ("kill", "suspend", "tail", "power_loss", "race")
 #: ``vacuous`` counts the valid verdicts that had nothing to judge (the checker's evidence says
 #: ``checked: 0``, e.g. I9 in a trial with no refused resume), so a table never passes off
 #: "nothing happened" as "proved".
@@ -60,11 +67,6 @@ _COUNT_KEYS = ("checked", VALID, "vacuous", INVALID, UNKNOWN)
 _OCCASIONS = {"I2": "executions", "I3": "calls"}
 
 
-def reproduce_command(report_path: str, trial: int) -> str:
-    """The command line that replays trial ``trial`` of the report at ``report_path``."""
-    return f"fiskj-harness replay {report_path} --trial {trial}"
-
-
 def _counts() -> dict[str, int]:
     return {k: 0 for k in _COUNT_KEYS}
 
@@ -73,11 +75,7 @@ def _faults_of(trial: dict[str, Any], history: History | None) -> dict[str, int]
     given = trial.get("faults")
     if given:
         return {k: int(v) for k, v in given.items() if isinstance(v, (int, float))}
-    out: dict[str, int] = {}
-    for leg in history.legs if history is not None else []:
-        if leg.fault.kind != "none" and leg.fault.injected:
-            out[leg.fault.kind] = out.get(leg.fault.kind, 0) + 1
-    return out
+    return fault_counts(history) if history is not None else {}
 
 
 def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
@@ -88,8 +86,8 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
     ``reproduce`` commands); ``elapsed_s`` the campaign's wall-clock time
     (default: the sum of the trials' durations).
     """
-    faults = {f: 0 for f in FAMILIES}
-    faults["crash_states"] = 0
+    faults = {f: 0 for f in FAULT_COUNTS}
+    faults[CRASH_STATES] = 0
     invariants: dict[str, dict[str, Any]] = {}
     scenarios: dict[str, dict[str, Any]] = {}
     violations: list[dict[str, Any]] = []
@@ -126,7 +124,7 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
             if v.status in (INVALID, UNKNOWN):
                 row = {"trial": k, "invariant": v.invariant, "name": v.name, "scenario": name, "seed": seed,
                        "schedule": schedule, "summary": v.summary, "evidence": v.evidence, "checker": v.checker,
-                       "reproduce": reproduce_command(report_path, k)}
+                       "reproduce": replay_command(report_path, k)}
                 (violations if v.status == INVALID else unknowns).append(row)
         status = combine([v.status for v in verdicts]) if verdicts else UNKNOWN
         statuses.append(status)
@@ -145,6 +143,60 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
     }, statuses)
 
 
+def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
+    """The report (:func:`build_report`) of a :class:`harness.campaign.result.CampaignResult`.
+
+    Adds ``campaign`` (subject, seed, jobs, scenario files, shrinks, setup
+    errors) so that ``replay`` can re-run any trial; each ``runs`` row gets
+    ``origin`` (and ``shrunk_from``), each violation ``reproduce_run`` (a
+    self-contained ``fiskj-harness run ... --schedule`` command,
+    :func:`harness.campaign.reproduce.reproduce_command`).  Without a
+    report file the ``reproduce`` commands are the self-contained ones.
+    """
+    trials = []
+    for t in result.trials:
+        trials.append({
+            "trial": t.index, "scenario": t.scenario, "seed": t.seed, "schedule": t.schedule,
+            "history": t.history, "verdicts": t.verdicts, "duration_s": round(t.elapsed_s, 6),
+            "faults": t.faults,
+        })
+    report = build_report(trials, report_path=report_path or "REPORT", elapsed_s=result.elapsed_s)
+    by_index = {t.index: t for t in result.trials}
+    for row in report.get("runs", []):
+        t = by_index.get(row["trial"])
+        if t is not None:
+            row["origin"] = t.origin
+            if t.shrunk_from is not None:
+                row["shrunk_from"] = t.shrunk_from
+    for key in ("violations", "unknowns"):
+        for row in report.get(key, []):
+            t = by_index.get(row["trial"])
+            if t is None:
+                continue
+            row["reproduce_run"] = t.reproduce
+            row["origin"] = t.origin
+            if report_path is None:
+                row["reproduce"] = t.reproduce
+            if t.history is not None and key == "violations":
+                row.setdefault("history_notes", t.history.notes)
+    report["campaign"] = {
+        "subject": list(result.subject.argv),
+        "subject_env": dict(result.subject.extra_env),
+        "jobs": result.jobs,
+        "scenarios": {r.scenario.name: r.scenario.path for r in result.scenarios},
+        "seeds": {r.scenario.name: r.seed for r in result.scenarios},
+        "references": {r.scenario.name: {"events": r.reference.events, "duration_ms": round(r.reference.duration_ms, 3),
+                                         "model_calls": r.reference.reference.model_calls,
+                                         "effects": r.reference.reference.effects}
+                       for r in result.scenarios if r.reference is not None},
+        "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule}
+                    for t in result.trials if t.origin == "shrink"],
+        "shrink_runs": {r.scenario.name: r.shrink_runs for r in result.scenarios if r.shrink_runs},
+        "errors": list(result.errors),
+    }
+    return report
+
+
 def _inv_order(inv: str) -> tuple[int, str]:
     return (list(INVARIANTS).index(inv), inv) if inv in INVARIANTS else (len(INVARIANTS), inv)
 
@@ -152,7 +204,7 @@ def _inv_order(inv: str) -> tuple[int, str]:
 def _finish(report: dict[str, Any], statuses: list[str]) -> dict[str, Any]:
     elapsed, n = report["elapsed_s"], report["trials"]
     report["trials_per_s"] = round(n / elapsed, 3) if elapsed > 0 else None
-    states = report["faults"].get("crash_states", 0)
+    states = report["faults"].get(CRASH_STATES, 0)
     report["crash_states_per_s"] = round(states / elapsed, 3) if elapsed > 0 and states else None
     report["verdict"] = combine(statuses) if statuses else UNKNOWN
     return report
@@ -169,10 +221,10 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
     longest shard's (shards run in parallel); the rate is over it.
     """
     path = report_path or (reports[0].get("report_path", "REPORT") if reports else "REPORT")
-    out: dict[str, Any] = {"format": FORMAT, "trials": 0, "faults": {f: 0 for f in FAMILIES},
+    out: dict[str, Any] = {"format": FORMAT, "trials": 0, "faults": {f: 0 for f in FAULT_COUNTS},
                            "invariants": {}, "violations": [], "unknowns": [], "scenarios": {}, "runs": [],
                            "elapsed_s": 0.0, "report_path": path, "shards": len(reports)}
-    out["faults"]["crash_states"] = 0
+    out["faults"][CRASH_STATES] = 0
     statuses: list[str] = []
     offset = 0
     for shard, rep in enumerate(reports):
@@ -197,7 +249,7 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
             for row in rep.get(key, []):
                 row = dict(row, trial=int(row["trial"]) + offset, shard=shard, shard_trial=int(row["trial"]))
                 if "reproduce" in row:
-                    row["reproduce"] = reproduce_command(path, row["trial"])
+                    row["reproduce"] = replay_command(path, row["trial"])
                 out[key].append(row)
         offset += max([int(r["trial"]) + 1 for r in rep.get("runs", [])] + [int(rep.get("trials", 0))])
         out["elapsed_s"] = max(out["elapsed_s"], float(rep.get("elapsed_s") or 0.0))
@@ -215,7 +267,7 @@ def _add(dst: dict[str, Any], src: dict[str, Any]) -> None:
 
 def exit_status(report: dict[str, Any]) -> int:
     """0 when the report's verdict is valid; 1 when invalid or unknown (unknown is not a pass)."""
-    return 0 if report.get("verdict") == VALID else 1
+    return HARNESS_VALID if report.get("verdict") == VALID else HARNESS_VIOLATION
 
 
 # --- renderings ----------------------------------------------------------------------------
@@ -223,11 +275,12 @@ def exit_status(report: dict[str, Any]) -> int:
 
 def _fault_line(report: dict[str, Any]) -> str:
     f = report.get("faults", {})
-    parts = [f"{fam} {f.get(fam, 0)}" for fam in FAMILIES]
-    if f.get("crash_states"):
+    parts = [f"{fam} {f.get(fam, 0)}" for fam in FAULT_COUNTS]
+    if f.get(CRASH_STATES):
         rate = report.get("crash_states_per_s")
-        parts[3] += f" ({f['crash_states']} crash states" + (f", {rate:.1f}/s)" if rate else ")")
-    extra = [f"{k} {v}" for k, v in f.items() if k not in FAMILIES and k != "crash_states"]
+        parts[FAULT_COUNTS.index("power_loss")] += (f" ({f[CRASH_STATES]} crash states"
+                                                    + (f", {rate:.1f}/s)" if rate else ")"))
+    extra = [f"{k} {v}" for k, v in f.items() if k not in FAULT_COUNTS and k != CRASH_STATES]
     return "  ".join(parts + extra)
 
 

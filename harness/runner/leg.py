@@ -31,11 +31,15 @@ from fiskj.codec import decode_record
 from harness.families.signals.faults import history_fault
 from harness.history.model import Leg
 from harness.history.readers import read_trace, tail_text
+from harness.observer import spawn_observed
+from harness.observer.ops import KINDS
+from harness.observer.trace import ops_to_trace
 from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
 from harness.subject.contract import Subject
-from harness.subject.contract import ForkServer  # moves to harness.subject.forkserver
+from harness.subject.forkserver import ForkServer
 
-__all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records"]
+__all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records",
+           "observer_faults"]
 
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
@@ -65,6 +69,21 @@ def count_user_records(journal: bytes | None) -> int:
     if not journal:
         return 0
     return sum(1 for line in journal.split(b"\n") if _USER_PROTOCOL in line and line.endswith(b"}"))
+
+
+def observer_faults(spec: dict[str, Any]) -> list[str]:
+    """The outside observer's faults for a leg's schedule entry (docs/observer.md): an event kill
+    ``{"kind": "kill", "event": K, "when": W[, "op": OP]}`` is ``kill-W@K[:OP]``, counted over every
+    process and thread of the leg; other faults need no observer fault."""
+    if spec.get("kind") != "kill" or "event" not in spec:
+        return []
+    value = f"kill-{spec.get('when', 'after')}@{spec['event']}"
+    op = {"fsync_dir": "fsync"}.get(spec.get("op") or "", spec.get("op") or "")
+    if op:
+        if op not in KINDS:
+            raise ValueError(f"event kill op {op!r} is not an observed op (known: {', '.join(KINDS)})")
+        value += f":{op}"
+    return [value]
 
 
 @dataclass
@@ -132,18 +151,22 @@ def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegO
 
 
 class LegStarter:
-    """Starts a subject's agent processes: forked from a per-thread fork server, or fresh.
+    """Starts a subject's agent processes: under the outside observer, forked from a fork server, or fresh.
 
-    ``subject``: the agent; ``fork_server``: fork legs from a pre-imported
+    ``subject``: the agent; ``observe``: every leg runs under the outside
+    observer (:mod:`harness.observer`, docs/observer.md), which records its
+    durability operations and injects event faults from outside, for any
+    subject; ``fork_server``: (not observed) fork legs from a pre-imported
     interpreter, one per thread (:class:`harness.subject.forkserver.ForkServer`;
     only for subjects that allow it, see
     :func:`harness.subject.contract.fork_server_enabled`).  Thread-safe;
     :meth:`close` stops every fork server it started.
     """
 
-    def __init__(self, subject: Subject, fork_server: bool) -> None:
+    def __init__(self, subject: Subject, fork_server: bool, observe: bool = False) -> None:
         self.subject = subject
-        self.fork_server = fork_server
+        self.observe = observe
+        self.fork_server = fork_server and not observe
         self._local = threading.local()
         self._lock = threading.Lock()
         self._servers: list[ForkServer] = []
@@ -163,13 +186,26 @@ class LegStarter:
                 self._servers.append(server)
         return server
 
-    def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path) -> Any:
+    def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path, *,
+              log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None) -> Any:
         """Start one leg in a new session; returns a Popen-like object (``pid``, ``wait``, ``poll``, ``returncode``).
 
         ``stdin``: a file to read (else ``/dev/null``); ``out``/``err``:
-        files that receive its output (truncated).  Raises ``OSError`` or
+        files that receive its output (truncated).  When observed: ``log``
+        receives the operations under ``roots``, and ``faults`` are the
+        observer's (:func:`observer_faults`).  Raises ``OSError`` or
         ``RuntimeError`` when the process cannot start.
         """
+        if self.observe:
+            assert log is not None, "an observed leg needs a log path"
+            with open(out, "wb") as fo, open(err, "wb") as fe:
+                stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
+                try:
+                    return spawn_observed(argv, env=env, stdin=stdin_file, stdout=fo, stderr=fe, log=str(log),
+                                          roots=list(roots), faults=list(faults or ()), start_new_session=True)
+                finally:
+                    if stdin is not None:
+                        stdin_file.close()  # type: ignore[union-attr]
         server = self._server()
         if server is not None:
             words = argv[len(self.subject.argv):]
@@ -217,7 +253,9 @@ class LegPlan:
     snapshotted after the leg; ``trace``: its IO-seam trace file (or
     ``None``); ``stdin``: bytes for its standard input (``None``:
     ``/dev/null``); ``timeout_s``: seconds before it is declared hung;
-    ``detail``: extra facts for the leg's fault record.
+    ``detail``: extra facts for the leg's fault record; ``roots``: the
+    directories an observed leg's operations are recorded under (the trial's
+    state home).
     """
 
     index: int
@@ -231,13 +269,18 @@ class LegPlan:
     stdin: bytes | None = None
     timeout_s: float = 60.0
     detail: dict[str, Any] = field(default_factory=dict)
+    roots: tuple[str, ...] = ()
 
 
 def run_leg(plan: LegPlan, starter: LegStarter) -> tuple[Leg, LegOutcome]:
     """Run one leg to its end under its fault and record it; returns ``(leg, outcome)``.
 
-    Raises ``OSError``/``RuntimeError`` only when the process cannot be
-    started (a setup error); a misbehaving agent is recorded, never raised.
+    An observed leg's ``trace`` is built from what the observer saw
+    (:func:`harness.observer.trace.ops_to_trace`), never from the subject;
+    an unobserved one's is the subject's IO-seam trace.  Raises
+    ``OSError``/``RuntimeError``/``ValueError`` only when the process
+    cannot be started (a setup error); a misbehaving agent is recorded,
+    never raised.
     """
     out, err = plan.workdir / f"leg-{plan.index}.out", plan.workdir / f"leg-{plan.index}.err"
     stdin_path = None
@@ -248,7 +291,9 @@ def run_leg(plan: LegPlan, starter: LegStarter) -> tuple[Leg, LegOutcome]:
     starter.prepare()  # the fork server starts before the leg's clock
     t0 = time.monotonic()
     leg.t_start = time.monotonic_ns()
-    proc = starter.start(plan.argv, plan.env, stdin_path, out, err)
+    log = plan.workdir / f"ops-{plan.index}.jsonl"
+    proc = starter.start(plan.argv, plan.env, stdin_path, out, err, log=log, roots=plan.roots,
+                         faults=observer_faults(plan.fault) if starter.observe else None)
     leg.pid = proc.pid
     outcome = drive(proc, plan.fault, t0=t0, timeout=plan.timeout_s)
     leg.t_end = outcome.t_end
@@ -258,7 +303,10 @@ def run_leg(plan: LegPlan, starter: LegStarter) -> tuple[Leg, LegOutcome]:
     leg.fault = history_fault(plan.fault, injected=outcome.injected)
     leg.fault.detail.update(plan.detail)
     leg.journal = plan.journal.read_bytes() if plan.journal.exists() else None
-    leg.trace = read_trace(plan.trace) if plan.trace is not None else []
+    if starter.observe:
+        leg.trace = ops_to_trace(proc.ops()) if log.exists() else []
+    else:
+        leg.trace = read_trace(plan.trace) if plan.trace is not None else []
     leg.stdout = tail_text(out)
     leg.stderr = tail_text(err)
     return leg, outcome

@@ -49,14 +49,14 @@ def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
     """Block until ``proc`` exits or ``timeout`` seconds pass; True when it exited (and was reaped).
 
     ``proc`` is a :class:`subprocess.Popen` or anything with its own
-    ``wait_for_exit(timeout)`` (:class:`harness.subject.contract.ForkedProcess`).
+    ``wait_for_exit(timeout)`` (:class:`harness.subject.forkserver.ForkedProcess`).
     Uses a pidfd (no sleep-polling); falls back to :meth:`Popen.wait`.
     ``timeout`` ``None`` waits forever; <= 0 only checks.
     """
     if proc.returncode is not None:
         return True
     own = getattr(proc, "wait_for_exit", None)
-    if own is not None:  # a forked leg (harness.subject.contract.ForkedProcess)
+    if own is not None:  # a forked leg (harness.subject.forkserver.ForkedProcess)
         return bool(own(None if timeout is None else max(timeout, 0.0)))
     if timeout is None:
         proc.wait()

@@ -27,11 +27,9 @@ nemesis; :meth:`Runner.reference` caches it per (scenario workload, subject).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -39,20 +37,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fiskj.errors import FiskjError
-
+from harness.errors import SetupError
 from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
 from harness.history.model import History, Reference
 from harness.history.readers import fold_journal, read_ledger
 from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
 from harness.runner.process import enable_subreaper
-from harness.scenario.parse import Scenario
+from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
 from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
                       default_subject, fork_server_enabled, journal_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
-__all__ = ["SetupError", "ReferenceRun", "Runner", "run_id_for", "drifted_config", "BUDGET_ENDS"]
+__all__ = ["ReferenceRun", "Runner", "run_id_for", "drifted_config", "observe_by_default", "BUDGET_ENDS"]
 
 #: Terminal reasons that end a run on a budget: a reference run may end so (exit 1).
 BUDGET_ENDS = ("budget", "max_iterations")
@@ -80,8 +77,14 @@ def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str) -> R
     return replace(cfg, **changes)
 
 
-class SetupError(FiskjError, RuntimeError):
-    """The harness cannot run a trial (the subject does not start, the reference run fails, ...)."""
+def observe_by_default(subject: Subject, environ: dict[str, str] | None = None) -> bool:
+    """Whether legs of ``subject`` run under the outside observer when nobody says: always, except for
+    fiskj-based subjects (the reference and the mutant subject), whose IO seam is the fast path; set
+    ``FISKJ_HARNESS_OBSERVE=1`` to observe those too (black-box mode), ``0`` never to observe."""
+    value = (os.environ if environ is None else environ).get("FISKJ_HARNESS_OBSERVE", "")
+    if value in ("0", "1"):
+        return value == "1"
+    return not (subject.is_reference or tuple(subject.argv[1:3]) == ("-m", "harness.selftest.subject"))
 
 
 def run_id_for(scenario: Scenario) -> str:
@@ -122,14 +125,18 @@ class Runner:
     ``tmp_root``: where trial directories go (default ``$FISKJ_HARNESS_TMP``,
     else ``/dev/shm`` when writable, else the system temp dir: kill and
     suspend faults do not depend on the disk, and fsync is cheap there); ``keep_dirs``: leave trial directories behind
-    (debugging); ``fork_server``: fork reference-subject legs from a
-    pre-imported interpreter per thread (:class:`harness.subject.contract.ForkServer`;
+    (debugging); ``observe``: run every leg under the outside observer
+    (docs/observer.md: the history's traces and event faults then come from
+    outside the subject; default :func:`observe_by_default`);
+    ``fork_server``: fork reference-subject legs from a
+    pre-imported interpreter per thread (:class:`harness.subject.forkserver.ForkServer`;
     default: when :func:`harness.subject.contract.fork_server_enabled`).  Use as a
     context manager or call :meth:`close`.
     """
 
     def __init__(self, subject: Subject | None = None, server: ModelServer | None = None, *,
-                 tmp_root: str | None = None, keep_dirs: bool = False, fork_server: bool | None = None) -> None:
+                 tmp_root: str | None = None, keep_dirs: bool = False, fork_server: bool | None = None,
+                 observe: bool | None = None) -> None:
         self.subject = subject or default_subject()
         self._server = server
         self._own_server = server is None
@@ -138,8 +145,10 @@ class Runner:
         self._ref_locks: dict[Any, threading.Lock] = {}
         self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
         self.keep_dirs = keep_dirs
-        self.fork_server = fork_server_enabled(self.subject) if fork_server is None else fork_server
-        self.legs = LegStarter(self.subject, self.fork_server)
+        self.observe = observe_by_default(self.subject) if observe is None else observe
+        self.fork_server = (fork_server_enabled(self.subject) if fork_server is None else fork_server) \
+            and not self.observe
+        self.legs = LegStarter(self.subject, self.fork_server, observe=self.observe)
         enable_subreaper()
 
     # -- lifecycle ------------------------------------------------------------
@@ -242,6 +251,7 @@ class Runner:
                           reference=reference)
         history.options = {
             "subject": list(self.subject.argv),
+            "observer": "ptrace" if self.observe else "ioseam",
             "workload": asdict(workload.spec),
             "family": scenario.faults.family,
             "chat": workload.chat,
@@ -312,8 +322,9 @@ class Runner:
                     argv = self.subject.start_argv(cfg)
             trace = tmp / f"trace-{index}.jsonl"
             env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
-                                   state_home=str(state_home), ledger=str(ledger), leg=index, trace=str(trace),
-                                   fault=seam_fault(spec))
+                                   state_home=str(state_home), ledger=str(ledger), leg=index,
+                                   trace=None if self.observe else str(trace),
+                                   fault=None if self.observe else seam_fault(spec))
             detail: dict[str, Any] = {}
             if probe:
                 detail = {"drift": list(drift), "expect": "refused"}
@@ -321,7 +332,7 @@ class Runner:
                 detail = {"drift": list(drift), "forced": True}
             plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault=spec, workdir=tmp, journal=journal,
                            trace=trace, stdin=workload.stdin_for(count_user_records(before)) if workload.chat else None,
-                           timeout_s=remaining, detail=detail)
+                           timeout_s=remaining, detail=detail, roots=(str(state_home),))
             try:
                 leg, outcome = run_leg(plan, self.legs)
             except (OSError, RuntimeError) as exc:

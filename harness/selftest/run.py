@@ -1,13 +1,14 @@
 """The mutant self-test: every deliberately broken variant of fiskj must be caught (``fiskj-harness mutants``).
 
-For each mutant (:mod:`harness.selftest.mutants`, :mod:`harness.selftest.race_mutants`), the
+For each mutant (:mod:`harness.selftest.mutants`, one module each), the
 campaign its :class:`~harness.selftest.targets.Target` names runs with the
-mutant's subject: ``python -m harness.selftest.subject`` with
-``FISKJ_MUTANT=name`` in the agent's environment (for the race family the
-race agents get it), so the patch exists in the child processes only and
-the checkers judge histories without knowing which mutant ran.  A mutant
-is *caught* when a trial has an ``invalid`` checked invariant (an
-``unknown`` is not a catch).
+mutant's subject (:func:`harness.selftest.mutants.subject_for`):
+``python -m harness.selftest.subject`` with ``FISKJ_PRELOAD`` naming the
+mutant's module (and ``FISKJ_MUTANT`` its name) in the agent's environment
+(for the race family the race agents get them), so the patch exists in the
+child processes only and the checkers judge histories without knowing
+which mutant ran.  A mutant is *caught* when a trial has an ``invalid``
+checked invariant (an ``unknown`` is not a catch).
 
 A mutant not caught by its first campaign is tried again with the next
 campaign seeds while its share of ``budget_s`` lasts.  Per mutant the
@@ -22,18 +23,15 @@ there is one), trials run and the reproducer of the first violation.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from harness.names import SEED_STEP
+from harness.selftest.mutants import mutants, subject_for
 from harness.selftest.targets import TARGETS, Target
 
-__all__ = ["MutantResult", "all_mutants", "mutant_subject", "run_mutant", "run_selftest", "render_table",
-           "results_json", "SEED_STEP"]
-
-#: Seed offset between the rounds of one mutant's campaign.
-SEED_STEP = 1000
+__all__ = ["MutantResult", "all_mutants", "run_mutant", "run_selftest", "render_table", "results_json"]
 
 
 @dataclass
@@ -59,20 +57,8 @@ class MutantResult:
 
 
 def all_mutants() -> dict[str, tuple[str, str]]:
-    """Every mutant name -> (defect, family), from both mutant packages, in table order."""
-    from harness.selftest import mutants as subject_mutants
-    from harness.selftest.race_mutants import MUTANTS as RACE
-
-    out = {m.name: (m.defect, m.family) for m in subject_mutants.mutants()}
-    out.update({name: (m.defect, m.family) for name, m in RACE.items()})
-    return out
-
-
-def mutant_subject(name: str) -> Any:
-    """The subject that runs fiskj with mutant ``name`` applied in the child (``FISKJ_MUTANT=name``)."""
-    from harness.subject.contract import Subject
-
-    return Subject(argv=(sys.executable, "-m", "harness.selftest.subject"), extra_env=(("FISKJ_MUTANT", name),))
+    """Every mutant name -> (defect, family), in :data:`harness.selftest.mutants.MODULES` order."""
+    return {m.name: (m.defect, m.family) for m in mutants()}
 
 
 def _faults(schedule: list[dict[str, Any]]) -> int:
@@ -109,7 +95,7 @@ def run_mutant(name: str, *, budget_s: float = 120.0, jobs: int | None = None, t
         out.errors.append(f"{type(exc).__name__}: {exc}")
         return out
     base_seed = target.seed if target.seed is not None else scenario.trials.seed
-    subject = mutant_subject(name)
+    subject = subject_for(name)
     from harness.runner.trial import Runner
 
     with Runner(subject=subject) as runner:
@@ -148,9 +134,7 @@ def run_mutant(name: str, *, budget_s: float = 120.0, jobs: int | None = None, t
                 best = min(shrunk or violating, key=lambda t: (_faults(t.schedule), t.index))
                 out.shrunk_length = _faults(best.schedule)
                 first_bad = min(violating, key=lambda t: t.index)
-                out.reproduce = first_bad.reproduce
-                if f"FISKJ_MUTANT={name}" not in out.reproduce:  # a family whose reproducer leaves the env out
-                    out.reproduce = f"FISKJ_MUTANT={name} {out.reproduce}"
+                out.reproduce = first_bad.reproduce  # its --subject carries FISKJ_MUTANT and FISKJ_PRELOAD
                 break
             if result.errors or time.monotonic() - started >= budget_s:
                 break

@@ -1,7 +1,12 @@
-"""``python -m harness.selftest.subject ARGS...``: fiskj's command line with ``$FISKJ_MUTANT`` applied first.
+"""``python -m harness.selftest.subject ARGS...``: fiskj's command line with the leg's preload applied first.
 
-The harness's subject for mutant runs (:func:`harness.selftest.subject_for`).
-Without ``FISKJ_MUTANT`` it is plain ``python -m fiskj``.  An unknown name
+The mutant subject (:func:`harness.selftest.mutants.subject_for`): it
+imports the module named in ``$FISKJ_PRELOAD`` (a mutant module patches
+fiskj on import; :mod:`harness.subject.preload`), then runs
+:func:`fiskj.cli.main`, as a leg forked by the fork server does.  A
+reproducer may name the mutant alone (``FISKJ_MUTANT=no-fsync``): without
+a preload, that name is looked up in :mod:`harness.selftest.mutants`.
+With neither it is plain ``python -m fiskj``.  An unknown name or module
 exits 2 with a message, before anything runs.
 """
 
@@ -9,15 +14,17 @@ from __future__ import annotations
 
 import sys
 
+from harness.names import EXIT_USAGE
+
 
 def main(argv: list[str] | None = None) -> int:
     from harness.selftest.mutants import apply_from_env
 
     try:
         apply_from_env()
-    except KeyError as exc:
-        print(f"harness.selftest.subject: {exc.args[0]}", file=sys.stderr)
-        return 2
+    except (KeyError, ImportError) as exc:
+        print(f"harness.selftest.subject: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return EXIT_USAGE
     from fiskj.cli import main as fiskj_main
 
     return fiskj_main(sys.argv[1:] if argv is None else argv)

@@ -1,13 +1,13 @@
 """Which campaign must catch which mutant: the data of the mutant self-test (``fiskj-harness mutants``).
 
-One :class:`Target` per mutant of :mod:`harness.selftest.mutants` and
-:mod:`harness.selftest.race_mutants`: the bundled scenario whose fault family
-targets the mutant's bug class, how many trials (and with which campaign
-seed) the self-test runs at first, and the invariants expected to catch it
-(documentation: the self-test reports what did catch it).  The scenarios
-are the bundled ones, so the self-test proves that the suite CI runs
-catches every bug class it claims to.  A new mutant gets a row here; a
-test keeps this table and the two mutant packages in step.
+One :class:`Target` per mutant of :mod:`harness.selftest.mutants`: the
+bundled scenario whose fault family targets the mutant's bug class, how
+many trials (and with which campaign seed) the self-test runs at first,
+and the invariants expected to catch it (documentation: the self-test
+reports what did catch it).  The scenarios are the bundled ones, so the
+self-test proves that the suite CI runs catches every bug class it claims
+to.  A new mutant gets a module and a row here; a test keeps this table
+and the mutant modules in step.
 """
 
 from __future__ import annotations

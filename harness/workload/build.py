@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.scenario.parse import Scenario, WorkloadSpec
+from harness.scenario.model import Scenario, WorkloadSpec
 from harness.workload.server import Script, ToolCall, Turn
 
 __all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool_path", "tool_definitions", "write_tools_file"]

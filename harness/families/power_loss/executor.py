@@ -13,11 +13,17 @@ For a scenario (docs/persistence-model.md has the model):
    before the crash point (the tool in flight counts as run);
 4. the state becomes a :class:`~harness.history.model.History`: leg 0 is the
    reference leg cut at the crash point (fault ``power_loss``, journal = the
-   state's), leg 1 the recovery.  I4 is judged on every distinct state (also
-   those not recovered) by the model (:func:`~harness.families.power_loss.crashstates.lost_acknowledged`: an append is
+   state's), leg 1 the recovery, and the state's facts (its files and the
+   writes the trace model counts as acknowledged) are recorded as
+   ``History.crash_state`` (:meth:`~harness.history.model.CrashStateFacts.of`).  Every distinct state
+   (also those not recovered, as a history with no legs) is judged by
+   :func:`harness.checkers.check_all`: I4 on the state
+   (:mod:`harness.checkers.i4_acknowledged`, by the model's
+   :func:`~harness.families.power_loss.crashstates.lost_acknowledged`: an append is
    acknowledged when the trace shows it returned, so a correct writer's
-   window between its fsync and its directory fsync is no violation); the
-   other invariants (I2, I3, I5, I6, I7) by :func:`harness.checkers.check_all`.
+   window between its fsync and its directory fsync is no violation), the
+   other invariants (I2, I3, I5, I6, I7) on the recovery.  This module
+   builds no verdict.
 
 The report counts crash states built (and their rate) and explored (with
 recovery; the rate is what ``fiskj-harness`` reports under ``power_loss``).
@@ -29,7 +35,6 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -42,36 +47,23 @@ from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, ToolResultRecord
 
 from harness.checkers import INVALID, VALID, Verdict, check_all
-from harness.families.power_loss.crashstates import CrashState, crash_points, lost_acknowledged
-from harness.history.model import Effect, Fault, History, Leg, ModelCall
+from harness.families.power_loss.crashstates import CrashState, crash_points
+from harness.families.power_loss.params import Params
+from harness.history.model import CrashStateFacts, Effect, Fault, History, Leg, ModelCall
 from harness.history.readers import fold_journal, read_ledger, write_ledger
 from harness.runner.leg import LegPlan, count_user_records, start_or_resume
 from harness.runner.leg import run_leg as run_leg_process
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
-from harness.scenario.parse import Scenario, family_params
+from harness.scenario.model import Scenario, family_params
 from harness.workload.server import api_key
 from harness.subject.contract import RunConfig, Subject, journal_path
 from harness.workload.build import Workload, build_workload, write_tools_file
 
-__all__ = ["Params", "StateResult", "Report", "Recovery", "params_from", "select_states", "run_power_loss",
-           "context", "run_leg", "recover", "journal_index", "workspace"]
+__all__ = ["Params", "StateResult", "Report", "Recovery", "Space", "params_from", "select_states", "run_power_loss",
+           "context", "run_leg", "recover", "journal_index", "workspace", "state_space", "explore_state", "state_only"]
 
 #: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
 CHECKED = ("I2", "I3", "I5", "I6", "I7")
-
-
-@dataclass(frozen=True)
-class Params:
-    """``[faults]`` keys of a ``power_loss`` scenario (defaults when absent)."""
-
-    max_states: int = 64          # crash states recovered and judged (0: all distinct ones)
-    sector_bytes: int = 512
-    exhaustive_units: int = 12    # windows up to this many units are enumerated exhaustively
-    samples: int = 64             # subsets drawn per larger window
-    zero_fill: bool = True        # rule (d): one size-without-data state per crash point
-    seed: int = 1
-    jobs: int = 0                 # recoveries in parallel (0: CPU count)
-    stop_on_violation: bool = False
 
 
 def params_from(scenario: Scenario, **overrides: Any) -> Params:
@@ -117,7 +109,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.violations and all(v.status == VALID for r in self.results for v in r.verdicts)
+        return not self.violations and all(v.status == VALID for r in self.results + self.unexplored
+                                           for v in r.verdicts)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON report: counts, rates, ``faults`` (``power_loss``: states explored) and violations."""
@@ -212,10 +205,11 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     session = runner.server.open_session(wl.script)
     trace = tmp / f"trace-{index}.jsonl"
     env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
-                      state_home=str(state_home), ledger=str(ledger), leg=index, trace=str(trace))
+                      state_home=str(state_home), ledger=str(ledger), leg=index,
+                      trace=None if runner.observe else str(trace))
     plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault={"kind": "none"}, workdir=tmp, journal=journal,
                    trace=trace, stdin=wl.stdin_for(count_user_records(before)) if wl.chat else None,
-                   timeout_s=ctx.timeout_s)
+                   timeout_s=ctx.timeout_s, roots=(str(state_home),))
     try:
         leg, _ = run_leg_process(plan, runner.legs)
     finally:
@@ -261,21 +255,47 @@ def workspace(runner: Runner | None, subject: Subject | None, prefix: str) -> It
             runner.close()
 
 
-def _i4(state: CrashState) -> Verdict:
-    lost = lost_acknowledged(state)
-    status = INVALID if lost else VALID
-    summary = (f"{len(lost)} acknowledged write(s) missing from crash state {state.id}: {lost[0]}" if lost
-               else f"all {len(state.acks)} acknowledged write(s) present in crash state {state.id}")
-    evidence: dict[str, Any] = {"summary": summary, "checked": len(state.acks), "state": state.describe()}
-    if lost:
-        evidence["violations"] = [{"kind": "lost", "detail": d} for d in lost]
-    return Verdict("I4", "no acknowledged record lost", status, evidence, __name__)
+@dataclass
+class Space:
+    """The crash states of a reference run (pure, from its trace; docs/persistence-model.md).
+
+    ``old_home``: the reference's state home (paths in the states are under
+    it); ``points``: every crash point; ``distinct``: the distinct states,
+    round-robin over crash points (:func:`select_states`); ``index``: where
+    tool results and assistant records were written (:func:`journal_index`);
+    ``build_seconds``: time to build them.
+    """
+
+    old_home: str
+    points: list[Any]
+    distinct: list[CrashState]
+    index: tuple[dict[str, int], list[int]]
+    trace_events: int
+    build_seconds: float = 0.0
 
 
-def _explore(ctx: Recovery, state: CrashState, old_home: str, index: tuple[dict[str, int], list[int]],
-             invariants: tuple[str, ...]) -> StateResult:
+def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
+    """Enumerate the crash states of the reference run's first leg (pure; raises ``ValueError``
+    when its trace shows no journal: nothing was observed, so nothing can be judged)."""
     t0 = time.monotonic()
+    trace = ref.history.legs[0].trace
+    jpath = next((ev["path"] for ev in trace if os.path.basename(ev.get("path") or "") == f"{run_id}.json"), None)
+    if jpath is None:
+        raise ValueError(f"the reference run's trace ({len(trace)} events) shows no write of the journal "
+                         f"{run_id}.json: power loss has nothing to simulate (is the leg observed?)")
+    old_home = str(Path(jpath).parents[2])
+    points = list(crash_points(trace, {}, {old_home, str(Path(old_home).parent)},
+                               sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
+                               samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
+    distinct = select_states(points, 0)
+    return Space(old_home, points, distinct, journal_index(trace, run_id), len(trace), time.monotonic() - t0)
+
+
+def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
+    """Lay ``state``'s files in a fresh state home, run one recovery leg, and return the two-leg history
+    with the state's facts (``History.crash_state``).  Judges nothing."""
     ref_leg = ctx.ref.history.legs[0]
+    old_home = space.old_home
     tmp = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-", dir=ctx.runner.tmp_root))
     try:
         home = tmp / "state"
@@ -293,7 +313,7 @@ def _explore(ctx: Recovery, state: CrashState, old_home: str, index: tuple[dict[
                 target.write_bytes(data)
                 target.chmod(0o600)
         p, crashed = state.prefix_n, journal_path(home, ctx.run_id)
-        results, assistants = index
+        results, assistants = space.index
         ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
         pre_effects = [e for e in ctx.ref.history.effects if e.tool_use_id in ran]
         pre_calls = [c for k, c in enumerate(ctx.ref.history.model_calls) if k < len(assistants) and assistants[k] <= p]
@@ -304,9 +324,22 @@ def _explore(ctx: Recovery, state: CrashState, old_home: str, index: tuple[dict[
                                        "lost_entries": state.lost_entries}),
                    journal=crashed.read_bytes() if crashed.exists() else None)
         history = recover(ctx, tmp, leg0, pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
-        verdicts = [_i4(state)] + check_all(history, list(invariants))
+        history.crash_state = CrashStateFacts.of(state)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return history
+
+
+def state_only(scenario: Scenario, run_id: str, state: CrashState) -> History:
+    """A crash state not recovered: a history with its facts and no legs (only I4 has anything to judge)."""
+    return History(scenario=scenario.name, seed=0, schedule=[{"kind": "power_loss", "state": state.id}],
+                   run_id=run_id, crash_state=CrashStateFacts.of(state), options={"family": "power_loss"})
+
+
+def _explore(ctx: Recovery, state: CrashState, space: Space, invariants: tuple[str, ...]) -> StateResult:
+    t0 = time.monotonic()
+    history = explore_state(ctx, state, space)
+    verdicts = check_all(history, ["I4", *invariants])
     result = StateResult(state.describe(), verdicts, time.monotonic() - t0)
     if any(v.status != VALID for v in verdicts):
         result.history = history
@@ -315,33 +348,27 @@ def _explore(ctx: Recovery, state: CrashState, old_home: str, index: tuple[dict[
 
 def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject: Subject | None = None,
                    params: Params | None = None) -> Report:
-    """Run the power-loss family of ``scenario``; returns a :class:`Report` (never raises for a bad agent)."""
+    """Run the whole power-loss family of ``scenario`` outside a campaign (tests, benchmarks); returns a
+    :class:`Report` judged by :func:`harness.checkers.check_all` (never raises for a bad agent)."""
     params = params or params_from(scenario)
     with workspace(runner, subject, "fiskj-powerloss-tools-") as (runner, shared):
         report = Report(scenario.name, list(runner.subject.argv))
         ctx = context(runner, scenario, shared)
-        run_id, trace = ctx.run_id, ctx.ref.history.legs[0].trace
-        jpath = next(ev["path"] for ev in trace if os.path.basename(ev.get("path") or "") == f"{run_id}.json")
-        old_home = str(Path(jpath).parents[2])
-        t0 = time.monotonic()
-        points = list(crash_points(trace, {}, {old_home, str(Path(old_home).parent)},
-                                   sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
-                                   samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
-        distinct = select_states(points, 0)
+        space = state_space(ctx.ref, ctx.run_id, params)
+        distinct = space.distinct
         chosen = distinct[:params.max_states] if params.max_states else distinct
-        report.build_seconds = time.monotonic() - t0
-        report.trace_events, report.crash_points = len(trace), len(points)
-        report.states_built = sum(len(p.states) for p in points)
+        report.build_seconds = space.build_seconds
+        report.trace_events, report.crash_points = space.trace_events, len(space.points)
+        report.states_built = sum(len(p.states) for p in space.points)
         report.states_distinct = len(distinct)
         for state in distinct[len(chosen):]:  # I4 is pure: judged on every distinct state, recovered or not
-            verdict = _i4(state)
+            (verdict,) = check_all(state_only(scenario, ctx.run_id, state), ["I4"])
             if verdict.status != VALID:
                 report.unexplored.append(StateResult(state.describe(), [verdict], 0.0))
         invariants = tuple(i for i in CHECKED if i in scenario.check.invariants)
-        index = journal_index(trace, run_id)
         t0 = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(params.jobs or os.cpu_count() or 1) as pool:
-            futures = [pool.submit(_explore, ctx, s, old_home, index, invariants) for s in chosen]
+            futures = [pool.submit(_explore, ctx, s, space, invariants) for s in chosen]
             for future in concurrent.futures.as_completed(futures):
                 report.results.append(future.result())
                 if params.stop_on_violation and report.results[-1].violated:
@@ -352,28 +379,3 @@ def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject:
         report.states_explored = len(report.results)
         report.results.sort(key=lambda r: (r.state["prefix_n"], r.state["id"]))
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.families.power_loss.executor SCENARIO [--mutant NAME] [--max-states N]``: print the JSON report."""
-    import argparse
-
-    from harness.selftest.mutants import subject_for
-    from harness.scenario.parse import load_scenario
-
-    ap = argparse.ArgumentParser(prog="python -m harness.families.power_loss.executor", description=main.__doc__)
-    ap.add_argument("scenario")
-    ap.add_argument("--mutant", help="run fiskj with this mutant applied (harness.selftest.mutants)")
-    ap.add_argument("--max-states", type=int)
-    ap.add_argument("--jobs", type=int)
-    args = ap.parse_args(argv)
-    scenario = load_scenario(args.scenario)
-    subject = subject_for(args.mutant) if args.mutant else None
-    report = run_power_loss(scenario, subject=subject,
-                            params=params_from(scenario, max_states=args.max_states, jobs=args.jobs))
-    print(json.dumps(report.to_json(), indent=1, default=str))
-    return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,8 +1,10 @@
 """A race agent: one scripted fiskj store client that the race nemesis drives through pipes.
 
-Run as ``python3 -m harness.families.race.agent`` (the race driver starts it;
-``FISKJ_MUTANT=name`` applies a broken variant of :mod:`harness.selftest.race_mutants`
-first).  It reads one JSON command per line on standard input and answers
+Run as ``python3 -m harness.families.race.agent`` (the race driver starts it).
+It first imports the module named in ``$FISKJ_PRELOAD``, if any
+(:func:`harness.subject.preload.load_preload`: a mutant module of the
+self-test patches fiskj on import, in this process only); ``$FISKJ_MUTANT``
+is only the name it reports.  It reads one JSON command per line on standard input and answers
 each with one JSON line on standard output; it never sleeps to order
 anything.  Lines it writes:
 
@@ -47,6 +49,8 @@ from fiskj.store import FileStore
 from fiskj.tools import Tool, ToolOutcome, ToolRegistry
 
 from harness.families.race.points import Breakpoint, Lines, SequencePoints, emit
+from harness.names import MUTANT_ENV
+from harness.subject.preload import load_preload
 
 # fiskj.loop and fiskj.scripted (which pull in the HTTP model client) are imported by ``resume`` only:
 # an agent that never resumes starts in half the time.
@@ -397,12 +401,12 @@ class Agent(SequencePoints):
 
 
 def main() -> None:
-    """Apply ``$FISKJ_MUTANT`` (if set), then serve commands until standard input closes."""
-    mutant = os.environ.get("FISKJ_MUTANT") or None
-    if mutant:
-        from harness.selftest import race_mutants
-        race_mutants.apply_any(mutant)
-    Agent(mutant).serve()
+    """Import ``$FISKJ_PRELOAD`` (if set), then serve commands until standard input closes.
+
+    The ``ready`` line names the mutant: ``$FISKJ_MUTANT``, else the preload.
+    """
+    preload = load_preload()
+    Agent(os.environ.get(MUTANT_ENV) or preload).serve()
 
 
 if __name__ == "__main__":

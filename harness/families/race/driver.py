@@ -24,6 +24,7 @@ from time import monotonic_ns as mono
 from typing import Any, Callable
 
 from harness.families.race.catalog import AT_ONCE_MS, AT_ONCE_TIMEOUT_S
+from harness.names import MUTANT_ENV, MUTANTS_PACKAGE, PRELOAD_ENV
 from harness.runner.leg import LegStarter
 from harness.runner.process import sigkill
 
@@ -187,7 +188,7 @@ class RaceDriver:
     agent around the store call) that still counts as "at once".
     """
 
-    def __init__(self, mutant: str | None = None, *, timeout_s: float = 20.0,
+    def __init__(self, mutant: str | None = None, *, preload: str | None = None, timeout_s: float = 20.0,
                  at_once_timeout_s: float = AT_ONCE_TIMEOUT_S, at_once_ms: float = AT_ONCE_MS, spares: int = 2,
                  start: int = 0) -> None:
         self.mutant = mutant
@@ -198,7 +199,9 @@ class RaceDriver:
         self.log_dir = tempfile.mkdtemp(prefix="fiskj-race-agents-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")}
         if mutant:
-            env["FISKJ_MUTANT"] = mutant
+            env[MUTANT_ENV] = mutant
+            # the module the agent imports to apply it (docs/architecture.md "Self-test": one module per mutant)
+            env[PRELOAD_ENV] = preload or f"{MUTANTS_PACKAGE}.{mutant.replace('-', '_')}"
         root = str(Path(__file__).resolve().parents[2])  # the checkout: harness/races/driver.py
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.env = env

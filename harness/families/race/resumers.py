@@ -1,10 +1,14 @@
-"""Race ``two-resumers``: of two resumes of a pending batch exactly one proceeds; each unanswered tool runs once."""
+"""Race ``two-resumers``: of two resumes of a pending batch exactly one proceeds; each unanswered tool runs once.
+
+The script records facts only; :mod:`harness.checkers.race` judges them
+(the tool runs from the history's effects ledger).
+"""
 
 from __future__ import annotations
 
 from harness.families.race.driver import AgentTimeout
+from harness.families.race.expectations import answered as answered_in_time
 from harness.families.race.expectations import exactly_one_won
-from harness.families.race.to_history import ledger_effects
 from harness.families.race.trial import Trial
 
 __all__ = ["two_resumers"]
@@ -33,10 +37,10 @@ def two_resumers(t: Trial) -> None:
         t.paused(a)
         try:
             msg = t.call(b, "resume", timeout=t.at_once_timeout)
-        except AgentTimeout:
-            t.expect(False, "blocked", f"leg {b.index}'s resume did not answer within {t.at_once_timeout:g} s while "
-                     f"leg {a.index} held the run", leg=b.index)
+        except AgentTimeout as exc:
+            answered_in_time(t, b, "resume", str(exc), holder=a)
             raise
+        answered_in_time(t, b, "resume", None, holder=a)
         t.outcome(b, msg, refusals)
         if b.outcome == "refused":
             t.at_once(b, msg, "refusal_ms")
@@ -45,12 +49,7 @@ def two_resumers(t: Trial) -> None:
     for role in (a, b):
         t.finish(role)
     exactly_one_won(t, a, b, "resumers proceeded", "exactly one must")
-    # each unanswered tool runs once, an answered one never
-    runs: dict[str, int] = {}
-    for e in ledger_effects(t):
-        runs[e.tool_use_id] = runs.get(e.tool_use_id, 0) + 1
+    # each unanswered tool runs once, an answered one never: counted from the history's effects (the ledger)
     ids = [f"toolu_race_{i}" for i in range(tools)]
-    for i, tid in enumerate(ids):
-        want = 0 if i < answered else 1
-        t.expect(runs.get(tid, 0) == want, "tool_runs", f"tool {tid} ran {runs.get(tid, 0)} time(s), expected {want} "
-                 f"({'answered before the race' if want == 0 else 'unanswered'})", tool_use_id=tid)
+    t.record("tool_runs", {tid: 0 if i < answered else 1 for i, tid in enumerate(ids)}, "history.effects",
+             answered_before=ids[:answered])

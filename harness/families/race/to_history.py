@@ -1,4 +1,5 @@
-"""A trial as a :class:`~harness.history.model.History`: one leg per role, the ledger's effects, the final state."""
+"""A trial as a :class:`~harness.history.model.History`: one leg per role, the ledger's effects, the final state,
+and the race's facts (:class:`~harness.history.model.RaceFacts`) for :mod:`harness.checkers.race`."""
 
 from __future__ import annotations
 
@@ -9,20 +10,25 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 
-from harness.history.model import Effect, Fault, History, Leg
+from harness.history.model import Effect, Fault, History, Leg, RaceFacts
 from harness.families.race.traces import timed_trace
 from harness.families.race.trial import Trial, brief
 
 __all__ = ["trial_history", "ledger_effects", "trial_legs", "final_state"]
 
 
-def trial_history(t: Trial, scenario: Any) -> History:
-    """What ``t`` observed, named after ``scenario`` (or ``race-<race>`` without one)."""
+def trial_history(t: Trial, scenario: Any, setup_error: str | None = None) -> History:
+    """What ``t`` observed, named after ``scenario`` (or ``race-<race>`` without one).
+
+    ``setup_error``: why the race's run could not be set up (nothing was raced).
+    """
     final, final_error = final_state(t.snapshot())
     return History(scenario=getattr(scenario, "name", None) or f"race-{t.race}", seed=t.seed, schedule=t.steps,
                    run_id=t.run_id, legs=trial_legs(t), effects=ledger_effects(t), final_state=final,
                    final_error=final_error, notes=t.notes,
-                   options={"race": t.race, "schedule": t.schedule, "mutant": t.driver.mutant})
+                   options={"race": t.race, "schedule": t.schedule, "mutant": t.driver.mutant},
+                   race=RaceFacts(race=t.race, schedule=t.schedule, expectations=list(t.facts),
+                                  setup_error=setup_error))
 
 
 def ledger_effects(t: Trial) -> list[Effect]:

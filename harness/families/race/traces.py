@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from harness.families.race.trial import Role
-
-__all__ = ["timed_trace"]
+__all__ = ["TracedLeg", "timed_trace"]
 
 
-def timed_trace(role: Role) -> list[dict[str, Any]]:
+class TracedLeg(Protocol):
+    """What :func:`timed_trace` reads of a leg (a :class:`harness.families.race.trial.Role`)."""
+
+    trace: str       # the IO-seam trace file
+    timing: str      # the agent's timing file: "N T0 T1 [split-head|split-tail]" per seam event
+    killed: bool
+    t_end: int       # when the SIGKILL was sent (``time.monotonic_ns()``), for a killed leg
+
+
+def timed_trace(role: TracedLeg) -> list[dict[str, Any]]:
     """The leg's IO-seam trace, each event given ``t0``/``t1`` from the agent's timing file and a ``t``.
 
     ``t`` is the conservative time for the one-writer checks: for ``close``

@@ -4,7 +4,8 @@ A :class:`Trial` is what a race function (:mod:`.writers`, :mod:`.resumers`,
 :mod:`.creates`, :mod:`.holders`, :mod:`.readers`) works with: it hands out
 roles (one agent each, one :class:`~harness.history.model.Leg` each), sends
 commands and waits for answers and pauses (recording every step), and
-collects the race's own violations and metrics.
+collects the race's facts (what each expectation met: :meth:`Trial.record`)
+and metrics.  It judges nothing: :mod:`harness.checkers.race` does.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from time import monotonic_ns as mono
 from typing import Any
 
 from harness.families.race.catalog import JITTER_US, SCHEDULES
-from harness.families.race.driver import AgentProc, AgentTimeout, RaceDriver, sigkill
+from harness.families.race.driver import AgentProc, AgentTimeout, RaceDriver
 from harness.families.race.traces import timed_trace
+from harness.runner.process import sigkill
 
 __all__ = ["SetupFailed", "Role", "Trial", "brief"]
 
@@ -57,7 +59,7 @@ class Role:
 
 
 class Trial:
-    """One trial of ``race`` with ``seed``: a fresh store under ``workdir``, its roles, steps and violations.
+    """One trial of ``race`` with ``seed``: a fresh store under ``workdir``, its roles, steps and facts.
 
     ``rng`` (seeded from the race and seed) draws the schedule, unless one
     is given, and every parameter of the race's script.
@@ -85,7 +87,7 @@ class Trial:
         self.model = f"scripted:{seed % 1000}:1"
         self.roles: list[Role] = []
         self.steps: list[dict[str, Any]] = []
-        self.violations: list[dict[str, Any]] = []
+        self.facts: list[dict[str, Any]] = []   # expectations met, with what was observed (RaceFacts)
         self.metrics: dict[str, list[float]] = {}
         self.notes: list[str] = []
         self.children: list[int] = []
@@ -205,10 +207,9 @@ class Trial:
         role.journal = self.snapshot()
         role.finished = True
 
-    def expect(self, ok: bool, kind: str, detail: str, **evidence: Any) -> bool:
-        if not ok:
-            self.violations.append({"kind": kind, "detail": detail, **evidence})
-        return ok
+    def record(self, name: str, expected: Any, observed: Any, **context: Any) -> None:
+        """Record that the race expects ``expected`` here and ``observed`` this (judged by harness.checkers.race)."""
+        self.facts.append({"name": name, "expected": expected, "observed": observed, **context})
 
     def measure(self, name: str, ns: int | float) -> float:
         ms = ns / 1e6
@@ -216,7 +217,7 @@ class Trial:
         return ms
 
     def at_once(self, role: Role, msg: dict[str, Any], what: str) -> None:
-        """Check that a store call was refused, or got the lock, within ``at_once_ms`` (timed inside the agent).
+        """Time a store call that must be refused, or get the lock, within ``at_once_ms`` (timed inside the agent).
 
         A refusal is timed from the command's start to its answer; a takeover
         from the command's start to the return of the flock that got the run
@@ -233,8 +234,7 @@ class Trial:
             if msg.get("opened_ns") is not None:
                 self.measure("open_ms", msg["opened_ns"])
         ms = self.measure(what, ns)
-        self.expect(ms <= self.at_once_ms, "not_at_once", f"leg {role.index} ({role.name}): {what} took "
-                    f"{ms:.1f} ms, over {self.at_once_ms:g} ms", leg=role.index, ms=round(ms, 3))
+        self.record("at_once", {"max_ms": self.at_once_ms}, {"ms": ms}, leg=role.index, role=role.name, what=what)
 
     def seed_run(self, shape: str = "records", **fields: Any) -> Role:
         (setup,) = self.roles_for(("setup", "setup"))

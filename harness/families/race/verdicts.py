@@ -1,4 +1,9 @@
-"""Judging a race trial: the invariant checkers that apply, the race's own verdict, the result and its summary."""
+"""A race trial's result: the verdicts of the checkers that apply (the race's own included), and summaries.
+
+The race's script only records facts (:class:`~harness.history.model.RaceFacts`);
+:func:`judge` hands the history to :func:`harness.checkers.check_all`, whose
+``race`` checker (:mod:`harness.checkers.race`) judges them.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,8 @@ from typing import Any
 from harness.checkers import INVALID, UNKNOWN, VALID, Verdict, check_all
 from harness.history.model import History, history_to_json
 from harness.families.race.catalog import INVARIANTS_BY_RACE
-from harness.families.race.trial import Trial
 
-__all__ = ["RaceResult", "judge", "race_verdict", "race_summary"]
+__all__ = ["RaceResult", "judge", "race_summary"]
 
 
 @dataclass
@@ -63,26 +67,14 @@ class RaceResult:
                 "verdicts": [v.to_json() for v in self.verdicts], "history": history_to_json(self.history)}
 
 
-def race_verdict(t: Trial, setup_error: str | None = None) -> Verdict:
-    name = "race outcome as expected (refusal, one winner, takeover, no false damage)"
-    if setup_error is not None and not t.violations:
-        return Verdict("race", name, UNKNOWN, {"summary": f"not run: {setup_error}", "reason": setup_error},
-                       "harness.families.race")
-    if t.violations:
-        kinds = sorted({v["kind"] for v in t.violations})
-        return Verdict("race", name, INVALID, {
-            "summary": f"{len(t.violations)} violation(s) ({', '.join(kinds)}): {t.violations[0]['detail']}",
-            "violations": t.violations, "checked": len(t.steps)}, "harness.families.race")
-    return Verdict("race", name, VALID, {"summary": f"{t.schedule}: as expected", "checked": len(t.steps)},
-                   "harness.families.race")
-
-
-def judge(t: Trial, history: History, scenario: Any, setup_error: str | None = None) -> list[Verdict]:
-    """The verdicts of the race's invariants (:data:`INVARIANTS_BY_RACE`, those ``scenario`` checks) and its own."""
-    wanted = INVARIANTS_BY_RACE[t.race]
+def judge(history: History, scenario: Any) -> list[Verdict]:
+    """The verdicts of a race trial's history: its invariants (:data:`INVARIANTS_BY_RACE`, those ``scenario``
+    checks; docs/spec.md section 15), then its own ``race`` verdict (:mod:`harness.checkers.race`)."""
+    race = history.race.race if history.race is not None else history.options.get("race")
+    wanted = INVARIANTS_BY_RACE[race]
     if scenario is not None and getattr(scenario, "check", None) is not None:
         wanted = tuple(i for i in wanted if i in scenario.check.invariants)
-    return check_all(history, list(wanted)) + [race_verdict(t, setup_error)]
+    return check_all(history, [*wanted, "race"])
 
 
 def race_summary(results: list[RaceResult]) -> dict[str, Any]:

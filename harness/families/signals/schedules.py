@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.runner.trial import ReferenceRun
-from harness.scenario.parse import Scenario
+from harness.families.signals.params import Params
+from harness.scenario.model import Scenario
 
-__all__ = ["schedule_strategy", "hypothesis_settings", "draw_schedules", "exhaustive_schedules", "plan_schedules",
+if TYPE_CHECKING:  # an annotation only: this generator does no IO
+    from harness.runner.trial import ReferenceRun
+
+__all__ = ["params_of", "schedule_strategy", "hypothesis_settings", "draw_schedules", "exhaustive_schedules", "plan_schedules",
            "seed_for"]
 
 
+def params_of(scenario: Scenario) -> Params:
+    """The scenario's signals-family :class:`Params` (the defaults for a hand-built scenario without them)."""
+    params = scenario.faults.params
+    return params if isinstance(params, Params) else Params()
+
+
 def seed_for(seed: int, scenario: Scenario) -> int:
+    """The seed of a scenario's draws: the campaign seed mixed with the scenario's name."""
     return (seed * 1_000_003 + zlib.crc32(scenario.name.encode())) & 0xFFFFFFFF
 
 
@@ -46,7 +56,7 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     """
     from hypothesis import strategies as st
 
-    faults = scenario.faults
+    faults = params_of(scenario)
     span_ms = max(ref.duration_ms * 1.1, 1.0)
     events = max(ref.events, 1)
 
@@ -68,11 +78,11 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
 
     by_kind = {"kill": timed_kill, "kill-event": event_kill, "suspend": suspend,
                "none": lambda: st.just({"kind": "none"})}
-    if faults.family == "chain":
+    if scenario.faults.family == "chain":
         return st.tuples(*[by_kind[k]() for k in faults.chain]).map(list)
-    if faults.family == "suspend":
+    if scenario.faults.family == "suspend":
         leg = suspend()
-    elif faults.family == "kill":
+    elif scenario.faults.family == "kill":
         leg = {"random": timed_kill, "events": event_kill}.get(faults.kill_points, lambda: st.one_of(
             timed_kill(), event_kill()))()
     else:
@@ -142,14 +152,14 @@ def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int)
     or ``count``), then, when ``legs > 1``, hypothesis draws for the rest of
     ``count``.  Other families: ``count`` hypothesis draws.
     """
-    faults = scenario.faults
+    faults = params_of(scenario)
     s = seed_for(seed, scenario)
-    if faults.schedule is not None:  # a regression scenario: its one schedule, count times
-        return [([dict(f) for f in faults.schedule], "regression") for _ in range(count)]
-    if faults.family == "none":
+    if scenario.faults.schedule is not None:  # a regression scenario: its one schedule, count times
+        return [([dict(f) for f in scenario.faults.schedule], "regression") for _ in range(count)]
+    if scenario.faults.family == "none":
         return [([], "noop") for _ in range(count)]
     plan: list[tuple[list[dict[str, Any]], str]] = []
-    if faults.family == "kill" and faults.kill_points == "events":
+    if scenario.faults.family == "kill" and faults.kill_points == "events":
         cap = faults.max_events or count
         plan += [(sch, "exhaustive") for sch in exhaustive_schedules(ref.events, cap, s)]
         if faults.legs == 1:

@@ -6,17 +6,22 @@ For a scenario:
    is mutated by :func:`harness.families.tail.mutations.mutations` (cuts at every offset of
    the last record and at random offsets, zero and garbage tails, byte flips);
 2. **reader**: every mutation is read by the subject's own reader, in a
-   child process (``python -m harness.families.tail.executor --answer DIR`` with the
-   subject's environment, so a mutant's ``FISKJ_MUTANT`` applies there and
-   only there), and :func:`harness.families.tail.mutations.judge` says whether the answer
-   (torn tail with offset and length, or corruption naming the line) is right;
+   child process (``python -m harness.families.tail.reader_child DIR`` with the
+   subject's environment, so a mutant's ``FISKJ_PRELOAD`` applies there and
+   only there); each answer is recorded next to the mutation's label as a
+   fact of a history (:func:`reader_history`, ``History.reader_checks``)
+   that the I5 checker judges (torn tail with offset and length, or
+   corruption naming the line: :mod:`harness.checkers.i5_reader_answers`);
 3. **repair**: for up to ``resume_checks`` torn mutations whose run is
    resumable, the mutated journal is put in a fresh store and resumed to
-   completion; the history (leg 0: the reference leg with a ``tail`` fault,
-   leg 1: the resume) is judged by the checkers (I2 to I7: no acknowledged
-   record lost or glued, readable, the reference result), and the repair
-   itself: the kept bytes ``[0, good_size)`` are unchanged and the final
-   journal reads with no torn tail (FORMAT.md defect 1).
+   completion; the history (leg 0: the reference leg with a ``tail`` fault
+   whose detail is the mutation's label, leg 1: the resume) is judged by
+   the checkers (I2 to I7: no acknowledged record lost or glued, readable,
+   the reference result; I5 also judges the repair itself: the kept bytes
+   ``[0, good_size)`` unchanged and no torn tail left, FORMAT.md defect 1).
+
+This module builds no verdict: the checkers (:func:`harness.checkers.check_all`)
+judge every history it records.
 
 Reader checks need a fiskj-based subject (``python -m fiskj`` or
 ``python -m harness.selftest.subject``); other subjects get the repair checks only.
@@ -36,32 +41,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.checkers import INVALID, VALID, check_all
-from harness.history.model import Fault, Leg
+from harness.checkers import INVALID, UNKNOWN, VALID, check_all
+from harness.history.model import Fault, History, Leg, ReaderCheck
 from harness.families.power_loss.executor import Recovery, context, recover, workspace
 from harness.runner.trial import Runner
-from harness.scenario.parse import Scenario, family_params
+from harness.scenario.model import Scenario, family_params
 from harness.subject.contract import Subject
-from harness.families.tail.mutations import Answer, Mutation, judge, mutations
+from harness.families.tail.params import Params
+from harness.families.tail.mutations import Answer, Mutation, mutations
 
-__all__ = ["Params", "Report", "params_from", "answer_for", "reader_answers", "run_tails", "resume_candidates"]
+__all__ = ["Params", "Report", "params_from", "answer_for", "reader_answers", "reader_history", "run_tails",
+           "resume_candidates"]
 
+#: Invariants judged on a repair's history (those the scenario checks; I5, which judges the repair, always).
 CHECKED = ("I2", "I3", "I4", "I5", "I6", "I7")
-
-
-@dataclass(frozen=True)
-class Params:
-    """``[faults]`` keys of a ``tail`` scenario (defaults when absent; ``seed`` defaults to ``trials.seed``)."""
-
-    cut_every_offset_of_last_record: bool = True
-    random_cuts: int = 16
-    zero_tail_bytes: int = 4096
-    garbage_tails: int = 4
-    flips: int = 8
-    mid_run: bool = True
-    resume_checks: int = 8
-    seed: int = 1
-    jobs: int = 0
 
 
 def params_from(scenario: Scenario, **overrides: Any) -> Params:
@@ -80,6 +73,7 @@ class Report:
     mutations: int = 0
     reader_checked: int = 0
     reader_violations: list[dict[str, Any]] = field(default_factory=list)
+    unknowns: list[dict[str, Any]] = field(default_factory=list)  # verdicts (JSON) that could not be reached
     resumes: int = 0
     resume_violations: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
@@ -87,7 +81,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.reader_violations and not self.resume_violations
+        return not self.reader_violations and not self.resume_violations and not self.unknowns
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -113,7 +107,7 @@ def answer_for(path: str) -> Answer:
     return Answer("read", seqs, torn, reader.good_size)
 
 
-def _fiskj_based(subject: Subject) -> bool:
+def fiskj_based(subject: Subject) -> bool:
     return subject.is_reference or tuple(subject.argv[1:3]) == ("-m", "harness.selftest.subject")
 
 
@@ -123,9 +117,10 @@ def reader_answers(muts: list[Mutation], subject: Subject, tmp: Path, timeout_s:
     folder.mkdir()
     for i, m in enumerate(muts):
         (folder / f"{i:06d}.json").write_bytes(m.data)
-    env = {k: v for k, v in os.environ.items() if k not in ("FISKJ_MUTANT", "FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FISKJ_MUTANT", "FISKJ_PRELOAD", "FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
     env.update(subject.extra_env)
-    proc = subprocess.run([sys.executable, "-m", "harness.families.tail.executor", "--answer", str(folder)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "harness.families.tail.reader_child", str(folder)], env=env,
                           capture_output=True, timeout=timeout_s, check=False)
     out: dict[str, Answer] = {}
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
@@ -138,6 +133,18 @@ def reader_answers(muts: list[Mutation], subject: Subject, tmp: Path, timeout_s:
         out.setdefault(m.id, Answer("error", message=f"no answer from the reader child (exit {proc.returncode}): "
                                                      f"{proc.stderr.decode('utf-8', 'replace')[-300:]}"))
     return out
+
+
+def reader_history(scenario: str, seed: int, run_id: str, muts: list[Mutation], answers: dict[str, Answer]) -> History:
+    """The facts of the reader checks: each mutation's label next to the reader's answer (judged as I5).
+
+    docs/spec.md section 7 says what the reader must answer; the history has
+    no legs (the reader child is no agent leg) and one
+    :class:`~harness.history.model.ReaderCheck` per mutation.
+    """
+    return History(scenario=scenario, seed=seed, schedule=[{"kind": "tail", "check": "reader"}], run_id=run_id,
+                   reader_checks=[ReaderCheck(m.id, m.kind, len(m.data), m.expected(), answers[m.id].to_json())
+                                  for m in muts], options={"family": "tail"})
 
 
 def resume_candidates(muts: list[Mutation], total: int, limit: int) -> list[Mutation]:
@@ -155,8 +162,12 @@ def resume_candidates(muts: list[Mutation], total: int, limit: int) -> list[Muta
     return out
 
 
-def _repair(ctx: Recovery, m: Mutation) -> dict[str, Any] | None:
-    """Resume the run from ``m``'s journal; return a violation dict, or None when all is well."""
+def repair_history(ctx: Recovery, m: Mutation) -> History:
+    """Put ``m``'s journal in a fresh store and resume the run to its end; the two-leg history (judges nothing).
+
+    Leg 0 is the reference leg with a ``tail`` fault (its journal: the
+    mutation), leg 1 the resume, started through the one leg runner.
+    """
     ref_leg = ctx.ref.history.legs[-1]
     tmp = Path(tempfile.mkdtemp(prefix="fiskj-tail-", dir=ctx.runner.tmp_root))
     try:
@@ -170,17 +181,17 @@ def _repair(ctx: Recovery, m: Mutation) -> dict[str, Any] | None:
         leg0 = Leg(index=0, kind="start", argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
                    t_end=ref_leg.t_end, trace=ref_leg.trace, journal=m.data, exit_code=ref_leg.exit_code,
                    fault=Fault(kind="tail", injected=True, detail={"mutation": m.id, **m.describe()}))
-        history = recover(ctx, tmp, leg0, list(ctx.ref.history.model_calls), list(ctx.ref.history.effects),
-                          {"kind": "tail", "mutation": m.id})
+        return recover(ctx, tmp, leg0, list(ctx.ref.history.model_calls), list(ctx.ref.history.effects),
+                       {"kind": "tail", "mutation": m.id})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    verdicts = check_all(history, [i for i in CHECKED if i in ctx.scenario.check.invariants])
-    final = history.legs[1].journal or b""
+
+
+def _repair(ctx: Recovery, m: Mutation) -> dict[str, Any] | None:
+    """Resume the run from ``m``'s journal; return a violation dict, or None when all is well."""
+    history = repair_history(ctx, m)
+    verdicts = check_all(history, [i for i in CHECKED if i in ctx.scenario.check.invariants or i == "I5"])
     problems = [f"{v.invariant}: {v.summary}" for v in verdicts if v.status == INVALID]
-    if final[:m.good_size] != m.data[:m.good_size]:
-        problems.append(f"repair: the kept bytes [0, {m.good_size}) changed")
-    elif history.final_state is not None and history.final_state.get("torn_tail"):
-        problems.append(f"repair: the resumed journal still ends in a torn tail {history.final_state['torn_tail']}")
     if not problems:
         return None
     return {"mutation": m.describe(), "problems": problems, "exit_code": history.legs[1].exit_code,
@@ -202,14 +213,16 @@ def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subj
                               zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
                               mid_run=params.mid_run))
         report.journal_bytes, report.mutations = len(journal), len(muts)
-        if _fiskj_based(runner.subject):
+        if fiskj_based(runner.subject):
             answers = reader_answers(muts, runner.subject, shared)
-            for m in muts:
-                verdict = judge(m, answers[m.id])
-                report.reader_checked += 1
-                if not verdict.valid:
-                    report.reader_violations.append({"mutation": m.describe(), "reason": verdict.reason,
-                                                     "answer": asdict(answers[m.id])})
+            history = reader_history(scenario.name, params.seed, ctx.run_id, muts, answers)
+            report.reader_checked = len(history.reader_checks)
+            (verdict,) = check_all(history, ["I5"])
+            if verdict.status == UNKNOWN:
+                report.unknowns.append(verdict.to_json())
+            elif verdict.status == INVALID:
+                report.reader_violations += [{"mutation": v["mutation"], "reason": v["reason"], "answer": v["answer"]}
+                                             for v in verdict.evidence["violations"] if v["kind"] == "reader_answer"]
         else:
             report.notes.append("reader checks skipped: the subject is not fiskj-based")
         total = journal.count(b"\n")
@@ -221,42 +234,3 @@ def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subj
                     report.resume_violations.append(violation)
     report.seconds = time.monotonic() - t0
     return report
-
-
-def _answer_main(folder: str) -> int:
-    from harness.selftest.mutants import apply_from_env
-
-    apply_from_env()
-    for name in sorted(os.listdir(folder)):
-        answer = asdict(answer_for(os.path.join(folder, name)))
-        print(json.dumps({"file": name, "answer": answer}), flush=True)
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.families.tail.executor SCENARIO [--mutant NAME]`` prints the JSON report; ``--answer DIR``
-    (internal) prints the reader's answer for each file of DIR."""
-    import argparse
-
-    from harness.selftest.mutants import subject_for
-    from harness.scenario.parse import load_scenario
-
-    ap = argparse.ArgumentParser(prog="python -m harness.families.tail.executor", description=main.__doc__)
-    ap.add_argument("scenario", nargs="?")
-    ap.add_argument("--answer", metavar="DIR", help=argparse.SUPPRESS)
-    ap.add_argument("--mutant", help="run fiskj with this mutant applied (harness.selftest.mutants)")
-    ap.add_argument("--resume-checks", type=int)
-    args = ap.parse_args(argv)
-    if args.answer:
-        return _answer_main(args.answer)
-    if not args.scenario:
-        ap.error("a SCENARIO file is required")
-    scenario = load_scenario(args.scenario)
-    report = run_tails(scenario, subject=subject_for(args.mutant) if args.mutant else None,
-                       params=params_from(scenario, resume_checks=args.resume_checks))
-    print(json.dumps(report.to_json(), indent=1, default=str))
-    return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

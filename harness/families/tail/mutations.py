@@ -1,4 +1,4 @@
-"""The tail nemesis: mutations of a journal's bytes, each labelled with the reader's right answer.  Pure.
+"""The tail nemesis: mutations of a journal's bytes, each labelled with the reader's right answer.  Pure (no IO).
 
 Input: the bytes of a clean journal (complete lines, each ending in ``\\n``).
 :func:`mutations` yields :class:`Mutation` s:
@@ -22,19 +22,23 @@ F03): a final line that is incomplete or unparsable is a **torn** tail,
 dropped and reported as ``(offset, length)`` with every record before it
 kept; a cut exactly at a line end is **clean** (the records before it, no
 torn tail); an unparsable line that is not the last is **corrupt**, an error
-naming its 1-based line.  :func:`judge` compares a reader's :class:`Answer`
-with the label: a reader that tolerates interior corruption, drops a
-complete final record or blanks the run on a torn tail is caught.
+naming its 1-based line (docs/spec.md section 7).  The tail family
+records a reader's :class:`Answer` (:meth:`Answer.to_json`) next to the
+label (:meth:`Mutation.expected`) as a fact of the history
+(:class:`~harness.history.model.ReaderCheck`); the I5 checker
+(:mod:`harness.checkers.i5_reader_answers`) judges it, so that a reader
+that tolerates interior corruption, drops a complete final record or
+blanks the run on a torn tail is caught.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator
 
-__all__ = ["Mutation", "Answer", "Verdict", "mutations", "judge", "line_spans"]
+__all__ = ["Mutation", "Answer", "mutations", "line_spans"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,12 @@ class Mutation:
                 "records": len(self.seqs), "good_size": self.good_size,
                 "torn": list(self.torn) if self.torn else None, "line": self.line}
 
+    def expected(self) -> dict[str, Any]:
+        """What the reader must answer (docs/spec.md section 7), as JSON: ``kind`` (``clean``, ``torn``,
+        ``corrupt``), ``seqs``, ``good_size``, ``torn``, ``line``, ``offset``."""
+        return {"kind": self.expect, "seqs": list(self.seqs), "good_size": self.good_size,
+                "torn": list(self.torn) if self.torn else None, "line": self.line, "offset": self.offset}
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -76,13 +86,12 @@ class Answer:
     line: int | None = None
     message: str = ""
 
-
-@dataclass(frozen=True)
-class Verdict:
-    """``valid`` True when the answer is right; ``reason`` says what was wrong (or what was checked)."""
-
-    valid: bool
-    reason: str
+    def to_json(self) -> dict[str, Any]:
+        """The answer as a JSON fact (lists for ``seqs`` and ``torn``)."""
+        raw = asdict(self)
+        raw["seqs"] = list(self.seqs)
+        raw["torn"] = list(self.torn) if self.torn else None
+        return raw
 
 
 def line_spans(journal: bytes) -> list[tuple[int, int]]:
@@ -179,33 +188,3 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
         else:
             yield Mutation(name, "flip", data, "corrupt", line=k + 1, offset=a)
 
-
-def judge(mutation: Mutation, answer: Answer) -> Verdict:
-    """Is ``answer`` (what the reader said about ``mutation.data``) right?  Pure."""
-    m = mutation
-    if m.expect == "corrupt":
-        if answer.kind != "corrupt":
-            got = f"{len(answer.seqs)} records, torn tail {answer.torn}" if answer.kind == "read" else answer.message
-            return Verdict(False, f"{m.id}: line {m.line} is corrupt (not the last line) and must be an error "
-                                  f"naming line {m.line}; the reader answered {answer.kind}: {got}")
-        if answer.line != m.line:
-            return Verdict(False, f"{m.id}: corruption reported at line {answer.line}, expected line {m.line}")
-        return Verdict(True, f"{m.id}: corrupt at line {m.line}")
-    if answer.kind != "read":
-        return Verdict(False, f"{m.id}: expected {len(m.seqs)} records and torn tail {m.torn}; the reader raised "
-                              f"{answer.kind} (line {answer.line}): {answer.message}")
-    if tuple(answer.seqs) != m.seqs:
-        return Verdict(False, f"{m.id}: expected records seq {_span(m.seqs)}, the reader returned {_span(answer.seqs)}")
-    if answer.torn != m.torn:
-        return Verdict(False, f"{m.id}: expected torn tail {m.torn}, the reader reported {answer.torn}")
-    if answer.good_size is not None and answer.good_size != m.good_size:
-        return Verdict(False, f"{m.id}: expected good_size {m.good_size}, the reader reported {answer.good_size}")
-    return Verdict(True, f"{m.id}: {m.expect}, {len(m.seqs)} records")
-
-
-def _span(seqs: tuple[int, ...]) -> str:
-    if not seqs:
-        return "(none)"
-    if list(seqs) == list(range(seqs[0], seqs[0] + len(seqs))):
-        return f"{seqs[0]}..{seqs[-1]}"
-    return ",".join(map(str, seqs))

@@ -1,23 +1,32 @@
-"""Deliberately broken variants of fiskj (mutants), applied in a child process only.
+"""Deliberately broken variants of fiskj (mutants), one module each, applied in a child process only.
 
-A mutant is one small module here with ``NAME`` (as given to
-``FISKJ_MUTANT``), ``DEFECT`` (the bug class it reintroduces), ``FAMILY``
-(the fault family that must catch it) and ``apply()``, which monkeypatches
-:mod:`fiskj` in the running process.  The harness never applies one to
-itself: it starts the agent as ``python -m harness.selftest.subject`` with
-``FISKJ_MUTANT=name`` in the child's environment (:func:`subject_for`), and
-the checkers judge that child's history without knowing which mutant ran.
+A mutant is one module of this package: its docstring says the bug, its
+constants say ``NAME`` (the user-facing name, ``FISKJ_MUTANT=NAME``),
+``DEFECT`` (the bug class it reintroduces), ``FAMILY`` (the fault family
+that must catch it) and, for the race family, ``RACE`` (the race that
+must); its ``apply()`` monkeypatches :mod:`fiskj`, and the module calls it
+when it is imported.  So a mutant module is a *preload*: a child process
+applies it by importing it by name, from ``$FISKJ_PRELOAD``
+(:mod:`harness.subject.preload`): the mutant subject
+(``python -m harness.selftest.subject``), a leg forked by the fork server
+and a race agent all do just that.  The harness never imports one (that
+would patch the harness): this registry reads the constants from the
+module's source, and :func:`subject_for` names the module in the
+subject's environment, with the mutant's name beside it for reproducers
+(``FISKJ_MUTANT=no-fsync FISKJ_PRELOAD=harness.selftest.mutants.no_fsync``).
+The checkers judge the child's history without knowing which mutant ran.
 
 Patches look functions up on their modules (``Journal._write_line``,
 ``FileStore.open``, ``JournalReader._scan``) so they reach every caller.
 A patch that keeps the original and adds the bug around it is written
-with :func:`wrap`; the durability mutants share :func:`unsynced_write_line`.
+with :func:`harness.selftest.mutants._patch.wrap`; shared patches live
+there too.
 
 | name | defect | caught by |
 |---|---|---|
 | ``no-fsync`` | appends are written but never fsynced | power_loss (I4) |
 | ``fsync-before-write`` | the fsync comes before the write, so the record is never synced | power_loss (I4) |
-| ``no-dir-fsync`` | the first append of a new journal does not fsync the store directory (F09) | power_loss (I4) |
+| ``no-dir-fsync`` | the first append of a new journal does not fsync the store directory | power_loss (I4) |
 | ``store-dir-not-durable`` | new store directories are not made durable in their parents (defect 4) | power_loss (I4) |
 | ``torn-tail-not-cut`` | open does not cut a torn tail before appending (defect 1) | tail (I4, I5) |
 | ``reader-tolerates-corruption`` | the reader skips an unparsable interior line | tail (reader answer) |
@@ -29,124 +38,183 @@ with :func:`wrap`; the durability mutants share :func:`unsynced_write_line`.
 | ``counters-in-memory`` | tokens spent and iteration restart at zero on resume | kill, budget end (I6) |
 | ``fingerprint-ignores-model`` | the resume guard ignores the model field | suspend, drift (I9) |
 | ``create-not-reclaimed`` | a journal left empty by a crashed create is never reclaimed | kill, regression (I6) |
+| ``fold-before-lock`` | ``open`` folds, then locks (defect 2) | race ``two-resumers`` (race, I2) |
+| ``create-no-excl`` | ``create`` checks existence, then opens without ``O_EXCL`` (defect 3) | race ``two-creates`` (race, I4) |
+| ``release-before-last-append`` | the lock is released before the terminal record is appended | race ``two-writers`` (I8) |
+| ``lockf`` | the run lock is a ``lockf`` record lock: closing any descriptor of the lock file drops it | race ``lock-survives-other-fds`` |
+| ``no-cloexec`` | the lock descriptor is inherited by tool subprocesses | race ``lock-survives-other-fds`` |
+| ``stale-lock-file`` | the lock is an ``O_EXCL`` marker file a SIGKILLed holder leaves behind | race ``holder-killed`` |
+| ``blocking-lock`` | ``flock`` without ``LOCK_NB``: a second writer waits instead of being refused | race ``two-writers`` |
+| ``torn-tail-is-corrupt`` | ``load``/``list`` raise on a partial last line | race ``readers-during-appends`` |
 
-The race family's mutants live in :mod:`harness.selftest.race_mutants` (same
-``FISKJ_MUTANT`` variable, applied by the race agent).  Which scenario
-catches which mutant is data, :mod:`harness.selftest.targets`; the self-test
-``fiskj-harness mutants`` (:mod:`harness.selftest.run`) runs them all.
+Defects 1 to 4 are fisk-ai's (docs/spec.md section 16).  Which scenario
+catches which mutant is data, :mod:`harness.selftest.targets`; the
+self-test ``fiskj-harness mutants`` (:mod:`harness.selftest.run`) runs
+them all.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
+import importlib.util
 import os
-import sys
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Mapping
 
-__all__ = ["ENV", "MODULES", "Mutant", "mutants", "get", "apply", "apply_from_env", "subject_for", "wrap",
-           "unsynced_write_line"]
+from harness.names import MUTANT_ENV, MUTANT_SUBJECT, MUTANTS_PACKAGE, PRELOAD_ENV
 
-#: Environment variable naming the mutant the child applies.
-ENV = "FISKJ_MUTANT"
+if TYPE_CHECKING:
+    from harness.subject.contract import Subject
 
-#: Mutant modules of this package, one bug class each.
+__all__ = ["ENV", "MODULES", "Mutant", "mutants", "race_mutants", "RACE_MUTANTS", "get", "preload_for", "mutant_env",
+           "subject_for", "with_preload", "apply", "apply_from_env"]
+
+#: Environment variable naming a mutant, as users and reproducers write it (:data:`harness.names.MUTANT_ENV`).
+ENV = MUTANT_ENV
+
+#: The mutant modules of this package (:data:`harness.names.MUTANTS_PACKAGE`), one bug class each, each
+#: named after its mutant (``no-fsync`` -> ``no_fsync``), in the self-test's order.
 MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_durable", "torn_tail_not_cut",
            "reader_tolerates_corruption", "reader_drops_final_record",
            # the agent loop's bug classes (issue 7)
            "result_before_tool", "assistant_after_tools", "suspend_mid_batch", "resume_reruns_answered",
-           "counters_in_memory", "fingerprint_ignores_model", "create_not_reclaimed")
+           "counters_in_memory", "fingerprint_ignores_model", "create_not_reclaimed",
+           # the run lock and the store under concurrency: the race family
+           "fold_before_lock", "create_no_excl", "release_before_last_append", "lockf", "no_cloexec",
+           "stale_lock_file", "blocking_lock", "torn_tail_is_corrupt")
+
+_FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 
 
 @dataclass(frozen=True)
 class Mutant:
-    """A broken variant: ``name``, the ``defect`` it reintroduces, the ``family`` that must catch it."""
+    """A broken variant: ``name``, the ``defect`` it reintroduces, the ``family`` that must catch it,
+    its ``module`` (in this package) and, for the race family, the ``race`` that must."""
 
     name: str
     defect: str
     family: str
     module: str
+    race: str | None = None
+
+    @property
+    def preload(self) -> str:
+        """The module to name in ``$FISKJ_PRELOAD``: importing it applies the mutant."""
+        return f"{MUTANTS_PACKAGE}.{self.module}"
 
 
-def _load(module: str) -> ModuleType:
-    return importlib.import_module(f"{__name__}.{module}")
+def _describe(module: str) -> Mutant:
+    """The mutant ``module`` describes, read from its source: importing it would patch this process."""
+    spec = importlib.util.find_spec(f"{__name__}.{module}")
+    if spec is None or spec.origin is None:
+        raise KeyError(f"no mutant module {__name__}.{module}")
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), spec.origin)
+    found: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            key = _FIELDS.get(node.targets[0].id)
+            if key is not None:
+                found[key] = ast.literal_eval(node.value)
+    missing = [k for k in ("NAME", "DEFECT", "FAMILY") if _FIELDS[k] not in found]
+    if missing:
+        raise ValueError(f"mutant module {spec.origin} does not set {', '.join(missing)}")
+    return Mutant(module=module, **found)
 
 
-def mutants() -> list[Mutant]:
-    """Every mutant of this package, in :data:`MODULES` order."""
-    out = []
-    for module in MODULES:
-        mod = _load(module)
-        out.append(Mutant(mod.NAME, mod.DEFECT, mod.FAMILY, module))
-    return out
+@functools.cache
+def _all() -> tuple[Mutant, ...]:
+    return tuple(_describe(m) for m in MODULES)
+
+
+def mutants(family: str | None = None) -> list[Mutant]:
+    """Every mutant (of ``family``, when given), in :data:`MODULES` order."""
+    return [m for m in _all() if family is None or m.family == family]
+
+
+def race_mutants() -> dict[str, Mutant]:
+    """The race family's mutants by name (each names its ``race``)."""
+    return {m.name: m for m in mutants("race")}
+
+
+def __getattr__(name: str) -> Any:
+    """``RACE_MUTANTS``: :func:`race_mutants`, read on first use (a child that imports a mutant never reads it)."""
+    if name == "RACE_MUTANTS":
+        return race_mutants()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get(name: str) -> Mutant:
     """The mutant called ``name``; raises ``KeyError`` naming the known ones."""
-    for mutant in mutants():
+    for mutant in _all():
         if mutant.name == name:
             return mutant
-    raise KeyError(f"unknown mutant {name!r}; known: {', '.join(m.name for m in mutants())}")
+    raise KeyError(f"unknown mutant {name!r}; known: {', '.join(m.name for m in _all())}")
+
+
+def preload_for(name: str) -> str:
+    """The module that applies mutant ``name`` when imported (the value of ``$FISKJ_PRELOAD``)."""
+    return get(name).preload
+
+
+def mutant_env(name: str) -> tuple[tuple[str, str], ...]:
+    """The variables that give mutant ``name`` to a child: ``FISKJ_MUTANT=name`` (what reports and
+    reproducers show) and ``FISKJ_PRELOAD=module`` (what the child imports)."""
+    return ((MUTANT_ENV, name), (PRELOAD_ENV, preload_for(name)))
+
+
+def subject_for(name: str) -> Subject:
+    """The mutant subject with mutant ``name``: ``python -m harness.selftest.subject`` and :func:`mutant_env`."""
+    import sys
+
+    from harness.subject.contract import Subject
+
+    return Subject(argv=(sys.executable, "-m", MUTANT_SUBJECT), extra_env=mutant_env(name))
+
+
+def with_preload(subject: Subject, environ: Mapping[str, str] | None = None) -> Subject:
+    """``subject`` with the preload of the mutant its legs are given by name, where none is named.
+
+    A ``FISKJ_MUTANT=name`` in the subject's variables or in ``environ``
+    (default ``os.environ``, which the legs inherit) without a
+    ``FISKJ_PRELOAD`` becomes both variables of the subject (:func:`mutant_env`),
+    so a reproducer written as ``--subject 'FISKJ_MUTANT=no-fsync python -m
+    harness.selftest.subject'`` runs the mutant in every child, forked or
+    not.  Only the mutant subject is changed (another agent's variables are
+    its own).  Raises ``KeyError`` for an unknown name.
+    """
+    if not subject.is_mutant_subject:
+        return subject
+    env = {**(os.environ if environ is None else environ), **dict(subject.extra_env)}
+    name = (env.get(MUTANT_ENV) or "").strip()
+    if not name or env.get(PRELOAD_ENV):
+        return subject
+    kept = tuple((k, v) for k, v in subject.extra_env if k not in (MUTANT_ENV, PRELOAD_ENV))
+    return replace(subject, extra_env=mutant_env(name) + kept)
 
 
 def apply(name: str) -> Mutant:
-    """Monkeypatch fiskj in THIS process with mutant ``name`` (call it in a child only)."""
+    """Apply mutant ``name`` to fiskj in THIS process by importing its module; return it (a child only)."""
     mutant = get(name)
-    _load(mutant.module).apply()
+    importlib.import_module(mutant.preload)
     return mutant
 
 
-def apply_from_env() -> Mutant | None:
-    """Apply the mutant named by ``$FISKJ_MUTANT``, if any; return it."""
-    name = os.environ.get(ENV, "").strip()
-    return apply(name) if name else None
+def apply_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """Apply what the environment names: the module in ``$FISKJ_PRELOAD``, else the mutant ``$FISKJ_MUTANT``.
 
-
-def subject_for(name: str):  # -> harness.subject.contract.Subject
-    """A :class:`harness.subject.contract.Subject` that runs fiskj with mutant ``name`` applied in the child."""
-    from harness.subject.contract import Subject
-
-    get(name)
-    return Subject(argv=(sys.executable, "-m", "harness.selftest.subject"), extra_env=((ENV, name),))
-
-
-def wrap(owner: Any, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator of a mutant's patch: ``owner.name`` (a module's function or a class's method) becomes the
-    decorated function, called with the original first (``def _scan(original, self, f): ...``)."""
-    original = getattr(owner, name)
-
-    def install(patch: Callable[..., Any]) -> Callable[..., Any]:
-        def patched(*args: Any, **kwargs: Any) -> Any:
-            return patch(original, *args, **kwargs)
-
-        setattr(owner, name, patched)
-        return patched
-
-    return install
-
-
-def unsynced_write_line(fsync_first: bool = False) -> Callable[..., None]:
-    """A ``Journal._write_line`` that returns with the line unsynced: one write and no fsync after it.
-
-    With ``fsync_first`` an fsync comes before the write (and syncs none of
-    the line).  Failures are reported as the write's; the store directory's
-    fsync on a new journal's first append stays.  Shared by ``no-fsync`` and
-    ``fsync-before-write``.
+    Returns the module imported (``None`` when neither is set).  Raises
+    ``KeyError`` for an unknown mutant name, ``ImportError`` for a missing
+    module.  For the mutant subject, run as a fresh process, where a
+    reproducer may name the mutant alone.
     """
-    from fiskj import ioseam
+    from harness.subject.preload import load_preload
 
-    def _write_line(self: Any, line: bytes, seq: int) -> None:
-        try:
-            if fsync_first:
-                ioseam.fsync(self._fd)
-            written = ioseam.write(self._fd, line)
-        except OSError as exc:
-            raise self._fail("write", seq, exc) from None
-        if written != len(line):
-            raise self._fail("write", seq, OSError(0, "short write"))
-        if self._sync_dir:
-            ioseam.fsync_dir(self.directory)
-            self._sync_dir = False
-
-    return _write_line
+    env = os.environ if environ is None else environ
+    loaded = load_preload(env)
+    if loaded is not None:
+        return loaded
+    name = env.get(MUTANT_ENV, "").strip()
+    return apply(name).preload if name else None

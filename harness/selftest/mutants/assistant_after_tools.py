@@ -19,7 +19,7 @@ def apply() -> None:
     from fiskj.records import AssistantRecord, ToolResultRecord, tool_use_ids
     from fiskj.tools import ToolCall
 
-    from harness.selftest.mutants import wrap
+    from harness.selftest.mutants._patch import wrap
 
     class _Deferring:
         """Stands in for the journal during a model call: keeps back an assistant turn that has tools."""
@@ -65,3 +65,6 @@ def apply() -> None:
         for record in records:
             self.journal.append(record)
         return list(results.values())
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

@@ -16,10 +16,13 @@ FAMILY = "kill"
 def apply() -> None:
     from fiskj import loop
 
-    from harness.selftest.mutants import wrap
+    from harness.selftest.mutants._patch import wrap
 
     @wrap(loop._Run, "__init__")
     def __init__(original, self, journal, state, *args, **kwargs):
         original(self, journal, state, *args, **kwargs)
         self.tokens = 0  # the bug: not state.counters.total_tokens
         self.iteration = 0  # the bug: not state.next_iteration
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

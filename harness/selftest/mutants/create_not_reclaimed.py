@@ -21,3 +21,6 @@ def apply() -> None:
     from fiskj import store
 
     store._never_created = lambda jpath, run_id: False  # the bug: never reclaimed
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

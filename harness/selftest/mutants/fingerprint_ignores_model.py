@@ -18,10 +18,13 @@ def apply() -> None:
 
     from fiskj import fingerprint, loop
 
-    from harness.selftest.mutants import wrap
+    from harness.selftest.mutants._patch import wrap
 
     @wrap(fingerprint, "diff")
     def diff(original, stored, current):
         return original(stored, dataclasses.replace(current, model=stored.model))  # the bug
 
     loop.diff = diff  # loop imported the name: patch its copy too
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

@@ -10,6 +10,9 @@ FAMILY = "power_loss"
 def apply() -> None:
     from fiskj.journal import Journal
 
-    from harness.selftest.mutants import unsynced_write_line
+    from harness.selftest.mutants._patch import unsynced_write_line
 
     Journal._write_line = unsynced_write_line(fsync_first=True)  # the bug: fsync, then write
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

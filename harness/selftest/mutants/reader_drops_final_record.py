@@ -10,7 +10,7 @@ FAMILY = "tail"
 def apply() -> None:
     from fiskj import reader as rd
 
-    from harness.selftest.mutants import wrap
+    from harness.selftest.mutants._patch import wrap
 
     @wrap(rd.JournalReader, "_scan")
     def _scan(original, self, f):
@@ -24,3 +24,6 @@ def apply() -> None:
             self.torn_tail = rd.TornTail(sizes[-2], sizes[-1] - sizes[-2])
             self.lines -= 1
         yield from records
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

@@ -37,3 +37,6 @@ def apply() -> None:
         return list(results.values())
 
     loop._Run._run_batch = _run_batch
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

@@ -17,7 +17,7 @@ def apply() -> None:
     from fiskj import loop
     from fiskj.tools import ToolCall
 
-    from harness.selftest.mutants import wrap
+    from harness.selftest.mutants._patch import wrap
 
     @wrap(loop._Run, "_run_batch")
     def _run_batch(original, self, blocks, done):
@@ -26,3 +26,6 @@ def apply() -> None:
             if tid in done:  # the bug: the answered tool runs again
                 self.tools.run(block.get("name"), block.get("input", {}), ToolCall(tid, self.run_id))
         return original(self, blocks, done)
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

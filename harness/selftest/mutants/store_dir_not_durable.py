@@ -1,4 +1,7 @@
-"""Mutant ``store-dir-not-durable``: new store directories are created without fsyncing their parents (defect 4)."""
+"""Mutant ``store-dir-not-durable``: new store directories are created without fsyncing their parents.
+
+fisk-ai's defect 4 (docs/spec.md section 16; section 9, rule 3).
+"""
 
 from __future__ import annotations
 
@@ -26,3 +29,6 @@ def apply() -> None:
         self._check_dir(run_id)
 
     FileStore._ensure_dir = _ensure_dir
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

@@ -16,7 +16,7 @@ FAMILY = "suspend"
 def apply() -> None:
     from fiskj import loop
 
-    from harness.selftest.mutants import wrap
+    from harness.selftest.mutants._patch import wrap
 
     @wrap(loop._Run, "_run_batch")
     def _run_batch(original, self, blocks, done):
@@ -36,3 +36,6 @@ def apply() -> None:
             return original(self, blocks, done)
         finally:
             self.tools = tools
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

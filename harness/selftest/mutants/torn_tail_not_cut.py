@@ -1,4 +1,7 @@
-"""Mutant ``torn-tail-not-cut``: open keeps a torn final line, so the next append is glued to it (defect 1)."""
+"""Mutant ``torn-tail-not-cut``: open keeps a torn final line, so the next append is glued to it.
+
+fisk-ai's defect 1 (docs/spec.md section 16; section 9, rule 4).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +13,13 @@ FAMILY = "tail"
 def apply() -> None:
     from fiskj import store
 
-    from harness.selftest.mutants import wrap
+    from harness.selftest.mutants._patch import wrap
 
     @wrap(store, "fold_open_file")
     def fold_open_file(original, fd, path):
         folder, reader = original(fd, path)
         reader.torn_tail = None  # "nothing to cut": appends go (O_APPEND) after the torn bytes
         return folder, reader
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)

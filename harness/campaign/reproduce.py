@@ -1,0 +1,45 @@
+"""The reproducer of a trial: the one command line that re-runs it, written in one place.
+
+Every family's trials carry one (``TrialResult.reproduce``; a report's
+``reproduce_run``, a regression scenario's comment, the pytest plugin's
+failure message, the mutant self-test's table)::
+
+    fiskj-harness run SCENARIO --seed S [--schedule JSON] [--subject CMD]
+
+``--schedule`` is the trial's own schedule when the family replays one
+(signals, race); without it the scenario's whole family re-runs with the
+seed (power loss, tail: their trials are a function of it).  ``--subject``
+is written for any subject but the plain reference, with its variables
+(a mutant's ``FISKJ_MUTANT`` and ``FISKJ_PRELOAD``), so the command is
+self-contained.  A report row's ``reproduce`` may instead replay it from
+the report: :func:`replay_command`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.scenario.parse import Scenario
+    from harness.subject.contract import Subject
+
+__all__ = ["reproduce_command", "replay_command"]
+
+
+def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, Any]] | None,
+                      subject: Subject | None) -> str:
+    """The shell command that re-runs a trial: ``fiskj-harness run FILE --seed S [--schedule JSON]
+    [--subject CMD]`` (``scenario``: its file, else its name; ``schedule`` ``None``: the whole scenario)."""
+    argv = ["fiskj-harness", "run", scenario.path or scenario.name, "--seed", str(seed)]
+    if schedule is not None:
+        argv += ["--schedule", json.dumps(schedule, separators=(",", ":"))]
+    if subject is not None and (not subject.is_reference or subject.extra_env):
+        argv += ["--subject", subject.command_line()]
+    return shlex.join(argv)
+
+
+def replay_command(report_path: str, trial: int) -> str:
+    """The command that replays trial ``trial`` of the JSON report at ``report_path``."""
+    return f"fiskj-harness replay {report_path} --trial {trial}"

@@ -1,0 +1,89 @@
+"""I5, the reader's half: a subject's reader answers every mutated journal as docs/spec.md section 7 says.
+
+Normative text (docs/spec.md section 7, "Reading"): a final line that is
+incomplete or unparsable is a **torn** tail, dropped and reported as
+``(offset, length)`` with every record before it kept; a cut exactly at a
+line end is **clean** (the records before it, no torn tail); an unparsable
+line that is not the last is **corrupt**, an error naming its 1-based line.
+
+How it is judged.  The tail family records one
+:class:`~harness.history.model.ReaderCheck` per mutated journal
+(``history.reader_checks``): the mutation's label (``expected``) and the
+answer of the subject's own reader, asked in a child process (``answer``).
+:func:`answer_problem` compares them: a reader that tolerates interior
+corruption, names the wrong line, drops a complete final record, blanks
+the run on a torn tail, or does not report the tail is wrong.  Each wrong
+answer is a violation of kind ``reader_answer`` with the mutation, the
+reason and the answer.  :mod:`harness.checkers.i5_readable` folds these
+into the I5 verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.history.model import History, ReaderCheck
+
+__all__ = ["answer_problem", "describe", "reader_violations"]
+
+
+def _pair(value: Any) -> tuple[int, int] | None:
+    return tuple(value) if value else None  # type: ignore[return-value]
+
+
+def _span(seqs: tuple[int, ...]) -> str:
+    if not seqs:
+        return "(none)"
+    if list(seqs) == list(range(seqs[0], seqs[0] + len(seqs))):
+        return f"{seqs[0]}..{seqs[-1]}"
+    return ",".join(map(str, seqs))
+
+
+def answer_problem(mutation: str, expected: dict[str, Any], answer: dict[str, Any]) -> str | None:
+    """What is wrong with ``answer`` (the reader's) given ``expected`` (the label), or ``None`` when it is right.
+
+    docs/spec.md section 7.  Both are JSON dicts as in
+    :class:`~harness.history.model.ReaderCheck`; the reason starts with the
+    ``mutation`` id.
+    """
+    want_kind, want_line = expected["kind"], expected.get("line")
+    want_seqs, want_torn = tuple(expected.get("seqs") or ()), _pair(expected.get("torn"))
+    kind, line, message = answer["kind"], answer.get("line"), answer.get("message", "")
+    seqs, torn, good_size = tuple(answer.get("seqs") or ()), _pair(answer.get("torn")), answer.get("good_size")
+    if want_kind == "corrupt":
+        if kind != "corrupt":
+            got = f"{len(seqs)} records, torn tail {torn}" if kind == "read" else message
+            return (f"{mutation}: line {want_line} is corrupt (not the last line) and must be an error naming line "
+                    f"{want_line}; the reader answered {kind}: {got}")
+        if line != want_line:
+            return f"{mutation}: corruption reported at line {line}, expected line {want_line}"
+        return None
+    if kind != "read":
+        return (f"{mutation}: expected {len(want_seqs)} records and torn tail {want_torn}; the reader raised "
+                f"{kind} (line {line}): {message}")
+    if seqs != want_seqs:
+        return f"{mutation}: expected records seq {_span(want_seqs)}, the reader returned {_span(seqs)}"
+    if torn != want_torn:
+        return f"{mutation}: expected torn tail {want_torn}, the reader reported {torn}"
+    if good_size is not None and good_size != expected.get("good_size"):
+        return f"{mutation}: expected good_size {expected.get('good_size')}, the reader reported {good_size}"
+    return None
+
+
+def describe(check: ReaderCheck) -> dict[str, Any]:
+    """The mutation's JSON label as evidence (id, kind, size, what the reader must answer; no bytes)."""
+    exp = check.expected
+    return {"id": check.mutation, "kind": check.kind, "size": check.size, "expect": exp["kind"],
+            "records": len(exp.get("seqs") or ()), "good_size": exp.get("good_size", 0),
+            "torn": list(exp["torn"]) if exp.get("torn") else None, "line": exp.get("line")}
+
+
+def reader_violations(history: History) -> tuple[int, list[dict[str, Any]]]:
+    """``(answers judged, violations)`` of ``history.reader_checks`` (docs/spec.md section 7), in order."""
+    out = []
+    for check in history.reader_checks:
+        reason = answer_problem(check.mutation, check.expected, check.answer)
+        if reason is not None:
+            out.append({"kind": "reader_answer", "mutation": describe(check), "reason": reason,
+                        "answer": dict(check.answer)})
+    return len(history.reader_checks), out

@@ -1,0 +1,107 @@
+"""The one verdict type of the harness: what a checker answers about one history.
+
+docs/spec.md section 15 ("Invariants"): a checker answers ``valid``,
+``invalid`` (with evidence) or ``unknown``; a checker that crashes is
+unknown, never valid.  Every family's results are :class:`Verdict` s made
+by a module of :mod:`harness.checkers`; no family builds its own.
+
+The ids a verdict names: ``I1`` .. ``I9`` (:data:`INVARIANTS`, the table of
+docs/spec.md section 15) and ``race`` (:data:`EXTRA`, the race family's own
+expectations, judged by :mod:`harness.checkers.race`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.names import INVARIANTS
+
+__all__ = ["VALID", "INVALID", "UNKNOWN", "STATUSES", "INVARIANTS", "CHECKERS", "EXTRA", "Verdict", "verdict_from_json",
+           "combine", "make"]
+
+VALID, INVALID, UNKNOWN = "valid", "invalid", "unknown"
+STATUSES = (VALID, INVALID, UNKNOWN)
+
+#: invariant id -> (checker module in harness.checkers, name); docs/spec.md section 15.  The ids are
+#: :data:`harness.names.INVARIANTS`, in that order (tests/test_checkers.py).
+CHECKERS: dict[str, tuple[str, str]] = {
+    "I1": ("i1_suspend", "exactly-once after a clean suspend"),
+    "I2": ("i2_tool_reruns", "at most one tool re-run per crash, only the one in flight"),
+    "I3": ("i3_model_repeats", "at most one model call repeated per crash"),
+    "I4": ("i4_acknowledged", "no acknowledged record lost"),
+    "I5": ("i5_readable", "journal always readable, at most one torn tail"),
+    "I6": ("i6_reference", "result equals the uninterrupted reference run"),
+    "I7": ("i7_conversation", "conversation well-formed at every model call"),
+    "I8": ("i8_one_writer", "one writer at a time"),
+    "I9": ("i9_refusal", "a refused resume appends nothing"),
+}
+
+#: Verdicts judged only when asked for by id (never by default): id -> (checker module, name).
+EXTRA: dict[str, tuple[str, str]] = {
+    "race": ("race", "race outcome as expected (refusal, one winner, takeover, no false damage)"),
+}
+
+
+@dataclass
+class Verdict:
+    """One checker's answer about one history (docs/spec.md section 15).
+
+    ``status`` is ``valid``, ``invalid`` or ``unknown``; ``evidence`` is
+    JSON-able; ``checker`` names the module that judged.
+    """
+
+    invariant: str
+    name: str
+    status: str
+    evidence: Any
+    checker: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"Verdict status {self.status!r} is not one of {STATUSES}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict as a JSON-ready dict (inverse: :func:`verdict_from_json`)."""
+        return asdict(self)
+
+    @property
+    def summary(self) -> str:
+        """The evidence's one-line ``summary`` (the evidence itself when it has none)."""
+        ev = self.evidence
+        if isinstance(ev, dict) and isinstance(ev.get("summary"), str):
+            return ev["summary"]
+        return str(ev)
+
+
+def verdict_from_json(data: dict[str, Any] | Verdict) -> Verdict:
+    """Inverse of :meth:`Verdict.to_json` (a :class:`Verdict` is returned as is)."""
+    if isinstance(data, Verdict):
+        return data
+    return Verdict(invariant=data["invariant"], name=data.get("name", ""), status=data["status"],
+                   evidence=data.get("evidence"), checker=data.get("checker", ""))
+
+
+def combine(statuses: list[str]) -> str:
+    """Overall status (docs/spec.md section 15): ``invalid`` beats ``unknown`` beats ``valid``.
+
+    Nothing judged is ``valid``.
+    """
+    if INVALID in statuses:
+        return INVALID
+    if UNKNOWN in statuses:
+        return UNKNOWN
+    return VALID
+
+
+def make(module: str, status: str, evidence: dict[str, Any]) -> Verdict:
+    """The verdict of checker ``module`` (``harness.checkers.<name>``), with the id and name it is registered under.
+
+    Every checker builds its answer here, so the id and the name of an
+    invariant are written once (:data:`CHECKERS`, :data:`EXTRA`).
+    """
+    for inv, (modname, name) in {**CHECKERS, **EXTRA}.items():
+        if module == f"harness.checkers.{modname}":
+            return Verdict(inv, name, status, evidence, module)
+    raise ValueError(f"{module} is not a registered checker; known: "
+                     f"{', '.join(m for m, _ in {**CHECKERS, **EXTRA}.values())}")

@@ -1,0 +1,107 @@
+"""The ``Family`` protocol: what every fault family gives the campaign (docs/architecture.md "Families").
+
+A fault family is data plus an executor, in the manner of Jepsen's nemesis
+packages.  Each family is one package ``harness/families/<name>/`` with:
+
+* ``params.py``: its ``Params`` dataclass, which *is* the schema of its
+  ``[faults]`` keys (:func:`harness.scenario.fields.toml_keys`);
+* a pure generator of what to do (fault schedules, crash states, tail
+  mutations, race steps): :meth:`Family.plan` returns one :class:`Planned`
+  per trial and does no IO;
+* an executor (:meth:`Family.open`) that runs one planned trial with the
+  one leg runner and records what happened as a
+  :class:`harness.history.model.History`.  It judges nothing: the campaign
+  hands every history to :func:`harness.checkers.check_all`.
+
+:mod:`harness.families.registry` lists the families; adding one is a folder
+plus one line there plus a section in docs/scenarios.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.history.model import History
+from harness.scenario.model import Scenario
+
+__all__ = ["Planned", "Ran", "Family", "Executor"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One trial a family will run.
+
+    ``schedule``: JSON data that names this trial exactly (the reproducer's
+    ``--schedule``: a replay plans only the trials whose schedules it is
+    given); ``origin``: why it was planned (``exhaustive``, ``hypothesis``,
+    ``noop``, ``regression``, ``explicit``, ``crash-state``, ...); ``seed``:
+    the seed it was drawn from; ``item``: the family's own object for its
+    executor (a crash state, a mutation; not serialized); ``invariants``:
+    the invariants judged on it (``None``: the scenario's ``[check]``).
+    """
+
+    schedule: list[dict[str, Any]]
+    origin: str
+    seed: int
+    item: Any = None
+    invariants: tuple[str, ...] | None = None
+
+
+@dataclass
+class Ran:
+    """What an executor hands back: the trial's ``history``, the ``faults`` injected (by report family), and
+    ``schedule`` when the run itself settled what names the trial (a race's drawn schedule), else ``None``."""
+
+    history: History
+    faults: dict[str, int] = field(default_factory=dict)
+    schedule: list[dict[str, Any]] | None = None
+
+
+class Executor(Protocol):
+    """Runs planned trials of one scenario; thread-safe; :meth:`close` releases what it holds."""
+
+    def run(self, planned: Planned) -> Ran:
+        """Run one planned trial and record it; never raises for a misbehaving agent."""
+
+    def close(self) -> None:
+        """Release the executor's resources (directories, agent pools); idempotent."""
+
+
+class Family(Protocol):
+    """A fault family, as the campaign, the scenario parser and the report see it.
+
+    ``name``: the family's name; ``modes``: the ``[faults] family`` values
+    it runs; ``Params``: its keys' dataclass; ``resumes``: its trials resume
+    runs (so ``[workload] drift`` applies); ``shrinks``: failing trials are
+    shrunk with :meth:`strategy`.
+    """
+
+    name: str
+    modes: tuple[str, ...]
+    Params: type
+    resumes: bool
+    shrinks: bool
+
+    def params(self, scenario: Scenario) -> Any:
+        """The scenario's ``Params``, with defaults taken from its other tables."""
+
+    def check(self, scenario: Scenario) -> tuple[str, str] | None:
+        """A rule the scenario breaks, as ``(key, message)``, or ``None``: the parser raises it."""
+
+    def needs_reference(self, scenario: Scenario) -> bool:
+        """Whether :meth:`plan` needs the scenario's uninterrupted run."""
+
+    def cannot(self, subject: Any) -> list[str]:
+        """What this family cannot do for ``subject``, one line each (the campaign says so before it starts)."""
+
+    def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
+             schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
+        """The trials to run (pure).  ``schedules``: explicit ones to replay instead of a plan;
+        ``subject``: the agent under test (a family may plan less for it, and says so in :meth:`cannot`)."""
+
+    def open(self, scenario: Scenario, runner: Any, reference: Any) -> Executor:
+        """An executor for this scenario's planned trials."""
+
+    def strategy(self, scenario: Scenario, reference: Any) -> Any:
+        """The hypothesis strategy its schedules are drawn from (for shrinking), or ``None``."""

@@ -1,0 +1,100 @@
+"""The power-loss family: crash states of a traced run, each recovered by the subject and judged.
+
+Plan (pure): the crash states of the reference run's trace under
+docs/persistence-model.md (:mod:`harness.families.power_loss.crashstates`),
+deterministic for the seed; the first ``max_states`` distinct ones (default
+the trial count) are recovered, every other distinct state is judged for
+I4 alone.  Each trial's schedule names its state
+(``[{"kind": "power_loss", "state": ID, "prefix_n": N}]``), so a replay
+re-runs that one state.  Executor: lays the state's files in a fresh store
+and runs one recovery leg (:func:`harness.families.power_loss.executor.explore_state`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.families.base import Planned, Ran
+from harness.families.power_loss.executor import CHECKED, context, explore_state, state_only, state_space
+from harness.families.power_loss.params import MODES, Params
+from harness.runner.trial import ReferenceRun, Runner, run_id_for
+from harness.scenario.model import Scenario, family_params
+
+__all__ = ["POWER_LOSS", "PowerLossFamily"]
+
+_FAULTS = {"power_loss": 1, "crash_states": 1}
+
+
+class _Executor:
+    def __init__(self, scenario: Scenario, runner: Runner) -> None:
+        self.scenario = scenario
+        self.shared = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-tools-", dir=runner.tmp_root))
+        self.ctx = context(runner, scenario, self.shared)
+
+    def run(self, planned: Planned) -> Any:
+        state, explore, space = planned.item
+        if explore:
+            history = explore_state(self.ctx, state, space)
+        else:
+            history = state_only(self.scenario, self.ctx.run_id, state)
+        history.seed, history.schedule = planned.seed, planned.schedule
+        return Ran(history, dict(_FAULTS))
+
+    def close(self) -> None:
+        shutil.rmtree(self.shared, ignore_errors=True)
+
+
+class PowerLossFamily:
+    """The power-loss family (see the module docstring); registered as :data:`POWER_LOSS`."""
+
+    name = "power_loss"
+    modes = MODES
+    Params = Params
+    resumes = False
+    shrinks = False
+
+    def params(self, scenario: Scenario, count: int | None = None, seed: int | None = None) -> Params:
+        return family_params(Params, scenario, {"max_states": count or scenario.trials.count,
+                                                "seed": scenario.trials.seed if seed is None else seed}, {})
+
+    def check(self, scenario: Scenario) -> tuple[str, str] | None:
+        return None
+
+    def cannot(self, subject: Any) -> list[str]:
+        return []
+
+    def needs_reference(self, scenario: Scenario) -> bool:
+        return True
+
+    def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
+             schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
+        params = self.params(scenario, count, seed)
+        space = state_space(reference, run_id_for(scenario), params)
+        distinct = space.distinct
+        explored = distinct[:params.max_states] if params.max_states else distinct
+        checked = tuple(i for i in ("I4", *CHECKED) if i in scenario.check.invariants)
+        out = [Planned([{"kind": "power_loss", "state": s.id, "prefix_n": s.prefix_n}], "crash-state", seed,
+                       item=(s, True, space), invariants=checked)
+               for s in sorted(explored, key=lambda s: (s.prefix_n, s.id))]
+        out += [Planned([{"kind": "power_loss", "state": s.id, "prefix_n": s.prefix_n, "explore": False}],
+                        "crash-state", seed, item=(s, False, space), invariants=("I4",))
+                for s in distinct[len(explored):]]
+        if schedules is not None:  # a replay: the states it names, each as it was planned
+            wanted = {str(sch[0].get("state")) for sch in schedules if sch and isinstance(sch[0], dict)}
+            out = [p for p in out if p.schedule[0]["state"] in wanted]
+            if not out:
+                raise ValueError(f"no crash state of this run matches {sorted(wanted)} (seed {seed})")
+        return out
+
+    def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
+        return _Executor(scenario, runner)
+
+    def strategy(self, scenario: Scenario, reference: ReferenceRun) -> None:
+        return None
+
+
+#: The registered instance.
+POWER_LOSS = PowerLossFamily()

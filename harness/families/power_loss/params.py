@@ -1,0 +1,35 @@
+"""``[faults]`` keys of the power-loss family: its TOML schema (docs/scenarios.md, docs/persistence-model.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.scenario.fields import bool_, int_, key
+
+__all__ = ["Params", "MODES"]
+
+#: The ``[faults] family`` values this family runs.
+MODES = ("power_loss",)
+
+
+@dataclass(frozen=True)
+class Params:
+    """The power-loss keys (defaults when absent); ``seed`` and ``jobs`` are not file keys.
+
+    ``max_states``: crash states recovered and judged (0: all distinct ones;
+    default ``trials.count``); ``sector_bytes``: the atomic write unit;
+    ``exhaustive_units``: windows up to this many units are enumerated
+    exhaustively; ``samples``: subsets drawn per larger window;
+    ``zero_fill``: one size-without-data state per crash point (rule d);
+    ``stop_on_violation``: stop at the first violating state; ``seed``:
+    default ``trials.seed``; ``jobs``: recoveries in parallel (0: CPU count).
+    """
+
+    max_states: int = field(default=64, metadata=key(int_(0)))
+    sector_bytes: int = field(default=512, metadata=key(int_(1)))
+    exhaustive_units: int = field(default=12, metadata=key(int_(0)))
+    samples: int = field(default=64, metadata=key(int_(0)))
+    zero_fill: bool = field(default=True, metadata=key(bool_))
+    seed: int = 1
+    jobs: int = 0
+    stop_on_violation: bool = field(default=False, metadata=key(bool_))

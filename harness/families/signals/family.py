@@ -1,0 +1,84 @@
+"""The signals family: legs of the agent under SIGKILL and SIGINT/SIGTERM faults (modes none, kill, suspend, chain).
+
+Plan (pure, :mod:`harness.families.signals.schedules`): exhaustive crash
+points at every durability event, and hypothesis-drawn timed kills,
+suspends and chains, deterministic for a seed.  Executor: one trial is the
+legs of :meth:`harness.runner.trial.Runner.run_trial` under its schedule.
+docs/spec.md section 14 (the invariants), docs/scenarios.md (the keys).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.families.base import Planned, Ran
+from harness.families.signals.faults import FAULT_KINDS, validate_schedule
+from harness.families.signals.params import MODES, Params
+from harness.families.signals.schedules import params_of, plan_schedules, schedule_strategy
+from harness.report.faults import fault_counts
+from harness.runner.trial import ReferenceRun, Runner
+from harness.scenario.model import Scenario
+
+__all__ = ["SIGNALS", "SignalsFamily"]
+
+
+class _Executor:
+    def __init__(self, scenario: Scenario, runner: Runner) -> None:
+        self.scenario, self.runner = scenario, runner
+
+    def run(self, planned: Planned) -> Ran:
+        history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule)
+        return Ran(history, fault_counts(history))
+
+    def close(self) -> None:
+        pass
+
+
+class SignalsFamily:
+    """The signals family (see the module docstring); an instance is registered as :data:`SIGNALS`."""
+
+    name = "signals"
+    modes = MODES
+    Params = Params
+    resumes = True
+    shrinks = True
+
+    def params(self, scenario: Scenario) -> Params:
+        return params_of(scenario)
+
+    def check(self, scenario: Scenario) -> tuple[str, str] | None:
+        if scenario.faults.family == "chain" and not self.params(scenario).chain:
+            return "family", "family 'chain' needs a non-empty [faults] chain list"
+        return None
+
+    def check_schedule(self, schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
+        return validate_schedule(schedule)
+
+    def cannot(self, subject: Any) -> list[str]:
+        return []
+
+    def needs_reference(self, scenario: Scenario) -> bool:
+        return True
+
+    def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
+             schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
+        if schedules is not None:
+            return [Planned(validate_schedule(s), "explicit", seed) for s in schedules]
+        return [Planned(s, origin, seed) for s, origin in plan_schedules(scenario, reference, count, seed)]
+
+    def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
+        return _Executor(scenario, runner)
+
+    def strategy(self, scenario: Scenario, reference: ReferenceRun) -> Any:
+        return schedule_strategy(scenario, reference)
+
+    @staticmethod
+    def is_own_schedule(schedule: Any) -> bool:
+        """True when every entry of ``schedule`` is one of this family's fault kinds."""
+        return isinstance(schedule, list) and all(isinstance(f, dict) and f.get("kind", "none") in FAULT_KINDS
+                                                  for f in schedule)
+
+
+#: The registered instance.
+SIGNALS = SignalsFamily()

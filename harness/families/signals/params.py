@@ -1,0 +1,37 @@
+"""``[faults]`` keys of the signals family (modes ``none``, ``kill``, ``suspend``, ``chain``): its TOML schema.
+
+docs/scenarios.md "[faults]" is the normative key reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.families.signals.faults import SIGNALS
+from harness.scenario.fields import choice, int_, key, list_of
+
+__all__ = ["Params", "CHAIN_KINDS", "MODES"]
+
+#: The ``[faults] family`` values this family runs.
+MODES = ("none", "kill", "suspend", "chain")
+
+#: Per-leg fault kinds of a ``chain``.
+CHAIN_KINDS = ("none", "kill", "kill-event", "suspend")
+
+
+@dataclass(frozen=True)
+class Params:
+    """The signals family's keys (defaults when absent).
+
+    ``kill_points``: ``random`` (timed SIGKILL), ``events`` (every durability
+    event), or ``both``; ``signals``: suspend signals to draw from; ``legs``:
+    max faulted legs per trial; ``chain``: per-leg kinds for mode ``chain``
+    (required there, refused elsewhere); ``max_events``: cap on exhaustive
+    crash points (0: ``trials.count``).
+    """
+
+    kill_points: str = field(default="random", metadata=key(choice("random", "events", "both")))
+    signals: tuple[str, ...] = field(default=SIGNALS, metadata=key(list_of(SIGNALS, nonempty=True)))
+    legs: int = field(default=1, metadata=key(int_(1)))
+    chain: tuple[str, ...] = field(default=(), metadata={**key(list_of(CHAIN_KINDS)), "modes": ("chain",)})
+    max_events: int = field(default=0, metadata=key(int_(0)))

@@ -1,0 +1,74 @@
+"""Names and constants shared across the harness's roles: one definition each.
+
+Every role imports these from here; none defines its own copy.  Invariant
+ids are docs/spec.md section 15's; the subject's exit statuses are the
+subject contract's (docs/subject.md "Exit status"), the harness CLI's are
+``fiskj-harness``'s own; the fault counts are a report's ``faults``
+(docs/scenarios.md).  This module imports nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "INVARIANTS",
+    "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
+    "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
+    "SEEDED_FAMILIES", "FAULT_COUNTS", "CRASH_STATES", "SEED_STEP",
+    "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANTS_PACKAGE",
+]
+
+# --- invariants ----------------------------------------------------------------------------------
+
+#: Invariant ids of docs/spec.md section 15 (docs/architecture.md "Invariants").
+INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9")
+
+# --- exit statuses -------------------------------------------------------------------------------
+
+#: The subject's exit status (docs/subject.md "Exit status"; fiskj's own): the run completed.
+EXIT_COMPLETED = 0
+#: An error, also a ``budget`` or ``max_iterations`` end, a locked or missing run.
+EXIT_ERROR = 1
+#: A usage error or a refused resume (fingerprint mismatch, completed run).
+EXIT_USAGE = 2
+#: The run suspended (SIGINT/SIGTERM honoured at a boundary, or the end of chat input).
+EXIT_SUSPENDED = 3
+#: Every exit status of the subject contract.
+SUBJECT_EXITS = (EXIT_COMPLETED, EXIT_ERROR, EXIT_USAGE, EXIT_SUSPENDED)
+
+#: ``fiskj-harness`` (and a family executor's command line): every checked invariant held
+#: (``mutants``: every mutant caught).
+HARNESS_VALID = 0
+#: A violation, or an undecided ``unknown`` verdict, which is not a pass (``mutants``: one not caught).
+HARNESS_VIOLATION = 1
+#: A usage or setup error (bad arguments, a scenario that does not parse, a subject that does not start),
+#: also an interrupted command.
+HARNESS_USAGE = 2
+
+# --- faults ------------------------------------------------------------------------------------
+
+# Family names and modes have one source, the family registry (harness.families.registry); race
+# names the race family's catalog (harness.families.race.catalog.RACES).
+
+#: Modes whose trials are a function of the seed alone: their count caps what they explore, and a
+#: gate runs their whole plan at once (until the family registry says so itself).
+SEEDED_FAMILIES = ("power_loss", "tail")
+#: The injected faults a report counts, by kind, in the order its summary prints them (a trial's
+#: ``faults``: ``kill`` and ``suspend`` legs, ``tail`` mutations, ``power_loss`` states, ``race`` trials).
+FAULT_COUNTS = ("kill", "suspend", "tail", "power_loss", "race")
+#: The report's count of power-loss crash states explored (next to :data:`FAULT_COUNTS`).
+CRASH_STATES = "crash_states"
+#: Campaign seed offset between the rounds of one scenario (a gate's rounds, a mutant's self-test rounds).
+SEED_STEP = 1000
+
+# --- preloads and mutants ------------------------------------------------------------------------
+
+#: A module a leg imports first, by name, before the agent starts (the mutant subject, a forked
+#: leg and a race agent honour it; the module applies its patch on import).
+PRELOAD_ENV = "FISKJ_PRELOAD"
+#: The user-facing name of a mutant (``FISKJ_MUTANT=no-fsync``): reproducers and reports carry it;
+#: :mod:`harness.selftest.mutants` maps it to the module for :data:`PRELOAD_ENV`.
+MUTANT_ENV = "FISKJ_MUTANT"
+#: The mutant subject's module: ``python -m harness.selftest.subject`` is fiskj with the preload applied.
+MUTANT_SUBJECT = "harness.selftest.subject"
+#: The package holding one module per mutant, named after it (``no-fsync`` -> ``no_fsync``).
+MUTANTS_PACKAGE = "harness.selftest.mutants"

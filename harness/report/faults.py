@@ -1,0 +1,27 @@
+"""Fault counts: how many faults of each kind a trial injected, as a report counts them.
+
+A trial's ``faults`` (``TrialResult.faults``, a report row's ``faults``)
+maps a kind of :data:`harness.names.FAULT_COUNTS` (or ``crash_states``,
+:data:`harness.names.CRASH_STATES`) to a count.  A family that runs legs
+under signals counts the faulted legs of the history (:func:`fault_counts`);
+the others count their own (one ``tail`` mutation, one ``power_loss``
+state, one ``race``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.history.model import History
+
+__all__ = ["fault_counts"]
+
+
+def fault_counts(history: History) -> dict[str, int]:
+    """Faults injected in a trial, per kind (``kill``, ``suspend``, ...): its legs whose fault was injected."""
+    out: dict[str, int] = {}
+    for leg in history.legs:
+        if leg.fault.injected and leg.fault.kind != "none":
+            out[leg.fault.kind] = out.get(leg.fault.kind, 0) + 1
+    return out

@@ -1,0 +1,113 @@
+"""A scenario as data: the frozen dataclasses a scenario file is parsed into (pure).
+
+One scenario names a workload (what the agent does), its faults (a fault
+family and that family's parameters), its trials and its checks
+(docs/scenarios.md).  The ``[faults]`` keys other than ``family`` and
+``schedule`` belong to the family: they are the fields of the family's
+``Params`` dataclass (:mod:`harness.families.registry`), held here as
+``FaultSpec.params``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from harness.names import INVARIANTS
+
+__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "family_params"]
+
+#: Fingerprint fields a scenario may change on resume (``[workload] drift``).
+DRIFT_FIELDS = ("model", "max_tokens", "max_iterations", "tools")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What the agent does (the ``[workload]`` table).  Times in milliseconds."""
+
+    turns: int = 3
+    tools_per_turn: int = 2
+    tool_ms: tuple[float, float] = (0.0, 0.0)
+    model_ms: float = 0.0
+    chat_followups: int = 0
+    max_tokens: int = 1_000_000
+    max_iterations: int = 0
+    vary_on_repeat: bool = False
+    seed: int = 1
+    drift: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """Which faults the nemesis injects (the ``[faults]`` table).
+
+    ``family``: the ``[faults] family`` value; ``schedule``: one explicit
+    schedule every trial runs (regression scenarios), or ``None``;
+    ``params``: the family's ``Params`` instance (its keys, defaults filled
+    in; ``None`` only for a hand-built scenario: each family then uses its
+    defaults); ``given``: the family keys the file gave, ``(key, value)``
+    pairs in file order.
+    """
+
+    family: str = "none"
+    schedule: tuple[dict[str, Any], ...] | None = None
+    params: Any = None
+    given: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, key: str, default: Any = None) -> Any:
+        """The value of a family key given in the file, else ``default``."""
+        return dict(self.given).get(key, default)
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """How many trials, their seed and their budgets (the ``[trials]`` table)."""
+
+    count: int = 20
+    seed: int = 1
+    timeout_s: float = 60.0
+    max_legs: int = 0
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """Which invariants must hold (the ``[check]`` table)."""
+
+    invariants: tuple[str, ...] = INVARIANTS
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario file, parsed and checked.
+
+    ``path`` is the file it came from (``None`` when parsed from text);
+    ``raw`` the TOML document as parsed.
+    """
+
+    name: str
+    purpose: str
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    faults: FaultSpec = field(default_factory=FaultSpec)
+    trials: TrialSpec = field(default_factory=TrialSpec)
+    check: CheckSpec = field(default_factory=CheckSpec)
+    path: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def with_path(self, path: str | None) -> "Scenario":
+        """Return a copy with ``path`` set."""
+        return replace(self, path=path)
+
+
+def family_params(cls: type[Any], scenario: Scenario, defaults: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    """The parameters ``cls`` (a family's ``Params`` dataclass) for ``scenario``.
+
+    ``defaults`` (taken from the scenario's other tables), then the
+    ``[faults]`` keys the file gave that are fields of ``cls``, then the
+    non-None ``overrides``, each over the one before; absent fields keep
+    ``cls``'s defaults.
+    """
+    known = {f.name for f in fields(cls)}
+    values = dict(defaults)
+    values.update({k: v for k, v in scenario.faults.given if k in known})
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return cls(**values)

@@ -1,0 +1,30 @@
+"""Mutant ``lockf``: the run lock is a ``lockf`` (POSIX record) lock, not ``flock``.
+
+A record lock belongs to the process and vanishes when any descriptor of
+the file closes (docs/spec.md section 10, rule 1).  The seam's own call
+tables are patched, so traces still show the calls as ``flock``.  Caught
+by the race ``lock-survives-other-fds`` (the holder opens and closes the
+lock file: the other writer is not refused).
+"""
+
+from __future__ import annotations
+
+NAME = "lockf"
+DEFECT = "the run lock is fcntl.lockf, dropped when any descriptor of the lock file closes"
+FAMILY = "race"
+RACE = "lock-survives-other-fds"
+
+
+def _lockf_call(fd: int, operation: int) -> None:
+    import fcntl
+
+    fcntl.lockf(fd, operation)
+
+
+def apply() -> None:
+    from harness.selftest.mutants._patch import replace_flock
+
+    replace_flock(_lockf_call)
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)
