@@ -1,0 +1,35 @@
+// Broken variants of this agent, for proving the harness: FISKJ_FOREIGN_BUG=<name>
+// switches exactly one small, realistic mistake on.  Each call site reads
+// `bug('name')`; the list here is the only place the names live.
+
+export const BUGS = {
+  'no-fsync': 'never fsync the journal after a write',
+  'no-dir-fsync': 'never fsync the store directory after creating the journal',
+  'torn-tail-not-cut': 'resume appends after a torn final line without cutting it (fisk-ai defect 1)',
+  'fold-before-lock': 'resume reads and folds the journal, then takes the lock (fisk-ai defect 2)',
+  'create-without-excl': 'create checks that the journal does not exist, then opens it without O_EXCL (fisk-ai defect 3)',
+  'store-dir-not-durable': 'new store directories are never fsynced into their parents (fisk-ai defect 4)',
+  'fsync-error-swallowed': 'a failing journal fsync is ignored and the record treated as acknowledged',
+  'status-stays-suspended': 'the fold keeps status "suspended" after later records (fisk-ai defect 5)',
+  'resume-reruns-answered': 'resume runs every tool of the pending batch again, also the answered ones',
+};
+
+export const BUG_ENV = 'FISKJ_FOREIGN_BUG';
+
+let active = null;
+
+// Read the variable once.  Returns an error message for an unknown name, else null.
+export function configureBugs(env = process.env) {
+  const name = env[BUG_ENV] || '';
+  if (!name) { active = null; return null; }
+  if (!Object.hasOwn(BUGS, name)) {
+    return `unknown ${BUG_ENV} ${JSON.stringify(name)}; known: ${Object.keys(BUGS).join(', ')}`;
+  }
+  active = name;
+  return null;
+}
+
+export function bug(name) {
+  if (!Object.hasOwn(BUGS, name)) throw new Error(`internal: no bug variant named ${name}`);
+  return active === name;
+}
