@@ -1,0 +1,156 @@
+"""Start a program under the tracer: :func:`spawn_observed` returns an :class:`ObservedProcess`.
+
+:class:`ObservedProcess` *is* a :class:`subprocess.Popen` of the tracer, and the
+tracer stands in for the program: its pid takes the signals the harness sends
+(SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 are forwarded to the
+program's main process; SIGKILL kills the tracer and, by PTRACE_O_EXITKILL, the
+whole traced tree), its exit status is the program's (same code, or death by
+the same signal), and the program's processes are its descendants (psutil's
+``children(recursive=True)`` finds them).  So code written for a Popen
+(``send_signal``, ``poll``, ``wait``, ``harness.nemesis.kill_tree``) works on it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Mapping, Sequence
+
+from .build import observer_binary
+from .errors import ControlError, ControlTimeout, FaultSpecError
+from .ops import OpList, parse_fault, parse_ops
+
+_File = int | IO[Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """A ``paused K SEQ PID TID OP PATH`` line: the thread ``tid`` is stopped at the entry of op ``seq``."""
+
+    k: int
+    seq: int
+    pid: int
+    tid: int
+    op: str
+    path: str
+
+    @classmethod
+    def parse(cls, line: str) -> "Paused":
+        parts = line.rstrip("\n").split(" ", 6)
+        if len(parts) != 7 or parts[0] != "paused":
+            raise ControlError(f"unexpected control line {line!r}")
+        return cls(int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), parts[5], parts[6])
+
+
+class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
+    """The tracer running ``argv``; Popen-like, plus the log and (with ``control``) pause/release."""
+
+    def __init__(self, argv: Sequence[str], *, log: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]],
+                 faults: Sequence[str] = (), control: bool = False, env: Mapping[str, str] | None = None,
+                 cwd: str | os.PathLike[str] | None = None, stdin: _File = None, stdout: _File = None,
+                 stderr: _File = None, start_new_session: bool = True, binary: str | os.PathLike[str] | None = None):
+        if not roots:
+            raise ValueError("spawn_observed needs at least one root")
+        parsed = [parse_fault(spec) for spec in faults]  # a bad spec raises here, not as a tracer exit
+        pauses = [f.k for f in parsed if f.action == "pause"]
+        if len(set(pauses)) != len(pauses):
+            raise FaultSpecError(f"two pause faults share a K in {list(faults)}: 'release K' must name one")
+        if pauses and not control:
+            raise FaultSpecError("a pause fault needs control=True (the pause/release channel)")
+        self.log = Path(log)
+        self.roots = tuple(os.path.realpath(r) for r in roots)
+        self.faults = tuple(faults)
+        cmd = [str(binary or observer_binary()), "--log", str(self.log)]
+        for root in self.roots:
+            cmd += ["--root", root]
+        for spec in self.faults:
+            cmd += ["--fault", spec]
+        self._ctl_w: int | None = None
+        self._ctl_r: int | None = None
+        self._ctl_buf = b""
+        theirs: tuple[int, ...] = ()
+        if control:
+            tracer_in, self._ctl_w = os.pipe()
+            self._ctl_r, tracer_out = os.pipe()
+            theirs = (tracer_in, tracer_out)
+            cmd += ["--control-in", str(tracer_in), "--control-out", str(tracer_out)]
+        cmd += ["--", *argv]
+        try:
+            super().__init__(cmd, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
+                             start_new_session=start_new_session, pass_fds=theirs, close_fds=True)
+        except BaseException:
+            self._close_control()
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+
+    # -- control ---------------------------------------------------------------
+
+    def wait_paused(self, timeout: float | None = None) -> Paused:
+        """Block until the tracer reports a thread paused by a ``pause@K`` fault; return that line."""
+        if self._ctl_r is None:
+            raise ControlError("no control channel: spawn with control=True")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._ctl_buf:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._ctl_r], [], [], left)[0]:
+                raise ControlTimeout(f"no thread paused within {timeout} s")
+            chunk = os.read(self._ctl_r, 4096)
+            if not chunk:
+                raise ControlError(f"the tracer closed its control channel (exit status {self.poll()}) "
+                                   f"before pausing a thread")
+            self._ctl_buf += chunk
+        line, _, self._ctl_buf = self._ctl_buf.partition(b"\n")
+        return Paused.parse(line.decode("utf-8", "surrogateescape"))
+
+    def release(self, k: int) -> None:
+        """Let the thread(s) paused by ``pause@K`` run their op (a release before the pause pre-releases it)."""
+        if self._ctl_w is None:
+            raise ControlError("no control channel: spawn with control=True")
+        os.write(self._ctl_w, f"release {int(k)}\n".encode())
+
+    def _close_control(self) -> None:
+        for name in ("_ctl_w", "_ctl_r"):
+            fd = getattr(self, name, None)
+            if fd is not None:
+                setattr(self, name, None)
+                os.close(fd)
+
+    # -- Popen ---------------------------------------------------------------------
+
+    def poll(self) -> int | None:
+        code = super().poll()
+        if code is not None:
+            self._close_control()
+        return code
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = super().wait(timeout)
+        self._close_control()
+        return code
+
+    # -- the log -------------------------------------------------------------------
+
+    def ops(self) -> OpList:
+        """The log parsed (:func:`harness.observer.ops.parse_ops`); complete once the process was waited for."""
+        with open(self.log, "rb") as f:
+            return parse_ops(f)
+
+
+def spawn_observed(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None = None,
+                   stdin: _File = None, stdout: _File = None, stderr: _File = None,
+                   log: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]], faults: Sequence[str] = (),
+                   control: bool = False, start_new_session: bool = True) -> ObservedProcess:
+    """Run ``argv`` under the tracer, recording the ops under ``roots`` to ``log`` and injecting ``faults``.
+
+    ``env`` is the program's environment (None: this process's).  ``faults`` are
+    ``ACTION@K[:KINDS]`` specs (docs/observer.md).  ``control=True`` opens the
+    pause/release channel (needed by ``pause`` faults).
+    """
+    return ObservedProcess(argv, log=log, roots=roots, faults=faults, control=control, env=env, cwd=cwd,
+                           stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=start_new_session)
