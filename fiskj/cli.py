@@ -2,7 +2,9 @@
 
 Exit status: 0 success (a completed run), 1 error, 2 usage error,
 3 suspended run (``fiskj run``).  Subcommands live in their own modules:
-:mod:`fiskj.cli_run` and :mod:`fiskj.cli_session`.
+:mod:`fiskj.cli_run` and :mod:`fiskj.cli_session`; what they share with this
+one (exit statuses, ``positive_int``) is in :mod:`fiskj.cli_common`, so neither
+imports this module.
 """
 
 from __future__ import annotations
@@ -11,21 +13,9 @@ import argparse
 import os
 import sys
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_SUSPENDED = 3
+from .cli_common import EXIT_ERROR, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, positive_int  # noqa: F401 - re-exported
 
-
-def positive_int(text: str) -> int:
-    """``argparse`` type: an integer >= 1; raises ``argparse.ArgumentTypeError`` naming the bad value."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+__all__ = ["main", "build_parser", "positive_int", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED"]
 
 
 def build_parser() -> argparse.ArgumentParser:

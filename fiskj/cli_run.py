@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from .cli import EXIT_ERROR, EXIT_USAGE, positive_int
+from .cli_common import EXIT_ERROR, EXIT_USAGE, positive_int
 from .errors import FingerprintMismatch, FiskjError, ToolError, UsageError
 from .fold import RunState
 from .loop import (DEFAULT_CALL_MAX_TOKENS, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS, RunConfig, RunResult,

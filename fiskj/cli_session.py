@@ -30,12 +30,11 @@ import stat
 import sys
 from typing import Any, TextIO
 
+from .cli_common import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from .errors import FiskjError, StoreIOError, UnsafeFile, UsageError
 from .fold import RunState
 
 __all__ = ["register", "show_command", "verify_command", "ls_command", "rm_command", "is_path", "render_state"]
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Encode and decode one journal line (docs/spec.md, "Envelope" and "Payloads").
+"""Encode and decode one journal line (docs/spec.md sections 3 "Lines and the envelope", 4 "Payloads", 6 "Limits").
 
 ``encode_record(record) -> bytes`` writes exactly one physical line: compact
 JSON, UTF-8, no raw newline or other control byte inside (JSON escapes every
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from typing import Any
 
 from .errors import CorruptJournal, InvalidRecord, RecordTooLarge, UnsupportedVersion
@@ -51,31 +52,6 @@ _decoder = json.JSONDecoder(parse_constant=lambda name: _raise_constant(name),
 _scan_once = _decoder.scan_once
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-
-
-def _one_shot(encoder: json.JSONEncoder) -> Any:
-    """``encoder.encode`` for a dict, without its Python wrapper (about 0.5 us of an 11 us append).
-
-    ``JSONEncoder.encode`` of a dict builds the C encoder of ``json`` with these arguments and a
-    fresh circular-reference memo and joins its chunks; this does exactly that and nothing else,
-    so the output and the errors (``TypeError``, ``ValueError`` for NaN or a cycle,
-    ``RecursionError``) are the same.  Without the C encoder, ``encoder.encode`` itself.
-    """
-    make = json.encoder.c_make_encoder
-    if make is None or encoder.indent is not None or not encoder.check_circular:  # pragma: no cover
-        return encoder.encode
-    escape = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
-    args = (encoder.default, escape, None, encoder.key_separator, encoder.item_separator, encoder.sort_keys,
-            encoder.skipkeys, encoder.allow_nan)
-    join = "".join
-
-    def encode(obj: dict[str, Any]) -> str:
-        return join(make({}, *args)(obj, 0))
-    return encode
-
-
-_encode = _one_shot(_encoder)
-_encode_ascii = _one_shot(_ascii_encoder)
 
 
 def _raise_constant(name: str) -> Any:
@@ -158,7 +134,7 @@ def record_to_json(record: Record, seq: int | None = None) -> dict[str, Any]:
 
 
 def encode_record(record: Record, seq: int | None = None) -> bytes:
-    """Encode ``record`` as one ``\\n``-terminated line of UTF-8 JSON.
+    """Encode ``record`` as one ``\\n``-terminated line of UTF-8 JSON (docs/spec.md sections 3 and 6).
 
     ``seq``, when given, is written (and named in errors) instead of ``record.seq``: the
     line of ``with_seq(record, seq)`` without building that record first.
@@ -174,9 +150,9 @@ def encode_record(record: Record, seq: int | None = None) -> bytes:
     obj = record_to_json(record, seq)
     try:
         try:
-            data = _encode(obj).encode("utf-8")
+            data = _encoder.encode(obj).encode("utf-8")
         except UnicodeEncodeError:
-            data = _encode_ascii(obj).encode("ascii")
+            data = _ascii_encoder.encode(obj).encode("ascii")
     except RecursionError:
         data = None
     except (TypeError, ValueError) as exc:
@@ -193,6 +169,24 @@ def encode_record(record: Record, seq: int | None = None) -> bytes:
             field=record.key,
         )
     return data + b"\n"
+
+
+#: record class -> a getter of all its fields but ``seq``, for the classes whose last field is ``seq``.
+_ALL_BUT_SEQ = {cls: operator.attrgetter(*[f.name for f in dataclasses.fields(cls)][:-1])
+                for cls in (MetaRecord, AssistantRecord, UserRecord, ToolResultRecord, TerminalRecord)
+                if [f.name for f in dataclasses.fields(cls)][-1] == "seq"}
+
+
+def with_seq(record: Record, seq: int) -> Record:
+    """Return ``dataclasses.replace(record, seq=seq)`` (docs/spec.md section 9: the writer assigns seqs).
+
+    For the five record classes it calls the constructor with the other fields read in one
+    ``attrgetter`` call (half the cost of ``dataclasses.replace``; the same record).
+    """
+    get = _ALL_BUT_SEQ.get(type(record))
+    if get is None:
+        return dataclasses.replace(record, seq=seq)
+    return type(record)(*get(record), seq)
 
 
 # --- decoding -------------------------------------------------------------------
@@ -309,43 +303,6 @@ _user = _builder(UserRecord, ("message", "extra", "seq"))
 _tool_result = _builder(ToolResultRecord, ("tool_use_id", "result", "remote", "extra", "seq"))
 
 
-def _seq_setter(cls: type) -> Any:
-    """``with_seq`` for one record class: a copy of the record with another ``seq``, built slot by slot.
-
-    The same record as ``dataclasses.replace(record, seq=seq)`` (which calls ``__init__``, a
-    frozen dataclass's slowest part) while ``cls`` is a slots dataclass with no
-    ``__post_init__`` whose slots are its fields; otherwise ``dataclasses.replace`` itself.
-    """
-    order = tuple(f.name for f in dataclasses.fields(cls))
-    if (hasattr(cls, "__post_init__") or tuple(cls.__dict__.get("__slots__", ())) != order
-            or "seq" not in order or any(not f.init for f in dataclasses.fields(cls))):  # pragma: no cover
-        return lambda record, seq: dataclasses.replace(record, seq=seq)
-    env = {"new": object.__new__, "cls": cls,
-           **{f"get{i}": cls.__dict__[n].__get__ for i, n in enumerate(order)},
-           **{f"set{i}": cls.__dict__[n].__set__ for i, n in enumerate(order)}}
-    exec("def with_seq(record, seq):\n    r = new(cls)\n"  # noqa: S102 - fixed text, as dataclasses does
-         + "".join(f"    set{i}(r, seq)\n" if n == "seq" else f"    set{i}(r, get{i}(record))\n"
-                   for i, n in enumerate(order)) + "    return r\n", env)
-    setter = env["with_seq"]
-    sample = cls(*range(len(order)))
-    if setter(sample, -1) != dataclasses.replace(sample, seq=-1):  # pragma: no cover - the slots are not the fields
-        return lambda record, seq: dataclasses.replace(record, seq=seq)
-    setter.__qualname__ = setter.__name__ = f"with_seq_{cls.__name__}"
-    return setter
-
-
-_SEQ_SETTERS = {cls: _seq_setter(cls) for cls in (MetaRecord, AssistantRecord, UserRecord, ToolResultRecord,
-                                                   TerminalRecord)}
-
-
-def with_seq(record: Record, seq: int) -> Record:
-    """Return ``dataclasses.replace(record, seq=seq)``, about 2.5 times faster for the five record classes."""
-    setter = _SEQ_SETTERS.get(type(record))
-    if setter is None:  # a subclass or another dataclass: the general way
-        return dataclasses.replace(record, seq=seq)
-    return setter(record, seq)
-
-
 def _fingerprint(payload: dict[str, Any]) -> Fingerprint:
     fp = _obj(payload, "fingerprint", "meta")
     w = "meta.fingerprint"
@@ -422,6 +379,10 @@ def _decode_user(p: dict[str, Any], seq: int) -> UserRecord:
             and type(message.get("content")) in _CONTENT_TYPES):
         message["role"] = "user"
         return _user(message, {}, seq)
+    return _decode_user_checked(p, seq)
+
+
+def _decode_user_checked(p: dict[str, Any], seq: int) -> UserRecord:
     return UserRecord(message=_message(p, "user", "user"), extra=_extra(p, _USER), seq=seq)
 
 
@@ -462,6 +423,7 @@ def _decode_terminal(p: dict[str, Any], seq: int) -> TerminalRecord:
                           extra=_extra(p, _TERMINAL), seq=seq)
 
 
+#: payload key -> its decoder: a fast path for the shape encode_record writes, else the checked one.
 _DECODERS = {
     "meta": _decode_meta,
     "assistant": _decode_assistant,
@@ -469,10 +431,18 @@ _DECODERS = {
     "tool_result": _decode_tool_result,
     "terminal": _decode_terminal,
 }
+#: payload key -> its decoder without a fast path: every field checked one by one (the rule the fast paths keep).
+_CHECKED_DECODERS = {
+    "meta": _decode_meta,
+    "assistant": _decode_assistant_checked,
+    "user": _decode_user_checked,
+    "tool_result": _decode_tool_result_checked,
+    "terminal": _decode_terminal,
+}
 
 
 def decode_record(line: bytes) -> Record:
-    """Decode one journal line (``bytes``, a trailing ``\\n`` allowed) into a record.
+    """Decode one journal line (``bytes``, a trailing ``\\n`` allowed) into a record (docs/spec.md sections 3-6).
 
     Raises :class:`CorruptJournal` when the line is not UTF-8, not one JSON
     object, nested too deeply, or breaks the envelope or payload rules (the
@@ -482,12 +452,7 @@ def decode_record(line: bytes) -> Record:
     Duplicate JSON keys resolve to the last value, as Go's ``encoding/json`` does.
     ``NaN``, ``Infinity`` and numbers beyond a float's range (``1e400``) are refused.
     """
-    if len(line) > MAX_RECORD_BYTES:
-        raise RecordTooLarge(f"line of {len(line)} bytes exceeds the record limit of {MAX_RECORD_BYTES} bytes")
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _bad(f"line is not valid UTF-8 (byte {exc.start} of the line)") from None
+    text = _text_of(line)
     # Fast path: one call of the C scanner, for a line that is exactly one JSON value and its
     # ``\n`` (what encode_record writes).  Anything else (leading or other trailing whitespace,
     # extra data, any parse error) takes the full decoder, whose answer and errors are the rule.
@@ -499,6 +464,23 @@ def decode_record(line: bytes) -> Record:
     if not whole:
         obj = _decode_text(text)
     return _decode_value(obj)
+
+
+def _decode_record_checked(line: bytes) -> Record:
+    """:func:`decode_record` without its fast paths: the full JSON decoder, then the envelope and payload
+    checked field by field.  Same answer, record or error, for every line (tests/test_codec_paths.py).
+    """
+    return _decode_envelope(_decode_text(_text_of(line)), _CHECKED_DECODERS)
+
+
+def _text_of(line: bytes) -> str:
+    """The line's text: :class:`RecordTooLarge` over :data:`MAX_RECORD_BYTES`, ``CorruptJournal`` if not UTF-8."""
+    if len(line) > MAX_RECORD_BYTES:
+        raise RecordTooLarge(f"line of {len(line)} bytes exceeds the record limit of {MAX_RECORD_BYTES} bytes")
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _bad(f"line is not valid UTF-8 (byte {exc.start} of the line)") from None
 
 
 def _decode_value(obj: Any) -> Record:
@@ -561,7 +543,7 @@ def _decode_text(text: str) -> Any:
         raise _bad(f"line is not valid JSON: {exc}") from None
 
 
-def _decode_envelope(obj: Any) -> Record:
+def _decode_envelope(obj: Any, decoders: dict[str, Any] = _DECODERS) -> Record:
     """Check the envelope of a decoded line field by field (the slow path: it names what is wrong)."""
     if type(obj) is not dict:
         raise _bad(f"line is a JSON {type(obj).__name__}, expected an object")
@@ -582,4 +564,4 @@ def _decode_envelope(obj: Any) -> Record:
     payload = obj[key]
     if type(payload) is not dict:
         raise _bad(f"payload {key!r} is {type(payload).__name__}, expected an object", key)
-    return _DECODERS[key](payload, seq)
+    return decoders[key](payload, seq)

@@ -1,66 +1,75 @@
-"""Fold: replay a record stream into a resumable :class:`RunState`.  Pure: no IO.
+"""Fold: replay a record stream into a resumable :class:`RunState` (docs/spec.md section 8).  Pure: no IO.
 
-Source: seed "A run is a record stream" / "Fold replays a record set" and
-FORMAT.md "Fold"; docs/spec.md "Fold rules" is normative.  The rules:
+The fold is a state machine over (phase, record kind), in the manner of h11: every rule is
+one cell of the table :data:`TRANSITIONS`, and each rule's guards and action are the
+methods of :class:`Folder` named after it.  The rules:
 
-1. The first record is the meta record (seq 1); a second meta is an error.
-   Every seq is the previous seq + 1.
-2. Messages start as one user message holding the meta prompt as a text
-   block (none when the prompt is absent or empty).
-3. An assistant record commits the current turn (its message, then one user
-   message of its tool_result blocks in journal order, if any) and opens a
-   new current turn.  It is an error while the current turn still has an
-   unanswered tool_use (the conversation would be ill-formed).
-4. A tool_result answers a tool_use id of the current turn; an id the turn
-   did not issue (orphan) or already answered (duplicate) is an error.
-5. A user record commits the current turn (same rule as 3) and appends its
-   message, merged into the last message when that is a user message.
-6. A terminal record sets the terminal state.  Only a ``suspended`` terminal
-   may be followed by more records (a resumed run appends after it).
-7. Counters are sums over the records; they are never stored.
-8. At the end the current turn is committed when all its tool_use ids are
-   answered, else it is the pending turn.  ``status`` is the reason of the
-   terminal record when it is the last record, else ``open`` (this fixes
-   fisk-ai defect 5, where a resumed run kept reading ``suspended``).
-
-Errors are :class:`ConsistencyError` with ``line`` = the record's position
-(1-based; the reader's line number), or :class:`UnsupportedVersion`.
+* Phases.  ``START``: nothing folded.  ``IDLE``: no current assistant turn (right after
+  the meta record, or after a user record).  ``AWAITING_RESULTS``: the current turn has
+  a tool_use id with no result yet.  ``TURN_DONE``: every tool_use id of the current turn
+  is answered (or it had none).  ``ENDED``: the last record is a terminal record whose
+  reason is not ``suspended``: a completed or failed run is never extended.
+* Seq: in every phase but ``START`` a record's seq must be the previous seq + 1; this is
+  checked before the table.
+* ``start`` (meta in START): seq 1 and a version this reader knows -> IDLE.  The
+  conversation starts as one user message holding the prompt (none without a prompt).
+* ``open_turn`` (assistant in IDLE or TURN_DONE): commits the current turn (its message,
+  then one user message of its tool_result blocks in journal order, if any) and becomes
+  the current turn; a message that repeats a tool_use id is refused -> AWAITING_RESULTS,
+  or TURN_DONE when it has no tool_use.
+* ``answer`` (tool_result in AWAITING_RESULTS): answers one unanswered tool_use id of the
+  current turn (an id it did not issue is an orphan, an answered one a duplicate) ->
+  TURN_DONE once every id is answered.
+* ``add_user`` (user in IDLE or TURN_DONE): commits the current turn and appends the
+  message, merged into the last message when that is a user message -> IDLE.
+* ``end`` (terminal in any phase but START and ENDED): remembered as the run's terminal
+  -> ENDED, except ``suspended``, which keeps the phase (a resumed run appends after it).
+* Every other cell refuses the record: ``not_first`` (START takes only meta), ``second_meta``,
+  ``no_turn`` (a tool_result with no current turn), ``not_issued`` (a tool_result when every
+  id is answered: orphan or duplicate), ``unanswered`` (an assistant or user record while a
+  tool_use id of the current turn is unanswered: the conversation would be ill-formed),
+  ``ended``.  A refusal, or a guard that fails, raises ``ConsistencyError``
+  (``UnsupportedVersion`` for a newer meta) reading "<kind> record not allowed in state
+  <PHASE>: <why>", with ``line`` = the record's 1-based position (the reader's line number)
+  and ``field`` where one applies.
+* Counters are sums over the records, never stored.  At the end the current turn is
+  committed when all its tool_use ids are answered, else it is the pending turn;
+  ``status`` is the reason of the last record when that is a terminal record, else
+  ``open`` (so a resumed run that crashed reads ``open``, not ``suspended``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .errors import ConsistencyError, UnsupportedVersion
+from .errors import ConsistencyError, JournalError, UnsupportedVersion
 from .fingerprint import Fingerprint
-from .records import (
-    VERSION,
-    AssistantRecord,
-    MetaRecord,
-    Record,
-    TerminalRecord,
-    ToolResultRecord,
-    UserRecord,
-    tool_use_ids,
-)
+from .records import VERSION, AssistantRecord, MetaRecord, Record, TerminalRecord, tool_use_ids
 
-__all__ = ["Counters", "PendingTurn", "RunState", "Folder", "fold", "TornTail", "RESUMABLE"]
+__all__ = ["Counters", "PendingTurn", "RunState", "Folder", "fold", "RESUMABLE", "PHASES", "KINDS", "TRANSITIONS",
+           "ALLOWED", "START", "IDLE", "AWAITING_RESULTS", "TURN_DONE", "ENDED"]
 
-#: Statuses from which a run may be resumed (docs/spec.md "Resume rules").
+#: Statuses from which a run may be resumed (docs/spec.md section 12).
 RESUMABLE = ("open", "suspended")
 
+START, IDLE, AWAITING_RESULTS, TURN_DONE, ENDED = "START", "IDLE", "AWAITING_RESULTS", "TURN_DONE", "ENDED"
+PHASES = (START, IDLE, AWAITING_RESULTS, TURN_DONE, ENDED)
+#: Record kinds: the ``key`` of each record class, the columns of :data:`TRANSITIONS`.
+KINDS = ("meta", "assistant", "user", "tool_result", "terminal")
 
-@dataclass(frozen=True, slots=True)
-class TornTail:
-    """An incomplete or unparsable final line the reader dropped: byte ``offset`` and ``length``."""
+#: The rules that fold a record (after their guards); every other rule refuses it.
+ALLOWED = frozenset({"start", "open_turn", "answer", "add_user", "end"})
 
-    offset: int
-    length: int
-
-    def to_json(self) -> dict[str, int]:
-        """Return ``{"offset": int, "length": int}``."""
-        return {"offset": self.offset, "length": self.length}
+#: phase -> the rule for each record kind of :data:`KINDS`, in that order (docs/spec.md section 8).
+TRANSITIONS: dict[str, tuple[str, str, str, str, str]] = {
+    #                  meta            assistant       user            tool_result     terminal
+    START:            ("start",       "not_first",    "not_first",    "not_first",    "not_first"),
+    IDLE:             ("second_meta", "open_turn",    "add_user",     "no_turn",      "end"),
+    AWAITING_RESULTS: ("second_meta", "unanswered",   "unanswered",   "answer",       "end"),
+    TURN_DONE:        ("second_meta", "open_turn",    "add_user",     "not_issued",   "end"),
+    ENDED:            ("ended",       "ended",        "ended",        "ended",        "ended"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +120,7 @@ class PendingTurn:
 
 @dataclass(frozen=True, slots=True)
 class RunState:
-    """The resumable state of a run: what a fold of its journal yields.
+    """The resumable state of a run: what a fold of its journal yields (docs/spec.md section 8).
 
     ``messages`` is the committed conversation in Messages API shape (the
     pending turn, if any, is not in it).  ``torn_tail`` and ``good_size``
@@ -129,7 +138,7 @@ class RunState:
     status: str
     last_seq: int
     records: int
-    torn_tail: TornTail | None = None
+    torn_tail: Any = None  # a fiskj.reader.TornTail (the reader imports this module, not the reverse)
     good_size: int | None = None
 
     @property
@@ -173,7 +182,7 @@ class RunState:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        """Return the ``fiskj session show --json`` object (keys: docs/spec.md "show --json")."""
+        """Return the ``fiskj session show --json`` object (keys: docs/spec.md section 14)."""
         terminal = None
         if self.terminal is not None:
             terminal = {"reason": self.terminal.reason, "message": self.terminal.message, "seq": self.terminal.seq}
@@ -202,7 +211,7 @@ def _merge_user(messages: list[dict[str, Any]], message: dict[str, Any]) -> None
     if messages and messages[-1].get("role") == "user":
         last = messages[-1]
         merged = _as_blocks(last.get("content")) + _as_blocks(message.get("content"))
-        messages[-1] = {**last, "content": merged}
+        messages[-1] = {**last, "content": merged}  # a new dict: states handed out keep the old one
     else:
         messages.append(message)
 
@@ -214,26 +223,19 @@ def _as_blocks(content: Any) -> list[Any]:
 
 
 class Folder:
-    """Incremental fold: ``add`` records one at a time, ask for ``state()`` at any point.
+    """Incremental fold (docs/spec.md section 8): ``add`` records one at a time, ask for ``state()`` at any point.
 
-    ``state()`` is O(messages) (it copies the message list); ``add`` is O(1)
-    amortised.  Raises :class:`ConsistencyError` (``line`` = 1-based record
-    position, ``field`` where one applies) on a rule break; after an error the
-    folder must not be used further.
+    ``phase`` is the state of the table :data:`TRANSITIONS`.  ``add`` is O(1) amortised;
+    ``state()`` is O(messages) (it copies the message list).  ``add`` and ``check`` raise
+    :class:`ConsistencyError` (``line`` = 1-based record position, ``field`` where one
+    applies) or :class:`UnsupportedVersion` on a rule break; after an error from ``add``
+    the folder must not be used further (``check`` changes nothing).
     """
 
-    # The message list is shared copy-on-write between a folder and its copies (``copy`` is
-    # O(1), so a writer's trial fold per append does not grow with the run): a folder's
-    # messages are ``_messages[:_mlen]``; only the folder that ``_owns`` the list appends to it
-    # in place, and it replaces an element in place only at or past ``_frozen`` (the length a
-    # copy saw).  Any other mutation first takes a private copy of the folder's own view.
-
     def __init__(self) -> None:
+        self._phase = START
         self._meta: MetaRecord | None = None
         self._messages: list[dict[str, Any]] = []
-        self._mlen = 0
-        self._owns = True
-        self._frozen = 0
         self._n = 0
         self._last_seq = 0
         self._turn: AssistantRecord | None = None
@@ -246,97 +248,151 @@ class Folder:
         self._next_iteration = 0
         self._c = dict.fromkeys(Counters.__slots__, 0)  # type: ignore[attr-defined]
 
-    # -- the shared message list ------------------------------------------------
+    @property
+    def phase(self) -> str:
+        """The current phase: one of :data:`PHASES`."""
+        return self._phase
 
-    def _writable(self, replace_last: bool = False) -> list[dict[str, Any]]:
-        """This folder's message list, made private first unless it may be changed in place."""
-        messages, n = self._messages, self._mlen
-        if not self._owns or len(messages) != n or (replace_last and n - 1 < self._frozen):
-            messages = self._messages = messages[:n]
-            self._owns = True
-            self._frozen = 0
-        return messages
+    # -- the table ----------------------------------------------------------------
 
-    # -- rules --------------------------------------------------------------
+    def _rule(self, record: Record, line: int) -> tuple[Any, Any]:
+        """``record``'s cell of the table: its (guard, action) once the seq rule holds; raise a refused record's error.
+
+        :meth:`add` runs the same steps inline (one call less per record).
+        """
+        phase = self._phase
+        try:
+            guard, action = _RULES[phase, record.key]
+        except (KeyError, AttributeError, TypeError):  # pragma: no cover - the codec yields only records
+            raise ConsistencyError(f"not a record: {type(record).__name__}", line=line) from None
+        if action is None or (record.seq != self._last_seq + 1 and phase != START):
+            raise self._refusal(record, line, guard)
+        return guard, action
+
+    def _refusal(self, record: Record, line: int, refuse: Any) -> JournalError:
+        """The error of a refused record: its seq first (in every phase but START), else its cell's refusal."""
+        seq, expected = record.seq, self._last_seq + 1
+        if seq != expected and self._phase != START:
+            how = "repeated" if seq < expected else "skips ahead"
+            return self._error(record, line, f"seq {seq} {how}: expected {expected}", "seq")
+        return self._error(record, line, *refuse(self, record))
+
+    def _error(self, record: Record, line: int, why: str, field: str | None = None,
+               cls: type[JournalError] = ConsistencyError) -> JournalError:
+        """The error of a record refused in this phase: "<kind> record not allowed in state <PHASE>: <why>"."""
+        return cls(f"{record.key} record not allowed in state {self._phase}: {why}", line=line, field=field)
+
+    # -- refusals: (why, field) -------------------------------------------------------
+
+    def _refuse_not_first(self, record: Record) -> tuple[str, str | None]:
+        return "expected meta as the first record", "protocol"
+
+    def _refuse_second_meta(self, record: Record) -> tuple[str, str | None]:
+        return "duplicate meta record (a journal has one, its first record)", "protocol"
+
+    def _refuse_no_turn(self, record: Record) -> tuple[str, str | None]:
+        return (f"tool_result for {record.tool_use_id!r} with no open assistant turn",  # type: ignore[union-attr]
+                "tool_result.tool_use_id")
+
+    def _refuse_not_issued(self, record: Record) -> tuple[str, str | None]:
+        tid, turn = record.tool_use_id, self._turn  # type: ignore[union-attr]
+        assert turn is not None
+        if tid in self._answered:
+            return f"duplicate tool_result for {tid!r}", "tool_result.tool_use_id"
+        return (f"orphan tool_result: {tid!r} is not a tool_use id of iteration {turn.iteration} "
+                f"(ids {self._turn_ids})", "tool_result.tool_use_id")
+
+    def _refuse_unanswered(self, record: Record) -> tuple[str, str | None]:
+        turn = self._turn
+        assert turn is not None
+        missing = [i for i in self._turn_ids if i not in self._answered]
+        return f"tool_use ids {missing} of iteration {turn.iteration} (seq {turn.seq}) are unanswered", None
+
+    def _refuse_ended(self, record: Record) -> tuple[str, str | None]:
+        terminal = self._terminal
+        assert terminal is not None
+        return (f"it comes after a {terminal.reason!r} terminal record (seq {terminal.seq}); "
+                f"only a 'suspended' run may be continued", None)
+
+    # -- guards of the allowed rules (raise; may return a value for the action) --------------
+
+    def _check_start(self, record: MetaRecord, line: int) -> None:
+        if record.seq != 1:
+            raise self._error(record, line, f"seq {record.seq}, expected 1", "seq")
+        if record.version > VERSION:  # the codec refuses this too; records may be built in code
+            raise self._error(record, line, f"journal version {record.version} is newer than this reader's "
+                                f"{VERSION}", "meta.version", UnsupportedVersion)
+
+    def _check_open_turn(self, record: AssistantRecord, line: int) -> list[str]:
+        ids = tool_use_ids(record.message)
+        if len(ids) > 1 and len(set(ids)) != len(ids):
+            raise self._error(record, line, f"its message repeats a tool_use id: {ids}", "assistant.message")
+        return ids
+
+    def _check_answer(self, record: Record, line: int) -> None:
+        tid = record.tool_use_id  # type: ignore[union-attr]
+        if tid in self._answered or tid not in self._turn_ids:
+            raise self._error(record, line, *self._refuse_not_issued(record))
+
+    # -- actions of the allowed rules (the guard passed; they set the next phase) ---------------
+
+    def _start(self, record: MetaRecord, _: None) -> None:
+        self._meta = record
+        if record.prompt:
+            self._messages.append({"role": "user", "content": [{"type": "text", "text": record.prompt}]})
+        self._phase = IDLE
+
+    def _open_turn(self, record: AssistantRecord, ids: list[str]) -> None:
+        if self._turn is not None:
+            self._commit_turn()
+        self._turn = record
+        self._turn_ids = ids
+        self._stop = record.stop_reason
+        self._next_iteration = record.iteration + 1
+        c = self._c
+        c["llm_calls"] += 1
+        c["in_tokens"] += record.in_tokens
+        c["out_tokens"] += record.out_tokens
+        c["cache_read_tokens"] += record.cache_read_tokens or 0
+        c["cache_create_tokens"] += record.cache_create_tokens or 0
+        self._phase = AWAITING_RESULTS if ids else TURN_DONE
+
+    def _answer(self, record: Any, _: None) -> None:
+        self._answered[record.tool_use_id] = None
+        self._results.append(record.result)
+        c = self._c
+        c["tool_calls"] += 1
+        if record.remote:
+            c["remote_tool_calls"] += 1
+        if len(self._answered) == len(self._turn_ids):  # every answered id is one of the turn's
+            self._phase = TURN_DONE
+
+    def _add_user(self, record: Any, _: None) -> None:
+        self._commit_turn()
+        _merge_user(self._messages, record.message)
+        self._phase = IDLE
+
+    def _end(self, record: TerminalRecord, _: None) -> None:
+        self._terminal = record
+        self._last_is_terminal = True
+        if record.reason != "suspended":
+            self._phase = ENDED
 
     def _commit_turn(self) -> None:
-        """Commit the current turn (its message, then its results); :meth:`_check` made sure it is answered."""
+        """Append the current turn (its message, then its results) to the messages; the guards made sure it is answered."""
         turn = self._turn
         if turn is None:
             return
-        messages = self._messages
-        if not self._owns or len(messages) != self._mlen:
-            messages = self._writable()
-        messages.append(turn.message)
+        self._messages.append(turn.message)
         if self._results:
-            # The list itself is handed over: nothing else refers to it (copies and states copy it).
-            messages.append({"role": "user", "content": self._results})
+            # The list itself is handed over: nothing else refers to it (states copy it).
+            self._messages.append({"role": "user", "content": self._results})
             self._results = []
-        self._mlen = len(messages)
         self._turn = None
         self._turn_ids = []
         self._answered = {}
 
-    def _check(self, record: Record, line: int) -> list[str] | None:
-        """Every rule of :meth:`add`, changing nothing: raise its error (``line`` = the record's position).
-
-        Returns the tool_use ids of an assistant record's message (``add`` keeps them), else ``None``.
-        """
-        seq = record.seq
-        if self._meta is None:
-            if not isinstance(record, MetaRecord):
-                raise ConsistencyError(f"first record is {record.key}, expected meta", line=line, field="protocol")
-            if seq != 1:
-                raise ConsistencyError(f"meta record has seq {seq}, expected 1", line=line, field="seq")
-            if record.version > VERSION:  # the codec refuses this too; records may be built in code
-                raise UnsupportedVersion(f"journal version {record.version} is newer than this reader's {VERSION}",
-                                         line=line, field="meta.version")
-            return None
-        if seq != self._last_seq + 1:
-            kind = "repeated" if seq <= self._last_seq else "skips ahead"
-            raise ConsistencyError(f"seq {seq} {kind}: expected {self._last_seq + 1}", line=line, field="seq")
-        if self._last_is_terminal and self._terminal is not None and self._terminal.reason != "suspended":
-            raise ConsistencyError(
-                f"{record.key} record after a {self._terminal.reason!r} terminal record (seq {self._terminal.seq}); "
-                f"only a 'suspended' run may be continued", line=line)
-        # Most frequent kind first (the kinds are disjoint classes, so the order changes nothing else).
-        if isinstance(record, ToolResultRecord):
-            if self._turn is None:
-                raise ConsistencyError(f"tool_result for {record.tool_use_id!r} with no open assistant turn",
-                                       line=line, field="tool_result.tool_use_id")
-            tid = record.tool_use_id
-            if tid not in self._turn_ids:
-                raise ConsistencyError(
-                    f"orphan tool_result: {tid!r} is not a tool_use id of iteration {self._turn.iteration} "
-                    f"(ids {self._turn_ids})", line=line, field="tool_result.tool_use_id")
-            if tid in self._answered:
-                raise ConsistencyError(f"duplicate tool_result for {tid!r}", line=line,
-                                       field="tool_result.tool_use_id")
-            return None
-        if isinstance(record, AssistantRecord):
-            self._check_turn_answered("assistant record", line)
-            ids = tool_use_ids(record.message)
-            if len(ids) > 1 and len(set(ids)) != len(ids):
-                raise ConsistencyError(f"assistant message repeats a tool_use id: {ids}", line=line,
-                                       field="assistant.message")
-            return ids
-        if isinstance(record, UserRecord):
-            self._check_turn_answered("user record", line)
-        elif isinstance(record, MetaRecord):
-            raise ConsistencyError("duplicate meta record", line=line, field="protocol")
-        elif not isinstance(record, TerminalRecord):  # pragma: no cover - codec never yields other types
-            raise ConsistencyError(f"not a record: {type(record).__name__}", line=line)
-        return None
-
-    def _check_turn_answered(self, what: str, line: int) -> None:
-        """The current turn (if any) may be committed: every tool_use id of it is answered."""
-        turn = self._turn
-        # Every answered id is one of the turn's ids, so equal counts mean none is missing.
-        if turn is not None and len(self._answered) != len(self._turn_ids):
-            missing = [i for i in self._turn_ids if i not in self._answered]
-            raise ConsistencyError(
-                f"{what} while tool_use ids {missing} of iteration {turn.iteration} "
-                f"(seq {turn.seq}) are unanswered", line=line)
+    # -- the public steps ---------------------------------------------------------------
 
     def check(self, record: Record) -> None:
         """Raise the error :meth:`add` would raise for ``record``, changing nothing.
@@ -344,60 +400,37 @@ class Folder:
         A record that passes can then be added (to try a record before committing to it,
         as :class:`fiskj.journal.Journal` does before its write).
         """
-        self._check(record, self._n + 1)
+        line = self._n + 1
+        guard, _ = self._rule(record, line)
+        if guard is not None:
+            guard(self, record, line)
 
     def add(self, record: Record) -> None:
-        """Fold one more record (see the module docstring for the rules)."""
+        """Fold one more record by its cell of :data:`TRANSITIONS` (docs/spec.md section 8)."""
         self._n += 1
-        ids = self._check(record, self._n)
-        if self._meta is None:
-            self._meta = record  # type: ignore[assignment]  # _check: a meta record
-            self._last_seq = 1
-            if record.prompt:  # type: ignore[union-attr]
-                self._writable().append({"role": "user", "content": [{"type": "text", "text": record.prompt}]})  # type: ignore[union-attr]
-                self._mlen += 1
-            return
+        line = self._n
+        try:  # self._rule(record, line), inline
+            guard, action = _RULES[self._phase, record.key]
+        except (KeyError, AttributeError, TypeError):  # pragma: no cover - the codec yields only records
+            guard, action = self._rule(record, line)
+        if action is None or (record.seq != self._last_seq + 1 and self._phase != START):
+            raise self._refusal(record, line, guard)
+        value = None if guard is None else guard(self, record, line)
         self._last_seq = record.seq
         self._last_is_terminal = False
-        c = self._c
-        if isinstance(record, ToolResultRecord):
-            self._answered[record.tool_use_id] = None
-            self._results.append(record.result)
-            c["tool_calls"] += 1
-            if record.remote:
-                c["remote_tool_calls"] += 1
-        elif isinstance(record, AssistantRecord):
-            if self._turn is not None:
-                self._commit_turn()
-            self._turn = record
-            self._turn_ids = ids  # type: ignore[assignment]
-            self._stop = record.stop_reason
-            self._next_iteration = record.iteration + 1
-            c["llm_calls"] += 1
-            c["in_tokens"] += record.in_tokens
-            c["out_tokens"] += record.out_tokens
-            c["cache_read_tokens"] += record.cache_read_tokens or 0
-            c["cache_create_tokens"] += record.cache_create_tokens or 0
-        elif isinstance(record, UserRecord):
-            self._commit_turn()
-            n = self._mlen
-            merge = n > 0 and self._messages[n - 1].get("role") == "user"  # _merge_user replaces the last
-            _merge_user(self._writable(replace_last=merge), record.message)
-            self._mlen = len(self._messages)
-        else:  # a terminal record (_check refused every other kind)
-            self._terminal = record  # type: ignore[assignment]
-            self._last_is_terminal = True
+        action(self, record, value)
 
-    # -- result ---------------------------------------------------------------
+    # -- result ---------------------------------------------------------------------
 
-    def state(self, torn_tail: TornTail | None = None, good_size: int | None = None) -> RunState:
-        """Return the :class:`RunState` of the records added so far.
+    def state(self, torn_tail: Any = None, good_size: int | None = None) -> RunState:
+        """Return the :class:`RunState` of the records added so far (docs/spec.md section 8, rules 9 and 10).
 
+        ``torn_tail`` (a :class:`fiskj.reader.TornTail`) and ``good_size`` are the reader's.
         Raises :class:`ConsistencyError` when no record (no meta) was added.
         """
         if self._meta is None:
             raise ConsistencyError("journal is empty: no meta record", line=1)
-        messages = self._messages[:self._mlen]
+        messages = list(self._messages)
         pending = None
         if self._turn is not None:
             unanswered = [i for i in self._turn_ids if i not in self._answered]
@@ -416,29 +449,30 @@ class Folder:
             last_stop_reason=self._stop, pending=pending, terminal=self._terminal, status=status,
             last_seq=self._last_seq, records=self._n, torn_tail=torn_tail, good_size=good_size)
 
-    def copy(self) -> "Folder":
-        """Return an independent copy (to try a record without committing to it)."""
-        other = Folder.__new__(Folder)
-        other.__dict__.update(self.__dict__)
-        # O(1) in the messages: the list is shared; the copy takes over appending in place and
-        # this folder keeps its view, which nobody may change in place any more (docs on the class).
-        other._frozen = self._mlen
-        self._owns = False
-        other._turn_ids = list(self._turn_ids)
-        other._results = list(self._results)
-        other._answered = dict(self._answered)
-        other._c = dict(self._c)
-        return other
+
+def _compile(table: dict[str, tuple[str, ...]]) -> dict[tuple[str, str], tuple[Any, Any]]:
+    """(phase, kind) -> (guard, action) of :class:`Folder`; a refused cell is (its ``_refuse_`` method, None)."""
+    rules = {}
+    for phase, row in table.items():
+        for kind, rule in zip(KINDS, row, strict=True):
+            if rule in ALLOWED:
+                rules[phase, kind] = (getattr(Folder, f"_check_{rule}", None), getattr(Folder, f"_{rule}"))
+            else:
+                rules[phase, kind] = (getattr(Folder, f"_refuse_{rule}"), None)
+    return rules
+
+
+_RULES = _compile(TRANSITIONS)
 
 
 def fold(records: Iterable[Record]) -> RunState:
-    """Fold ``records`` (in journal order) into a :class:`RunState`.
+    """Fold ``records`` (in journal order) into a :class:`RunState` (docs/spec.md section 8).
 
-    Raises :class:`ConsistencyError` (empty input, first record not meta,
-    duplicate meta, seq not increasing by one, tool_result before any
-    assistant, orphan or duplicate tool_result, records after a
-    non-suspended terminal) with ``line`` set to the record's position, and
-    :class:`UnsupportedVersion` for a newer meta version.
+    Raises :class:`ConsistencyError` with ``line`` set to the record's position (empty
+    input, and every refused cell of :data:`TRANSITIONS`: first record not meta,
+    duplicate meta, seq not increasing by one, tool_result with no open turn, orphan or
+    duplicate tool_result, a new turn over unanswered tool_use ids, records after a
+    non-suspended terminal) and :class:`UnsupportedVersion` for a newer meta version.
     """
     folder = Folder()
     for record in records:

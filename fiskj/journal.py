@@ -1,18 +1,18 @@
 """The journal writer: the open, locked, append-only file of one run.
 
-Source: FORMAT.md "Durability rules" and the seed's "Suspend, crash, and
-resume"; field cases F06, F07, F08, F09, F11, F12, F15.  The order of one
+docs/spec.md section 9 ("Durability") is normative.  The order of one
 append, fixed and commented once here:
 
 1. check: the journal is open and not poisoned; the record's seq is set to
    ``last_seq + 1``; it encodes within :data:`fiskj.codec.MAX_RECORD_BYTES`;
-   it folds onto the current state (a tool_result whose id is not pending is
-   refused).  A refused record writes nothing and does not poison.
+   the fold accepts it (:meth:`fiskj.fold.Folder.check`, which changes
+   nothing: a tool_result whose id is not pending is refused).  A refused
+   record writes nothing and does not poison.
 2. ONE ``write`` of the whole line (no loop: a short write is a failure, and
    the bytes that did land are a torn tail that the next open cuts);
 3. ``fsync`` of the journal;
 4. on the first append of a newly created journal, ``fsync`` of the store
-   directory, so the new file's name survives a power loss (F09);
+   directory, so the new file's name survives a power loss (section 9, rule 2);
 5. only then is the record acknowledged: the state advances and the seq is
    returned.
 
@@ -32,8 +32,9 @@ from __future__ import annotations
 from . import ioseam
 from .codec import encode_record, with_seq
 from .errors import JournalError, JournalPoisoned, InvalidRecord, StoreIOError, UsageError
-from .fold import Folder, RunState, TornTail
+from .fold import Folder, RunState
 from .lock import RunLock
+from .reader import TornTail
 from .records import AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord
 
 __all__ = ["Journal"]
@@ -98,16 +99,17 @@ class Journal:
     # -- writing ---------------------------------------------------------------------
 
     def append(self, record: Record) -> int:
-        """Append ``record`` durably and return the seq it was given (``last_seq + 1``).
+        """Append ``record`` durably and return the seq it was given (``last_seq + 1``; docs/spec.md section 9).
 
         The record's own ``seq`` is ignored and replaced.  Returns only after
         the line is written and fsynced (and, for the first append of a new
         journal, the store directory fsynced).  Raises, writing nothing:
         :class:`UsageError` (journal closed), :class:`JournalPoisoned` (an
         earlier write or fsync failed), :class:`InvalidRecord` (not a record,
-        not JSON-encodable, or breaking a fold rule: an orphan or duplicate
-        tool_result (F11, F12), a meta that is not first, a record after a
-        final terminal), :class:`RecordTooLarge` (over the record limit, F06).
+        not JSON-encodable, or refused by the fold's table (docs/spec.md section 8):
+        an orphan or duplicate tool_result, a meta that is not first, a record
+        after a final terminal), :class:`RecordTooLarge` (over the record limit,
+        section 6).
         Raises :class:`StoreIOError` (``errno`` set) when the write, the
         fsync or the directory fsync fails; the journal is then poisoned.
         """

@@ -1,7 +1,4 @@
-"""Read a journal file into records, tolerating exactly one torn tail.
-
-Source: seed "Reading tolerates exactly one torn tail line" and FORMAT.md
-"Durability rules"; docs/spec.md "Reading" is normative.
+"""Read a journal file into records, tolerating exactly one torn tail (docs/spec.md section 7, normative).
 
 * Lines are split on the byte ``\\n`` only (binary read: no universal
   newlines, no ``splitlines``), so U+2028, U+0085, ``\\r`` and friends inside
@@ -29,11 +26,12 @@ import gc
 import io
 import json
 import os
+from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from .codec import MAX_RECORD_BYTES, _decode_value, _parse_lines, decode_record
 from .errors import CorruptJournal, FiskjError, JournalError, RecordTooLarge, StoreIOError, UnsupportedVersion
-from .fold import Folder, RunState, TornTail
+from .fold import Folder, RunState
 from .records import Record
 
 __all__ = ["JournalReader", "read_records", "read_state", "TornTail", "with_context", "collector_paused"]
@@ -45,6 +43,18 @@ _BATCH_LINES = 256
 _BATCH_BYTES = 1 << 20
 
 
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    """An incomplete or unparsable final line the reader dropped: byte ``offset`` and ``length`` (docs/spec.md section 7)."""
+
+    offset: int
+    length: int
+
+    def to_json(self) -> dict[str, int]:
+        """Return ``{"offset": int, "length": int}``."""
+        return {"offset": self.offset, "length": self.length}
+
+
 def with_context(err: FiskjError, **context: object) -> FiskjError:
     """Return a copy of ``err`` (same class and message) with ``context`` attributes added."""
     merged = {**err.context, **{k: v for k, v in context.items() if v is not None}}
@@ -52,7 +62,7 @@ def with_context(err: FiskjError, **context: object) -> FiskjError:
 
 
 class JournalReader:
-    """Iterate over the records of a journal, streaming.
+    """Iterate over the records of a journal, streaming (docs/spec.md section 7).
 
     ``source`` is a path or a binary file object positioned at the start.
     After iteration ends: ``torn_tail`` is the dropped final segment (or
@@ -208,7 +218,7 @@ def read_records(source: str | os.PathLike[str] | BinaryIO) -> tuple[list[Record
 
 
 def read_state(source: str | os.PathLike[str] | BinaryIO | bytes) -> RunState:
-    """Read and fold a journal in one streaming pass; return its :class:`RunState`.
+    """Read and fold a journal in one streaming pass; return its :class:`RunState` (docs/spec.md sections 7 and 8).
 
     ``source`` may also be the journal's bytes.  The state carries
     ``torn_tail`` and ``good_size``.  Fold errors (:class:`ConsistencyError`)

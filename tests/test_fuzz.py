@@ -44,8 +44,8 @@ import fiskj.codec
 import fiskj.reader
 from fiskj.codec import decode_record, encode_record
 from fiskj.errors import CorruptJournal, FiskjError, JournalError, RecordTooLarge, UnsupportedVersion
-from fiskj.fold import Folder, TornTail
-from fiskj.reader import read_state
+from fiskj.fold import Folder
+from fiskj.reader import TornTail, read_state
 from fiskj.records import AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord, UserRecord
 
 from builders import FP, numbered
