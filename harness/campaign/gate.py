@@ -186,7 +186,7 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
     within the budget (``trials`` 0, each checked invariant with ``checked``
     0), so the JUnit file has a (skipped) test case for it.
     """
-    from harness.checkers.verdict import INVARIANTS
+    from harness.checkers.verdict import CHECKERS
     from harness.report.report import campaign_report
 
     report = campaign_report(gate.result, report_path)
@@ -196,7 +196,7 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
         run = next((r for r in gate.result.scenarios if r.scenario.name == row["scenario"]), None)
         checked = run.scenario.check.invariants if run is not None else ()
         for inv in checked:
-            sc["invariants"].setdefault(inv, {"name": INVARIANTS.get(inv, ("", inv))[1], "checked": 0, "valid": 0,
+            sc["invariants"].setdefault(inv, {"name": CHECKERS.get(inv, ("", inv))[1], "checked": 0, "valid": 0,
                                               "invalid": 0, "unknown": 0})
         if row.get("error"):
             sc["error"] = row["error"]

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from fiskj.cli import positive_int
+from fiskj.cli_common import positive_int
 
 from harness.names import HARNESS_USAGE, HARNESS_VALID, HARNESS_VIOLATION
 from harness.report.report import campaign_report
