@@ -96,14 +96,19 @@ def test_tail_catches_a_broken_reader_or_writer(name, invariant):
     assert any(invariant in t.failed for t in trials), f"{name} was not caught by {invariant}"
 
 
-def test_a_family_that_cannot_do_everything_for_a_subject_says_so_before_the_campaign(runner):
-    from harness.subject.contract import parse_subject
+def test_a_family_that_cannot_run_for_a_subject_is_a_setup_error_named_before_any_trial_never_a_pass():
+    from harness.campaign.campaign import subject_limits
+    from harness.subject.contract import default_subject, parse_subject
 
     other = Runner(parse_subject("python3 -m somebody.elses.agent"))
     try:
-        result = Campaign([scenario("tails-basic")], trials=1, runner=other, shrink_budget=0)
-        limits = [line for f in FAMILIES for line in f.cannot(other.subject)]
+        limits = subject_limits([scenario("race-two-writers"), scenario("tails-basic"), scenario("kill-random")],
+                                other.subject)
+        result = Campaign([scenario("race-two-writers")], trials=2, runner=other, shrink_budget=0).run()
     finally:
         other.close()
-    assert any("reader checks" in line for line in limits)
-    assert result is not None
+    assert [line.split(":")[0] for line in limits] == ["race-two-writers", "tails-basic"]
+    assert "reader checks" in limits[1]
+    assert result.trials == [] and len(result.errors) == 1 and "race family" in result.errors[0]
+    assert result.limits == limits[:1]
+    assert subject_limits([scenario("race-two-writers"), scenario("tails-basic")], default_subject()) == []

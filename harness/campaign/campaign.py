@@ -55,9 +55,21 @@ __all__ = [
     "CampaignResult",
     "Campaign",
     "reproduce_command",
+    "subject_limits",
     "shard_positions",
     "parse_shard",
 ]
+
+
+def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
+    """What the families of ``scenarios`` cannot do for ``subject``, one line each, known before any trial:
+    a family that cannot run at all (its scenarios become setup errors) or runs only in part."""
+    out = []
+    for scenario in scenarios:
+        family = by_mode(scenario.faults.family)
+        why = family.unsupported(subject)
+        out += [f"{scenario.name}: {line}" for line in ([why] if why else []) + family.cannot(subject)]
+    return out
 
 
 class Campaign:
@@ -144,12 +156,16 @@ class Campaign:
                             family=by_mode(s.faults.family)) for s in self.scenarios]
         errors: list[str] = []
         results: list[TrialResult] = []
-        limits = [f"{run.scenario.name}: {line}" for run in runs for line in run.family.cannot(runner.subject)]
+        limits = subject_limits([run.scenario for run in runs], runner.subject)
+        for run in runs:  # a family that cannot run against this subject is an error, never a silent pass
+            why = run.family.unsupported(runner.subject)
+            if why is not None:
+                run.error = f"{run.scenario.path or run.scenario.name}: {why}"
         try:
             with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fiskj-trial") as pool:
                 # 1. references, in parallel
                 futures = {pool.submit(runner.reference, run.scenario): run for run in runs
-                           if run.family.needs_reference(run.scenario)}
+                           if run.error is None and run.family.needs_reference(run.scenario)}
                 for fut in as_completed(futures):
                     run = futures[fut]
                     try:

@@ -184,7 +184,8 @@ def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: 
 
 def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness run``: returns the exit status."""
-    from harness.campaign.campaign import Campaign
+    from harness.campaign.campaign import Campaign, subject_limits
+    from harness.subject.contract import default_subject
 
     out = out or sys.stdout
     scenarios = resolve_scenarios(args.scenarios)
@@ -202,6 +203,8 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
                             shrink_budget=args.shrink_budget, schedules=schedules, shard=args.shard)
     except ValueError as exc:
         raise _Usage(f"--schedule: {exc}") from None
+    for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial
+        print(f"fiskj-harness: not run for this subject: {line}", file=sys.stderr)
     result = campaign.run()
     report = campaign_report(result, args.report_json)
     if args.shard:

@@ -95,6 +95,9 @@ class Family(Protocol):
     def cannot(self, subject: Any) -> list[str]:
         """What this family cannot do for ``subject``, one line each (the campaign says so before it starts)."""
 
+    def unsupported(self, subject: Any) -> str | None:
+        """Why this family cannot run against ``subject`` at all (a setup error, never a pass), or ``None``."""
+
     def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         """The trials to run (pure).  ``schedules``: explicit ones to replay instead of a plan;

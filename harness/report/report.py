@@ -193,6 +193,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                     for t in result.trials if t.origin == "shrink"],
         "shrink_runs": {r.scenario.name: r.shrink_runs for r in result.scenarios if r.shrink_runs},
         "errors": list(result.errors),
+        "limits": list(getattr(result, "limits", [])),
     }
     return report
 
@@ -290,7 +291,11 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     width = min(72, max([len(c.get("name", "")) for c in report.get("invariants", {}).values()] + [20]) + 2)
     lines = [f"fiskj-harness: {report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
              + (f" ({rate:.1f} trials/s)" if rate else "") + f"   verdict: {str(report.get('verdict')).upper()}",
-             f"faults: {_fault_line(report)}", "",
+             f"faults: {_fault_line(report)}", ""]
+    limits = (report.get("campaign") or {}).get("limits") or []
+    if limits:
+        lines += [f"not run for this subject ({len(limits)}):"] + [f"  {line}" for line in limits] + [""]
+    lines += [
              f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'vacuous':>8}{'invalid':>8}{'unknown':>8}"]
     for inv, c in report.get("invariants", {}).items():
         lines.append(f"{inv:<10}{c.get('name', '')[:width - 2]:<{width}}"

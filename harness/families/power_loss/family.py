@@ -66,6 +66,9 @@ class PowerLossFamily:
     def cannot(self, subject: Any) -> list[str]:
         return []
 
+    def unsupported(self, subject: Any) -> str | None:
+        return None
+
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
 

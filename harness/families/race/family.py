@@ -81,9 +81,16 @@ class RaceFamily:
         return None
 
     def cannot(self, subject: Any) -> list[str]:
+        return []
+
+    def unsupported(self, subject: Any) -> str | None:
+        """Why this family cannot run against ``subject`` at all, or ``None``: the race agent is fiskj's own
+        store (the reference fast path), so for any other subject a race would test fiskj, not the subject."""
         if subject is None or subject.is_reference or dict(subject.extra_env).get(MUTANT_ENV):
-            return []
-        return ["races drive fiskj's own store (the race agent), not this subject's processes"]
+            return None
+        return ("the race family drives fiskj's own store (the race agent), not this subject's processes: it "
+                "cannot judge this subject, so its scenarios are not run (races through the subject's own "
+                "commands are not built yet)")
 
     def needs_reference(self, scenario: Scenario) -> bool:
         return False

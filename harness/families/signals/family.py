@@ -58,6 +58,9 @@ class SignalsFamily:
     def cannot(self, subject: Any) -> list[str]:
         return []
 
+    def unsupported(self, subject: Any) -> str | None:
+        return None
+
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
 

@@ -80,6 +80,9 @@ class TailFamily:
     def check(self, scenario: Scenario) -> tuple[str, str] | None:
         return None
 
+    def unsupported(self, subject: Any) -> str | None:
+        return None
+
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
 
