@@ -60,12 +60,13 @@ from bench.catch import bench_catch  # noqa: E402
 from bench.common import ROW_KEYS, format_table, fs_type, machine_info, median, row  # noqa: E402,F401
 from bench.journals import generate_records, meta_record, write_journal  # noqa: E402,F401
 from bench.load import _LOAD_MODES, _child_load, bench_load  # noqa: E402,F401
+from bench.observer import bench_observer  # noqa: E402
 
 __all__ = ["ROW_KEYS", "SECTIONS", "row", "machine_info", "generate_records", "write_journal", "bench_append",
            "bench_load", "bench_campaign", "bench_crash_states", "bench_catch", "format_table", "main"]
 
 #: Sections in run order.
-SECTIONS = ("append", "load", "campaign", "catch")
+SECTIONS = ("append", "load", "campaign", "catch", "observer")
 
 QUICK = {"append_n": 300, "append_long": 10_000, "load_sizes": (1_000, 100_000), "load_rounds": 3,
          "campaign_trials": 24, "campaign_repeats": 1, "powerloss_states": 8, "catch_seeds": (None,)}
@@ -93,6 +94,10 @@ def run(sections: tuple[str, ...], cfg: dict[str, Any], directory: str,
         steps.append(("crash states", lambda: bench_crash_states(explore=cfg["powerloss_states"])))
     if "catch" in sections:
         steps.append(("catch", lambda: bench_catch(seeds=cfg["catch_seeds"])))
+    if "observer" in sections:
+        quick = cfg is QUICK
+        steps.append(("observer", lambda: bench_observer((directory, "/dev/shm"), n=100 if quick else 300,
+                                                         rounds=5 if quick else 11)))
     for name, step in steps:
         t = time.perf_counter()
         log(f"bench: {name} ...")

@@ -1,0 +1,63 @@
+"""The foreign subject through the path a third party uses: `fiskj-harness run --subject "node ..."`.
+
+An engine in another language, with none of our code inside it: its legs
+run under the outside observer, so event kills, power loss and I4/I8 come
+from outside.  The correct agent passes a short campaign of every family
+that applies to it (CI runs this); each bug variant of
+harness.selftest.targets.FOREIGN_TARGETS is caught by its bundled scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.selftest.targets import FOREIGN_NOT_CAUGHT, FOREIGN_SUBJECT, FOREIGN_TARGETS
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE = shutil.which("node")
+
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: the foreign subject cannot run "
+                                                     "(every machine here has Node.js 20; install nodejs)")
+
+
+def campaign(tmp_path, scenarios, trials, bug=None):
+    subject = (f"FISKJ_FOREIGN_BUG={bug} " if bug else "") + FOREIGN_SUBJECT.replace(
+        "subjects/", f"{ROOT}/subjects/")
+    report = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "harness.cli.main", "run", *[str(ROOT / "scenarios" / f"{s}.toml") for s in scenarios],
+            "--subject", subject, "--trials", str(trials), "--seed", "1", "--report-json", str(report), "--quiet"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")})
+    return proc, (json.loads(report.read_text()) if report.exists() else None)
+
+
+def test_the_correct_foreign_subject_passes_every_family_that_applies_observed_from_outside(tmp_path):
+    proc, report = campaign(tmp_path, ["kill-every-event", "power-loss-basic", "suspend-clean"], 8)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert report["verdict"] == "valid"
+    i4 = report["invariants"]["I4"]
+    assert i4["checked"] > 0 and i4["unknown"] == 0 and i4["valid"] > i4.get("vacuous", 0)
+    assert report["faults"]["kill"] >= 8 and report["faults"]["power_loss"] >= 8 and report["faults"]["suspend"] > 0
+
+
+@pytest.mark.parametrize("bug", sorted(FOREIGN_TARGETS))
+def test_each_bug_variant_of_the_foreign_subject_is_caught_by_its_bundled_scenario(tmp_path, bug):
+    target = FOREIGN_TARGETS[bug]
+    proc, report = campaign(tmp_path, [target.scenario], target.trials, bug=bug)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    caught = {row["invariant"] for row in report["violations"]}
+    assert caught & set(target.expect), (bug, caught)
+
+
+def test_the_variants_not_caught_yet_are_every_other_variant_the_subject_has():
+    source = (ROOT / "subjects" / "node" / "lib" / "bugs.mjs").read_text()
+    for name in list(FOREIGN_TARGETS) + list(FOREIGN_NOT_CAUGHT):
+        assert f"'{name}'" in source or f'"{name}"' in source, name
+    assert not set(FOREIGN_TARGETS) & set(FOREIGN_NOT_CAUGHT)
