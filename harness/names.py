@@ -13,7 +13,7 @@ __all__ = [
     "INVARIANTS",
     "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
     "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
-    "SEEDED_FAMILIES", "FAULT_COUNTS", "CRASH_STATES", "SEED_STEP",
+    "FAULT_COUNTS", "CRASH_STATES", "SEED_STEP",
     "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANTS_PACKAGE",
 ]
 
@@ -49,9 +49,6 @@ HARNESS_USAGE = 2
 # Family names and modes have one source, the family registry (harness.families.registry); race
 # names the race family's catalog (harness.families.race.catalog.RACES).
 
-#: Modes whose trials are a function of the seed alone: their count caps what they explore, and a
-#: gate runs their whole plan at once (until the family registry says so itself).
-SEEDED_FAMILIES = ("power_loss", "tail")
 #: The injected faults a report counts, by kind, in the order its summary prints them (a trial's
 #: ``faults``: ``kill`` and ``suspend`` legs, ``tail`` mutations, ``power_loss`` states, ``race`` trials).
 FAULT_COUNTS = ("kill", "suspend", "tail", "power_loss", "race")

@@ -34,7 +34,8 @@ from typing import Any, Callable
 
 from harness.campaign.campaign import Campaign
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
-from harness.names import SEED_STEP, SEEDED_FAMILIES
+from harness.families.registry import by_mode
+from harness.names import SEED_STEP
 from harness.runner.trial import Runner
 from harness.scenario.model import Scenario
 from harness.subject.contract import Subject
@@ -53,10 +54,7 @@ def fixed_plan(scenario: Scenario) -> bool:
     families (``power_loss``, ``tail``), whose crash states and mutations
     are a function of the seed and whose count is a cap on recoveries.
     """
-    f = scenario.faults
-    return (f.schedule is not None or f.family in SEEDED_FAMILIES
-            or (f.family == "kill" and getattr(f.params, "kill_points", None) == "events"
-                and getattr(f.params, "legs", None) == 1))
+    return by_mode(scenario.faults.family).fixed_plan(scenario)
 
 
 @dataclass

@@ -92,6 +92,9 @@ class Family(Protocol):
     def needs_reference(self, scenario: Scenario) -> bool:
         """Whether :meth:`plan` needs the scenario's uninterrupted run."""
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Whether the plan is the same whatever the trial count (the CI gate runs it once, in round 0)."""
+
     def cannot(self, subject: Any) -> list[str]:
         """What this family cannot do for ``subject``, one line each (the campaign says so before it starts)."""
 

@@ -69,6 +69,10 @@ class PowerLossFamily:
     def unsupported(self, subject: Any) -> str | None:
         return None
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Its trials are a function of the seed (the count only caps recoveries)."""
+        return True
+
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
 

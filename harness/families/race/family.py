@@ -92,6 +92,10 @@ class RaceFamily:
                 "cannot judge this subject, so its scenarios are not run (races through the subject's own "
                 "commands are not built yet)")
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Its plan grows with the trial count unless the scenario gives a schedule."""
+        return scenario.faults.schedule is not None
+
     def needs_reference(self, scenario: Scenario) -> bool:
         return False
 

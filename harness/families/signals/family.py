@@ -61,6 +61,12 @@ class SignalsFamily:
     def unsupported(self, subject: Any) -> str | None:
         return None
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Its plan does not grow with the trial count: an explicit schedule, or one crash point per event."""
+        params = self.params(scenario)
+        return scenario.faults.schedule is not None or (
+            scenario.faults.family == "kill" and params.kill_points == "events" and params.legs == 1)
+
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
 

@@ -83,6 +83,10 @@ class TailFamily:
     def unsupported(self, subject: Any) -> str | None:
         return None
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Its trials are a function of the seed (the count only caps resumes)."""
+        return True
+
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
 
