@@ -201,3 +201,30 @@ def test_with_a_crash_state_the_legs_are_not_judged_by_the_fsync_rule():
     v = i4_acknowledged.check(h)
     assert v.status == "valid", v.evidence
     assert "violations" not in v.evidence and v.evidence["state"]["prefix_n"] == len(t.events)
+
+
+def _io_error_history(after: list[dict], exit_code: int) -> History:
+    """One leg whose journal fsync failed with an injected EIO, then ``after`` more trace events."""
+    line = b'{"seq":1}\n'
+    path = "/s/fisk-ai/runs/r.json"
+    trace = [{"n": 1, "pid": 7, "op": "write", "path": path, "fd": 3, "offset": 0, "len": len(line),
+              "data": base64.b64encode(line).decode()},
+             {"n": 2, "pid": 7, "op": "fsync", "path": path, "fd": 3, "error": "EIO", "fault": "eio"}]
+    for n, ev in enumerate(after, start=3):
+        trace.append({"n": n, "pid": 7, "path": path, "fd": 3, **ev})
+    leg = Leg(index=0, kind="start", argv=["agent"], exit_code=exit_code, trace=trace, journal=line,
+              fault=Fault(kind="io_error", at={"event": 1, "op": "fsync", "action": "eio"}, injected=True))
+    return History(scenario="s", seed=1, schedule=[], run_id="r", legs=[leg])
+
+
+def test_a_failed_fsync_retried_into_success_or_a_completed_exit_after_it_is_invalid():
+    retried = i4_acknowledged.check(_io_error_history([{"op": "fsync"}], exit_code=1))
+    swallowed = [v for v in retried.evidence["violations"] if v["kind"] == "io_error_swallowed"]
+    assert retried.status == "invalid" and len(swallowed) == 1 and "EIO" in swallowed[0]["detail"]
+    completed = i4_acknowledged.check(_io_error_history([], exit_code=0))
+    assert completed.status == "invalid" and "exit 0" in completed.evidence["violations"][0]["detail"]
+
+
+def test_an_engine_that_stops_at_a_failed_fsync_is_valid():
+    v = i4_acknowledged.check(_io_error_history([{"op": "close"}], exit_code=1))
+    assert v.status == "valid", v.evidence

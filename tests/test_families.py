@@ -112,3 +112,11 @@ def test_a_family_that_cannot_run_for_a_subject_is_a_setup_error_named_before_an
     assert result.trials == [] and len(result.errors) == 1 and "race family" in result.errors[0]
     assert result.limits == limits[:1]
     assert subject_limits([scenario("race-two-writers"), scenario("tails-basic")], default_subject()) == []
+
+
+def test_io_errors_at_every_journal_write_and_fsync_leave_the_reference_valid_and_name_their_call(runner):
+    trials = family_trials("io-errors", 2, runner)
+    assert trials and all(not t.failed and not t.unknown for t in trials)
+    ops = {(t.schedule[0]["op"], t.schedule[0]["action"]) for t in trials}
+    assert ops == {("write", "eio"), ("write", "enospc"), ("fsync", "eio"), ("fsync", "enospc")}
+    assert all(t.faults.get("io_error") == 1 for t in trials)  # every planned error was injected

@@ -166,12 +166,16 @@ def group_by_leg(history: History, events: Iterable[Any], key: Callable[[Any], A
 def crash_kind(leg: Leg | None) -> str | None:
     """``"power_loss"`` or ``"kill"`` when ``leg`` crashed (one in-flight record may be lost), else ``None``.
 
-    A leg can be both killed and followed by a tail fault; the kill still counts.
+    A leg can be both killed and followed by a tail fault; the kill still counts.  A leg ended by an
+    injected IO error on its journal counts as a crash of the step in flight (``"kill"``): the record
+    whose write or fsync failed was not acknowledged, so its tool or model call may run again once.
     """
     if leg is None:
         return None
     if leg.fault.kind == "power_loss":
         return "power_loss"
+    if leg.fault.kind == "io_error" and leg.fault.injected:
+        return "kill"
     return "kill" if leg.crashed else None
 
 
@@ -229,13 +233,13 @@ _REFUSAL = re.compile(r"refus|locked|held by another|in use by|fingerprint|alrea
 def is_refusal(leg: Leg) -> bool:
     """A leg that exited 1 or 2 because its resume or create was refused.
 
-    A leg the nemesis signalled (an injected kill or suspend) is never a refusal: a SIGINT that
+    A leg the nemesis disturbed (an injected kill, suspend or IO error) is never a refusal: a SIGINT that
     lands outside the agent's suspend window (while it starts or ends) exits 1 by design, and
     its output is no evidence of a refused resume.
     """
     if leg.exit_signal is not None or leg.exit_code not in (1, 2):
         return False
-    if leg.fault.injected and leg.fault.kind in ("kill", "suspend"):
+    if leg.fault.injected and leg.fault.kind in ("kill", "suspend", "io_error"):
         return False
     detail = " ".join(f"{k}={v}" for k, v in leg.fault.detail.items())
     return bool(_REFUSAL.search(detail) or _REFUSAL.search(leg.stderr or ""))

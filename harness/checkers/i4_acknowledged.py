@@ -18,7 +18,12 @@ asked), hence also in the final journal.  Violations:
   is one write, then an fsync of the journal): a journal write with no
   fsync attempt before the same process writes again, closes the journal
   or exits cleanly.  Such an engine acknowledges nothing, so without this
-  rule it would pass vacuously; a killed leg's last write is exempt.
+  rule it would pass vacuously; a killed leg's last write is exempt;
+* ``io_error_swallowed``: after a write or fsync of the journal failed
+  (an injected IO error, docs/spec.md section 9), the same leg wrote or
+  fsynced the journal again with success (a retried fsync that then claims
+  success, an append past a hole), or ended the run as completed (exit 0):
+  what failed was treated as acknowledged.
 
 A ``lost``/``changed`` violation names the leg whose snapshot lacks it, the
 ack (leg, pid, trace ``n`` of the write and fsync, offset) and, where the
@@ -109,6 +114,33 @@ def _check_crash_state(facts: CrashStateFacts) -> Any:
     return make(__name__, VALID, evidence)
 
 
+def _swallowed_io_errors(history: History, leg: Leg) -> list[dict[str, Any]]:
+    """The leg's journal calls that succeeded after an injected IO error on the journal, and a completed exit."""
+    trace = list(events(leg))
+    failed = next((ev for ev in trace if ev.get("fault") and ev.get("error") and ev.get("op") in ("write", "fsync")
+                   and is_journal(ev.get("path"), history.run_id)), None)
+    if failed is None:
+        return []
+    out = []
+    after = trace[trace.index(failed) + 1:]
+    for ev in after:
+        if ev.get("op") in ("write", "fsync") and not ev.get("error") and is_journal(ev.get("path"), history.run_id):
+            out.append({"kind": "io_error_swallowed", "leg": leg.index, "failed": _call(failed), "then": _call(ev),
+                        "detail": f"leg {leg.index}: the journal's {failed.get('op')} failed with "
+                                  f"{failed.get('error')} (n={failed.get('n')}), then a {ev.get('op')} of the "
+                                  f"journal succeeded (n={ev.get('n')}): the failed call was treated as done"})
+            break
+    if leg.exit_code == 0:
+        out.append({"kind": "io_error_swallowed", "leg": leg.index, "failed": _call(failed), "then": "exit 0",
+                    "detail": f"leg {leg.index}: the journal's {failed.get('op')} failed with {failed.get('error')} "
+                              f"(n={failed.get('n')}), yet the leg completed the run (exit 0)"})
+    return out
+
+
+def _call(ev: dict[str, Any]) -> dict[str, Any]:
+    return {k: ev.get(k) for k in ("n", "op", "pid", "error", "fault", "offset", "len") if ev.get(k) is not None}
+
+
 def check(history: History) -> Any:
     """Judge I4 (docs/spec.md section 15; durability rules of section 9) on ``history``.
 
@@ -181,6 +213,7 @@ def check(history: History) -> Any:
                              f"{'changed' if lines else 'missing'} in the journal after leg {snap_leg.index}")
             violations.append(row)
     for leg in legs:
+        violations += _swallowed_io_errors(history, leg)
         for w in unsynced_appends(history, leg):
             violations.append({"kind": "append_not_synced", **w,
                                "detail": f"leg {leg.index} wrote the journal (n={w['n']}) and went on ({w['before']}) "
@@ -192,7 +225,7 @@ def check(history: History) -> Any:
     if retired:
         evidence["retired_by_unlink"] = retired
     if violations:
-        evidence["summary"] = (f"{len(violations)} acknowledged record(s) lost or changed: "
+        evidence["summary"] = (f"{len(violations)} violation(s) of acknowledged records: "
                                + "; ".join(_brief(v) for v in violations[:5]))
         evidence["violations"] = violations
         return make(__name__, INVALID, evidence)
@@ -203,4 +236,6 @@ def check(history: History) -> Any:
 def _brief(v: dict[str, Any]) -> str:
     if v["kind"] == "append_not_synced":
         return f"leg {v['leg']} write n={v['n']} not fsynced before {v['before']}"
+    if v["kind"] == "io_error_swallowed":
+        return v["detail"]
     return f"seq {v.get('seq')} {v['kind']} after leg {v.get('leg', v.get('ack', {}).get('leg'))}"

@@ -74,7 +74,10 @@ def count_user_records(journal: bytes | None) -> int:
 def observer_faults(spec: dict[str, Any]) -> list[str]:
     """The outside observer's faults for a leg's schedule entry (docs/observer.md): an event kill
     ``{"kind": "kill", "event": K, "when": W[, "op": OP]}`` is ``kill-W@K[:OP]``, counted over every
-    process and thread of the leg; other faults need no observer fault."""
+    process and thread of the leg; an IO error ``{"kind": "io_error", "action": A, "event": K, "op": OP}``
+    is ``A@K:OP``; other faults need no observer fault."""
+    if spec.get("kind") == "io_error":  # counted over the leg's calls of that kind (fsync: of files and dirs)
+        return [f"{spec['action']}@{spec['event']}:{spec['op']}"]
     if spec.get("kind") != "kill" or "event" not in spec:
         return []
     value = f"kill-{spec.get('when', 'after')}@{spec['event']}"
@@ -307,6 +310,8 @@ def run_leg(plan: LegPlan, starter: LegStarter) -> tuple[Leg, LegOutcome]:
         leg.trace = ops_to_trace(proc.ops()) if log.exists() else []
     else:
         leg.trace = read_trace(plan.trace) if plan.trace is not None else []
+    if plan.fault.get("kind") == "io_error":  # injected when a call of the leg failed with it
+        leg.fault.injected = outcome.injected = any(ev.get("fault") for ev in leg.trace)
     leg.stdout = tail_text(out)
     leg.stderr = tail_text(err)
     return leg, outcome

@@ -31,13 +31,18 @@ from typing import Any
 
 from harness.history.model import Fault
 
-__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "validate_fault", "validate_schedule", "fault_for_leg", "seam_fault",
+__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "IO_ERRORS", "IO_ERROR_OPS", "validate_fault", "validate_schedule", "fault_for_leg", "seam_fault",
            "history_fault", "fault_family"]
 
 #: The no-op nemesis: a schedule with no faults (every leg runs undisturbed).
 NOOP: list[dict[str, Any]] = []
 
-FAULT_KINDS = ("none", "kill", "suspend")
+FAULT_KINDS = ("none", "kill", "suspend", "io_error")
+#: The errors an ``io_error`` fault injects (docs/ioseam.md, docs/observer.md): the call fails with EIO or
+#: ENOSPC without being made, or a write puts half its bytes and the next write fails with ENOSPC.
+IO_ERRORS = ("eio", "enospc", "short-write")
+#: The calls an ``io_error`` fault hits.
+IO_ERROR_OPS = ("write", "fsync")
 #: The suspend signals a schedule may name.
 SIGNALS = ("SIGINT", "SIGTERM")
 
@@ -58,6 +63,15 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": kind}
     if kind == "none":
         return out
+    if kind == "io_error":
+        action, ev, op = spec.get("action"), spec.get("event"), spec.get("op")
+        if action not in IO_ERRORS:
+            raise ValueError(f"io_error action must be one of {', '.join(IO_ERRORS)}, got {action!r}")
+        if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
+            raise ValueError(f"io_error event must be an int >= 1, got {ev!r}")
+        if op not in IO_ERROR_OPS:
+            raise ValueError(f"io_error op must be one of {', '.join(IO_ERROR_OPS)}, got {op!r}")
+        return {"kind": kind, "action": action, "event": ev, "op": op}
     if kind == "kill" and "event" in spec:
         ev = spec["event"]
         if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
@@ -95,7 +109,10 @@ def fault_for_leg(schedule: list[dict[str, Any]], leg: int) -> dict[str, Any]:
 
 
 def seam_fault(spec: dict[str, Any]) -> str | None:
-    """The ``FISKJ_IOSEAM_FAULT`` value of an event kill (``kill-after@12``, ``kill-before@3:fsync``), else ``None``."""
+    """The ``FISKJ_IOSEAM_FAULT`` value of an event kill (``kill-after@12``, ``kill-before@3:fsync``) or an IO
+    error (``eio@2:fsync``: the 2nd fsync fails), else ``None``."""
+    if spec.get("kind") == "io_error":
+        return f"{spec['action']}@{spec['event']}:{spec['op']}"
     if spec.get("kind") != "kill" or "event" not in spec:
         return None
     value = f"kill-{spec.get('when', 'after')}@{spec['event']}"
@@ -114,7 +131,9 @@ def history_fault(spec: dict[str, Any], injected: bool = False) -> Fault:
     at: dict[str, Any] = {}
     if "after_ms" in spec:
         at["after_ms"] = spec["after_ms"]
-    if "event" in spec:
+    if "event" in spec and spec.get("kind") == "io_error":
+        at.update(event=spec["event"], op=spec["op"], action=spec["action"])
+    elif "event" in spec:
         at["event"] = spec["event"]
         at["when"] = spec.get("when", "after")
         if spec.get("op"):

@@ -43,6 +43,7 @@ there too.
 | ``release-before-last-append`` | the lock is released before the terminal record is appended | race ``two-writers`` (I8) |
 | ``lockf`` | the run lock is a ``lockf`` record lock: closing any descriptor of the lock file drops it | race ``lock-survives-other-fds`` |
 | ``no-cloexec`` | the lock descriptor is inherited by tool subprocesses | race ``lock-survives-other-fds`` |
+| ``fsync-error-retried`` | a failed fsync is retried into success and the append acknowledged | io_error (I4) |
 | ``stale-lock-file`` | the lock is an ``O_EXCL`` marker file a SIGKILLed holder leaves behind | race ``holder-killed`` |
 | ``blocking-lock`` | ``flock`` without ``LOCK_NB``: a second writer waits instead of being refused | race ``two-writers`` |
 | ``torn-tail-is-corrupt`` | ``load``/``list`` raise on a partial last line | race ``readers-during-appends`` |
@@ -83,7 +84,9 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            "counters_in_memory", "fingerprint_ignores_model", "create_not_reclaimed",
            # the run lock and the store under concurrency: the race family
            "fold_before_lock", "create_no_excl", "release_before_last_append", "lockf", "no_cloexec",
-           "stale_lock_file", "blocking_lock", "torn_tail_is_corrupt")
+           "stale_lock_file", "blocking_lock", "torn_tail_is_corrupt",
+           # IO errors from outside: the io_error family
+           "fsync_error_retried")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 

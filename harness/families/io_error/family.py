@@ -1,0 +1,127 @@
+"""The io_error family: a write or fsync of the journal fails (EIO, ENOSPC, a short write), then the run is resumed.
+
+Field cases of swallowed write and fsync errors: the engine must not
+acknowledge what failed (no retry of an fsync that then claims success, no
+append past a hole), and the journal must stay readable; resumed to the
+end, the run equals the uninterrupted one.  Plan (pure): one trial per
+journal write or fsync of the reference run (capped and spread evenly) and
+per error, deterministic; each names its call
+(``[{"kind": "io_error", "action": "eio", "event": K, "op": "fsync"}]``: the
+K-th fsync of the leg fails).  Executor: the legs of
+:meth:`harness.runner.trial.Runner.run_trial`; the fault comes from the IO
+seam of a fiskj-based subject, else from the outside observer (counted over
+every process and thread).  I4 judges the failed call (docs/spec.md
+section 9; :mod:`harness.checkers.i4_acknowledged`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.families.base import Planned, Ran
+from harness.families.io_error.params import MODES, Params
+from harness.families.signals.faults import validate_schedule
+from harness.report.faults import fault_counts
+from harness.runner.trial import ReferenceRun, Runner, run_id_for
+from harness.scenario.model import Scenario
+
+__all__ = ["IO_ERROR", "IoErrorFamily", "journal_calls"]
+
+
+def journal_calls(trace: list[dict[str, Any]], run_id: str, op: str) -> list[int]:
+    """The fault counts ``K`` that hit the journal's ``op`` calls in ``trace``: the position of each among the
+    calls the fault counts (the IO seam counts its ``op`` calls; the observer counts system calls, so
+    ``fsync`` there also counts the directory fsyncs, ``fsync_dir`` in the trace)."""
+    observed = any("seq" in ev for ev in trace)
+    kinds = {op, "fsync_dir"} if observed and op == "fsync" else {op}
+    out, k = [], 0
+    for ev in trace:
+        if ev.get("op") in kinds:
+            k += 1
+            if ev.get("op") == op and (ev.get("path") or "").endswith(f"/{run_id}.json") and not ev.get("error"):
+                out.append(k)
+    return out
+
+
+def _spread(items: list[Any], cap: int) -> list[Any]:
+    """At most ``cap`` of ``items``, evenly spaced, the first and last kept (all when ``cap`` is 0)."""
+    if cap <= 0 or len(items) <= cap:
+        return items
+    if cap == 1:
+        return [items[-1]]
+    return [items[round(i * (len(items) - 1) / (cap - 1))] for i in range(cap)]
+
+
+class _Executor:
+    def __init__(self, scenario: Scenario, runner: Runner) -> None:
+        self.scenario, self.runner = scenario, runner
+
+    def run(self, planned: Planned) -> Ran:
+        history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule)
+        return Ran(history, fault_counts(history))
+
+    def close(self) -> None:
+        pass
+
+
+class IoErrorFamily:
+    """The io_error family (see the module docstring); registered as :data:`IO_ERROR`."""
+
+    name = "io_error"
+    modes = MODES
+    Params = Params
+    resumes = True
+    shrinks = False
+
+    def params(self, scenario: Scenario) -> Params:
+        params = scenario.faults.params
+        return params if isinstance(params, Params) else Params()
+
+    def check(self, scenario: Scenario) -> tuple[str, str] | None:
+        return None
+
+    def check_schedule(self, schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
+        return validate_schedule(schedule)
+
+    def cannot(self, subject: Any) -> list[str]:
+        return []
+
+    def unsupported(self, subject: Any) -> str | None:
+        return None
+
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        return self.params(scenario).max_points > 0 or scenario.faults.schedule is not None
+
+    def needs_reference(self, scenario: Scenario) -> bool:
+        return True
+
+    def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
+             schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
+        if schedules is not None or scenario.faults.schedule is not None:
+            given = schedules if schedules is not None else [list(scenario.faults.schedule or ())]
+            return [Planned(validate_schedule(s), "explicit", seed) for s in given]
+        params = self.params(scenario)
+        trace = reference.history.legs[0].trace
+        out = []
+        for op in params.ops:
+            calls = _spread(journal_calls(trace, run_id_for(scenario), op), params.max_points or count)
+            for action in params.errors:
+                if action == "short-write" and op != "write":
+                    continue
+                out += [Planned([{"kind": "io_error", "action": action, "event": k, "op": op}], "io-error", seed)
+                        for k in calls]
+        if not out:
+            raise ValueError(f"the reference run's trace shows no journal {', '.join(params.ops)} to fail "
+                             f"({len(trace)} events): nothing was observed, so nothing can be judged")
+        return out
+
+    def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
+        return _Executor(scenario, runner)
+
+    def strategy(self, scenario: Scenario, reference: ReferenceRun) -> None:
+        return None
+
+
+#: The registered instance.
+IO_ERROR = IoErrorFamily()

@@ -1,0 +1,28 @@
+"""``[faults]`` keys of the io_error family: its TOML schema (docs/scenarios.md "[faults]")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.families.signals.faults import IO_ERROR_OPS, IO_ERRORS
+from harness.scenario.fields import int_, key, list_of
+
+__all__ = ["Params", "MODES"]
+
+#: The ``[faults] family`` values this family runs.
+MODES = ("io_error",)
+
+
+@dataclass(frozen=True)
+class Params:
+    """The io_error keys (defaults when absent).
+
+    ``ops``: which calls on the journal fail (``write``, ``fsync``);
+    ``errors``: how (``eio``, ``enospc``, ``short-write``; a short write
+    applies to writes only); ``max_points``: a cap on the calls hit (0: the
+    trial count), spread evenly over the run.
+    """
+
+    ops: tuple[str, ...] = field(default=IO_ERROR_OPS, metadata=key(list_of(IO_ERROR_OPS, nonempty=True)))
+    errors: tuple[str, ...] = field(default=("eio", "enospc"), metadata=key(list_of(IO_ERRORS, nonempty=True)))
+    max_points: int = field(default=0, metadata=key(int_(0)))
