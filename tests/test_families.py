@@ -109,7 +109,7 @@ def test_a_family_that_cannot_run_for_a_subject_is_a_setup_error_named_before_an
         other.close()
     assert [line.split(":")[0] for line in limits] == ["race-two-writers", "tails-basic"]
     assert "reader checks" in limits[1]
-    assert result.trials == [] and len(result.errors) == 1 and "race family" in result.errors[0]
+    assert result.trials == [] and len(result.errors) == 1 and "need the race agent" in result.errors[0]
     assert result.limits == limits[:1]
     assert subject_limits([scenario("race-two-writers"), scenario("tails-basic")], default_subject()) == []
 

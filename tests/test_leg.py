@@ -179,3 +179,17 @@ def test_no_process_is_left_after_many_kills():
         drive(proc, {"kind": "kill", "after_ms": delay}, t0=time.monotonic(), timeout=30)
     after = {c.pid for c in psutil.Process().children(recursive=True)}
     assert after - before == set()
+
+
+def test_a_hold_and_an_io_error_are_leg_faults_the_observer_applies_from_outside():
+    from harness.runner.leg import HOLD_KINDS, observer_faults
+
+    assert validate_fault({"kind": "hold", "at": 3}) == {"kind": "hold", "at": 3}
+    assert observer_faults({"kind": "hold", "at": 3}) == [f"pause@3:{HOLD_KINDS}"]
+    io = validate_fault({"kind": "io_error", "action": "eio", "event": 2, "op": "fsync"})
+    assert observer_faults(io) == ["eio@2:fsync"] and seam_fault(io) == "eio@2:fsync"
+    for bad in ({"kind": "hold", "at": 0}, {"kind": "hold"}, {"kind": "io_error", "action": "boom", "event": 1,
+                                                              "op": "fsync"},
+                {"kind": "io_error", "action": "eio", "event": 1, "op": "rename"}):
+        with pytest.raises(ValueError):
+            validate_fault(bad)

@@ -67,8 +67,8 @@ def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
     out = []
     for scenario in scenarios:
         family = by_mode(scenario.faults.family)
-        why = family.unsupported(subject)
-        out += [f"{scenario.name}: {line}" for line in ([why] if why else []) + family.cannot(subject)]
+        why = family.unsupported(subject, scenario)
+        out += [f"{scenario.name}: {line}" for line in ([why] if why else []) + family.cannot(subject, scenario)]
     return out
 
 
@@ -158,7 +158,7 @@ class Campaign:
         results: list[TrialResult] = []
         limits = subject_limits([run.scenario for run in runs], runner.subject)
         for run in runs:  # a family that cannot run against this subject is an error, never a silent pass
-            why = run.family.unsupported(runner.subject)
+            why = run.family.unsupported(runner.subject, run.scenario)
             if why is not None:
                 run.error = f"{run.scenario.path or run.scenario.name}: {why}"
         try:

@@ -95,11 +95,11 @@ class Family(Protocol):
     def fixed_plan(self, scenario: Scenario) -> bool:
         """Whether the plan is the same whatever the trial count (the CI gate runs it once, in round 0)."""
 
-    def cannot(self, subject: Any) -> list[str]:
+    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject``, one line each (the campaign says so before it starts)."""
 
-    def unsupported(self, subject: Any) -> str | None:
-        """Why this family cannot run against ``subject`` at all (a setup error, never a pass), or ``None``."""
+    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
+        """Why this family cannot run ``scenario`` against ``subject`` at all (a setup error, never a pass), or ``None``."""
 
     def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:

@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fiskj.codec import decode_record
 
@@ -39,7 +39,7 @@ from harness.subject.contract import Subject
 from harness.subject.forkserver import ForkServer
 
 __all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records",
-           "observer_faults"]
+           "observer_faults", "HOLD_KINDS"]
 
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
@@ -71,11 +71,18 @@ def count_user_records(journal: bytes | None) -> int:
     return sum(1 for line in journal.split(b"\n") if _USER_PROTOCOL in line and line.endswith(b"}"))
 
 
+#: The calls a ``hold`` fault counts: the lookups, reads, opens and locks by which an agent learns the
+#: state of a run (the sequence points of a race, docs/spec.md section 10).
+HOLD_KINDS = "open,read,stat,access,flock,lock"
+
+
 def observer_faults(spec: dict[str, Any]) -> list[str]:
     """The outside observer's faults for a leg's schedule entry (docs/observer.md): an event kill
     ``{"kind": "kill", "event": K, "when": W[, "op": OP]}`` is ``kill-W@K[:OP]``, counted over every
     process and thread of the leg; an IO error ``{"kind": "io_error", "action": A, "event": K, "op": OP}``
     is ``A@K:OP``; other faults need no observer fault."""
+    if spec.get("kind") == "hold":  # the leg stops at its K-th lookup, read, open or lock until released
+        return [f"pause@{spec['at']}:{HOLD_KINDS}"]
     if spec.get("kind") == "io_error":  # counted over the leg's calls of that kind (fsync: of files and dirs)
         return [f"{spec['action']}@{spec['event']}:{spec['op']}"]
     if spec.get("kind") != "kill" or "event" not in spec:
@@ -87,6 +94,15 @@ def observer_faults(spec: dict[str, Any]) -> list[str]:
             raise ValueError(f"event kill op {op!r} is not an observed op (known: {', '.join(KINDS)})")
         value += f":{op}"
     return [value]
+
+
+def _hold(proc: Any, timeout: float) -> bool:
+    """Wait until ``proc`` stops at its sequence point; False when it ended (or hung) before reaching it."""
+    try:
+        proc.wait_paused(timeout)
+        return True
+    except Exception:  # noqa: BLE001 - the leg ended first: the sequence point does not exist in this run
+        return False
 
 
 @dataclass
@@ -190,7 +206,8 @@ class LegStarter:
         return server
 
     def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path, *,
-              log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None) -> Any:
+              log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None,
+              control: bool = False) -> Any:
         """Start one leg in a new session; returns a Popen-like object (``pid``, ``wait``, ``poll``, ``returncode``).
 
         ``stdin``: a file to read (else ``/dev/null``); ``out``/``err``:
@@ -205,7 +222,8 @@ class LegStarter:
                 stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
                 try:
                     return spawn_observed(argv, env=env, stdin=stdin_file, stdout=fo, stderr=fe, log=str(log),
-                                          roots=list(roots), faults=list(faults or ()), start_new_session=True)
+                                          roots=list(roots), faults=list(faults or ()), control=control,
+                                          start_new_session=True)
                 finally:
                     if stdin is not None:
                         stdin_file.close()  # type: ignore[union-attr]
@@ -275,7 +293,8 @@ class LegPlan:
     roots: tuple[str, ...] = ()
 
 
-def run_leg(plan: LegPlan, starter: LegStarter) -> tuple[Leg, LegOutcome]:
+def run_leg(plan: LegPlan, starter: LegStarter,
+            rival: Callable[[], Any] | None = None) -> tuple[Leg, LegOutcome]:
     """Run one leg to its end under its fault and record it; returns ``(leg, outcome)``.
 
     An observed leg's ``trace`` is built from what the observer saw
@@ -295,10 +314,21 @@ def run_leg(plan: LegPlan, starter: LegStarter) -> tuple[Leg, LegOutcome]:
     t0 = time.monotonic()
     leg.t_start = time.monotonic_ns()
     log = plan.workdir / f"ops-{plan.index}.jsonl"
+    hold = plan.fault.get("kind") == "hold"
+    if hold and not starter.observe:
+        raise ValueError("a hold fault (a race's sequence point) needs the outside observer")
     proc = starter.start(plan.argv, plan.env, stdin_path, out, err, log=log, roots=plan.roots,
-                         faults=observer_faults(plan.fault) if starter.observe else None)
+                         faults=observer_faults(plan.fault) if starter.observe else None, control=hold)
     leg.pid = proc.pid
+    held = False
+    if hold:  # a race: this leg waits at its sequence point while the rival leg runs to its end
+        held = _hold(proc, plan.timeout_s)
+        if held and rival is not None:
+            rival()
+        if held:
+            proc.release(int(plan.fault["at"]))
     outcome = drive(proc, plan.fault, t0=t0, timeout=plan.timeout_s)
+    outcome.injected = outcome.injected or held
     leg.t_end = outcome.t_end
     leg.exit_code = outcome.returncode
     leg.exit_signal = outcome.exit_signal

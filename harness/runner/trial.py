@@ -33,7 +33,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -302,7 +302,9 @@ class Runner:
         done = False
         faulted = 0  # schedule entries handed out (probes take none)
         probe_next = True
-        for index in range(max_legs):
+        index = -1
+        while index + 1 < max_legs:
+            index += 1
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
@@ -330,14 +332,34 @@ class Runner:
                 detail = {"drift": list(drift), "expect": "refused"}
             elif drift and kind == "resume":
                 detail = {"drift": list(drift), "forced": True}
+            stdin = workload.stdin_for(count_user_records(before)) if workload.chat else None
             plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault=spec, workdir=tmp, journal=journal,
-                           trace=trace, stdin=workload.stdin_for(count_user_records(before)) if workload.chat else None,
-                           timeout_s=remaining, detail=detail, roots=(str(state_home),))
+                           trace=trace, stdin=stdin, timeout_s=remaining, detail=detail, roots=(str(state_home),))
+            rival_run: Any = None
+            if spec["kind"] == "hold":
+                # A race: this leg waits at its sequence point while a rival running the same command
+                # (leg ``index``) runs to its end; the held leg is then released as leg ``index + 1``.
+                held_index = index + 1
+                rival_plan = replace(plan, fault={"kind": "none"}, detail={"rival_of": held_index})
+                plan = replace(plan, index=held_index, trace=tmp / f"trace-{held_index}.jsonl",
+                               env=self.subject.env(base_url=self.server.base_url,
+                                                    api_key=api_key(token, held_index), state_home=str(state_home),
+                                                    ledger=str(ledger), leg=held_index, trace=None, fault=None),
+                               detail={"held_at": spec["at"], "rival": index})
+
+                def _rival(rival_plan: LegPlan = rival_plan) -> None:
+                    rival_leg, _ = run_leg(rival_plan, self.legs)
+                    history.legs.append(rival_leg)
+                rival_run = _rival
+                index = held_index
             try:
-                leg, outcome = run_leg(plan, self.legs)
+                leg, outcome = run_leg(plan, self.legs, rival_run)
             except (OSError, RuntimeError) as exc:
                 raise SetupError(f"cannot start the subject {argv[0]!r}: {exc}") from None
             history.legs.append(leg)
+            if spec["kind"] == "hold" and any(lg.exit_code == EXIT_COMPLETED for lg in history.legs[-2:]):
+                done = True  # the rival or the held leg completed the run
+                break
             if outcome.timed_out:
                 history.notes.append(f"leg {index} hung: killed after the trial budget of {budget} s")
                 break

@@ -84,10 +84,10 @@ class IoErrorFamily:
         """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
         return validate_schedule(schedule)
 
-    def cannot(self, subject: Any) -> list[str]:
+    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         return []
 
-    def unsupported(self, subject: Any) -> str | None:
+    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         return None
 
     def fixed_plan(self, scenario: Scenario) -> bool:

@@ -63,10 +63,10 @@ class PowerLossFamily:
     def check(self, scenario: Scenario) -> tuple[str, str] | None:
         return None
 
-    def cannot(self, subject: Any) -> list[str]:
+    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         return []
 
-    def unsupported(self, subject: Any) -> str | None:
+    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         return None
 
     def fixed_plan(self, scenario: Scenario) -> bool:

@@ -8,8 +8,16 @@ race's script drives a pool of race agents (:mod:`harness.families.race.agent`,
 started through the one leg runner) and records what each role observed;
 :mod:`harness.checkers.race` and the invariants of the race judge it.
 
-The race agents run fiskj's store (with the subject's mutant, if any): for
-another subject the races say what they tested, not that subject.
+The race agents run fiskj's store (with the subject's mutant, if any): the
+fast path for the reference.  Any other subject races through its own
+commands, observed from outside (:data:`BLACK_BOX`): a leg is held at its
+K-th lookup, read, open or lock (a sequence point) while a rival leg with
+the same command runs to its end, then released; K runs over the first
+sequence points of the leg.  ``two-resumers``: both resume a run killed
+with a pending batch (the held one must not run a tool or call the model
+again: a fold before the lock does, fisk-ai defect 2); ``two-creates``:
+both create the run (the held one must not touch the winner's journal: a
+create without ``O_EXCL`` does, defect 3).  The invariants judge them.
 """
 
 from __future__ import annotations
@@ -26,15 +34,40 @@ from harness.families.race.params import MODES, Params
 from harness.families.race.run import races_of, run_race_trial
 from harness.report.faults import fault_counts
 from harness.names import MUTANT_ENV, PRELOAD_ENV
-from harness.runner.trial import Runner
+from harness.runner.trial import Runner, run_id_for
 from harness.scenario.model import Scenario
 
-__all__ = ["RACE", "RaceFamily"]
+__all__ = ["RACE", "RaceFamily", "BLACK_BOX", "pending_point"]
+
+#: The races a subject that is not fiskj-based runs through its own commands (see the module docstring).
+BLACK_BOX = ("two-resumers", "two-creates")
+
+
+def _fiskj_based(subject: Any) -> bool:
+    return subject is None or subject.is_reference or bool(dict(subject.extra_env).get(MUTANT_ENV))
+
+
+def pending_point(trace: list[dict[str, Any]], run_id: str) -> int | None:
+    """The trace event ``n`` of the fsync that acknowledged the first assistant record with tool calls: a kill
+    right after it leaves the run with a pending batch (pure)."""
+    import base64
+
+    wrote_batch = False
+    for ev in trace:
+        path = ev.get("path") or ""
+        if not path.endswith(f"/{run_id}.json"):
+            continue
+        if ev.get("op") == "write" and not wrote_batch:
+            data = base64.b64decode(ev.get("data") or "")
+            wrote_batch = b'"tool_use"' in data and b"session.assistant" in data
+        elif ev.get("op") == "fsync" and wrote_batch and not ev.get("error"):
+            return int(ev["n"])
+    return None
 
 
 class _Executor:
     def __init__(self, scenario: Scenario, runner: Runner) -> None:
-        self.scenario = scenario
+        self.scenario, self.runner = scenario, runner
         extra = dict(runner.subject.extra_env)
         self.mutant, self.preload = extra.get(MUTANT_ENV) or None, extra.get(PRELOAD_ENV) or None
         self.workdir = tempfile.mkdtemp(prefix="fiskj-races-", dir=runner.tmp_root)
@@ -52,6 +85,9 @@ class _Executor:
         return driver
 
     def run(self, planned: Planned) -> Ran:
+        if planned.item[0] == "black-box":
+            history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule)
+            return Ran(history, {"race": 1, **fault_counts(history)})
         race, forced = planned.item
         r = run_race_trial(self.scenario, race, planned.seed, self.workdir, driver=self._driver(), schedule=forced)
         return Ran(r.history, fault_counts(r.history), [{"kind": "race", "race": r.race, "schedule": r.schedule}])
@@ -80,24 +116,28 @@ class RaceFamily:
     def check(self, scenario: Scenario) -> tuple[str, str] | None:
         return None
 
-    def cannot(self, subject: Any) -> list[str]:
-        return []
+    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
+        others = [r for r in (races_of(scenario) if scenario is not None else ()) if r not in BLACK_BOX]
+        if _fiskj_based(subject) or not others or len(others) == len(races_of(scenario)):
+            return []  # all black-box, or none (then the scenario is unsupported: an error, said there)
+        return [f"races {', '.join(others)} need the race agent (fiskj's store) and are not run; "
+                f"{', '.join(r for r in races_of(scenario) if r in BLACK_BOX)} run through the subject's commands"]
 
-    def unsupported(self, subject: Any) -> str | None:
-        """Why this family cannot run against ``subject`` at all, or ``None``: the race agent is fiskj's own
-        store (the reference fast path), so for any other subject a race would test fiskj, not the subject."""
-        if subject is None or subject.is_reference or dict(subject.extra_env).get(MUTANT_ENV):
+    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
+        """Why this family cannot run against ``subject`` at all, or ``None``: a scenario none of whose races
+        can run through the subject's own commands (:data:`BLACK_BOX`) would test fiskj, not the subject."""
+        if _fiskj_based(subject) or scenario is None or set(races_of(scenario)) & set(BLACK_BOX):
             return None
-        return ("the race family drives fiskj's own store (the race agent), not this subject's processes: it "
-                "cannot judge this subject, so its scenarios are not run (races through the subject's own "
-                "commands are not built yet)")
+        return (f"the races of this scenario ({', '.join(races_of(scenario))}) need the race agent, fiskj's own "
+                f"store: they cannot judge this subject, so the scenario is not run (races through the "
+                f"subject's own commands: {', '.join(BLACK_BOX)})")
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         """Its plan grows with the trial count unless the scenario gives a schedule."""
         return scenario.faults.schedule is not None
 
     def needs_reference(self, scenario: Scenario) -> bool:
-        return False
+        return bool(set(races_of(scenario)) & set(BLACK_BOX))  # a black-box race plans from the reference
 
     def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
@@ -106,6 +146,8 @@ class RaceFamily:
             return Planned([{"kind": "race", "race": race, "schedule": forced}], "race", trial_seed,
                            item=(race, forced), invariants=wanted)
 
+        if not _fiskj_based(subject):
+            return self._black_box_plan(scenario, reference, count, seed, schedules)
         if schedules is not None:
             out = []
             for sch in schedules:
@@ -116,6 +158,25 @@ class RaceFamily:
             return out
         races = races_of(scenario)
         return [planned(races[i % len(races)], seed + i, None) for i in range(count)]
+
+    def _black_box_plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
+                        schedules: list[list[dict[str, Any]]] | None) -> list[Planned]:
+        """Races through the subject's own commands (pure): sequence point K = 1, 2, ... per race, in turn."""
+        invariants = tuple(scenario.check.invariants)
+        if schedules is not None:
+            return [Planned(list(s), "explicit", seed, item=("black-box",), invariants=invariants) for s in schedules]
+        races = [r for r in races_of(scenario) if r in BLACK_BOX]
+        kill = pending_point(reference.history.legs[0].trace if reference else [], run_id_for(scenario))
+        if "two-resumers" in races and kill is None:
+            raise ValueError("the reference run shows no acknowledged tool batch to leave pending: "
+                             "two-resumers has nothing to race")
+        out = []
+        for i in range(count):
+            race, k = races[i % len(races)], 1 + i // len(races)
+            hold = {"kind": "hold", "at": k}
+            schedule = [{"kind": "kill", "event": kill, "when": "after"}, hold] if race == "two-resumers" else [hold]
+            out.append(Planned(schedule, f"race-{race}", seed, item=("black-box",), invariants=invariants))
+        return out
 
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
         return _Executor(scenario, runner)

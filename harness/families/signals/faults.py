@@ -37,7 +37,7 @@ __all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "IO_ERRORS", "IO_ERROR_OPS", "valid
 #: The no-op nemesis: a schedule with no faults (every leg runs undisturbed).
 NOOP: list[dict[str, Any]] = []
 
-FAULT_KINDS = ("none", "kill", "suspend", "io_error")
+FAULT_KINDS = ("none", "kill", "suspend", "io_error", "hold")
 #: The errors an ``io_error`` fault injects (docs/ioseam.md, docs/observer.md): the call fails with EIO or
 #: ENOSPC without being made, or a write puts half its bytes and the next write fails with ENOSPC.
 IO_ERRORS = ("eio", "enospc", "short-write")
@@ -63,6 +63,12 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": kind}
     if kind == "none":
         return out
+    if kind == "hold":
+        at = spec.get("at")
+        if isinstance(at, bool) or not isinstance(at, int) or at < 1:
+            raise ValueError(f"hold 'at' (the sequence point: the leg's K-th lookup, read, open or lock) must be "
+                             f"an int >= 1, got {at!r}")
+        return {"kind": kind, "at": at}
     if kind == "io_error":
         action, ev, op = spec.get("action"), spec.get("event"), spec.get("op")
         if action not in IO_ERRORS:

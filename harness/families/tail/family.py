@@ -80,7 +80,7 @@ class TailFamily:
     def check(self, scenario: Scenario) -> tuple[str, str] | None:
         return None
 
-    def unsupported(self, subject: Any) -> str | None:
+    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         return None
 
     def fixed_plan(self, scenario: Scenario) -> bool:
@@ -90,7 +90,7 @@ class TailFamily:
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
 
-    def cannot(self, subject: Any) -> list[str]:
+    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject`` (said before the campaign starts)."""
         if fiskj_based(subject):
             return []
