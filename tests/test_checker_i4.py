@@ -228,3 +228,23 @@ def test_a_failed_fsync_retried_into_success_or_a_completed_exit_after_it_is_inv
 def test_an_engine_that_stops_at_a_failed_fsync_is_valid():
     v = i4_acknowledged.check(_io_error_history([{"op": "close"}], exit_code=1))
     assert v.status == "valid", v.evidence
+
+
+def test_a_journal_that_changed_in_ways_the_observer_did_not_see_makes_i4_unknown_never_valid():
+    from builders import M, lines
+
+    rec = lines(M())
+    path = "/s/fisk-ai/runs/r.json"
+
+    def observed(data_on_disk: bytes) -> History:
+        trace = [{"n": 1, "seq": 1, "pid": 7, "op": "open", "path": path, "fd": 3, "flags": ["O_WRONLY", "O_CREAT"],
+                  "created": True},
+                 {"n": 2, "seq": 2, "pid": 7, "op": "write", "path": path, "fd": 3, "offset": 0, "len": len(rec),
+                  "data": base64.b64encode(rec).decode()},
+                 {"n": 3, "seq": 3, "pid": 7, "op": "fsync", "path": path, "fd": 3}]
+        leg = Leg(index=0, kind="start", argv=["agent"], exit_code=0, trace=trace, journal=data_on_disk)
+        return History(scenario="s", seed=1, schedule=[], run_id="r", legs=[leg])
+
+    assert i4_acknowledged.check(observed(rec)).status == "valid"
+    hidden = i4_acknowledged.check(observed(rec + b'{"seq":2,"written":"through mmap"}\n'))
+    assert hidden.status == "unknown" and hidden.evidence["unobserved"][0]["first_difference"] == len(rec)

@@ -52,6 +52,7 @@ crash point.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from harness.families.power_loss.crashstates import Ack as ModelAck
@@ -135,6 +136,41 @@ def _swallowed_io_errors(history: History, leg: Leg) -> list[dict[str, Any]]:
                     "detail": f"leg {leg.index}: the journal's {failed.get('op')} failed with {failed.get('error')} "
                               f"(n={failed.get('n')}), yet the leg completed the run (exit 0)"})
     return out
+
+
+def _unobserved_change(history: History, prev: Leg | None, leg: Leg) -> dict[str, Any] | None:
+    """For a leg observed from outside: the journal bytes its observed writes, truncations and
+    ``O_TRUNC`` opens make from what it found (the previous snapshot), when they differ from its own
+    snapshot (a write the observer did not see: ``mmap``, io_uring, a rename onto the journal); else ``None``.
+    Legs whose journal a fault replaced (tail, power loss) are not checked."""
+    trace = list(events(leg))
+    if not trace or "seq" not in trace[0] or leg.fault.kind in ("tail", "power_loss") or leg.journal is None:
+        return None
+    data = bytearray(prev.journal or b"") if prev is not None else bytearray()
+    for ev in trace:
+        if not is_journal(ev.get("path"), history.run_id) or (ev.get("error") and ev.get("op") != "write"):
+            continue
+        op = ev.get("op")
+        if op == "open" and "O_TRUNC" in (ev.get("flags") or ()):
+            del data[:]
+        elif op == "open" and ev.get("created"):
+            del data[:]
+        elif op == "ftruncate" and ev.get("length") is not None:
+            del data[ev["length"]:]
+            data.extend(bytes(max(0, ev["length"] - len(data))))
+        elif op == "write" and ev.get("offset") is not None:
+            chunk = base64.b64decode(ev.get("data") or "")
+            off = ev["offset"]
+            data.extend(bytes(max(0, off - len(data))))
+            data[off:off + len(chunk)] = chunk
+        elif op in ("rename", "unlink", "link"):
+            return None  # the journal's name moved: the replay cannot follow it
+    if bytes(data) == leg.journal:
+        return None
+    at = next((i for i, (a, b) in enumerate(zip(data, leg.journal)) if a != b), min(len(data), len(leg.journal)))
+    return {"leg": leg.index, "expected_bytes": len(data), "journal_bytes": len(leg.journal), "first_difference": at,
+            "detail": f"{len(leg.journal)} bytes on disk, {len(data)} from the observed calls, first difference "
+                      f"at offset {at}"}
 
 
 def _call(ev: dict[str, Any]) -> dict[str, Any]:
@@ -229,6 +265,12 @@ def check(history: History) -> Any:
                                + "; ".join(_brief(v) for v in violations[:5]))
         evidence["violations"] = violations
         return make(__name__, INVALID, evidence)
+    unobserved = [u for prev, leg in zip([None, *legs], legs) if (u := _unobserved_change(history, prev, leg))]
+    if unobserved:  # the observer missed how the journal changed: what it saw proves nothing
+        evidence.update(unobserved=unobserved, reason="unobserved change",
+                        summary=f"the journal after leg {unobserved[0]['leg']} is not what the observed writes "
+                                f"make ({unobserved[0]['detail']}): acknowledged records cannot be known")
+        return make(__name__, UNKNOWN, evidence)
     evidence["summary"] = f"{total} acknowledged record(s), all present in every later journal snapshot"
     return make(__name__, VALID, evidence)
 
