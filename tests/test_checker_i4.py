@@ -233,7 +233,7 @@ def test_an_engine_that_stops_at_a_failed_fsync_is_valid():
 def test_a_journal_that_changed_in_ways_the_observer_did_not_see_makes_i4_unknown_never_valid():
     from builders import M, lines
 
-    rec = lines(M())
+    rec = b"".join(lines(M(run_id="r")))
     path = "/s/fisk-ai/runs/r.json"
 
     def observed(data_on_disk: bytes) -> History:
