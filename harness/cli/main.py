@@ -204,7 +204,7 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
     except ValueError as exc:
         raise _Usage(f"--schedule: {exc}") from None
     for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial
-        print(f"fiskj-harness: not run for this subject: {line}", file=sys.stderr)
+        print(f"fiskj-harness: limit for this subject: {line}", file=sys.stderr)
     result = campaign.run()
     report = campaign_report(result, args.report_json)
     if args.shard:

@@ -290,11 +290,13 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     rate = report.get("trials_per_s")
     width = min(72, max([len(c.get("name", "")) for c in report.get("invariants", {}).values()] + [20]) + 2)
     lines = [f"fiskj-harness: {report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
-             + (f" ({rate:.1f} trials/s)" if rate else "") + f"   verdict: {str(report.get('verdict')).upper()}",
+             + (f" ({rate:.1f} trials/s)" if rate else "") + f"   verdict: {str(report.get('verdict')).upper()}"
+             + (f" + {len(errs)} setup error(s), listed below (exit 2)"
+                if (errs := (report.get("campaign") or {}).get("errors")) else ""),
              f"faults: {_fault_line(report)}", ""]
     limits = (report.get("campaign") or {}).get("limits") or []
     if limits:
-        lines += [f"not run for this subject ({len(limits)}):"] + [f"  {line}" for line in limits] + [""]
+        lines += [f"limits for this subject ({len(limits)}):"] + [f"  {line}" for line in limits] + [""]
     lines += [
              f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'vacuous':>8}{'invalid':>8}{'unknown':>8}"]
     for inv, c in report.get("invariants", {}).items():
