@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from harness.history.model import History
 from harness.scenario.model import Scenario
 
-__all__ = ["Planned", "Ran", "Family", "Executor"]
+__all__ = ["Planned", "Ran", "Family", "Executor", "FamilyBase"]
 
 
 @dataclass(frozen=True)
@@ -111,3 +111,35 @@ class Family(Protocol):
 
     def strategy(self, scenario: Scenario, reference: Any) -> Any:
         """The hypothesis strategy its schedules are drawn from (for shrinking), or ``None``."""
+
+
+class FamilyBase:
+    """The defaults of :class:`Family` a family inherits and overrides where it differs: no cross-key rule,
+    nothing it cannot do for any subject, a plan that grows with the trial count unless the scenario gives
+    a schedule, a reference run needed, no shrinking.  Subclasses set ``name``, ``modes``, ``Params`` and
+    implement :meth:`plan` and :meth:`open`."""
+
+    resumes = False
+    shrinks = False
+
+    def params(self, scenario: Scenario) -> Any:
+        params = scenario.faults.params
+        return params if isinstance(params, self.Params) else self.Params()  # type: ignore[attr-defined]
+
+    def check(self, scenario: Scenario) -> tuple[str, str] | None:
+        return None
+
+    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
+        return []
+
+    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
+        return None
+
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        return scenario.faults.schedule is not None
+
+    def needs_reference(self, scenario: Scenario) -> bool:
+        return True
+
+    def strategy(self, scenario: Scenario, reference: Any) -> Any:
+        return None

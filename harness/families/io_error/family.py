@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.families.base import Planned, Ran
+from harness.families.base import FamilyBase, Planned
 from harness.families.io_error.params import MODES, Params
+from harness.families.signals.family import TrialExecutor
 from harness.families.signals.faults import validate_schedule
-from harness.report.faults import fault_counts
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario
 
@@ -52,49 +52,25 @@ def _spread(items: list[Any], cap: int) -> list[Any]:
     return [items[round(i * (len(items) - 1) / (cap - 1))] for i in range(cap)]
 
 
-class _Executor:
-    def __init__(self, scenario: Scenario, runner: Runner) -> None:
-        self.scenario, self.runner = scenario, runner
-
-    def run(self, planned: Planned) -> Ran:
-        history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule)
-        return Ran(history, fault_counts(history))
-
-    def close(self) -> None:
-        pass
-
-
-class IoErrorFamily:
+class IoErrorFamily(FamilyBase):
     """The io_error family (see the module docstring); registered as :data:`IO_ERROR`."""
 
     name = "io_error"
     modes = MODES
     Params = Params
     resumes = True
-    shrinks = False
 
-    def params(self, scenario: Scenario) -> Params:
-        params = scenario.faults.params
-        return params if isinstance(params, Params) else Params()
 
-    def check(self, scenario: Scenario) -> tuple[str, str] | None:
-        return None
 
     def check_schedule(self, schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
         return validate_schedule(schedule)
 
-    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
-        return []
 
-    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
-        return None
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         return self.params(scenario).max_points > 0 or scenario.faults.schedule is not None
 
-    def needs_reference(self, scenario: Scenario) -> bool:
-        return True
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
@@ -116,11 +92,9 @@ class IoErrorFamily:
                              f"({len(trace)} events): nothing was observed, so nothing can be judged")
         return out
 
-    def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
-        return _Executor(scenario, runner)
+    def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> TrialExecutor:
+        return TrialExecutor(scenario, runner)
 
-    def strategy(self, scenario: Scenario, reference: ReferenceRun) -> None:
-        return None
 
 
 #: The registered instance.

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.families.base import Planned, Ran
+from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.power_loss.executor import CHECKED, context, explore_state, state_only, state_space
 from harness.families.power_loss.params import MODES, Params
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
@@ -47,34 +47,24 @@ class _Executor:
         shutil.rmtree(self.shared, ignore_errors=True)
 
 
-class PowerLossFamily:
+class PowerLossFamily(FamilyBase):
     """The power-loss family (see the module docstring); registered as :data:`POWER_LOSS`."""
 
     name = "power_loss"
     modes = MODES
     Params = Params
-    resumes = False
-    shrinks = False
 
     def params(self, scenario: Scenario, count: int | None = None, seed: int | None = None) -> Params:
         return family_params(Params, scenario, {"max_states": count or scenario.trials.count,
                                                 "seed": scenario.trials.seed if seed is None else seed}, {})
 
-    def check(self, scenario: Scenario) -> tuple[str, str] | None:
-        return None
 
-    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
-        return []
 
-    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
-        return None
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         """Its trials are a function of the seed (the count only caps recoveries)."""
         return True
 
-    def needs_reference(self, scenario: Scenario) -> bool:
-        return True
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
@@ -99,8 +89,6 @@ class PowerLossFamily:
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
         return _Executor(scenario, runner)
 
-    def strategy(self, scenario: Scenario, reference: ReferenceRun) -> None:
-        return None
 
 
 #: The registered instance.

@@ -27,7 +27,7 @@ import tempfile
 import threading
 from typing import Any
 
-from harness.families.base import Planned, Ran
+from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.race.catalog import INVARIANTS_BY_RACE
 from harness.families.race.driver import RaceDriver
 from harness.families.race.params import MODES, Params
@@ -100,21 +100,14 @@ class _Executor:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-class RaceFamily:
+class RaceFamily(FamilyBase):
     """The race family (see the module docstring); registered as :data:`RACE`."""
 
     name = "race"
     modes = MODES
     Params = Params
-    resumes = False
-    shrinks = False
 
-    def params(self, scenario: Scenario) -> Params:
-        params = scenario.faults.params
-        return params if isinstance(params, Params) else Params()
 
-    def check(self, scenario: Scenario) -> tuple[str, str] | None:
-        return None
 
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         others = [r for r in (races_of(scenario) if scenario is not None else ()) if r not in BLACK_BOX]
@@ -132,9 +125,6 @@ class RaceFamily:
                 f"store: they cannot judge this subject, so the scenario is not run (races through the "
                 f"subject's own commands: {', '.join(BLACK_BOX)})")
 
-    def fixed_plan(self, scenario: Scenario) -> bool:
-        """Its plan grows with the trial count unless the scenario gives a schedule."""
-        return scenario.faults.schedule is not None
 
     def needs_reference(self, scenario: Scenario) -> bool:
         return bool(set(races_of(scenario)) & set(BLACK_BOX))  # a black-box race plans from the reference
@@ -181,8 +171,6 @@ class RaceFamily:
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
         return _Executor(scenario, runner)
 
-    def strategy(self, scenario: Scenario, reference: Any) -> None:
-        return None
 
 
 #: The registered instance.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.families.base import Planned, Ran
+from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.signals.faults import FAULT_KINDS, validate_schedule
 from harness.families.signals.params import MODES, Params
 from harness.families.signals.schedules import params_of, plan_schedules, schedule_strategy
@@ -19,10 +19,13 @@ from harness.report.faults import fault_counts
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario
 
-__all__ = ["SIGNALS", "SignalsFamily"]
+__all__ = ["SIGNALS", "SignalsFamily", "TrialExecutor"]
 
 
-class _Executor:
+class TrialExecutor:
+    """Runs a planned schedule as the legs of :meth:`harness.runner.trial.Runner.run_trial` (the signals
+    and io_error families)."""
+
     def __init__(self, scenario: Scenario, runner: Runner) -> None:
         self.scenario, self.runner = scenario, runner
 
@@ -34,7 +37,7 @@ class _Executor:
         pass
 
 
-class SignalsFamily:
+class SignalsFamily(FamilyBase):
     """The signals family (see the module docstring); an instance is registered as :data:`SIGNALS`."""
 
     name = "signals"
@@ -55,11 +58,7 @@ class SignalsFamily:
         """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
         return validate_schedule(schedule)
 
-    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
-        return []
 
-    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
-        return None
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         """Its plan does not grow with the trial count: an explicit schedule, or one crash point per event."""
@@ -67,8 +66,6 @@ class SignalsFamily:
         return scenario.faults.schedule is not None or (
             scenario.faults.family == "kill" and params.kill_points == "events" and params.legs == 1)
 
-    def needs_reference(self, scenario: Scenario) -> bool:
-        return True
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
@@ -76,17 +73,12 @@ class SignalsFamily:
             return [Planned(validate_schedule(s), "explicit", seed) for s in schedules]
         return [Planned(s, origin, seed) for s, origin in plan_schedules(scenario, reference, count, seed)]
 
-    def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
-        return _Executor(scenario, runner)
+    def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> TrialExecutor:
+        return TrialExecutor(scenario, runner)
 
     def strategy(self, scenario: Scenario, reference: ReferenceRun) -> Any:
         return schedule_strategy(scenario, reference)
 
-    @staticmethod
-    def is_own_schedule(schedule: Any) -> bool:
-        """True when every entry of ``schedule`` is one of this family's fault kinds."""
-        return isinstance(schedule, list) and all(isinstance(f, dict) and f.get("kind", "none") in FAULT_KINDS
-                                                  for f in schedule)
 
 
 #: The registered instance.

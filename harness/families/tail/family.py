@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from harness.families.base import Planned, Ran
+from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.tail.executor import (CHECKED, fiskj_based, reader_answers, reader_history, repair_history,
                                             resume_candidates)
 from harness.families.power_loss.executor import context
@@ -64,31 +64,23 @@ class _Executor:
         shutil.rmtree(self.shared, ignore_errors=True)
 
 
-class TailFamily:
+class TailFamily(FamilyBase):
     """The tail family (see the module docstring); registered as :data:`TAIL`."""
 
     name = "tail"
     modes = MODES
     Params = Params
-    resumes = False
-    shrinks = False
 
     def params(self, scenario: Scenario, count: int | None = None, seed: int | None = None) -> Params:
         return family_params(Params, scenario, {"seed": scenario.trials.seed if seed is None else seed,
                                                 "resume_checks": count or scenario.trials.count}, {})
 
-    def check(self, scenario: Scenario) -> tuple[str, str] | None:
-        return None
 
-    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
-        return None
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         """Its trials are a function of the seed (the count only caps resumes)."""
         return True
 
-    def needs_reference(self, scenario: Scenario) -> bool:
-        return True
 
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject`` (said before the campaign starts)."""
@@ -122,8 +114,6 @@ class TailFamily:
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
         return _Executor(scenario, runner)
 
-    def strategy(self, scenario: Scenario, reference: ReferenceRun) -> None:
-        return None
 
 
 #: The registered instance.
