@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
-from harness.families.signals.faults import FAULT_KINDS, validate_schedule
+from harness.families.signals.faults import validate_schedule
 from harness.families.signals.params import MODES, Params
 from harness.families.signals.schedules import params_of, plan_schedules, schedule_strategy
 from harness.report.faults import fault_counts
