@@ -285,6 +285,11 @@ def _fault_line(report: dict[str, Any]) -> str:
     return "  ".join(parts + extra)
 
 
+def _clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters keeping its end (where a violation names its cause)."""
+    return text if len(text) <= width else text[: width // 2 - 2] + " .. " + text[-(width // 2 - 2):]
+
+
 def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     """A fixed-width text summary: trials, faults by kind, invariant table, violations with reproducers."""
     rate = report.get("trials_per_s")
@@ -309,11 +314,12 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
         lines += ["", f"{title} ({len(rows)}):"]
         for row in rows[:max_violations]:
             lines.append(f"  {row['invariant']}  {row['scenario']}  seed={row['seed']}  trial {row['trial']}: "
-                         f"{row['summary'][:160]}")
+                         f"{_clip(row['summary'], 320)}")
             lines.append(f"      schedule: {json.dumps(row['schedule'])[:150]}")
             lines.append(f"      reproduce: {row['reproduce']}")
         if len(rows) > max_violations:
-            lines.append(f"  ... {len(rows) - max_violations} more in the JSON report")
+            lines.append(f"  ... {len(rows) - max_violations} more (all of them are in the JSON report: "
+                         f"--report-json FILE)")
     if not report.get("violations") and not report.get("unknowns"):
         lines += ["", "no violations"]
     return "\n".join(lines) + "\n"
