@@ -120,3 +120,32 @@ def test_io_errors_at_every_journal_write_and_fsync_leave_the_reference_valid_an
     ops = {(t.schedule[0]["op"], t.schedule[0]["action"]) for t in trials}
     assert ops == {("write", "eio"), ("write", "enospc"), ("fsync", "eio"), ("fsync", "enospc")}
     assert all(t.faults.get("io_error") == 1 for t in trials)  # every planned error was injected
+
+
+def test_power_loss_during_a_resume_keeps_every_acknowledged_record_and_catches_a_torn_tail_glued_on(runner):
+    trials = family_trials("power-loss-resume", 8, runner)
+    assert trials and all(not t.failed and not t.unknown for t in trials)
+    explored = [t for t in trials if t.history is None or len(t.history.legs) != 0]
+    assert explored
+    mutant = Runner(subject_for("torn-tail-not-cut"))
+    try:
+        bad = family_trials("power-loss-resume", 8, mutant)
+    finally:
+        mutant.close()
+    failed = [t for t in bad if t.failed]
+    assert failed, "a resume that appends onto a torn tail left by power loss during a resume was not caught"
+    history = failed[0].history
+    assert [leg.fault.kind for leg in history.legs] == ["kill", "power_loss", "none"]  # killed, resumed, lost power
+
+
+def test_the_pending_point_is_the_fsync_of_the_first_batch_or_its_write_when_it_is_never_fsynced():
+    import base64
+
+    from harness.families.trace_points import pending_point
+
+    batch = base64.b64encode(b'{"protocol":"io.choria.fisk-ai.v1.session.assistant","x":"tool_use"}\n').decode()
+    path = "/s/fisk-ai/runs/r.json"
+    synced = [{"n": 1, "op": "write", "path": path, "data": batch}, {"n": 2, "op": "fsync", "path": path}]
+    assert pending_point(synced, "r") == 2
+    assert pending_point(synced[:1] + [{"n": 2, "op": "write", "path": path, "data": ""}], "r") == 1
+    assert pending_point([{"n": 1, "op": "write", "path": path, "data": ""}], "r") is None

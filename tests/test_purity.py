@@ -149,7 +149,8 @@ CHECKERS = tuple(sorted(f"harness.checkers.{p.stem}" for p in (HARNESS / "checke
                         if p.stem != "__init__")) + ("harness.checkers", "harness.history.model", "harness.names")
 #: The pure fault generators of the families.
 GENERATORS = ("harness.families.power_loss.crashstates", "harness.families.tail.mutations",
-              "harness.families.signals.schedules", "harness.families.race.catalog")
+              "harness.families.signals.schedules", "harness.families.race.catalog",
+              "harness.families.trace_points")
 HARNESS_STDLIB = frozenset({"__future__", "base64", "binascii", "collections", "copy", "dataclasses", "enum",
                             "functools", "hashlib", "itertools", "json", "math", "operator", "re", "statistics",
                             "string", "typing", "zlib"})

@@ -164,7 +164,8 @@ class Campaign:
         try:
             with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fiskj-trial") as pool:
                 # 1. references, in parallel
-                futures = {pool.submit(runner.reference, run.scenario): run for run in runs
+                futures = {pool.submit(lambda r: r.family.prepare(r.scenario, runner, runner.reference(r.scenario)),
+                                       run): run for run in runs
                            if run.error is None and run.family.needs_reference(run.scenario)}
                 for fut in as_completed(futures):
                     run = futures[fut]

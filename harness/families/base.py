@@ -141,5 +141,9 @@ class FamilyBase:
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
 
+    def prepare(self, scenario: Scenario, runner: Any, reference: Any) -> Any:
+        """What :meth:`plan` gets as ``reference`` (IO, once per scenario): the uninterrupted run itself."""
+        return reference
+
     def strategy(self, scenario: Scenario, reference: Any) -> Any:
         return None

@@ -217,12 +217,12 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     return leg, calls
 
 
-def recover(ctx: Recovery, tmp: Path, leg0: Leg, pre_calls: list[ModelCall], pre_effects: list[Effect],
+def recover(ctx: Recovery, tmp: Path, before: list[Leg], pre_calls: list[ModelCall], pre_effects: list[Effect],
             fault: dict[str, Any]) -> History:
-    """Run the recovery leg in ``tmp`` after ``leg0`` (the faulted leg) and return the two-leg history."""
-    leg1, calls = run_leg(ctx, tmp, 1, pre_effects)
+    """Run the recovery leg in ``tmp`` after the legs ``before`` (the last one faulted) and return the history."""
+    leg1, calls = run_leg(ctx, tmp, len(before), pre_effects)
     effects, notes = read_ledger(tmp / "ledger.jsonl")
-    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[leg0, leg1],
+    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[*before, leg1],
                       effects=effects, reference=ctx.ref.reference, notes=notes,
                       model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
                       options={**ctx.ref.history.options, "family": fault["kind"]})
@@ -230,9 +230,10 @@ def recover(ctx: Recovery, tmp: Path, leg0: Leg, pre_calls: list[ModelCall], pre
     return history
 
 
-def context(runner: Runner, scenario: Scenario, shared: Path) -> Recovery:
-    """The :class:`Recovery` context of ``scenario`` (runs its reference; the tools file goes to ``shared``)."""
-    return Recovery(runner, scenario, runner.reference(scenario), build_workload(scenario),
+def context(runner: Runner, scenario: Scenario, shared: Path, ref: ReferenceRun | None = None) -> Recovery:
+    """The :class:`Recovery` context of ``scenario`` (``ref``: the reference the crash states come from, default
+    its uninterrupted run; the tools file goes to ``shared``)."""
+    return Recovery(runner, scenario, ref or runner.reference(scenario), build_workload(scenario),
                     write_tools_file(shared / "tools.json"), run_id_for(scenario), scenario.trials.timeout_s)
 
 
@@ -263,7 +264,8 @@ class Space:
     it); ``points``: every crash point; ``distinct``: the distinct states,
     round-robin over crash points (:func:`select_states`); ``index``: where
     tool results and assistant records were written (:func:`journal_index`);
-    ``build_seconds``: time to build them.
+    ``build_seconds``: time to build them; ``leg``: the reference leg that
+    loses power (0, or the resume leg of a two-leg reference).
     """
 
     old_home: str
@@ -272,29 +274,43 @@ class Space:
     index: tuple[dict[str, int], list[int]]
     trace_events: int
     build_seconds: float = 0.0
+    leg: int = 0
 
 
 def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
-    """Enumerate the crash states of the reference run's first leg (pure; raises ``ValueError``
-    when its trace shows no journal: nothing was observed, so nothing can be judged)."""
+    """Enumerate the crash states of the reference run's last leg (pure; raises ``ValueError``
+    when its trace shows no journal: nothing was observed, so nothing can be judged).
+
+    The first leg starts from an empty state home; a later leg (``crash_leg
+    = "resume"``) starts from what the leg before it left, all of it durable
+    (that leg was killed right after an fsync of the journal, its
+    directories were made durable when they were created).
+    """
     t0 = time.monotonic()
-    trace = ref.history.legs[0].trace
+    leg = len(ref.history.legs) - 1 if params.crash_leg == "resume" else 0
+    trace = ref.history.legs[leg].trace
     jpath = next((ev["path"] for ev in trace if os.path.basename(ev.get("path") or "") == f"{run_id}.json"), None)
     if jpath is None:
         raise ValueError(f"the reference run's trace ({len(trace)} events) shows no write of the journal "
                          f"{run_id}.json: power loss has nothing to simulate (is the leg observed?)")
     old_home = str(Path(jpath).parents[2])
-    points = list(crash_points(trace, {}, {old_home, str(Path(old_home).parent)},
+    files: dict[str, bytes] = {}
+    dirs = {old_home, str(Path(old_home).parent)}
+    if leg > 0:
+        files = {jpath: ref.history.legs[leg - 1].journal or b"", str(Path(jpath).with_suffix(".lock")): b""}
+        dirs |= {str(Path(jpath).parent), str(Path(jpath).parents[1])}
+    points = list(crash_points(trace, files, dirs,
                                sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
                                samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
     distinct = select_states(points, 0)
-    return Space(old_home, points, distinct, journal_index(trace, run_id), len(trace), time.monotonic() - t0)
+    return Space(old_home, points, distinct, journal_index(trace, run_id), len(trace), time.monotonic() - t0, leg)
 
 
 def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
     """Lay ``state``'s files in a fresh state home, run one recovery leg, and return the two-leg history
     with the state's facts (``History.crash_state``).  Judges nothing."""
-    ref_leg = ctx.ref.history.legs[0]
+    ref_leg = ctx.ref.history.legs[space.leg]
+    prior = list(ctx.ref.history.legs[:space.leg])
     old_home = space.old_home
     tmp = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-", dir=ctx.runner.tmp_root))
     try:
@@ -315,15 +331,18 @@ def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
         p, crashed = state.prefix_n, journal_path(home, ctx.run_id)
         results, assistants = space.index
         ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
-        pre_effects = [e for e in ctx.ref.history.effects if e.tool_use_id in ran]
-        pre_calls = [c for k, c in enumerate(ctx.ref.history.model_calls) if k < len(assistants) and assistants[k] <= p]
-        leg0 = Leg(index=0, kind="start", argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
+        hist = ctx.ref.history
+        pre_effects = [e for e in hist.effects if e.leg < space.leg or (e.leg == space.leg and e.tool_use_id in ran)]
+        calls = [c for c in hist.model_calls if c.leg == space.leg] if space.leg else hist.model_calls
+        pre_calls = [c for c in hist.model_calls if space.leg and c.leg < space.leg] + \
+            [c for k, c in enumerate(calls) if k < len(assistants) and assistants[k] <= p]
+        leg0 = Leg(index=space.leg, kind=ref_leg.kind, argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
                    t_end=ref_leg.t_end, trace=ref_leg.trace[:p],
                    fault=Fault(kind="power_loss", at={"event": p}, injected=True,
                                detail={"state": state.id, "persisted": state.persisted,
                                        "lost_entries": state.lost_entries}),
                    journal=crashed.read_bytes() if crashed.exists() else None)
-        history = recover(ctx, tmp, leg0, pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
+        history = recover(ctx, tmp, [*prior, leg0], pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
         history.crash_state = CrashStateFacts.of(state)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -17,9 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.power_loss.executor import CHECKED, context, explore_state, state_only, state_space
 from harness.families.power_loss.params import MODES, Params
+from harness.families.trace_points import pending_point
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario, family_params
 
@@ -29,10 +31,10 @@ _FAULTS = {"power_loss": 1, "crash_states": 1}
 
 
 class _Executor:
-    def __init__(self, scenario: Scenario, runner: Runner) -> None:
+    def __init__(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> None:
         self.scenario = scenario
         self.shared = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-tools-", dir=runner.tmp_root))
-        self.ctx = context(runner, scenario, self.shared)
+        self.ctx = context(runner, scenario, self.shared, reference)
 
     def run(self, planned: Planned) -> Any:
         state, explore, space = planned.item
@@ -61,6 +63,23 @@ class PowerLossFamily(FamilyBase):
 
 
 
+    def prepare(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> ReferenceRun:
+        """For ``crash_leg = "resume"``: a two-leg reference, killed right after the fsync of the first
+        tool batch, then resumed to its end (the resume is the leg that loses power)."""
+        if self.params(scenario).crash_leg != "resume":
+            return reference
+        kill = pending_point(reference.history.legs[0].trace, run_id_for(scenario))
+        if kill is None:
+            raise SetupError(f"{scenario.name}: the reference run shows no acknowledged tool batch: there is no "
+                             f"resume to crash (crash_leg = \"resume\")")
+        history = runner.run_trial(scenario, 0, [{"kind": "kill", "event": kill, "when": "after"}])
+        if len(history.legs) != 2 or history.legs[-1].exit_code != 0:
+            raise SetupError(f"{scenario.name}: the resume of a run killed at event {kill} did not complete in one "
+                             f"leg (legs {len(history.legs)}, last exit {history.legs[-1].exit_code if history.legs else None})")
+        last = history.legs[-1]
+        return ReferenceRun(reference=reference.reference, history=history, events=len(last.trace),
+                            duration_ms=(last.t_end - last.t_start) / 1e6)
+
     def fixed_plan(self, scenario: Scenario) -> bool:
         """Its trials are a function of the seed (the count only caps recoveries)."""
         return True
@@ -87,7 +106,7 @@ class PowerLossFamily(FamilyBase):
         return out
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
-        return _Executor(scenario, runner)
+        return _Executor(scenario, runner, reference)
 
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.scenario.fields import bool_, int_, key
+from harness.scenario.fields import bool_, choice, int_, key
 
 __all__ = ["Params", "MODES"]
 
@@ -21,7 +21,10 @@ class Params:
     ``exhaustive_units``: windows up to this many units are enumerated
     exhaustively; ``samples``: subsets drawn per larger window;
     ``zero_fill``: one size-without-data state per crash point (rule d);
-    ``stop_on_violation``: stop at the first violating state; ``seed``:
+    ``stop_on_violation``: stop at the first violating state; ``crash_leg``:
+    which leg loses power: ``start`` (the run's first leg) or ``resume``
+    (the resume of a run killed with a pending batch, its journal already
+    durable); ``seed``:
     default ``trials.seed``; ``jobs``: recoveries in parallel (0: CPU count).
     """
 
@@ -33,3 +36,4 @@ class Params:
     seed: int = 1
     jobs: int = 0
     stop_on_violation: bool = field(default=False, metadata=key(bool_))
+    crash_leg: str = field(default="start", metadata=key(choice("start", "resume")))

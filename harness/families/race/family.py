@@ -32,12 +32,13 @@ from harness.families.race.catalog import INVARIANTS_BY_RACE
 from harness.families.race.driver import RaceDriver
 from harness.families.race.params import MODES, Params
 from harness.families.race.run import races_of, run_race_trial
+from harness.families.trace_points import pending_point
 from harness.report.faults import fault_counts
 from harness.names import MUTANT_ENV, PRELOAD_ENV
 from harness.runner.trial import Runner, run_id_for
 from harness.scenario.model import Scenario
 
-__all__ = ["RACE", "RaceFamily", "BLACK_BOX", "pending_point"]
+__all__ = ["RACE", "RaceFamily", "BLACK_BOX"]
 
 #: The races a subject that is not fiskj-based runs through its own commands (see the module docstring).
 BLACK_BOX = ("two-resumers", "two-creates")
@@ -46,23 +47,6 @@ BLACK_BOX = ("two-resumers", "two-creates")
 def _fiskj_based(subject: Any) -> bool:
     return subject is None or subject.is_reference or bool(dict(subject.extra_env).get(MUTANT_ENV))
 
-
-def pending_point(trace: list[dict[str, Any]], run_id: str) -> int | None:
-    """The trace event ``n`` of the fsync that acknowledged the first assistant record with tool calls: a kill
-    right after it leaves the run with a pending batch (pure)."""
-    import base64
-
-    wrote_batch = False
-    for ev in trace:
-        path = ev.get("path") or ""
-        if not path.endswith(f"/{run_id}.json"):
-            continue
-        if ev.get("op") == "write" and not wrote_batch:
-            data = base64.b64decode(ev.get("data") or "")
-            wrote_batch = b'"tool_use"' in data and b"session.assistant" in data
-        elif ev.get("op") == "fsync" and wrote_batch and not ev.get("error"):
-            return int(ev["n"])
-    return None
 
 
 class _Executor:

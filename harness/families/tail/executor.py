@@ -181,7 +181,7 @@ def repair_history(ctx: Recovery, m: Mutation) -> History:
         leg0 = Leg(index=0, kind="start", argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
                    t_end=ref_leg.t_end, trace=ref_leg.trace, journal=m.data, exit_code=ref_leg.exit_code,
                    fault=Fault(kind="tail", injected=True, detail={"mutation": m.id, **m.describe()}))
-        return recover(ctx, tmp, leg0, list(ctx.ref.history.model_calls), list(ctx.ref.history.effects),
+        return recover(ctx, tmp, [leg0], list(ctx.ref.history.model_calls), list(ctx.ref.history.effects),
                        {"kind": "tail", "mutation": m.id})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
