@@ -221,3 +221,48 @@ def bench_crash_states(*, explore: int = 8, rounds: int = 3) -> tuple[list[dict[
                     unit="states/s", target=">= 1,000/s", met=explored >= 1000,
                     note=f"{data['explored']} states, each a fresh `run --resume` process + check_all"))
     return rows, details
+
+
+def bench_modes(*, trials: int = 12, rounds: int = 2, scenario_name: str = "kill-every-event",
+                jobs: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Section 3c: campaign trials/s in each mode, side by side, interleaved over ``rounds``: the reference
+    with its IO seam (fast path), the reference observed from outside (black-box), and the foreign Node.js
+    subject (observed); returns (rows, details).  The foreign subject is left out, loudly, without node."""
+    from harness.campaign.campaign import Campaign
+    from harness.runner.trial import Runner
+    from harness.scenario.parse import bundled_scenario_dir, load_scenario
+    from harness.selftest.targets import FOREIGN_SUBJECT
+    from harness.subject.contract import parse_subject
+
+    scenario = load_scenario(bundled_scenario_dir() / f"{scenario_name}.toml")
+    root = Path(__file__).resolve().parents[1]
+    modes: dict[str, Runner] = {"reference, IO seam": Runner(observe=False),
+                                "reference, observed (black-box)": Runner(observe=True)}
+    details: dict[str, Any] = {}
+    if shutil.which("node"):
+        modes["foreign subject (Node.js), observed"] = Runner(
+            parse_subject(FOREIGN_SUBJECT.replace("subjects/", f"{root}/subjects/")))
+    else:
+        details["skipped"] = "foreign subject: node is not installed"
+    rates: dict[str, list[float]] = {m: [] for m in modes}
+    try:
+        for runner in modes.values():
+            runner.reference(scenario)  # outside the timed campaigns
+        for _ in range(max(1, rounds)):
+            for mode, runner in modes.items():
+                t = time.perf_counter()
+                result = Campaign([scenario], trials=trials, jobs=jobs, runner=runner, shrink_budget=0).run()
+                if result.errors:
+                    raise RuntimeError(f"{mode}: campaign errors: {result.errors}")
+                rates[mode].append(len(result.trials) / (time.perf_counter() - t))
+    finally:
+        for runner in modes.values():
+            runner.close()
+    targets = {"reference, IO seam": (">= 50/s", 50.0), "reference, observed (black-box)": (">= 15/s", 15.0),
+               "foreign subject (Node.js), observed": (">= 10/s", 10.0)}
+    rows = [row("campaign", f"{scenario_name}: trials/s, {mode}", median(r), unit="trials/s",
+                target=targets[mode][0], met=median(r) >= targets[mode][1],
+                note=f"median of {len(r)} campaign(s) interleaved with the other modes")
+            for mode, r in rates.items()]
+    details["rates"] = rates
+    return rows, details

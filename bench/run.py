@@ -55,7 +55,7 @@ if str(ROOT) not in sys.path:
 # The sections live in bench/*.py (one concept per module); this module is the entry point and
 # re-exports their public names, so ``bench/run.py`` keeps its interface.
 from bench.append import bench_append  # noqa: E402
-from bench.campaign import bench_campaign, bench_crash_states  # noqa: E402
+from bench.campaign import bench_campaign, bench_crash_states, bench_modes  # noqa: E402
 from bench.catch import bench_catch  # noqa: E402
 from bench.common import ROW_KEYS, format_table, fs_type, machine_info, median, row  # noqa: E402,F401
 from bench.journals import generate_records, meta_record, write_journal  # noqa: E402,F401
@@ -63,7 +63,8 @@ from bench.load import _LOAD_MODES, _child_load, bench_load  # noqa: E402,F401
 from bench.observer import bench_observer  # noqa: E402
 
 __all__ = ["ROW_KEYS", "SECTIONS", "row", "machine_info", "generate_records", "write_journal", "bench_append",
-           "bench_load", "bench_campaign", "bench_crash_states", "bench_catch", "format_table", "main"]
+           "bench_load", "bench_campaign", "bench_crash_states", "bench_modes", "bench_catch", "bench_observer",
+           "format_table", "main"]
 
 #: Sections in run order.
 SECTIONS = ("append", "load", "campaign", "catch", "observer")
@@ -92,6 +93,7 @@ def run(sections: tuple[str, ...], cfg: dict[str, Any], directory: str,
         steps.append(("campaign", lambda: bench_campaign(trials=cfg["campaign_trials"],
                                                          repeats=cfg["campaign_repeats"])))
         steps.append(("crash states", lambda: bench_crash_states(explore=cfg["powerloss_states"])))
+        steps.append(("modes", lambda: bench_modes(trials=12 if cfg is QUICK else 36, rounds=1 if cfg is QUICK else 3)))
     if "catch" in sections:
         steps.append(("catch", lambda: bench_catch(seeds=cfg["catch_seeds"])))
     if "observer" in sections:

@@ -71,6 +71,9 @@ def test_campaign_crash_states_and_catch_sections(bench):
     rows, details = bench.bench_crash_states(explore=1, rounds=1)
     _check_rows(bench, rows, "campaign")
     assert details["crash_states"]["states"] > 0
+    rows, details = bench.bench_modes(trials=1, rounds=1)
+    _check_rows(bench, rows, "campaign")
+    assert [r["metric"].split(", ", 1)[1] for r in rows][:2] == ["reference, IO seam", "reference, observed (black-box)"]
     rows, details = bench.bench_catch(names=["fingerprint-ignores-model"], budget_s=30)
     _check_rows(bench, rows, "catch")
     assert [r["metric"] for r in rows] == ["fingerprint-ignores-model"]
