@@ -79,6 +79,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fsync-error-swallowed", "io-errors", 6, ("I4",)),
     Target("fold-before-lock", "race-two-resumers", 8, ("I2", "I5")),
     Target("create-without-excl", "race-two-creates", 8, ("I4", "I5")),
+    Target("stale-lock-file", "race-holder-killed", 4, ("I6", "I8")),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {

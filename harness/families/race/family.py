@@ -17,7 +17,10 @@ sequence points of the leg.  ``two-resumers``: both resume a run killed
 with a pending batch (the held one must not run a tool or call the model
 again: a fold before the lock does, fisk-ai defect 2); ``two-creates``:
 both create the run (the held one must not touch the winner's journal: a
-create without ``O_EXCL`` does, defect 3).  The invariants judge them.
+create without ``O_EXCL`` does, defect 3); ``holder-killed``: the resumer
+holding the run is SIGKILLed after its K-th durability call, and the next
+resumer must take the run over at once and finish it (a lock that outlives
+its holder blocks the run for good).  The invariants judge them.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from harness.scenario.model import Scenario
 __all__ = ["RACE", "RaceFamily", "BLACK_BOX"]
 
 #: The races a subject that is not fiskj-based runs through its own commands (see the module docstring).
-BLACK_BOX = ("two-resumers", "two-creates")
+BLACK_BOX = ("two-resumers", "two-creates", "holder-killed")
 
 
 def _fiskj_based(subject: Any) -> bool:
@@ -141,15 +144,21 @@ class RaceFamily(FamilyBase):
             return [Planned(list(s), "explicit", seed, item=("black-box",), invariants=invariants) for s in schedules]
         races = [r for r in races_of(scenario) if r in BLACK_BOX]
         kill = pending_point(reference.history.legs[0].trace if reference else [], run_id_for(scenario))
-        if "two-resumers" in races and kill is None:
-            raise ValueError("the reference run shows no acknowledged tool batch to leave pending: "
-                             "two-resumers has nothing to race")
+        if {"two-resumers", "holder-killed"} & set(races) and kill is None:
+            raise ValueError("the reference run shows no tool batch to leave pending: the resumers have nothing "
+                             "to race")
         out = []
         for i in range(count):
             race, k = races[i % len(races)], 1 + i // len(races)
-            hold = {"kind": "hold", "at": k}
-            schedule = [{"kind": "kill", "event": kill, "when": "after"}, hold] if race == "two-resumers" else [hold]
-            out.append(Planned(schedule, f"race-{race}", seed, item=("black-box",), invariants=invariants))
+            pending = {"kind": "kill", "event": kill, "when": "after"}
+            if race == "holder-killed":
+                schedule = [pending, {"kind": "kill", "event": k, "when": "after"}]
+            else:
+                hold = {"kind": "hold", "at": k}
+                schedule = [pending, hold] if race == "two-resumers" else [hold]
+            # a takeover is judged by the result: a lock that outlived its holder leaves the run unfinished (I6)
+            judged = invariants + (("I6",) if race == "holder-killed" and "I6" not in invariants else ())
+            out.append(Planned(schedule, f"race-{race}", seed, item=("black-box",), invariants=judged))
         return out
 
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:

@@ -12,6 +12,7 @@ export const BUGS = {
   'fsync-error-swallowed': 'a failing journal fsync is ignored and the record treated as acknowledged',
   'status-stays-suspended': 'the fold keeps status "suspended" after later records (fisk-ai defect 5)',
   'resume-reruns-answered': 'resume runs every tool of the pending batch again, also the answered ones',
+  'stale-lock-file': 'the run lock is a marker file created with O_EXCL: a killed holder leaves it behind for good',
 };
 
 export const BUG_ENV = 'FISKJ_FOREIGN_BUG';

@@ -12,6 +12,7 @@
 import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { RunLocked, StoreIOError } from './errors.mjs';
+import { bug } from './bugs.mjs';
 
 const { O_RDWR, O_CREAT, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 const CONFLICT = 75; // flock -E: exit status when the lock is busy
@@ -24,6 +25,7 @@ function closeQuietly(fd) {
 // Take the lock of run `runId`; returns the locked descriptor (release: fs.closeSync).
 // Throws RunLocked when another process holds it, StoreIOError for anything else.
 export function acquireLock(path, runId) {
+  if (bug('stale-lock-file')) return markerLock(path, runId);
   for (let attempt = 0; attempt < 8; attempt += 1) {
     let fd;
     try {
@@ -56,4 +58,29 @@ export function acquireLock(path, runId) {
     }
   }
   throw new StoreIOError(`the lock file of run ${runId} keeps being replaced`, { path });
+}
+
+// The bug 'stale-lock-file': the lock is the existence of a marker file, made with O_EXCL and removed
+// when the journal is closed, so a holder killed by SIGKILL leaves it behind and blocks the run for good.
+const markers = new Map();
+
+function markerLock(path, runId) {
+  const marker = `${path}.held`;
+  try {
+    fs.closeSync(fs.openSync(marker, 'wx', 0o600));
+  } catch (e) {
+    if (e.code === 'EEXIST') throw new RunLocked(`run ${runId} is locked by another process`, { path });
+    throw new StoreIOError(`cannot create the lock marker of run ${runId}: ${e.code}`, { path });
+  }
+  const fd = fs.openSync(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600);
+  markers.set(fd, marker);
+  return fd;
+}
+
+// Release a lock taken by acquireLock (closing its descriptor; the marker file of the bug goes too).
+export function releaseLock(fd) {
+  const marker = markers.get(fd);
+  markers.delete(fd);
+  closeQuietly(fd);
+  if (marker) { try { fs.unlinkSync(marker); } catch { /* already gone */ } }
 }

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { encodeRecord, readJournal } from './codec.mjs';
 import { Folder, fold } from './fold.mjs';
-import { acquireLock } from './lock.mjs';
+import { acquireLock, releaseLock } from './lock.mjs';
 import { bug } from './bugs.mjs';
 import {
   AgentError, ConsistencyError, InvalidRecord, RunExists, RunLocked, RunNeverCreated, RunNotFound, StoreIOError, UsageError,
@@ -185,7 +185,7 @@ export class Journal {
   // Close the journal, then release the lock (last).
   close() {
     if (this.fd !== null) closeQuietly(this.fd);
-    if (this.lockFd !== null) closeQuietly(this.lockFd);
+    if (this.lockFd !== null) releaseLock(this.lockFd);
     this.fd = null;
     this.lockFd = null;
   }
@@ -282,7 +282,7 @@ export class Store {
       if ((fs.fstatSync(fd).mode & 0o777) !== 0o600) fs.fchmodSync(fd, 0o600);
     } catch (e) {
       if (fd !== undefined) closeQuietly(fd);
-      closeQuietly(lockFd);
+      releaseLock(lockFd);
       if (e instanceof AgentError) throw e;
       throw ioError('creating the journal', jpath, e);
     }
@@ -332,7 +332,7 @@ export class Store {
       return new Journal({ runId, jpath, dir: this.dir, fd, lockFd, folder, size: reader.goodSize, isNew: false, cutTail });
     } catch (e) {
       if (fd !== null) closeQuietly(fd);
-      closeQuietly(lockFd);
+      releaseLock(lockFd);
       if (e instanceof AgentError) throw e;
       throw ioError('opening the journal', jpath, e);
     }
