@@ -102,16 +102,16 @@ def test_a_family_that_cannot_run_for_a_subject_is_a_setup_error_named_before_an
 
     other = Runner(parse_subject("python3 -m somebody.elses.agent"))
     try:
-        limits = subject_limits([scenario("race-two-writers"), scenario("tails-basic"), scenario("kill-random")],
+        limits = subject_limits([scenario("race-readers-during-appends"), scenario("tails-basic"), scenario("kill-random")],
                                 other.subject)
-        result = Campaign([scenario("race-two-writers")], trials=2, runner=other, shrink_budget=0).run()
+        result = Campaign([scenario("race-readers-during-appends")], trials=2, runner=other, shrink_budget=0).run()
     finally:
         other.close()
-    assert [line.split(":")[0] for line in limits] == ["race-two-writers", "tails-basic"]
+    assert [line.split(":")[0] for line in limits] == ["race-readers-during-appends", "tails-basic"]
     assert "reader checks" in limits[1]
     assert result.trials == [] and len(result.errors) == 1 and "need the race agent" in result.errors[0]
     assert result.limits == limits[:1]
-    assert subject_limits([scenario("race-two-writers"), scenario("tails-basic")], default_subject()) == []
+    assert subject_limits([scenario("race-readers-during-appends"), scenario("tails-basic")], default_subject()) == []
 
 
 def test_io_errors_at_every_journal_write_and_fsync_leave_the_reference_valid_and_name_their_call(runner):

@@ -15,7 +15,10 @@ K-th lookup, read, open or lock (a sequence point) while a rival leg with
 the same command runs to its end, then released; K runs over the first
 sequence points of the leg.  ``two-resumers``: both resume a run killed
 with a pending batch (the held one must not run a tool or call the model
-again: a fold before the lock does, fisk-ai defect 2); ``two-creates``:
+again: a fold before the lock does, fisk-ai defect 2); ``two-writers``: the
+same sequence points seen from the writer holding the run (the rival must be
+refused and change no byte while the held leg holds the lock: I8, I9);
+``two-creates``:
 both create the run (the held one must not touch the winner's journal: a
 create without ``O_EXCL`` does, defect 3); ``holder-killed``: the resumer
 holding the run is SIGKILLed after its K-th durability call, and the next
@@ -44,7 +47,7 @@ from harness.scenario.model import Scenario
 __all__ = ["RACE", "RaceFamily", "BLACK_BOX"]
 
 #: The races a subject that is not fiskj-based runs through its own commands (see the module docstring).
-BLACK_BOX = ("two-resumers", "two-creates", "holder-killed")
+BLACK_BOX = ("two-resumers", "two-writers", "two-creates", "holder-killed")
 
 
 def _fiskj_based(subject: Any) -> bool:
@@ -144,7 +147,7 @@ class RaceFamily(FamilyBase):
             return [Planned(list(s), "explicit", seed, item=("black-box",), invariants=invariants) for s in schedules]
         races = [r for r in races_of(scenario) if r in BLACK_BOX]
         kill = pending_point(reference.history.legs[0].trace if reference else [], run_id_for(scenario))
-        if {"two-resumers", "holder-killed"} & set(races) and kill is None:
+        if {"two-resumers", "two-writers", "holder-killed"} & set(races) and kill is None:
             raise ValueError("the reference run shows no tool batch to leave pending: the resumers have nothing "
                              "to race")
         out = []
@@ -155,7 +158,7 @@ class RaceFamily(FamilyBase):
                 schedule = [pending, {"kind": "kill", "event": k, "when": "after"}]
             else:
                 hold = {"kind": "hold", "at": k}
-                schedule = [pending, hold] if race == "two-resumers" else [hold]
+                schedule = [pending, hold] if race in ("two-resumers", "two-writers") else [hold]
             # a takeover is judged by the result: a lock that outlived its holder leaves the run unfinished (I6)
             judged = invariants + (("I6",) if race == "holder-killed" and "I6" not in invariants else ())
             out.append(Planned(schedule, f"race-{race}", seed, item=("black-box",), invariants=judged))
