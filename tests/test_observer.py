@@ -353,7 +353,7 @@ def _strace_ops(path: Path, root: Path) -> dict[int, list[tuple[str, str, bytes]
     joined: list[tuple[int, str]] = []
     pending: dict[int, str] = {}
     for line in path.read_text().splitlines():
-        m = re.match(r"(\d+) (.*)$", line)
+        m = re.match(r"(\d+)\s+(.*)$", line)  # strace pads a short pid with spaces
         if not m:
             continue
         tid, rest = int(m.group(1)), m.group(2)
