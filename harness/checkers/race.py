@@ -155,11 +155,17 @@ def _acked_kept(f: Fact, history: History, found: Violations) -> Violations:
                                 f"{f['holder']} acknowledged", leg=f["leg"])]
 
 
-def _holder_step(f: Fact, history: History, found: Violations) -> Violations:
-    answer = f["observed"]["answer"]
-    if answer.get("ok", False):
-        return []
-    return [_v("holder_step_failed", f"leg {f['leg']}'s {f['op']} failed: {answer.get('error')}", leg=f["leg"])]
+def _answered_ok(kind: str, what: str) -> Any:
+    """A judge of a fact whose observed ``answer`` must be ok: else violation ``kind``, "leg L's WHAT failed"."""
+    def judge(f: Fact, history: History, found: Violations) -> Violations:
+        answer = f["observed"]["answer"]
+        if answer.get("ok", False):
+            return []
+        return [_v(kind, f"leg {f['leg']}'s {what.format(**f)} failed: {answer.get('error')}", leg=f["leg"])]
+    return judge
+
+
+_holder_step = _answered_ok("holder_step_failed", "{op}")
 
 
 def _mid_write_snapshot(f: Fact, history: History, found: Violations) -> Violations:
@@ -213,11 +219,7 @@ def _released_open(f: Fact, history: History, found: Violations) -> Violations:
                                         f"{obs.get('error')}", leg=f["leg"])]
 
 
-def _session_ok(f: Fact, history: History, found: Violations) -> Violations:
-    answer = f["observed"]["answer"]
-    if answer.get("ok", False):
-        return []
-    return [_v("session_failed", f"leg {f['leg']}'s sessions failed: {answer.get('error')}", leg=f["leg"])]
+_session_ok = _answered_ok("session_failed", "sessions")
 
 
 def session_interleaving(data: bytes) -> tuple[str, int] | None:
