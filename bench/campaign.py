@@ -232,7 +232,7 @@ def bench_modes(*, trials: int = 12, rounds: int = 2, scenario_name: str = "kill
     from harness.runner.trial import Runner
     from harness.scenario.parse import bundled_scenario_dir, load_scenario
     from harness.selftest.targets import FOREIGN_SUBJECT
-    from harness.subject.contract import parse_subject
+    from harness.subject.profile import resolve_subject
 
     scenario = load_scenario(bundled_scenario_dir() / f"{scenario_name}.toml")
     root = Path(__file__).resolve().parents[1]
@@ -241,7 +241,7 @@ def bench_modes(*, trials: int = 12, rounds: int = 2, scenario_name: str = "kill
     details: dict[str, Any] = {}
     if shutil.which("node"):
         modes["foreign subject (Node.js), observed"] = Runner(
-            parse_subject(FOREIGN_SUBJECT.replace("subjects/", f"{root}/subjects/")))
+            resolve_subject(FOREIGN_SUBJECT.replace("subjects/", f"{root}/subjects/")))
     else:
         details["skipped"] = "foreign subject: node is not installed"
     rates: dict[str, list[float]] = {m: [] for m in modes}

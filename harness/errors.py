@@ -3,7 +3,8 @@
 :class:`HarnessError` is the base (a :class:`fiskj.errors.FiskjError`, so
 it carries ``path``/``line`` and survives pickling); :class:`ScenarioError`
 is a scenario file that cannot be used (also a ``ValueError``);
-:class:`SetupError` is a trial that cannot run (the subject does not start,
+:class:`ProfileError` is a subject profile that cannot be used (also a
+``ValueError``); :class:`SetupError` is a trial that cannot run (the subject does not start,
 its uninterrupted run fails; also a ``RuntimeError``).  A misbehaving agent
 is never an error: it is recorded in the history and judged.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from fiskj.errors import FiskjError
 
-__all__ = ["HarnessError", "ScenarioError", "SetupError"]
+__all__ = ["HarnessError", "ScenarioError", "ProfileError", "SetupError"]
 
 
 class HarnessError(FiskjError):
@@ -37,6 +38,18 @@ class ScenarioError(HarnessError, ValueError):
         if self.key is not None:
             return f"{where}: key {self.key!r}: {self.message}"
         return f"{where}: {self.message}"
+
+
+class ProfileError(ScenarioError):
+    """A subject profile (docs/subject.md "Subject profiles") cannot be used.
+
+    Same attributes and message shape as :class:`ScenarioError`
+    (``FILE:LINE: key 'K': message``).
+    """
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return text.replace("<scenario>", "<profile>", 1)
 
 
 class SetupError(HarnessError, RuntimeError):

@@ -107,10 +107,11 @@ def test_a_family_that_cannot_run_for_a_subject_is_a_setup_error_named_before_an
         result = Campaign([scenario("race-readers-during-appends")], trials=2, runner=other, shrink_budget=0).run()
     finally:
         other.close()
-    assert [line.split(":")[0] for line in limits] == ["race-readers-during-appends", "tails-basic"]
-    assert "reader checks" in limits[1]
+    assert [line.split(":")[0] for line in limits] == ["I10 not applicable", "race-readers-during-appends",
+                                                       "tails-basic"]
+    assert "status command" in limits[0] and "reader checks" in limits[2]
     assert result.trials == [] and len(result.errors) == 1 and "need the race agent" in result.errors[0]
-    assert result.limits == limits[:1]
+    assert result.limits == limits[:2]  # I10, and the scenario that cannot run (also an error)
     assert subject_limits([scenario("race-readers-during-appends"), scenario("tails-basic")], default_subject()) == []
 
 

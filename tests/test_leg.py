@@ -193,3 +193,21 @@ def test_a_hold_and_an_io_error_are_leg_faults_the_observer_applies_from_outside
                 {"kind": "io_error", "action": "eio", "event": 1, "op": "rename"}):
         with pytest.raises(ValueError):
             validate_fault(bad)
+
+
+def test_a_reading_command_s_whole_output_is_parsed_however_long_and_only_its_tail_is_kept(tmp_path):
+    import json as _json
+    import sys as _sys
+
+    from harness.history.readers import READING_KEEP, parse_reading
+    from harness.runner.leg import LegStarter
+    from harness.subject.contract import parse_subject
+
+    big = {"status": "open", "messages": ["x" * 100] * 1000, "records": 3}
+    script = f"import json; print(json.dumps({big!r}, indent=2))"
+    starter = LegStarter(parse_subject("agent"), fork_server=False)
+    raw = starter.read([_sys.executable, "-c", script], {"PATH": "/usr/bin:/bin"}, tmp_path, 0)
+    assert raw["exit_code"] == 0 and len(raw["stdout"]) > 100_000
+    reading = parse_reading(raw, (("status", "status"), ("records", "records")))
+    assert reading["error"] is None and reading["status"] == "open" and reading["records"] == 3
+    assert len(reading["stdout"]) == READING_KEEP and _json.loads(_json.dumps(reading))

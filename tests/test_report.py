@@ -31,7 +31,7 @@ def test_a_campaign_of_valid_trials_is_valid_and_exits_0():
     assert report["faults"] == {"kill": 2, "suspend": 2, "tail": 0, "power_loss": 0, "race": 0, "crash_states": 0}
     assert report["invariants"]["I1"] == {"name": "exactly-once after a clean suspend", "checked": 2, "valid": 2,
                                           "vacuous": 0, "invalid": 0, "unknown": 0}
-    assert list(report["invariants"]) == [f"I{i}" for i in range(1, 10)]
+    assert list(report["invariants"]) == [f"I{i}" for i in range(1, 11)]
     assert report["trials_per_s"] == 4.0 and report["violations"] == []
     assert report["scenarios"]["kill-batch"]["trials"] == 2
     assert report["runs"][1] == {"trial": 1, "scenario": "kill-batch", "seed": 2, "schedule": _trial()["schedule"],
@@ -75,7 +75,7 @@ def test_the_summary_is_a_fixed_width_table_with_faults_invariants_and_reproduce
     assert "verdict: INVALID" in text
     assert "faults: kill 2  suspend 2  tail 0  power_loss 0  race 0" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("I")]
-    assert len(rows) == 9 and len({len(r) for r in rows}) == 1
+    assert len(rows) == 10 and len({len(r) for r in rows}) == 1
     assert rows[0].split()[-5:] == ["2", "1", "0", "1", "0"]
     assert "reproduce: fiskj-harness replay rep.json --trial 1" in text
 
@@ -86,7 +86,7 @@ def test_junit_has_one_testcase_per_scenario_and_invariant_with_failures_carryin
     write_junit(report, str(path))
     suite = ET.parse(path).getroot().find("testsuite")
     cases = suite.findall("testcase")
-    assert len(cases) == 18 and suite.get("tests") == "18"
+    assert len(cases) == 20 and suite.get("tests") == "20"
     failed = [c for c in cases if c.find("failure") is not None]
     assert {c.get("classname") for c in failed} == {"fiskj-harness.suspend"}
     assert int(suite.get("failures")) == len(failed) >= 2

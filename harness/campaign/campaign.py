@@ -47,7 +47,7 @@ from harness.families.signals.faults import validate_schedule
 from harness.families.signals.schedules import hypothesis_settings, seed_for
 from harness.runner.trial import Runner
 from harness.scenario.model import Scenario
-from harness.subject.contract import Subject
+from harness.subject.contract import CONTRACT_JOURNAL, Subject
 
 __all__ = [
     "TrialResult",
@@ -56,18 +56,48 @@ __all__ = [
     "Campaign",
     "reproduce_command",
     "subject_limits",
+    "not_applicable",
+    "unsupported",
     "shard_positions",
     "parse_shard",
 ]
 
 
+#: Families that place journals or crash states at the contract's path (docs/subject.md), not a profile's.
+_STORE_LAYOUT_FAMILIES = ("power_loss", "tail")
+
+
+def not_applicable(subject: Subject) -> dict[str, str]:
+    """Invariant id -> why it does not apply to ``subject``: what its profile declares
+    (docs/subject.md "Subject profiles"), and I10 when it gives no status command."""
+    out = dict(subject.not_applicable)
+    if subject.status_args is None:
+        out.setdefault("I10", "the subject gives no status command to read its journal with "
+                              "(a profile's [reading], docs/subject.md)")
+    return out
+
+
+def unsupported(subject: Subject, scenario: Scenario) -> str | None:
+    """Why ``scenario`` cannot run against ``subject`` at all (a setup error), or ``None``: the subject's own
+    limits (a chat scenario for a subject that cannot chat), then its family's."""
+    if scenario.workload.chat_followups and not subject.chat:
+        return "a chat scenario, and this subject cannot run a chat (its profile says chat = false)"
+    if subject.journal != CONTRACT_JOURNAL and by_mode(scenario.faults.family).name in _STORE_LAYOUT_FAMILIES:
+        return (f"the {scenario.faults.family} family lays out and crashes the store at "
+                f"$XDG_STATE_HOME/fisk-ai/runs/ID.json, and this subject's journal is {subject.journal} "
+                "(not supported yet)")
+    return by_mode(scenario.faults.family).unsupported(subject, scenario)
+
+
 def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
-    """What the families of ``scenarios`` cannot do for ``subject``, one line each, known before any trial:
-    a family that cannot run at all (its scenarios become setup errors) or runs only in part."""
-    out = []
+    """What cannot be done for ``subject``, one line each, known before any trial: invariants that do not
+    apply to it, and per scenario a family that cannot run at all (its scenarios become setup errors) or
+    runs only in part."""
+    out = [f"{inv} not applicable: {why}" for inv, why in sorted(not_applicable(subject).items(),
+                                                                  key=lambda kv: int(kv[0][1:]))]
     for scenario in scenarios:
         family = by_mode(scenario.faults.family)
-        why = family.unsupported(subject, scenario)
+        why = unsupported(subject, scenario)
         out += [f"{scenario.name}: {line}" for line in ([why] if why else []) + family.cannot(subject, scenario)]
     return out
 
@@ -131,7 +161,9 @@ class Campaign:
         scenario = run.scenario
         t = time.monotonic()
         ran = self._executor(run, runner).run(planned)
-        invariants = tuple(planned.invariants if planned.invariants is not None else scenario.check.invariants)
+        wanted = planned.invariants if planned.invariants is not None else scenario.check.invariants
+        skip = not_applicable(runner.subject)
+        invariants = tuple(i for i in wanted if i not in skip)
         verdicts = check_all(ran.history, list(invariants))
         schedule = ran.schedule if ran.schedule is not None else planned.schedule
         result = TrialResult(index=index, scenario=scenario.name, scenario_path=scenario.path, seed=planned.seed,
@@ -158,7 +190,7 @@ class Campaign:
         results: list[TrialResult] = []
         limits = subject_limits([run.scenario for run in runs], runner.subject)
         for run in runs:  # a family that cannot run against this subject is an error, never a silent pass
-            why = run.family.unsupported(runner.subject, run.scenario)
+            why = unsupported(runner.subject, run.scenario)
             if why is not None:
                 run.error = f"{run.scenario.path or run.scenario.name}: {why}"
         try:
@@ -235,7 +267,8 @@ class Campaign:
         for i, r in enumerate(results):
             r.index = i
         return CampaignResult(trials=results, errors=errors, scenarios=runs, elapsed_s=time.monotonic() - started,
-                              jobs=self.jobs, subject=runner.subject, limits=limits)
+                              jobs=self.jobs, subject=runner.subject, limits=limits,
+                              not_applicable=not_applicable(runner.subject))
 
     def _shrink_all(self, runs: list[ScenarioRun], results: list[TrialResult], runner: Runner) -> list[TrialResult]:
         out = []

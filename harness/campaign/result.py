@@ -77,7 +77,9 @@ class CampaignResult:
     line each; ``scenarios``: per scenario bookkeeping; ``elapsed_s``:
     wall time; ``jobs``, ``subject``: how it ran; ``limits``: what a family
     could not do for this subject, one line each, known before the first
-    trial (never a silent skip).
+    trial (never a silent skip); ``not_applicable``: invariant id -> why it
+    does not apply to this subject (never judged, never counted valid,
+    :func:`harness.campaign.campaign.not_applicable`).
     """
 
     trials: list[TrialResult]
@@ -87,6 +89,7 @@ class CampaignResult:
     jobs: int
     subject: Subject
     limits: list[str] = field(default_factory=list)
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
     @property
     def violations(self) -> list[TrialResult]:

@@ -9,7 +9,10 @@ line that is not the last is **corrupt**, an error naming its 1-based line.
 How it is judged.  The tail family records one
 :class:`~harness.history.model.ReaderCheck` per mutated journal
 (``history.reader_checks``): the mutation's label (``expected``) and the
-answer of the subject's own reader, asked in a child process (``answer``).
+answer of the subject's own reader, asked in a child process (``answer``):
+fiskj's reader under the subject's mutant, or, for another agent, its own
+status command (``via: status``: it must refuse a corrupt journal and read
+a clean or torn one with the expected number of records).
 :func:`answer_problem` compares them: a reader that tolerates interior
 corruption, names the wrong line, drops a complete final record, blanks
 the run on a torn tail, or does not report the tail is wrong.  Each wrong
@@ -49,6 +52,20 @@ def answer_problem(mutation: str, expected: dict[str, Any], answer: dict[str, An
     want_kind, want_line = expected["kind"], expected.get("line")
     want_seqs, want_torn = tuple(expected.get("seqs") or ()), _pair(expected.get("torn"))
     kind, line, message = answer["kind"], answer.get("line"), answer.get("message", "")
+    if answer.get("via") == "status":  # a status command: it read the journal (how many records) or refused it
+        records = answer.get("records")
+        if want_kind == "corrupt":
+            if kind == "read":
+                return (f"{mutation}: line {want_line} is corrupt (not the last line); the subject's status "
+                        f"command read the journal anyway ({records if records is not None else '?'} records)")
+            return None
+        if kind != "read":
+            return (f"{mutation}: expected {len(want_seqs)} records and torn tail {want_torn}; the subject's "
+                    f"status command failed: {message}")
+        if records is not None and records != len(want_seqs):
+            return (f"{mutation}: expected {len(want_seqs)} records (seq {_span(want_seqs)}, torn tail "
+                    f"{want_torn}); the subject's status command read {records}")
+        return None
     seqs, torn, good_size = tuple(answer.get("seqs") or ()), _pair(answer.get("torn")), answer.get("good_size")
     if want_kind == "corrupt":
         if kind != "corrupt":

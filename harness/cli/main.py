@@ -113,7 +113,8 @@ def _progress_printer(stream: Any) -> Callable[[int, int, int], None] | None:
 
 
 def subject_of(command: str | list[str] | None, extra_env: dict[str, str] | None = None) -> Any:
-    """The :class:`harness.subject.contract.Subject` of a ``--subject`` value, plus ``extra_env``, with the
+    """The :class:`harness.subject.contract.Subject` of a ``--subject`` value (a command prefix or a profile
+    file, :func:`harness.subject.profile.resolve_subject`), plus ``extra_env``, with the
     preload of a mutant named by ``FISKJ_MUTANT`` (:func:`harness.selftest.mutants.with_preload`).
 
     Raises ``_Usage`` for a subject that does not parse or an unknown mutant.
@@ -121,10 +122,10 @@ def subject_of(command: str | list[str] | None, extra_env: dict[str, str] | None
     from dataclasses import replace
 
     from harness.selftest.mutants import with_preload
-    from harness.subject.contract import parse_subject
+    from harness.subject.profile import resolve_subject
 
     try:
-        subject = parse_subject(command)
+        subject = resolve_subject(command)
         if extra_env:
             subject = replace(subject, extra_env=tuple(subject.extra_env) + tuple(sorted(extra_env.items())))
         return with_preload(subject)
@@ -384,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fiskj-harness",
         description="Crash-consistency campaigns for agent run journals: kill and suspend agents, "
-                    "judge every trial against invariants I1..I9, shrink failures.",
+                    "judge every trial against invariants I1..I10, shrink failures.",
         epilog="exit status: 0 all invariants held (mutants: every mutant caught), 1 violation or unknown verdict "
                "(mutants: one not caught), 2 usage or setup error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

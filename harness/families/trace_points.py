@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-__all__ = ["pending_point"]
+__all__ = ["pending_point", "write_count"]
 
 
 def pending_point(trace: list[dict[str, Any]], run_id: str) -> int | None:
@@ -26,3 +26,9 @@ def pending_point(trace: list[dict[str, Any]], run_id: str) -> int | None:
         elif ev.get("op") == "fsync" and write_n is not None:
             return int(ev["n"])
     return write_n
+
+
+def write_count(trace: list[dict[str, Any]]) -> int:
+    """How many writes the trace holds (pure): the observer numbers a leg's writes the same way, so a hold
+    or a fault at write K, for K in ``1..write_count``, lands on a write the run really makes."""
+    return sum(1 for ev in trace if ev.get("op") == "write" and not ev.get("error"))

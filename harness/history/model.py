@@ -27,7 +27,11 @@ docs/spec.md section 15):
   trace model counts as acknowledged (docs/persistence-model.md); judged as I4;
 * ``race`` (race family): the :class:`RaceFacts` of a race trial, what each
   role observed next to what the race expects; judged by
-  :mod:`harness.checkers.race`.
+  :mod:`harness.checkers.race`;
+* ``readings`` (race ``readers-during-appends`` through the subject's own
+  commands): the subject's reading taken while a writer leg was held at a
+  sequence point, ``{"leg", "at", "journal" (latin-1 text), "reading"}``
+  (:func:`harness.history.readers.parse_reading`); judged as I10.
 """
 
 from __future__ import annotations
@@ -101,7 +105,12 @@ class Leg:
     leg wrote (docs/ioseam.md), possibly cut short by a kill.  ``stdout`` and
     ``stderr`` are kept (truncated) as evidence.  ``timed_out`` is true when
     the runner killed the leg because the trial's time budget ran out (a
-    hung agent).
+    hung agent).  ``raw_exit_code`` is the subject's own exit status when its
+    profile maps it to another contract status (``exit_code`` is then the
+    contract's, docs/subject.md "Subject profiles"); ``reading`` is the
+    subject's own reading of the journal after the leg
+    (:func:`harness.history.readers.parse_reading`), ``None`` when it gives
+    none.
     """
 
     index: int
@@ -118,6 +127,8 @@ class Leg:
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
+    raw_exit_code: int | None = None
+    reading: dict[str, Any] | None = None
 
     @property
     def crashed(self) -> bool:
@@ -241,6 +252,7 @@ class History:
     reader_checks: list[ReaderCheck] = field(default_factory=list)
     crash_state: CrashStateFacts | None = None
     race: RaceFacts | None = None
+    readings: list[dict[str, Any]] = field(default_factory=list)
 
 
 def history_to_json(history: History) -> dict[str, Any]:
@@ -278,6 +290,7 @@ def history_from_json(data: dict[str, Any]) -> History:
         reader_checks=[ReaderCheck(**c) for c in data.get("reader_checks", [])],
         crash_state=_crash_state_from_json(data.get("crash_state")),
         race=RaceFacts(**data["race"]) if data.get("race") else None,
+        readings=[dict(r) for r in data.get("readings", [])],
     )
 
 

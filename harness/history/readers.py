@@ -17,10 +17,12 @@ from fiskj.reader import read_state
 
 from harness.history.model import Effect
 
-__all__ = ["read_trace", "read_ledger", "write_ledger", "fold_journal", "tail_text", "KEEP_OUTPUT"]
+__all__ = ["read_trace", "read_ledger", "write_ledger", "fold_journal", "tail_text", "parse_reading", "KEEP_OUTPUT"]
 
 #: Characters of a leg's stdout/stderr kept as evidence.
 KEEP_OUTPUT = 4000
+#: Characters of a reading's output kept in the history (the parsed fields are kept whole).
+READING_KEEP = 400
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -98,3 +100,67 @@ def tail_text(path: Path, keep: int = KEEP_OUTPUT) -> str:
         return ""
     text = data.decode("utf-8", "replace")
     return text if len(text) <= keep else "..." + text[-keep:]
+
+
+def _dotted(obj: Any, path: str) -> tuple[bool, Any]:
+    """``(found, value)`` of the dotted ``path`` (``"pending.unanswered"``) in JSON ``obj``; a null on the way
+    is found and null (``pending: null`` means no pending batch)."""
+    for part in path.split("."):
+        if obj is None:
+            return True, None
+        if not isinstance(obj, dict) or part not in obj:
+            return False, None
+        obj = obj[part]
+    return True, obj
+
+
+def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The subject's own reading of a journal, from its status command's output (docs/subject.md).
+
+    ``raw`` is what :meth:`harness.runner.leg.LegStarter.read` returned
+    (``argv``, ``exit_code``, ``stdout``, ``stderr``, ``timed_out``);
+    ``fields`` maps ``status``, ``pending`` and ``records`` to dotted paths
+    in the JSON object the command prints (its whole output, else its last
+    line).  Returns ``raw`` (its ``stdout`` cut to its last
+    :data:`READING_KEEP` characters) plus
+    ``status`` (str or ``None``), ``pending`` (list of tool_use ids, or
+    ``None`` for no pending batch), ``records`` (int or ``None``), the
+    ``fields`` found (``given``) and ``error``: ``None``, or what made the
+    reading unusable (a non-zero exit, no JSON object, a missing or
+    ill-typed field), said in words.  Never raises.
+    """
+    text = str(raw.get("stdout", "")).strip()
+    out: dict[str, Any] = {**raw, "stdout": text[-READING_KEEP:], "status": None, "pending": None, "records": None,
+                           "given": [], "error": None}
+    if raw.get("timed_out"):
+        out["error"] = "the status command hung (killed)"
+        return out
+    if raw.get("exit_code") != 0:
+        out["error"] = f"the status command exited {raw.get('exit_code')}"
+        return out
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        try:
+            doc = json.loads(text.splitlines()[-1] if text else "")
+        except ValueError:
+            out["error"] = f"the status command printed no JSON object (whole or on its last line): {text[-200:]!r}"
+            return out
+    if not isinstance(doc, dict):
+        out["error"] = f"the status command printed {type(doc).__name__}, not a JSON object"
+        return out
+    for name, path in fields:
+        found, value = _dotted(doc, path)
+        if not found:
+            if name == "status":
+                out["error"] = f"the status command's output has no field {path!r}"
+            continue
+        ok = {"status": isinstance(value, str),
+              "pending": value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
+              "records": isinstance(value, int) and not isinstance(value, bool)}.get(name, True)
+        if not ok:
+            out["error"] = f"the status command's field {path!r} ({name}) is {value!r}"
+            continue
+        out[name] = value
+        out["given"].append(name)
+    return out

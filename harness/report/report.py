@@ -180,8 +180,10 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
             if t.history is not None and key == "violations":
                 row.setdefault("history_notes", t.history.notes)
     report["campaign"] = {
-        "subject": list(result.subject.argv),
+        "subject": result.subject.spec(),
+        "subject_name": result.subject.label,
         "subject_env": dict(result.subject.extra_env),
+        "not_applicable": dict(getattr(result, "not_applicable", {})),
         "jobs": result.jobs,
         "scenarios": {r.scenario.name: r.scenario.path for r in result.scenarios},
         "seeds": {r.scenario.name: r.seed for r in result.scenarios},
@@ -307,6 +309,8 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     for inv, c in report.get("invariants", {}).items():
         lines.append(f"{inv:<10}{c.get('name', '')[:width - 2]:<{width}}"
                      f"{c['checked']:>8}{c[VALID]:>8}{c.get('vacuous', 0):>8}{c[INVALID]:>8}{c[UNKNOWN]:>8}")
+    for inv, why in ((report.get("campaign") or {}).get("not_applicable") or {}).items():
+        lines.append(f"{inv:<10}{'not applicable to this subject: ' + why}"[:10 + width + 40])
     lines.append(f"{'':<10}(vacuous: valid with nothing to judge in that trial, e.g. no suspend for I1)")
     for title, rows in (("violations", report.get("violations", [])), ("unknown verdicts", report.get("unknowns", []))):
         if not rows:

@@ -30,12 +30,12 @@ from fiskj.codec import decode_record
 
 from harness.families.signals.faults import history_fault
 from harness.history.model import Leg
-from harness.history.readers import read_trace, tail_text
+from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
 from harness.observer.ops import KINDS
 from harness.observer.trace import ops_to_trace
 from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
-from harness.subject.contract import Subject
+from harness.subject.contract import CONTRACT_EXITS, Subject
 from harness.subject.forkserver import ForkServer
 
 __all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records",
@@ -74,15 +74,18 @@ def count_user_records(journal: bytes | None) -> int:
 #: The calls a ``hold`` fault counts: the lookups, reads, opens and locks by which an agent learns the
 #: state of a run (the sequence points of a race, docs/spec.md section 10).
 HOLD_KINDS = "open,read,stat,access,flock,lock"
+#: Bytes of a reading command's output that are parsed (a reading holds a run's whole conversation).
+READING_LIMIT = 8 << 20
 
 
 def observer_faults(spec: dict[str, Any]) -> list[str]:
     """The outside observer's faults for a leg's schedule entry (docs/observer.md): an event kill
     ``{"kind": "kill", "event": K, "when": W[, "op": OP]}`` is ``kill-W@K[:OP]``, counted over every
     process and thread of the leg; an IO error ``{"kind": "io_error", "action": A, "event": K, "op": OP}``
-    is ``A@K:OP``; other faults need no observer fault."""
+    is ``A@K:OP``; a hold ``{"kind": "hold", "at": K[, "ops": KINDS]}`` is ``pause@K:KINDS`` (default
+    :data:`HOLD_KINDS`); other faults need no observer fault."""
     if spec.get("kind") == "hold":  # the leg stops at its K-th lookup, read, open or lock until released
-        return [f"pause@{spec['at']}:{HOLD_KINDS}"]
+        return [f"pause@{spec['at']}:{spec.get('ops') or HOLD_KINDS}"]
     if spec.get("kind") == "io_error":  # counted over the leg's calls of that kind (fsync: of files and dirs)
         return [f"{spec['action']}@{spec['event']}:{spec['op']}"]
     if spec.get("kind") != "kill" or "event" not in spec:
@@ -227,6 +230,9 @@ class LegStarter:
                 finally:
                     if stdin is not None:
                         stdin_file.close()  # type: ignore[union-attr]
+        return self._start_plain(argv, env, stdin, out, err)
+
+    def _start_plain(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path) -> Any:
         server = self._server()
         if server is not None:
             words = argv[len(self.subject.argv):]
@@ -247,6 +253,30 @@ class LegStarter:
             finally:
                 if stdin_file is not None:
                     stdin_file.close()
+
+    def read(self, argv: list[str], env: dict[str, str], workdir: Path, index: int,
+             timeout_s: float = 30.0) -> dict[str, Any]:
+        """Run the subject's own reading command (``argv``, not observed, no fault) to its end.
+
+        Returns ``{"argv", "exit_code", "stdout", "stderr", "timed_out"}``
+        (``stdout``: its first :data:`READING_LIMIT` bytes, to parse;
+        ``stderr`` kept as :func:`tail_text` keeps it; ``exit_code`` ``None``
+        when it was killed after ``timeout_s`` seconds).  Raises ``OSError``
+        or ``RuntimeError`` when it cannot start.
+        """
+        out, err = workdir / f"reading-{index}.out", workdir / f"reading-{index}.err"
+        proc = self._start_plain(argv, env, None, out, err)
+        timed_out = not wait_for_exit(proc, timeout_s)
+        if timed_out:
+            kill_tree(proc)
+        code = proc.returncode if not timed_out and proc.returncode is not None and proc.returncode >= 0 else None
+        try:
+            with open(out, "rb") as f:
+                stdout = f.read(READING_LIMIT).decode("utf-8", errors="replace")
+        except OSError:
+            stdout = ""
+        return {"argv": list(argv), "exit_code": code, "stdout": stdout, "stderr": tail_text(err),
+                "timed_out": timed_out}
 
     @staticmethod
     def start_piped(argv: list[str], env: dict[str, str], err: str) -> subprocess.Popen:
@@ -276,7 +306,8 @@ class LegPlan:
     ``/dev/null``); ``timeout_s``: seconds before it is declared hung;
     ``detail``: extra facts for the leg's fault record; ``roots``: the
     directories an observed leg's operations are recorded under (the trial's
-    state home).
+    state home); ``reading``: the subject's own reading command, run after
+    the leg (:meth:`Subject.status_argv`; ``None``: the subject gives none).
     """
 
     index: int
@@ -291,6 +322,7 @@ class LegPlan:
     timeout_s: float = 60.0
     detail: dict[str, Any] = field(default_factory=dict)
     roots: tuple[str, ...] = ()
+    reading: list[str] | None = None
 
 
 def run_leg(plan: LegPlan, starter: LegStarter,
@@ -310,6 +342,7 @@ def run_leg(plan: LegPlan, starter: LegStarter,
         stdin_path = plan.workdir / f"leg-{plan.index}.in"
         stdin_path.write_bytes(plan.stdin)
     leg = Leg(index=plan.index, kind=plan.kind, argv=plan.argv)
+    before = plan.journal.read_bytes() if plan.journal.exists() else None
     starter.prepare()  # the fork server starts before the leg's clock
     t0 = time.monotonic()
     leg.t_start = time.monotonic_ns()
@@ -344,4 +377,15 @@ def run_leg(plan: LegPlan, starter: LegStarter,
         leg.fault.injected = outcome.injected = any(ev.get("fault") for ev in leg.trace)
     leg.stdout = tail_text(out)
     leg.stderr = tail_text(err)
+    if leg.exit_code is not None and starter.subject.exits is not CONTRACT_EXITS:
+        mapped = starter.subject.outcome(leg.exit_code, before, leg.journal)
+        if mapped != leg.exit_code:
+            leg.raw_exit_code, leg.exit_code = leg.exit_code, mapped
+    if plan.reading is not None and not outcome.timed_out and start_or_resume(leg.journal) == "resume":
+        # (a journal with no complete record holds nothing to read: I10 would not judge it)
+        env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
+        raw = starter.read(plan.reading, env, plan.workdir, plan.index)
+        leg.reading = parse_reading(raw, starter.subject.status_fields)
+        if plan.journal.exists() and plan.journal.read_bytes() != leg.journal:
+            leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"
     return leg, outcome

@@ -40,7 +40,7 @@ from typing import Any
 from harness.errors import SetupError
 from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
 from harness.history.model import History, Reference
-from harness.history.readers import fold_journal, read_ledger
+from harness.history.readers import fold_journal, parse_reading, read_ledger
 from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
@@ -130,14 +130,17 @@ class Runner:
     outside the subject; default :func:`observe_by_default`);
     ``fork_server``: fork reference-subject legs from a
     pre-imported interpreter per thread (:class:`harness.subject.forkserver.ForkServer`;
-    default: when :func:`harness.subject.contract.fork_server_enabled`).  Use as a
-    context manager or call :meth:`close`.
+    default: when :func:`harness.subject.contract.fork_server_enabled`);
+    ``readings``: after every leg, ask the subject's own reading of the
+    journal when it gives a status command (:meth:`Subject.status_argv`;
+    judged by I10).  Use as a context manager or call :meth:`close`.
     """
 
     def __init__(self, subject: Subject | None = None, server: ModelServer | None = None, *,
                  tmp_root: str | None = None, keep_dirs: bool = False, fork_server: bool | None = None,
-                 observe: bool | None = None) -> None:
+                 observe: bool | None = None, readings: bool = True) -> None:
         self.subject = subject or default_subject()
+        self.readings = readings
         self._server = server
         self._own_server = server is None
         self._lock = threading.Lock()
@@ -250,7 +253,7 @@ class Runner:
         history = History(scenario=scenario.name, seed=seed, schedule=[dict(f) for f in schedule], run_id=run_id,
                           reference=reference)
         history.options = {
-            "subject": list(self.subject.argv),
+            "subject": self.subject.spec(),
             "observer": "ptrace" if self.observe else "ioseam",
             "workload": asdict(workload.spec),
             "family": scenario.faults.family,
@@ -291,12 +294,17 @@ class Runner:
         deadline = time.monotonic() + budget
         state_home = tmp / "state"
         state_home.mkdir()
+        home = tmp / "home" if self.subject.home else None
+        if home is not None:
+            home.mkdir()
         ledger = tmp / "ledger.jsonl"
         tools = write_tools_file(tmp / "tools.json")
-        journal = journal_path(state_home, run_id)
         cfg = RunConfig(run_id=run_id, model=workload.model, base_url=self.server.base_url, tools_file=tools,
                         max_tokens=workload.max_tokens, max_iterations=workload.max_iterations,
                         prompt=workload.prompt, chat=workload.chat)
+        where = {"state_home": str(state_home), "home": str(home or ""), "trial_dir": str(tmp)}
+        journal = self.subject.journal_path(cfg, **where)
+        reading = self.subject.status_argv(cfg, **where) if self.readings else None
         drifted = drifted_config(cfg, drift, write_tools_file(tmp / "tools-drifted.json", drifted=True)
                                  if "tools" in drift else tools) if drift else cfg
         done = False
@@ -314,19 +322,23 @@ class Runner:
             probe = bool(drift) and kind == "resume" and probe_next
             if probe:
                 spec = {"kind": "none"}
-                argv = self.subject.resume_argv(drifted)
+                argv = self.subject.resume_argv(drifted, **where)
             else:
                 spec = fault_for_leg(schedule, faulted)
                 faulted += 1
                 if kind == "resume":
-                    argv = self.subject.resume_argv(drifted, force=True) if drift else self.subject.resume_argv(cfg)
+                    argv = (self.subject.resume_argv(drifted, force=True, **where) if drift
+                            else self.subject.resume_argv(cfg, **where))
                 else:
-                    argv = self.subject.start_argv(cfg)
+                    argv = self.subject.start_argv(cfg, **where)
+            if self.subject.files:
+                self.subject.write_files(drifted if drift and kind == "resume" else cfg, **where)
             trace = tmp / f"trace-{index}.jsonl"
             env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
                                    state_home=str(state_home), ledger=str(ledger), leg=index,
                                    trace=None if self.observe else str(trace),
-                                   fault=None if self.observe else seam_fault(spec))
+                                   fault=None if self.observe else seam_fault(spec),
+                                   home=str(home) if home is not None else None)
             detail: dict[str, Any] = {}
             if probe:
                 detail = {"drift": list(drift), "expect": "refused"}
@@ -334,9 +346,22 @@ class Runner:
                 detail = {"drift": list(drift), "forced": True}
             stdin = workload.stdin_for(count_user_records(before)) if workload.chat else None
             plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault=spec, workdir=tmp, journal=journal,
-                           trace=trace, stdin=stdin, timeout_s=remaining, detail=detail, roots=(str(state_home),))
+                           trace=trace, stdin=stdin, timeout_s=remaining, detail=detail,
+                           roots=(str(state_home),) + ((str(home),) if home is not None else ()), reading=reading)
             rival_run: Any = None
-            if spec["kind"] == "hold":
+            if spec["kind"] == "hold" and spec.get("reader"):
+                # readers during appends: while this leg is held at its K-th write, the subject reads the run
+                if reading is None:
+                    raise SetupError("a reader race needs the subject's own reading command (a profile's [reading])")
+
+                def _read(at: int = int(spec["at"]), leg_index: int = index) -> None:
+                    data = journal.read_bytes() if journal.exists() else None
+                    raw = self.legs.read(reading, env, tmp, int(f"{leg_index}{at:04d}"))
+                    history.readings.append({"leg": leg_index, "at": at,
+                                             "journal": data.decode("latin-1") if data is not None else None,
+                                             "reading": parse_reading(raw, self.subject.status_fields)})
+                rival_run = _read
+            elif spec["kind"] == "hold":
                 # A race: this leg waits at its sequence point while a rival running the same command
                 # (leg ``index``) runs to its end; the held leg is then released as leg ``index + 1``.
                 held_index = index + 1
@@ -344,7 +369,8 @@ class Runner:
                 plan = replace(plan, index=held_index, trace=tmp / f"trace-{held_index}.jsonl",
                                env=self.subject.env(base_url=self.server.base_url,
                                                     api_key=api_key(token, held_index), state_home=str(state_home),
-                                                    ledger=str(ledger), leg=held_index, trace=None, fault=None),
+                                                    ledger=str(ledger), leg=held_index, trace=None, fault=None,
+                                                    home=str(home) if home is not None else None),
                                detail={"held_at": spec["at"], "rival": index})
 
                 def _rival(rival_plan: LegPlan = rival_plan) -> None:
@@ -357,7 +383,8 @@ class Runner:
             except (OSError, RuntimeError) as exc:
                 raise SetupError(f"cannot start the subject {argv[0]!r}: {exc}") from None
             history.legs.append(leg)
-            if spec["kind"] == "hold" and any(lg.exit_code == EXIT_COMPLETED for lg in history.legs[-2:]):
+            if spec["kind"] == "hold" and not spec.get("reader") \
+                    and any(lg.exit_code == EXIT_COMPLETED for lg in history.legs[-2:]):
                 done = True  # the rival or the held leg completed the run
                 break
             if outcome.timed_out:

@@ -59,17 +59,22 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("stale-lock-file", "race-holder-killed", 6, ("race",)),
     Target("blocking-lock", "race-two-writers", 12, ("race",)),
     Target("torn-tail-is-corrupt", "race-readers-during-appends", 6, ("race", "I5")),
+    Target("reader-locks", "race-readers-during-appends", 6, ("race",)),
     # IO errors injected from outside: the io_error family (I4: nothing that failed is acknowledged)
     Target("fsync-error-retried", "io-errors", 6, ("I4",)),
+    # the engine's own reading of its journal: the subject's status command as an oracle (I10)
+    Target("status-stays-suspended", "chain-crash-after-suspend", 30, ("I10",)),
+    Target("reader-locks", "race-readers-during-appends", 4, ("I10",)),
+    Target("reader-tolerates-corruption", "tails-basic", 4, ("I5",)),
 )}
 
 
 #: The foreign subject (subjects/node/, no code of ours inside) and its bug variants
 #: (``FISKJ_FOREIGN_BUG``), run the way a third party runs an agent: ``--subject "CMD"``, every leg under
 #: the outside observer.  Variant -> the bundled scenario that catches it (``Target.mutant`` is the
-#: variant).  ``status-stays-suspended`` needs the subject's own reading of its journal as an oracle,
-#: not built yet, so it is listed in :data:`FOREIGN_NOT_CAUGHT`, not here.
-FOREIGN_SUBJECT = "node subjects/node/agent.mjs"
+#: variant).  The subject is named by its profile (subjects/node/profile.toml), which gives its
+#: status command, so its own reading is judged too (I10).
+FOREIGN_SUBJECT = "subjects/node/profile.toml"
 FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("no-fsync", "power-loss-basic", 8, ("I4",)),
     Target("no-dir-fsync", "power-loss-basic", 8, ("I4",)),
@@ -80,8 +85,9 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fold-before-lock", "race-two-resumers", 8, ("I2", "I5")),
     Target("create-without-excl", "race-two-creates", 8, ("I4", "I5")),
     Target("stale-lock-file", "race-holder-killed", 4, ("I6", "I8")),
+    Target("status-stays-suspended", "chain-crash-after-suspend", 30, ("I10",)),
+    Target("reader-locks", "race-readers-during-appends", 4, ("I10",)),
+    Target("reader-tolerates-corruption", "tails-basic", 4, ("I5",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
-FOREIGN_NOT_CAUGHT: dict[str, str] = {
-    "status-stays-suspended": "the subject's own reading of its journal as an oracle (a status command)",
-}
+FOREIGN_NOT_CAUGHT: dict[str, str] = {}

@@ -24,11 +24,12 @@ says when).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -48,6 +49,13 @@ __all__ = [
     "store_dir",
     "HARNESS_ENV",
     "fork_server_enabled",
+    "with_fiskj_reading",
+    "CONTRACT_START",
+    "CONTRACT_RESUME",
+    "CONTRACT_JOURNAL",
+    "CONTRACT_EXITS",
+    "OUTCOMES",
+    "TEMPLATE_VARS",
 ]
 
 #: Variables the harness sets for every leg; inherited values of these are dropped.
@@ -91,19 +99,81 @@ class RunConfig:
     chat: bool = False
 
 
+#: The run command of the contract (docs/subject.md "Commands"), as argument templates after the command
+#: prefix.  ``{name}`` is replaced in a word; a word that is exactly ``{chat_args}`` or ``{force_args}`` is
+#: replaced by that list when it applies, else dropped (:meth:`Subject.start_argv`).
+CONTRACT_CONFIG = ("--model", "{model}", "--base-url", "{base_url}", "--tools", "{tools_file}",
+                   "--max-tokens", "{max_tokens}", "--max-iterations", "{max_iterations}")
+CONTRACT_START = ("run", "--checkpoint", "--name", "{run_id}", *CONTRACT_CONFIG, "{chat_args}", "--", "{prompt}")
+CONTRACT_RESUME = ("run", "--resume", "{run_id}", "{force_args}", *CONTRACT_CONFIG)
+CONTRACT_JOURNAL = "{state_home}/fisk-ai/runs/{run_id}.json"
+#: outcome -> exit statuses of the contract (:mod:`harness.names`).
+OUTCOMES = ("completed", "suspended", "error", "refused")
+CONTRACT_EXITS = (("completed", (EXIT_COMPLETED,)), ("suspended", (EXIT_SUSPENDED,)), ("error", (EXIT_ERROR,)),
+                  ("refused", (EXIT_USAGE,)))
+_CANONICAL = {"completed": EXIT_COMPLETED, "suspended": EXIT_SUSPENDED, "error": EXIT_ERROR, "refused": EXIT_USAGE}
+#: The reading of a fiskj-based subject: ``session show ID --json`` (docs/spec.md section 14).
+FISKJ_STATUS = ("session", "show", "{run_id}", "--json")
+FISKJ_STATUS_FIELDS = (("status", "status"), ("pending", "pending.unanswered"), ("records", "records"))
+#: The template variables a profile may use (docs/subject.md "Subject profiles").
+TEMPLATE_VARS = ("run_id", "model", "base_url", "tools_file", "max_tokens", "max_iterations", "prompt",
+                 "resume_prompt", "state_home", "home", "trial_dir", "profile_dir", "python")
+
+
 @dataclass(frozen=True)
 class Subject:
-    """A command prefix that accepts fiskj's ``run`` command line.
+    """An agent under test: how to start and resume it, read its exits, find its journal and ask its reading.
 
-    ``argv``: the prefix (e.g. ``[python, "-m", "fiskj"]``).
-    ``resume_config``: pass the run configuration again on resume (needed:
-    the journal stores only hashes of the tools, so a resumer must be told
-    the tool commands).  ``extra_env``: variables added to every leg.
+    ``argv``: the command prefix (e.g. ``[python, "-m", "fiskj"]``);
+    ``extra_env``: variables added to every leg, ``env_unset``: inherited
+    variables removed from every leg; ``resume_config``: pass the run
+    configuration again on resume (the contract does: the journal stores
+    only hashes of the tools).  The rest is what a subject profile
+    (:mod:`harness.subject.profile`, docs/subject.md "Subject profiles")
+    can change; the defaults are the contract of docs/subject.md:
+
+    * ``start_args``/``resume_args``: argument templates after ``argv``
+      (:data:`CONTRACT_START`, :data:`CONTRACT_RESUME`); ``chat_args`` and
+      ``force_args`` are spliced where ``{chat_args}``/``{force_args}``
+      stand; ``resume_prompt`` fills ``{resume_prompt}``.
+    * ``exits``: outcome -> exit statuses (:data:`CONTRACT_EXITS`); a status
+      listed under several outcomes is resolved from the journal
+      (:meth:`outcome`).
+    * ``journal``: the journal path template (:data:`CONTRACT_JOURNAL`);
+      ``journal_format``: ``fisk-ai-v2``.
+    * ``home``: give every trial its own ``$HOME`` (``TRIAL/home``).
+    * ``chat``: the subject can run a chat (follow-ups on standard input).
+    * ``status_args``/``status_fields``: the command that prints the
+      subject's own reading of a journal as one JSON object, and where in it
+      the ``status``, ``pending`` (unanswered tool_use ids) and ``records``
+      are (dotted paths); ``None``: the subject gives no reading.
+    * ``not_applicable``: ``(invariant, reason)`` pairs the subject declares
+      not applicable to it (reported as such, never as valid).
+    * ``files``: ``(path, content)`` templates written before every leg
+      (a configuration file the agent reads; :meth:`write_files`).
+    * ``name``/``profile``: a display name and the profile file it came from.
     """
 
     argv: tuple[str, ...]
     resume_config: bool = True
     extra_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    env_unset: tuple[str, ...] = ()
+    start_args: tuple[str, ...] = CONTRACT_START
+    resume_args: tuple[str, ...] = CONTRACT_RESUME
+    chat_args: tuple[str, ...] = ("--chat",)
+    force_args: tuple[str, ...] = ("--force",)
+    resume_prompt: str = ""
+    exits: tuple[tuple[str, tuple[int, ...]], ...] = CONTRACT_EXITS
+    journal: str = CONTRACT_JOURNAL
+    journal_format: str = "fisk-ai-v2"
+    home: bool = False
+    chat: bool = True
+    status_args: tuple[str, ...] | None = None
+    status_fields: tuple[tuple[str, str], ...] = ()
+    not_applicable: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[str, str], ...] = ()
+    name: str = ""
+    profile: str | None = None
 
     @property
     def is_reference(self) -> bool:
@@ -120,38 +190,108 @@ class Subject:
         """True when the subject runs fiskj's own code: the reference or the mutant subject."""
         return self.is_reference or self.is_mutant_subject
 
-    def command_line(self) -> str:
-        """The prefix as one shell-quoted string (for ``--subject`` in reproducers).
+    @property
+    def label(self) -> str:
+        """How reports name the subject: the profile's name, else the command line."""
+        return self.name or self.command_line()
 
-        ``extra_env`` comes first as ``NAME=value`` words, as a shell would
-        take them (:func:`parse_subject` reads them back).
+    def command_line(self) -> str:
+        """The subject as one shell-quoted ``--subject`` value (for reproducers).
+
+        A profile's subject is its profile file; otherwise ``extra_env``
+        comes first as ``NAME=value`` words, as a shell would take them
+        (:func:`parse_subject` reads them back).
         """
+        if self.profile:
+            return shlex.join([f"{k}={v}" for k, v in self.extra_env] + [self.profile])
         return shlex.join([f"{k}={v}" for k, v in self.extra_env] + list(self.argv))
 
-    def _config_args(self, cfg: RunConfig, *, resume: bool = False) -> list[str]:
-        args = [
-            "--model", cfg.model,
-            "--base-url", cfg.base_url,
-            "--tools", cfg.tools_file,
-            "--max-tokens", str(cfg.max_tokens),
-            "--max-iterations", str(cfg.max_iterations),
-        ]
-        if cfg.chat and not resume:  # a resume takes the chat flag from the journal
-            args.append("--chat")
-        return args
+    def spec(self) -> str | list[str]:
+        """What a JSON report stores to rebuild the subject: the profile path, else the argv list."""
+        return self.profile if self.profile else list(self.argv)
 
-    def start_argv(self, cfg: RunConfig) -> list[str]:
-        """argv that starts a checkpointed run named ``cfg.run_id`` (the prompt is one argument)."""
-        return [*self.argv, "run", "--checkpoint", "--name", cfg.run_id, *self._config_args(cfg), "--", cfg.prompt]
+    def _words(self, template: tuple[str, ...], values: Mapping[str, str], *, chat: bool = False,
+               force: bool = False) -> list[str]:
+        out: list[str] = []
+        for word in template:
+            if word == "{chat_args}":
+                out += self.chat_args if chat else ()
+            elif word == "{force_args}":
+                out += self.force_args if force else ()
+            else:
+                out.append(word.format_map(values))
+        return out
 
-    def resume_argv(self, cfg: RunConfig, force: bool = False) -> list[str]:
-        """argv that resumes ``cfg.run_id`` (``--force`` overrides a fingerprint mismatch)."""
-        argv = [*self.argv, "run", "--resume", cfg.run_id]
-        if force:
-            argv.append("--force")
-        if self.resume_config:
-            argv += self._config_args(cfg, resume=True)
-        return argv
+    def values(self, cfg: RunConfig, *, state_home: str = "", home: str = "", trial_dir: str = "") -> dict[str, str]:
+        """The template variables of ``cfg`` and the trial's directories (:data:`TEMPLATE_VARS`)."""
+        return {"run_id": cfg.run_id, "model": cfg.model, "base_url": cfg.base_url, "tools_file": cfg.tools_file,
+                "max_tokens": str(cfg.max_tokens), "max_iterations": str(cfg.max_iterations), "prompt": cfg.prompt,
+                "resume_prompt": self.resume_prompt, "state_home": state_home, "home": home,
+                "trial_dir": trial_dir, "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable}
+
+    def start_argv(self, cfg: RunConfig, **where: str) -> list[str]:
+        """argv that starts a checkpointed run named ``cfg.run_id`` (the prompt is one argument); ``where``:
+        the trial's ``state_home``, ``home`` and ``trial_dir`` for the templates that name them."""
+        return [*self.argv, *self._words(self.start_args, self.values(cfg, **where), chat=cfg.chat)]
+
+    def resume_argv(self, cfg: RunConfig, force: bool = False, **where: str) -> list[str]:
+        """argv that resumes ``cfg.run_id`` (``--force`` overrides a fingerprint mismatch); ``where``: as
+        :meth:`start_argv`."""
+        template = self.resume_args
+        if not self.resume_config and template == CONTRACT_RESUME:
+            template = CONTRACT_RESUME[:4]
+        return [*self.argv, *self._words(template, self.values(cfg, **where), force=force)]
+
+    def status_argv(self, cfg: RunConfig, **where: str) -> list[str] | None:
+        """argv that prints the subject's own reading of ``cfg.run_id``'s journal, or ``None`` (no reading);
+        ``where``: as :meth:`start_argv`."""
+        if self.status_args is None:
+            return None
+        return [*self.argv, *self._words(self.status_args, self.values(cfg, **where))]
+
+    def journal_path(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> Path:
+        """Where this subject keeps ``cfg.run_id``'s journal in a trial (the ``journal`` template)."""
+        return Path(self.journal.format_map(self.values(cfg, state_home=state_home, home=home,
+                                                        trial_dir=trial_dir)))
+
+    def write_files(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> list[Path]:
+        """Write the ``files`` templates filled with ``cfg`` (the leg's configuration: a drifted resume gets
+        the drifted values) and the trial's directories; returns the paths written (parents made)."""
+        values = self.values(cfg, state_home=state_home, home=home, trial_dir=trial_dir)
+        out = []
+        for path_t, content_t in self.files:
+            path = Path(path_t.format_map(values))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content_t.format_map(values), encoding="utf-8")
+            out.append(path)
+        return out
+
+    def outcome(self, code: int | None, before: bytes | None, after: bytes | None) -> int | None:
+        """The contract's exit status (:mod:`harness.names`) for this subject's exit status ``code``.
+
+        A status listed under one outcome maps to it; under several (an
+        agent that exits 0 on completion and on suspend, or 1 on an error
+        and on a refusal), the journal decides: ``refused`` when the leg
+        left the journal's bytes as they were (``before == after``), else
+        the last record's terminal reason (``completed``, ``suspended``,
+        any other terminal: ``error``).  A status under no outcome, or
+        ``None`` (killed), is returned as is.
+        """
+        if code is None:
+            return None
+        outcomes = [name for name, codes in self.exits if code in codes]
+        if not outcomes:
+            return code
+        if len(outcomes) == 1:
+            return _CANONICAL[outcomes[0]]
+        if "refused" in outcomes and before == after:
+            return EXIT_USAGE
+        reason = _last_terminal(after)
+        if reason == "completed" and "completed" in outcomes:
+            return EXIT_COMPLETED
+        if reason == "suspended" and "suspended" in outcomes:
+            return EXIT_SUSPENDED
+        return EXIT_ERROR if "error" in outcomes else _CANONICAL[outcomes[0]]
 
     def env(
         self,
@@ -164,22 +304,27 @@ class Subject:
         leg: int,
         trace: str | None,
         fault: str | None = None,
+        home: str | None = None,
     ) -> dict[str, str]:
         """The environment of one leg.
 
         Starts from ``base`` (default ``os.environ``) minus every variable of
-        :data:`HARNESS_ENV`, then sets ``ANTHROPIC_BASE_URL``,
-        ``ANTHROPIC_API_KEY``, ``XDG_STATE_HOME``, ``FISKJ_LEDGER``,
-        ``FISKJ_HARNESS_LEG``, ``FISKJ_IOSEAM_TRACE`` (when ``trace``) and
+        :data:`HARNESS_ENV` and of ``env_unset``, adds ``extra_env``, then
+        sets ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``,
+        ``XDG_STATE_HOME``, ``FISKJ_LEDGER``, ``FISKJ_HARNESS_LEG``,
+        ``HOME`` (when ``home``), ``FISKJ_IOSEAM_TRACE`` (when ``trace``) and
         ``FISKJ_IOSEAM_FAULT`` (when ``fault``, e.g. ``"kill-after@12"``).
         """
-        env = {k: v for k, v in (os.environ if base is None else base).items() if k not in HARNESS_ENV}
+        drop = set(HARNESS_ENV) | set(self.env_unset)
+        env = {k: v for k, v in (os.environ if base is None else base).items() if k not in drop}
         env.update(self.extra_env)
         env["ANTHROPIC_BASE_URL"] = base_url
         env["ANTHROPIC_API_KEY"] = api_key
         env["XDG_STATE_HOME"] = state_home
         env["FISKJ_LEDGER"] = ledger
         env["FISKJ_HARNESS_LEG"] = str(leg)
+        if home:
+            env["HOME"] = home
         if trace:
             env["FISKJ_IOSEAM_TRACE"] = trace
         if fault:
@@ -187,9 +332,30 @@ class Subject:
         return env
 
 
+def _last_terminal(journal: bytes | None) -> str | None:
+    """The ``reason`` of the journal's last complete line when it is a terminal record, else ``None``."""
+    if not journal:
+        return None
+    lines = journal.split(b"\n")
+    for line in reversed(lines[:-1] if not journal.endswith(b"\n") else lines):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                return None
+            terminal = record.get("terminal") if isinstance(record, dict) else None
+            return terminal.get("reason") if isinstance(terminal, dict) else None
+    return None
+
+
 def default_subject() -> Subject:
     """The reference implementation: ``[sys.executable, "-m", "fiskj"]``."""
-    return Subject(argv=(sys.executable, "-m", "fiskj"))
+    return with_fiskj_reading(Subject(argv=(sys.executable, "-m", "fiskj")))
+
+
+def with_fiskj_reading(subject: Subject) -> Subject:
+    """``subject`` with fiskj's own reading command (``session show ID --json``) as its status command."""
+    return replace(subject, status_args=FISKJ_STATUS, status_fields=FISKJ_STATUS_FIELDS)
 
 
 def parse_subject(command: str | Sequence[str] | None) -> Subject:
@@ -213,7 +379,8 @@ def parse_subject(command: str | Sequence[str] | None) -> Subject:
         if env:
             raise ValueError(f"--subject {command!r} sets variables but names no command")
         return default_subject()
-    return Subject(argv=tuple(argv), extra_env=tuple(env))
+    subject = Subject(argv=tuple(argv), extra_env=tuple(env))
+    return with_fiskj_reading(subject) if subject.is_fiskj_based else subject
 
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

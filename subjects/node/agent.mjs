@@ -10,12 +10,15 @@
 //   node agent.mjs status ID
 //
 // Exit: 0 completed, 3 suspended, 1 error (also budget, max_iterations, locked,
-// missing run), 2 usage error or refused resume.
+// missing run), 2 usage error or refused resume.  With AGENT_EXIT_STYLE=fisk-ai it
+// exits as fisk-ai's command line does: 0 also on a suspend, 1 also on a refusal.
+// --config FILE gives the configuration flags' defaults as one JSON object.
 
 import { suspendFlag } from './lib/signals.mjs'; // first: signals set a flag from here on
 import fs from 'node:fs';
 import path from 'node:path';
-import { configureBugs } from './lib/bugs.mjs';
+import { bug, configureBugs } from './lib/bugs.mjs';
+import { acquireLock, releaseLock } from './lib/lock.mjs';
 import { AgentError, UsageError } from './lib/errors.mjs';
 import { Store, defaultStoreDir, loadJournal, validateRunId } from './lib/store.mjs';
 import { loadTools } from './lib/tools.mjs';
@@ -28,11 +31,30 @@ const USAGE = `usage:
   agent.mjs run --resume ID [--force] [--model M] [--base-url URL] [--tools FILE] [--system FILE]
                 [--max-tokens N] [--max-iterations N] [-q]
   agent.mjs status ID
-exit status: 0 completed, 3 suspended, 1 error, 2 usage error or refused resume`;
+  (--config FILE: a JSON object {model, tools, max_tokens, max_iterations, base_url} of defaults)
+exit status: 0 completed, 3 suspended, 1 error, 2 usage error or refused resume
+  (AGENT_EXIT_STYLE=fisk-ai: 0 completed or suspended, 1 error or refused)`;
 
 const VALUE_FLAGS = new Set(['--name', '--resume', '--model', '--base-url', '--tools', '--system', '--max-tokens',
-  '--max-iterations', '--call-max-tokens', '--timeout']);
+  '--max-iterations', '--call-max-tokens', '--timeout', '--config']);
 const BOOL_FLAGS = new Set(['--checkpoint', '--force', '--chat', '--quiet', '-q']);
+
+// --config FILE: a JSON object of defaults for the configuration flags, as agents that take their model and
+// tools from a configuration file do ({"model", "tools", "max_tokens", "max_iterations", "base_url"}).
+function applyConfigFile(opts) {
+  if (opts.config === undefined) return;
+  let doc;
+  try {
+    doc = JSON.parse(fs.readFileSync(opts.config, 'utf8'));
+  } catch (e) {
+    throw new UsageError(`cannot read the --config file: ${e.code || e.message}`, { path: opts.config });
+  }
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new UsageError('--config: not a JSON object');
+  for (const [key, flag] of [['model', 'model'], ['tools', 'tools'], ['max_tokens', 'max-tokens'],
+    ['max_iterations', 'max-iterations'], ['base_url', 'base-url']]) {
+    if (opts[flag] === undefined && doc[key] !== undefined) opts[flag] = String(doc[key]);
+  }
+}
 
 function parseRunArgs(argv) {
   const opts = {};
@@ -57,6 +79,7 @@ function parseRunArgs(argv) {
       prompt.push(arg);
     }
   }
+  applyConfigFile(opts);
   for (const name of ['max-tokens', 'max-iterations', 'call-max-tokens', 'timeout']) {
     if (opts[name] === undefined) continue;
     const n = Number(opts[name]);
@@ -142,6 +165,7 @@ function statusCommand(argv) {
   const runId = argv[0];
   validateRunId(runId);
   const jpath = path.join(defaultStoreDir(), `${runId}.json`);
+  if (bug('reader-locks')) releaseLock(acquireLock(path.join(defaultStoreDir(), `${runId}.lock`), runId));
   const { folder } = loadJournal(jpath, runId); // no lock: a reader
   const s = folder.state();
   process.stdout.write(`${JSON.stringify({
@@ -182,4 +206,6 @@ try {
     code = 1;
   }
 }
+// AGENT_EXIT_STYLE=fisk-ai: exit as fisk-ai's command line does (0 on a suspend, 1 on a refused resume).
+if (process.env.AGENT_EXIT_STYLE === 'fisk-ai') code = { 3: 0, 2: 1 }[code] ?? code;
 process.exit(code);

@@ -199,17 +199,24 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     wl = ctx.workload
     cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
                     max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat)
+    home = tmp / "home" if subject.home else None
+    if home is not None:
+        home.mkdir(exist_ok=True)
+    where = {"state_home": str(state_home), "home": str(home or ""), "trial_dir": str(tmp)}
+    if subject.files:
+        subject.write_files(cfg, **where)
     before = journal.read_bytes() if journal.exists() else None
     kind = start_or_resume(before)
-    argv = subject.resume_argv(cfg) if kind == "resume" else subject.start_argv(cfg)
+    argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
     session = runner.server.open_session(wl.script)
     trace = tmp / f"trace-{index}.jsonl"
     env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
                       state_home=str(state_home), ledger=str(ledger), leg=index,
-                      trace=None if runner.observe else str(trace))
+                      trace=None if runner.observe else str(trace), home=str(home) if home is not None else None)
     plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault={"kind": "none"}, workdir=tmp, journal=journal,
                    trace=trace, stdin=wl.stdin_for(count_user_records(before)) if wl.chat else None,
-                   timeout_s=ctx.timeout_s, roots=(str(state_home),))
+                   timeout_s=ctx.timeout_s, roots=(str(state_home),),
+                   reading=subject.status_argv(cfg, **where) if runner.readings else None)
     try:
         leg, _ = run_leg_process(plan, runner.legs)
     finally:

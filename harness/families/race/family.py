@@ -38,7 +38,7 @@ from harness.families.race.catalog import INVARIANTS_BY_RACE
 from harness.families.race.driver import RaceDriver
 from harness.families.race.params import MODES, Params
 from harness.families.race.run import races_of, run_race_trial
-from harness.families.trace_points import pending_point
+from harness.families.trace_points import pending_point, write_count
 from harness.report.faults import fault_counts
 from harness.names import MUTANT_ENV, PRELOAD_ENV
 from harness.runner.trial import Runner, run_id_for
@@ -48,6 +48,16 @@ __all__ = ["RACE", "RaceFamily", "BLACK_BOX"]
 
 #: The races a subject that is not fiskj-based runs through its own commands (see the module docstring).
 BLACK_BOX = ("two-resumers", "two-writers", "two-creates", "holder-killed")
+
+
+#: The race a subject runs through its own commands when it gives a reading command (a profile's [reading]).
+READER_RACE = "readers-during-appends"
+
+
+def _black_box(subject: Any) -> tuple[str, ...]:
+    """The races ``subject`` runs through its own commands: :data:`BLACK_BOX`, and :data:`READER_RACE` when
+    it gives a reading command."""
+    return BLACK_BOX + ((READER_RACE,) if getattr(subject, "status_args", None) is not None else ())
 
 
 def _fiskj_based(subject: Any) -> bool:
@@ -100,24 +110,29 @@ class RaceFamily(FamilyBase):
 
 
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
-        others = [r for r in (races_of(scenario) if scenario is not None else ()) if r not in BLACK_BOX]
+        black_box = _black_box(subject)
+        others = [r for r in (races_of(scenario) if scenario is not None else ()) if r not in black_box]
         if _fiskj_based(subject) or not others or len(others) == len(races_of(scenario)):
             return []  # all black-box, or none (then the scenario is unsupported: an error, said there)
         return [f"races {', '.join(others)} need the race agent (fiskj's store) and are not run; "
-                f"{', '.join(r for r in races_of(scenario) if r in BLACK_BOX)} run through the subject's commands"]
+                f"{', '.join(r for r in races_of(scenario) if r in black_box)} run through the subject's commands"]
 
     def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         """Why this family cannot run against ``subject`` at all, or ``None``: a scenario none of whose races
         can run through the subject's own commands (:data:`BLACK_BOX`) would test fiskj, not the subject."""
-        if _fiskj_based(subject) or scenario is None or set(races_of(scenario)) & set(BLACK_BOX):
+        black_box = _black_box(subject)
+        if _fiskj_based(subject) or scenario is None or set(races_of(scenario)) & set(black_box):
             return None
+        why = (f"; {READER_RACE} needs the subject's own reading command (a profile's [reading], "
+               f"docs/subject.md)" if READER_RACE in races_of(scenario) and READER_RACE not in black_box else "")
         return (f"the races of this scenario ({', '.join(races_of(scenario))}) need the race agent, fiskj's own "
                 f"store: they cannot judge this subject, so the scenario is not run (races through the "
-                f"subject's own commands: {', '.join(BLACK_BOX)})")
+                f"subject's own commands: {', '.join(black_box)}){why}")
 
 
     def needs_reference(self, scenario: Scenario) -> bool:
-        return bool(set(races_of(scenario)) & set(BLACK_BOX))  # a black-box race plans from the reference
+        # a black-box race plans from the reference
+        return bool(set(races_of(scenario)) & set(BLACK_BOX + (READER_RACE,)))
 
     def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
@@ -127,7 +142,7 @@ class RaceFamily(FamilyBase):
                            item=(race, forced), invariants=wanted)
 
         if not _fiskj_based(subject):
-            return self._black_box_plan(scenario, reference, count, seed, schedules)
+            return self._black_box_plan(scenario, reference, count, seed, schedules, subject)
         if schedules is not None:
             out = []
             for sch in schedules:
@@ -140,12 +155,21 @@ class RaceFamily(FamilyBase):
         return [planned(races[i % len(races)], seed + i, None) for i in range(count)]
 
     def _black_box_plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
-                        schedules: list[list[dict[str, Any]]] | None) -> list[Planned]:
-        """Races through the subject's own commands (pure): sequence point K = 1, 2, ... per race, in turn."""
+                        schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
+        """Races through the subject's own commands (pure): sequence point K = 1, 2, ... per race, in turn.
+
+        ``readers-during-appends``: the writer (a fresh run) is held before its K-th write, K over the
+        reference run's writes, while the subject reads the run; its readings are judged as I10.  (Both
+        engines here write a record in one write, so a reader never sees half a line mid-run; the tail
+        family gives the subject's reader torn and damaged journals.)
+        """
         invariants = tuple(scenario.check.invariants)
         if schedules is not None:
-            return [Planned(list(s), "explicit", seed, item=("black-box",), invariants=invariants) for s in schedules]
-        races = [r for r in races_of(scenario) if r in BLACK_BOX]
+            reader = any(e.get("reader") for s in schedules for e in s if isinstance(e, dict))
+            judged = invariants + (("I10",) if reader and "I10" not in invariants else ())
+            return [Planned(list(s), "explicit", seed, item=("black-box",), invariants=judged) for s in schedules]
+        races = [r for r in races_of(scenario) if r in _black_box(subject)]
+        writes = write_count(reference.history.legs[0].trace if reference else [])
         kill = pending_point(reference.history.legs[0].trace if reference else [], run_id_for(scenario))
         if {"two-resumers", "two-writers", "holder-killed"} & set(races) and kill is None:
             raise ValueError("the reference run shows no tool batch to leave pending: the resumers have nothing "
@@ -154,6 +178,13 @@ class RaceFamily(FamilyBase):
         for i in range(count):
             race, k = races[i % len(races)], 1 + i // len(races)
             pending = {"kind": "kill", "event": kill, "when": "after"}
+            if race == READER_RACE:
+                if writes < 1:
+                    raise ValueError("the reference run made no write: a reader has no append to race")
+                hold = {"kind": "hold", "at": 1 + (k - 1) % writes, "ops": "write", "reader": True}
+                judged = invariants + (("I10",) if "I10" not in invariants else ())
+                out.append(Planned([hold], f"race-{race}", seed, item=("black-box",), invariants=judged))
+                continue
             if race == "holder-killed":
                 schedule = [pending, {"kind": "kill", "event": k, "when": "after"}]
             else:

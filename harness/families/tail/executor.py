@@ -50,7 +50,8 @@ from harness.subject.contract import Subject
 from harness.families.tail.params import Params
 from harness.families.tail.mutations import Answer, Mutation, mutations
 
-__all__ = ["Params", "Report", "params_from", "answer_for", "reader_answers", "reader_history", "run_tails",
+__all__ = ["Params", "Report", "params_from", "answer_for", "reader_answers", "status_answer", "reader_history",
+           "run_tails",
            "resume_candidates"]
 
 #: Invariants judged on a repair's history (those the scenario checks; I5, which judges the repair, always).
@@ -133,6 +134,38 @@ def reader_answers(muts: list[Mutation], subject: Subject, tmp: Path, timeout_s:
         out.setdefault(m.id, Answer("error", message=f"no answer from the reader child (exit {proc.returncode}): "
                                                      f"{proc.stderr.decode('utf-8', 'replace')[-300:]}"))
     return out
+
+
+def status_answer(ctx: Recovery, m: Mutation, tmp: Path) -> Answer:
+    """What the subject's own status command says about mutation ``m``'s journal, put alone in a fresh store
+    under ``tmp`` (an agent that is not fiskj-based, with a profile's ``[reading]``; never raises for the
+    subject's behaviour).  ``via="status"``: it read the journal (with its ``records`` when its profile
+    maps them) or it failed (``error``, with its message)."""
+    from harness.history.readers import parse_reading
+    from harness.subject.contract import RunConfig
+
+    runner, subject = ctx.runner, ctx.runner.subject
+    state = tmp / "state"
+    runs = state / "fisk-ai" / "runs"
+    runs.mkdir(parents=True, mode=0o700)
+    for d in (state, state / "fisk-ai"):
+        d.chmod(0o700)
+    journal = runs / f"{ctx.run_id}.json"
+    journal.write_bytes(m.data)
+    journal.chmod(0o600)
+    wl = ctx.workload
+    cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
+                    max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat)
+    where = {"state_home": str(state), "trial_dir": str(tmp)}
+    argv = subject.status_argv(cfg, **where)
+    assert argv is not None, "status_answer needs a subject with a status command"
+    env = subject.env(base_url=runner.server.base_url, api_key="fiskj-reader-leg0", state_home=str(state),
+                      ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None)
+    reading = parse_reading(runner.legs.read(argv, env, tmp, 0), subject.status_fields)
+    if reading["error"]:
+        return Answer("error", message=f"{reading['error']}; stderr: {str(reading.get('stderr', ''))[-200:]}",
+                      via="status")
+    return Answer("read", via="status", records=reading.get("records"))
 
 
 def reader_history(scenario: str, seed: int, run_id: str, muts: list[Mutation], answers: dict[str, Answer]) -> History:

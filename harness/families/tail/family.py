@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.tail.executor import (CHECKED, fiskj_based, reader_answers, reader_history, repair_history,
+                                           status_answer,
                                             resume_candidates)
 from harness.families.power_loss.executor import context
 from harness.families.tail.mutations import mutations
@@ -53,7 +54,10 @@ class _Executor:
 
     def run(self, planned: Planned) -> Ran:
         check, m, _ = planned.item
-        if check == "reader":
+        if check == "reader" and not fiskj_based(self.runner.subject):  # the subject's own status command
+            answer = status_answer(self.ctx, m, Path(tempfile.mkdtemp(dir=self.shared)))
+            history = reader_history(self.scenario.name, planned.seed, self.ctx.run_id, [m], {m.id: answer})
+        elif check == "reader":
             history = reader_history(self.scenario.name, planned.seed, self.ctx.run_id, [m], self._answer(planned))
         else:
             history = repair_history(self.ctx, m)
@@ -86,8 +90,12 @@ class TailFamily(FamilyBase):
         """What this family cannot do for ``subject`` (said before the campaign starts)."""
         if fiskj_based(subject):
             return []
-        return ["tail reader checks need a fiskj-based subject (they run fiskj's reader with the subject's "
-                "mutant); only the resume checks run"]
+        if getattr(subject, "status_args", None) is not None:
+            return ["tail reader checks ask the subject's status command, which says only whether it read a "
+                    "journal and how many records (not the torn tail's offset nor a corrupt line's number); "
+                    "journals with no complete record are not asked"]
+        return ["tail reader checks need a fiskj-based subject or the subject's own status command (a "
+                "profile's [reading], docs/subject.md); only the resume checks run"]
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
@@ -97,7 +105,12 @@ class TailFamily(FamilyBase):
                               cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
                               zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
                               mid_run=params.mid_run))
-        reader_muts = muts if subject is None or fiskj_based(subject) else []
+        if subject is None or fiskj_based(subject):
+            reader_muts = muts
+        elif getattr(subject, "status_args", None) is not None:  # asked through its status command
+            reader_muts = [m for m in muts if m.expect == "corrupt" or m.seqs]
+        else:
+            reader_muts = []
         out = [Planned([{"kind": "tail", "check": "reader", "mutation": m.id}], "mutation", seed,
                        item=("reader", m, reader_muts), invariants=("I5",)) for m in reader_muts]
         resume = tuple(i for i in CHECKED if i in scenario.check.invariants or i == "I5")

@@ -77,7 +77,9 @@ class Mutation:
 @dataclass(frozen=True)
 class Answer:
     """What a reader said: ``kind`` ``"read"`` (``seqs``, ``torn``, ``good_size``), ``"corrupt"``
-    (``line``), or ``"error"`` (any other failure; ``message``)."""
+    (``line``), or ``"error"`` (any other failure; ``message``).  ``via`` ``"status"``: the answer is a
+    subject's status command's (docs/subject.md "Subject profiles"), which says only whether it read
+    the journal and, when its profile maps it, how many ``records``."""
 
     kind: str
     seqs: tuple[int, ...] = ()
@@ -85,6 +87,8 @@ class Answer:
     good_size: int | None = None
     line: int | None = None
     message: str = ""
+    via: str = "reader"
+    records: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The answer as a JSON fact (lists for ``seqs`` and ``torn``)."""

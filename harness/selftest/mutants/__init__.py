@@ -47,6 +47,8 @@ there too.
 | ``stale-lock-file`` | the lock is an ``O_EXCL`` marker file a SIGKILLed holder leaves behind | race ``holder-killed`` |
 | ``blocking-lock`` | ``flock`` without ``LOCK_NB``: a second writer waits instead of being refused | race ``two-writers`` |
 | ``torn-tail-is-corrupt`` | ``load``/``list`` raise on a partial last line | race ``readers-during-appends`` |
+| ``reader-locks`` | ``load`` takes the run lock: reading a run that is being written fails | race ``readers-during-appends`` |
+| ``status-stays-suspended`` | a resumed run keeps reading ``suspended`` after later records (defect 5) | chain, the subject's reading (I10) |
 
 Defects 1 to 4 are fisk-ai's (docs/spec.md section 16).  Which scenario
 catches which mutant is data, :mod:`harness.selftest.targets`; the
@@ -84,9 +86,11 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            "counters_in_memory", "fingerprint_ignores_model", "create_not_reclaimed",
            # the run lock and the store under concurrency: the race family
            "fold_before_lock", "create_no_excl", "release_before_last_append", "lockf", "no_cloexec",
-           "stale_lock_file", "blocking_lock", "torn_tail_is_corrupt",
+           "stale_lock_file", "blocking_lock", "torn_tail_is_corrupt", "reader_locks",
            # IO errors from outside: the io_error family
-           "fsync_error_retried")
+           "fsync_error_retried",
+           # the engine's own reading of its journal (I10, the subject's reading as an oracle)
+           "status_stays_suspended")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 
@@ -172,9 +176,9 @@ def subject_for(name: str) -> Subject:
     """The mutant subject with mutant ``name``: ``python -m harness.selftest.subject`` and :func:`mutant_env`."""
     import sys
 
-    from harness.subject.contract import Subject
+    from harness.subject.contract import Subject, with_fiskj_reading
 
-    return Subject(argv=(sys.executable, "-m", MUTANT_SUBJECT), extra_env=mutant_env(name))
+    return with_fiskj_reading(Subject(argv=(sys.executable, "-m", MUTANT_SUBJECT), extra_env=mutant_env(name)))
 
 
 def with_preload(subject: Subject, environ: Mapping[str, str] | None = None) -> Subject:

@@ -13,6 +13,8 @@ export const BUGS = {
   'status-stays-suspended': 'the fold keeps status "suspended" after later records (fisk-ai defect 5)',
   'resume-reruns-answered': 'resume runs every tool of the pending batch again, also the answered ones',
   'stale-lock-file': 'the run lock is a marker file created with O_EXCL: a killed holder leaves it behind for good',
+  'reader-locks': 'the status command takes the run lock: reading a run that is being written fails',
+  'reader-tolerates-corruption': 'the reader skips an unparsable line before the end instead of refusing the journal',
 };
 
 export const BUG_ENV = 'FISKJ_FOREIGN_BUG';

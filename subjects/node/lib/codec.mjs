@@ -3,6 +3,7 @@
 // docs/spec.md sections 3-7).  Pure: bytes in, records out; no IO here.
 
 import { CorruptJournal, UnsupportedVersion } from './errors.mjs';
+import { bug } from './bugs.mjs';
 
 export const VERSION = 2;
 export const MAX_RECORD_BYTES = 16 * 1024 * 1024;
@@ -188,6 +189,7 @@ export function readJournal(bytes, path = null) {
       obj = parseObject(line);
     } catch (e) {
       if (isLast) { tornTail = { offset, length: bytes.length - offset }; break; }
+      if (bug('reader-tolerates-corruption')) { offset = nl + 1; continue; } // the bug: skip it, read on
       throw new CorruptJournal(`unreadable line (${e.message}) before the end of the journal`, where);
     }
     let rec;

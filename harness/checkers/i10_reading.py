@@ -1,0 +1,111 @@
+"""I10 the subject's own reading of its journal agrees with the journal.
+
+Normative text (docs/spec.md section 15): when the subject gives a status
+command (docs/subject.md "Subject profiles"), its reading of the journal
+after every leg (the run's status, the unanswered tool_use ids of a
+pending batch, the number of records) equals what fiskj's fold of the same
+bytes yields (docs/spec.md section 8).  A subject that lists a resumed and
+then crashed run as ``suspended`` (fisk-ai defect 5), that misses a pending
+batch, or that cannot read a journal fiskj reads, fails it.
+
+How it is judged.  For each leg with a reading (``Leg.reading``, taken
+after the leg ended, on the bytes ``Leg.journal`` holds), and each reading
+taken while a writer was held at a sequence point (``History.readings``,
+race ``readers-during-appends`` through the subject's commands, on the
+bytes the journal held then, possibly ending in a half-written line):
+
+* the journal is split and folded here (pure: no IO); a journal fiskj
+  cannot fold (an interior line that does not decode, a fold error) or a
+  missing journal is not judged here (I5 judges readability), it is listed
+  under ``not_judged``;
+* ``unreadable``: the reading failed (non-zero exit, no JSON, a missing or
+  ill-typed field) although fiskj reads the journal;
+* ``status``: the subject's status differs from the fold's (``open``,
+  ``suspended``, ``completed``, ``error``, ...);
+* ``pending``: the subject's unanswered ids differ from the fold's (no
+  pending batch and an empty list are the same);
+* ``records``: the subject's count of records differs from the number of
+  complete records (a torn tail is not a record).
+
+Only the fields the subject's reading gives are compared (``given``).  A
+history with no reading is valid with ``checked: 0`` (vacuous): the
+campaign says beforehand when a subject gives no status command, and
+reports I10 as not applicable to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fiskj.errors import FiskjError
+from fiskj.fold import fold
+
+from harness.checkers._common import legs_in_order, split_journal
+from harness.checkers.verdict import INVALID, VALID, make
+from harness.history.model import History
+
+INVARIANT = "I10"
+NAME = "the subject's own reading agrees with the journal"
+
+
+def _fold(journal: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
+    """fiskj's reading of ``journal``: ``({"status", "pending", "records"}, None)`` or ``(None, why not)``."""
+    if journal is None:
+        return None, "no journal"
+    snap = split_journal(journal)
+    bad = [ln for ln in snap.lines[:-1] if ln.record is None]
+    if bad or (snap.lines and snap.lines[-1].complete and snap.lines[-1].record is None):
+        return None, "a line does not decode (I5 judges it)"
+    records = snap.records()
+    if not records:
+        return None, "no complete record"
+    try:
+        state = fold(records)
+    except FiskjError as exc:
+        return None, f"fiskj cannot fold it: {exc}"
+    pending = list(state.pending.unanswered) if state.pending is not None else []
+    return {"status": state.status, "pending": pending, "records": len(records)}, None
+
+
+def check(history: History) -> Any:
+    """Judge I10 on ``history``: a :class:`harness.checkers.verdict.Verdict` (valid, invalid)."""
+    checked, not_judged, violations = 0, [], []
+    occasions: list[tuple[dict[str, Any], bytes | None, dict[str, Any]]] = [
+        ({"leg": leg.index}, leg.journal, leg.reading) for leg in legs_in_order(history) if leg.reading is not None]
+    occasions += [({"leg": r["leg"], "while_held_at": r["at"]}, r["journal"].encode("latin-1")
+                   if isinstance(r.get("journal"), str) else None, r["reading"]) for r in history.readings]
+    for where, journal, reading in occasions:
+        ours, why = _fold(journal)
+        if ours is None:
+            not_judged.append({**where, "reason": why})
+            continue
+        checked += 1
+        base = {**where, "argv": reading.get("argv"), "fiskj": ours}
+        if reading.get("error"):
+            violations.append({**base, "kind": "unreadable", "error": reading["error"],
+                               "stdout": str(reading.get("stdout", ""))[-400:],
+                               "stderr": str(reading.get("stderr", ""))[-400:]})
+            continue
+        theirs = {name: reading.get(name) for name in reading.get("given", [])}
+        if "pending" in theirs:
+            theirs["pending"] = list(theirs["pending"] or [])
+        for name, value in theirs.items():
+            if value != ours[name]:
+                violations.append({**base, "kind": name, "subject": value, "expected": ours[name],
+                                   "subject_reading": theirs})
+    evidence: dict[str, Any] = {"checked": checked}
+    if not_judged:
+        evidence["not_judged"] = not_judged
+    if violations:
+        first = violations[0]
+        when = (f"while leg {first['leg']} was held at its write {first['while_held_at']}"
+                if "while_held_at" in first else f"after leg {first['leg']}")
+        what = (f"the subject could not read the journal {when}: {first['error']}"
+                if first["kind"] == "unreadable" else
+                f"{when} the subject reads {first['kind']} {first['subject']!r}, "
+                f"the journal folds to {first['expected']!r}")
+        evidence.update(summary=f"{len(violations)} disagreement(s); {what}", violations=violations)
+        return make(__name__, INVALID, evidence)
+    evidence["summary"] = (f"{checked} reading(s) agree with the journal's fold" if checked
+                           else "no reading of the subject to judge")
+    return make(__name__, VALID, evidence)

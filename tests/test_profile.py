@@ -1,0 +1,130 @@
+"""Subject profiles (docs/subject.md "Subject profiles"): parsing, errors, templates, exits, journals."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from builders import M, T, journal
+
+from harness.errors import ProfileError
+from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE
+from harness.subject.contract import RunConfig, default_subject
+from harness.subject.profile import bundled_profiles, load_profile, parse_profile, resolve_subject
+
+ROOT = Path(__file__).resolve().parent.parent
+CFG = RunConfig(run_id="r1", model="m", base_url="http://127.0.0.1:9", tools_file="/t.json", max_tokens=100,
+                max_iterations=5, prompt="do it", chat=True)
+
+FISK_AI_LIKE = '''
+name = "cli-agent"
+command = ["{profile_dir}/bin/agent", "--quiet"]
+home = true
+chat = false
+
+[env]
+AGENT_OFFLINE = "1"
+NODE_EXTRA_CA_CERTS = false
+
+[commands]
+start = ["run", "--name", "{run_id}", "--config", "{home}/agent.json", "--", "{prompt}"]
+resume = ["run", "--resume", "{run_id}", "{force_args}", "--", "{resume_prompt}"]
+force_args = ["--force", "--yes"]
+resume_prompt = "continue where you left off"
+
+[exit]
+completed = [0]
+suspended = [0]
+error = [1]
+refused = [1]
+
+[journal]
+path = "{home}/.local/state/agent/{run_id}.jsonl"
+
+[reading]
+command = ["show", "{run_id}"]
+status = "state.status"
+
+[not_applicable]
+I1 = "the agent has no suspend"
+'''
+
+
+def test_every_bundled_profile_loads_and_the_reference_profile_is_the_default_subject():
+    paths = bundled_profiles()
+    assert {p.relative_to(ROOT / "subjects").as_posix() for p in paths} >= {"reference.toml", "node/profile.toml",
+                                                                           "fisk-ai/profile.toml"}
+    for path in paths:
+        assert load_profile(path).name
+    ref, default = load_profile(ROOT / "subjects" / "reference.toml"), default_subject()
+    assert ref.argv == default.argv and ref.is_reference
+    assert ref.start_argv(CFG) == default.start_argv(CFG)
+    assert ref.resume_argv(CFG, force=True) == default.resume_argv(CFG, force=True)
+    assert ref.status_argv(CFG) == default.status_argv(CFG)
+    assert ref.journal_path(CFG, state_home="/s") == Path("/s/fisk-ai/runs/r1.json")
+
+
+def test_templates_splice_optional_words_and_fill_the_trial_s_values(tmp_path):
+    s = parse_profile(FISK_AI_LIKE, str(tmp_path / "agent.toml"))
+    assert s.argv == (str(tmp_path / "bin" / "agent"), "--quiet") and s.label == "cli-agent"
+    assert s.start_argv(CFG)[2:] == ["run", "--name", "r1", "--config", "/agent.json", "--", "do it"]
+    assert s.resume_argv(CFG)[2:] == ["run", "--resume", "r1", "--", "continue where you left off"]
+    assert s.resume_argv(CFG, force=True)[2:6] == ["run", "--resume", "r1", "--force"]
+    assert s.journal_path(CFG, state_home="/s", home="/h") == Path("/h/.local/state/agent/r1.jsonl")
+    env = s.env(base={"NODE_EXTRA_CA_CERTS": "/x", "PATH": "/bin"}, base_url="u", api_key="k", state_home="/s",
+                ledger="/l", leg=0, trace=None, home="/h")
+    assert "NODE_EXTRA_CA_CERTS" not in env and env["AGENT_OFFLINE"] == "1" and env["HOME"] == "/h"
+    assert dict(s.not_applicable) == {"I1": "the agent has no suspend"} and not s.chat
+
+
+def test_an_exit_status_of_several_outcomes_is_decided_by_the_journal(tmp_path):
+    s = parse_profile(FISK_AI_LIKE, str(tmp_path / "agent.toml"))
+    before = journal(M(), T("suspended"))
+    assert s.outcome(0, before, before + b"") == EXIT_SUSPENDED  # (unchanged bytes, but 0 is not a refusal)
+    assert s.outcome(0, None, journal(M(), T("completed"))) == EXIT_COMPLETED
+    assert s.outcome(1, before, before) == EXIT_USAGE              # nothing appended: refused
+    assert s.outcome(1, before, journal(M(), T("suspended"), T("error"), start=1)) == EXIT_ERROR
+    assert s.outcome(7, before, before) == 7 and s.outcome(None, before, before) is None
+    plain = default_subject()
+    assert [plain.outcome(c, None, None) for c in (0, 1, 2, 3)] == [0, 1, 2, 3]
+
+
+def test_a_subject_value_may_name_a_profile_after_variables():
+    path = ROOT / "subjects" / "node" / "profile.toml"
+    s = resolve_subject(f"FISKJ_FOREIGN_BUG=no-fsync {path}")
+    assert s.name == "node-agent" and ("FISKJ_FOREIGN_BUG", "no-fsync") in s.extra_env
+    assert resolve_subject(s.command_line()) == s and s.spec() == str(path)
+    assert resolve_subject(f"{sys.executable} -m fiskj").is_reference
+
+
+@pytest.mark.parametrize("edit, key, message", [
+    (("[exit]", "[exits]"), "exits", "unknown key"),
+    (('resume_prompt = "continue where you left off"', 'resume_promt = "x"'), "commands.resume_promt", "unknown key"),
+    (('"--name", "{run_id}"', '"--name", "{runid}"'), "commands.start", "unknown template variable"),
+    (('path = "{home}/.local', 'path = "/var/lib/agent/{run_id}'), "journal.path", "trial's directories"),
+    (("home = true", "home = false"), "journal.path", "needs home = true"),
+    (('I1 = "the agent has no suspend"', 'I42 = "x"'), "not_applicable.I42", "unknown invariant"),
+    (("refused = [1]", "refused = [1, \"2\"]"), "exit.refused", "list of exit statuses"),
+    (('NODE_EXTRA_CA_CERTS = false', 'NODE_EXTRA_CA_CERTS = 3'), "env.NODE_EXTRA_CA_CERTS", "false (remove it)"),
+    (('status = "state.status"', 'records = "n"'), "reading.status", "missing"),
+    (('command = ["{profile_dir}', 'command = ["{run_id}'), "command", "may only use"),
+    (('name = "cli-agent"', 'name = "cli-agent" ='), None, "TOML syntax error"),
+])
+def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit, key, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(FISK_AI_LIKE.replace(*edit))
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    err = info.value
+    assert message in str(err) and str(path) in str(err)
+    if key is not None:
+        assert err.key == key and err.line is not None
+        wanted = "[reading]" if message == "missing" else edit[1].split("=")[0].strip().strip("[]\"")
+        assert wanted in path.read_text().splitlines()[err.line - 1]
+
+
+def test_a_missing_profile_file_is_a_typed_error(tmp_path):
+    with pytest.raises(ProfileError, match="no such profile file"):
+        load_profile(tmp_path / "nope.toml")
