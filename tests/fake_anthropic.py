@@ -6,7 +6,7 @@ response body (dict), or ``(status, bytes)`` for a raw answer.  Every
 request is kept in ``requests`` (body) and ``headers`` (lower-case names).
 
 ``turns(*contents)`` builds a handler whose reply depends only on the number
-of assistant messages in the conversation, like the harness's server: reply
+of assistant messages in the conversation (simpler than the harness's server): reply
 ``k`` is ``contents[k]`` (a list of blocks) with stop reason ``tool_use``
 when it holds a tool_use block, else ``end_turn``; past the end it answers
 ``"done"``.

@@ -6,8 +6,12 @@ not yet acknowledged in the journal) may be made again, once per crash.
 Every other model call happens exactly once.
 
 How it is judged, from the fake server's calls (request ``key``, ``leg``).
-Calls with one key are ordered by server index; every call after the first
-is a *repeat* and must be attributed:
+The key is the conversation's state (the scripted turn asked for, from the
+tool ids answered and the follow-ups sent; docs/subject.md "The model"), so
+an agent that rebuilt its conversation on resume (a synthetic assistant
+message, an annotated history) and asked the same thing again made a
+repeat.  Calls with one key are ordered by server index; every call after
+the first is a *repeat* and must be attributed:
 
 * to a killed or power-lost leg C that is the leg of the previous call with
   that key, whose journal after C does not hold that call's assistant

@@ -47,11 +47,14 @@ __all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "ReaderCheck", "C
 class ModelCall:
     """One ``POST /v1/messages`` the fake server answered.
 
-    ``key`` identifies the conversation state (hash of the request's
-    messages); ``turn`` is the scripted turn it answered; ``messages`` is
-    the request's message list as sent; ``leg`` is the leg index from the
-    ``x-fiskj-leg`` header / environment when known, else -1; ``reply`` the
-    content blocks returned.
+    ``key`` identifies the conversation state (a hash of the chat segment
+    and the scripted turn the request asks for, derived from the tool ids
+    it answers and the follow-ups it holds: docs/subject.md "The model");
+    ``turn`` is the scripted turn it answered; ``messages`` is the
+    request's message list as sent, without ``role: "system"`` messages;
+    ``leg`` is the leg index from the API key
+    (``fiskj-<token>-leg<L>``) when known, else -1; ``reply`` the content
+    blocks returned.
     """
 
     index: int

@@ -3,45 +3,90 @@
 A :class:`ModelServer` is a :class:`http.server.ThreadingHTTPServer` on
 ``127.0.0.1`` at an ephemeral port, run by a daemon thread of the harness
 process, so it survives every kill of an agent.  It answers
-``POST /v1/messages`` from a :class:`Script` and records every request as a
-:class:`harness.history.model.ModelCall`.
+``POST /v1/messages`` (any query string, e.g. ``?beta=true``; any
+``anthropic-beta`` / ``anthropic-version`` headers) from a :class:`Script`
+and records every request as a :class:`harness.history.model.ModelCall`.
 
 Sessions partition the calls of concurrent trials: :meth:`ModelServer.open_session`
 registers a script and returns a token; an agent authenticates with the API
 key ``fiskj-<token>-leg<L>`` (header ``x-api-key`` or
 ``Authorization: Bearer``), so the server knows the trial and the leg of
 every call, even one that arrives after its sender was killed.  A request
-with an unknown key gets HTTP 401 in the Anthropic error shape.
+with an unknown key gets HTTP 401 in the Anthropic error shape; a malformed
+body gets HTTP 400 (``invalid_request_error``, the message starts with the
+offending field: ``messages.2.role: ...``).
 
-The reply to a request is a pure function of the request's ``messages``
-(and, with ``vary_on_repeat``, of how often that exact conversation was
-asked before): the turn index is the number of assistant messages in the
-request, so a resumed agent that sends the same conversation gets the same
-reply.  Tool ids are deterministic: ``toolu_<seed>_<turn>_<k>`` (with
-``_r<n>`` appended for the n-th repeat under ``vary_on_repeat``), and every
-tool input carries its own ``tool_use_id`` (a command tool sees only its
-input).  Usage numbers are deterministic per turn.
+The request.  ``messages`` is required (a list of ``{"role", "content"}``,
+content a string or a list of blocks).  ``system`` (a string or a list of
+blocks), ``model``, ``max_tokens``, ``tools``, ``thinking`` and the rest
+are accepted and ignored; so are ``role: "system"`` messages inside
+``messages`` (some clients put the system prompt there): they are dropped
+before anything else looks at the conversation, and the recorded
+``ModelCall.messages`` hold the conversation without them.
+
+Which turn answers a request: the conversation's *state*, never the number
+of its messages.  The script's turns fall into segments, each ending with
+a final answer (a turn without tools); a chat run's follow-up opens the
+next segment.  Walking the request's messages in order:
+
+* an assistant message with no tool_use block whose text contains the
+  scripted final answer of the current segment closes that segment;
+* the first user message after that which asks something (non-blank text,
+  or any block other than a tool_result) is the follow-up that opens the
+  next segment; user text anywhere else (an agent's "continue" or
+  "interrupted" note) changes nothing;
+* every tool_result, in any user message, answers the scripted tool id it
+  names (``toolu_<seed>_<turn>_<k>``, any ``_r<n>`` suffix).
+
+The request is then answered by the current segment's first tool turn
+whose tool ids are not all answered, else by its final answer.  A request
+with nothing left to answer (the segment is closed and no follow-up came,
+the follow-ups outnumber the segments, or a segment without a final answer
+is done) gets ``"(script exhausted)"``, turn index ``len(turns)``.  So a
+resumed agent gets the same reply for the same progress, however it
+rebuilt the conversation (a synthetic assistant message, a replayed or
+annotated history): see :meth:`Script.position`.
+
+The state's ``key`` (:func:`request_key`, the hash of segment and turn)
+identifies a model call for checker I3: two calls with one key asked the
+model the same thing.  With ``vary_on_repeat`` the n-th repeat of a key
+gets other text and fresh ids.  Tool ids are deterministic:
+``toolu_<seed>_<turn>_<k>`` (with ``_r<n>`` appended for the n-th repeat
+under ``vary_on_repeat``), and every tool input carries its own
+``tool_use_id`` (a command tool sees only its input).  Usage is
+deterministic per turn: ``100 + 10 x turn`` input tokens, ``20 + 7 x
+tools`` output tokens, cache counts 0.
+
+``"stream": true`` gets the same message as server-sent events
+(:mod:`harness.workload.sse`, chunked transfer encoding): the events up to
+the first ``content_block_start`` and a ``ping`` at once, the rest after
+the script's ``delay_ms``.  Without streaming the whole reply waits
+``delay_ms``.  A client that disconnects (a killed agent) ends its
+connection quietly: no traceback reaches the campaign's output.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.server
 import json
+import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from harness.history.model import ModelCall
+from harness.workload import sse
 
-__all__ = ["ToolCall", "Turn", "Script", "Session", "ModelServer", "request_key", "api_key"]
+__all__ = ["ToolCall", "Turn", "Script", "Position", "Session", "ModelServer", "RequestError", "Request",
+           "parse_request", "request_key", "api_key"]
 
-
-def request_key(messages: list[dict[str, Any]]) -> str:
-    """Return the hex SHA-256 of the canonical JSON of ``messages`` (sorted keys, no spaces, UTF-8)."""
-    data = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+#: The text of the reply to a request with nothing left to answer.
+EXHAUSTED = "(script exhausted)"
 
 
 def api_key(token: str, leg: int) -> str:
@@ -74,21 +119,67 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Turn:
-    """One scripted model reply: ``tools`` empty means a final text answer (``end_turn``)."""
+    """One scripted model reply: ``tools`` empty means a final text answer (``end_turn``).
+
+    ``text`` empty: a default text naming the turn.  ``thinking`` non-empty:
+    the reply starts with a thinking block (with a deterministic signature).
+    """
 
     tools: tuple[ToolCall, ...] = ()
     text: str = ""
+    thinking: str = ""
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a request stands in a script: chat ``segment`` (0 before any follow-up) and the ``turn`` that
+    answers it (``len(script.turns)``: nothing left, the ``"(script exhausted)"`` answer)."""
+
+    segment: int
+    turn: int
+
+    @property
+    def key(self) -> str:
+        """Hex SHA-256 of the canonical JSON of ``{"segment", "turn"}``: the model call's identity for I3."""
+        data = json.dumps({"segment": self.segment, "turn": self.turn}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(data.encode("ascii")).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Segment:
+    tools: tuple[int, ...]  # indexes of its tool turns
+    final: int | None  # index of its final answer (None: the script ends inside it)
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _asks(message: dict[str, Any]) -> bool:
+    # A user message that asks something: non-blank text or any block other than a tool_result.
+    for b in _blocks(message):
+        kind = b.get("type")
+        if kind == "text":
+            if str(b.get("text") or "").strip():
+                return True
+        elif kind != "tool_result":
+            return True
+    return False
 
 
 @dataclass(frozen=True)
 class Script:
-    """What the fake model answers, turn by turn.
+    """What the fake model answers.
 
-    ``turns[i]`` answers a request holding ``i`` assistant messages.  A
-    request past the end gets a final answer ``"(script exhausted)"``.
-    ``delay_ms`` is how long the server waits before it replies (a window
-    for kills during a model call).  ``vary_on_repeat``: the n-th repeat of
-    an identical request (n >= 1) gets other text and fresh ids.
+    ``turns`` in order; a turn without tools is a final answer and ends a
+    chat segment (the next one starts at a follow-up).  Which turn answers
+    a request is :meth:`position`'s rule (module docstring).  ``delay_ms``
+    is how long the server waits before it replies (a window for kills
+    during a model call).  ``vary_on_repeat``: the n-th repeat of a request
+    in the same state (n >= 1) gets other text and fresh ids.
     """
 
     seed: int
@@ -97,22 +188,33 @@ class Script:
     delay_ms: float = 0.0
     vary_on_repeat: bool = False
 
+    def _text(self, turn: int) -> str:
+        spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
+        if spec.text:
+            return spec.text
+        return f"Turn {turn}: calling {len(spec.tools)} tools." if spec.tools else f"Answer {turn}: done."
+
     def reply(self, turn: int, repeat: int = 0) -> tuple[list[dict[str, Any]], str, dict[str, int]]:
         """Return ``(content blocks, stop_reason, usage)`` for ``turn`` and its ``repeat`` number.
 
         Pure: the same arguments always give the same reply.  ``repeat`` is
-        ignored unless ``vary_on_repeat``.
+        ignored unless ``vary_on_repeat``.  ``turn >= len(turns)`` gives the
+        final answer ``"(script exhausted)"``.  ``usage`` has
+        ``input_tokens``, ``output_tokens``, ``cache_creation_input_tokens``
+        and ``cache_read_input_tokens`` (tokens).
         """
         rep = repeat if self.vary_on_repeat else 0
         suffix = f"_r{rep}" if rep else ""
-        if turn < len(self.turns):
-            spec = self.turns[turn]
-        else:
-            spec = Turn(text="(script exhausted)")
-        text = spec.text or (f"Turn {turn}: calling {len(spec.tools)} tools." if spec.tools else f"Answer {turn}: done.")
+        spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
+        text = self._text(turn)
         if rep:
             text += f" (asked again: {rep})"
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        blocks: list[dict[str, Any]] = []
+        if spec.thinking:
+            thinking = spec.thinking + (f" (asked again: {rep})" if rep else "")
+            digest = hashlib.sha256(f"{self.seed}:{turn}:{rep}:{thinking}".encode("utf-8", "surrogatepass")).digest()
+            blocks.append({"type": "thinking", "thinking": thinking, "signature": base64.b64encode(digest).decode()})
+        blocks.append({"type": "text", "text": text})
         for k, call in enumerate(spec.tools):
             tid = f"toolu_{self.seed}_{turn}_{k}{suffix}"
             inp: dict[str, Any] = {"tool_use_id": tid, "n": call.n}
@@ -120,13 +222,143 @@ class Script:
                 inp["sleep_ms"] = call.sleep_ms
             blocks.append({"type": "tool_use", "id": tid, "name": call.name, "input": inp})
         stop = "tool_use" if spec.tools else "end_turn"
-        usage = {"input_tokens": 100 + 10 * turn, "output_tokens": 20 + 7 * len(spec.tools)}
+        usage = {"input_tokens": 100 + 10 * turn, "output_tokens": 20 + 7 * len(spec.tools),
+                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         return blocks, stop, usage
+
+    @cached_property
+    def _segments(self) -> tuple[_Segment, ...]:
+        out, tools = [], []
+        for i, turn in enumerate(self.turns):
+            if turn.tools:
+                tools.append(i)
+            else:
+                out.append(_Segment(tuple(tools), i))
+                tools = []
+        if tools:
+            out.append(_Segment(tuple(tools), None))
+        return tuple(out)
+
+    @cached_property
+    def _tool_id(self) -> re.Pattern[str]:
+        return re.compile(rf"toolu_{re.escape(str(self.seed))}_(\d+)_(\d+)(?:_r\d+)?")
+
+    def position(self, messages: list[dict[str, Any]]) -> Position:
+        """Return the :class:`Position` of a conversation (the rule is the module docstring's).
+
+        ``messages``: the request's conversation (user and assistant
+        messages; anything else is skipped).  Pure.
+        """
+        segments = self._segments
+        answered: set[tuple[int, int]] = set()
+        segment, closed = 0, False
+        for m in messages:
+            if not isinstance(m, dict):
+                continue
+            role = m.get("role")
+            if role == "assistant":
+                final = segments[segment].final if segment < len(segments) else None
+                if not closed and final is not None:
+                    blocks = _blocks(m)
+                    text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
+                    if self._text(final) in text and not any(b.get("type") == "tool_use" for b in blocks):
+                        closed = True
+            elif role == "user":
+                for b in _blocks(m):
+                    if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                        match = self._tool_id.fullmatch(b["tool_use_id"])
+                        if match:
+                            answered.add((int(match[1]), int(match[2])))
+                if closed and _asks(m):
+                    segment, closed = segment + 1, False
+        nothing = Position(segment, len(self.turns))
+        if segment >= len(segments) or closed:
+            return nothing
+        for t in segments[segment].tools:
+            if any((t, k) not in answered for k in range(len(self.turns[t].tools))):
+                return Position(segment, t)
+        final = segments[segment].final
+        return nothing if final is None else Position(segment, final)
 
     @property
     def model_turns(self) -> int:
         """Number of scripted replies (tool turns and final answers)."""
         return len(self.turns)
+
+
+def request_key(script: Script, messages: list[dict[str, Any]]) -> str:
+    """Return the key of a request's state: ``script.position(messages).key`` (hex SHA-256)."""
+    return script.position(messages).key
+
+
+class RequestError(ValueError):
+    """A request the server refuses with HTTP 400; ``field`` names what is wrong (``messages.1.role``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Request:
+    """A parsed ``POST /v1/messages`` body: the conversation (``role: "system"`` messages dropped) and
+    whether the reply streams."""
+
+    messages: list[dict[str, Any]]
+    stream: bool = False
+
+
+def parse_request(raw: bytes) -> Request:
+    """Parse and check a request body; raise :class:`RequestError` naming the first bad field.
+
+    Checked: the body is a JSON object; ``messages`` a list of objects with
+    ``role`` ``user``, ``assistant`` or ``system`` and ``content`` a string
+    or a list of objects each with a string ``type`` (a tool_result's
+    ``tool_use_id`` a string); ``system`` (if present) a string or a list of
+    objects; ``stream`` a boolean; ``model`` a string; ``max_tokens`` an
+    integer >= 1.  Other fields are not looked at.
+    """
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError("body", f"not valid JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise RequestError("body", "not a JSON object")
+    if "messages" not in body:
+        raise RequestError("messages", "field required")
+    messages = body["messages"]
+    if not isinstance(messages, list):
+        raise RequestError("messages", "must be a list of messages")
+    conversation = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise RequestError(f"messages.{i}", "must be an object")
+        if m.get("role") not in ("user", "assistant", "system"):
+            raise RequestError(f"messages.{i}.role", f"must be 'user' or 'assistant', got {m.get('role')!r}")
+        content = m.get("content")
+        if isinstance(content, list):
+            for j, b in enumerate(content):
+                if not isinstance(b, dict) or not isinstance(b.get("type"), str):
+                    raise RequestError(f"messages.{i}.content.{j}", "must be an object with a string 'type'")
+                if b["type"] == "tool_result" and not isinstance(b.get("tool_use_id"), str):
+                    raise RequestError(f"messages.{i}.content.{j}.tool_use_id", "must be a string")
+        elif not isinstance(content, str):
+            raise RequestError(f"messages.{i}.content", "must be a string or a list of content blocks")
+        if m["role"] != "system":
+            conversation.append(m)
+    system = body.get("system")
+    if system is not None and not (isinstance(system, str)
+                                   or (isinstance(system, list) and all(isinstance(b, dict) for b in system))):
+        raise RequestError("system", "must be a string or a list of text blocks")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestError("stream", "must be a boolean")
+    if "model" in body and not isinstance(body["model"], str):
+        raise RequestError("model", "must be a string")
+    tokens = body.get("max_tokens", 1)
+    if type(tokens) is not int or tokens < 1:
+        raise RequestError("max_tokens", "must be an integer >= 1")
+    return Request(messages=conversation, stream=stream)
 
 
 @dataclass
@@ -140,20 +372,27 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, messages: list[dict[str, Any]], leg: int) -> tuple[ModelCall, dict[str, Any]]:
-        """Record one request and return ``(call, response body)``."""
+        """Record one request and return ``(call, response body)``.
+
+        ``messages``: the request's conversation as :func:`parse_request`
+        returns it (``role: "system"`` messages dropped); recorded as sent.
+        The body is a complete Messages API message (``id``, ``type``,
+        ``role``, ``model``, ``content``, ``stop_reason``, ``stop_sequence``,
+        ``usage``).
+        """
         t = time.monotonic_ns()
-        key = request_key(messages)
-        turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+        pos = self.script.position(messages)
+        key = pos.key
         with self.lock:
             repeat = self.repeats.get(key, 0)
             self.repeats[key] = repeat + 1
             index = len(self.calls)
-            blocks, stop, usage = self.script.reply(turn, repeat)
-            call = ModelCall(index=index, t=t, key=key, turn=turn, messages=messages, reply=blocks, leg=leg)
+            blocks, stop, usage = self.script.reply(pos.turn, repeat)
+            call = ModelCall(index=index, t=t, key=key, turn=pos.turn, messages=messages, reply=blocks, leg=leg)
             self.calls.append(call)
         rep = repeat if self.script.vary_on_repeat else 0
         body = {
-            "id": f"msg_{self.script.seed}_{turn}" + (f"_r{rep}" if rep else ""),
+            "id": f"msg_{self.script.seed}_{pos.turn}" + (f"_r{rep}" if rep else ""),
             "type": "message",
             "role": "assistant",
             "model": self.script.model,
@@ -165,6 +404,10 @@ class Session:
         return call, body
 
 
+#: What a killed client leaves behind on the server's side of its connection.
+_GONE = (ConnectionError, TimeoutError)
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # no 40 ms Nagle / delayed-ACK stalls on small replies
@@ -173,38 +416,69 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
         pass
 
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
+    def _write(self, status: int, headers: dict[str, str], data: bytes) -> bool:
+        # Status line, headers and the first bytes of the body in one write; False: the client is gone.
         try:
-            # Status line, headers and body in one write.
             self.send_response_only(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self._headers_buffer.append(b"\r\n")  # end of headers, sent with the body below
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self._headers_buffer.append(b"\r\n")
             self.wfile.write(b"".join(self._headers_buffer) + data)
             self._headers_buffer = []
-        except (BrokenPipeError, ConnectionResetError):
+            return True
+        except _GONE:
             self.close_connection = True  # the agent was killed while waiting
+            return False
+
+    def _send(self, status: int, body: dict[str, Any], request_id: str = "req_fiskj") -> None:
+        data = json.dumps(body).encode()
+        self._write(status, {"content-type": "application/json", "content-length": str(len(data)),
+                             "request-id": request_id}, data)
 
     def _error(self, status: int, kind: str, message: str) -> None:
         self._send(status, {"type": "error", "error": {"type": kind, "message": message}})
+
+    def _stream(self, body: dict[str, Any], delay_s: float, request_id: str) -> None:
+        events = sse.message_events(body)
+        cut = next(i for i, e in enumerate(events) if e["type"] == "ping") + 1
+        head = sse.chunk(b"".join(sse.encode(e) for e in events[:cut]))
+        ok = self._write(200, {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache",
+                               "transfer-encoding": "chunked", "request-id": request_id}, head)
+        if not ok:
+            return
+        if delay_s:
+            time.sleep(delay_s)
+        try:
+            self.wfile.write(sse.chunk(b"".join(sse.encode(e) for e in events[cut:])) + sse.LAST_CHUNK)
+        except _GONE:
+            self.close_connection = True
+
+    def _body(self) -> bytes:
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
 
     def do_GET(self) -> None:  # noqa: N802
         self._error(404, "not_found_error", "only POST /v1/messages is served")
 
     def do_POST(self) -> None:  # noqa: N802
+        try:
+            raw = self._body()
+        except ValueError:
+            self.close_connection = True
+            self._error(400, "invalid_request_error", "body: bad content-length or chunked framing")
+            return
         if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
             self._error(404, "not_found_error", f"no route {self.path}")
-            return
-        try:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            req = json.loads(raw)
-            messages = req["messages"]
-            if not isinstance(messages, list):
-                raise TypeError("messages is not a list")
-        except (ValueError, KeyError, TypeError) as exc:
-            self._error(400, "invalid_request_error", f"bad request body: {exc}")
             return
         key = self.headers.get("x-api-key") or ""
         auth = self.headers.get("authorization") or ""
@@ -215,10 +489,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if session is None:
             self._error(401, "authentication_error", "unknown API key (no open harness session)")
             return
-        _call, body = session.answer(messages, leg)
-        if session.script.delay_ms:
-            time.sleep(session.script.delay_ms / 1000.0)
-        self._send(200, body)
+        try:
+            request = parse_request(raw)
+        except RequestError as exc:
+            self._error(400, "invalid_request_error", str(exc))
+            return
+        call, body = session.answer(request.messages, leg)
+        request_id = f"req_{token}_{call.index}"
+        delay_s = session.script.delay_ms / 1000.0
+        if request.stream:
+            self._stream(body, delay_s, request_id)
+            return
+        if delay_s:
+            time.sleep(delay_s)
+        self._send(200, body, request_id)
 
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
@@ -226,6 +510,12 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
     owner: "ModelServer"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A killed agent's connection (reset, broken pipe, timeout) is routine: no traceback on stderr.
+        if isinstance(sys.exc_info()[1], _GONE):
+            return
+        super().handle_error(request, client_address)
 
 
 class ModelServer:

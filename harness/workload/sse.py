@@ -1,0 +1,101 @@
+"""Server-sent events of the Messages API: a complete message as the event stream that delivers it.
+
+Pure: dicts in, dicts and bytes out (no IO).  :func:`message_events` turns
+a non-streaming response body into the events a streaming response
+(``"stream": true``) carries, in the Messages API's order:
+
+1. ``message_start``: the message with empty ``content``, ``stop_reason``
+   and ``stop_sequence`` null and the input ``usage`` (``output_tokens`` 1);
+2. per content block ``i``: ``content_block_start`` (the block with empty
+   text / thinking / signature, a tool_use with ``input`` ``{}``), its
+   deltas (``text_delta``; ``input_json_delta`` whose ``partial_json``
+   chunks, the first one empty, concatenate to the input's JSON;
+   ``thinking_delta`` then one ``signature_delta``), ``content_block_stop``;
+   one ``ping`` follows the first ``content_block_start``;
+3. ``message_delta`` (``stop_reason``, ``stop_sequence`` and the final
+   ``usage``, ``output_tokens`` included), then ``message_stop``.
+
+Concatenating the deltas of each block gives back the block exactly (a
+tool input parses to the same object).  :func:`encode` frames one event
+(``event: TYPE``, ``data: JSON``, blank line); :func:`chunk` frames bytes as
+one HTTP/1.1 chunk (``transfer-encoding: chunked``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["TEXT_CHUNK", "JSON_CHUNK", "message_events", "encode", "chunk", "LAST_CHUNK"]
+
+#: Characters per ``text_delta`` / ``thinking_delta`` (the last one may be shorter).
+TEXT_CHUNK = 24
+#: Characters per ``partial_json`` chunk of a tool input.
+JSON_CHUNK = 16
+#: The chunk that ends a chunked HTTP/1.1 body.
+LAST_CHUNK = b"0\r\n\r\n"
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = block.get("type")
+    if kind == "text":
+        start: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], TEXT_CHUNK)]
+    elif kind == "tool_use":
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        data = json.dumps(block["input"], separators=(",", ":"), ensure_ascii=False)
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in ["", *_pieces(data, JSON_CHUNK)]]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"], TEXT_CHUNK)]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    else:
+        raise ValueError(f"content block {index} has type {kind!r}; only text, tool_use and thinking stream")
+    return ([{"type": "content_block_start", "index": index, "content_block": start}]
+            + [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+            + [{"type": "content_block_stop", "index": index}])
+
+
+def message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the stream events (dicts, each with ``type``) that deliver ``message``.
+
+    ``message`` is a complete Messages API response body (``id``,
+    ``model``, ``content``, ``stop_reason``, ``stop_sequence``, ``usage``
+    with ``input_tokens`` and ``output_tokens``, cache counts optional).
+    Raises ``ValueError`` for a content block that is not text, tool_use or
+    thinking, ``KeyError`` for a missing field.
+    """
+    usage = dict(message["usage"])
+    start_usage = {**usage, "output_tokens": 1}
+    head = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": head}]
+    for index, block in enumerate(message["content"]):
+        blocks = _block_events(index, block)
+        events.extend(blocks[:1] + ([{"type": "ping"}] if index == 0 else []) + blocks[1:])
+    if not message["content"]:
+        events.append({"type": "ping"})
+    events.append({"type": "message_delta",
+                   "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")},
+                   "usage": usage})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def encode(event: dict[str, Any]) -> bytes:
+    """One event as SSE bytes: ``event: <type>\\ndata: <compact JSON>\\n\\n`` (UTF-8)."""
+    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    return f"event: {event['type']}\ndata: {data}\n\n".encode("utf-8")
+
+
+def chunk(data: bytes) -> bytes:
+    """``data`` framed as one HTTP/1.1 chunk (hex length, CRLF, data, CRLF); empty data gives ``b""``.
+
+    (An empty chunk would end the body; :data:`LAST_CHUNK` does that.)
+    """
+    if not data:
+        return b""
+    return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n"
