@@ -265,4 +265,18 @@ def bench_modes(*, trials: int = 12, rounds: int = 2, scenario_name: str = "kill
                 note=f"median of {len(r)} campaign(s) interleaved with the other modes")
             for mode, r in rates.items()]
     details["rates"] = rates
+    foreign = modes.get("foreign subject (Node.js), observed")
+    if foreign is not None:
+        # The floor under the foreign subject's rate: each trial starts its agent at least twice (the faulted
+        # leg and the resume) and asks its status command after each leg, four `node` starts in all.
+        env = foreign.subject.env(base_url="http://127.0.0.1:9", api_key="k", state_home=tempfile.gettempdir(),
+                                  ledger="/dev/null", leg=0, trace=None)
+        start_s = _time_cmd([*foreign.subject.argv, "status", "no-such-run"], 9, env=env)
+        jobs_n = max(1, jobs or os.cpu_count() or 1)
+        ceiling = jobs_n / (4 * start_s)
+        rows.append(row("campaign", "foreign subject: one `node agent.mjs` start (its status command)",
+                        start_s * 1e3, unit="ms", note=f"median of 9; 4 starts a trial on {jobs_n} core(s) cap the "
+                        f"rate at {ceiling:.1f} trials/s before any work"))
+        details["foreign_start_ms"] = start_s * 1e3
+        details["foreign_ceiling_trials_per_s"] = ceiling
     return rows, details

@@ -103,3 +103,37 @@ def test_concurrent_legs_with_no_trace_at_all_are_unknown():
     first = Leg(index=0, kind="start", argv=[], pid=1, t_start=100, t_end=200, exit_code=0)
     second = Leg(index=1, kind="resume", argv=[], pid=2, t_start=150, t_end=250, exit_code=0)
     assert i8_one_writer.check(_history(first, second, journal=m + a)).status == "unknown"
+
+
+def _record_locker(cmd, closes_other_fd):
+    """A writer that takes the run lock with fcntl ``cmd`` on fd 3, maybe opens and closes the lock file again
+    (fd 5) while it holds it, then appends two records."""
+    m, a, r = lines(M(), A("a"), R("a"))
+    trace = []
+
+    def ev(op, t, **kw):
+        trace.append({"n": len(trace) + 1, "pid": 10, "op": op, "t": t, **kw})
+    ev("open", 100, path=LOCK, fd=3, flags=["O_RDWR", "O_CREAT"])
+    ev("lock", 101, path=LOCK, fd=3, cmd=cmd, operation=["F_WRLCK"])
+    if closes_other_fd:   # e.g. reading the holder's pid back from the lock file
+        ev("open", 102, path=LOCK, fd=5, flags=["O_RDONLY"])
+        ev("close", 103, path=LOCK, fd=5)
+    ev("open", 104, path=JOURNAL, fd=4, flags=["O_RDWR", "O_APPEND"])
+    for t, data in ((110, a), (120, r)):
+        ev("write", t, fd=4, path=JOURNAL, offset=0, len=len(data), data=base64.b64encode(data).decode())
+        ev("fsync", t + 1, fd=4, path=JOURNAL)
+    leg = Leg(index=0, kind="resume", argv=[], pid=10, t_start=99, t_end=200, exit_code=0, trace=trace)
+    return _history(leg, journal=m + a + r)
+
+
+def test_a_posix_record_lock_is_dropped_by_closing_any_descriptor_of_the_lock_file():
+    # the lockf bug class, seen from outside: the kernel dropped the lock at the close of fd 5
+    v = i8_one_writer.check(_record_locker("F_SETLK", closes_other_fd=True))
+    assert v.status == "invalid"
+    assert {row["kind"] for row in v.evidence["violations"]} == {"write_without_lock"}
+    assert [row["t"] for row in v.evidence["violations"]] == [110, 120]
+
+
+def test_record_locks_kept_whole_and_open_file_description_locks_are_held_like_flock():
+    assert i8_one_writer.check(_record_locker("F_SETLKW", closes_other_fd=False)).status == "valid"
+    assert i8_one_writer.check(_record_locker("F_OFD_SETLK", closes_other_fd=True)).status == "valid"

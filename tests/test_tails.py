@@ -128,7 +128,8 @@ def test_a_label_and_an_answer_are_json_facts():
     assert m.expected() == {"kind": "torn", "seqs": list(m.seqs), "good_size": m.good_size, "torn": list(m.torn),
                             "line": None, "offset": None}
     assert Answer("read", (1, 2), (5, 3), 5).to_json() == {"kind": "read", "seqs": [1, 2], "torn": [5, 3],
-                                                           "good_size": 5, "line": None, "message": ""}
+                                                           "good_size": 5, "line": None, "message": "",
+                                                           "via": "reader", "records": None}
 
 
 def _journal_of(contents: list[str]) -> bytes:
@@ -145,3 +146,16 @@ def test_for_any_journal_every_mutation_is_answered_as_labelled(contents, seed):
     for m in mutations(data, seed=seed, random_cuts=8, garbage_tails=2, flips=6):
         reason = problem(m, ask(m.data))
         assert reason is None, reason
+
+
+def test_a_status_command_s_answer_is_judged_by_what_it_can_say():
+    # another agent's status command: it reads a clean or torn journal with the right record count, and
+    # refuses a corrupt one; it cannot name a line or a tail's offset, so those are not asked of it
+    corrupt = next(m for m in mutations(J) if m.expect == "corrupt")
+    torn = next(m for m in mutations(J) if m.expect == "torn" and m.seqs)
+    assert problem(corrupt, Answer("error", message="exit 1", via="status")) is None
+    assert "read the journal anyway (5 records)" in problem(corrupt, Answer("read", via="status", records=5))
+    assert problem(torn, Answer("read", via="status", records=len(torn.seqs))) is None
+    assert problem(torn, Answer("read", via="status")) is None                     # no record count mapped
+    assert f"read {len(torn.seqs) + 1}" in problem(torn, Answer("read", via="status", records=len(torn.seqs) + 1))
+    assert "status command failed" in problem(torn, Answer("error", message="RunLocked", via="status"))

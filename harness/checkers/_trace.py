@@ -186,28 +186,52 @@ def journal_writes(history: History, leg: Leg) -> list[dict[str, Any]]:
 
 
 def lock_spans(history: History, leg: Leg) -> list[Span]:
-    """Spans during which a process of ``leg`` held the run lock (a successful LOCK_EX flock .. unlock/close/exit).
+    """Spans during which a process of ``leg`` held the run lock, by the kernel's rules for each kind of lock.
+
+    * ``flock`` (docs/spec.md section 10): held from a successful
+      ``LOCK_EX`` on a descriptor until ``LOCK_UN`` on it or its close.
+    * ``fcntl`` open-file-description locks (``F_OFD_SETLK[W]``): the same,
+      per descriptor.
+    * ``fcntl`` POSIX record locks (``F_SETLK[W]``, what ``lockf`` uses):
+      held by the *process* from ``F_WRLCK`` until ``F_UNLCK`` or the close
+      of *any* of its descriptors of the lock file (the kernel drops it
+      then: the ``lockf`` bug class, seen from outside).
 
     ``start``/``end`` are the events' ``t`` when present; an end with no
     event is the leg's ``t_end`` (the kernel drops the lock at exit).
     """
     spans: list[Span] = []
     held: dict[tuple[int, Any], Span] = {}
+
+    def end(key: tuple[int, Any], ev: dict[str, Any]) -> None:
+        span = held.pop(key)
+        # The lock was released somewhere inside the call: take the earliest instant (t0) so
+        # that a holder preempted before writing its trace line never looks like an overlap.
+        span.end, span.last_n = ev.get("t0", ev.get("t")), ev.get("n", 0)
+        spans.append(span)
+
     for ev in events(leg):
         op = ev.get("op")
         if not is_lock(ev.get("path"), history.run_id):
             continue
-        key = (ev["pid"], ev.get("fd"))
+        pid = ev["pid"]
+        key = (pid, ev.get("fd"))
         operation = ev.get("operation") or []
         if op == "flock" and not ev.get("error") and "LOCK_UN" not in operation:
             if key not in held:
-                held[key] = Span(leg.index, ev["pid"], ev.get("t"), None, ev.get("n", 0), None)
-        elif (op == "close" or (op == "flock" and "LOCK_UN" in operation)) and key in held:
-            span = held.pop(key)
-            # The lock was released somewhere inside the call: take the earliest instant (t0) so
-            # that a holder preempted before writing its trace line never looks like an overlap.
-            span.end, span.last_n = ev.get("t0", ev.get("t")), ev.get("n", 0)
-            spans.append(span)
+                held[key] = Span(leg.index, pid, ev.get("t"), None, ev.get("n", 0), None)
+        elif op == "flock" and "LOCK_UN" in operation and key in held:
+            end(key, ev)
+        elif op == "lock" and not ev.get("error") and str(ev.get("cmd") or "").endswith(("SETLK", "SETLKW")):
+            which = key if str(ev.get("cmd")).startswith("F_OFD_") else (pid, "posix")
+            if "F_WRLCK" in operation and which not in held:
+                held[which] = Span(leg.index, pid, ev.get("t"), None, ev.get("n", 0), None)
+            elif "F_UNLCK" in operation and which in held:
+                end(which, ev)
+        elif op == "close":
+            for which in (key, (pid, "posix")):  # a record lock goes with the close of ANY descriptor
+                if which in held:
+                    end(which, ev)
     for span in held.values():
         span.end = leg.t_end or None
         spans.append(span)
