@@ -104,3 +104,27 @@ def test_a_bad_profile_is_a_usage_error_naming_the_file_line_and_key(tmp_path):
     line = next(n for n, text in enumerate(bad.read_text().splitlines(), 1) if text.startswith("start ="))
     assert f"{bad}:{line}: key 'commands.start': unknown template variable(s) ['runid']" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_agent_on_the_official_sdk_streams_and_runs_a_campaign_through_its_profile_without_a_wrapper(tmp_path):
+    # subjects/sdk-agent: the anthropic SDK (client.messages.stream), its own command line and exits,
+    # fiskj as its journal library; judged from outside through subjects/sdk-agent/profile.toml
+    pytest.importorskip("anthropic")
+    from harness.campaign.campaign import Campaign
+    from harness.scenario.parse import parse_scenario
+    from harness.subject.profile import load_profile
+
+    scenario = parse_scenario(SLOW_SUSPEND, str(tmp_path / "slow-suspend.toml"))
+    subject = load_profile(ROOT / "subjects" / "sdk-agent" / "profile.toml")
+    result = Campaign([scenario], seed=1, subject=subject, keep_histories=True, shrink_budget=0, jobs=1,
+                      schedules=[[{"kind": "suspend", "signal": "SIGTERM", "after_ms": 800}],
+                                 [{"kind": "kill", "event": 20}]]).run()
+    assert not result.errors and len(result.trials) == 2, result.errors
+    for trial in result.trials:
+        assert not trial.failed, [(v.invariant, v.summary) for v in trial.verdicts if v.status != "valid"]
+        calls = trial.history.model_calls
+        assert calls and all(c.stream for c in calls)           # every model call streamed
+        assert any(leg.raw_exit_code in (4, 5) for leg in trial.history.legs)  # its own exits, mapped
+        assert all(leg.reading is None or leg.reading["error"] is None for leg in trial.history.legs)
+    by = {v.invariant: v for t in result.trials for v in t.verdicts if v.evidence.get("checked")}
+    assert {"I1", "I9", "I10"} <= set(by)

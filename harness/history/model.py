@@ -54,7 +54,7 @@ class ModelCall:
     request's message list as sent, without ``role: "system"`` messages;
     ``leg`` is the leg index from the API key
     (``fiskj-<token>-leg<L>``) when known, else -1; ``reply`` the content
-    blocks returned.
+    blocks returned; ``stream``: the client asked for server-sent events.
     """
 
     index: int
@@ -64,6 +64,7 @@ class ModelCall:
     messages: list[dict[str, Any]]
     reply: list[dict[str, Any]]
     leg: int = -1
+    stream: bool = False
 
 
 @dataclass

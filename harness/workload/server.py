@@ -371,7 +371,7 @@ class Session:
     repeats: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def answer(self, messages: list[dict[str, Any]], leg: int) -> tuple[ModelCall, dict[str, Any]]:
+    def answer(self, messages: list[dict[str, Any]], leg: int, stream: bool = False) -> tuple[ModelCall, dict[str, Any]]:
         """Record one request and return ``(call, response body)``.
 
         ``messages``: the request's conversation as :func:`parse_request`
@@ -388,7 +388,8 @@ class Session:
             self.repeats[key] = repeat + 1
             index = len(self.calls)
             blocks, stop, usage = self.script.reply(pos.turn, repeat)
-            call = ModelCall(index=index, t=t, key=key, turn=pos.turn, messages=messages, reply=blocks, leg=leg)
+            call = ModelCall(index=index, t=t, key=key, turn=pos.turn, messages=messages, reply=blocks, leg=leg,
+                             stream=stream)
             self.calls.append(call)
         rep = repeat if self.script.vary_on_repeat else 0
         body = {
@@ -494,7 +495,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except RequestError as exc:
             self._error(400, "invalid_request_error", str(exc))
             return
-        call, body = session.answer(request.messages, leg)
+        call, body = session.answer(request.messages, leg, request.stream)
         request_id = f"req_{token}_{call.index}"
         delay_s = session.script.delay_ms / 1000.0
         if request.stream:
