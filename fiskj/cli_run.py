@@ -20,6 +20,7 @@ from .fold import RunState
 from .loop import (DEFAULT_CALL_MAX_TOKENS, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS, RunConfig, RunResult,
                    SuspendFlag, handle_signals, new_run_id, resume_run, start_run)
 from .model import DEFAULT_MODEL, make_model
+from .records import tool_result_text
 from .tools import make_registry
 
 __all__ = ["register", "run_command", "default_model", "replay_lines"]
@@ -46,8 +47,10 @@ checkpoints:
   SIGINT (Ctrl-C) or SIGTERM suspends the run at the next loop boundary (the tools
   of the current turn finish first).  --resume ID continues it: the model, thinking
   mode and budgets default to the journal's; the system prompt and command tools
-  are stored only as hashes, so give the same --system and --tools again.  A
-  changed configuration is refused naming each field, unless --force.
+  are stored only as hashes, so give the same --system and --tools again.  Any
+  run but a completed one resumes, also one that ended in error, budget or
+  max_iterations (as fisk-ai; it ends the same way again unless what ended it
+  changed).  A changed configuration is refused naming each field, unless --force.
 
 output:
   Standard output gets the answers only.  Standard error gets "run id: ID", progress
@@ -136,7 +139,7 @@ def _describe(message: dict[str, Any]) -> list[str]:
             lines.append(f"  tool call {b.get('name')} ({b.get('id')}): {_clip(b.get('input'), 70)}")
         elif kind == "tool_result":
             err = " [error]" if b.get("is_error") else ""
-            lines.append(f"  tool result ({b.get('tool_use_id')}){err}: {_clip(b.get('content'), 70)}")
+            lines.append(f"  tool result ({b.get('tool_use_id')}){err}: {_clip(tool_result_text(b), 70)}")
         else:
             lines.append(f"  {message.get('role')}: [{kind}]")
     return lines

@@ -7,12 +7,14 @@ methods of :class:`Folder` named after it.  The rules:
 * Phases.  ``START``: nothing folded.  ``IDLE``: no current assistant turn (right after
   the meta record, or after a user record).  ``AWAITING_RESULTS``: the current turn has
   a tool_use id with no result yet.  ``TURN_DONE``: every tool_use id of the current turn
-  is answered (or it had none).  ``ENDED``: the last record is a terminal record whose
-  reason is not ``suspended``: a completed or failed run is never extended.
+  is answered (or it had none).  ``ENDED``: the last record is a ``completed`` terminal
+  record: a completed run is never extended.  (fisk-ai resumes every other run, so a
+  journal goes on after ``suspended``, ``error``, ``budget`` and ``max_iterations``.)
 * Seq: in every phase but ``START`` a record's seq must be the previous seq + 1; this is
   checked before the table.
 * ``start`` (meta in START): seq 1 and a version this reader knows -> IDLE.  The
-  conversation starts as one user message holding the prompt (none without a prompt).
+  conversation starts as one user message holding the prompt as one text block; an
+  absent or empty prompt is a text block with empty text (as fisk-ai folds it).
 * ``open_turn`` (assistant in IDLE or TURN_DONE): commits the current turn (its message,
   then one user message of its tool_result blocks in journal order, if any) and becomes
   the current turn; a message that repeats a tool_use id is refused -> AWAITING_RESULTS,
@@ -23,19 +25,22 @@ methods of :class:`Folder` named after it.  The rules:
 * ``add_user`` (user in IDLE or TURN_DONE): commits the current turn and appends the
   message, merged into the last message when that is a user message -> IDLE.
 * ``end`` (terminal in any phase but START and ENDED): remembered as the run's terminal
-  -> ENDED, except ``suspended``, which keeps the phase (a resumed run appends after it).
+  -> ENDED when its reason is ``completed``; every other reason (``suspended``, ``error``,
+  ``budget``, ``max_iterations``, one this reader does not know) keeps the phase: each
+  leg of a run writes its own terminal record and a resumed leg appends after it.
 * Every other cell refuses the record: ``not_first`` (START takes only meta), ``second_meta``,
   ``no_turn`` (a tool_result with no current turn), ``not_issued`` (a tool_result when every
   id is answered: orphan or duplicate), ``unanswered`` (an assistant or user record while a
   tool_use id of the current turn is unanswered: the conversation would be ill-formed),
-  ``ended``.  A refusal, or a guard that fails, raises ``ConsistencyError``
+  ``ended`` (any record after ``completed``).  A refusal, or a guard that fails, raises ``ConsistencyError``
   (``UnsupportedVersion`` for a newer meta) reading "<kind> record not allowed in state
   <PHASE>: <why>", with ``line`` = the record's 1-based position (the reader's line number)
   and ``field`` where one applies.
 * Counters are sums over the records, never stored.  At the end the current turn is
   committed when all its tool_use ids are answered, else it is the pending turn;
   ``status`` is the reason of the last record when that is a terminal record, else
-  ``open`` (so a resumed run that crashed reads ``open``, not ``suspended``).
+  ``open`` (so a resumed run that crashed reads ``open``, not ``suspended``).  A run is
+  resumable unless its status is ``completed`` (docs/spec.md section 12).
 """
 
 from __future__ import annotations
@@ -47,11 +52,13 @@ from .errors import ConsistencyError, JournalError, UnsupportedVersion
 from .fingerprint import Fingerprint
 from .records import VERSION, AssistantRecord, MetaRecord, Record, TerminalRecord, tool_use_ids
 
-__all__ = ["Counters", "PendingTurn", "RunState", "Folder", "fold", "RESUMABLE", "PHASES", "KINDS", "TRANSITIONS",
+__all__ = ["Counters", "PendingTurn", "RunState", "Folder", "fold", "FINAL", "PHASES", "KINDS", "TRANSITIONS",
            "ALLOWED", "START", "IDLE", "AWAITING_RESULTS", "TURN_DONE", "ENDED"]
 
-#: Statuses from which a run may be resumed (docs/spec.md section 12).
-RESUMABLE = ("open", "suspended")
+#: The one terminal reason that ends a run for good: no record may follow it (docs/spec.md section 8,
+#: rule 7) and a run of this status is not resumed (section 12, rule 2).  Every other reason ends one
+#: leg of the run only, as in fisk-ai v2.
+FINAL = "completed"
 
 START, IDLE, AWAITING_RESULTS, TURN_DONE, ENDED = "START", "IDLE", "AWAITING_RESULTS", "TURN_DONE", "ENDED"
 PHASES = (START, IDLE, AWAITING_RESULTS, TURN_DONE, ENDED)
@@ -163,8 +170,9 @@ class RunState:
 
     @property
     def resumable(self) -> bool:
-        """True when the status is one of :data:`RESUMABLE` (``open`` or ``suspended``)."""
-        return self.status in RESUMABLE
+        """True unless the status is :data:`FINAL` (``completed``): open, suspended, error, budget,
+        max_iterations and reasons this reader does not know are all resumed (docs/spec.md section 12, rule 2)."""
+        return self.status != FINAL
 
     def final_answer(self) -> str | None:
         """The text of the last committed assistant message, or ``None``.
@@ -312,7 +320,7 @@ class Folder:
         terminal = self._terminal
         assert terminal is not None
         return (f"it comes after a {terminal.reason!r} terminal record (seq {terminal.seq}); "
-                f"only a 'suspended' run may be continued", None)
+                f"a completed run is never continued", None)
 
     # -- guards of the allowed rules (raise; may return a value for the action) --------------
 
@@ -338,8 +346,8 @@ class Folder:
 
     def _start(self, record: MetaRecord, _: None) -> None:
         self._meta = record
-        if record.prompt:
-            self._messages.append({"role": "user", "content": [{"type": "text", "text": record.prompt}]})
+        # Always one user message: an absent or empty prompt is one text block with empty text (fisk-ai).
+        self._messages.append({"role": "user", "content": [{"type": "text", "text": record.prompt or ""}]})
         self._phase = IDLE
 
     def _open_turn(self, record: AssistantRecord, ids: list[str]) -> None:
@@ -375,7 +383,7 @@ class Folder:
     def _end(self, record: TerminalRecord, _: None) -> None:
         self._terminal = record
         self._last_is_terminal = True
-        if record.reason != "suspended":
+        if record.reason == FINAL:  # any other reason ends one leg: the next leg appends after it
             self._phase = ENDED
 
     def _commit_turn(self) -> None:
@@ -472,7 +480,7 @@ def fold(records: Iterable[Record]) -> RunState:
     input, and every refused cell of :data:`TRANSITIONS`: first record not meta,
     duplicate meta, seq not increasing by one, tool_result with no open turn, orphan or
     duplicate tool_result, a new turn over unanswered tool_use ids, records after a
-    non-suspended terminal) and :class:`UnsupportedVersion` for a newer meta version.
+    ``completed`` terminal) and :class:`UnsupportedVersion` for a newer meta version.
     """
     folder = Folder()
     for record in records:

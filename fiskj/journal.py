@@ -108,7 +108,7 @@ class Journal:
         earlier write or fsync failed), :class:`InvalidRecord` (not a record,
         not JSON-encodable, or refused by the fold's table (docs/spec.md section 8):
         an orphan or duplicate tool_result, a meta that is not first, a record
-        after a final terminal), :class:`RecordTooLarge` (over the record limit,
+        after a ``completed`` terminal), :class:`RecordTooLarge` (over the record limit,
         section 6).
         Raises :class:`StoreIOError` (``errno`` set) when the write, the
         fsync or the directory fsync fails; the journal is then poisoned.

@@ -23,10 +23,18 @@ applies them:
 5. Every end appends exactly one terminal record.  Signals only set a flag
    (:class:`SuspendFlag`), so they never interrupt an append.
 6. Resume opens the run (lock, then fold: :meth:`FileStore.open`), refuses
-   a status other than ``open``/``suspended`` and a fingerprint mismatch
-   (unless forced) before appending anything, settles the last journaled
-   turn by rules 3-4 (running only the unanswered tools of a pending
-   batch), then continues at ``next_iteration`` with counters from the fold.
+   a ``completed`` run and a fingerprint mismatch (unless forced) before
+   appending anything, settles the last journaled turn by rules 3-4 (running
+   only the unanswered tools of a pending batch), then continues at
+   ``next_iteration`` with counters from the fold.  As in fisk-ai v2, a run
+   that ended in ``error``, ``budget`` or ``max_iterations`` is resumed like
+   a suspended one; it ends again the same way unless what ended it changed
+   (a forced resume with a larger budget, a model that now answers).
+7. What the loop writes has the shape fisk-ai writes (FORMAT.md, docs/spec.md
+   section 3): messages and the blocks it builds have their keys in the order
+   Go's SDK marshals them (sorted), a tool's output is a tool_result whose
+   ``content`` is a list of one text block (the Go SDK's ``NewToolResultBlock``),
+   and ``created`` is Go's RFC 3339 time with nanoseconds (:func:`rfc3339_now`).
 """
 
 from __future__ import annotations
@@ -37,18 +45,21 @@ import datetime
 import secrets
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TextIO
 
 from .errors import FingerprintMismatch, ModelError, ResumeRefused, StoreError
 from .fingerprint import Fingerprint, diff, make_fingerprint
-from .fold import RESUMABLE, Folder, RunState
+from .fold import FINAL, Folder, RunState
 from .model import Model, check_response, thinking_param
-from .records import VERSION, AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord
+from .records import (VERSION, AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord,
+                      go_block, text_block, tool_result_block)
 from .tools import ToolCall, ToolRegistry
 
 __all__ = ["RunConfig", "RunResult", "SuspendFlag", "handle_signals", "MemoryJournal", "new_run_id", "make_meta",
-           "check_resumable", "start_run", "resume_run", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_ITERATIONS", "DEFAULT_CALL_MAX_TOKENS"]
+           "rfc3339_now", "check_resumable", "start_run", "resume_run", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_ITERATIONS",
+           "DEFAULT_CALL_MAX_TOKENS"]
 
 #: Default token budget of a run (all kinds summed; fingerprint ``max_tokens``).
 DEFAULT_MAX_TOKENS = 200_000
@@ -196,11 +207,33 @@ def new_run_id() -> str:
     return f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
+def rfc3339_now(now_ns: int | None = None) -> str:
+    """Return the time ``now_ns`` (ns since the epoch; default: now) as Go's ``time.Time`` marshals it.
+
+    That is ``time.RFC3339Nano`` in the local zone (FORMAT.md "created"): the
+    nanoseconds with trailing zeros trimmed (no fraction at all when they are
+    zero) and the offset as ``+hh:mm`` / ``-hh:mm``, or ``Z`` when it is zero,
+    e.g. ``2026-05-30T10:11:12.123456789+03:00``.  Python's own ``isoformat``
+    stops at microseconds and writes ``+00:00``.
+    """
+    ns = time.time_ns() if now_ns is None else now_ns
+    seconds, frac = divmod(ns, 1_000_000_000)
+    local = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc).astimezone()
+    offset = local.utcoffset()
+    secs = int(offset.total_seconds()) if offset is not None else 0
+    if secs == 0:
+        zone = "Z"
+    else:  # Go: the sign, then the absolute offset in whole minutes as hh:mm (seconds of an offset dropped)
+        sign, minutes = ("-", -secs // 60) if secs < 0 else ("+", secs // 60)
+        zone = f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    fraction = f".{frac:09d}".rstrip("0") if frac else ""
+    return f"{local:%Y-%m-%dT%H:%M:%S}{fraction}{zone}"
+
+
 def make_meta(run_id: str, prompt: str, fingerprint: Fingerprint, interactive: bool = False) -> MetaRecord:
-    """Return the meta record of a new run (version 2, ``created`` now in RFC 3339, local offset)."""
-    created = datetime.datetime.now().astimezone().isoformat()
-    return MetaRecord(version=VERSION, run_id=run_id, created=created, fingerprint=fingerprint, prompt=prompt,
-                      interactive=True if interactive else None)
+    """Return the meta record of a new run (version 2, ``created`` = :func:`rfc3339_now`)."""
+    return MetaRecord(version=VERSION, run_id=run_id, created=rfc3339_now(), fingerprint=fingerprint,
+                      prompt=prompt or None, interactive=True if interactive else None)
 
 
 class _End(Exception):
@@ -268,9 +301,9 @@ class _Run:
         except ModelError as exc:
             raise _End("error", f"model error: {exc}") from None
         usage = response["usage"]
-        message = {"role": "assistant", "content": response["content"]}
+        message = {"content": [go_block(b) for b in response["content"]], "role": "assistant"}
         record = AssistantRecord(
-            iteration=self.iteration, message=message, stop_reason=response.get("stop_reason"),
+            iteration=self.iteration, message=message, stop_reason=response.get("stop_reason") or None,
             in_tokens=usage["input_tokens"], out_tokens=usage["output_tokens"],
             cache_read_tokens=usage.get("cache_read_input_tokens") or None,
             cache_create_tokens=usage.get("cache_creation_input_tokens") or None)
@@ -319,8 +352,7 @@ class _Run:
                 continue
             name = block.get("name")
             outcome = self.tools.run(name, block.get("input", {}), ToolCall(tid, self.run_id))
-            result = {"type": "tool_result", "tool_use_id": tid, "content": outcome.content,
-                      "is_error": outcome.is_error}
+            result = tool_result_block(tid, outcome.content, outcome.is_error)
             self.journal.append(ToolResultRecord(tool_use_id=tid, result=result))
             results[tid] = result
             self.log(f"  tool {name} ({tid}): {'error' if outcome.is_error else 'ok'}")
@@ -334,7 +366,7 @@ class _Run:
                 raise _End("suspended", "end of input" if not self.suspend.requested else "suspended by signal")
             if line.strip():
                 break
-        message = {"role": "user", "content": [{"type": "text", "text": line.rstrip("\r\n")}]}
+        message = {"content": [text_block(line.rstrip("\r\n"))], "role": "user"}
         self.journal.append(UserRecord(message=message))
         self.messages.append(message)
 
@@ -386,11 +418,13 @@ def start_run(prompt: str, *, config: RunConfig, model: Model, tools: ToolRegist
 
 
 def check_resumable(state: RunState, current: Fingerprint, force: bool = False) -> list[str]:
-    """Raise :class:`ResumeRefused` unless ``state.status`` is open or suspended, and
+    """Raise :class:`ResumeRefused` when ``state.status`` is ``completed``, and
     :class:`FingerprintMismatch` (``changes`` = one line per field) when the
-    fingerprints differ and ``force`` is false.  Returns the differences."""
-    if state.status not in RESUMABLE:
-        raise ResumeRefused(f"run {state.run_id} is {state.status!r}; only an open or suspended run can be resumed",
+    fingerprints differ and ``force`` is false (docs/spec.md section 12, rules 2-3).
+    Every other status (open, suspended, error, budget, max_iterations, an unknown
+    reason) is resumed, as fisk-ai v2 does.  Returns the differences."""
+    if state.status == FINAL:
+        raise ResumeRefused(f"run {state.run_id} is {state.status!r}; a completed run cannot be resumed",
                             run_id=state.run_id)
     changes = diff(state.fingerprint, current)
     if changes and not force:

@@ -3,7 +3,9 @@
 A journal line is an envelope ``{"seq": N, "protocol": ID, KEY: {payload}}``
 (docs/spec.md, "Envelope").  Each record class below is one payload kind.
 Fields are named exactly as on the wire.  Optional fields are ``None`` when
-absent, so that a decode followed by an encode writes back the same keys.
+absent; the encoder also leaves out an optional field at its zero value
+(``False``, ``0``, ``""``), as fisk-ai's Go ``omitempty`` does, so a line
+fisk-ai or fiskj wrote decodes and encodes back to the same bytes.
 Payload keys fiskj does not know are kept in ``extra`` (in order) and
 written back unchanged.  Messages and content blocks are plain dicts kept
 verbatim: the journal never interprets a block beyond ``type``, ``id`` and
@@ -11,6 +13,11 @@ verbatim: the journal never interprets a block beyond ``type``, ``id`` and
 
 ``seq`` is 0 on a record built in code and not yet appended; the journal
 assigns it (:meth:`fiskj.journal.Journal.append`).
+
+The blocks fiskj builds itself (:func:`text_block`, :func:`tool_result_block`,
+:func:`go_block` for a model reply's blocks) have the shape and key order
+fisk-ai writes (docs/spec.md section 3); :func:`tool_result_text` reads a
+result's text whether its ``content`` is a string or a list of blocks.
 """
 
 from __future__ import annotations
@@ -36,6 +43,10 @@ __all__ = [
     "TerminalRecord",
     "Record",
     "tool_use_ids",
+    "text_block",
+    "tool_result_block",
+    "tool_result_text",
+    "go_block",
 ]
 
 #: The record format version this code writes and the newest it reads.
@@ -161,3 +172,50 @@ def tool_use_ids(message: dict[str, Any]) -> list[str]:
     if not isinstance(content, list):
         return []
     return [b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
+
+
+# --- blocks as fisk-ai builds them (docs/spec.md section 3, "What fiskj writes") -----------------
+#
+# fisk-ai marshals Messages API objects through its Go SDK, whose params write their keys sorted:
+# a message is {"content", "role"}, a text block {"text", "type"}, a tool_result block
+# {"content", "is_error", "tool_use_id", "type"} (FORMAT.md's example).  fiskj builds its own
+# objects in that order, so its journal lines are byte for byte fisk-ai's.
+
+
+def text_block(text: str) -> dict[str, Any]:
+    """A text content block, keys in the order fisk-ai's Go SDK writes them: ``{"text": ..., "type": "text"}``."""
+    return {"text": text, "type": "text"}
+
+
+def tool_result_block(tool_use_id: str, text: str, is_error: bool) -> dict[str, Any]:
+    """The ``tool_result`` block of one tool's output, as fisk-ai builds it (the Go SDK's ``NewToolResultBlock``).
+
+    ``content`` is a list of one text block, never a bare string, and the keys are in the order the Go
+    SDK marshals them: ``{"content": [{"text": ..., "type": "text"}], "is_error": ..., "tool_use_id": ...,
+    "type": "tool_result"}`` (FORMAT.md "More facts"; docs/spec.md section 4, tool_result).
+    """
+    return {"content": [text_block(text)], "is_error": is_error, "tool_use_id": tool_use_id, "type": "tool_result"}
+
+
+def tool_result_text(block: dict[str, Any]) -> str:
+    """The text of a ``tool_result`` block's ``content``, in either form a journal holds (docs/spec.md section 4).
+
+    A string is its own text; a list (fisk-ai's form) gives the ``text`` of its text blocks, joined;
+    other blocks (an image) and a missing or malformed ``content`` give nothing.  Never raises.
+    """
+    content = block.get("content") if isinstance(block, dict) else None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(b["text"] for b in content
+                   if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+
+
+def go_block(block: Any) -> Any:
+    """``block`` (a content block of a model reply) with its top-level keys sorted, as fisk-ai's Go SDK
+    re-marshals a reply's blocks; values (a tool_use ``input`` included) are the same objects, unchanged.
+    Anything but a dict is returned as it is."""
+    if type(block) is dict:
+        return {key: block[key] for key in sorted(block)}
+    return block

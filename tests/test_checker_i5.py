@@ -3,7 +3,7 @@
 import json
 from io import BufferedReader, BytesIO
 
-from builders import A, M, R, journal
+from builders import A, M, R, T, journal
 from synth import Engine
 
 from fiskj.errors import CorruptJournal, FiskjError
@@ -47,6 +47,18 @@ def test_a_duplicate_tool_result_is_a_fold_error():
     assert v.status == "invalid"
     (row,) = v.evidence["violations"]
     assert row["kind"] == "fold_error" and row["line"] == 4 and "ConsistencyError" in row["error"]
+
+
+def test_a_journal_that_goes_on_after_error_budget_and_max_iterations_ends_is_readable():
+    # fisk-ai resumes every run that is not completed, so each leg's terminal record may be followed
+    # by the next leg's records (docs/spec.md section 8, rule 7); only `completed` ends a run for good.
+    legs = journal(M(), A("a", "b"), R("a"), T("error"), R("b"), A("c", iteration=1), T("budget"),
+                   T("max_iterations"), R("c"), A(text="done", iteration=2), T("completed"))
+    v = i5_readable.check(_one_leg(legs))
+    assert v.status == "valid", v.evidence
+    after_completed = journal(M(), A(text="x"), T("completed"), A(text="y", iteration=1))
+    (row,) = i5_readable.check(_one_leg(after_completed)).evidence["violations"]
+    assert row["kind"] == "fold_error" and row["line"] == 4 and "'completed'" in row["error"]
 
 
 def test_a_garbage_line_in_the_middle_is_corruption():

@@ -138,6 +138,19 @@ def test_resume_prints_a_short_replay_including_the_pending_batch(tmp_path):
     assert code == 1 and reasons(journal) == ["max_iterations"]  # ... so the cap of 1 holds
 
 
+def test_a_run_that_ended_on_its_cap_is_resumed_not_refused_and_a_forced_larger_cap_completes_it(tmp_path):
+    # As fisk-ai: only a completed run is refused; every other end is one leg of the run.
+    assert cli("--checkpoint", "--name", "r1", "--store", "st", "--max-iterations", "1", "go")[0] == 1
+    journal = tmp_path / "st" / "r1.json"
+    code, out, err = cli("--resume", "r1", "--store", "st")
+    assert code == 1 and "ResumeRefused" not in err and "resuming run r1: max_iterations" in err
+    assert reasons(journal) == ["max_iterations", "max_iterations"]
+    code, out, err = cli("--resume", "r1", "--store", "st", "--max-iterations", "9", "--force")
+    assert code == 0 and out.startswith("Answer") and reasons(journal) == ["max_iterations"] * 2 + ["completed"]
+    code, _, err = cli("--resume", "r1", "--store", "st", "--max-iterations", "9", "--force")
+    assert code == 2 and "ResumeRefused" in err and "'completed'" in err
+
+
 def test_budget_and_iteration_ends_exit_1(tmp_path):
     assert cli("--checkpoint", "--name", "b", "--store", "st", "--max-tokens", "10", "go")[0] == 1
     assert reasons(tmp_path / "st" / "b.json") == ["budget"]

@@ -51,10 +51,57 @@ def records(draw):
                           message=draw(st.none() | texts), extra=extra, seq=seq)
 
 
+#: Optional payload fields: Go's ``omitempty`` leaves them out at their zero value (docs/spec.md section 3).
+OPTIONAL = {MetaRecord: ("prompt", "interactive"), AssistantRecord: ("stop_reason", "cache_read_tokens",
+                                                                     "cache_create_tokens"),
+            ToolResultRecord: ("remote",), TerminalRecord: ("message",), UserRecord: ()}
+
+
+def zero_as_absent(record):
+    """``record`` with every optional field at its zero value (False, 0, "") made absent (None), as it reads back."""
+    return dataclasses.replace(record, **{f: None for f in OPTIONAL[type(record)]
+                                          if getattr(record, f) is not None and not getattr(record, f)})
+
+
 @given(records())
 def test_decode_of_encode_is_the_same_record(record):
     line = encode_record(record)
-    assert decode_record(line) == record
+    assert decode_record(line) == zero_as_absent(record)
+    assert encode_record(decode_record(line)) == line  # and the bytes are stable
+
+
+@pytest.mark.parametrize("record, absent", [
+    (numbered(M(prompt="", interactive=False))[0], (b'"prompt"', b'"interactive"')),
+    (dataclasses.replace(numbered(A("a", cache_read_tokens=0, cache_create_tokens=0))[0], stop_reason=""),
+     (b'"cache_read_tokens"', b'"cache_create_tokens"', b'"stop_reason"')),
+    (numbered(R("a", remote=False))[0], (b'"remote"',)),
+    (numbered(T("error", message=""))[0], (b'"message"',)),
+])
+def test_an_optional_field_at_its_zero_value_is_left_out_as_go_omitempty_does(record, absent):
+    line = encode_record(record)
+    for key in absent:
+        assert key not in line
+    assert decode_record(line) == zero_as_absent(record)
+    # A required field at its zero value is written: iteration 0, is_error false, in_tokens 0.
+    zero = encode_record(numbered(A("a", in_tokens=0))[0])
+    assert b'"iteration":0' in zero and b'"in_tokens":0' in zero
+
+
+def test_go_html_escapes_are_written_and_only_inside_strings():
+    (rec,) = numbered(R("a<&>", content="if a < b && c > d { \u2028 }\u2029"), start=3)
+    line = encode_record(rec)
+    assert line == (b'{"seq":3,"protocol":"io.choria.fisk-ai.v1.session.tool_result","tool_result":'
+                    b'{"tool_use_id":"a\\u003c\\u0026\\u003e","result":{"type":"tool_result","tool_use_id":'
+                    b'"a\\u003c\\u0026\\u003e","content":"if a \\u003c b \\u0026\\u0026 c \\u003e d { '
+                    b'\\u2028 }\\u2029","is_error":false}}}\n')
+    assert decode_record(line) == rec
+
+
+def test_a_lone_surrogate_is_escaped_alone_and_other_text_stays_utf8():
+    (rec,) = numbered(R("a", content="\ud800 é \U0001f600 <"), start=3)
+    line = encode_record(rec)
+    assert b'"content":"\\ud800 \xc3\xa9 \xf0\x9f\x98\x80 \\u003c"' in line
+    assert decode_record(line) == rec
 
 
 @given(records())
@@ -82,12 +129,14 @@ def test_field_case_f04_newlines_in_content_stay_in_one_line():
     assert decode_record(line).result["content"] == "l1\nl2\r\nl3\rl4\u0000end"
 
 
-def test_unicode_line_separators_are_written_unescaped_and_read_back():
-    # Field case F05.
-    content = "a\u2028b\u2029c\u0085d\x0be\x0cf\x1cg\x1dh\x1ei"
+def test_unicode_line_separators_are_written_as_go_writes_them_and_read_back():
+    # Field case F05.  Go escapes U+2028 and U+2029 (JavaScript line terminators) and writes
+    # U+0085 raw; the other controls are JSON escapes, \f as its short form (Go 1.22+ too).
+    content = "a\u2028b\u2029c\u0085d\x0be\x0cf\x1cg\x1dh\x1ei\x7fj"
     (rec,) = numbered(R("a", content=content), start=3)
     line = encode_record(rec)
-    assert "\u2028".encode() in line and "\u0085".encode() in line
+    assert "\u2028".encode() not in line and "\u2029".encode() not in line
+    assert b'"content":"a\\u2028b\\u2029c\xc2\x85d\\u000be\\ff\\u001cg\\u001dh\\u001ei\x7fj"' in line
     assert decode_record(line).result["content"] == content
 
 
@@ -106,6 +155,12 @@ def test_go_style_escapes_decode_to_the_same_text():
     line = (b'{"seq":3,"protocol":"io.choria.fisk-ai.v1.session.terminal","terminal":'
             b'{"reason":"error","message":"\\u003cbad\\u003e \\u0026 \\u2028"}}')
     assert decode_record(line).message == "<bad> & \u2028"
+    # The unescaped form (what fiskj wrote before it wrote Go's bytes) reads as the same record,
+    # and both re-encode to Go's form.
+    raw = line.replace(b"\\u003c", b"<").replace(b"\\u003e", b">").replace(b"\\u0026", b"&") \
+        .replace(b"\\u2028", "\u2028".encode())
+    assert raw != line and decode_record(raw) == decode_record(line)
+    assert encode_record(decode_record(raw)) == encode_record(decode_record(line)) == line + b"\n"
 
 
 @pytest.mark.parametrize("line, field", [

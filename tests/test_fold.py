@@ -20,8 +20,19 @@ def test_messages_start_with_the_prompt_as_one_user_text_block():
     assert state.status == "open" and state.next_iteration == 0 and state.pending is None
 
 
-def test_a_run_without_a_prompt_starts_with_no_messages():
-    assert folded(M(prompt=None)).messages == []
+@pytest.mark.parametrize("prompt", [None, ""])
+def test_an_absent_or_empty_prompt_starts_with_one_user_message_holding_one_empty_text_block(prompt):
+    # As fisk-ai folds it: the first message is always the user's, never the assistant's.
+    state = folded(M(prompt=prompt), A(text="hi"))
+    assert state.messages[0] == {"role": "user", "content": [{"type": "text", "text": ""}]}
+    assert [m["role"] for m in state.messages] == ["user", "assistant"]
+
+
+def test_a_chat_follow_up_after_an_empty_prompt_merges_into_the_first_user_message():
+    state = folded(M(prompt=None, interactive=True), U("first question"), A(text="answer"))
+    assert state.messages == [
+        {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "first question"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "answer"}]}]
 
 
 def test_an_assistant_record_commits_the_previous_turn_with_its_results_in_journal_order():
@@ -117,10 +128,32 @@ def test_status_is_the_last_records_terminal_reason_else_open():
     assert state.status == "open" and state.terminal.reason == "suspended"
 
 
-def test_records_after_a_terminal_other_than_suspended_are_an_error():
-    for reason in ["completed", "error", "budget", "max_iterations"]:
-        with pytest.raises(ConsistencyError, match="only a 'suspended' run"):
-            folded(M(), A(text="x"), T(reason), A(text="y", iteration=1))
+def test_records_after_a_completed_terminal_are_an_error():
+    with pytest.raises(ConsistencyError, match="after a 'completed' terminal record .*never continued") as info:
+        folded(M(), A(text="x"), T("completed"), A(text="y", iteration=1))
+    assert info.value.line == 4
+    with pytest.raises(ConsistencyError, match="after a 'completed'"):
+        folded(M(), A(text="x"), T("suspended"), T("completed"), T("completed"))
+
+
+@pytest.mark.parametrize("reason", ["suspended", "error", "budget", "max_iterations", "a_future_reason"])
+def test_every_terminal_but_completed_ends_one_leg_and_the_next_leg_appends_after_it(reason):
+    # fisk-ai resumes every run that is not completed, and each leg writes its own terminal record.
+    ended = folded(M(), A("a", "b"), R("a"), T(reason))
+    assert (ended.status, ended.resumable) == (reason, True)
+    assert ended.pending.unanswered == ["b"]  # the pending turn survives the terminal record
+    resumed = folded(M(), A("a", "b"), R("a"), T(reason), R("b"), A(text="done", iteration=1), T("completed"))
+    assert (resumed.status, resumed.resumable, resumed.records) == ("completed", False, 7)
+    assert [m["role"] for m in resumed.messages] == ["user", "assistant", "user", "assistant"]
+    assert resumed.final_answer() == "done" and resumed.counters.tool_calls == 2
+    # Between the legs: open, with the earlier terminal still remembered.
+    between = folded(M(), A("a", "b"), R("a"), T(reason), R("b"))
+    assert (between.status, between.terminal.reason) == ("open", reason)
+
+
+def test_a_run_may_end_several_legs_the_same_way():
+    state = folded(M(), A("a"), T("max_iterations"), T("max_iterations"), T("budget"), R("a"), T("error"))
+    assert (state.status, state.terminal.seq, state.records) == ("error", 7, 7)
 
 
 def test_a_pending_turn_survives_a_suspend_terminal():
@@ -209,8 +242,8 @@ def valid_streams(draw):
         records.append(A(*ids, iteration=it, in_tokens=draw(st.integers(0, 50))))
         for tid in draw(st.permutations(ids)):
             records.append(R(tid, remote=draw(st.booleans())))
-            if draw(st.integers(0, 9)) == 0:
-                records.append(T("suspended"))
+            if draw(st.integers(0, 9)) == 0:  # a leg ends mid-batch; the next one appends after it
+                records.append(T(draw(st.sampled_from(["suspended", "error", "budget", "max_iterations"]))))
         if not ids and it < n_turns - 1:  # a text answer ends a turn: only a follow-up continues
             records.append(U(f"follow-up {it}"))
     if draw(st.booleans()):

@@ -2,7 +2,7 @@
 
 A ``RuleBasedStateMachine`` feeds :class:`fiskj.fold.Folder` random records, valid and
 invalid (wrong seqs, records before meta, a second meta, orphan and duplicate results,
-new turns over unanswered tool_use ids, records after a final terminal, repeated
+new turns over unanswered tool_use ids, records after a ``completed`` terminal, repeated
 tool_use ids, newer versions), next to a model written out plainly below.  Each step
 checks that an allowed record folds and a refused one raises the model's error type,
 line and field with the text "<kind> record not allowed in state <PHASE>: ...", and
@@ -125,8 +125,8 @@ class Model:
         self.last_seq = record.seq
         self.last_is_terminal = False
         if isinstance(record, MetaRecord):
-            if record.prompt:
-                self.messages.append({"role": "user", "content": [{"type": "text", "text": record.prompt}]})
+            # An absent or empty prompt is one text block with empty text, as fisk-ai folds it.
+            self.messages.append({"role": "user", "content": [{"type": "text", "text": record.prompt or ""}]})
             self.phase = "IDLE"
         elif isinstance(record, AssistantRecord):
             self.commit()
@@ -154,7 +154,7 @@ class Model:
             self.phase = "IDLE"
         else:
             self.terminal, self.last_is_terminal = record, True
-            if record.reason != "suspended":
+            if record.reason == "completed":  # every other reason ends one leg; the next appends after it
                 self.phase = "ENDED"
 
     def expected_messages(self) -> list[dict[str, Any]]:
@@ -242,7 +242,8 @@ class FoldTable(RuleBasedStateMachine):
     def user(self, shift, text):
         self.feed(UserRecord(message={"role": "user", "content": [{"type": "text", "text": text}]}, seq=shift))
 
-    @rule(shift=seq_shifts, reason=st.sampled_from(["suspended"] * 9 + ["completed", "error", "budget"]))
+    @rule(shift=seq_shifts, reason=st.sampled_from(["suspended"] * 6 + ["error", "budget", "max_iterations", "x_new"]
+                                                   + ["completed"] * 2))
     def terminal(self, shift, reason):
         self.feed(TerminalRecord(reason=reason, seq=shift))
 

@@ -51,7 +51,7 @@ from fiskj.records import AssistantRecord, MetaRecord, TerminalRecord, ToolResul
 from builders import FP, numbered
 
 DATA = Path(__file__).parent / "data"
-GOLDEN = [p.read_bytes() for p in sorted(DATA.glob("*.json"))]
+GOLDEN = [p.read_bytes() for p in sorted(DATA.glob("*.json")) + sorted((DATA / "fisk-ai").glob("*.json"))]
 
 # --- budget ---------------------------------------------------------------------------------
 
@@ -107,8 +107,9 @@ def valid_journals(draw) -> bytes:
             records.append(ToolResultRecord(tool_use_id=tid, result={
                 "type": "tool_result", "tool_use_id": tid, "content": body, "is_error": draw(st.booleans())},
                 remote=draw(st.none() | st.booleans())))
-            if draw(st.integers(0, 7)) == 0:
-                records.append(TerminalRecord(reason="suspended", message="suspended by signal SIGINT"))
+            if draw(st.integers(0, 7)) == 0:  # a leg ends mid-batch (fisk-ai resumes all but completed)
+                reason = draw(st.sampled_from(["suspended", "error", "budget", "max_iterations"]))
+                records.append(TerminalRecord(reason=reason, message=f"{reason} mid-batch"))
         if not ids and not last:  # a text answer ends the run unless a follow-up continues it
             if version == 1:
                 break

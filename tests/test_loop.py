@@ -6,6 +6,7 @@ import copy
 import io
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -15,9 +16,10 @@ import pytest
 
 from fake_anthropic import reply, text, tool_use, turns
 from fiskj.errors import FingerprintMismatch, ModelError, ResumeRefused, RunLocked
-from fiskj.loop import MemoryJournal, RunConfig, SuspendFlag, handle_signals, make_meta, resume_run, start_run
-from fiskj.reader import read_records
-from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, UserRecord
+from fiskj.loop import (MemoryJournal, RunConfig, SuspendFlag, handle_signals, make_meta, resume_run, rfc3339_now,
+                        start_run)
+from fiskj.reader import read_records, read_state
+from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, UserRecord, tool_result_text
 from fiskj.scripted import ScriptedModel
 from fiskj.store import FileStore
 from fiskj.tools import CommandTool, Tool, ToolOutcome, ToolRegistry, builtin_tools
@@ -133,7 +135,7 @@ def test_a_command_tool_sees_its_own_assistant_record_but_not_yet_its_result(sto
     model = Recorder(turns([tool_use("p1", "peek"), tool_use("p2", "peek")]))
     result = start_run("look", config=CONFIG, model=model, tools=tools, store=store, run_id="r1")
     assert result.reason == "completed"
-    seen = [json.loads(b["content"]) for b in model.requests[1]["messages"][-1]["content"]]
+    seen = [json.loads(tool_result_text(b)) for b in model.requests[1]["messages"][-1]["content"]]
     assert seen[0] == [["meta", None], ["assistant", None]]
     assert seen[1] == [["meta", None], ["assistant", None], ["tool_result", "p1"]]
 
@@ -148,7 +150,51 @@ def test_a_run_journals_each_turn_before_its_tools_and_completes(store, fx):
     sent = model.requests[1]
     assert sent["system"] == "be brief" and [t["name"] for t in sent["tools"]][-2:] == ["effect", "flag_suspend"]
     assert sent["messages"][-1] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": i, "content": f"did {i}", "is_error": False} for i in "ab"]}
+        {"type": "tool_result", "tool_use_id": i, "content": [{"type": "text", "text": f"did {i}"}], "is_error": False}
+        for i in "ab"]}
+
+
+def test_the_journal_holds_the_lines_fisk_ai_writes_byte_for_byte(store, fx):
+    # FORMAT.md "More facts": a tool_result's content is a list of text blocks (the Go SDK's
+    # NewToolResultBlock); messages and blocks have their keys in the order Go's SDK writes them
+    # (sorted); payload fields in declaration order; Go's escapes of <, > and &.
+    result, _ = run(store, fx, turns([text("Using <effect> & co."), effect("a")]))
+    assert result.reason == "completed"
+    lines = journal_bytes(store, "r1").splitlines(keepends=True)
+    assert lines[1] == (
+        b'{"seq":2,"protocol":"io.choria.fisk-ai.v1.session.assistant","assistant":{"iteration":0,"message":'
+        b'{"content":[{"text":"Using \\u003ceffect\\u003e \\u0026 co.","type":"text"},'
+        b'{"id":"a","input":{"id":"a"},"name":"effect","type":"tool_use"}],"role":"assistant"},'
+        b'"stop_reason":"tool_use","in_tokens":10,"out_tokens":5}}\n')
+    assert lines[2] == (
+        b'{"seq":3,"protocol":"io.choria.fisk-ai.v1.session.tool_result","tool_result":{"tool_use_id":"a","result":'
+        b'{"content":[{"text":"did a","type":"text"}],"is_error":false,"tool_use_id":"a","type":"tool_result"}}}\n')
+    assert lines[4] == (b'{"seq":5,"protocol":"io.choria.fisk-ai.v1.session.terminal",'
+                        b'"terminal":{"reason":"completed"}}\n')
+    meta = json.loads(lines[0])["meta"]
+    assert list(meta) == ["version", "run_id", "created", "fingerprint", "prompt"]  # no interactive: false
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)", meta["created"])
+
+
+@pytest.mark.parametrize("tz, ns, want", [
+    ("UTC", 1780125072_123456789, "2026-05-30T07:11:12.123456789Z"),
+    ("UTC", 1780125072_120000000, "2026-05-30T07:11:12.12Z"),
+    ("UTC", 1780125072_000000000, "2026-05-30T07:11:12Z"),
+    ("Europe/Helsinki", 1780125072_123456789, "2026-05-30T10:11:12.123456789+03:00"),
+    ("America/St_Johns", 1780125072_000000001, "2026-05-30T04:41:12.000000001-02:30"),
+])
+def test_created_is_written_as_go_marshals_a_time(monkeypatch, tz, ns, want):
+    # Go's time.Time marshals as RFC3339Nano: nanoseconds with trailing zeros trimmed, a numeric
+    # offset, Z when the offset is zero.
+    if not os.path.exists(f"/usr/share/zoneinfo/{tz}"):
+        pytest.skip(f"no zoneinfo for {tz}")
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        assert rfc3339_now(ns) == want
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_a_suspend_requested_mid_tool_is_honoured_only_after_the_batch(store, fx):
@@ -223,9 +269,56 @@ def test_a_changed_configuration_is_refused_with_nothing_appended_unless_forced(
 def test_a_completed_run_cannot_be_resumed_and_nothing_is_appended(store, fx):
     run(store, fx, turns([effect("a")]))
     before = journal_bytes(store, "r1")
-    with pytest.raises(ResumeRefused, match="'completed'"):
+    with pytest.raises(ResumeRefused, match="'completed'; a completed run cannot be resumed"):
         resume(store, fx, turns([effect("a")]))
     assert journal_bytes(store, "r1") == before
+
+
+def test_a_run_that_hit_its_iteration_cap_resumes_and_ends_on_it_again_without_a_call(store, fx):
+    # fisk-ai resumes every run that is not completed; the cap counts iterations from the journal.
+    handler = turns([effect("a")], [effect("b")], [effect("c")])
+    capped = RunConfig(model="fake-1", system="be brief", max_tokens=10_000, max_iterations=2)
+    assert run(store, fx, handler, config=capped)[0].reason == "max_iterations"
+    result, model = resume(store, fx, handler, config=capped)
+    assert (result.reason, result.exit_code) == ("max_iterations", 1)
+    assert model.requests == [] and fx.counts() == {"a": 1, "b": 1}
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "A", "R(b)", "T(max_iterations)", "T(max_iterations)"]
+    # A forced resume with a higher cap goes on where the run stopped and completes it.
+    result, model = resume(store, fx, handler, config=CONFIG, force=True)
+    assert result.reason == "completed" and fx.counts() == {"a": 1, "b": 1, "c": 1}
+    assert len(model.requests) == 2 and kinds(store, "r1")[-5:] == ["T(max_iterations)", "A", "R(c)", "A",
+                                                                     "T(completed)"]
+
+
+def test_a_run_that_ended_on_its_budget_resumes_and_ends_on_it_again_running_nothing(store, fx):
+    tight = RunConfig(model="fake-1", system="be brief", max_tokens=20, max_iterations=10)  # each turn costs 15
+    handler = turns([effect("a")], [effect("b")])
+    assert run(store, fx, handler, config=tight)[0].reason == "budget"
+    result, model = resume(store, fx, handler, config=tight)
+    assert (result.reason, model.requests, fx.counts()) == ("budget", [], {"a": 1})
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "A", "T(budget)", "T(budget)"]
+    result, _ = resume(store, fx, handler, config=CONFIG, force=True)  # a larger budget: the pending turn runs
+    assert result.reason == "completed" and fx.counts() == {"a": 1, "b": 1}
+    assert read_records(os.path.join(store.directory, "r1.json"))[0][-1].reason == "completed"
+
+
+def test_a_run_that_ended_in_a_model_error_resumes_to_the_uninterrupted_result(store, fx, tmp_path):
+    answers = turns([effect("a")], [effect("b")])
+    failing = {"n": 0}
+
+    def flaky(request):
+        failing["n"] += 1
+        return ModelError("model server answered HTTP 529") if failing["n"] == 2 else answers(request)
+
+    assert run(store, fx, flaky)[0].reason == "error"
+    result, model = resume(store, fx, answers)
+    assert result.reason == "completed" and fx.counts() == {"a": 1, "b": 1} and len(model.requests) == 2
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "T(error)", "A", "R(b)", "A", "T(completed)"]
+    whole = FileStore(str(tmp_path / "whole"))
+    start_run("do it", config=CONFIG, model=Recorder(answers), tools=Effects(tmp_path / "w.log").registry(),
+              store=whole, run_id="r1")
+    assert read_state(os.path.join(store.directory, "r1.json")).messages == \
+        read_state(os.path.join(whole.directory, "r1.json")).messages
 
 
 def test_a_run_held_by_another_writer_is_refused_with_nothing_appended(store, fx):
@@ -274,6 +367,10 @@ def test_chat_follow_ups_are_journaled_and_folded_and_end_of_input_suspends(stor
     assert state.interactive and state.meta.interactive is True
     users = [m["content"][0]["text"] for m in state.messages if m["role"] == "user" and m["content"][0]["type"] == "text"]
     assert users == ["do it", "more please", "again"]
+    user_line = journal_bytes(store, "r1").splitlines(keepends=True)[4]
+    assert user_line == (b'{"seq":5,"protocol":"io.choria.fisk-ai.v1.session.user","user":{"message":'
+                         b'{"content":[{"text":"more please","type":"text"}],"role":"user"}}}\n')  # as fisk-ai writes it
+    assert b'"interactive":true}}\n' in journal_bytes(store, "r1").splitlines(keepends=True)[0]
     resumed, model2 = resume(store, fx, handler, input_stream=io.StringIO("one more\n"), output=out)
     assert resumed.reason == "suspended" and len(model2.requests) == 1
     assert model2.requests[0]["messages"][-1] == {"role": "user", "content": [text("one more")]}

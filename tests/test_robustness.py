@@ -319,17 +319,21 @@ def test_b18_a_second_meta_is_a_consistency_error(tmp_path):
     assert (info.value.line, info.value.offset) == (3, len(ls[0]) + len(ls[1]))
 
 
-@pytest.mark.parametrize("reason", ["completed", "error", "budget", "max_iterations", "suspended"])
-def test_b19_records_after_a_terminal_record_are_allowed_only_after_suspended(tmp_path, reason):
+@pytest.mark.parametrize("reason", ["completed", "error", "budget", "max_iterations", "suspended", "a_future_reason"])
+def test_b19_records_after_a_terminal_record_are_refused_only_after_completed(tmp_path, reason):
+    # fisk-ai resumes every run that is not completed, so its journals go on after error, budget and
+    # max_iterations terminal records (each leg writes its own); only `completed` ends a run for good.
     ls = lines(M(), A("a"), R("a"), T(reason), A(text="more", iteration=1))
     path = write(tmp_path, b"".join(ls))
-    if reason == "suspended":
+    if reason != "completed":
         state = read_state(path)
-        assert state.status == "open" and state.terminal.reason == "suspended" and state.records == 5
+        assert state.status == "open" and state.terminal.reason == reason and state.records == 5
+        assert state.final_answer() == "more" and state.resumable
     else:
-        with pytest.raises(ConsistencyError, match=f"after a '{reason}' terminal record") as info:
+        with pytest.raises(ConsistencyError, match="after a 'completed' terminal record") as info:
             read_state(path)
         assert (info.value.line, info.value.offset) == (5, sum(map(len, ls[:4])))
+        assert "a completed run is never continued" in info.value.message
 
 
 @pytest.mark.parametrize("garbage", [b"\x8f\x02garbage{", b"\x8f\x02garbage{\n", b'{"seq":6,"proto\n', b"]]]\n",

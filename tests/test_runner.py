@@ -186,3 +186,26 @@ def test_a_workload_that_ends_on_its_budget_is_a_valid_reference_and_a_resume_en
     history = runner.run_trial(BUDGET, 1, [{"kind": "kill", "event": 12}])
     assert history.final_state["status"] == "budget"
     assert all(v.status == "valid" for v in check_all(history))
+
+
+def test_a_run_killed_after_its_budget_end_is_resumed_not_refused_and_ends_alike_running_nothing(runner):
+    # fisk-ai resumes every run that is not completed (docs/spec.md section 12, rule 2): the leg after
+    # a kill that lands once the `budget` terminal record is acknowledged resumes the run, finds its
+    # budget spent again from the journal's counters, and appends its own `budget` record (exit 1),
+    # with no model call and no tool run.  Under the old policy it was refused (exit 2).
+    from harness.checkers import check_all
+
+    ref = runner.reference(BUDGET)
+    history = runner.run_trial(BUDGET, 1, [{"kind": "kill", "event": ref.events, "when": "after"}])
+    crash, resumed = history.legs
+    assert crash.exit_signal == "SIGKILL" and b'"terminal":{"reason":"budget"' in crash.journal.splitlines()[-1]
+    assert (resumed.kind, resumed.exit_code) == ("resume", 1) and "ResumeRefused" not in resumed.stderr
+    assert resumed.journal.startswith(crash.journal)
+    (added,) = resumed.journal[len(crash.journal):].splitlines()
+    assert b'"terminal":{"reason":"budget"' in added
+    assert [c for c in history.model_calls if c.leg == 1] == [] and len(history.effects) == ref.reference.effects
+    assert history.final_state["status"] == "budget"
+    assert view(history.final_state)[:2] == view(ref.reference.state)[:2]
+    verdicts = check_all(history)
+    assert all(v.status == "valid" for v in verdicts), [v.summary for v in verdicts]
+    assert next(v for v in verdicts if v.invariant == "I9").evidence["refused_legs"] == []

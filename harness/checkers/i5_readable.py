@@ -14,7 +14,10 @@ acknowledged, which the next create reclaims), is noted, not judged.  A reader o
 ``fold_error``) naming the leg, line, byte offset and the line's bytes,
 unless the damaged line lies in bytes a ``tail`` fault made and the engine
 has not touched since (the nemesis's damage, listed under ``exempt``).
-Torn tails are listed per leg.
+Torn tails are listed per leg.  The fold is fiskj's (docs/spec.md section 8), so
+a journal that goes on after an ``error``, ``budget`` or ``max_iterations``
+terminal record (a resumed leg: fisk-ai resumes every run that is not
+completed) is readable; a record after ``completed`` is a ``fold_error``.
 
 Two more kinds of facts are judged here, when the history holds them:
 
