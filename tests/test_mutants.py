@@ -170,3 +170,17 @@ def test_mutants_are_applied_in_the_agent_processes_only():
         assert run_mutant(name, budget_s=0.0, jobs=2).caught
     assert before == (loop._Run._run_batch, loop._Run.__init__, loop._Run._call_model, fingerprint.diff,
                       loop.diff, store._never_created)
+
+
+def test_no_target_row_is_written_twice_a_duplicate_would_silently_replace_the_first():
+    import ast
+    import inspect
+
+    from harness.selftest import targets
+
+    tree = ast.parse(inspect.getsource(targets))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") in ("TARGETS", "FOREIGN_TARGETS"):
+            rows = [call.args[0].value for call in ast.walk(node.value)
+                    if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Target"]
+            assert len(rows) == len(set(rows)) == len(getattr(targets, node.target.id)), node.target.id

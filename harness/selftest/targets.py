@@ -63,9 +63,7 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     # IO errors injected from outside: the io_error family (I4: nothing that failed is acknowledged)
     Target("fsync-error-retried", "io-errors", 6, ("I4",)),
     # the engine's own reading of its journal: the subject's status command as an oracle (I10)
-    Target("status-stays-suspended", "chain-crash-after-suspend", 30, ("I10",)),
-    Target("reader-locks", "race-readers-during-appends", 4, ("I10",)),
-    Target("reader-tolerates-corruption", "tails-basic", 4, ("I5",)),
+    Target("status-stays-suspended", "chain-crash-after-suspend", 12, ("I10",)),
 )}
 
 
