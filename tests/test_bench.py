@@ -75,7 +75,8 @@ def test_campaign_crash_states_and_catch_sections(bench):
     _check_rows(bench, rows, "campaign")
     assert [r["metric"].split(", ", 1)[1] for r in rows[:2]] == ["reference, IO seam", "reference, observed (black-box)"]
     if "foreign_start_ms" in details:  # node is installed: the floor under the foreign subject's rate
-        assert rows[-1]["metric"].startswith("foreign subject: one `node agent.mjs` start")
+        assert rows[-2]["metric"].startswith("foreign subject: one `node agent.mjs` start")
+        assert "ceiling" in rows[-1]["metric"] and rows[-1]["ratio"] > 0
         assert details["foreign_start_ms"] > 0 and details["foreign_ceiling_trials_per_s"] > 0
     rows, details = bench.bench_catch(names=["fingerprint-ignores-model"], budget_s=30)
     _check_rows(bench, rows, "catch")

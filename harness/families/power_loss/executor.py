@@ -63,7 +63,7 @@ __all__ = ["Params", "StateResult", "Report", "Recovery", "Space", "params_from"
            "context", "run_leg", "recover", "journal_index", "workspace", "state_space", "explore_state", "state_only"]
 
 #: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
-CHECKED = ("I2", "I3", "I5", "I6", "I7")
+CHECKED = ("I2", "I3", "I5", "I6", "I7", "I10")
 
 
 def params_from(scenario: Scenario, **overrides: Any) -> Params:

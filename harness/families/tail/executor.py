@@ -55,7 +55,7 @@ __all__ = ["Params", "Report", "params_from", "answer_for", "reader_answers", "s
            "resume_candidates"]
 
 #: Invariants judged on a repair's history (those the scenario checks; I5, which judges the repair, always).
-CHECKED = ("I2", "I3", "I4", "I5", "I6", "I7")
+CHECKED = ("I2", "I3", "I4", "I5", "I6", "I7", "I10")
 
 
 def params_from(scenario: Scenario, **overrides: Any) -> Params:
