@@ -30,6 +30,8 @@ the fact into zero or more violations, each with a ``kind`` and a
   opens the run (``not_taken_over``) and finds every acknowledged seq
   (``acked_missing``);
 * ``holder_step``: a holder's own step succeeded (``holder_step_failed``);
+* ``writer_ok``: the writer of ``readers-during-appends`` appends all its
+  records (a reader that takes the run lock refuses it: ``writer_blocked``);
 * ``mid_write_snapshot`` / ``poll``: readers during appends never fail
   (``false_corruption``), report the half line as a torn tail
   (``torn_tail_not_reported``), never lose an acknowledged seq
@@ -166,6 +168,7 @@ def _answered_ok(kind: str, what: str) -> Any:
 
 
 _holder_step = _answered_ok("holder_step_failed", "{op}")
+_writer_ok = _answered_ok("writer_blocked", "appends while readers read")
 
 
 def _mid_write_snapshot(f: Fact, history: History, found: Violations) -> Violations:
@@ -275,7 +278,7 @@ JUDGES: dict[str, Callable[[Fact, History, Violations], Violations]] = {
     "one_winner": _one_winner, "no_error": _no_error, "winner_records": _winner_records,
     "taken_over": _taken_over, "acked_kept": _acked_kept, "holder_step": _holder_step,
     "mid_write_snapshot": _mid_write_snapshot, "poll": _poll, "tool_runs": _tool_runs,
-    "released_open": _released_open, "session_ok": _session_ok, "sessions_contiguous": _sessions_contiguous,
+    "released_open": _released_open, "writer_ok": _writer_ok, "session_ok": _session_ok, "sessions_contiguous": _sessions_contiguous,
     "no_abort": _no_abort,
 }
 

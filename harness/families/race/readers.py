@@ -24,8 +24,12 @@ def readers_during_appends(t: Trial) -> None:
             pauses.append({"name": f"torn-{k}", "op": "write", "path": "journal", "k": k,
                            "split": round(t.rng.uniform(0.05, 0.95), 2)})
     ident = t.send(w, "open", n=n, tag="W", terminal="suspended", close=True, pause=pauses, spin_us=t.spin())
+    answered = None
     for bp in pauses:
-        t.paused(w)
+        msg = t.maybe_paused(w, ident)
+        if msg.get("event") != "paused":  # the writer ended before its breakpoint (refused by a reader?)
+            answered = msg
+            break
         acked = [m.get("seq", 0) for m in w.agent.inbox if m.get("event") == "ack"]
         p.agent.raw("snapshot")
         obs = p.agent.wait_for(lambda m: m.get("event") == "observed", t.timeout_s, "snapshot")
@@ -34,7 +38,10 @@ def readers_during_appends(t: Trial) -> None:
                  {"load": obs.get("load", {}), "list": obs.get("list", {}), "acked": acked},
                  leg=p.index, writer=w.index, at=bp["name"])
         t.cont(w)
-    t.outcome(w, t.reply(w, ident))
+    w_msg = answered if answered is not None else t.reply(w, ident)
+    t.outcome(w, w_msg)
+    t.record("writer_ok", "the writer appends all its records: readers never take the run from it",
+             {"answer": {"ok": w_msg.get("ok", False), "error": w_msg.get("error")}}, leg=w.index)
     p.agent.raw("stop")
     msg = t.reply(p, poll_id)
     t.outcome(p, msg)
