@@ -248,3 +248,42 @@ def test_a_journal_that_changed_in_ways_the_observer_did_not_see_makes_i4_unknow
     assert i4_acknowledged.check(observed(rec)).status == "valid"
     hidden = i4_acknowledged.check(observed(rec + b'{"seq":2,"written":"through mmap"}\n'))
     assert hidden.status == "unknown" and hidden.evidence["unobserved"][0]["first_difference"] == len(rec)
+
+
+def _observed_leg(index, pid, t_start, t_end, writes, journal, *, fault=None):
+    """An observed leg (events carry the observer's ``seq``) writing ``writes`` [(t, offset, bytes)] with an fsync
+    after each, and leaving ``journal`` on disk."""
+    import base64 as _b64
+
+    from synth import DIR as _DIR
+
+    from harness.history.model import Fault, Leg
+
+    path = f"{_DIR}/r1.json"
+    trace = []
+    for t, off, data in writes:
+        trace.append({"n": len(trace) + 1, "seq": len(trace) + 1, "pid": pid, "op": "write", "t": t, "t0": t,
+                      "path": path, "fd": 4, "offset": off, "len": len(data), "data": _b64.b64encode(data).decode()})
+        trace.append({"n": len(trace) + 1, "seq": len(trace) + 1, "pid": pid, "op": "fsync", "t": t + 1, "t0": t + 1,
+                      "path": path, "fd": 4})
+    if not trace:
+        trace.append({"n": 1, "seq": 1, "pid": pid, "op": "open", "t": t_start + 1, "t0": t_start + 1,
+                      "path": f"{_DIR}/r1.lock", "fd": 3, "flags": ["O_RDWR"]})
+    return Leg(index=index, kind="start", argv=[], pid=pid, t_start=t_start, t_end=t_end, exit_code=0,
+               trace=trace, journal=journal, fault=fault or Fault())
+
+
+def test_legs_that_ran_at_once_are_replayed_together_not_one_after_the_other():
+    # a race: leg 1 (held) wrote the journal, then leg 0 (its rival) ran to its end and was refused;
+    # the snapshot after leg 0 holds leg 1's bytes, which leg 0's own calls do not explain
+    from builders import A, M, lines
+
+    m, a = lines(M(), A("a"))
+    rival = _observed_leg(0, 11, 200, 300, [], m)
+    held = _observed_leg(1, 10, 100, 400, [(150, 0, m), (350, len(m), a)], m + a)
+    h = History(scenario="race", seed=1, schedule=[], run_id="r1", legs=[rival, held])
+    v = i4_acknowledged.check(h)
+    assert v.status == "valid", v.evidence
+    held.journal = m + a + b"{}\n"  # a change neither leg's observed calls make: still not judged valid
+    v = i4_acknowledged.check(h)
+    assert v.status == "unknown" and v.evidence["unobserved"][0]["leg"] == 1

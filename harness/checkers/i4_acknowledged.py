@@ -138,14 +138,42 @@ def _swallowed_io_errors(history: History, leg: Leg) -> list[dict[str, Any]]:
     return out
 
 
-def _unobserved_change(history: History, prev: Leg | None, leg: Leg) -> dict[str, Any] | None:
+def _overlap(a: Leg, b: Leg) -> bool:
+    return bool(a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end)
+
+
+def _unobserved_changes(history: History, legs: list[Leg]) -> list[dict[str, Any]]:
+    """:func:`_unobserved_change` of every leg.  Legs that ran at the same time (a race's held leg and its
+    rival) are replayed together, their calls merged in time order, and compared once, at the end of the
+    last of them (before then another one may still write)."""
+    out = []
+    for i, leg in enumerate(legs):
+        group = [o for o in legs if o is leg or _overlap(o, leg)]
+        if len(group) > 1 and max(o.t_end for o in group) != leg.t_end:
+            continue  # not the last of its group to end
+        first = min(legs.index(o) for o in group)
+        prev = legs[first - 1] if first > 0 else None
+        u = _unobserved_change(history, prev, leg, group)
+        if u:
+            out.append(u)
+    return out
+
+
+def _unobserved_change(history: History, prev: Leg | None, leg: Leg,
+                       group: list[Leg] | None = None) -> dict[str, Any] | None:
     """For a leg observed from outside: the journal bytes its observed writes, truncations and
     ``O_TRUNC`` opens make from what it found (the previous snapshot), when they differ from its own
     snapshot (a write the observer did not see: ``mmap``, io_uring, a rename onto the journal); else ``None``.
-    Legs whose journal a fault replaced (tail, power loss) are not checked."""
+    ``group``: the legs that ran at the same time as it (itself included), whose calls are replayed
+    together in time order.  Legs whose journal a fault replaced (tail, power loss) are not checked."""
+    members = group or [leg]
     trace = list(events(leg))
     if not trace or "seq" not in trace[0] or leg.fault.kind in ("tail", "power_loss") or leg.journal is None:
         return None
+    if len(members) > 1:
+        if any(o.fault.kind in ("tail", "power_loss") or not o.trace for o in members):
+            return None
+        trace = sorted((ev for o in members for ev in events(o)), key=lambda ev: ev.get("t0", ev.get("t", 0)))
     data = bytearray(prev.journal or b"") if prev is not None else bytearray()
     for ev in trace:
         if not is_journal(ev.get("path"), history.run_id) or (ev.get("error") and ev.get("op") != "write"):
@@ -265,7 +293,7 @@ def check(history: History) -> Any:
                                + "; ".join(_brief(v) for v in violations[:5]))
         evidence["violations"] = violations
         return make(__name__, INVALID, evidence)
-    unobserved = [u for prev, leg in zip([None, *legs], legs) if (u := _unobserved_change(history, prev, leg))]
+    unobserved = _unobserved_changes(history, legs)
     if unobserved:  # the observer missed how the journal changed: what it saw proves nothing
         evidence.update(unobserved=unobserved, reason="unobserved change",
                         summary=f"the journal after leg {unobserved[0]['leg']} is not what the observed writes "

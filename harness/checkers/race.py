@@ -64,7 +64,7 @@ from harness.history.model import History
 __all__ = ["INVARIANT", "NAME", "JUDGES", "check", "session_interleaving"]
 
 INVARIANT = "race"
-NAME = "race outcome as expected (refusal, one winner, takeover, no false damage)"
+NAME = "race outcome as expected (refusal, one winner, takeover)"
 
 Fact = dict[str, Any]
 Violations = list[dict[str, Any]]

@@ -40,7 +40,7 @@ CHECKERS: dict[str, tuple[str, str]] = {
 
 #: Verdicts judged only when asked for by id (never by default): id -> (checker module, name).
 EXTRA: dict[str, tuple[str, str]] = {
-    "race": ("race", "race outcome as expected (refusal, one winner, takeover, no false damage)"),
+    "race": ("race", "race outcome as expected (refusal, one winner, takeover)"),
 }
 
 

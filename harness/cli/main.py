@@ -178,8 +178,13 @@ def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: 
         out.write(render_summary(report))
         shrinks = report["campaign"]["shrinks"]
         for s in shrinks:
-            out.write(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}): "
+            before = s.get("from_schedule")
+            what = (f"{len(before)} fault(s) -> {len(s['schedule'])}, each at its earliest failing point"
+                    if before is not None else "")
+            out.write(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}; {what}): "
                       f"{json.dumps(s['schedule'])}\n")
+            if s.get("reproduce"):
+                out.write(f"    reproduce: {s['reproduce']}\n")
     return _exit(report, result.errors, bool(result.trials), "no trial ran")
 
 
@@ -396,6 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--report-json", metavar="FILE", help="write the JSON report here")
         p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a test case per scenario and invariant)")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+        p.add_argument("--keep-dirs", action="store_true",
+                       help="keep each trial's directory (journal, ledger, observed calls, leg output) and name it "
+                            "in the violation's notes (agent-leg trials; FISKJ_HARNESS_KEEP_DIRS=1)")
 
     run = sub.add_parser("run", help="run a campaign over scenarios",
                          description="Run trials of each scenario under fault schedules and judge them.")
@@ -489,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if getattr(args, "keep_dirs", False):
+        os.environ["FISKJ_HARNESS_KEEP_DIRS"] = "1"  # read by every Runner this command makes
     try:
         return int(args.func(args))
     except _Usage as exc:

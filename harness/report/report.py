@@ -191,7 +191,9 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                                          "model_calls": r.reference.reference.model_calls,
                                          "effects": r.reference.reference.effects}
                        for r in result.scenarios if r.reference is not None},
-        "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule}
+        "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule,
+                     "from_schedule": next((o.schedule for o in result.trials if o.index == t.shrunk_from), None),
+                     "reproduce": t.reproduce}
                     for t in result.trials if t.origin == "shrink"],
         "shrink_runs": {r.scenario.name: r.shrink_runs for r in result.scenarios if r.shrink_runs},
         "errors": list(result.errors),

@@ -135,6 +135,9 @@ def kill_tree(proc: subprocess.Popen, pgid: int | None = None) -> list[int]:
 
     Order: SIGSTOP the agent (so it cannot see a tool die and journal an
     error result), SIGKILL descendants deepest first, SIGKILL the agent,
+    (an observed leg, whose ``proc`` is the tracer: SIGKILL the program, then
+    its other descendants, and let the tracer log the calls the kill cut
+    short and exit by itself),
     SIGKILL the process group ``pgid`` (default: the agent's pid, as legs
     start in a new session), then wait for and reap everything.  Returns
     the pids signalled.  Never raises for processes that are already gone.
@@ -142,6 +145,22 @@ def kill_tree(proc: subprocess.Popen, pgid: int | None = None) -> list[int]:
     pid = proc.pid
     killed: list[int] = []
     descendants: list[psutil.Process] = []
+    if proc.returncode is None and hasattr(proc, "ops"):
+        # An observed leg (harness.observer.run.ObservedProcess): ``proc`` is the tracer.  It must outlive
+        # the program to log the calls the kill cut short (a write that ran while it was stopped would
+        # be lost), so the program dies first, then its tools, and the tracer exits by itself.
+        try:
+            descendants = psutil.Process(pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            descendants = []
+        for child in descendants:  # the program (the tracer's child) first: it cannot journal a tool's death
+            try:
+                child.send_signal(signal.SIGKILL)
+                killed.append(child.pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not wait_for_exit(proc, 10.0):
+            os.kill(pid, signal.SIGKILL)
     if proc.returncode is None:
         try:
             os.kill(pid, signal.SIGSTOP)

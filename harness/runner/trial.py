@@ -125,7 +125,7 @@ class Runner:
     ``tmp_root``: where trial directories go (default ``$FISKJ_HARNESS_TMP``,
     else ``/dev/shm`` when writable, else the system temp dir: kill and
     suspend faults do not depend on the disk, and fsync is cheap there); ``keep_dirs``: leave trial directories behind
-    (debugging); ``observe``: run every leg under the outside observer
+    (debugging; also ``FISKJ_HARNESS_KEEP_DIRS=1``, ``--keep-dirs``: each kept one is named in the history's notes); ``observe``: run every leg under the outside observer
     (docs/observer.md: the history's traces and event faults then come from
     outside the subject; default :func:`observe_by_default`);
     ``fork_server``: fork reference-subject legs from a
@@ -147,7 +147,7 @@ class Runner:
         self._refs: dict[Any, ReferenceRun] = {}
         self._ref_locks: dict[Any, threading.Lock] = {}
         self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
-        self.keep_dirs = keep_dirs
+        self.keep_dirs = keep_dirs or os.environ.get("FISKJ_HARNESS_KEEP_DIRS") == "1"
         self.observe = observe_by_default(self.subject) if observe is None else observe
         self.fork_server = (fork_server_enabled(self.subject) if fork_server is None else fork_server) \
             and not self.observe
@@ -210,9 +210,14 @@ class Runner:
                 or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS))  # a workload that ends on a cap
             if not ended:
                 why = f"exit {last.exit_code}, signal {last.exit_signal}" if last else "no leg ran"
+                said = (last.stderr.strip()[-600:] if last else "") or "(nothing on stderr)"
+                if last is not None and last.journal is None and not history.model_calls:
+                    raise SetupError(  # it never got going: what it said is the cause, not the missing journal
+                        f"the subject did not run scenario {scenario.name!r} ({why}, no journal, no model call); "
+                        f"its stderr: {said}; command: {' '.join(last.argv)[:300]}", path=scenario.path)
                 raise SetupError(
                     f"the reference run of scenario {scenario.name!r} did not complete ({why}; folded status "
-                    f"{status!r}; error {history.final_error}); stderr: {last.stderr[-600:] if last else ''}",
+                    f"{status!r}; error {history.final_error}); stderr: {said}",
                     path=scenario.path)
             leg = history.legs[0]
             ref = ReferenceRun(
