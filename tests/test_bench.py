@@ -63,21 +63,30 @@ def test_load_section_runs_its_children(bench, tmp_path):
     assert details["load_20"]["records"] == 20 and set(details["load_20"]["cpu_s"]) == set(bench._LOAD_MODES)
 
 
-def test_campaign_crash_states_and_catch_sections(bench):
+def test_campaign_section(bench):
     rows, details = bench.bench_campaign(trials=2, probe_n=1)
     _check_rows(bench, rows, "campaign")
     assert rows[0]["metric"].startswith("kill-every-event: trials/s") and details["campaign"]["trials"] >= 2
     assert any(r["metric"].strip().startswith("share:") for r in rows)
+
+
+def test_crash_states_section(bench):
     rows, details = bench.bench_crash_states(explore=1, rounds=1)
     _check_rows(bench, rows, "campaign")
     assert details["crash_states"]["states"] > 0
-    rows, details = bench.bench_modes(trials=1, rounds=1)
+
+
+def test_modes_section(bench):
+    rows, details = bench.bench_modes(trials=1, rounds=1, scenario_name="kill-random")  # 1 trial a mode
     _check_rows(bench, rows, "campaign")
     assert [r["metric"].split(", ", 1)[1] for r in rows[:2]] == ["reference, IO seam", "reference, observed (black-box)"]
     if "foreign_start_ms" in details:  # node is installed: the floor under the foreign subject's rate
         assert rows[-2]["metric"].startswith("foreign subject: one `node agent.mjs` start")
         assert "ceiling" in rows[-1]["metric"] and rows[-1]["ratio"] > 0
         assert details["foreign_start_ms"] > 0 and details["foreign_ceiling_trials_per_s"] > 0
+
+
+def test_catch_section(bench):
     rows, details = bench.bench_catch(names=["fingerprint-ignores-model"], budget_s=30)
     _check_rows(bench, rows, "catch")
     assert [r["metric"] for r in rows] == ["fingerprint-ignores-model"]

@@ -147,7 +147,7 @@ def test_usage_and_setup_errors_exit_2(files, capsys):
     assert main(["run", str(files / "tiny-noop.toml"), "--trials", "0"]) == 2
     failing = f"{sys.executable} -c 'import sys; sys.exit(1)'"
     assert main(["run", str(files / "tiny-noop.toml"), "--subject", failing, "-q"]) == 2
-    assert "reference run" in capsys.readouterr().err
+    assert "the subject did not run scenario" in capsys.readouterr().err
     assert main(["replay", str(files / "missing.json"), "--trial", "0"]) == 2
 
 

@@ -83,7 +83,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fold-before-lock", "race-two-resumers", 8, ("I2", "I5")),
     Target("create-without-excl", "race-two-creates", 8, ("I4", "I5")),
     Target("stale-lock-file", "race-holder-killed", 4, ("I6", "I8")),
-    Target("status-stays-suspended", "chain-crash-after-suspend", 30, ("I10",)),
+    Target("status-stays-suspended", "chain-crash-after-suspend", 12, ("I10",)),
     Target("reader-locks", "race-readers-during-appends", 4, ("I10",)),
     Target("reader-tolerates-corruption", "tails-basic", 4, ("I5",)),
 )}

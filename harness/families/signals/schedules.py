@@ -50,7 +50,10 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     agent's start-up, where they test nothing); the drawn step is therefore
     scrambled by a fixed permutation of the steps, spreading the draws over
     the whole run.  Event kills draw ``k`` in ``1 .. E`` (the reference's
-    seam events).  Schedules are lists of 1..``faults.legs`` faults (a
+    seam events); in a ``chain``, an event kill after an earlier fault
+    counts the resume's own journal writes instead (``op: write``, ``k`` in
+    ``1 .. W/2`` of the reference's ``W``), so it lands inside what the
+    resume still does.  Schedules are lists of 1..``faults.legs`` faults (a
     ``chain`` is its fixed list of kinds).  Shrinking goes toward fewer legs
     and lower events; a time shrinks toward step 0, i.e. the leg's start.
     """
@@ -76,10 +79,23 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
         return st.builds(lambda sig, v: {"kind": "suspend", "signal": sig, "after_ms": at(v)},
                          st.sampled_from(list(faults.signals)), st.integers(0, _TIME_STEPS - 1))
 
+    # A resume after an earlier fault makes only what is left of the run, so an event counted over the whole
+    # reference run mostly lands past its end.  A chain's later event kill therefore counts the resume's own
+    # journal writes, in the first half of the reference's: the crash comes after it appended something.
+    writes = sum(1 for ev in (ref.history.legs[0].trace if ref.history.legs else [])
+                 if ev.get("op") == "write" and str(ev.get("path", "")).endswith(".json"))
+
+    def later_event_kill() -> Any:
+        if writes < 2:
+            return event_kill()
+        return st.builds(lambda k: {"kind": "kill", "event": k, "when": "after", "op": "write"},
+                         st.integers(1, max(1, writes // 2)))
+
     by_kind = {"kill": timed_kill, "kill-event": event_kill, "suspend": suspend,
                "none": lambda: st.just({"kind": "none"})}
     if scenario.faults.family == "chain":
-        return st.tuples(*[by_kind[k]() for k in faults.chain]).map(list)
+        return st.tuples(*[(later_event_kill() if i and k == "kill-event" else by_kind[k]())
+                           for i, k in enumerate(faults.chain)]).map(list)
     if scenario.faults.family == "suspend":
         leg = suspend()
     elif scenario.faults.family == "kill":
