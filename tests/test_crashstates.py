@@ -298,3 +298,12 @@ def test_an_append_glued_to_a_torn_tail_keeps_its_bytes_but_the_reader_drops_the
     assert lost_acknowledged(final) == []  # byte-level the write is there: a reader must see the glue
     records, torn = read_records(io.BufferedReader(io.BytesIO(final.files[J])))
     assert [r.seq for r in records] == [1] and torn is not None  # the acknowledged record reads as torn
+
+
+def test_a_lost_acknowledged_record_is_named_with_its_seq_kind_write_and_what_the_file_holds():
+    line = b'{"seq":1,"protocol":"io.choria.fisk-ai.v1.session.meta","meta":{}}\n'
+    t = Trace().create().fsync_dir().append(line, sync=False).append(rec(2), sync=False)
+    messages = [m for s in states(t) for m in lost_acknowledged(s)]
+    named = [m for m in messages if "record seq 1 (meta) bytes 0.." in m]
+    assert named and all("write n=3" in m for m in named)
+    assert any("the file ends at byte 0" in m and "not durable when the power went" in m for m in named)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -384,14 +385,33 @@ def crash_states(events: Iterable[dict[str, Any]], files: dict[str, bytes] | Non
             yield state
 
 
+def _record_name(data: bytes) -> str:
+    """``"record seq 7 (tool_result)"`` when ``data`` is one journal line, else ``""`` (pure)."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return ""
+    if not isinstance(obj, dict) or "seq" not in obj:
+        return ""
+    kind = str(obj.get("protocol", "")).rsplit(".", 1)[-1] or "?"
+    return f"record seq {obj['seq']} ({kind}) "
+
+
 def lost_acknowledged(state: CrashState) -> list[str]:
-    """The acknowledged writes missing from ``state`` (empty when I4 holds), one message each."""
+    """The acknowledged writes missing from ``state`` (empty when I4 holds), one message each: the file,
+    the record (when the bytes are one journal line), the bytes, the write and the fsync that
+    acknowledged it, and what the file holds there after the power loss."""
     out = []
     for ack in state.acks:
         paths = [p for p, i in state.inodes.items() if i == ack.ino]
-        where = f"{ack.path}: bytes {ack.offset}..{ack.end} acknowledged (write n={ack.n})"
+        synced = f", acknowledged by n={ack.claimed}" if ack.claimed else ""
+        where = (f"{ack.path}: {_record_name(ack.data)}bytes {ack.offset}..{ack.end} acknowledged "
+                 f"(write n={ack.n}{synced})")
         if not paths:
-            out.append(f"{where} but the file is gone")
+            out.append(f"{where} but the file is gone (its directory entry was not made durable)")
         elif not any(state.files[p][ack.offset:ack.end] == ack.data for p in paths):
-            out.append(f"{where} but not in the file")
+            size = max(len(state.files[p]) for p in paths)
+            what = (f"the file ends at byte {size}" if size <= ack.offset
+                    else "the file holds other bytes there")
+            out.append(f"{where} but not in the file: {what} (it was not durable when the power went)")
     return out
