@@ -3,7 +3,7 @@
  * with ptrace and a seccomp-bpf filter that stops only the relevant calls.
  *
  *   fiskj-observe --log PATH --root DIR [--root DIR ...] [--fault SPEC ...]
- *                 [--control-in FD --control-out FD] -- PROG ARGS...
+ *                 [--control-in FD --control-out FD] [--ops all|durable] -- PROG ARGS...
  *
  * The log format, the faults and every limit are in docs/observer.md.
  * Built by harness/observer/build.py (gcc -O2 -Wall -Werror). */
@@ -741,9 +741,11 @@ static void loop(void) {
 
 /* ---- start --------------------------------------------------------------- */
 /* seccomp-bpf: SECCOMP_RET_TRACE for the table's syscalls (fcntl: lock commands only). */
+static unsigned traced_kinds = ~0u;  /* --ops durable: DURABLE and the kinds a fault counts */
 static void install_filter(void) {
     struct sock_filter f[NSC + 16]; int n = 0, nlist = 0, list[NSC];
-    for (size_t i = 0; i < NSC; i++) if (SC[i].nr != SYS_fcntl) list[nlist++] = SC[i].nr;
+    for (size_t i = 0; i < NSC; i++)
+        if (SC[i].nr != SYS_fcntl && (traced_kinds & (1u << SC[i].kind))) list[nlist++] = SC[i].nr;
     int allow = 3 + nlist + 2 + 5, trace = allow + 1;    /* index of the two returns */
     f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     f[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, allow - n - 1); n++;
@@ -854,11 +856,15 @@ static char **parse_args(int argc, char **argv) {
         else if (!strcmp(argv[i], "--fault")) add_fault(argv[i + 1]);
         else if (!strcmp(argv[i], "--control-in")) ctl_in = fd_arg(argv[i + 1]);
         else if (!strcmp(argv[i], "--control-out")) ctl_out = fd_arg(argv[i + 1]);
-        else die("unknown option %s", argv[i]);
+        else if (!strcmp(argv[i], "--ops") && !strcmp(argv[i + 1], "all")) traced_kinds = ~0u;
+        else if (!strcmp(argv[i], "--ops") && !strcmp(argv[i + 1], "durable")) traced_kinds = DURABLE;
+        else die("unknown option %s %s", argv[i], argv[i + 1]);
     }
+    if (traced_kinds != ~0u)                           /* a fault's kinds are always traced */
+        for (int f = 0; f < nfaults; f++) traced_kinds |= faults[f].kinds;
     if (!log || !nroots || i + 1 >= argc)
         die("usage: fiskj-observe --log PATH --root DIR [--root DIR ...] [--fault SPEC ...] "
-            "[--control-in FD --control-out FD] -- PROG ARGS...");
+            "[--control-in FD --control-out FD] [--ops all|durable] -- PROG ARGS...");
     for (int f = 0; f < nfaults; f++) {
         if (faults[f].action != A_PAUSE) continue;
         if (ctl_in < 0 || ctl_out < 0) die("a pause fault needs --control-in and --control-out");

@@ -52,7 +52,8 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
     def __init__(self, argv: Sequence[str], *, log: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]],
                  faults: Sequence[str] = (), control: bool = False, env: Mapping[str, str] | None = None,
                  cwd: str | os.PathLike[str] | None = None, stdin: _File = None, stdout: _File = None,
-                 stderr: _File = None, start_new_session: bool = True, binary: str | os.PathLike[str] | None = None):
+                 stderr: _File = None, start_new_session: bool = True, binary: str | os.PathLike[str] | None = None,
+                 lookups: bool = True):
         if not roots:
             raise ValueError("spawn_observed needs at least one root")
         parsed = [parse_fault(spec) for spec in faults]  # a bad spec raises here, not as a tracer exit
@@ -69,6 +70,8 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
             cmd += ["--root", root]
         for spec in self.faults:
             cmd += ["--fault", spec]
+        if not lookups:
+            cmd += ["--ops", "durable"]
         self._ctl_w: int | None = None
         self._ctl_r: int | None = None
         self._ctl_buf = b""
@@ -145,12 +148,16 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
 def spawn_observed(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None = None,
                    stdin: _File = None, stdout: _File = None, stderr: _File = None,
                    log: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]], faults: Sequence[str] = (),
-                   control: bool = False, start_new_session: bool = True) -> ObservedProcess:
+                   control: bool = False, start_new_session: bool = True, lookups: bool = True) -> ObservedProcess:
     """Run ``argv`` under the tracer, recording the ops under ``roots`` to ``log`` and injecting ``faults``.
 
     ``env`` is the program's environment (None: this process's).  ``faults`` are
     ``ACTION@K[:KINDS]`` specs (docs/observer.md).  ``control=True`` opens the
-    pause/release channel (needed by ``pause`` faults).
+    pause/release channel (needed by ``pause`` faults).  ``lookups=False``
+    (``--ops durable``) stops only the durability calls and the kinds a
+    fault counts: stat, access and read are then neither stopped nor logged
+    (an interpreted program reads and stats hundreds of files as it starts).
     """
     return ObservedProcess(argv, log=log, roots=roots, faults=faults, control=control, env=env, cwd=cwd,
-                           stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=start_new_session)
+                           stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=start_new_session,
+                           lookups=lookups)

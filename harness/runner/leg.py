@@ -226,7 +226,7 @@ class LegStarter:
                 try:
                     return spawn_observed(argv, env=env, stdin=stdin_file, stdout=fo, stderr=fe, log=str(log),
                                           roots=list(roots), faults=list(faults or ()), control=control,
-                                          start_new_session=True)
+                                          start_new_session=True, lookups=control)
                 finally:
                     if stdin is not None:
                         stdin_file.close()  # type: ignore[union-attr]
