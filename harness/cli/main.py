@@ -396,8 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--subject", metavar="CMD",
-                       help="command prefix that starts the agent (docs/subject.md); default: python -m fiskj")
+        p.add_argument("--subject", metavar="CMD|PROFILE.toml",
+                       help="the agent: a subject profile (PROFILE.toml, docs/subject.md \"Subject profiles\") or a "
+                            "command prefix that takes the contract's command line; default: python -m fiskj")
         p.add_argument("--report-json", metavar="FILE", help="write the JSON report here")
         p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a test case per scenario and invariant)")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
