@@ -136,6 +136,28 @@ def test_the_other_kinds_and_the_at_calls_are_recorded_with_their_arguments(root
     assert (ops[16].fd, ops[16].len) == (ops[10].fd, 0)
 
 
+def test_ops_durable_neither_stops_nor_logs_lookups_and_reads_unless_a_fault_counts_them(root):
+    def kinds_seen(lookups: bool, faults=()) -> list[str]:
+        (root.parent / "log").unlink(missing_ok=True)
+        proc = spawn_observed([sys.executable, TARGET, "kinds", str(root)], env=None, log=root.parent / "log",
+                              roots=[root], faults=faults, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              lookups=lookups)
+        try:
+            proc.wait(30)
+        finally:
+            kill_tree(proc)
+        for p in root.iterdir():  # the target makes its files again
+            p.unlink() if not p.is_dir() or p.is_symlink() else shutil.rmtree(p)
+        return [o.op for o in ops_only(proc.ops())]
+
+    every = kinds_seen(True)
+    assert {"stat", "read", "access"} <= set(every)
+    durable = kinds_seen(False)
+    assert not {"stat", "read", "access"} & set(durable)
+    assert [k for k in every if k not in ("stat", "read", "access")] == durable  # nothing else is lost
+    assert "read" in kinds_seen(False, faults=["kill-after@99:read"])  # a fault's kinds are traced anyway
+
+
 @pytest.mark.parametrize("mode", ["alternate", "concurrent"])
 def test_the_recorded_writes_rebuild_the_file_byte_for_byte(root, mode):
     # concurrent: two threads append through one O_APPEND description at the same time
