@@ -30,7 +30,7 @@ file and releases the lock last.
 from __future__ import annotations
 
 from . import ioseam
-from .codec import encode_record, with_seq
+from .encode import encode_record, with_seq
 from .errors import JournalError, JournalPoisoned, InvalidRecord, StoreIOError, UsageError
 from .fold import Folder, RunState
 from .lock import RunLock

@@ -28,7 +28,7 @@ import pytest
 import fiskj
 
 PACKAGE = Path(fiskj.__file__).parent
-PURE = ("records", "codec", "fold", "fingerprint", "errors")
+PURE = ("records", "encode", "codec", "fold", "fingerprint", "errors")
 
 #: Modules that do IO or bring in a clock or randomness (checked with their submodules).
 FORBIDDEN_MODULES = frozenset({
