@@ -3,14 +3,18 @@
 :mod:`tomllib` reports no positions for well-formed documents, so an error
 about a value (a wrong type, an unknown key) finds its line here, from the
 text: :func:`find_line` for a dotted key, :func:`key_at` for the key on a
-line (a syntax error's line).  Pure: strings in, numbers out.
+line (a syntax error's line).  :func:`load_toml` and :func:`located` build
+the typed, located errors both file kinds raise.  Pure: strings in, numbers
+and errors out.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
+from typing import Any
 
-__all__ = ["find_line", "key_at"]
+__all__ = ["find_line", "key_at", "load_toml", "located"]
 
 _HEADER_RE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 
@@ -73,3 +77,23 @@ def key_at(text: str, line: int) -> str | None:
             break
     key = ".".join(_bare(p) for p in m.group(1).split("."))
     return f"{table}.{key}" if table else key
+
+
+def load_toml(text: str, where: str, error: Any) -> dict[str, Any]:
+    """Parse TOML ``text`` of file ``where``; a syntax error raises ``error(message, path=, line=, key=)``
+    (a :class:`harness.errors.ScenarioError` or a subclass) naming the line and the key written on it."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        line = int(m.group(1)) if m else None
+        raise error(f"TOML syntax error: {exc}", path=where, line=line,
+                    key=key_at(text, line) if line else None) from None
+
+
+def located(error: Any, text: str, where: str, section: str, key: str | None, message: str) -> Any:
+    """``error(message, ...)`` about ``key`` of table ``section`` (``""``: the top level) of ``text``: its
+    dotted key, and the line that holds it, else the table's header (a missing key)."""
+    dotted = ".".join(p for p in (section, key) if p) or None
+    line = find_line(text, section, key) or (find_line(text, section, None) if section else None)
+    return error(message, path=where, line=line, key=dotted)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario.parse import (INVARIANTS, Scenario, ScenarioError, bundled_scenarios, find_line, load_scenario,
+from harness.tomlwhere import find_line
+from harness.scenario.parse import (INVARIANTS, Scenario, ScenarioError, bundled_scenarios, load_scenario,
                               parse_scenario)
 
 GOOD = """\

@@ -46,9 +46,7 @@ The full, normative key reference is docs/scenarios.md.
 
 from __future__ import annotations
 
-import re
 import sys
-import tomllib
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -57,7 +55,7 @@ from harness.errors import ScenarioError
 from harness.families.registry import FAMILIES, MODES, by_mode
 from harness.names import INVARIANTS
 from harness.scenario.fields import Bad, Check, int_, list_of, name, num, range_ms, str_, toml_keys, bool_, choice
-from harness.tomlwhere import find_line, key_at
+from harness.tomlwhere import load_toml, located
 from harness.scenario.model import (DRIFT_FIELDS, CheckSpec, FaultSpec, Scenario, TrialSpec, WorkloadSpec,
                                     family_params)
 
@@ -152,17 +150,10 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
     rule, or a missing ``name``/``purpose``.
     """
     where = path or "<scenario>"
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        line = int(m.group(1)) if m else None
-        raise ScenarioError(f"TOML syntax error: {exc}", path=where, line=line,
-                            key=key_at(text, line) if line else None) from None
+    doc = load_toml(text, where, ScenarioError)
 
     def fail(section: str, key: str | None, message: str) -> ScenarioError:
-        dotted = ".".join(p for p in (section, key) if p) or None
-        return ScenarioError(message, path=where, line=find_line(text, section, key), key=dotted)
+        return located(ScenarioError, text, where, section, key, message)
 
     top: dict[str, Any] = {}
     given: dict[str, Any] = {}

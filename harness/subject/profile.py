@@ -53,7 +53,6 @@ import re
 import shlex
 import string
 import sys
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -62,7 +61,7 @@ from harness.errors import ProfileError
 from harness.names import INVARIANTS
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
-from harness.tomlwhere import find_line, key_at
+from harness.tomlwhere import load_toml, located
 
 __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject", "JOURNAL_FORMATS",
            "bundled_profiles"]
@@ -136,18 +135,10 @@ def parse_profile(text: str, path: str) -> Subject:
     unknown template variable, an exit status of no known outcome, an
     unsupported journal format or an unknown invariant id.
     """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        line = int(m.group(1)) if m else None
-        raise ProfileError(f"TOML syntax error: {exc}", path=path, line=line,
-                           key=key_at(text, line) if line else None) from None
+    doc = load_toml(text, path, ProfileError)
 
     def fail(section: str, key: str | None, message: str) -> ProfileError:
-        dotted = ".".join(p for p in (section, key) if p) or None
-        line = find_line(text, section, key) or (find_line(text, section, None) if section else None)
-        return ProfileError(message, path=path, line=line, key=dotted)
+        return located(ProfileError, text, path, section, key, message)
 
     def table(name: str, allowed: set[str] | None) -> dict[str, Any]:
         value = doc.get(name, {})
