@@ -6,10 +6,11 @@ from io import BufferedReader, BytesIO
 from builders import A, M, R, T, journal
 from synth import Engine
 
-from fiskj.errors import CorruptJournal, FiskjError
-from fiskj.reader import JournalReader, read_state
+from fiskj.errors import FiskjError
+from fiskj.reader import read_state
 from harness.checkers import i5_readable
 from harness.checkers._common import split_journal
+from harness.families.tail.executor import answer_for
 from harness.families.tail.mutations import Answer, mutations
 from harness.history.model import Fault, History, Leg, ReaderCheck, history_from_json, history_to_json
 
@@ -111,14 +112,8 @@ def _reader_history(answer) -> History:
 
 
 def _reference_answer(m):
-    """What fiskj's own reader says about ``m.data`` (in memory)."""
-    reader = JournalReader(BufferedReader(BytesIO(m.data)))
-    try:
-        seqs = tuple(r.seq for r in reader)
-    except CorruptJournal as exc:
-        return Answer("corrupt", line=exc.line, message=str(exc))
-    torn = (reader.torn_tail.offset, reader.torn_tail.length) if reader.torn_tail else None
-    return Answer("read", seqs, torn, reader.good_size)
+    """What fiskj's own reader says about ``m.data`` (in memory): the tail family's own question."""
+    return answer_for(BufferedReader(BytesIO(m.data)))
 
 
 def test_a_reader_that_answers_every_mutation_as_labelled_is_valid():

@@ -13,23 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import A, M, R, T, journal
-from fiskj.errors import CorruptJournal
-from fiskj.reader import JournalReader
 from harness.checkers.i5_reader_answers import answer_problem
+from harness.families.tail.executor import answer_for
 from harness.families.tail.mutations import Answer, line_spans, mutations
 
 J = journal(M(), A("a", "b"), R("a"), R("b", content="x" * 700), A(text="two files"), T())
 
 
 def ask(data: bytes) -> Answer:
-    """The reference reader's answer, in process."""
-    reader = JournalReader(io.BufferedReader(io.BytesIO(data)))
-    try:
-        seqs = tuple(r.seq for r in reader)
-    except CorruptJournal as exc:
-        return Answer("corrupt", line=exc.line, message=str(exc))
-    torn = (reader.torn_tail.offset, reader.torn_tail.length) if reader.torn_tail else None
-    return Answer("read", seqs, torn, reader.good_size)
+    """The reference reader's answer, in process (the tail family's own question)."""
+    return answer_for(io.BufferedReader(io.BytesIO(data)))
 
 
 def problem(m, answer: Answer) -> str | None:
