@@ -206,7 +206,7 @@ def test_a_reading_command_s_whole_output_is_parsed_however_long_and_only_its_ta
     big = {"status": "open", "messages": ["x" * 100] * 1000, "records": 3}
     script = f"import json; print(json.dumps({big!r}, indent=2))"
     starter = LegStarter(parse_subject("agent"), fork_server=False)
-    raw = starter.read([_sys.executable, "-c", script], {"PATH": "/usr/bin:/bin"}, tmp_path, 0)
+    raw = starter.read([_sys.executable, "-c", script], {"PATH": "/usr/bin:/bin"}, tmp_path, "big")
     assert raw["exit_code"] == 0 and len(raw["stdout"]) > 100_000
     reading = parse_reading(raw, (("status", "status"), ("records", "records")))
     assert reading["error"] is None and reading["status"] == "open" and reading["records"] == 3

@@ -254,9 +254,10 @@ class LegStarter:
                 if stdin_file is not None:
                     stdin_file.close()
 
-    def read(self, argv: list[str], env: dict[str, str], workdir: Path, index: int,
+    def read(self, argv: list[str], env: dict[str, str], workdir: Path, tag: str,
              timeout_s: float = 30.0) -> dict[str, Any]:
-        """Run the subject's own reading command (``argv``, not observed, no fault) to its end.
+        """Run the subject's own reading command (``argv``, not observed, no fault) to its end; its output
+        goes to ``workdir/reading-TAG.out`` and ``.err``.
 
         Returns ``{"argv", "exit_code", "stdout", "stderr", "timed_out"}``
         (``stdout``: its first :data:`READING_LIMIT` bytes, to parse;
@@ -264,7 +265,7 @@ class LegStarter:
         when it was killed after ``timeout_s`` seconds).  Raises ``OSError``
         or ``RuntimeError`` when it cannot start.
         """
-        out, err = workdir / f"reading-{index}.out", workdir / f"reading-{index}.err"
+        out, err = workdir / f"reading-{tag}.out", workdir / f"reading-{tag}.err"
         proc = self._start_plain(argv, env, None, out, err)
         timed_out = not wait_for_exit(proc, timeout_s)
         if timed_out:
@@ -384,7 +385,7 @@ def run_leg(plan: LegPlan, starter: LegStarter,
     if plan.reading is not None and not outcome.timed_out and start_or_resume(leg.journal) == "resume":
         # (a journal with no complete record holds nothing to read: I10 would not judge it)
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
-        raw = starter.read(plan.reading, env, plan.workdir, plan.index)
+        raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
         leg.reading = parse_reading(raw, starter.subject.status_fields)
         if plan.journal.exists() and plan.journal.read_bytes() != leg.journal:
             leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"

@@ -361,7 +361,7 @@ class Runner:
 
                 def _read(at: int = int(spec["at"]), leg_index: int = index) -> None:
                     data = journal.read_bytes() if journal.exists() else None
-                    raw = self.legs.read(reading, env, tmp, int(f"{leg_index}{at:04d}"))
+                    raw = self.legs.read(reading, env, tmp, f"{leg_index}-at-{at}")
                     history.readings.append({"leg": leg_index, "at": at,
                                              "journal": data.decode("latin-1") if data is not None else None,
                                              "reading": parse_reading(raw, self.subject.status_fields)})

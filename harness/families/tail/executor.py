@@ -161,7 +161,7 @@ def status_answer(ctx: Recovery, m: Mutation, tmp: Path) -> Answer:
     assert argv is not None, "status_answer needs a subject with a status command"
     env = subject.env(base_url=runner.server.base_url, api_key="fiskj-reader-leg0", state_home=str(state),
                       ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None)
-    reading = parse_reading(runner.legs.read(argv, env, tmp, 0), subject.status_fields)
+    reading = parse_reading(runner.legs.read(argv, env, tmp, "tail"), subject.status_fields)
     if reading["error"]:
         return Answer("error", message=f"{reading['error']}; stderr: {str(reading.get('stderr', ''))[-200:]}",
                       via="status")
