@@ -180,7 +180,8 @@ def test_run_races_cycles_through_the_scenario_races(driver, workdir):
     results = run_races(scenario, 100, workdir, trials=3, driver=driver)
     assert [r.race for r in results] == ["two-creates"] * 3 and [r.seed for r in results] == [100, 101, 102]
     assert all(r.ok for r in results), [r.summary() for r in results]
-    assert {v.invariant for v in results[0].verdicts} == set(scenario.check.invariants) | {"race"}
+    # the race agent's trials judge the race's invariants; I10 needs the subject's own readings
+    assert {v.invariant for v in results[0].verdicts} == set(scenario.check.invariants) - {"I10"} | {"race"}
 
 
 def test_every_race_has_a_scenario_that_parses():
@@ -188,7 +189,8 @@ def test_every_race_has_a_scenario_that_parses():
         scenario = load_scenario(os.path.join(ROOT, "scenarios", f"race-{race}.toml"))
         assert scenario.faults.family == "race"
         assert races_of(scenario) == [race]
-        assert set(scenario.check.invariants) == set(INVARIANTS_BY_RACE[race])
+        extra = set(scenario.check.invariants) - set(INVARIANTS_BY_RACE[race])
+        assert set(INVARIANTS_BY_RACE[race]) <= set(scenario.check.invariants) and extra <= {"I10"}
 
 
 def test_an_unknown_race_or_schedule_is_refused(workdir):

@@ -112,7 +112,11 @@ class RaceFamily(FamilyBase):
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         black_box = _black_box(subject)
         others = [r for r in (races_of(scenario) if scenario is not None else ()) if r not in black_box]
-        if _fiskj_based(subject) or not others or len(others) == len(races_of(scenario)):
+        if _fiskj_based(subject):  # the race agent: fiskj's store in one process, no command of the subject
+            return (["I10 is not judged: the race agent runs no command of the subject to read the run with "
+                     "(its readers, fiskj's load and list, are judged by the race verdict)"]
+                    if scenario is not None and "I10" in scenario.check.invariants else [])
+        if not others or len(others) == len(races_of(scenario)):
             return []  # all black-box, or none (then the scenario is unsupported: an error, said there)
         return [f"races {', '.join(others)} need the race agent (fiskj's store) and are not run; "
                 f"{', '.join(r for r in races_of(scenario) if r in black_box)} run through the subject's commands"]
