@@ -10,7 +10,7 @@ subject contract's (docs/subject.md "Exit status"), the harness CLI's are
 from __future__ import annotations
 
 __all__ = [
-    "INVARIANTS",
+    "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL",
     "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
     "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
     "FAULT_COUNTS", "CRASH_STATES", "SEED_STEP",
@@ -21,6 +21,17 @@ __all__ = [
 
 #: Invariant ids of docs/spec.md section 15 (docs/architecture.md "Invariants").
 INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10")
+
+# --- journal formats -----------------------------------------------------------------------------
+
+#: The fisk-ai v2 wire format (docs/spec.md): every invariant can be judged on it.
+FISK_AI_V2 = "fisk-ai-v2"
+#: Any other JSON-lines journal (docs/subject.md "Journal formats"): each complete line is one JSON
+#: value; judged at line level (I4, I5), through what the harness sees from outside (I1-I3, I6-I9),
+#: never through a fold (I10, and the fold-level parts of I1 and I5, are not judged).
+JSONL = "jsonl"
+#: Journal formats a subject profile may name, the first the default.
+JOURNAL_FORMATS = (FISK_AI_V2, JSONL)
 
 # --- exit statuses -------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from builders import FP
 from fiskj.codec import decode_record, encode_record
 from fiskj.reader import read_state
 from fiskj.records import AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord
-from harness.history.model import Effect, Fault, History, Leg, ModelCall, Reference
+from harness.history.model import Effect, Fault, History, Leg, ModelCall, Reference, observed_result
 
 PROMPT = "count the files"
 ANSWER = "there are 3 files"
@@ -238,4 +238,4 @@ def reference(turns: list[list[str]], answer: str = ANSWER) -> Reference:
     eng = Engine(turns, answer=answer)
     eng.leg()
     return Reference(state=read_state(eng.file).to_json(), model_calls=len(eng.h.model_calls),
-                     effects=len(eng.h.effects))
+                     effects=len(eng.h.effects), **observed_result(eng.h))

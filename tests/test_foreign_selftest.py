@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.selftest.targets import FOREIGN_NOT_CAUGHT, FOREIGN_SUBJECT, FOREIGN_TARGETS
+from harness.selftest.targets import (FOREIGN_NOT_CAUGHT, FOREIGN_SUBJECT, FOREIGN_TARGETS, JSONL_NOT_CAUGHT,
+                                      JSONL_SUBJECT, JSONL_TARGETS)
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = shutil.which("node")
@@ -27,9 +28,8 @@ pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: the
                                                      "(every machine here has Node.js 20; install nodejs)")
 
 
-def campaign(tmp_path, scenarios, trials, bug=None):
-    subject = (f"FISKJ_FOREIGN_BUG={bug} " if bug else "") + FOREIGN_SUBJECT.replace(
-        "subjects/", f"{ROOT}/subjects/")
+def campaign(tmp_path, scenarios, trials, bug=None, profile=FOREIGN_SUBJECT):
+    subject = (f"FISKJ_FOREIGN_BUG={bug} " if bug else "") + profile.replace("subjects/", f"{ROOT}/subjects/")
     report = tmp_path / "report.json"
     argv = [sys.executable, "-m", "harness.cli.main", "run", *[str(ROOT / "scenarios" / f"{s}.toml") for s in scenarios],
             "--subject", subject, "--trials", str(trials), "--seed", "1", "--report-json", str(report), "--quiet"]
@@ -61,3 +61,25 @@ def test_the_variants_not_caught_yet_are_every_other_variant_the_subject_has():
     for name in list(FOREIGN_TARGETS) + list(FOREIGN_NOT_CAUGHT):
         assert f"'{name}'" in source or f'"{name}"' in source, name
     assert not set(FOREIGN_TARGETS) & set(FOREIGN_NOT_CAUGHT)
+
+
+def test_the_correct_agent_writing_its_own_journal_format_passes_judged_without_decoding_a_record(tmp_path):
+    proc, report = campaign(tmp_path, ["kill-every-event", "power-loss-basic"], 6, profile=JSONL_SUBJECT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    for inv in ("I2", "I4", "I5", "I6"):
+        assert report["invariants"][inv]["valid"] > 0 and report["invariants"][inv]["unknown"] == 0, inv
+    assert "journal format jsonl" in proc.stdout + proc.stderr        # what is judged how, said up front
+
+
+@pytest.mark.parametrize("bug", sorted(JSONL_TARGETS))
+def test_each_bug_variant_is_caught_in_a_journal_format_the_harness_does_not_decode(tmp_path, bug):
+    target = JSONL_TARGETS[bug]
+    proc, report = campaign(tmp_path, [target.scenario], target.trials, bug=bug, profile=JSONL_SUBJECT)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    caught = {row["invariant"] for row in report["violations"]}
+    assert caught & set(target.expect), (bug, caught)
+
+
+def test_every_variant_is_a_jsonl_target_or_says_why_it_cannot_be_one():
+    assert set(JSONL_TARGETS) | set(JSONL_NOT_CAUGHT) == set(FOREIGN_TARGETS) | set(FOREIGN_NOT_CAUGHT)
+    assert not set(JSONL_TARGETS) & set(JSONL_NOT_CAUGHT)

@@ -111,6 +111,8 @@ def test_a_subject_value_may_name_a_profile_after_variables():
     (('status = "state.status"', 'records = "n"'), "reading.status", "missing"),
     (('command = ["{profile_dir}', 'command = ["{run_id}'), "command", "may only use"),
     (('name = "cli-agent"', 'name = "cli-agent" ='), None, "TOML syntax error"),
+    (('{run_id}.jsonl"', '{run_id}.jsonl"\nformat = "yaml"'), "journal.format", "unsupported journal format"),
+    (('{run_id}.jsonl"', '{run_id}.jsonl"\nformat = "jsonl"'), "reading", "needs journal format 'fisk-ai-v2'"),
 ])
 def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit, key, message):
     path = tmp_path / "bad.toml"
@@ -121,7 +123,8 @@ def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit,
     assert message in str(err) and str(path) in str(err)
     if key is not None:
         assert err.key == key and err.line is not None
-        wanted = "[reading]" if message == "missing" else edit[1].split("=")[0].strip().strip("[]\"")
+        wanted = ("[reading]" if message == "missing" or key == "reading"
+                  else edit[1].split("\n")[-1].split("=")[0].strip().strip("[]\""))
         assert wanted in path.read_text().splitlines()[err.line - 1]
 
 

@@ -41,6 +41,7 @@ from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.shard import parse_shard, shard_positions
 from harness.checkers import check_all
 from harness.errors import SetupError
+from harness.names import FISK_AI_V2
 from harness.families.base import Planned
 from harness.families.registry import by_mode
 from harness.families.signals.faults import validate_schedule
@@ -82,6 +83,9 @@ def unsupported(subject: Subject, scenario: Scenario) -> str | None:
     limits (a chat scenario for a subject that cannot chat), then its family's."""
     if scenario.workload.chat_followups and not subject.chat:
         return "a chat scenario, and this subject cannot run a chat (its profile says chat = false)"
+    if scenario.workload.chat_followups and subject.journal_format != FISK_AI_V2:
+        return (f"a chat scenario needs a {FISK_AI_V2} journal: the harness counts the follow-ups a journal "
+                f"holds to know which to send next, and this subject's journal format is {subject.journal_format}")
     if subject.journal != CONTRACT_JOURNAL and by_mode(scenario.faults.family).name in _STORE_LAYOUT_FAMILIES:
         return (f"the {scenario.faults.family} family lays out and crashes the store at "
                 f"$XDG_STATE_HOME/fisk-ai/runs/ID.json, and this subject's journal is {subject.journal} "
@@ -95,6 +99,11 @@ def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
     runs only in part."""
     out = [f"{inv} not applicable: {why}" for inv, why in sorted(not_applicable(subject).items(),
                                                                   key=lambda kv: int(kv[0][1:]))]
+    if subject.journal_format != FISK_AI_V2:
+        out.append(f"journal format {subject.journal_format}: I4 and I5 judged line by line (no fold), I6 from "
+                   "outside (conversation states, final reply, tools run, exit); what needs the fold is not "
+                   "judged (I1: that a suspended journal ends suspended; I2, I3: whether a crashed leg had "
+                   "journaled the repeated work, so any crash excuses one repeat)")
     for scenario in scenarios:
         family = by_mode(scenario.faults.family)
         why = unsupported(subject, scenario)

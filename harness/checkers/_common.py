@@ -1,7 +1,8 @@
 """Shared, pure helpers of the checkers: journal bytes as lines, legs, disruptions.
 
 Nothing here does IO.  Journal snapshots are decoded in memory, line by line,
-with :func:`fiskj.codec.decode_record`; a line is the bytes up to and
+with :func:`fiskj.codec.decode_record` (a ``jsonl`` journal's lines with
+:func:`decode_json_line`: one JSON value each); a line is the bytes up to and
 including a ``\\n`` (the final piece may lack it).
 
 Conventions every checker shares (the runner's side of the contract):
@@ -26,12 +27,14 @@ from typing import Any, Callable, Iterable
 from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, tool_use_ids
 
+from harness.history.jsonl import JsonLine, decode_json_line
 from harness.history.model import History, Leg
+from harness.names import FISK_AI_V2
 
 __all__ = [
-    "Line", "Snapshot", "split_journal", "excerpt", "legs_in_order", "leg_by_index",
+    "Line", "Snapshot", "JsonLine", "decode_json_line", "split_journal", "excerpt", "legs_in_order", "leg_by_index",
     "attribute", "Unattributable", "crash_kind", "is_tail", "is_refusal", "pending_ids", "previous_snapshot",
-    "nemesis_prefix_holds", "group_by_leg", "blame_repeat",
+    "nemesis_prefix_holds", "group_by_leg", "blame_repeat", "Journaled",
 ]
 
 #: Longest excerpt of journal bytes put in evidence.
@@ -94,8 +97,14 @@ class Snapshot:
         return isinstance(last, TerminalRecord) and last.reason == "suspended"
 
 
-def split_journal(data: bytes | None) -> Snapshot:
-    """Split ``data`` on the byte ``\\n`` only and decode each complete line on its own."""
+def split_journal(data: bytes | None, fmt: str = FISK_AI_V2) -> Snapshot:
+    """Split ``data`` on the byte ``\\n`` only and decode each complete line on its own.
+
+    ``fmt`` (:data:`harness.names.JOURNAL_FORMATS`): a ``fisk-ai-v2`` line decodes as a record
+    (:func:`fiskj.codec.decode_record`); a ``jsonl`` line as one JSON value (:class:`JsonLine`, no seq).
+    A line that does not decode keeps ``record`` ``None`` and says why in ``error``.
+    """
+    decode = decode_record if fmt == FISK_AI_V2 else decode_json_line
     data = data or b""
     snap = Snapshot(data)
     off, number = 0, 0
@@ -109,7 +118,7 @@ def split_journal(data: bytes | None) -> Snapshot:
             snap.lines.append(line)
             break
         try:
-            rec = decode_record(line.raw)
+            rec = decode(line.raw)
         except Exception as exc:  # noqa: BLE001 - any decode failure is evidence, not a crash
             line.error = f"{type(exc).__name__}: {exc}"
         else:
@@ -161,6 +170,32 @@ def group_by_leg(history: History, events: Iterable[Any], key: Callable[[Any], A
         li = attribute(history, ev.leg, ev.t, what(ev))
         groups.setdefault(key(ev), []).append((li, ev))
     return groups
+
+
+class Journaled:
+    """Whether a leg's journal holds the record that completed a piece of work, for a journal the
+    checkers do not decode (``jsonl``; docs/subject.md "Journal formats"): judged by the bytes.
+
+    The work (a tool execution, a model call) was done by leg ``leg`` at time ``t`` (monotonic ns); its
+    record is a line that leg acknowledged after ``t`` (:func:`harness.checkers._trace.acknowledged`)
+    holding one of ``markers`` (the tool_use id, or the reply's ids or text): a run journals what it
+    learned after learning it.  :meth:`lost` says whether leg ``i``'s snapshot lacks every such line.
+    """
+
+    def __init__(self, history: History, acks: dict[int, list[Any]]) -> None:
+        self._acks = acks
+        self._lines = {lg.index: {ln.raw for ln in split_journal(lg.journal, history.journal_format).lines}
+                       for lg in history.legs}
+
+    def lines(self, leg: int, t: int, markers: Iterable[bytes]) -> list[bytes]:
+        """The lines leg ``leg`` acknowledged after ``t`` holding one of ``markers``."""
+        marks = [m for m in markers if m]
+        return [a.line for a in self._acks.get(leg, []) if a.t is not None and a.t > t
+                and any(m in a.line for m in marks)]
+
+    def lost(self, i: int, lines: list[bytes]) -> bool:
+        """True when leg ``i``'s snapshot holds none of ``lines``."""
+        return not any(line in self._lines.get(i, set()) for line in lines)
 
 
 def crash_kind(leg: Leg | None) -> str | None:

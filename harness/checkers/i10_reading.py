@@ -41,8 +41,9 @@ from fiskj.errors import FiskjError
 from fiskj.fold import fold
 
 from harness.checkers._common import legs_in_order, split_journal
-from harness.checkers.verdict import INVALID, VALID, make
+from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.history.model import History
+from harness.names import FISK_AI_V2
 
 INVARIANT = "I10"
 NAME = "the subject's own reading agrees with the journal"
@@ -74,6 +75,9 @@ def check(history: History) -> Any:
         ({"leg": leg.index}, leg.journal, leg.reading) for leg in legs_in_order(history) if leg.reading is not None]
     occasions += [({"leg": r["leg"], "while_held_at": r["at"]}, r["journal"].encode("latin-1")
                    if isinstance(r.get("journal"), str) else None, r["reading"]) for r in history.readings]
+    if occasions and history.journal_format != FISK_AI_V2:
+        return make(__name__, UNKNOWN, {"summary": f"{len(occasions)} reading(s) of a {history.journal_format} "
+                                                   "journal, which fiskj does not fold", "reason": "journal format"})
     for where, journal, reading in occasions:
         ours, why = _fold(journal)
         if ours is None:

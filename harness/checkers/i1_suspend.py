@@ -21,6 +21,10 @@ For each S:
   is in S's journal (the request holding k assistant messages is answered
   by the (k+1)-th assistant record), or the call was made in S itself.
 
+A ``jsonl`` journal (docs/subject.md "Journal formats") has no records to
+read: the two journal rules are not judged, and only a repeat of work done
+in S itself (which a clean suspend must have journaled) is a violation.
+
 An earlier call or execution left unjournaled by a *crash* before S is not
 I1's to judge (I2 and I3 allow one such repeat per crash); nor is a repeat
 after a ``tail`` fault, between S and the repeat, that destroyed the
@@ -33,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
+from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import attribute, is_tail, legs_in_order, pending_ids, previous_snapshot, split_journal
 
@@ -44,11 +49,11 @@ def _assistants_in(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
 
 
-def _destroyed_by_tail(legs: list[Any], start: int, after: list[tuple[int, Any]], gone: Any) -> int | None:
+def _destroyed_by_tail(legs: list[Any], start: int, after: list[tuple[int, Any]], gone: Any, fmt: str) -> int | None:
     """The index of a tail-fault leg in ``[start, first repeat)`` whose snapshot lacks the evidence, else None."""
     first = min(li for li, _ in after)
     for leg in legs:
-        if start <= leg.index < first and is_tail(leg) and gone(split_journal(leg.journal)):
+        if start <= leg.index < first and is_tail(leg) and gone(split_journal(leg.journal, fmt)):
             return leg.index
     return None
 
@@ -61,16 +66,17 @@ def check(history: History) -> Any:
     violations: list[dict[str, Any]] = []
     exempt: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
+    fmt = history.journal_format
     for s in suspended:
-        snap = split_journal(s.journal)
-        if not snap.ends_suspended():
+        snap = split_journal(s.journal, fmt)
+        if fmt == FISK_AI_V2 and not snap.ends_suspended():
             last = snap.lines[-1].brief() if snap.lines else None
             violations.append({"kind": "suspend_not_journaled", "leg": s.index,
                                "detail": "exit 3 but the journal does not end with a suspended terminal record",
                                "last_line": last})
         unanswered, aseq = pending_ids(snap.records())
         if unanswered and aseq is not None:
-            prev = split_journal(previous_snapshot(history, s))
+            prev = split_journal(previous_snapshot(history, s), fmt)
             mine = [ln.raw for ln in snap.by_seq(aseq)]
             if not any(ln.raw in mine for ln in prev.by_seq(aseq)):
                 violations.append({"kind": "suspended_mid_batch", "leg": s.index, "assistant_seq": aseq,
@@ -86,7 +92,7 @@ def check(history: History) -> Any:
             row = {"tool_use_id": tid, "suspend_leg": s.index,
                    "before": [{"leg": li, "attempt": e.attempt, "pid": e.pid, "t": e.t} for li, e in before],
                    "after": [{"leg": li, "attempt": e.attempt, "pid": e.pid, "t": e.t} for li, e in after]}
-            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: tid not in snap.tool_result_ids())
+            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: tid not in snap.tool_result_ids(), fmt)
             if destroyed is not None:
                 exempt.append({"kind": "tool", **row, "why": f"a tail fault after leg {destroyed} removed its result"})
             elif tid in results or any(li == s.index for li, _ in before):
@@ -106,7 +112,7 @@ def check(history: History) -> Any:
             row = {"key": key, "suspend_leg": s.index, "turn": before[0][1].turn,
                    "before": [{"leg": li, "index": c.index, "t": c.t} for li, c in before],
                    "after": [{"leg": li, "index": c.index, "t": c.t} for li, c in after]}
-            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: snap.assistant_count() < k + 1)
+            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: snap.assistant_count() < k + 1, fmt)
             if destroyed is not None:
                 exempt.append({"kind": "model_call", **row,
                                "why": f"a tail fault after leg {destroyed} removed its assistant record"})
@@ -118,6 +124,10 @@ def check(history: History) -> Any:
             else:
                 exempt.append({"kind": "model_call", **row, "why": "not journaled before a crash earlier than the suspend"})
     evidence: dict[str, Any] = {"checked": len(suspended), "suspended_legs": [s.index for s in suspended]}
+    if fmt != FISK_AI_V2 and suspended:
+        evidence["not_judged"] = (f"journal format {fmt}: whether a suspended journal ends with its suspend and "
+                                  "what it journaled before it (only a repeat of work done in the suspended leg "
+                                  "itself is judged)")
     if exempt:
         evidence["exempt"] = exempt
     if violations:

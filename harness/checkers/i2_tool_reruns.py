@@ -27,8 +27,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
+from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index, split_journal
+from harness.checkers._common import Journaled, blame_repeat, group_by_leg, leg_by_index, split_journal
+from harness.checkers._trace import acknowledged
 
 INVARIANT = "I2"
 NAME = "at most one tool re-run per crash, only the one in flight"
@@ -40,7 +42,9 @@ def _ex(li: int, e: Any) -> dict[str, Any]:
 
 def check(history: History) -> Any:
     legs = leg_by_index(history)
-    results = {i: split_journal(lg.journal).tool_result_ids() for i, lg in legs.items()}
+    decoded = history.journal_format == FISK_AI_V2
+    results = {i: split_journal(lg.journal, history.journal_format).tool_result_ids() for i, lg in legs.items()}
+    journaled = None if decoded else Journaled(history, {i: acknowledged(history, lg) for i, lg in legs.items()})
     groups = group_by_leg(history, history.effects, lambda e: e.tool_use_id,
                           lambda e: f"effect {e.tool_use_id}#{e.attempt}")
     used: dict[int, str] = {}
@@ -57,8 +61,13 @@ def check(history: History) -> Any:
                 violations.append({"kind": "rerun_within_leg", **row,
                                    "detail": f"leg {lc} executed {tid} twice; no crash lies between them"})
                 continue
+            if journaled is None:
+                lost = lambda i: tid not in results[i]  # noqa: E731
+            else:
+                done = journaled.lines(lp, prev.t, [tid.encode()])
+                lost = lambda i: journaled.lost(i, done)  # noqa: E731
             by, fault, refused = blame_repeat(
-                legs, used, tid, lp, lc, lambda i: tid not in results[i],
+                legs, used, tid, lp, lc, lost,
                 held=f"its journal holds the tool_result for {tid}",
                 used_by="its one allowed re-run was already used by ",
                 not_killed=lambda crash: f"the previous execution's leg was not killed ({_how(crash)})",

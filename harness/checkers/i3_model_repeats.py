@@ -26,11 +26,14 @@ the key, the scripted turn, both calls and the refused candidate legs.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harness.history.model import History
+from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index, split_journal
+from harness.checkers._common import Journaled, blame_repeat, group_by_leg, leg_by_index, split_journal
+from harness.checkers._trace import acknowledged
 
 INVARIANT = "I3"
 NAME = "at most one model call repeated per crash"
@@ -40,9 +43,24 @@ def _call(li: int, c: Any) -> dict[str, Any]:
     return {"leg": li, "index": c.index, "t": c.t, "turn": c.turn}
 
 
+def reply_markers(reply: list[dict[str, Any]]) -> list[bytes]:
+    """Bytes by which a journal line holding model ``reply`` is known (a journal the checkers do not
+    decode): its tool_use ids, else its text as JSON escapes it (ASCII-only and raw UTF-8)."""
+    ids = [b["id"].encode() for b in reply if isinstance(b, dict) and b.get("type") == "tool_use"
+           and isinstance(b.get("id"), str)]
+    if ids:
+        return ids
+    text = "".join(b.get("text", "") for b in reply if isinstance(b, dict) and b.get("type") == "text")
+    if not text:
+        return []
+    return [json.dumps(text)[1:-1].encode(), json.dumps(text, ensure_ascii=False)[1:-1].encode()]
+
+
 def check(history: History) -> Any:
     legs = leg_by_index(history)
-    asst = {i: split_journal(lg.journal).assistant_count() for i, lg in legs.items()}
+    asst = {i: split_journal(lg.journal, history.journal_format).assistant_count() for i, lg in legs.items()}
+    journaled = (None if history.journal_format == FISK_AI_V2
+                 else Journaled(history, {i: acknowledged(history, lg) for i, lg in legs.items()}))
     groups = group_by_leg(history, history.model_calls, lambda c: c.key, lambda c: f"model call {c.index}")
     used: dict[int, str] = {}
     attributed: list[dict[str, Any]] = []
@@ -59,8 +77,13 @@ def check(history: History) -> Any:
                 violations.append({"kind": "repeat_within_leg", **row,
                                    "detail": f"leg {lc} made the same model call twice; no crash lies between them"})
                 continue
+            if journaled is None:
+                lost = lambda i: asst[i] < need  # noqa: E731
+            else:
+                done = journaled.lines(lp, prev.t, reply_markers(prev.reply))
+                lost = lambda i: journaled.lost(i, done)  # noqa: E731
             by, fault, refused = blame_repeat(
-                legs, used, key, lp, lc, lambda i: asst[i] < need,
+                legs, used, key, lp, lc, lost,
                 held=f"its journal holds assistant record #{need} (acknowledged)",
                 used_by="its one allowed repeat was already used by key ",
                 not_killed=_not_killed,

@@ -36,6 +36,13 @@ delete, or create removing a journal whose first append failed) retires
 every record acknowledged before it (``retired_by_unlink``).  With no
 trace at all the verdict is unknown.
 
+A ``jsonl`` journal (``history.journal_format``; docs/subject.md "Journal
+formats") has no seq: an acknowledged line is known by its byte offset and
+must stay there, byte for byte and a whole line of its own (bytes glued
+after a torn tail are ``changed``; ``offset_reacknowledged`` for two
+different lines acknowledged at one offset).  An acknowledged line whose offset the
+trace does not give makes the verdict unknown.
+
 A power-loss crash state (``history.crash_state``, recorded by the
 power-loss family; docs/persistence-model.md) is judged on the state
 instead: a write is acknowledged once the trace shows its call returned
@@ -55,12 +62,16 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from harness.names import FISK_AI_V2
 from harness.families.power_loss.crashstates import Ack as ModelAck
 from harness.families.power_loss.crashstates import CrashState, lost_acknowledged
 from harness.history.model import CrashStateFacts, History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import legs_in_order, split_journal
 from harness.checkers._trace import Ack, acknowledged, events, is_journal, traced, unsynced_appends
+
+#: The name of an acknowledged line's key in evidence: its seq (fisk-ai v2), or its byte offset (jsonl).
+_KEY = {False: "seq", True: "offset"}
 
 INVARIANT = "I4"
 NAME = "no acknowledged record lost"
@@ -221,48 +232,59 @@ def check(history: History) -> Any:
             "reason": "no trace", "checked": 0})
     acks_by_leg = {leg.index: acknowledged(history, leg) for leg in legs}
     ackers = {leg.index: leg for leg in legs}
+    by_offset = history.journal_format != FISK_AI_V2  # a jsonl journal: a line is known by where it lies
     expected: dict[int, tuple[Ack, Leg]] = {}
     violations: list[dict[str, Any]] = []
     destroyed: list[dict[str, Any]] = []
     retired: list[dict[str, Any]] = []
+    unplaced: list[dict[str, Any]] = []
     reported: set[int] = set()
     total = 0
     for snap_leg in legs:
         for ack in acks_by_leg[snap_leg.index]:
             total += 1
-            if ack.seq is None:
-                violations.append({"kind": "undecodable_ack", "ack": ack.brief(),
-                                   "detail": "an acknowledged journal line does not decode as a record"})
+            key = ack.offset if by_offset else ack.seq
+            if key is None:
+                if by_offset:  # the trace did not say where the write landed
+                    unplaced.append(ack.brief())
+                else:
+                    violations.append({"kind": "undecodable_ack", "ack": ack.brief(),
+                                       "detail": "an acknowledged journal line does not decode as a record"})
                 continue
-            old = expected.get(ack.seq)
+            old = expected.get(key)
             if old is not None and old[0].line != ack.line:
-                violations.append({"kind": "seq_reacknowledged", "seq": ack.seq, "first": old[0].brief(),
-                                   "second": ack.brief(),
-                                   "detail": f"two different records were acknowledged at seq {ack.seq}"})
+                kind, what = ("offset_reacknowledged", f"offset {key}") if by_offset else ("seq_reacknowledged", f"seq {key}")
+                violations.append({"kind": kind, _KEY[by_offset]: key, "first": old[0].brief(), "second": ack.brief(),
+                                   "detail": f"two different lines were acknowledged at {what}"})
                 continue
-            expected.setdefault(ack.seq, (ack, ackers[ack.leg]))
+            expected.setdefault(key, (ack, ackers[ack.leg]))
         unlinks = [ev.get("n", 0) for ev in events(snap_leg) if ev.get("op") == "unlink" and not ev.get("error")
                    and is_journal(ev.get("path"), history.run_id)]
         if unlinks:
-            for seq in [s for s, (a, _) in expected.items() if not (a.leg == snap_leg.index and a.fsync_n > max(unlinks))]:
-                retired.append({"seq": seq, "unlink_leg": snap_leg.index, "unlink_n": max(unlinks)})
-                del expected[seq]
-        snap = split_journal(snap_leg.journal)
-        for seq in sorted(expected):
-            ack, acker = expected[seq]
+            for key in [k for k, (a, _) in expected.items() if not (a.leg == snap_leg.index and a.fsync_n > max(unlinks))]:
+                retired.append({_KEY[by_offset]: key, "unlink_leg": snap_leg.index, "unlink_n": max(unlinks)})
+                del expected[key]
+        snap = split_journal(snap_leg.journal, history.journal_format)
+        for key in sorted(expected):
+            ack, acker = expected[key]
             if not _due(ack, acker, snap_leg):
                 continue
-            lines = snap.by_seq(seq)
-            if any(ln.raw == ack.line for ln in lines):
-                continue
+            if by_offset:  # the same bytes, as a whole line of its own (not glued to what precedes it)
+                if snap.data[key:key + len(ack.line)] == ack.line and (key == 0 or snap.data[key - 1] == 0x0A):
+                    continue
+                lines = [ln for ln in snap.lines if ln.offset <= key < ln.end]
+            else:
+                lines = snap.by_seq(key)
+                if any(ln.raw == ack.line for ln in lines):
+                    continue
             if snap_leg.fault.kind == "tail":
-                destroyed.append({"seq": seq, "fault_leg": snap_leg.index, "ack": ack.brief()})
-                del expected[seq]
+                destroyed.append({_KEY[by_offset]: key, "fault_leg": snap_leg.index, "ack": ack.brief()})
+                del expected[key]
                 continue
-            if seq in reported:
+            if key in reported:
                 continue
-            reported.add(seq)
-            row: dict[str, Any] = {"kind": "changed" if lines else "lost", "seq": seq, "leg": snap_leg.index,
+            reported.add(key)
+            row: dict[str, Any] = {"kind": "changed" if lines else "lost", _KEY[by_offset]: key, "leg": snap_leg.index,
                                    "journal_exists": snap_leg.journal is not None,
                                    "journal_bytes": len(snap_leg.journal or b""), "ack": ack.brief(),
                                    "found": [ln.brief() for ln in lines]}
@@ -273,7 +295,8 @@ def check(history: History) -> Any:
             cuts = _truncations(history, legs, ack)
             if cuts:
                 row["truncated_by"] = cuts
-            row["detail"] = (f"record seq {seq} acknowledged by leg {ack.leg} (fsync n={ack.fsync_n}) is "
+            what = f"the line at offset {key}" if by_offset else f"record seq {key}"
+            row["detail"] = (f"{what} acknowledged by leg {ack.leg} (fsync n={ack.fsync_n}) is "
                              f"{'changed' if lines else 'missing'} in the journal after leg {snap_leg.index}")
             violations.append(row)
     for leg in legs:
@@ -282,8 +305,14 @@ def check(history: History) -> Any:
             violations.append({"kind": "append_not_synced", **w,
                                "detail": f"leg {leg.index} wrote the journal (n={w['n']}) and went on ({w['before']}) "
                                          "without an fsync: nothing it appended was ever acknowledged"})
-    evidence: dict[str, Any] = {"checked": total, "acknowledged_seqs": sorted(expected),
+    evidence: dict[str, Any] = {"checked": total, f"acknowledged_{_KEY[by_offset]}s": sorted(expected),
                                 "untraced_legs": [lg.index for lg in legs if not lg.trace]}
+    if by_offset:
+        evidence["journal_format"] = history.journal_format
+    if unplaced:  # an acknowledged line nobody can look for is not a pass
+        evidence.update(unplaced=unplaced, reason="write offset unknown",
+                        summary=f"{len(unplaced)} acknowledged line(s) whose offset the trace does not give: "
+                                "with a jsonl journal a line is found by its offset")
     if destroyed:
         evidence["destroyed_by_fault"] = destroyed
     if retired:
@@ -293,6 +322,8 @@ def check(history: History) -> Any:
                                + "; ".join(_brief(v) for v in violations[:5]))
         evidence["violations"] = violations
         return make(__name__, INVALID, evidence)
+    if unplaced:
+        return make(__name__, UNKNOWN, evidence)
     unobserved = _unobserved_changes(history, legs)
     if unobserved:  # the observer missed how the journal changed: what it saw proves nothing
         evidence.update(unobserved=unobserved, reason="unobserved change",
@@ -308,4 +339,5 @@ def _brief(v: dict[str, Any]) -> str:
         return f"leg {v['leg']} write n={v['n']} not fsynced before {v['before']}"
     if v["kind"] == "io_error_swallowed":
         return v["detail"]
-    return f"seq {v.get('seq')} {v['kind']} after leg {v.get('leg', v.get('ack', {}).get('leg'))}"
+    where = f"offset {v['offset']}" if "offset" in v else f"seq {v.get('seq')}"
+    return f"{where} {v['kind']} after leg {v.get('leg', v.get('ack', {}).get('leg'))}"

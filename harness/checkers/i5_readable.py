@@ -32,6 +32,11 @@ Two more kinds of facts are judged here, when the history holds them:
   journal with no torn tail left (``torn_tail_left``: new records glued to
   the torn bytes, FORMAT.md defect 1).
 
+A ``jsonl`` journal (``history.journal_format``; docs/subject.md "Journal
+formats") is read at line level, with no fold: every complete line must be
+one JSON value (``corrupt`` otherwise, first per snapshot), a final line
+that is incomplete or not one is its torn tail, and the repair rule applies as above.
+
 ``checked`` counts the snapshots read plus the answers and repairs judged.
 """
 
@@ -44,6 +49,7 @@ from fiskj.errors import FiskjError
 from fiskj.reader import JournalReader, read_state
 
 from harness.history.model import History
+from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
 from harness.checkers.i5_reader_answers import reader_violations
@@ -52,8 +58,11 @@ INVARIANT = "I5"
 NAME = "journal always readable, at most one torn tail"
 
 
-def _holds_no_record(data: bytes) -> bool:
-    """True when fiskj's reader finds no complete record in ``data`` (and no corruption before one)."""
+def _holds_no_record(data: bytes, fmt: str) -> bool:
+    """True when fiskj's reader finds no complete record in ``data`` (and no corruption before one);
+    for a ``jsonl`` journal, when it holds no complete line."""
+    if fmt != FISK_AI_V2:
+        return b"\n" not in data
     try:
         for _ in JournalReader(BufferedReader(BytesIO(data))):  # type: ignore[arg-type]
             return False
@@ -77,11 +86,38 @@ def _repairs(history: History) -> tuple[int, list[dict[str, Any]]]:
         if after != kept:
             out.append({"kind": "repair_changed_kept_bytes", **row,
                         "detail": f"repair: the kept bytes [0, {good}) changed"})
-        elif nxt is legs[-1] and history.final_state is not None and history.final_state.get("torn_tail"):
-            torn = history.final_state["torn_tail"]
+        elif nxt is legs[-1] and (torn := _final_torn_tail(history, nxt.journal)):
             out.append({"kind": "torn_tail_left", **row, "torn_tail": torn,
                         "detail": f"repair: the resumed journal still ends in a torn tail {torn}"})
     return checked, out
+
+
+def _final_torn_tail(history: History, journal: bytes | None) -> Any:
+    """The torn tail the final journal still ends in, else ``None``: the fold's (fisk-ai v2), or for a
+    ``jsonl`` journal its last line when it has no newline (``{"offset", "length"}``)."""
+    if history.journal_format == FISK_AI_V2:
+        return (history.final_state or {}).get("torn_tail")
+    lines = split_journal(journal, history.journal_format).lines
+    if lines and (not lines[-1].complete or lines[-1].record is None):
+        return {"offset": lines[-1].offset, "length": len(lines[-1].raw)}
+    return None
+
+
+def _read_lines(history: History, leg: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Read a ``jsonl`` snapshot at line level: ``(corrupt line row or None, torn tail or None)``.
+
+    Every line but the last must be one JSON value; a final line that is incomplete or is not one is the
+    torn tail (as fiskj's reader: docs/spec.md section 7)."""
+    snap = split_journal(leg.journal, history.journal_format)
+    torn = None
+    for ln in snap.lines:
+        if ln is snap.lines[-1] and (not ln.complete or ln.record is None):
+            torn = {"leg": leg.index, "offset": ln.offset, "length": len(ln.raw), "good_size": ln.offset}
+        elif ln.record is None:
+            return {"kind": "corrupt", "leg": leg.index, "error": f"not one JSON value: {ln.error}", "line": ln.number,
+                    "offset": ln.offset, "journal_bytes": len(snap.data), "fault": leg.fault.kind,
+                    "text": ln.brief()["excerpt"], "_end": ln.end}, None
+    return None, torn
 
 
 def check(history: History) -> Any:
@@ -91,12 +127,24 @@ def check(history: History) -> Any:
     torn: list[dict[str, Any]] = []
     noted: list[dict[str, Any]] = []
     checked = 0
+    fmt = history.journal_format
     for leg in legs_in_order(history):
         data = leg.journal
-        if data is None or _holds_no_record(data):
+        if data is None or _holds_no_record(data, fmt):
             noted.append({"leg": leg.index, "journal": "absent" if data is None else f"no complete record ({len(data)} bytes)"})
             continue
         checked += 1
+        if fmt != FISK_AI_V2:
+            bad, tail = _read_lines(history, leg)
+            if tail is not None:
+                torn.append(tail)
+            if bad is not None:
+                end = bad.pop("_end")
+                if nemesis_prefix_holds(history, leg, end):
+                    exempt.append({**bad, "why": "the damage is in bytes a tail fault made, untouched since"})
+                else:
+                    violations.append(bad)
+            continue
         try:
             state = read_state(data)
         except FiskjError as exc:
@@ -121,6 +169,9 @@ def check(history: History) -> Any:
     repaired, repairs = _repairs(history)
     answered, answers = reader_violations(history)
     evidence: dict[str, Any] = {"checked": checked + repaired + answered, "torn_tails": torn}
+    if fmt != FISK_AI_V2:
+        evidence["journal_format"] = fmt
+        evidence["not_judged"] = f"journal format {fmt}: read at line level only (no fold)"
     if answered:
         evidence["reader_checked"] = answered
     if repaired:
@@ -141,7 +192,8 @@ def check(history: History) -> Any:
         evidence["summary"] = "; ".join(parts)
         evidence["violations"] = violations + repairs + answers
         return make(__name__, INVALID, evidence)
-    evidence["summary"] = f"{checked} journal snapshot(s) read and folded; {len(torn)} torn tail(s) dropped" + (
+    how = "read and folded" if fmt == FISK_AI_V2 else "read line by line (each line one JSON value)"
+    evidence["summary"] = f"{checked} journal snapshot(s) {how}; {len(torn)} torn tail(s) dropped" + (
         f"; {repaired} torn tail(s) repaired" if repaired else "") + (
         f"; {answered} reader answer(s) as labelled" if answered else "")
     return make(__name__, VALID, evidence)

@@ -23,6 +23,12 @@ whose tool never ran, e.g. a result journaled before its tool started and
 a crash in between).  Re-runs are I2's to judge.  Judged only when the
 reference run's tools left effects (a subject that does not run the
 ledger tools gives nothing to compare).
+
+A journal fiskj does not fold (``history.journal_format`` ``jsonl``;
+docs/subject.md "Journal formats") is judged by what an outside observer
+saw instead (:func:`_check_observed`): the same conversation states asked
+of the model, the same final reply, the same tools run and the same exit
+as the reference run (not the exit when the last leg was a refused resume).
 """
 
 from __future__ import annotations
@@ -33,9 +39,10 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 
-from harness.history.model import History
+from harness.history.model import History, observed_result
+from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import legs_in_order, nemesis_prefix_holds
+from harness.checkers._common import is_refusal, legs_in_order, nemesis_prefix_holds
 
 INVARIANT = "I6"
 NAME = "result equals the uninterrupted reference run"
@@ -113,6 +120,55 @@ def _effects_missing(final: dict[str, Any], history: History) -> list[str]:
     return [tid for tid in answered if tid not in ran]
 
 
+def _check_observed(history: History) -> Any:
+    """I6 for a journal fiskj does not fold (``jsonl``): the run's result as seen from outside.
+
+    Against the reference run's :func:`~harness.history.model.observed_result`: the same conversation
+    states asked of the model (``states``: a missing one is work the run skipped, an extra one a
+    conversation the uninterrupted run never had), the same final reply (``final_answer``), the same
+    tools run (``tools``) and the same exit (``exit``) of its last leg, unless that leg's resume was
+    refused (the resume of a completed run: whether the refusal was right only the fold could say).
+    """
+    ref = history.reference
+    assert ref is not None
+    if ref.model_calls and not ref.call_keys:
+        return make(__name__, UNKNOWN, {"summary": "the reference run's observed result was not recorded",
+                                        "reason": "no observed reference"})
+    got = observed_result(history)
+    legs = legs_in_order(history)
+    refused_end = bool(legs) and is_refusal(legs[-1])
+    diffs: list[dict[str, Any]] = []
+    missing = [k for k in ref.call_keys if k not in got["call_keys"]]
+    extra = [k for k in got["call_keys"] if k not in ref.call_keys]
+    if missing or extra:
+        diffs.append({"path": "states", "missing": missing[:MAX_DIFFS], "extra": extra[:MAX_DIFFS],
+                      "detail": f"{len(missing)} conversation state(s) of the reference never asked, "
+                                f"{len(extra)} the reference never had"})
+    if got["last_reply"] != ref.last_reply:
+        diffs.append({"path": "final_answer", "got": _short(final_answer([{"role": "assistant", "content": got["last_reply"]}])),
+                      "want": _short(final_answer([{"role": "assistant", "content": ref.last_reply}]))})
+    ran, want = set(got["effect_ids"]), set(ref.effect_ids)
+    if ran != want:
+        diffs.append({"path": "tools", "never_ran": sorted(want - ran)[:MAX_DIFFS],
+                      "not_in_reference": sorted(ran - want)[:MAX_DIFFS]})
+    if not refused_end and got["exit_code"] != ref.exit_code:
+        diffs.append({"path": "exit", "got": got["exit_code"], "want": ref.exit_code})
+    evidence: dict[str, Any] = {"checked": 1, "source": "observed (model calls, effects ledger, exit)",
+                                "journal_format": history.journal_format,
+                                "not_judged": f"journal format {history.journal_format}: the journal's fold "
+                                              "(messages, counters) is not compared" + (
+                                                  "; the run ended on a refused resume, whose reason (a completed "
+                                                  "run?) only the fold could tell" if refused_end else "")}
+    if diffs:
+        evidence.update(summary=f"the run's observed result differs from the uninterrupted run's in "
+                                f"{', '.join(d['path'] for d in diffs)}",
+                        violations=[{"kind": "differs", "diff": diffs}])
+        return make(__name__, INVALID, evidence)
+    evidence["summary"] = (f"{len(ref.call_keys)} conversation state(s), the final answer, {len(want)} tool(s) "
+                           f"and the exit equal the reference's (observed from outside)")
+    return make(__name__, VALID, evidence)
+
+
 def check(history: History) -> Any:
     if history.reference is None:
         return make(__name__, UNKNOWN, {"summary": "no reference run in the history", "reason": "no reference"})
@@ -121,6 +177,8 @@ def check(history: History) -> Any:
         return make(__name__, UNKNOWN, {
             "summary": "the server varied its reply on a repeated call; the result may legitimately differ",
             "reason": "vary_on_repeat with a repeated model call"})
+    if history.journal_format != FISK_AI_V2:
+        return _check_observed(history)
     with_journal = [lg for lg in legs_in_order(history) if lg.journal is not None]
     source: str
     if with_journal:

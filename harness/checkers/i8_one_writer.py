@@ -59,7 +59,7 @@ def _ev(ev: dict[str, Any], leg: Leg) -> dict[str, Any]:
 def _lines(history: History, legs: list[Leg], violations: list[dict[str, Any]]) -> int:
     checked = 0
     for leg in legs:
-        snap = split_journal(leg.journal)
+        snap = split_journal(leg.journal, history.journal_format)
         for ln in snap.lines[:-1]:
             checked += 1
             if ln.record is None and not nemesis_prefix_holds(history, leg, ln.end):

@@ -54,9 +54,9 @@ def _first_difference(a: bytes, b: bytes) -> int:
     return min(len(a), len(b))
 
 
-def _torn_cut(journal: bytes | None) -> int | None:
+def _torn_cut(journal: bytes | None, fmt: str) -> int | None:
     """Offset of ``journal``'s torn final line (incomplete or unparsable), or ``None``."""
-    lines = split_journal(journal).lines
+    lines = split_journal(journal, fmt).lines
     if lines and lines[-1].record is None:
         return lines[-1].offset
     return None
@@ -103,7 +103,7 @@ def check(history: History) -> Any:
         why = (leg.stderr or "").strip().splitlines()[-1:] or [str(leg.fault.detail)]
         base = {"leg": leg.index, "exit_code": leg.exit_code, "refusal": why[0][:200]}
         before, after = previous_snapshot(history, leg), leg.journal
-        cut = _torn_cut(before)
+        cut = _torn_cut(before, history.journal_format)
         changes = journal_writes(history, leg)
         if cut is not None and any(_is_repair(ev, cut) for ev in changes):
             repairs.append({"leg": leg.index, "cut_at": cut, "bytes_before": len(before or b"")})
@@ -125,7 +125,7 @@ def check(history: History) -> Any:
             continue
         b, a = before or b"", after or b""
         at = _first_difference(b, a)
-        added = [ln.brief() for ln in split_journal(a).lines if ln.end > at][:5]
+        added = [ln.brief() for ln in split_journal(a, history.journal_format).lines if ln.end > at][:5]
         violations.append({"kind": "journal_changed", **base, "bytes_before": None if before is None else len(b),
                            "bytes_after": None if after is None else len(a), "first_difference": at,
                            "lines_after_difference": added})

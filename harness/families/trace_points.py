@@ -3,15 +3,39 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, Iterable
 
-__all__ = ["pending_point", "write_count"]
+from harness.history.model import History
+from harness.names import FISK_AI_V2
+
+__all__ = ["pending_point", "pending_point_of", "write_count", "tool_use_ids"]
 
 
-def pending_point(trace: list[dict[str, Any]], run_id: str) -> int | None:
+def tool_use_ids(history: History) -> list[str]:
+    """The tool_use ids in ``history``'s model replies, in call order (pure)."""
+    return [b["id"] for c in sorted(history.model_calls, key=lambda c: c.index) for b in c.reply
+            if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
+
+
+def pending_point_of(history: History, run_id: str) -> int | None:
+    """:func:`pending_point` of ``history``'s first leg (a reference run), by the tool_use ids its model
+    handed out when its journal is not fisk-ai v2; ``None`` with no leg."""
+    if not history.legs:
+        return None
+    ids = tool_use_ids(history) if history.journal_format != FISK_AI_V2 else []
+    return pending_point(history.legs[0].trace, run_id, ids)
+
+
+def pending_point(trace: list[dict[str, Any]], run_id: str, tool_ids: Iterable[str] = ()) -> int | None:
     """The trace event ``n`` after which a kill leaves the run with a pending tool batch (pure): the fsync
     that acknowledged the first assistant record with tool calls, else (an engine that never fsyncs it)
-    that record's write; ``None`` when no such record was written."""
+    that record's write; ``None`` when no such record was written.
+
+    A fisk-ai v2 assistant record is known by its protocol; with ``tool_ids`` (the tool_use ids the model
+    handed out, for a journal in a format the harness does not decode: docs/subject.md "Journal
+    formats") the first journal write holding one of them is taken for it instead: a run journals the
+    model's tool calls before any result of them."""
+    ids = [i.encode() for i in tool_ids]
     write_n = None
     for ev in trace:
         path = ev.get("path") or ""
@@ -19,7 +43,7 @@ def pending_point(trace: list[dict[str, Any]], run_id: str) -> int | None:
             continue
         if ev.get("op") == "write" and write_n is None:
             data = base64.b64decode(ev.get("data") or "")
-            if b'"tool_use"' in data and b"session.assistant" in data:
+            if (any(i in data for i in ids) if ids else b'"tool_use"' in data and b"session.assistant" in data):
                 write_n = int(ev["n"])
         elif ev.get("op") == "write" and write_n is not None:
             return write_n  # written on without an fsync of the batch

@@ -28,6 +28,8 @@ docs/spec.md section 15):
 * ``race`` (race family): the :class:`RaceFacts` of a race trial, what each
   role observed next to what the race expects; judged by
   :mod:`harness.checkers.race`;
+* ``journal_format``: the subject's journal format (:data:`harness.names.JOURNAL_FORMATS`), which
+  says how far the checkers can read its journal;
 * ``readings`` (race ``readers-during-appends`` through the subject's own
   commands): the subject's reading taken while a writer leg was held at a
   sequence point, ``{"leg", "at", "journal" (latin-1 text), "reading"}``
@@ -39,8 +41,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.names import FISK_AI_V2
+
 __all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "ReaderCheck", "CrashAck", "CrashStateFacts",
-           "RaceFacts", "History", "history_to_json", "history_from_json"]
+           "RaceFacts", "History", "observed_result", "history_to_json", "history_from_json"]
 
 
 @dataclass
@@ -147,11 +151,22 @@ class Leg:
 
 @dataclass
 class Reference:
-    """The result of an uninterrupted run: the fold's JSON (``fiskj session show --json``)."""
+    """The result of an uninterrupted run: the fold's JSON (``fiskj session show --json``) and what it was seen doing.
+
+    ``state``: the fold of its journal (``{}`` for a journal format fiskj does not fold); ``model_calls``,
+    ``effects``: how many of each it made.  What an outside observer saw of it, the result a ``jsonl``
+    journal is judged by (I6): ``call_keys``, the distinct conversation states it asked the model about,
+    in order (:attr:`ModelCall.key`); ``last_reply``, the content blocks of its last model reply (its final
+    answer); ``effect_ids``, the tool_use ids its tools ran, sorted; ``exit_code`` of its last leg.
+    """
 
     state: dict[str, Any]
     model_calls: int
     effects: int
+    call_keys: list[str] = field(default_factory=list)
+    last_reply: list[dict[str, Any]] = field(default_factory=list)
+    effect_ids: list[str] = field(default_factory=list)
+    exit_code: int | None = None
 
 
 @dataclass
@@ -257,6 +272,21 @@ class History:
     crash_state: CrashStateFacts | None = None
     race: RaceFacts | None = None
     readings: list[dict[str, Any]] = field(default_factory=list)
+    journal_format: str = FISK_AI_V2
+
+
+def observed_result(history: History) -> dict[str, Any]:
+    """What an outside observer saw ``history``'s run end with: :class:`Reference`'s ``call_keys``,
+    ``last_reply``, ``effect_ids`` and ``exit_code`` (of the last leg; ``None`` with no leg)."""
+    keys: list[str] = []
+    for call in sorted(history.model_calls, key=lambda c: c.index):
+        if call.key not in keys:
+            keys.append(call.key)
+    last = max(history.model_calls, key=lambda c: c.index) if history.model_calls else None
+    legs = sorted(history.legs, key=lambda leg: leg.index)
+    return {"call_keys": keys, "last_reply": list(last.reply) if last else [],
+            "effect_ids": sorted({e.tool_use_id for e in history.effects}),
+            "exit_code": legs[-1].exit_code if legs else None}
 
 
 def history_to_json(history: History) -> dict[str, Any]:
@@ -295,6 +325,7 @@ def history_from_json(data: dict[str, Any]) -> History:
         crash_state=_crash_state_from_json(data.get("crash_state")),
         race=RaceFacts(**data["race"]) if data.get("race") else None,
         readings=[dict(r) for r in data.get("readings", [])],
+        journal_format=str(data.get("journal_format", FISK_AI_V2)),
     )
 
 

@@ -16,6 +16,7 @@ from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 
 from harness.history.model import Effect
+from harness.names import FISK_AI_V2
 
 __all__ = ["read_trace", "read_ledger", "write_ledger", "fold_journal", "tail_text", "parse_reading", "KEEP_OUTPUT"]
 
@@ -74,8 +75,11 @@ def write_ledger(path: str | os.PathLike[str], effects: list[Effect]) -> None:
                                 "leg": e.leg, "tool": e.tool}) + "\n")
 
 
-def fold_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Fold the journal at ``path`` with fiskj; returns ``(state_json, None)`` or ``(None, error_json)``.
+
+    A journal in another format than ``fisk-ai-v2`` (``fmt``) is not folded: ``(None, None)`` when it
+    exists.
 
     ``error_json`` is ``{"kind", "message", ...}`` (``FiskjError.to_json()``
     for fiskj errors; kind ``RunNotFound`` when the file does not exist).
@@ -84,6 +88,8 @@ def fold_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, d
     p = Path(path)
     if not p.exists():
         return None, {"kind": "RunNotFound", "message": f"no journal at {p}", "path": str(p)}
+    if fmt != FISK_AI_V2:
+        return None, None
     try:
         return read_state(p).to_json(), None
     except FiskjError as exc:

@@ -28,6 +28,9 @@ from typing import Any, Callable
 
 from fiskj.codec import decode_record
 
+from harness.history.jsonl import holds_a_line
+from harness.names import FISK_AI_V2
+
 from harness.families.signals.faults import history_fault
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
@@ -45,8 +48,11 @@ _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
 
 
-def start_or_resume(journal: bytes | None) -> str:
+def start_or_resume(journal: bytes | None, fmt: str = FISK_AI_V2) -> str:
     """``"resume"`` when the journal's first line is a complete record, else ``"start"``.
+
+    For a ``jsonl`` journal (``fmt``; docs/subject.md "Journal formats"): when its first line is
+    complete and one JSON value.
 
     A journal that does not exist, or holds no complete record (the create
     died before its meta record was acknowledged, or power loss left only
@@ -54,6 +60,8 @@ def start_or_resume(journal: bytes | None) -> str:
     next leg starts it again (docs/subject.md "Commands", docs/spec.md
     section 9 on reclaiming a journal with no complete record).
     """
+    if fmt != FISK_AI_V2:
+        return "resume" if holds_a_line(journal) else "start"
     first = (journal or b"").split(b"\n", 1)
     if len(first) < 2:
         return "start"
@@ -382,7 +390,7 @@ def run_leg(plan: LegPlan, starter: LegStarter,
         mapped = starter.subject.outcome(leg.exit_code, before, leg.journal)
         if mapped != leg.exit_code:
             leg.raw_exit_code, leg.exit_code = leg.exit_code, mapped
-    if plan.reading is not None and not outcome.timed_out and start_or_resume(leg.journal) == "resume":
+    if plan.reading is not None and not outcome.timed_out and start_or_resume(leg.journal, starter.subject.journal_format) == "resume":
         # (a journal with no complete record holds nothing to read: I10 would not judge it)
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))

@@ -39,11 +39,12 @@ from typing import Any
 
 from harness.errors import SetupError
 from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
-from harness.history.model import History, Reference
+from harness.history.model import History, Reference, observed_result
+from harness.names import FISK_AI_V2
 from harness.history.readers import fold_journal, parse_reading, read_ledger
 from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
 from harness.runner.process import enable_subreaper
-from harness.scenario.model import Scenario
+from harness.scenario.model import Scenario, WorkloadSpec
 from harness.workload.server import ModelServer, api_key
 from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
                       default_subject, fork_server_enabled, journal_path)
@@ -203,6 +204,11 @@ class Runner:
             history = self._run(scenario, seed=0, schedule=NOOP, reference=None)
             last = history.legs[-1] if history.legs else None
             status = (history.final_state or {}).get("status")
+            if history.journal_format != FISK_AI_V2:  # not folded: its exit says how it ended
+                spec = scenario.workload  # a workload with a cap of its own may end on it (exit 1)
+                capped = spec.max_iterations or spec.max_tokens != WorkloadSpec.max_tokens
+                status = {EXIT_COMPLETED: "completed", EXIT_SUSPENDED: "suspended",
+                          EXIT_ERROR: BUDGET_ENDS[0] if capped else None}.get(last.exit_code if last else None)
             chat_end = scenario.workload.chat_followups > 0 and status == "suspended"  # end of input
             ended = last is not None and (
                 (last.exit_code == EXIT_COMPLETED and status == "completed")
@@ -222,7 +228,7 @@ class Runner:
             leg = history.legs[0]
             ref = ReferenceRun(
                 reference=Reference(state=history.final_state or {}, model_calls=len(history.model_calls),
-                                    effects=len(history.effects)),
+                                    effects=len(history.effects), **observed_result(history)),
                 history=history,
                 events=len(leg.trace),
                 duration_ms=(leg.t_end - leg.t_start) / 1e6,
@@ -256,7 +262,7 @@ class Runner:
         # With drift every resume is first a refused probe, so a faulted leg needs two legs.
         max_legs = scenario.trials.max_legs or (2 * len(schedule) + 4 if drift else len(schedule) + 3)
         history = History(scenario=scenario.name, seed=seed, schedule=[dict(f) for f in schedule], run_id=run_id,
-                          reference=reference)
+                          reference=reference, journal_format=self.subject.journal_format)
         history.options = {
             "subject": self.subject.spec(),
             "observer": "ptrace" if self.observe else "ioseam",
@@ -323,7 +329,7 @@ class Runner:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 break
             before = journal.read_bytes() if journal.exists() else None
-            kind = start_or_resume(before)
+            kind = start_or_resume(before, history.journal_format)
             probe = bool(drift) and kind == "resume" and probe_next
             if probe:
                 spec = {"kind": "none"}
@@ -422,4 +428,4 @@ class Runner:
                                  "the run completed first")
         history.effects, ledger_notes = read_ledger(ledger)
         history.notes.extend(ledger_notes)
-        history.final_state, history.final_error = fold_journal(journal)
+        history.final_state, history.final_error = fold_journal(journal, history.journal_format)

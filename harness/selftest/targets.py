@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Target", "TARGETS", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT"]
+__all__ = ["Target", "TARGETS", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT", "JSONL_SUBJECT",
+           "JSONL_TARGETS", "JSONL_NOT_CAUGHT"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,31 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
+
+
+#: The foreign subject writing its own JSON-lines journal (``AGENT_JOURNAL_FORMAT=envelope``), which the
+#: harness does not decode: its profile says ``format = "jsonl"``, so I4 and I5 are judged line by line,
+#: I2 and I3 by the bytes each leg acknowledged, I6 from outside (docs/subject.md "Journal formats").
+#: The same bug variants, caught without reading a single record.
+JSONL_SUBJECT = "subjects/node/envelope.toml"
+JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
+    Target("no-fsync", "power-loss-basic", 4, ("I4",)),
+    Target("no-dir-fsync", "power-loss-basic", 8, ("I4",)),
+    Target("store-dir-not-durable", "power-loss-basic", 8, ("I4",)),
+    Target("torn-tail-not-cut", "tails-basic", 2, ("I5",)),
+    Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
+    Target("fsync-error-swallowed", "io-errors", 6, ("I4",)),
+    Target("fold-before-lock", "race-two-resumers", 8, ("I2",)),
+    Target("create-without-excl", "race-two-creates", 4, ("I2",)),
+    Target("stale-lock-file", "race-holder-killed", 4, ("I6", "I8")),
+)}
+#: Variants the jsonl subject cannot be caught for, and why (each needs what a jsonl profile cannot give).
+JSONL_NOT_CAUGHT: dict[str, str] = {
+    "status-stays-suspended": "its own status reading is wrong: I10 compares a reading with fiskj's fold, which "
+                              "needs a fisk-ai-v2 journal",
+    "reader-locks": "its status command locks: races with readers need a reading command, which needs a "
+                    "fisk-ai-v2 journal",
+    "reader-tolerates-corruption": "its reader skips interior damage: the tail family asks the reader through "
+                                   "the status command (fisk-ai-v2 only); resumes after interior damage would "
+                                   "catch it (issue 15)",
+}

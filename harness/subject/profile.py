@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import ProfileError
-from harness.names import INVARIANTS
+from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
 from harness.tomlwhere import load_toml, located
@@ -66,8 +66,6 @@ from harness.tomlwhere import load_toml, located
 __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject", "JOURNAL_FORMATS",
            "bundled_profiles"]
 
-#: Journal formats a profile may name.  ``fisk-ai-v2``: docs/spec.md (every invariant can be judged).
-JOURNAL_FORMATS = ("fisk-ai-v2",)
 
 _TOP = {"name", "about", "command", "home", "chat", "env", "files", "commands", "exit", "journal", "reading",
         "not_applicable"}
@@ -246,7 +244,7 @@ def parse_profile(text: str, path: str) -> Subject:
                                       "{state_home}, {home} or {trial_dir}")
     if journal_path.startswith("{home}") and not flags["home"]:
         raise fail("journal", "path", "a journal under {home} needs home = true")
-    fmt = journal.get("format", "fisk-ai-v2")
+    fmt = journal.get("format", FISK_AI_V2)
     if fmt not in JOURNAL_FORMATS:
         raise fail("journal", "format", f"unsupported journal format {fmt!r}; known: {', '.join(JOURNAL_FORMATS)}")
 
@@ -254,6 +252,9 @@ def parse_profile(text: str, path: str) -> Subject:
     status_args = None
     fields: list[tuple[str, str]] = []
     if reading:
+        if fmt != FISK_AI_V2:
+            raise fail("reading", None, f"a reading is compared with fiskj's fold of the journal (I10), which needs "
+                                        f"journal format {FISK_AI_V2!r}; this profile says {fmt!r}")
         if "command" not in reading:
             raise fail("reading", None, "missing key 'command': the command that prints the agent's reading")
         status_args = words("reading", "command", reading["command"])

@@ -18,6 +18,7 @@ import { suspendFlag } from './lib/signals.mjs'; // first: signals set a flag fr
 import fs from 'node:fs';
 import path from 'node:path';
 import { bug, configureBugs } from './lib/bugs.mjs';
+import { configureFormat } from './lib/codec.mjs';
 import { acquireLock, releaseLock } from './lib/lock.mjs';
 import { AgentError, UsageError } from './lib/errors.mjs';
 import { Store, defaultStoreDir, loadJournal, validateRunId } from './lib/store.mjs';
@@ -179,7 +180,7 @@ async function main(argv) {
   // Output is best effort (a reader that went away must not end a durable run); the journal is the record.
   process.stdout.on('error', () => {});
   process.stderr.on('error', () => {});
-  const bugError = configureBugs();
+  const bugError = configureBugs() || configureFormat();
   if (bugError) {
     process.stderr.write(`agent: ${bugError}\n`);
     return 2;

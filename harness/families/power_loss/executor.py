@@ -51,6 +51,7 @@ from harness.families.power_loss.crashstates import CrashState, crash_points
 from harness.families.power_loss.params import Params
 from harness.history.model import CrashStateFacts, Effect, Fault, History, Leg, ModelCall
 from harness.history.readers import fold_journal, read_ledger, write_ledger
+from harness.names import FISK_AI_V2
 from harness.runner.leg import LegPlan, count_user_records, start_or_resume
 from harness.runner.leg import run_leg as run_leg_process
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
@@ -206,7 +207,7 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     if subject.files:
         subject.write_files(cfg, **where)
     before = journal.read_bytes() if journal.exists() else None
-    kind = start_or_resume(before)
+    kind = start_or_resume(before, subject.journal_format)
     argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
     session = runner.server.open_session(wl.script)
     trace = tmp / f"trace-{index}.jsonl"
@@ -232,8 +233,10 @@ def recover(ctx: Recovery, tmp: Path, before: list[Leg], pre_calls: list[ModelCa
     history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[*before, leg1],
                       effects=effects, reference=ctx.ref.reference, notes=notes,
                       model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
-                      options={**ctx.ref.history.options, "family": fault["kind"]})
-    history.final_state, history.final_error = fold_journal(journal_path(tmp / "state", ctx.run_id))
+                      options={**ctx.ref.history.options, "family": fault["kind"]},
+                      journal_format=ctx.runner.subject.journal_format)
+    history.final_state, history.final_error = fold_journal(journal_path(tmp / "state", ctx.run_id),
+                                                            history.journal_format)
     return history
 
 
@@ -339,10 +342,16 @@ def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
         results, assistants = space.index
         ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
         hist = ctx.ref.history
-        pre_effects = [e for e in hist.effects if e.leg < space.leg or (e.leg == space.leg and e.tool_use_id in ran)]
         calls = [c for c in hist.model_calls if c.leg == space.leg] if space.leg else hist.model_calls
-        pre_calls = [c for c in hist.model_calls if space.leg and c.leg < space.leg] + \
-            [c for k, c in enumerate(calls) if k < len(assistants) and assistants[k] <= p]
+        if hist.journal_format == FISK_AI_V2:  # what the journal had taken in by the crash point
+            pre_effects = [e for e in hist.effects
+                           if e.leg < space.leg or (e.leg == space.leg and e.tool_use_id in ran)]
+            upto = [c for k, c in enumerate(calls) if k < len(assistants) and assistants[k] <= p]
+        else:  # a journal the harness does not decode: what had happened by the crash point's time
+            crash_t = _time_of(ref_leg.trace[:p], ref_leg.t_start)
+            pre_effects = [e for e in hist.effects if e.leg < space.leg or (e.leg == space.leg and e.t <= crash_t)]
+            upto = [c for c in calls if c.t <= crash_t]
+        pre_calls = [c for c in hist.model_calls if space.leg and c.leg < space.leg] + upto
         leg0 = Leg(index=space.leg, kind=ref_leg.kind, argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
                    t_end=ref_leg.t_end, trace=ref_leg.trace[:p],
                    fault=Fault(kind="power_loss", at={"event": p}, injected=True,
@@ -354,6 +363,15 @@ def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return history
+
+
+def _time_of(prefix: list[dict[str, Any]], start: int) -> int:
+    """The monotonic time (ns) of the last traced call in ``prefix`` (its end when known), else ``start``."""
+    for ev in reversed(prefix):
+        t = ev.get("t1", ev.get("t"))
+        if isinstance(t, int):
+            return t
+    return start
 
 
 def state_only(scenario: Scenario, run_id: str, state: CrashState) -> History:

@@ -21,7 +21,7 @@ from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.power_loss.executor import CHECKED, context, explore_state, state_only, state_space
 from harness.families.power_loss.params import MODES, Params
-from harness.families.trace_points import pending_point
+from harness.families.trace_points import pending_point_of
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario, family_params
 
@@ -68,7 +68,7 @@ class PowerLossFamily(FamilyBase):
         tool batch, then resumed to its end (the resume is the leg that loses power)."""
         if self.params(scenario).crash_leg != "resume":
             return reference
-        kill = pending_point(reference.history.legs[0].trace, run_id_for(scenario))
+        kill = pending_point_of(reference.history, run_id_for(scenario))
         if kill is None:
             raise SetupError(f"{scenario.name}: the reference run shows no acknowledged tool batch: there is no "
                              f"resume to crash (crash_leg = \"resume\")")

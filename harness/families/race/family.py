@@ -38,7 +38,7 @@ from harness.families.race.catalog import INVARIANTS_BY_RACE
 from harness.families.race.driver import RaceDriver
 from harness.families.race.params import MODES, Params
 from harness.families.race.run import races_of, run_race_trial
-from harness.families.trace_points import pending_point, write_count
+from harness.families.trace_points import pending_point_of, write_count
 from harness.report.faults import fault_counts
 from harness.names import MUTANT_ENV, PRELOAD_ENV
 from harness.runner.trial import Runner, run_id_for
@@ -113,9 +113,17 @@ class RaceFamily(FamilyBase):
         black_box = _black_box(subject)
         others = [r for r in (races_of(scenario) if scenario is not None else ()) if r not in black_box]
         if _fiskj_based(subject):  # the race agent: fiskj's store in one process, no command of the subject
-            return (["I10 is not judged: the race agent runs no command of the subject to read the run with "
-                     "(its readers, fiskj's load and list, are judged by the race verdict)"]
-                    if scenario is not None and "I10" in scenario.check.invariants else [])
+            if scenario is None:
+                return []
+            out = (["I10 is not judged: the race agent runs no command of the subject to read the run with "
+                    "(its readers, fiskj's load and list, are judged by the race verdict)"]
+                   if "I10" in scenario.check.invariants else [])
+            for race in races_of(scenario):
+                skipped = [i for i in scenario.check.invariants if i != "I10" and i not in INVARIANTS_BY_RACE[race]]
+                if skipped:
+                    out.append(f"{', '.join(skipped)} not judged in race {race}: the race agent's {race} runs "
+                               "no tool or model call to judge them by (its outcome is the race verdict's)")
+            return out
         if not others or len(others) == len(races_of(scenario)):
             return []  # all black-box, or none (then the scenario is unsupported: an error, said there)
         return [f"races {', '.join(others)} need the race agent (fiskj's store) and are not run; "
@@ -174,7 +182,7 @@ class RaceFamily(FamilyBase):
             return [Planned(list(s), "explicit", seed, item=("black-box",), invariants=judged) for s in schedules]
         races = [r for r in races_of(scenario) if r in _black_box(subject)]
         writes = write_count(reference.history.legs[0].trace if reference else [])
-        kill = pending_point(reference.history.legs[0].trace if reference else [], run_id_for(scenario))
+        kill = pending_point_of(reference.history, run_id_for(scenario)) if reference else None
         if {"two-resumers", "two-writers", "holder-killed"} & set(races) and kill is None:
             raise ValueError("the reference run shows no tool batch to leave pending: the resumers have nothing "
                              "to race")

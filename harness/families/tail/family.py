@@ -104,7 +104,7 @@ class TailFamily(FamilyBase):
         muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
                               cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
                               zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
-                              mid_run=params.mid_run))
+                              mid_run=params.mid_run, fmt=reference.history.journal_format))
         if subject is None or fiskj_based(subject):
             reader_muts = muts
         elif getattr(subject, "status_args", None) is not None:  # asked through its status command

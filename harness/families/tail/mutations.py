@@ -38,6 +38,8 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
+from harness.names import FISK_AI_V2
+
 __all__ = ["Mutation", "Answer", "mutations", "line_spans"]
 
 
@@ -130,12 +132,15 @@ def _garbage(rng: random.Random, size: int) -> bytes:
 
 def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_record: bool = True,
               random_cuts: int = 16, zero_tail_bytes: int = 4096, garbage_tails: int = 4, flips: int = 8,
-              max_garbage: int = 300, mid_run: bool = True) -> Iterator[Mutation]:
-    """Yield the labelled mutations of ``journal`` (deterministic for a ``seed``); see the module docstring."""
+              max_garbage: int = 300, mid_run: bool = True, fmt: str = FISK_AI_V2) -> Iterator[Mutation]:
+    """Yield the labelled mutations of ``journal`` (deterministic for a ``seed``); see the module docstring.
+
+    ``fmt`` (:data:`harness.names.JOURNAL_FORMATS`): a ``fisk-ai-v2`` journal's lines are known by their
+    records' seqs; any other format's by their 0-based line numbers (``seqs`` then counts lines)."""
     spans = line_spans(journal)
     if not spans:
         raise ValueError("journal is empty; give the tail nemesis a journal with records")
-    seqs = _seqs(journal, spans)
+    seqs = _seqs(journal, spans) if fmt == FISK_AI_V2 else list(range(len(spans)))
     n, size = len(spans), len(journal)
     rng = random.Random(f"tails:{seed}")
     last_start = spans[-1][0]

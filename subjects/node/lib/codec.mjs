@@ -30,13 +30,44 @@ function finiteOnly(key, value) {
   return value;
 }
 
+// The journal's line format, AGENT_JOURNAL_FORMAT: 'fisk-ai-v2' (the default), or 'envelope', this
+// agent's own JSON-lines format: each record as {"n": seq, "type": kind, "data": payload}, one per line,
+// with the same payloads, seqs and durability rules (fisk-ai cannot read it; the harness judges it as a
+// generic JSON-lines journal).
+export const JOURNAL_FORMATS = ['fisk-ai-v2', 'envelope'];
+let envelope = false;
+
+// Read the variable once.  Returns an error message for an unknown format, else null.
+export function configureFormat(env = process.env) {
+  const name = env.AGENT_JOURNAL_FORMAT || 'fisk-ai-v2';
+  if (!JOURNAL_FORMATS.includes(name)) {
+    return `unknown AGENT_JOURNAL_FORMAT ${JSON.stringify(name)}; known: ${JOURNAL_FORMATS.join(', ')}`;
+  }
+  envelope = name === 'envelope';
+  return null;
+}
+
+// An 'envelope' line's object as the fisk-ai v2 record it holds (checked as one by checkRecord).
+function unwrap(obj) {
+  const fail = (field, message) => Object.assign(new Error(message), { field });
+  for (const k of Object.keys(obj)) {
+    if (k !== 'n' && k !== 'type' && k !== 'data') throw fail(k, `unexpected member '${k}' in the envelope`);
+  }
+  if (typeof obj.type !== 'string' || !Object.hasOwn(PROTOCOLS, obj.type)) {
+    throw fail('type', `unknown record type ${JSON.stringify(obj.type)}`);
+  }
+  if (!Object.hasOwn(obj, 'data')) throw fail('data', 'missing data');
+  return { seq: obj.n, protocol: PROTOCOLS[obj.type], [obj.type]: obj.data };
+}
+
 // One record as one line (a Buffer ending in "\n").  `payload` is built by
 // the caller with its fields in the order of the spec's tables.  Compact
 // JSON; non-ASCII stays raw UTF-8, control characters and lone surrogates
 // are escaped by JSON.stringify, so the record is one physical line.
 export function encodeRecord(kind, seq, payload) {
   if (!Object.hasOwn(PROTOCOLS, kind)) throw new TypeError(`unknown record kind ${kind}`);
-  const text = JSON.stringify({ seq, protocol: PROTOCOLS[kind], [kind]: payload }, finiteOnly);
+  const record = envelope ? { n: seq, type: kind, data: payload } : { seq, protocol: PROTOCOLS[kind], [kind]: payload };
+  const text = JSON.stringify(record, finiteOnly);
   const line = Buffer.from(text + '\n', 'utf8');
   if (line.length > MAX_RECORD_BYTES) {
     throw new RangeError(`${kind} record of ${line.length} bytes is over the limit of ${MAX_RECORD_BYTES}`);
@@ -194,7 +225,7 @@ export function readJournal(bytes, path = null) {
     }
     let rec;
     try {
-      rec = checkRecord(obj);
+      rec = checkRecord(envelope ? unwrap(obj) : obj);
     } catch (e) {
       if (e instanceof UnsupportedVersion) { Object.assign(e, where); throw e; }
       throw new CorruptJournal(`field '${e.field}': ${e.message}`, where);
