@@ -19,7 +19,8 @@ from .errors import FingerprintMismatch, FiskjError, ToolError, UsageError
 from .fold import RunState
 from .loop import (DEFAULT_CALL_MAX_TOKENS, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS, RunConfig, RunResult,
                    SuspendFlag, handle_signals, new_run_id, resume_run, start_run)
-from .model import DEFAULT_MODEL, make_model
+from .model import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, RetryPolicy, make_model, thinking_param
+from .paths import validate_run_id
 from .records import tool_result_text
 from .tools import make_registry
 
@@ -32,7 +33,13 @@ model:
   Any other name is sent to the Anthropic Messages API at --base-url, else
   $ANTHROPIC_BASE_URL, else https://api.anthropic.com, with the key $ANTHROPIC_API_KEY
   (never journaled; optional for a local server).  Without --model: {DEFAULT_MODEL} when
-  --base-url, $ANTHROPIC_BASE_URL or $ANTHROPIC_API_KEY is set, else scripted:0.
+  --base-url, $ANTHROPIC_BASE_URL or $ANTHROPIC_API_KEY is set, else a usage error (exit 2):
+  fiskj never falls back to the scripted model silently.  A resume defaults to the journal's model.
+  A failed model call is retried when the failure is transient (a connection error, a timeout,
+  HTTP 408, 409, 429, 5xx or 529 overloaded, a reply without a final stop_reason): --max-retries
+  times (default {DEFAULT_MAX_RETRIES}), after 0.5 s, 1 s, ... (at most 8 s, less up to 25 % jitter), or
+  after the server's retry-after / retry-after-ms when that is at most 60 s.  A failed call is
+  never journaled.
 
 tools:
   Built in: echo, sleep (ms), append_line (path, line).  --tools FILE adds command
@@ -50,7 +57,11 @@ checkpoints:
   are stored only as hashes, so give the same --system and --tools again.  Any
   run but a completed one resumes, also one that ended in error, budget or
   max_iterations (as fisk-ai; it ends the same way again unless what ended it
-  changed).  A changed configuration is refused naming each field, unless --force.
+  changed): a run that ended because the model kept failing, or because fiskj
+  ran out of memory, continues where it stopped.  A changed configuration is
+  refused naming each field, unless --force; a forced resume with another
+  model does not send the earlier model's thinking blocks (the journal keeps
+  them; docs/spec.md section 12, rule 8).
 
 output:
   Standard output gets the answers only.  Standard error gets "run id: ID", progress
@@ -60,9 +71,20 @@ output:
   With --chat on a terminal, a "> " prompt is shown on stderr.
 
 exit status:
-  0 completed, 3 suspended, 1 error (also budget and max_iterations), 2 usage error
-  or refused resume.
+  0 completed, 3 suspended, 1 error (also budget and max_iterations, a model that still
+  fails after its retries, out of memory: a checkpointed run stays resumable), 2 usage
+  error or refused resume.
 """
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -109,16 +131,26 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help=f"max_tokens of one model call (default {DEFAULT_CALL_MAX_TOKENS})")
     c.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=120.0,
                    help="timeout of one model request (default 120)")
+    c.add_argument("--max-retries", metavar="N", type=_count, default=DEFAULT_MAX_RETRIES,
+                   help=f"retries of a model call that failed transiently (default {DEFAULT_MAX_RETRIES}; "
+                        "see model below)")
     p.set_defaults(func=run_command)
     return p
 
 
 def default_model(base_url: str | None, env: Any = None) -> str:
-    """Return the model used without ``--model``: the Anthropic default when a base URL or key is set, else ``scripted:0``."""
+    """Return the model used without ``--model``: :data:`fiskj.model.DEFAULT_MODEL` when ``base_url``,
+    ``$ANTHROPIC_BASE_URL`` or ``$ANTHROPIC_API_KEY`` is set (``env`` defaults to ``os.environ``).
+
+    Otherwise raises :class:`UsageError` (exit 2) saying what to pass: fiskj never falls back to the
+    scripted model on its own (issue 15, item 2).
+    """
     env = os.environ if env is None else env
     if base_url or env.get("ANTHROPIC_BASE_URL") or env.get("ANTHROPIC_API_KEY"):
         return DEFAULT_MODEL
-    return "scripted:0"
+    raise UsageError("no --model given and neither ANTHROPIC_API_KEY nor a base URL is set: pass --model NAME "
+                     "with ANTHROPIC_API_KEY set (or --base-url URL for a local server), or --model scripted:0 "
+                     "for the offline demo model", field="model")
 
 
 def _clip(text: str, width: int = 100) -> str:
@@ -194,6 +226,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("--force only applies to a resume (use: fiskj run --resume ID --force)")
     if args.name is not None and not args.checkpoint:
         raise UsageError("--name needs --checkpoint (use: fiskj run --checkpoint --name NAME PROMPT...)")
+    if args.name is not None:
+        validate_run_id(args.name)
     if not args.prompt or not " ".join(args.prompt).strip():
         raise UsageError("a PROMPT is required (use: fiskj run [options] PROMPT..., or fiskj run --resume ID)")
 
@@ -208,7 +242,12 @@ class _BestEffort:
     def write(self, text: str) -> int:
         if not self.broken:
             try:
-                self._stream.write(text)  # type: ignore[union-attr]
+                try:
+                    self._stream.write(text)  # type: ignore[union-attr]
+                except UnicodeEncodeError:  # a lone surrogate (or a narrow encoding): write escapes instead
+                    encoding = getattr(self._stream, "encoding", None) or "utf-8"
+                    escaped = text.encode(encoding, "backslashreplace").decode(encoding)
+                    self._stream.write(escaped)  # type: ignore[union-attr]
             except (OSError, ValueError):
                 self.broken = True
         return len(text)
@@ -240,13 +279,16 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO, 
         model_name, thinking = args.model or stored.model, args.thinking or stored.thinking_mode
         budget, cap = args.max_tokens or stored.max_tokens, args.max_iterations or stored.max_iterations
     else:
-        model_name, thinking = args.model or default_model(args.base_url), args.thinking or "off"
+        thinking = args.thinking or "off"
+        thinking_param(thinking)  # a bad mode is named before a missing model
+        model_name = args.model or default_model(args.base_url)
         budget, cap = args.max_tokens or DEFAULT_MAX_TOKENS, args.max_iterations or DEFAULT_MAX_ITERATIONS
     config = RunConfig(model=model_name, system=system, max_tokens=budget, max_iterations=cap, thinking=thinking,
                        call_max_tokens=args.call_max_tokens)
     model = make_model(model_name, base_url=args.base_url, timeout=args.timeout)
     reader = _Prompting(stdin, err) if hasattr(stdin, "isatty") and stdin.isatty() else stdin
-    common = dict(config=config, model=model, tools=tools, input_stream=reader, output=out, log=log)
+    common = dict(config=config, model=model, tools=tools, input_stream=reader, output=out, log=log,
+                  retry=RetryPolicy(max_retries=args.max_retries))
     if args.resume is not None:
         def replay(state: RunState) -> None:
             for line in replay_lines(state):
@@ -289,15 +331,28 @@ def _report(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO, f
     except OSError as exc:
         print(f"fiskj run: {type(exc).__name__}: {exc}", file=err)
         return EXIT_ERROR
+    except MemoryError:  # a resource limit, not a bug: nothing acknowledged is lost (docs/spec.md section 17)
+        what = (f"; the journal keeps every acknowledged record: resume with: fiskj run --resume "
+                f"{args.resume or args.name or 'ID'}{_store_arg(args)}") if (args.checkpoint or args.resume) else ""
+        print(f"fiskj run: MemoryError: out of memory{what}", file=err)
+        return EXIT_ERROR
     except Exception as exc:  # never a traceback
         print(f"fiskj run: internal error: {type(exc).__name__}: {exc}", file=err)
         return EXIT_ERROR
+    checkpointed = bool(args.checkpoint or args.resume)
     if result.reason == "suspended":
-        if args.checkpoint or args.resume:
-            store = f" --store {args.store}" if args.store else ""
-            print(f"run {result.run_id} suspended; resume with: fiskj run --resume {result.run_id}{store}", file=err)
+        if checkpointed:
+            print(f"run {result.run_id} suspended; resume with: fiskj run --resume {result.run_id}{_store_arg(args)}",
+                  file=err)
         else:
             print("run suspended; it was not checkpointed (--checkpoint), so it cannot be resumed", file=err)
     elif result.reason != "completed" and args.quiet:
         print(f"fiskj run: run {result.run_id} ended: {result.reason}: {result.message}", file=err)
+    if result.reason == "error" and checkpointed:
+        print(f"run {result.run_id} ended with an error; once its cause is gone, resume with: "
+              f"fiskj run --resume {result.run_id}{_store_arg(args)}", file=err)
     return result.exit_code
+
+
+def _store_arg(args: argparse.Namespace) -> str:
+    return f" --store {args.store}" if args.store else ""

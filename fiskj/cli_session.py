@@ -17,6 +17,13 @@ Exit status: 0 success, 1 a journal is corrupt or of an unsupported version
 (or another run/IO failure), 2 usage (bad arguments, an invalid run id).
 Errors are one line on stderr (``fiskj session CMD: Kind: path, line N,
 byte offset M: message``), never a traceback.
+
+Every subcommand but ``rm`` is a read: it never changes, creates or writes
+anything in the store (no chmod, no lock file; docs/spec.md section 1,
+rule 4).  Text a journal may hold but no output stream can (a lone
+surrogate such as ``"\\ud800"``, which fiskj's writer stores as that JSON
+escape) is printed as the same escape, in ``--json`` output too, where it
+keeps the output valid JSON that reads back to the same string.
 """
 
 from __future__ import annotations
@@ -105,8 +112,38 @@ def _one_line(text: str) -> str:
 
 
 def _fail(command: str, exc: BaseException, err: TextIO) -> int:
-    print(f"fiskj session {command}: {type(exc).__name__}: {_one_line(str(exc))}", file=err)
+    text = "out of memory" if isinstance(exc, MemoryError) else _one_line(str(exc))
+    _emit(err, f"fiskj session {command}: {type(exc).__name__}: {text}\n")
     return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR
+
+
+def _escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape ``\\udXXX`` (everything else unchanged)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _emit(out: TextIO, text: str, value: Any = None) -> None:
+    """Write ``text`` to ``out`` whatever it holds: lone surrogates as their escapes, and when ``out``'s
+    encoding cannot hold a character, ``value`` (the object ``text`` is the JSON of) as ASCII-only JSON,
+    or the text with backslash escapes."""
+    text = _escape_surrogates(text)
+    try:
+        out.write(text)
+    except UnicodeEncodeError:
+        if value is not None:
+            out.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
+        else:
+            encoding = getattr(out, "encoding", None) or "ascii"
+            out.write(text.encode(encoding, "backslashreplace").decode(encoding))
+
+
+def _dump(out: TextIO, value: Any) -> None:
+    """Print ``value`` as indented JSON (non-ASCII as UTF-8; see :func:`_emit`)."""
+    _emit(out, json.dumps(value, indent=2, ensure_ascii=False) + "\n", value)
 
 
 # --- show -------------------------------------------------------------------------------------------
@@ -176,12 +213,12 @@ def show_command(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     out, err = out or sys.stdout, err or sys.stderr
     try:
         state, where = _load(args.target, args.store)
-    except (FiskjError, OSError) as exc:
+    except (FiskjError, OSError, MemoryError) as exc:
         return _fail("show", exc, err)
     if args.json:
-        out.write(json.dumps(state.to_json(), indent=2, ensure_ascii=False) + "\n")
+        _dump(out, state.to_json())
     else:
-        out.write(render_state(state, where))
+        _emit(out, render_state(state, where))
     return EXIT_OK
 
 
@@ -192,8 +229,8 @@ def _verify_one(target: str, store_dir: str | None) -> tuple[dict[str, Any], Bas
     entry: dict[str, Any] = {"path": target, "ok": False, "records": None, "torn_tail": None, "error": None}
     try:
         state, entry["path"] = _load(target, store_dir)
-    except (FiskjError, OSError) as exc:
-        message = exc.message if isinstance(exc, FiskjError) else str(exc)
+    except (FiskjError, OSError, MemoryError) as exc:
+        message = exc.message if isinstance(exc, FiskjError) else (str(exc) or type(exc).__name__)
         entry["error"] = {"kind": type(exc).__name__, "line": getattr(exc, "line", None),
                           "offset": getattr(exc, "offset", None), "message": message}
         if isinstance(exc, FiskjError) and exc.path and not isinstance(exc, UsageError):
@@ -214,19 +251,21 @@ def verify_command(args: argparse.Namespace, out: TextIO | None = None, err: Tex
         if exc is not None:
             status = max(status, EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR)
     if args.json:
-        out.write(json.dumps(entries, indent=2, ensure_ascii=False) + "\n")
+        _dump(out, entries)
         return status
+    buf = io.StringIO()
     for e in entries:
         if e["ok"]:
             torn = e["torn_tail"]
             note = "" if torn is None else (f"; torn tail of {torn['length']} bytes at byte offset "
                                             f"{torn['offset']} dropped")
-            out.write(f"ok    {e['path']}: {e['records']} records{note}\n")
+            buf.write(f"ok    {e['path']}: {e['records']} records{note}\n")
         else:
             error = e["error"]
             where = "".join(f", {name} {error[key]}" for name, key in (("line", "line"), ("byte offset", "offset"))
                             if error[key] is not None)
-            out.write(f"FAIL  {e['path']}: {error['kind']}{where}: {_one_line(error['message'])}\n")
+            buf.write(f"FAIL  {e['path']}: {error['kind']}{where}: {_one_line(error['message'])}\n")
+    _emit(out, buf.getvalue())
     return status
 
 
@@ -247,13 +286,13 @@ def ls_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
     try:
         store = FileStore(args.store)
         infos = store.list()
-    except (FiskjError, OSError) as exc:
+    except (FiskjError, OSError, MemoryError) as exc:
         return _fail("ls", exc, err)
     if args.json:
-        out.write(json.dumps([i.to_json() for i in infos], indent=2, ensure_ascii=False) + "\n")
+        _dump(out, [i.to_json() for i in infos])
         return EXIT_OK
     if not infos:
-        out.write(f"no runs in {store.directory}\n")
+        _emit(out, f"no runs in {store.directory}\n")
         return EXIT_OK
     width = max(len("ID"), *(len(i.id) for i in infos))
     buf = io.StringIO()
@@ -269,7 +308,7 @@ def ls_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
         status = i.status + (" (torn)" if i.torn_tail else "")
         buf.write(f"{i.id:<{width}}  {status:<16}  {_when(i.updated):<19}  {i.records:>7}  "
                   f"{_cut(i.model or '-', 20):<20}  {_cut(i.prompt or '', 50)}\n")
-    out.write(buf.getvalue())
+    _emit(out, buf.getvalue())
     return EXIT_OK
 
 
@@ -283,5 +322,5 @@ def rm_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
         store.delete(args.run_id)
     except (FiskjError, OSError) as exc:
         return _fail("rm", exc, err)
-    out.write(f"removed run {args.run_id} from {store.directory}\n")
+    _emit(out, f"removed run {args.run_id} from {store.directory}\n")
     return EXIT_OK

@@ -27,15 +27,25 @@ import operator
 from typing import Any
 
 from .errors import InvalidRecord, RecordTooLarge
-from .records import AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord
+from .records import (AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord,
+                      tool_result_block)
 
-__all__ = ["MAX_RECORD_BYTES", "MAX_NESTING", "encode_record", "record_to_json", "with_seq"]
+__all__ = ["MAX_RECORD_BYTES", "MAX_NESTING", "TOOL_OUTPUT_KEEP_BYTES", "encode_record", "record_to_json", "with_seq",
+           "fit_tool_result"]
 
 #: Largest encoded record, in bytes, including its final ``\n`` (16 MiB).
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 #: Deepest nesting of arrays and objects the writer accepts in a record (the envelope object is level 1).
 MAX_NESTING = 512
+
+#: Bytes (UTF-8) of a tool's output kept when the whole output would make its tool_result record larger than
+#: :data:`MAX_RECORD_BYTES` (docs/spec.md section 6, "Tool output over the limit"): 1 MiB.  JSON escaping
+#: makes one byte at most six (``\u0000``), so the kept part and the marker always fit.
+TOOL_OUTPUT_KEEP_BYTES = 1024 * 1024
+
+#: The largest seq a record can get (2^53, the last integer every JSON reader holds exactly): used to measure.
+_MAX_SEQ = 2 ** 53
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -186,3 +196,48 @@ def with_seq(record: Record, seq: int) -> Record:
     if get is None:
         return dataclasses.replace(record, seq=seq)
     return type(record)(*get(record), seq)
+
+
+def _result_fits(tool_use_id: str, block: dict[str, Any]) -> bool:
+    """True when the tool_result record of ``block`` encodes within :data:`MAX_RECORD_BYTES` at any seq."""
+    text = block["content"][0]["text"]
+    # Each character encodes to at most 6 bytes (an escape like \u0000); the envelope takes < 1 KiB.
+    if (len(text) + 2 * len(tool_use_id)) * 6 + 1024 <= MAX_RECORD_BYTES:
+        return True
+    try:
+        encode_record(ToolResultRecord(tool_use_id=tool_use_id, result=block), _MAX_SEQ)
+    except RecordTooLarge:
+        return False
+    return True
+
+
+def fit_tool_result(tool_use_id: str, text: str, is_error: bool) -> tuple[dict[str, Any], int]:
+    """Return ``(block, dropped)``: the tool_result block of a tool's output, cut to fit the record limit.
+
+    docs/spec.md section 6, "Tool output over the limit".  ``block`` is
+    :func:`fiskj.records.tool_result_block` of ``text`` and ``dropped`` is 0 when
+    its tool_result record encodes within :data:`MAX_RECORD_BYTES`.  Otherwise
+    the output is cut to its first :data:`TOOL_OUTPUT_KEEP_BYTES` bytes of UTF-8
+    (at a character boundary; a lone surrogate counts 3 bytes), a marker line
+    saying how many bytes were dropped is added, ``is_error`` is true, and
+    ``dropped`` is the number of bytes left out.  Pure; raises
+    :class:`RecordTooLarge` only if even an empty output cannot fit (a
+    ``tool_use_id`` of megabytes, which no record holding it could carry).
+    """
+    block = tool_result_block(tool_use_id, text, is_error)
+    if _result_fits(tool_use_id, block):
+        return block, 0
+    data = text.encode("utf-8", "surrogatepass")
+    cut = min(TOOL_OUTPUT_KEEP_BYTES, len(data))
+    while 0 < cut < len(data) and data[cut] & 0xC0 == 0x80:  # back up to the start of a character
+        cut -= 1
+    for keep in (cut, 0):
+        dropped = len(data) - keep
+        marker = (f"\n[fiskj: tool output truncated: {dropped} of {len(data)} bytes dropped, the first {keep} "
+                  f"kept; the whole output would have made a tool_result record larger than the record limit "
+                  f"of {MAX_RECORD_BYTES} bytes]")
+        block = tool_result_block(tool_use_id, data[:keep].decode("utf-8", "surrogatepass") + marker, True)
+        if _result_fits(tool_use_id, block):
+            return block, dropped
+    encode_record(ToolResultRecord(tool_use_id=tool_use_id, result=block), _MAX_SEQ)  # raises RecordTooLarge
+    return block, len(data)  # pragma: no cover - the line above raised

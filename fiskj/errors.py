@@ -203,7 +203,22 @@ class JournalPoisoned(StoreError):
 
 
 class ModelError(FiskjError, RuntimeError):
-    """The model client got no answer or a bad one."""
+    """The model client got no answer or a bad one (docs/spec.md section 17).
+
+    ``status`` is the HTTP status when the server answered (else ``None``);
+    ``retryable`` is true for a transient failure that the same request may
+    not meet again (a connection error, a timeout, HTTP 408, 409, 429 or
+    5xx, a reply without a final ``stop_reason``), which
+    :func:`fiskj.model.complete_with_retries` retries; ``retry_after`` is
+    the wait in seconds the server asked for (``retry-after-ms`` /
+    ``retry-after`` headers), else ``None``; ``retries`` how many retries
+    were made before giving up (0 when none).
+    """
+
+    status: int | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+    retries: int = 0
 
 
 class ToolError(FiskjError, RuntimeError):

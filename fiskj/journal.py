@@ -133,7 +133,13 @@ class Journal:
                                 f"{exc.message}; nothing was written", run_id=self.run_id, path=self.path,
                                 field=exc.field) from exc
         self._write_line(line, seq)
-        folder.add(record)  # check passed: cannot fail
+        try:
+            folder.add(record)  # check passed: only a resource limit (MemoryError) can fail it now
+        except BaseException as exc:
+            # The line is on disk but this writer's state did not advance: a later append would reuse
+            # seq.  Refuse every later append instead; the next open folds what is on disk.
+            self._poison = f"the state after seq {seq} could not be updated ({type(exc).__name__})"
+            raise
         self._folder = folder
         self._last_seq = seq
         self._size += len(line)

@@ -7,19 +7,28 @@ applies them:
 1. A *boundary* is the top of an iteration, where nothing is in flight.
    Only there is a suspend request honoured (a ``suspended`` terminal
    record), and there the iteration cap is checked (``max_iterations``).
-2. The model is called with the committed conversation.  Its turn is
-   journaled as an assistant record *before* any of its tools runs.
+2. The model is called with the committed conversation (after a forced
+   resume with another model or thinking mode, filtered as docs/spec.md
+   section 12, rule 8 says).  A transient failure of the call (a
+   connection error, HTTP 408/409/429/5xx, a reply without a final
+   ``stop_reason``) is retried with backoff (section 17); nothing is
+   journaled for a failed call.  The turn is journaled as an assistant
+   record *before* any of its tools runs.
 3. Stop reason ``max_tokens`` (the reply was cut off; a truncated tool_use
    is never run) and ``refusal`` end the run with ``error``; a model error
-   ends it with ``error``.  A turn without tool_use blocks (and not
-   ``pause_turn``) is the answer: the run ends ``completed``, or in a chat
-   run one follow-up line is read and journaled as a user record (end of
-   input suspends).  Before a turn's tools run (or a ``pause_turn`` is
+   that is not transient, or still fails after the retries, ends the leg
+   with ``error`` (a resume continues it, rule 6); a suspend requested
+   while waiting to retry ends it ``suspended``.  A turn without tool_use
+   blocks (and not ``pause_turn``) is the answer: the run ends
+   ``completed``, or in a chat run one follow-up line is read and journaled
+   as a user record (end of input suspends).  Before a turn's tools run (or a ``pause_turn`` is
    continued) the token budget is checked: all token kinds summed over the
    run, above the fingerprint's ``max_tokens``, end it with ``budget``.
 4. The turn's tools run in tool_use order; each result is journaled the
-   moment its tool returns.  The next model call sees one user message of
-   all the batch's results in tool_use order.
+   moment its tool returns (an output too large for one record is cut to a
+   documented budget and journaled as an error result: docs/spec.md
+   section 6).  The next model call sees one user message of all the
+   batch's results in tool_use order.
 5. Every end appends exactly one terminal record.  Signals only set a flag
    (:class:`SuspendFlag`), so they never interrupt an append.
 6. Resume opens the run (lock, then fold: :meth:`FileStore.open`), refuses
@@ -49,17 +58,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TextIO
 
+from .encode import fit_tool_result
 from .errors import FingerprintMismatch, ModelError, ResumeRefused, StoreError
 from .fingerprint import Fingerprint, diff, make_fingerprint
 from .fold import FINAL, Folder, RunState
-from .model import Model, check_response, thinking_param
+from .model import DEFAULT_RETRY, Model, RetryPolicy, complete_with_retries, thinking_param
 from .records import (VERSION, AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord,
-                      go_block, text_block, tool_result_block)
+                      go_block, text_block)
 from .tools import ToolCall, ToolRegistry
 
 __all__ = ["RunConfig", "RunResult", "SuspendFlag", "handle_signals", "MemoryJournal", "new_run_id", "make_meta",
            "rfc3339_now", "check_resumable", "start_run", "resume_run", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_ITERATIONS",
-           "DEFAULT_CALL_MAX_TOKENS"]
+           "DEFAULT_CALL_MAX_TOKENS", "THINKING_BLOCK_TYPES", "OMITTED_THINKING_TEXT"]
 
 #: Default token budget of a run (all kinds summed; fingerprint ``max_tokens``).
 DEFAULT_MAX_TOKENS = 200_000
@@ -67,6 +77,10 @@ DEFAULT_MAX_TOKENS = 200_000
 DEFAULT_MAX_ITERATIONS = 25
 #: Default ``max_tokens`` of one model call (not part of the fingerprint).
 DEFAULT_CALL_MAX_TOKENS = 4096
+#: Content block types that carry a model's signed reasoning (docs/spec.md section 12, rule 8).
+THINKING_BLOCK_TYPES = ("thinking", "redacted_thinking")
+#: The text block sent in place of an earlier turn that held only thinking blocks of another model (rule 8).
+OMITTED_THINKING_TEXT = "(reasoning of an earlier model omitted)"
 
 Log = Callable[[str], None]
 
@@ -95,15 +109,20 @@ class RunConfig:
                                 thinking_mode=self.thinking, max_tokens=self.max_tokens,
                                 max_iterations=self.max_iterations)
 
-    def request(self, messages: list[dict[str, Any]], tools: ToolRegistry) -> dict[str, Any]:
-        """Return the Messages API request body for ``messages`` (raises UsageError on a bad thinking mode)."""
+    def request(self, messages: list[dict[str, Any]], tools: ToolRegistry, *, with_thinking: bool = True
+                ) -> dict[str, Any]:
+        """Return the Messages API request body for ``messages`` (raises UsageError on a bad thinking mode).
+
+        ``with_thinking=False`` leaves the ``thinking`` parameter out whatever the mode (docs/spec.md
+        section 12, rule 8: a tool-use loop keeps one thinking configuration).
+        """
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.call_max_tokens, "messages": messages}
         if self.system:
             body["system"] = self.system
         if len(tools):
             body["tools"] = tools.definitions()
         thinking = thinking_param(self.thinking)
-        if thinking is not None:
+        if thinking is not None and with_thinking:
             body["thinking"] = thinking
             body["max_tokens"] += thinking.get("budget_tokens", 0)
         return body
@@ -249,18 +268,52 @@ def _text(message: dict[str, Any]) -> str:
     return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
 
 
+def _without_thinking(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` without its thinking and redacted_thinking blocks (a new dict; the journal's is untouched).
+
+    A message left with no block gets one text block :data:`OMITTED_THINKING_TEXT`, since the
+    Messages API refuses an empty assistant message.  docs/spec.md section 12, rule 8.
+    """
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in THINKING_BLOCK_TYPES)]
+    if len(kept) == len(content):
+        return message
+    return {**message, "content": kept or [text_block(OMITTED_THINKING_TEXT)]}
+
+
+def _continues_tool_loop(messages: list[dict[str, Any]]) -> bool:
+    """True when ``messages`` end with a user message of tool results after an assistant turn (a tool-use loop)."""
+    last, before = messages[-1], messages[-2]
+    content = last.get("content")
+    return (last.get("role") == "user" and before.get("role") == "assistant" and isinstance(content, list)
+            and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+
+
 class _Run:
     """One leg of a run, from a folded state to one terminal record."""
 
     def __init__(self, journal: Any, state: RunState, config: RunConfig, model: Model, tools: ToolRegistry,
-                 suspend: SuspendFlag, input_stream: TextIO | None, output: TextIO | None, log: Log | None) -> None:
+                 suspend: SuspendFlag, input_stream: TextIO | None, output: TextIO | None, log: Log | None,
+                 retry: RetryPolicy | None = None) -> None:
         self.journal, self.config, self.model, self.tools = journal, config, model, tools
         self.suspend, self.input, self.output, self.log = suspend, input_stream, output, log or (lambda s: None)
+        self.retry = retry or DEFAULT_RETRY
         self.run_id, self.interactive = state.run_id, state.interactive
         self.messages = list(state.messages)
         self.tokens = state.counters.total_tokens
         self.iteration = state.next_iteration
         self.answer: str | None = None
+        # docs/spec.md section 12, rule 8: the messages before index ``inherited`` are earlier legs' turns
+        # (the pending turn, if any, is appended next, at that index).  When this leg's model is not the
+        # journal's, their thinking blocks are not sent; when its model or thinking mode differs, a request
+        # that continues a tool-use loop whose last turn does not start with a thinking block goes without
+        # ``thinking``.
+        fp = state.fingerprint
+        self.inherited = len(state.messages) + (1 if state.pending is not None else 0)
+        self.other_model = config.model != fp.model
+        self.changed = self.other_model or config.thinking != fp.thinking_mode
 
     def drive(self, state: RunState) -> RunResult:
         try:
@@ -274,9 +327,11 @@ class _Run:
             return RunResult(self.run_id, end.reason, end.message, self.answer, self.journal.state)
         except StoreError:
             raise  # the journal refuses appends (poisoned, lost lock): no terminal can be written
-        except Exception as exc:
+        except Exception as exc:  # a bug, or a resource limit (MemoryError): end the leg with error, resumable
+            why = "out of memory (MemoryError)" if isinstance(exc, MemoryError) else \
+                f"internal error: {type(exc).__name__}: {exc}"
             with contextlib.suppress(Exception):
-                self.journal.append(TerminalRecord(reason="error", message=f"internal error: {type(exc).__name__}: {exc}"))
+                self.journal.append(TerminalRecord(reason="error", message=why))
             raise
 
     def _settle_state(self, state: RunState) -> None:
@@ -294,11 +349,27 @@ class _Run:
         if self.iteration >= self.config.max_iterations:
             raise _End("max_iterations", f"reached the iteration cap of {self.config.max_iterations}")
 
+    def _request(self) -> dict[str, Any]:
+        """The request of the next model call: the committed conversation, filtered by rule 8 (section 12)."""
+        messages = self.messages
+        if self.other_model:
+            messages = [_without_thinking(m) if i < self.inherited and m.get("role") == "assistant" else m
+                        for i, m in enumerate(messages)]
+        with_thinking = True
+        if self.changed and len(messages) >= 2 and _continues_tool_loop(messages):
+            first = next(iter(messages[-2].get("content") or []), None)
+            with_thinking = isinstance(first, dict) and first.get("type") in THINKING_BLOCK_TYPES
+        return self.config.request(messages, self.tools, with_thinking=with_thinking)
+
     def _call_model(self) -> tuple[dict[str, Any], str | None]:
-        request = self.config.request(self.messages, self.tools)
-        try:
-            response = check_response(self.model.complete(request))
+        request = self._request()
+        try:  # docs/spec.md section 17: transient failures are retried; nothing is journaled for a failed call
+            response = complete_with_retries(self.model, request, self.retry,
+                                             interrupted=lambda: self.suspend.requested, log=self.log)
         except ModelError as exc:
+            if getattr(exc, "interrupted", False):
+                raise _End("suspended", f"suspended while waiting to retry a failed model call ({exc.message})"
+                           ) from None
             raise _End("error", f"model error: {exc}") from None
         usage = response["usage"]
         message = {"content": [go_block(b) for b in response["content"]], "role": "assistant"}
@@ -352,10 +423,11 @@ class _Run:
                 continue
             name = block.get("name")
             outcome = self.tools.run(name, block.get("input", {}), ToolCall(tid, self.run_id))
-            result = tool_result_block(tid, outcome.content, outcome.is_error)
+            result, dropped = fit_tool_result(tid, outcome.content, outcome.is_error)  # spec section 6
             self.journal.append(ToolResultRecord(tool_use_id=tid, result=result))
             results[tid] = result
-            self.log(f"  tool {name} ({tid}): {'error' if outcome.is_error else 'ok'}")
+            note = f" (output truncated: {dropped} bytes dropped)" if dropped else ""
+            self.log(f"  tool {name} ({tid}): {'error' if result['is_error'] else 'ok'}{note}")
         return list(results.values())
 
     def _follow_up(self) -> None:
@@ -394,14 +466,16 @@ class _Run:
 def start_run(prompt: str, *, config: RunConfig, model: Model, tools: ToolRegistry, store: Any = None,
               run_id: str | None = None, interactive: bool = False, suspend: SuspendFlag | None = None,
               input_stream: TextIO | None = None, output: TextIO | None = None, log: Log | None = None,
-              on_open: Callable[[RunState], None] | None = None) -> RunResult:
+              on_open: Callable[[RunState], None] | None = None, retry: RetryPolicy | None = None) -> RunResult:
     """Start a run and drive it to its first terminal record.
 
     With ``store`` (a :class:`fiskj.store.FileStore`) the run is journaled
     as ``run_id`` (default :func:`new_run_id`); without, it lives in a
     :class:`MemoryJournal`.  ``on_open(state)`` is called once the journal
     exists.  ``output`` receives each answer; ``log`` progress lines;
-    ``input_stream`` chat follow-ups.  Raises the store's errors
+    ``input_stream`` chat follow-ups; ``retry`` is how failed model calls are
+    retried (default :data:`fiskj.model.DEFAULT_RETRY`; docs/spec.md section 17).
+    Raises the store's errors
     (``RunExists``, ``InvalidRunID``, ``StoreIOError``, ...); model and tool
     failures end the run instead (see the module docstring).
     """
@@ -414,7 +488,7 @@ def start_run(prompt: str, *, config: RunConfig, model: Model, tools: ToolRegist
         if on_open is not None:
             on_open(state)
         return _Run(journal, state, config, model, tools, suspend or SuspendFlag(), input_stream, output,
-                    log).drive(state)
+                    log, retry).drive(state)
 
 
 def check_resumable(state: RunState, current: Fingerprint, force: bool = False) -> list[str]:
@@ -436,12 +510,16 @@ def check_resumable(state: RunState, current: Fingerprint, force: bool = False) 
 
 def resume_run(run_id: str, *, store: Any, config: RunConfig, model: Model, tools: ToolRegistry, force: bool = False,
                suspend: SuspendFlag | None = None, input_stream: TextIO | None = None, output: TextIO | None = None,
-               log: Log | None = None, on_open: Callable[[RunState], None] | None = None) -> RunResult:
+               log: Log | None = None, on_open: Callable[[RunState], None] | None = None,
+               retry: RetryPolicy | None = None) -> RunResult:
     """Resume run ``run_id`` of ``store`` and drive it to its next terminal record.
 
     Opens the run (lock, then fold), refuses per :func:`check_resumable`
     with nothing appended, calls ``on_open(state)``, finishes the pending
-    batch (only unanswered tools run) and continues.  Raises
+    batch (only unanswered tools run) and continues.  A forced resume with
+    another model or thinking mode sends the earlier turns as docs/spec.md
+    section 12, rule 8 says (the journal itself is never rewritten);
+    ``retry`` as for :func:`start_run`.  Raises
     ``RunNotFound``, ``RunLocked``, ``ResumeRefused``,
     ``FingerprintMismatch`` and the store's IO errors.
     """
@@ -455,4 +533,4 @@ def resume_run(run_id: str, *, store: Any, config: RunConfig, model: Model, tool
         if on_open is not None:
             on_open(state)
         return _Run(journal, state, config, model, tools, suspend or SuspendFlag(), input_stream, output,
-                    log).drive(state)
+                    log, retry).drive(state)

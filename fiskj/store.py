@@ -10,7 +10,9 @@ the decisions.  Rules:
 * An existing store directory must be a directory owned by us.  Writable by
   group or others: refused (:class:`UnsafeFile`), since another user could
   have planted files or symlinks in it.  Readable/searchable by group or
-  others only: tightened to 0700 (its files are 0600 already).
+  others only: a writer (``create``, ``open``, ``delete``) tightens it to
+  0700 (its files are 0600 already); a reader (``load``, ``list``) leaves it
+  as it is: a read never changes, creates or writes anything.
 * ``create`` locks first, then creates the journal ``O_CREAT|O_EXCL|
   O_NOFOLLOW`` 0600 and appends meta as seq 1 (which fsyncs the directory):
   of two creators exactly one wins, the other gets :class:`RunExists`
@@ -198,10 +200,11 @@ class FileStore:
 
     # -- the directory ----------------------------------------------------------------
 
-    def _check_dir(self, run_id: str | None = None) -> bool:
-        """Check the store directory's kind, owner and mode; tighten a readable one to 0700.
+    def _check_dir(self, run_id: str | None = None, *, tighten: bool = True) -> bool:
+        """Check the store directory's kind, owner and mode; with ``tighten`` (writers only), tighten a
+        directory that group or others may read to 0700 (docs/spec.md section 1, rule 4).
 
-        Returns False when it does not exist.  Raises :class:`UnsafeFile`.
+        Returns False when it does not exist.  Raises :class:`UnsafeFile`, :class:`StoreIOError`.
         """
         d = self.directory
         try:
@@ -220,7 +223,7 @@ class FileStore:
             raise UnsafeFile(f"the store directory has mode {mode:04o}: writable by group or others, who could "
                              f"plant files or symlinks in it; check its content, then `chmod 700 {d}`",
                              path=d, run_id=run_id)
-        if mode & 0o077:
+        if mode & 0o077 and tighten:
             try:
                 os.chmod(d, 0o700)
             except OSError as exc:
@@ -252,8 +255,8 @@ class FileStore:
                 raise _io_error("fsync of the store directory's parent", os.path.dirname(d), exc, run_id) from None
         self._check_dir(run_id)
 
-    def _require_dir(self, run_id: str) -> None:
-        if not self._check_dir(run_id):
+    def _require_dir(self, run_id: str, *, tighten: bool = True) -> None:
+        if not self._check_dir(run_id, tighten=tighten):
             raise RunNotFound(f"no run {run_id}: the store directory does not exist",
                               path=self.directory, run_id=run_id)
 
@@ -429,6 +432,9 @@ class FileStore:
     def load(self, run_id: str) -> RunState:
         """Read and fold run ``run_id`` without locking; return its :class:`RunState`.
 
+        Changes nothing: no chmod (not even of a group-readable store directory), no lock file,
+        no write (docs/spec.md section 1, rule 4).
+
         A partial last line (a writer mid-append, or a crash) is a torn tail:
         reported in ``state.torn_tail``, not an error.  Raises
         :class:`InvalidRunID`, :class:`RunNotFound`, :class:`UnsafeFile`,
@@ -437,11 +443,11 @@ class FileStore:
         :class:`UnsupportedVersion`, :class:`StoreIOError`.
         """
         validate_run_id(run_id)
-        self._require_dir(run_id)
+        self._require_dir(run_id, tighten=False)  # a read changes nothing (spec section 1, rule 4)
         return self._read(run_id)[0]
 
     def list(self) -> list[RunInfo]:
-        """Return a :class:`RunInfo` per run (``<valid id>.json``), sorted by id; no lock taken.
+        """Return a :class:`RunInfo` per run (``<valid id>.json``), sorted by id; no lock taken, nothing changed.
 
         Other files (lock files, temporary files, names that are not run ids)
         are skipped.  A run that cannot be read or folded is listed with
@@ -449,7 +455,7 @@ class FileStore:
         store directory lists as ``[]``.  Raises :class:`UnsafeFile` for an
         unsafe store directory, :class:`StoreIOError` when it cannot be read.
         """
-        if not self._check_dir():
+        if not self._check_dir(tighten=False):  # a read changes nothing (spec section 1, rule 4)
             return []
         try:
             names = sorted(os.listdir(self.directory))

@@ -2,8 +2,10 @@
 
 ``FakeAnthropic(handler)`` serves ``POST /v1/messages`` on 127.0.0.1 at an
 ephemeral port in a thread.  ``handler(request_body: dict)`` returns a
-response body (dict), or ``(status, bytes)`` for a raw answer.  Every
-request is kept in ``requests`` (body) and ``headers`` (lower-case names).
+response body (dict), or ``(status, bytes)`` / ``(status, bytes, headers)``
+for a raw answer (``headers`` may override ``content-length``, e.g. to cut a
+reply short).  Every request is kept in ``requests`` (body) and ``headers``
+(lower-case names); a body that is not UTF-8 JSON is kept as its bytes.
 
 ``turns(*contents)`` builds a handler whose reply depends only on the number
 of assistant messages in the conversation (simpler than the harness's server): reply
@@ -65,16 +67,23 @@ class FakeAnthropic:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length))
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw.decode("utf-8"))
+                except ValueError:
+                    body = raw
                 fake.requests.append(body)
                 fake.headers.append({k.lower(): v for k, v in self.headers.items()})
                 fake.paths.append(self.path)
                 answer = fake.handler(body)
-                status, data = answer if isinstance(answer, tuple) else (200, json.dumps(answer).encode())
+                if not isinstance(answer, tuple):
+                    answer = (200, json.dumps(answer).encode())
+                status, data, extra = answer if len(answer) == 3 else (*answer, {})
+                headers = {"content-type": "application/json", "content-length": str(len(data)), **extra}
                 try:
                     self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
                 except OSError:

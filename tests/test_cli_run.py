@@ -14,6 +14,7 @@ import pytest
 
 from fake_anthropic import FakeAnthropic, text, tool_use, turns
 from fiskj import cli_run
+from fiskj.errors import UsageError
 from fiskj.reader import read_records, read_state
 from fiskj.records import TerminalRecord, ToolResultRecord
 
@@ -91,17 +92,25 @@ def test_a_checkpointed_run_prints_its_id_on_stderr_and_the_answer_on_stdout(tmp
     assert state.status == "completed" and state.prompt == "count it" and state.fingerprint.model == "scripted:1:2"
 
 
-def test_without_a_model_or_a_server_the_scripted_model_is_used_and_nothing_is_stored(tmp_path):
-    code, out, err = cli("-q", "hello")
-    assert (code, err) == (0, "") and out.startswith("Answer")
+def test_without_a_model_a_key_or_a_server_run_is_a_usage_error_saying_what_to_pass(tmp_path):
+    # Issue 15 item 2: this used to run the scripted model silently.
+    for argv in (["hello"], ["--checkpoint", "--name", "r1", "hello"]):
+        code, out, err = cli(*argv)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+        assert err.startswith("fiskj run: UsageError: ") and "--model NAME" in err and "ANTHROPIC_API_KEY" in err
+        assert "--model scripted:0" in err
     assert not (tmp_path / "xdg").exists()
-    assert cli_run.default_model(None, {}) == "scripted:0"
+    with pytest.raises(UsageError, match="no --model given"):
+        cli_run.default_model(None, {})
+    assert cli_run.default_model(None, {"ANTHROPIC_API_KEY": "k"}) == cli_run.DEFAULT_MODEL
     assert cli_run.default_model(None, {"ANTHROPIC_BASE_URL": "http://x"}) == cli_run.DEFAULT_MODEL
     assert cli_run.default_model("http://x", {}) == cli_run.DEFAULT_MODEL
+    code, out, err = cli("-q", "--model", "scripted:0", "hello")  # the demo model, when asked for
+    assert (code, err) == (0, "") and out.startswith("Answer")
 
 
 def test_a_completed_run_is_refused_on_resume_with_exit_2_and_nothing_appended(tmp_path):
-    cli("--checkpoint", "--name", "r1", "--store", "st", "go")
+    cli("--checkpoint", "--name", "r1", "--store", "st", "--model", "scripted:0", "go")
     before = (tmp_path / "st" / "r1.json").read_bytes()
     code, out, err = cli("--resume", "r1", "--store", "st")
     assert code == 2 and "ResumeRefused" in err and "'completed'" in err
@@ -109,7 +118,8 @@ def test_a_completed_run_is_refused_on_resume_with_exit_2_and_nothing_appended(t
 
 
 def test_a_changed_model_is_refused_naming_the_field_and_force_proceeds(tmp_path):
-    code, _, _ = cli("--checkpoint", "--name", "r1", "--store", "st", "--max-iterations", "1", "go")
+    code, _, _ = cli("--checkpoint", "--name", "r1", "--store", "st", "--max-iterations", "1", "--model", "scripted:0",
+                     "go")
     assert code == 1  # scripted:0 calls tools for 3 turns: the cap of 1 ends it
     journal = tmp_path / "st" / "r1.json"
     assert reasons(journal) == ["max_iterations"]
@@ -125,7 +135,7 @@ def test_a_changed_model_is_refused_naming_the_field_and_force_proceeds(tmp_path
 
 
 def test_resume_prints_a_short_replay_including_the_pending_batch(tmp_path):
-    cli("--checkpoint", "--name", "r1", "--store", "st", "--max-iterations", "1", "go")
+    cli("--checkpoint", "--name", "r1", "--store", "st", "--max-iterations", "1", "--model", "scripted:0", "go")
     journal = tmp_path / "st" / "r1.json"
     lines = journal.read_bytes().splitlines(keepends=True)
     journal.write_bytes(b"".join(lines[:2]))  # M, A: killed before its first tool returned
@@ -140,7 +150,8 @@ def test_resume_prints_a_short_replay_including_the_pending_batch(tmp_path):
 
 def test_a_run_that_ended_on_its_cap_is_resumed_not_refused_and_a_forced_larger_cap_completes_it(tmp_path):
     # As fisk-ai: only a completed run is refused; every other end is one leg of the run.
-    assert cli("--checkpoint", "--name", "r1", "--store", "st", "--max-iterations", "1", "go")[0] == 1
+    assert cli("--checkpoint", "--name", "r1", "--store", "st", "--max-iterations", "1", "--model", "scripted:0",
+               "go")[0] == 1
     journal = tmp_path / "st" / "r1.json"
     code, out, err = cli("--resume", "r1", "--store", "st")
     assert code == 1 and "ResumeRefused" not in err and "resuming run r1: max_iterations" in err
@@ -152,15 +163,17 @@ def test_a_run_that_ended_on_its_cap_is_resumed_not_refused_and_a_forced_larger_
 
 
 def test_budget_and_iteration_ends_exit_1(tmp_path):
-    assert cli("--checkpoint", "--name", "b", "--store", "st", "--max-tokens", "10", "go")[0] == 1
+    assert cli("--checkpoint", "--name", "b", "--store", "st", "--max-tokens", "10", "--model", "scripted:0",
+               "go")[0] == 1
     assert reasons(tmp_path / "st" / "b.json") == ["budget"]
-    code, _, err = cli("-q", "--max-iterations", "2", "go")
+    code, _, err = cli("-q", "--max-iterations", "2", "--model", "scripted:0", "go")
     assert code == 1 and "ended: max_iterations" in err
 
 
 def test_an_unknown_run_or_a_broken_store_is_one_error_line_with_exit_1(tmp_path):
     (tmp_path / "afile").write_text("x")
-    for argv in (["--resume", "nope", "--store", "st"], ["--checkpoint", "--store", "afile", "go"]):
+    for argv in (["--resume", "nope", "--store", "st"], ["--checkpoint", "--store", "afile", "--model", "scripted:0",
+                                                         "go"]):
         code, out, err = cli(*argv)
         assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, err
 
@@ -178,11 +191,76 @@ def test_a_chat_run_journals_piped_follow_ups_and_suspends_at_end_of_input(tmp_p
     assert code == 3 and "and more" in out and state.messages[-2]["content"] == [text("and more")]
 
 
-def test_a_model_server_error_ends_the_run_with_error_and_exit_1(tmp_path):
-    with FakeAnthropic(lambda body: (500, b"boom")) as server:
+def test_a_model_server_that_keeps_failing_ends_the_run_with_error_after_its_retries_and_a_resume_continues(tmp_path):
+    # Issue 15 item 1 (docs/spec.md section 17): 2 retries, waiting what retry-after-ms asks (1 ms here).
+    with FakeAnthropic(lambda body: (500, b"boom", {"retry-after-ms": "1"})) as server:
         code, out, err = cli("--checkpoint", "--name", "e1", "--store", "st", "--base-url", server.url,
                              "--model", "m1", "go")
-    assert code == 1 and "HTTP 500" in err and reasons(tmp_path / "st" / "e1.json") == ["error"]
+        assert len(server.requests) == 3
+    assert code == 1 and "HTTP 500" in err and "gave up after 2 retries" in err
+    assert "retry 1 of 2 in 0.00 s" in err and "resume with: fiskj run --resume e1 --store st" in err
+    assert reasons(tmp_path / "st" / "e1.json") == ["error"]
+    with FakeAnthropic(turns([line("a")])) as server:
+        code, out, err = cli("--resume", "e1", "--store", "st", "--base-url", server.url)
+    assert code == 0 and out == "done after 1 turns\n"
+    assert reasons(tmp_path / "st" / "e1.json") == ["error", "completed"]
+
+
+def test_an_overloaded_server_is_retried_and_the_run_completes(tmp_path):
+    answers = [(529, b'{"type":"error","error":{"type":"overloaded_error"}}', {"retry-after": "0.001"}),
+               (503, b"busy", {"retry-after-ms": "1"})]
+    reply_to = turns([line("a")])
+    with FakeAnthropic(lambda body: answers.pop(0) if answers else reply_to(body)) as server:
+        code, out, err = cli("--checkpoint", "--name", "o1", "--store", "st", "--base-url", server.url,
+                             "--model", "m1", "go")
+        assert len(server.requests) == 4
+    assert code == 0 and out == "done after 1 turns\n" and reasons(tmp_path / "st" / "o1.json") == ["completed"]
+    assert [r.key for r in read_records(tmp_path / "st" / "o1.json")[0]].count("assistant") == 2
+
+
+def test_max_retries_0_does_not_retry(tmp_path):
+    with FakeAnthropic(lambda body: (529, b"overloaded")) as server:
+        code, _, err = cli("-q", "--base-url", server.url, "--model", "m1", "--max-retries", "0", "go")
+        assert code == 1 and len(server.requests) == 1 and "HTTP 529" in err and "gave up" not in err
+
+
+def test_running_out_of_memory_on_resume_is_one_line_saying_how_to_resume_and_changes_nothing(tmp_path, monkeypatch):
+    import fiskj.fold
+
+    cli("--checkpoint", "--name", "r1", "--store", "st", "--max-iterations", "1", "--model", "scripted:0", "go")
+    journal = tmp_path / "st" / "r1.json"
+    before = journal.read_bytes()
+    real = fiskj.fold.Folder.add
+
+    def add(self, record):
+        raise MemoryError()
+
+    monkeypatch.setattr(fiskj.fold.Folder, "add", add)
+    code, out, err = cli("--resume", "r1", "--store", "st")
+    assert (code, out) == (1, "") and err == ("fiskj run: MemoryError: out of memory; the journal keeps every "
+                                              "acknowledged record: resume with: fiskj run --resume r1 --store st\n")
+    assert journal.read_bytes() == before
+    monkeypatch.setattr(fiskj.fold.Folder, "add", real)
+    code, _, err = cli("--resume", "r1", "--store", "st", "--max-iterations", "9", "--force")
+    assert code == 0 and reasons(journal) == ["max_iterations", "completed"]
+
+
+def test_an_answer_holding_a_lone_surrogate_is_printed_as_its_escape_and_output_goes_on(tmp_path):
+    # A model's JSON may hold "\\ud800"; a UTF-8 stdout cannot: it used to break all later output.
+    with FakeAnthropic(lambda body: {**reply_text("half \ud800 a pair")}) as server:
+        parser = argparse.ArgumentParser(prog="fiskj")
+        cli_run.register(parser.add_subparsers())
+        args = parser.parse_args(["run", "-q", "--base-url", server.url, "--model", "m1", "go"])
+        raw = io.BytesIO()
+        out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+        assert cli_run.run_command(args, out, io.StringIO(), io.StringIO()) == 0
+    assert raw.getvalue() == b"half \\ud800 a pair\n"
+
+
+def reply_text(value):
+    from fake_anthropic import reply
+
+    return reply([text(value)])
 
 
 # --- real processes, real signals ------------------------------------------------------------

@@ -189,3 +189,64 @@ def test_the_fiskj_command_runs_session_verify_without_a_traceback(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr + proc.stdout
     assert proc.stdout.startswith(f"FAIL  {bad}: CorruptJournal, line 1, byte offset 0")
+
+
+# --- issue 15 -------------------------------------------------------------------------------------
+
+
+def snapshot(directory):
+    """Mode and mtime of ``directory`` and of each entry in it, and each entry's bytes."""
+    st = os.stat(directory)
+    entries = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        est = os.lstat(path)
+        with open(path, "rb") as fh:
+            entries[name] = (est.st_mode, est.st_mtime_ns, fh.read())
+    return st.st_mode, st.st_mtime_ns, entries
+
+
+def test_a_read_changes_nothing_not_even_the_mode_of_a_group_readable_store_directory(store, capsys):
+    # Issue 15 item 4: session show, verify and ls used to tighten a 0750 store directory to 0700.
+    os.chmod(store.directory, 0o750)
+    os.chmod(os.path.join(store.directory, "r1.json"), 0o640)
+    before = snapshot(store.directory)
+    path = os.path.join(store.directory, "r1.json")
+    for argv in (["show", "r1"], ["show", "r1", "--json"], ["show", path], ["verify", "r1"], ["verify", "--json", "r1"],
+                 ["ls"], ["ls", "--json"]):
+        status, out, err = cli(capsys, *argv, "--store", store.directory)
+        assert status == 0 and err == "", (argv, err)
+        assert snapshot(store.directory) == before, argv
+    assert oct(before[0] & 0o777) == "0o750"
+
+
+def surrogate_store(store):
+    with store.create("s1", M(run_id="s1")) as j:
+        j.append(A("a"))
+        j.append(R("a", content=[{"type": "text", "text": "half \ud800 a pair"}]))
+        j.append(T("suspended"))
+    path = os.path.join(store.directory, "s1.json")
+    with open(path, "rb") as fh:
+        assert b'"half \\ud800 a pair"' in fh.read()  # fiskj's writer stores the JSON escape
+    return path
+
+
+def test_show_prints_a_lone_surrogate_from_the_journal_as_its_escape_with_and_without_json(store, capsys):
+    # Issue 15 item 3: writing it to a UTF-8 stdout raised UnicodeEncodeError (a traceback).
+    path = surrogate_store(store)
+    status, out, err = cli(capsys, "show", path, "--json")
+    assert (status, err) == (0, "") and '"half \\ud800 a pair"' in out
+    shown = json.loads(out)  # still JSON, and it reads back to the journal's string
+    assert shown["messages"][-1]["content"][0]["content"] == [{"type": "text", "text": "half \ud800 a pair"}]
+    status, out, err = cli(capsys, "show", "s1", "--store", store.directory)
+    assert (status, err) == (0, "") and "half \\ud800 a pair" in out
+    status, out, err = cli(capsys, "ls", "--json", "--store", store.directory)
+    assert (status, err) == (0, "") and json.loads(out)[1]["status"] == "suspended"
+
+
+def test_the_fiskj_command_shows_a_lone_surrogate_without_a_traceback(store):
+    path = surrogate_store(store)
+    proc = subprocess.run([sys.executable, "-m", "fiskj", "session", "show", path, "--json"],
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 0 and proc.stderr == b""
+    assert json.loads(proc.stdout)["status"] == "suspended" and b"half \\ud800 a pair" in proc.stdout

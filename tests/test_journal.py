@@ -216,3 +216,28 @@ def test_appended_bytes_are_exactly_the_encoded_records(store):
             j.append(r)
     with open(j.path, "rb") as f:
         assert f.read() == journal_bytes(M(), *records)
+
+
+def test_running_out_of_memory_after_a_write_poisons_the_journal_so_no_seq_is_written_twice(store, monkeypatch):
+    # Issue 15 item 1: a MemoryError between the write and the state update used to leave the writer
+    # one seq behind the file, so its next append would have written a second seq 3.
+    import fiskj.fold
+
+    j = store.create("r1", M())
+    j.append(A("a"))
+    real = fiskj.fold.Folder.add
+
+    def add(self, record):
+        if record.seq == 3:
+            raise MemoryError()
+        return real(self, record)
+
+    monkeypatch.setattr(fiskj.fold.Folder, "add", add)
+    with pytest.raises(MemoryError):
+        j.append(R("a"))
+    monkeypatch.setattr(fiskj.fold.Folder, "add", real)
+    with pytest.raises(JournalPoisoned, match="could not be updated"):
+        j.append(T("error"))
+    j.close()
+    state = read_state(store.directory + "/r1.json")
+    assert state.last_seq == 3 and state.counters.tool_calls == 1  # the written record stays, once

@@ -18,6 +18,7 @@ from fake_anthropic import reply, text, tool_use, turns
 from fiskj.errors import FingerprintMismatch, ModelError, ResumeRefused, RunLocked
 from fiskj.loop import (MemoryJournal, RunConfig, SuspendFlag, handle_signals, make_meta, resume_run, rfc3339_now,
                         start_run)
+from fiskj.model import RetryPolicy
 from fiskj.reader import read_records, read_state
 from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, UserRecord, tool_result_text
 from fiskj.scripted import ScriptedModel
@@ -490,3 +491,189 @@ def test_a_run_without_a_store_lives_in_memory(fx):
     result = start_run("hi", config=CONFIG, model=Recorder(turns([effect("a")])), tools=fx.registry())
     assert result.reason == "completed" and result.state.records == 5
     assert isinstance(MemoryJournal(make_meta("m", "p", CONFIG.fingerprint(fx.registry()))).state.messages, list)
+
+
+# --- issue 15: the reference engine survives -------------------------------------------------------
+
+
+class Sleeps(list):
+    """A RetryPolicy's sleep that records the waits instead of sleeping."""
+
+    def __call__(self, seconds):
+        self.append(seconds)
+
+
+def no_wait(max_retries=2):
+    sleeps = Sleeps()
+    return RetryPolicy(max_retries=max_retries, sleep=sleeps, random=lambda: 0.0), sleeps
+
+
+def overloaded():
+    return ModelError("model server answered HTTP 529: overloaded", status=529, retryable=True)
+
+
+def test_a_transient_model_failure_is_retried_and_journals_nothing(store, fx):
+    # Issue 15 item 1: one 529 used to end the run with error.
+    answers = turns([effect("a")])
+    calls = {"n": 0}
+
+    def flaky(request):
+        calls["n"] += 1
+        return overloaded() if calls["n"] in (1, 3) else answers(request)
+
+    retry, sleeps = no_wait()
+    result, model = run(store, fx, flaky, retry=retry)
+    assert result.reason == "completed" and len(model.requests) == 4 and sleeps == [0.25, 0.25] * 2
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "A", "T(completed)"]  # no record of the failed calls
+    assert model.requests[0] == model.requests[1] and model.requests[2] == model.requests[3]
+
+
+def test_a_model_that_still_fails_after_its_retries_ends_the_leg_with_error_and_a_resume_continues_it(store, fx):
+    answers = turns([effect("a")], [effect("b")])
+    calls = {"n": 0}
+
+    def down_after_one(request):
+        calls["n"] += 1
+        return answers(request) if calls["n"] == 1 else overloaded()
+
+    retry, sleeps = no_wait()
+    result, model = run(store, fx, down_after_one, retry=retry)
+    assert (result.reason, result.exit_code) == ("error", 1) and len(model.requests) == 4
+    assert "gave up after 2 retries" in result.message and sum(sleeps) == 0.5 + 1.0
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "T(error)"] and result.state.status == "error"
+    result, model = resume(store, fx, answers)  # the server answers again: the run goes on where it stopped
+    assert result.reason == "completed" and fx.counts() == {"a": 1, "b": 1}
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "T(error)", "A", "R(b)", "A", "T(completed)"]
+
+
+def test_a_reply_without_a_final_stop_reason_is_not_journaled_as_a_turn(store, fx):
+    # Issue 15 item 5: it used to be journaled (and, holding no tool call, taken for the answer).
+    cut = reply([text("the answer is 4")])
+    cut["stop_reason"] = None
+    retry, sleeps = no_wait(max_retries=1)
+    result, model = run(store, fx, lambda request: copy.deepcopy(cut), retry=retry)
+    assert result.reason == "error" and "no final stop_reason" in result.message and len(model.requests) == 2
+    assert kinds(store, "r1") == ["M", "T(error)"] and result.answer is None
+    result, _ = resume(store, fx, turns())
+    assert result.reason == "completed" and kinds(store, "r1") == ["M", "T(error)", "A", "T(completed)"]
+
+
+def test_a_suspend_requested_while_waiting_to_retry_suspends_the_run(store, fx):
+    sleeps = Sleeps()
+    flag = fx.flag
+    retry = RetryPolicy(sleep=lambda s: (sleeps(s), flag.request()), random=lambda: 0.0)
+    result, model = run(store, fx, lambda request: overloaded(), retry=retry)
+    assert (result.reason, result.exit_code) == ("suspended", 3) and len(model.requests) == 1 and len(sleeps) == 1
+    assert kinds(store, "r1") == ["M", "T(suspended)"]
+
+
+def test_running_out_of_memory_mid_run_ends_the_leg_with_error_and_a_resume_continues_it(store, fx):
+    answers = turns([effect("a")], [effect("b")])
+
+    def exhausted(request):
+        if len(request["messages"]) == 3:
+            raise MemoryError()
+        return answers(request)
+
+    model = Recorder(exhausted)
+    with pytest.raises(MemoryError):
+        start_run("do it", config=CONFIG, model=model, tools=fx.registry(), store=store, run_id="r1")
+    records = read_records(os.path.join(store.directory, "r1.json"))[0]
+    assert kinds(store, "r1") == ["M", "A", "R(a)", "T(error)"]
+    assert records[-1].message == "out of memory (MemoryError)"
+    result, _ = resume(store, fx, answers)
+    assert result.reason == "completed" and fx.counts() == {"a": 1, "b": 1}
+
+
+def test_running_out_of_memory_while_folding_on_resume_changes_nothing_and_a_later_resume_continues(
+        store, fx, monkeypatch):
+    import fiskj.fold
+
+    run(store, fx, turns([tool_use("s", "flag_suspend")]))
+    assert kinds(store, "r1") == ["M", "A", "R(s)", "T(suspended)"]
+    before = journal_bytes(store, "r1")
+    real = fiskj.fold.Folder.add
+    state = {"n": 0}
+
+    def add(self, record):
+        state["n"] += 1
+        if state["n"] == 3:
+            raise MemoryError()
+        return real(self, record)
+
+    monkeypatch.setattr(fiskj.fold.Folder, "add", add)
+    with pytest.raises(MemoryError):
+        resume(store, fx, turns([tool_use("s", "flag_suspend")]))
+    assert state["n"] == 3 and journal_bytes(store, "r1") == before  # nothing written, and the lock was let go:
+    monkeypatch.setattr(fiskj.fold.Folder, "add", real)
+    result, _ = resume(store, fx, turns([tool_use("s", "flag_suspend")]))
+    assert result.reason == "completed" and kinds(store, "r1")[-2:] == ["A", "T(completed)"]
+
+
+def test_a_tool_output_over_the_record_limit_becomes_a_truncated_error_result_and_the_run_goes_on(store, fx):
+    # Issue 15 item 6: the append used to raise RecordTooLarge, ending the run (and every resume) for good.
+    from fiskj.encode import MAX_RECORD_BYTES, TOOL_OUTPUT_KEEP_BYTES
+
+    huge = "é" * (MAX_RECORD_BYTES // 2) + "x"  # 2 bytes a character: 16 MiB + 1 byte of UTF-8
+    tools = ToolRegistry([Tool("dump", "a lot of output", {"type": "object"}, lambda i, c: ToolOutcome(huge))])
+    model = Recorder(turns([tool_use("d", "dump")]))
+    result = start_run("go", config=CONFIG, model=model, tools=tools, store=store, run_id="r1")
+    assert result.reason == "completed"
+    records, _ = read_records(os.path.join(store.directory, "r1.json"))
+    block = records[2].result
+    kept = tool_result_text(block)
+    assert block["is_error"] is True and kept.startswith("é" * 1000)
+    assert len(kept.split("\n[fiskj:")[0].encode()) == TOOL_OUTPUT_KEEP_BYTES  # a character boundary
+    assert f"{len(huge.encode()) - TOOL_OUTPUT_KEEP_BYTES} of {len(huge.encode())} bytes dropped" in kept
+    assert model.requests[1]["messages"][-1]["content"] == [block]  # the model sees what the journal holds
+
+
+def thinking_turn(sig, *blocks, stop=None):
+    return reply([{"type": "thinking", "thinking": f"thoughts {sig}", "signature": sig}, *blocks], stop=stop)
+
+
+def test_a_forced_resume_with_another_model_sends_no_thinking_block_of_the_earlier_model_and_rewrites_nothing(
+        store, fx):
+    # Issue 15 item 7 (docs/spec.md section 12, rule 8): signatures are bound to the model that made them.
+    leg1 = [thinking_turn("sig-A", stop="pause_turn"), thinking_turn("sig-A2", tool_use("s", "flag_suspend"))]
+    config = RunConfig(model="model-a", max_tokens=10_000, max_iterations=10, thinking="enabled:2048")
+    result, _ = run(store, fx, lambda request: leg1.pop(0), config=config)
+    assert result.reason == "suspended"
+    before = journal_bytes(store, "r1")
+    other = RunConfig(model="model-b", max_tokens=10_000, max_iterations=10, thinking="enabled:2048")
+    leg2 = [thinking_turn("sig-B", effect("b")), reply([text("done")])]
+    result, model = resume(store, fx, lambda request: leg2.pop(0), config=other, force=True)
+    assert result.reason == "completed"
+    assert journal_bytes(store, "r1").startswith(before)  # earlier records byte for byte, sig-A included
+    assert b'"signature":"sig-A"' in before
+    first, second = model.requests
+    sent = json.dumps(first["messages"])
+    assert "sig-A" not in sent and "thoughts" not in sent
+    assert first["messages"][1]["content"] == [text("(reasoning of an earlier model omitted)")]  # was thinking only
+    assert first["messages"][2]["content"] == [tool_use("s", "flag_suspend")]
+    assert "thinking" not in first  # it continues a tool loop whose last turn has no thinking block left
+    assert first["max_tokens"] == CONFIG.call_max_tokens
+    assert second["messages"][4]["content"][0]["signature"] == "sig-B"  # this leg's own turn, kept
+    assert second["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+def test_a_forced_resume_with_the_same_model_sends_the_journaled_thinking_blocks_verbatim(store, fx):
+    config = RunConfig(model="model-a", max_tokens=10_000, max_iterations=10, thinking="enabled:2048")
+    leg1 = [thinking_turn("sig-A", tool_use("s", "flag_suspend"))]
+    assert run(store, fx, lambda request: leg1.pop(0), config=config)[0].reason == "suspended"
+    larger = RunConfig(model="model-a", max_tokens=20_000, max_iterations=10, thinking="enabled:4096")
+    result, model = resume(store, fx, lambda request: reply([text("done")]), config=larger, force=True)
+    assert result.reason == "completed"
+    sent = model.requests[0]
+    assert sent["messages"][1]["content"][0] == {"signature": "sig-A", "thinking": "thoughts sig-A",
+                                                 "type": "thinking"}
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 4096}  # the turn starts with thinking
+
+
+def test_a_forced_switch_to_thinking_in_the_middle_of_a_tool_loop_continues_the_loop_without_thinking(store, fx):
+    leg1 = turns([tool_use("s", "flag_suspend")])
+    assert run(store, fx, leg1)[0].reason == "suspended"
+    thinking = RunConfig(model="fake-1", system="be brief", max_tokens=10_000, max_iterations=10,
+                         thinking="enabled:2048")
+    result, model = resume(store, fx, lambda request: reply([text("done")]), config=thinking, force=True)
+    assert result.reason == "completed" and "thinking" not in model.requests[0]  # one configuration per loop

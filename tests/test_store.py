@@ -66,10 +66,19 @@ def test_defect_4_every_new_directory_is_made_durable_by_fsyncing_its_parent(tmp
     assert f"{tmp_path}/a/b fsync_dir" in ops  # the journal's own entry (F09)
 
 
-def test_an_existing_store_directory_readable_by_others_is_tightened_to_0700(store):
+def test_a_reader_leaves_a_store_directory_readable_by_others_as_it_is_and_a_writer_tightens_it_to_0700(store):
+    # Issue 15 item 4: list and load used to chmod the directory to 0700; a read changes nothing.
     os.makedirs(store.directory)
     os.chmod(store.directory, 0o755)
     assert store.list() == []
+    assert mode(store.directory) == 0o755
+    store.create("r1", M()).close()
+    os.chmod(store.directory, 0o750)
+    before = os.stat(store.directory)
+    assert store.load("r1").status == "open" and [i.id for i in store.list()] == ["r1"]
+    after = os.stat(store.directory)
+    assert (mode(store.directory), after.st_mtime_ns) == (0o750, before.st_mtime_ns)
+    store.open("r1").close()  # a writer
     assert mode(store.directory) == 0o700
 
 
