@@ -7,9 +7,10 @@ calls, tokens) and final answer equal those of the same run done in one go.
 How it is judged.  The final state is the fold of the last leg's journal
 (:func:`fiskj.reader.read_state` on the bytes, ``to_json()``), or
 ``history.final_state`` when no leg left a journal.  Its ``messages``,
-``counters`` and final answer (text of the last assistant message) are
-compared with ``history.reference.state``'s.  Only a deterministic server
-makes this a fair test: when ``history.options["vary_on_repeat"]`` is set
+``counters``, final answer (text of the last assistant message), ``status``,
+last terminal reason and ``next_iteration`` are compared with
+``history.reference.state``'s.  Only a deterministic server makes this a
+fair test: when ``history.options["vary_on_repeat"]`` is set
 and some model call was repeated, the verdict is unknown.  No reference is
 unknown too.  A final journal that cannot be read is invalid, unless the
 damage is a tail fault's (then unknown).  Evidence: a compact diff, at most
@@ -99,8 +100,12 @@ def diff(got: Any, want: Any, path: str = "", out: list[dict[str, Any]] | None =
 
 
 def _view(state: dict[str, Any]) -> dict[str, Any]:
+    """What of a folded state must equal the reference's: the conversation, counters and final answer, and
+    how the run stands at the end (its status, its last terminal record's reason, its next iteration)."""
     messages = state.get("messages") or []
-    return {"messages": messages, "counters": state.get("counters"), "final_answer": final_answer(messages)}
+    return {"messages": messages, "counters": state.get("counters"), "final_answer": final_answer(messages),
+            "status": state.get("status"), "terminal": (state.get("terminal") or {}).get("reason"),
+            "next_iteration": state.get("next_iteration")}
 
 
 def _effects_missing(final: dict[str, Any], history: History) -> list[str]:

@@ -65,6 +65,11 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fsync-error-retried", "io-errors", 6, ("I4",)),
     # the engine's own reading of its journal: the subject's status command as an oracle (I10)
     Target("status-stays-suspended", "chain-crash-after-suspend", 12, ("I10",)),
+    # how a resumed run ends: status, terminal record and iteration count against the reference (I6),
+    # and no model call once the journal holds the final answer (I3)
+    Target("resume-skips-completed", "kill-every-event", 40, ("I6",)),
+    Target("pending-turn-not-counted", "kill-every-event", 40, ("I6",)),
+    Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
 )}
 
 

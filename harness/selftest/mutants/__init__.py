@@ -48,6 +48,9 @@ there too.
 | ``blocking-lock`` | ``flock`` without ``LOCK_NB``: a second writer waits instead of being refused | race ``two-writers`` |
 | ``torn-tail-is-corrupt`` | ``load``/``list`` raise on a partial last line | race ``readers-during-appends`` |
 | ``reader-locks`` | ``load`` takes the run lock: reading a run that is being written fails | race ``readers-during-appends`` |
+| ``resume-skips-completed`` | a resumed leg that completes does not journal ``completed`` | kill (I6) |
+| ``pending-turn-not-counted`` | a resume numbers iterations without the pending turn | kill (I6) |
+| ``recall-after-final-answer`` | a resume asks the model again for a journaled final answer | kill (I3, I6) |
 | ``status-stays-suspended`` | a resumed run keeps reading ``suspended`` after later records (defect 5) | chain, the subject's reading (I10) |
 
 Defects 1 to 4 are fisk-ai's (docs/spec.md section 16).  Which scenario
