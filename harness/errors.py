@@ -5,7 +5,8 @@ it carries ``path``/``line`` and survives pickling); :class:`ScenarioError`
 is a scenario file that cannot be used (also a ``ValueError``);
 :class:`ProfileError` is a subject profile that cannot be used (also a
 ``ValueError``); :class:`SetupError` is a trial that cannot run (the subject does not start,
-its uninterrupted run fails; also a ``RuntimeError``).  A misbehaving agent
+its uninterrupted run fails; also a ``RuntimeError``); :class:`ResultsError` is a
+results folder or a stored history that cannot be read (also a ``ValueError``).  A misbehaving agent
 is never an error: it is recorded in the history and judged.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from fiskj.errors import FiskjError
 
-__all__ = ["HarnessError", "ScenarioError", "ProfileError", "SetupError"]
+__all__ = ["HarnessError", "ScenarioError", "ProfileError", "SetupError", "ResultsError"]
 
 
 class HarnessError(FiskjError):
@@ -54,3 +55,21 @@ class ProfileError(ScenarioError):
 
 class SetupError(HarnessError, RuntimeError):
     """The harness cannot run a trial (the subject does not start, the reference run fails, ...)."""
+
+
+class ResultsError(HarnessError, ValueError):
+    """A results folder, a trial folder or a stored history cannot be used (``fiskj-harness check``, replay of
+    a stored report; docs/results.md).
+
+    Attributes: ``path`` (str, the file or folder), ``line`` (int 1-based or ``None``: where a JSON file
+    stops parsing), ``field`` (the JSON field, dotted with indices such as ``"legs[1].fault.kind"``, or
+    ``None``).  ``str(error)`` reads ``FILE:LINE: field 'F': message``.
+    """
+
+    def __str__(self) -> str:
+        where = str(self.path) if self.path is not None else "<results>"
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.field is not None:
+            return f"{where}: field {self.field!r}: {self.message}"
+        return f"{where}: {self.message}"

@@ -5,6 +5,8 @@
   ``pytestmark = pytest.mark.usefixtures("plain_seam")``.
 * ``store``: an empty :class:`fiskj.store.FileStore` in ``tmp_path / "runs"``
   (a module may override it with a store of its own).
+* ``results_out_of_the_repo`` (automatic): ``fiskj-harness run``'s results folders go to a
+  temporary folder, not the repository.
 * ``server``: one fake model server (:class:`harness.workload.server.ModelServer`)
   per test module, for the family tests that run a real agent.
 """
@@ -35,3 +37,18 @@ def server():
 
     with ModelServer() as srv:
         yield srv
+
+
+@pytest.fixture(autouse=True, scope="session")
+def results_out_of_the_repo(tmp_path_factory):
+    """``fiskj-harness run`` writes a results folder by default (``./fiskj-results``, docs/results.md): in the
+    tests it goes to a temporary folder ($FISKJ_HARNESS_RESULTS), never into the repository."""
+    import os
+
+    old = os.environ.get("FISKJ_HARNESS_RESULTS")
+    os.environ["FISKJ_HARNESS_RESULTS"] = str(tmp_path_factory.mktemp("fiskj-results"))
+    yield
+    if old is None:
+        os.environ.pop("FISKJ_HARNESS_RESULTS", None)
+    else:
+        os.environ["FISKJ_HARNESS_RESULTS"] = old

@@ -87,9 +87,16 @@ def files(tmp_path):
 def test_a_tiny_campaign_runs_end_to_end_and_exits_0(files, capsys):
     report_path, junit = files / "report.json", files / "junit.xml"
     code = main(["run", str(files / "tiny-noop.toml"), str(files / "tiny-suspend.toml"), "--jobs", "2",
-                 "--report-json", str(report_path), "--junit", str(junit)])
+                 "--report-json", str(report_path), "--junit", str(junit), "--results", str(files / "res")])
     out = capsys.readouterr().out
     assert code == 0, out
+    # the results folder: reports, and no trial folder (none failed; --keep failures)
+    (folder,) = (files / "res" / "campaign").glob("2*Z")
+    assert (files / "res" / "campaign" / "latest").resolve() == folder.resolve()
+    assert {p.name for p in folder.iterdir()} == {"report.json", "junit.xml", "summary.md", "summary.txt",
+                                                  "command.txt"}
+    assert f"results: {folder}" in out
+    assert "fiskj-harness run" in (folder / "command.txt").read_text()
     report = json.loads(report_path.read_text())
     assert {"trials", "faults", "invariants", "violations"} <= set(report)
     assert report["trials"] == 5 and report["violations"] == [] and report["verdict"] == "valid"
@@ -104,8 +111,9 @@ def test_a_tiny_campaign_runs_end_to_end_and_exits_0(files, capsys):
 def test_an_explicit_schedule_runs_one_trial_and_replay_reruns_it(files, capsys):
     report_path = files / "report.json"
     code = main(["run", str(files / "tiny-kill.toml"), "--schedule", '[{"kind": "kill", "event": 14}]',
-                 "--report-json", str(report_path), "-q"])
+                 "--report-json", str(report_path), "-q", "--keep", "none", "--results", str(files / "res")])
     assert code == 0
+    assert not (files / "res").exists()                                  # --keep none: no results folder at all
     report = json.loads(report_path.read_text())
     assert report["trials"] == 1 and report["faults"]["kill"] == 1
     assert report["runs"][0]["schedule"] == [{"kind": "kill", "event": 14, "when": "after"}]
@@ -117,13 +125,26 @@ def test_an_explicit_schedule_runs_one_trial_and_replay_reruns_it(files, capsys)
     assert [leg["exit_signal"] for leg in history["legs"]] == ["SIGKILL", None]
 
 
-def test_a_violation_exits_1_with_the_evidence_and_a_reproducer(files, capsys):
-    report_path = files / "report.json"
+def test_a_violation_exits_1_with_the_evidence_and_a_reproducer_in_a_results_folder_and_a_portable_report(
+        files, capsys, tmp_path_factory):
+    project = files / "project"          # a scenario and the report next to it: moved together below
+    project.mkdir()
+    (files / "tiny-kill.toml").rename(project / "tiny-kill.toml")
+    report_path = project / "report.json"
     subject = f"{sys.executable} {files / 'broken.py'}"
-    code = main(["run", str(files / "tiny-kill.toml"), "--subject", subject, "--schedule",
-                 '[{"kind": "kill", "event": 20}]', "--report-json", str(report_path)])
+    code = main(["run", str(project / "tiny-kill.toml"), "--subject", subject, "--schedule",
+                 '[{"kind": "kill", "event": 20}]', "--report-json", str(report_path), "--results", str(files / "res")])
     out = capsys.readouterr().out
     assert code == 1, out
+    # the results folder holds the failing trial's evidence, and check judges it again without running it
+    (trial,) = (files / "res" / "tiny-kill" / "latest" / "trials").iterdir()
+    assert {p.name for p in trial.iterdir()} >= {"trial.json", "history.json", "effects.jsonl", "model_calls.jsonl",
+                                                 "legs"}
+    assert sorted(p.name for p in (trial / "legs").iterdir()) == ["0-start", "1-resume"]
+    assert (trial / "legs" / "0-start" / "journal.jsonl").stat().st_size > 0
+    assert main(["check", str(files / "res" / "tiny-kill")]) == 1
+    checked = capsys.readouterr().out
+    assert "trial 0 tiny-kill" in checked and "group(s) by cause" in checked
     report = json.loads(report_path.read_text())
     assert report["verdict"] == "invalid"
     # The lost record is re-created identically by the deterministic model, so the
@@ -134,6 +155,10 @@ def test_a_violation_exits_1_with_the_evidence_and_a_reproducer(files, capsys):
     assert v["evidence"] and v["reproduce"] == f"fiskj-harness replay {report_path} --trial 0"
     assert "--schedule" in v["reproduce_run"] and "broken.py" in v["reproduce_run"]
     assert "reproduce:" in out
+    # the report replays after it moved (the scenario is found relative to it, not where it ran)
+    moved = tmp_path_factory.mktemp("elsewhere") / "project"
+    project.rename(moved)
+    assert main(["replay", str(moved / "report.json"), "--trial", "0", "-q"]) == 1
 
 
 def test_usage_and_setup_errors_exit_2(files, capsys):
@@ -145,6 +170,9 @@ def test_usage_and_setup_errors_exit_2(files, capsys):
     assert main(["run", "no-such-scenario"]) == 2
     assert main(["run", str(files / "tiny-noop.toml"), "--schedule", "[{"]) == 2
     assert main(["run", str(files / "tiny-noop.toml"), "--trials", "0"]) == 2
+    capsys.readouterr()
+    assert main(["run", str(files / "tiny-noop.toml"), "--results", str(files / "broken.py")]) == 2   # before a trial
+    assert "ResultsError" in capsys.readouterr().err
     failing = f"{sys.executable} -c 'import sys; sys.exit(1)'"
     assert main(["run", str(files / "tiny-noop.toml"), "--subject", failing, "-q"]) == 2
     assert "the subject did not run scenario" in capsys.readouterr().err
@@ -244,3 +272,15 @@ def test_a_failing_trial_is_shrunk_to_a_minimal_schedule(monkeypatch):
     assert len(result.trials) == 21  # 20 drawn + the minimal one
     drawn = [f["after_ms"] for t in result.trials[:20] for f in t.schedule]
     assert sum(a < 5.5 for a in drawn) < len(drawn) / 2, drawn  # not bunched in the first 5% of the span
+
+
+def test_a_shrink_of_a_single_fault_is_reported_as_already_minimal_not_as_shrunk():
+    from harness.cli.main import _shrink_lines
+
+    one = {"scenario": "s", "from_trial": 2, "trial": 9, "schedule": [{"kind": "kill", "after_ms": 1.0}],
+           "from_schedule": [{"kind": "kill", "after_ms": 7.0}], "reproduce": "fiskj-harness run s"}
+    two = dict(one, from_trial=3, trial=10, from_schedule=[{"kind": "kill"}, {"kind": "kill"}])
+    text = _shrink_lines({"campaign": {"shrinks": [one, two]}})
+    first, _, second, _ = text.splitlines()
+    assert first.startswith("already minimal: trial 2 (s) has a single fault") and "shrunk" not in first
+    assert second.startswith("shrunk: trial 3 -> trial 10 (s; 2 fault(s) -> 1")

@@ -90,7 +90,7 @@ def test_a_timed_violation_is_saved_from_its_shrunk_schedule(tmp_path, monkeypat
     out = tmp_path / "regressions"
     status = main(["run", str(src), "-q", "--subject",
                    f"FISKJ_MUTANT=suspend-mid-batch {sys.executable} -m harness.selftest.subject",
-                   "--shrink-budget", "8", "--save-regression", str(out), "--report-json", str(tmp_path / "r.json")])
+                   "--shrink-budget", "8", "--save-regression", str(out), "--report-json", str(tmp_path / "r.json"), "--keep", "none"])
     assert status == 1
     (path,) = sorted(out.glob("regression-save-suspends-i1-*.toml"))
     s = load_scenario(path)

@@ -80,17 +80,20 @@ def test_the_summary_is_a_fixed_width_table_with_faults_invariants_and_reproduce
     assert "reproduce: fiskj-harness replay rep.json --trial 1" in text
 
 
-def test_junit_has_one_testcase_per_scenario_and_invariant_with_failures_carrying_evidence(tmp_path):
-    report = build_report([_trial(), _trial(scenario="suspend", broken=True)])
+def test_junit_has_a_testcase_per_scenario_invariant_that_held_and_one_failure_per_group_with_its_evidence(tmp_path):
+    report = build_report([_trial(), _trial(scenario="suspend", broken=True), _trial(scenario="suspend", seed=2,
+                                                                                       broken=True)])
     path = tmp_path / "junit.xml"
     write_junit(report, str(path))
     suite = ET.parse(path).getroot().find("testsuite")
     cases = suite.findall("testcase")
-    assert len(cases) == 20 and suite.get("tests") == "20"
     failed = [c for c in cases if c.find("failure") is not None]
+    assert {c.get("name") for c in failed} == {g["title"] for g in report["groups"]} == \
+        {"I1 tool_rerun [kill+suspend]", "I2 unattributed_rerun [kill+suspend]"}    # 2 groups of 2 trials each
     assert {c.get("classname") for c in failed} == {"fiskj-harness.suspend"}
-    assert int(suite.get("failures")) == len(failed) >= 2
+    assert int(suite.get("failures")) == 2 and suite.get("tests") == str(len(cases)) == "20"   # 10 + 8 held + 2
     i1 = next(c for c in failed if c.get("name").startswith("I1 "))
+    assert "2 trial(s) invalid in suspend" in i1.find("failure").get("message")
     assert "tool_rerun" in i1.find("failure").text and "fiskj-harness replay" in i1.find("failure").text
 
 
@@ -172,9 +175,13 @@ def test_one_function_writes_every_reproducer_and_one_every_replay_command():
     from harness.selftest.mutants import subject_for
     from harness.subject.contract import default_subject, parse_subject
 
-    scenario = SimpleNamespace(path="scenarios/kill-random.toml", name="kill-random")
+    from harness.scenario.parse import bundled_scenario_dir
+
+    scenario = SimpleNamespace(path=str(bundled_scenario_dir() / "kill-random.toml"), name="kill-random")
     signals = reproduce_command(scenario, 7, [{"kind": "kill", "event": 3}], default_subject())
-    assert signals == """fiskj-harness run scenarios/kill-random.toml --seed 7 --schedule '[{"kind":"kill","event":3}]'"""
+    assert signals == """fiskj-harness run kill-random --seed 7 --schedule '[{"kind":"kill","event":3}]'"""
+    mine = SimpleNamespace(path="/elsewhere/kill-random.toml", name="kill-random")   # not bundled: its file
+    assert reproduce_command(mine, 7, [], default_subject()).startswith("fiskj-harness run /elsewhere/kill-random.toml ")
     whole = reproduce_command(SimpleNamespace(path=None, name="tails-basic"), 1, None, subject_for("no-fsync"))
     argv = shlex.split(whole)
     assert argv[:5] == ["fiskj-harness", "run", "tails-basic", "--seed", "1"] and argv[5] == "--subject"

@@ -180,7 +180,7 @@ class Campaign:
                              elapsed_s=time.monotonic() - t,
                              reproduce=reproduce_command(scenario, planned.seed, schedule, runner.subject),
                              invariants=invariants, faults=ran.faults, family=run.family.name)
-        if not (result.failed or self.keep_histories):
+        if not (result.failed or result.unknown or self.keep_histories):  # results folder: keep undecided ones too
             result.history = None
         return result
 

@@ -6,6 +6,8 @@ failure message, the mutant self-test's table)::
 
     fiskj-harness run SCENARIO --seed S [--schedule JSON] [--subject CMD]
 
+``SCENARIO`` is a bundled scenario's name (``kill-random``), else its file.
+
 ``--schedule`` is the trial's own schedule when the family replays one
 (signals, race); without it the scenario's whole family re-runs with the
 seed (power loss, tail: their trials are a function of it).  ``--subject``
@@ -25,19 +27,32 @@ if TYPE_CHECKING:
     from harness.scenario.parse import Scenario
     from harness.subject.contract import Subject
 
-__all__ = ["reproduce_command", "replay_command"]
+__all__ = ["reproduce_command", "replay_command", "scenario_argument"]
 
 
 def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, Any]] | None,
                       subject: Subject | None) -> str:
-    """The shell command that re-runs a trial: ``fiskj-harness run FILE --seed S [--schedule JSON]
-    [--subject CMD]`` (``scenario``: its file, else its name; ``schedule`` ``None``: the whole scenario)."""
-    argv = ["fiskj-harness", "run", scenario.path or scenario.name, "--seed", str(seed)]
+    """The shell command that re-runs a trial: ``fiskj-harness run SCENARIO --seed S [--schedule JSON]
+    [--subject CMD]`` (``SCENARIO``: :func:`scenario_argument`, a bundled one by name, another by its
+    file; ``schedule`` ``None``: the whole scenario)."""
+    argv = ["fiskj-harness", "run", scenario_argument(scenario), "--seed", str(seed)]
     if schedule is not None:
         argv += ["--schedule", json.dumps(schedule, separators=(",", ":"))]
     if subject is not None and (not subject.is_reference or subject.extra_env):
         argv += ["--subject", subject.command_line()]
     return shlex.join(argv)
+
+
+def scenario_argument(scenario: Scenario) -> str:
+    """How a command line names ``scenario``: a bundled scenario by its name (``kill-random``,
+    ``regressions/NAME``: found wherever the harness is installed), another by its file, one with no
+    file by its name."""
+    from harness.report.portable import scenario_ref
+
+    ref = scenario_ref(scenario.path, None)
+    if ref is not None and "bundled" in ref:
+        return ref["bundled"]
+    return scenario.path or scenario.name
 
 
 def replay_command(report_path: str, trial: int) -> str:

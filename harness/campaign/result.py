@@ -23,8 +23,8 @@ class TrialResult:
     ``origin``: ``exhaustive``, ``hypothesis``, ``noop``, ``shrink``,
     ``explicit``, ``replay``, ``crash-state``, ...; ``verdicts``: the
     checkers' answers (:class:`harness.checkers.verdict.Verdict`);
-    ``history``: kept for failing trials (and all trials with
-    ``keep_histories``), else ``None``; ``shrunk_from``: for a shrink
+    ``history``: kept for failing trials, invalid or unknown (and all
+    trials with ``keep_histories``), else ``None``; ``shrunk_from``: for a shrink
     result, the index of the trial it shrank; ``elapsed_s``: wall time;
     ``family``: the fault family that ran it.
     """

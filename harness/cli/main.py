@@ -1,15 +1,27 @@
 """The ``fiskj-harness`` command: campaigns, replay, the CI gate, shard merging and the mutant self-test.
 
 ``fiskj-harness run [SCENARIO...] [--trials N] [--seed S] [--jobs J] [--subject CMD]
-[--report-json FILE] [--junit FILE] [--schedule JSON] [--shard I/N] [--save-regression DIR]``:
+[--report-json FILE] [--junit FILE] [--schedule JSON] [--shard I/N] [--save-regression DIR]
+[--results DIR] [--keep failures|all|none]``:
 run a campaign (default: every bundled ``scenarios/*.toml``), print a
-progress line on a terminal and a summary table at the end.
+progress line on a terminal and a summary table at the end (violations
+grouped by cause, :mod:`harness.report.groups`).
 ``--shard I/N`` runs shard I (0-based) of N of the campaign's trials;
 ``--save-regression DIR`` writes one scenario file per violation from its
-shrunk schedule (:mod:`harness.campaign.regressions`).
+shrunk schedule (:mod:`harness.campaign.regressions`).  Every campaign
+writes a results folder (``fiskj-results/NAME/TIME/``, :mod:`harness.report.results_dir`,
+docs/results.md): its reports and, per failing trial (every trial with
+``--keep all``), the trial's history, journals, traces, output, effects and
+model calls; ``--keep none`` writes none, ``--results DIR`` chooses the root.
+
+``fiskj-harness check DIR``: judge the histories stored in a results folder
+(or one trial folder) again with the current checkers, running nothing;
+exit status as a campaign's.
 
 ``fiskj-harness replay REPORT --trial K``: re-run trial K of a JSON report
-(same scenario, seed, schedule and subject) and judge it again.
+(same scenario, seed, schedule and subject) and judge it again; the report
+may have been moved (its scenarios are found by bundled name or relative to
+it, :mod:`harness.report.portable`).
 
 ``fiskj-harness gate [--budget SECONDS] [--junit FILE] [--summary FILE]``:
 the bundled and regression scenarios within a time budget
@@ -41,6 +53,7 @@ import json
 import os
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -136,11 +149,17 @@ def subject_of(command: str | list[str] | None, extra_env: dict[str, str] | None
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    from harness.report.results_dir import write_json
+
+    write_json(path, data)
+
+
+def _write_report(path: str, report: dict[str, Any]) -> None:
+    """Write the JSON ``report`` to ``path``, with the references that let it replay from anywhere
+    (:func:`harness.report.portable.portable`)."""
+    from harness.report.portable import portable
+
+    _write_json(path, portable(report, path))
 
 
 def _write_reports(report: dict[str, Any], args: argparse.Namespace) -> None:
@@ -148,7 +167,7 @@ def _write_reports(report: dict[str, Any], args: argparse.Namespace) -> None:
     from harness.report.report import write_junit
 
     if args.report_json:
-        _write_json(args.report_json, report)
+        _write_report(args.report_json, report)
     if args.junit:
         write_junit(report, args.junit)
 
@@ -170,22 +189,44 @@ def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str
     return exit_status(report)
 
 
-def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any) -> int:
+def _shrink_lines(report: dict[str, Any]) -> str:
+    """One line per shrink of the campaign (and its reproducer): a schedule of one fault is said to be
+    already minimal, not shrunk (the shrink only moved its fault to an earlier failing point)."""
+    out = []
+    for s in report["campaign"]["shrinks"]:
+        before = s.get("from_schedule")
+        if before is not None and len(before) <= 1:
+            out.append(f"already minimal: trial {s['from_trial']} ({s['scenario']}) has a single fault; its earliest "
+                       f"failing point is trial {s['trial']}: {json.dumps(s['schedule'])}\n")
+        else:
+            what = (f"{len(before)} fault(s) -> {len(s['schedule'])}, each at its earliest failing point"
+                    if before is not None else "")
+            out.append(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}; {what}): "
+                       f"{json.dumps(s['schedule'])}\n")
+        if s.get("reproduce"):
+            out.append(f"    reproduce: {s['reproduce']}\n")
+    return "".join(out)
+
+
+def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any,
+            results: dict[str, Any] | None = None) -> int:
     from harness.report.report import render_summary
 
     _write_reports(report, args)
     if not args.quiet:
         out.write(render_summary(report))
-        shrinks = report["campaign"]["shrinks"]
-        for s in shrinks:
-            before = s.get("from_schedule")
-            what = (f"{len(before)} fault(s) -> {len(s['schedule'])}, each at its earliest failing point"
-                    if before is not None else "")
-            out.write(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}; {what}): "
-                      f"{json.dumps(s['schedule'])}\n")
-            if s.get("reproduce"):
-                out.write(f"    reproduce: {s['reproduce']}\n")
+        out.write(_shrink_lines(report))
+        if results is not None:
+            out.write(_results_line(results))
+    elif results is not None:
+        print(f"fiskj-harness: results in {results['folder']}", file=sys.stderr)
     return _exit(report, result.errors, bool(result.trials), "no trial ran")
+
+
+def _results_line(results: dict[str, Any]) -> str:
+    n = len(results["trials"])
+    return (f"results: {results['folder']}  (report.json, junit.xml, summary.md, {n} trial folder(s); "
+            f"judge them again: fiskj-harness check {results['folder']})\n")
 
 
 def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
@@ -206,13 +247,24 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
     try:
         campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
                             progress=None if args.quiet else _progress_printer(sys.stderr),
-                            shrink_budget=args.shrink_budget, schedules=schedules, shard=args.shard)
+                            shrink_budget=args.shrink_budget, schedules=schedules, shard=args.shard,
+                            keep_histories=args.keep == "all")
     except ValueError as exc:
         raise _Usage(f"--schedule: {exc}") from None
     for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial
         print(f"fiskj-harness: limit for this subject: {line}", file=sys.stderr)
+    from harness.report.results_dir import default_root, make_results_dir, results_name, results_parent
+
+    root, name = args.results or default_root(), results_name([s.name for s in scenarios])
+    if args.keep != "none":
+        results_parent(root, name)  # a root that cannot be written is said before the trials
+    started = datetime.now(timezone.utc)  # names the results folder, made once the campaign is done
     result = campaign.run()
-    report = campaign_report(result, args.report_json)
+    folder = make_results_dir(root, name, started) if args.keep != "none" else None
+    report_path = args.report_json or (str(folder / "report.json") if folder is not None else None)
+    report = campaign_report(result, report_path)
+    if folder is not None:
+        report["campaign"]["results"] = str(folder)
     if args.shard:
         report["campaign"]["shard"] = f"{args.shard[0]}/{args.shard[1]}"
     if args.save_regression:
@@ -220,7 +272,15 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
 
         for path in save_regressions(result, args.save_regression):
             print(f"fiskj-harness: regression scenario {path}", file=sys.stderr)
-    return _finish(report, result, args, out)
+    results = None
+    if folder is not None:
+        from harness.report.report import render_summary
+        from harness.report.results_dir import write_results
+
+        results = write_results(folder, report, result, keep=args.keep,
+                                summary=render_summary(report) + _shrink_lines(report),
+                                command=["fiskj-harness", *getattr(args, "argv", sys.argv[1:])])
+    return _finish(report, result, args, out, results)
 
 
 def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
@@ -235,19 +295,22 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
             report = json.load(f)
     except (OSError, ValueError) as exc:
         raise _Usage(f"cannot read report {args.report}: {exc}") from None
-    rows = [r for r in report.get("runs", []) if int(r.get("trial", -1)) == args.trial]
+    from harness.report.portable import scenario_path, subject_profile
+
+    if not isinstance(report, dict) or not isinstance(report.get("runs", []), list):
+        raise _Usage(f"report {args.report} is not a fiskj-harness report (no runs)")
+    rows = [r for r in report.get("runs", []) if isinstance(r, dict) and _int(r.get("trial")) == args.trial]
     if not rows:
         raise _Usage(f"report {args.report} has no trial {args.trial} (it has {len(report.get('runs', []))})")
     row = rows[0]
-    campaign_info = report.get("campaign", {})
-    path = campaign_info.get("scenarios", {}).get(row["scenario"])
-    if not path:
-        raise _Usage(f"report {args.report} does not say where scenario {row['scenario']!r} is")
-    scenario = load_scenario(path)
+    campaign_info = report.get("campaign") or {}
+    scenario = load_scenario(scenario_path(report, row["scenario"], args.report))
     if args.subject:
         subject = subject_of(args.subject)
     else:
-        subject = subject_of(campaign_info.get("subject"), campaign_info.get("subject_env"))
+        profile = subject_profile(report, args.report)
+        subject = subject_of(profile if profile is not None else campaign_info.get("subject"),
+                             campaign_info.get("subject_env"))
     campaign = Campaign([scenario], seed=row.get("seed"), jobs=1, subject=subject, shrink_budget=0,
                         schedules=[row.get("schedule", [])], keep_histories=True, origin="replay")
     result = campaign.run()
@@ -258,6 +321,69 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
             out.write(f"  {v.invariant} {v.status:<8} {v.summary[:150]}\n")
     new_report = campaign_report(result, args.report_json)
     return _finish(new_report, result, args, out)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+#: Trials ``check`` lists one by one before it only counts them (a verdict that changed is always listed).
+_CHECK_LINES = 50
+
+
+def cmd_check(args: argparse.Namespace, out: Any = None) -> int:
+    """``fiskj-harness check DIR``: judge the stored histories of a results folder (or a trial folder, or a
+    ``history.json``) again with the current checkers, running nothing; returns the exit status (0 every
+    checked invariant holds, 1 a violation or unknown, 2 nothing to judge or a folder that cannot be read,
+    raised as :class:`harness.errors.ResultsError`)."""
+    from harness.report.report import build_report, render_summary
+    from harness.report.results_dir import load_stored, recheck
+
+    out = out or sys.stdout
+    where, stored_report, stored = load_stored(args.dir)
+    if not stored:
+        runs = len((stored_report or {}).get("runs", []))
+        raise _Usage(f"{where} holds no trial history to judge"
+                     + (f" (its campaign ran {runs} trial(s) and kept only failing ones: none failed; "
+                        "run with --keep all to keep every trial)" if stored_report is not None else ""))
+    started = time.monotonic()
+    trials = recheck(stored)
+    elapsed = time.monotonic() - started
+    changed = shown = 0
+    for t in trials:
+        now = {v.invariant: v for v in t["verdicts"]}
+        moved = {inv: was for inv, was in t["stored"].items() if inv in now and was != now[inv].status}
+        changed += bool(moved)
+        if not moved and shown >= _CHECK_LINES:  # a verdict that changed is always shown
+            continue
+        shown += 1
+        head = f"trial {t['trial']} {t['scenario']} seed={t['seed']}"
+        if not moved and all(v.status == "valid" for v in t["verdicts"]):
+            out.write(f"{head}: all {len(t['verdicts'])} valid\n")
+        for v in t["verdicts"]:
+            if v.status != "valid" or v.invariant in moved:
+                was = f" (stored: {moved[v.invariant]})" if v.invariant in moved else ""
+                out.write(f"{head}: {v.invariant} {v.status}{was}: {v.summary[:200]}\n")
+    if len(trials) > shown:
+        out.write(f"... {len(trials) - shown} more trial(s) with the verdicts they had (every one: --report-json)\n")
+    report_path = str(Path(where) / "report.json") if stored_report is not None else "REPORT"
+    report = build_report(trials, report_path=report_path, elapsed_s=elapsed)  # the time it took to judge
+    report["check"] = {"folder": str(where), "judged": len(trials), "changed": changed,
+                       "campaign_trials": len((stored_report or {}).get("runs", [])) or None}
+    for row in report["violations"] + report["unknowns"]:  # where each judged trial is stored
+        src = next((s for s in trials if s["trial"] == row["trial"]), None)
+        if src is not None:
+            row["folder"] = src["folder"]
+    _write_reports(report, args)
+    if not args.quiet:
+        out.write("\n" + render_summary(report))
+        total = report["check"]["campaign_trials"]
+        out.write(f"judged {len(trials)} stored trial(s)" + (f" of the campaign's {total}" if total else "")
+                  + f" again with the current checkers; {changed} verdict set(s) changed from the stored ones\n")
+    return _exit(report, [], True, "")
 
 
 def _write_summary(markdown: str, path: str | None) -> None:
@@ -331,6 +457,18 @@ def _check_shards(paths: list[str], reports: list[dict[str, Any]]) -> None:
         raise _Usage(f"cannot merge: shard(s) {', '.join(missing)} missing; a verdict needs every shard")
 
 
+def _shard_scenario(report: dict[str, Any], report_path: str, name: str, as_ran: str) -> str:
+    """Where a shard report's scenario ``name`` is now (its references resolved against the shard's own file,
+    :func:`harness.report.portable.scenario_path`), else the path it ran from."""
+    from harness.errors import ResultsError
+    from harness.report.portable import scenario_path
+
+    try:
+        return scenario_path(report, name, report_path)
+    except ResultsError:
+        return as_ran
+
+
 def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness merge REPORT...``: one report and one verdict from shard reports; returns the exit status."""
     from harness.report.report import merge_reports, render_markdown, render_summary
@@ -354,7 +492,8 @@ def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
     merged["campaign"] = {
         "subject": next((c["subject"] for c in campaigns if c.get("subject")), None),
         "subject_env": next((c["subject_env"] for c in campaigns if c.get("subject_env")), {}),
-        "scenarios": {k: v for c in campaigns for k, v in (c.get("scenarios") or {}).items()},
+        "scenarios": {k: _shard_scenario(rep, path, k, v) for rep, path in zip(reports, args.reports)
+                      for k, v in ((rep.get("campaign") or {}).get("scenarios") or {}).items()},
         "seeds": {k: v for c in campaigns for k, v in (c.get("seeds") or {}).items()},
         "errors": errors,
         "shards": [c.get("shard") for c in campaigns],
@@ -386,7 +525,7 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``fiskj-harness`` argument parser: ``run``, ``replay``, ``gate``, ``merge``, ``mutants``."""
+    """The ``fiskj-harness`` argument parser: ``run``, ``check``, ``replay``, ``gate``, ``merge``, ``mutants``."""
     parser = argparse.ArgumentParser(
         prog="fiskj-harness",
         description="Crash-consistency campaigns for agent run journals: kill and suspend agents, "
@@ -422,8 +561,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--save-regression", metavar="DIR",
                      help="write one scenario file per violation, from its shrunk schedule, into DIR "
                           "(e.g. scenarios/regressions)")
+    run.add_argument("--results", metavar="DIR",
+                     help="root of the results folders: DIR/NAME/TIME/ (default: $FISKJ_HARNESS_RESULTS, else "
+                          "./fiskj-results; docs/results.md)")
+    run.add_argument("--keep", choices=("failures", "all", "none"), default="failures",
+                     help="which trials get a folder of evidence in the results folder: failures (invalid or "
+                          "unknown; default), all, or none (no results folder at all)")
     common(run)
     run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check", help="judge the histories stored in a results folder again, running nothing",
+                           description="Judge every history stored in a results folder (or one trial folder, or "
+                                       "a history.json) again with the current checkers, on the invariants the "
+                                       "campaign judged; nothing is re-run.")
+    check.add_argument("dir", metavar="DIR",
+                       help="a results folder (fiskj-results/NAME/TIME, or fiskj-results/NAME for its latest), "
+                            "a trial folder (.../trials/NNNN-NAME) or a history.json")
+    check.add_argument("--report-json", metavar="FILE", help="write the JSON report of the new verdicts here")
+    check.add_argument("--junit", metavar="FILE", help="write JUnit XML of the new verdicts here")
+    check.add_argument("-q", "--quiet", action="store_true", help="no summary table (the verdict lines stay)")
+    check.set_defaults(func=cmd_check)
 
     replay = sub.add_parser("replay", help="re-run one trial of a JSON report",
                             description="Re-run trial K of REPORT with its scenario, seed, schedule and subject.")
@@ -498,6 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line, as a results folder records it
     if getattr(args, "keep_dirs", False):
         os.environ["FISKJ_HARNESS_KEEP_DIRS"] = "1"  # read by every Runner this command makes
     try:

@@ -20,8 +20,14 @@ The report dict (JSON-ready):
   for I2 no tool execution and for I3 no model call);
 * ``violations``: one per invalid verdict: ``trial``, ``invariant``, ``name``,
   ``scenario``, ``seed``, ``schedule``, ``summary``, ``evidence``,
-  ``reproduce`` (``fiskj-harness replay REPORT --trial K``);
+  ``reproduce`` (``fiskj-harness replay REPORT --trial K``), ``faults`` (the
+  trial's injected faults per kind), ``legs`` (its legs, ``None`` without a
+  history) and ``family`` when the trial names it;
 * ``unknowns``: the same shape for unknown verdicts;
+* ``groups``: the violations grouped by cause, ``unknown_groups`` the unknowns
+  (:func:`harness.report.groups.group_rows`: key, count, trials, smallest
+  reproducer, one full example); the summary, the Markdown and the JUnit
+  show groups, the rows stay here and in the results folder;
 * ``scenarios``: per scenario ``{"trials", "invalid_trials", "unknown_trials",
   "duration_s", "invariants": {id: counts}}``;
 * ``runs``: per trial ``{"trial", "scenario", "seed", "schedule", "status",
@@ -52,6 +58,7 @@ from harness.checkers.verdict import INVALID, UNKNOWN, VALID, Verdict, combine, 
 from harness.history.model import History, history_from_json
 from harness.names import CRASH_STATES, FAULT_COUNTS, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
 from harness.report.faults import fault_counts
+from harness.report.groups import group_rows
 
 __all__ = ["FORMAT", "build_report", "campaign_report", "render_summary", "write_junit", "render_markdown",
            "merge_reports", "exit_status"]
@@ -124,7 +131,10 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
             if v.status in (INVALID, UNKNOWN):
                 row = {"trial": k, "invariant": v.invariant, "name": v.name, "scenario": name, "seed": seed,
                        "schedule": schedule, "summary": v.summary, "evidence": v.evidence, "checker": v.checker,
-                       "reproduce": replay_command(report_path, k)}
+                       "reproduce": replay_command(report_path, k), "faults": tf,
+                       "legs": len(history.legs) if history is not None else None}
+                if trial.get("family"):
+                    row["family"] = trial["family"]
                 (violations if v.status == INVALID else unknowns).append(row)
         status = combine([v.status for v in verdicts]) if verdicts else UNKNOWN
         statuses.append(status)
@@ -158,7 +168,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
         trials.append({
             "trial": t.index, "scenario": t.scenario, "seed": t.seed, "schedule": t.schedule,
             "history": t.history, "verdicts": t.verdicts, "duration_s": round(t.elapsed_s, 6),
-            "faults": t.faults,
+            "faults": t.faults, "family": t.family,
         })
     report = build_report(trials, report_path=report_path or "REPORT", elapsed_s=result.elapsed_s)
     by_index = {t.index: t for t in result.trials}
@@ -175,13 +185,16 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                 continue
             row["reproduce_run"] = t.reproduce
             row["origin"] = t.origin
+            if t.shrunk_from is not None:
+                row["shrunk_from"] = t.shrunk_from
             if report_path is None:
                 row["reproduce"] = t.reproduce
             if t.history is not None and key == "violations":
                 row.setdefault("history_notes", t.history.notes)
     report["campaign"] = {
-        "subject": result.subject.spec(),
-        "subject_name": result.subject.label,
+        "subject": None if _plain_reference(result.subject) else result.subject.spec(),
+        "subject_name": ("fiskj, the reference (python -m fiskj)" if _plain_reference(result.subject)
+                         else result.subject.label),
         "subject_env": dict(result.subject.extra_env),
         "not_applicable": dict(getattr(result, "not_applicable", {})),
         "jobs": result.jobs,
@@ -199,7 +212,15 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
         "errors": list(result.errors),
         "limits": list(getattr(result, "limits", [])),
     }
+    _group(report)  # again: the rows now carry their origin and commands
     return report
+
+
+def _plain_reference(subject: Any) -> bool:
+    """True for the reference subject as the harness starts it by default (no variables): a report then
+    records no subject (``null``), so replay runs the replaying machine's own interpreter, never an
+    absolute interpreter path from the machine that wrote the report."""
+    return bool(getattr(subject, "is_reference", False)) and not subject.extra_env and not subject.profile
 
 
 def _inv_order(inv: str) -> tuple[int, str]:
@@ -212,7 +233,14 @@ def _finish(report: dict[str, Any], statuses: list[str]) -> dict[str, Any]:
     states = report["faults"].get(CRASH_STATES, 0)
     report["crash_states_per_s"] = round(states / elapsed, 3) if elapsed > 0 and states else None
     report["verdict"] = combine(statuses) if statuses else UNKNOWN
+    _group(report)
     return report
+
+
+def _group(report: dict[str, Any]) -> None:
+    """Set the report's ``groups`` and ``unknown_groups`` from its rows (:func:`harness.report.groups.group_rows`)."""
+    report["groups"] = group_rows(report.get("violations", []), report.get("runs", []))
+    report["unknown_groups"] = group_rows(report.get("unknowns", []), report.get("runs", []))
 
 
 def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = None) -> dict[str, Any]:
@@ -314,34 +342,63 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     for inv, why in ((report.get("campaign") or {}).get("not_applicable") or {}).items():
         lines.append(f"{inv:<10}{'not applicable to this subject: ' + why}"[:10 + width + 40])
     lines.append(f"{'':<10}(vacuous: valid with nothing to judge in that trial, e.g. no suspend for I1)")
-    for title, rows in (("violations", report.get("violations", [])), ("unknown verdicts", report.get("unknowns", []))):
+    for title, rows_key, groups_key in (("violations", "violations", "groups"),
+                                        ("unknown verdicts", "unknowns", "unknown_groups")):
+        rows = report.get(rows_key, [])
         if not rows:
             continue
-        lines += ["", f"{title} ({len(rows)}):"]
-        for row in rows[:max_violations]:
-            lines.append(f"  {row['invariant']}  {row['scenario']}  seed={row['seed']}  trial {row['trial']}: "
-                         f"{_clip(row['summary'], 320)}")
-            lines.append(f"      schedule: {json.dumps(row['schedule'])[:150]}")
-            lines.append(f"      reproduce: {row['reproduce']}")
-        if len(rows) > max_violations:
-            lines.append(f"  ... {len(rows) - max_violations} more (all of them are in the JSON report: "
-                         f"--report-json FILE)")
+        groups = _groups_of(report, rows_key, groups_key)
+        lines += ["", f"{title}: {len(rows)} in {len(groups)} group(s) by cause"
+                  + (f" (every row: {report['report_path']})" if report.get("report_path") not in (None, "REPORT")
+                     else "") + ":"]
+        for n, group in enumerate(groups[:max_violations], 1):
+            rep, ex = group["reproducer"], group["example"]
+            lines.append(f"  [{n}] {group['title']}: {group['count']} trial(s) in {', '.join(group['scenarios'])}")
+            lines.append(f"      example: trial {ex['trial']} seed={ex['seed']}: {_clip(str(ex['summary']), 300)}")
+            lines.append(f"      smallest reproducer: trial {rep['trial']} ({_size_text(rep)}), {rep['minimal']}")
+            lines.append(f"      schedule: {json.dumps(rep.get('schedule'))[:150]}")
+            lines.append(f"      reproduce: {rep.get('reproduce')}")
+        if len(groups) > max_violations:
+            lines.append(f"  ... {len(groups) - max_violations} more group(s) (all of them are in the JSON report)")
     if not report.get("violations") and not report.get("unknowns"):
         lines += ["", "no violations"]
     return "\n".join(lines) + "\n"
 
 
+def _groups_of(report: dict[str, Any], rows_key: str, groups_key: str) -> list[dict[str, Any]]:
+    """The report's groups of ``rows_key``, computed when the report has none (a report of an older version)."""
+    groups = report.get(groups_key)
+    if not isinstance(groups, list):
+        groups = group_rows(report.get(rows_key, []), report.get("runs", []))
+    return groups
+
+
+def _size_text(rep: dict[str, Any]) -> str:
+    legs = rep.get("legs")
+    return f"{rep.get('faults', 0)} fault(s)" + (f", {legs} leg(s)" if legs is not None else "") + \
+        f", seed {rep.get('seed')}"
+
+
 def write_junit(report: dict[str, Any], path: str) -> None:
-    """Write JUnit XML: one testcase per scenario x invariant; invalid is a failure, unknown an error.
+    """Write JUnit XML: a testcase per scenario x invariant that held, and one per group of violations.
 
     A scenario invariant with no verdict (``checked`` 0) is a skipped test
-    case; a scenario with an ``error`` (setup) makes each of its cases an error.
+    case; a scenario with an ``error`` (setup) makes each of its cases an
+    error.  A scenario invariant with an invalid or unknown verdict has no
+    case of its own: each group by cause (the report's ``groups``, unknown
+    ones ``unknown_groups``; :mod:`harness.report.groups`) is one test case,
+    named after the group's title (``I2 unattributed_rerun [kill]``), with a
+    ``failure`` (invalid) or an ``error`` (unknown) holding the group's
+    count, its smallest reproducer and its example's evidence.  So one bug
+    found in 200 trials is one failure, not 200.
     """
     suite = ET.Element("testsuite", name="fiskj-harness")
     tests = failures = errors = skipped = 0
     for name, sc in sorted(report.get("scenarios", {}).items()):
         n = max(sc.get("trials", 0), 1)
         for inv, c in sc.get("invariants", {}).items():
+            if not sc.get("error") and (c.get(INVALID) or c.get(UNKNOWN)):
+                continue  # reported by its group(s) below
             tests += 1
             case = ET.SubElement(suite, "testcase", classname=f"fiskj-harness.{name}",
                                  name=f"{inv} {c.get('name', '')}".strip(),
@@ -353,21 +410,28 @@ def write_junit(report: dict[str, Any], path: str) -> None:
             if not c.get("checked"):  # no trial judged it (e.g. a gate's budget ran out first)
                 skipped += 1
                 ET.SubElement(case, "skipped", message="no trial of this scenario was judged")
-                continue
-            for kind, tag, rows in ((INVALID, "failure", report.get("violations", [])),
-                                    (UNKNOWN, "error", report.get("unknowns", []))):
-                mine = [r for r in rows if r["scenario"] == name and r["invariant"] == inv]
-                if not c.get(kind) and not mine:
-                    continue
-                failures += tag == "failure"
-                errors += tag == "error"
-                el = ET.SubElement(case, tag, message=f"{c.get(kind, len(mine))} of {c['checked']} trial(s) {kind}"
-                                   + (f": {mine[0]['summary'][:200]}" if mine else ""), type=kind)
-                el.text = "\n\n".join(
-                    f"trial {r['trial']} seed={r['seed']} schedule={json.dumps(r['schedule'])}\n"
-                    f"reproduce: {r['reproduce']}\nevidence: {json.dumps(r['evidence'], default=str)[:4000]}"
-                    for r in mine[:10])
-                break
+    for kind, tag, rows_key, groups_key in ((INVALID, "failure", "violations", "groups"),
+                                            (UNKNOWN, "error", "unknowns", "unknown_groups")):
+        for group in _groups_of(report, rows_key, groups_key):
+            tests += 1
+            failures += tag == "failure"
+            errors += tag == "error"
+            scenarios = group["scenarios"]
+            case = ET.SubElement(suite, "testcase", name=group["title"], time="0.000",
+                                 classname="fiskj-harness." + (scenarios[0] if len(scenarios) == 1 else "groups"))
+            rep, ex = group["reproducer"], group["example"]
+            el = ET.SubElement(case, tag, type=kind,
+                               message=f"{group['count']} trial(s) {kind} in {', '.join(scenarios)}: "
+                                       f"{str(ex.get('summary', ''))[:200]}")
+            el.text = (f"{group['name']}\n"
+                       f"trials: {', '.join(map(str, group['trials'][:50]))}"
+                       + (" ..." if len(group["trials"]) > 50 else "") + "\n"
+                       f"smallest reproducer: trial {rep.get('trial')} ({_size_text(rep)}), {rep.get('minimal')}\n"
+                       f"schedule: {json.dumps(rep.get('schedule'))}\n"
+                       f"reproduce: {rep.get('reproduce')}\n"
+                       + (f"reproduce (self-contained): {rep['reproduce_run']}\n" if rep.get("reproduce_run") else "")
+                       + f"evidence (trial {ex.get('trial')}): "
+                       f"{json.dumps(ex.get('evidence'), default=str)[:4000]}")
     suite.set("tests", str(tests))
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
@@ -392,14 +456,25 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
     for inv, c in report.get("invariants", {}).items():
         out.append(f"| {inv} | {c.get('name', '')} | {c['checked']} | {c[VALID]} | {c.get('vacuous', 0)} | "
                    f"{c[INVALID]} | {c[UNKNOWN]} |")
-    for title, rows in (("Violations", report.get("violations", [])), ("Unknown verdicts", report.get("unknowns", []))):
+    for title, rows_key, groups_key in (("Violations", "violations", "groups"),
+                                        ("Unknown verdicts", "unknowns", "unknown_groups")):
+        rows = report.get(rows_key, [])
         if not rows:
             continue
-        out += ["", f"### {title} ({len(rows)})", ""]
-        for row in rows[:max_violations]:
-            summary = str(row["summary"]).replace("|", "\\|")[:200]
-            out.append(f"- **{row['invariant']}** `{row['scenario']}` seed {row['seed']} (trial {row['trial']}): "
-                       f"{summary}  \n  `{row['reproduce']}`")
-        if len(rows) > max_violations:
-            out.append(f"- ... {len(rows) - max_violations} more in the JSON report")
+        groups = _groups_of(report, rows_key, groups_key)
+        out += ["", f"### {title}: {len(rows)} in {len(groups)} group(s) by cause", "",
+                "| # | cause | trials | scenarios | smallest reproducer | example |", "|---:|---|---:|---|---|---|"]
+        for n, group in enumerate(groups[:max_violations], 1):
+            rep, ex = group["reproducer"], group["example"]
+            summary = _md(str(ex.get("summary", "")))[:200]
+            out.append(f"| {n} | **{_md(group['title'])}** | {group['count']} | {_md(', '.join(group['scenarios']))} | "
+                       f"trial {rep.get('trial')} ({_size_text(rep)}; {rep.get('minimal')}): "
+                       f"`{_md(str(rep.get('reproduce')))}` | trial {ex.get('trial')}: {summary} |")
+        if len(groups) > max_violations:
+            out.append(f"\n... {len(groups) - max_violations} more group(s) in the JSON report")
     return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    """``text`` safe in a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -93,7 +93,9 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            # IO errors from outside: the io_error family
            "fsync_error_retried",
            # the engine's own reading of its journal (I10, the subject's reading as an oracle)
-           "status_stays_suspended")
+           "status_stays_suspended",
+           # how a resumed run ends (I6) and no model call after the journaled final answer (I3)
+           "resume_skips_completed", "pending_turn_not_counted", "recall_after_final_answer")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 

@@ -1,0 +1,202 @@
+"""Violations grouped by cause: one group per (invariant, rule, fault kind, what is involved).
+
+A campaign that finds one bug usually finds it many times: every trial whose
+schedule reaches the bug violates the same invariant the same way.  A report
+shows each cause once, as a *group*, with how many rows it holds, its
+smallest reproducer and one full example; the individual rows stay in the
+JSON report (``violations``, ``unknowns``) and in the results folder
+(docs/results.md).
+
+The group key of a report row (a ``violations`` or ``unknowns`` row of
+:func:`harness.report.report.build_report`) is, from what the row holds:
+
+* ``invariant``: the verdict's id (``I2``, ``race``);
+* ``kind``: the rule broken, the ``kind`` of the evidence's first violation
+  (:mod:`harness.checkers`: every invalid verdict lists ``violations``, each
+  with a ``kind``, in the order they happened); for an unknown verdict, its
+  ``reason``;
+* ``faults``: the kinds of fault the trial injected (``kill``, ``suspend``,
+  ``kill+suspend``, ``tail``, ``power_loss``, ``race``: the row's
+  ``faults``), else its family, else ``none``;
+* ``involved``: the operation or record kind the first violation names
+  where its evidence has one (:func:`involved`), else ``""``.
+
+The smallest reproducer of a group is its row with the fewest faults, then
+the fewest legs, then the smallest seed (then the lowest trial number).
+Pure: no IO.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_total", "group_rows", "group_title",
+           "minimal_note"]
+
+#: The record kind in a journal excerpt (fisk-ai v2 lines name it in their protocol id), or in a checker's
+#: sentence about a record (``record seq 2 (assistant)``, harness/families/power_loss/crashstates.py).
+_RECORD_KIND = (re.compile(r"fisk-ai\.v\d+\.session\.([a-z_]+)"), re.compile(r"\brecord seq \d+ \(([a-z_]+)\)"))
+#: Keys of a row's ``faults`` that count something other than injected faults.
+_NOT_FAULTS = ("crash_states",)
+_BIG = float("inf")
+
+
+def first_violation(row: dict[str, Any]) -> dict[str, Any]:
+    """The first entry of the row's ``evidence["violations"]`` (``{}`` when the evidence lists none)."""
+    evidence = row.get("evidence")
+    found = evidence.get("violations") if isinstance(evidence, dict) else None
+    if isinstance(found, list) and found and isinstance(found[0], dict):
+        return found[0]
+    return {}
+
+
+def involved(violation: dict[str, Any], row: dict[str, Any] | None = None) -> str:
+    """The operation or record kind ``violation`` names, as ``"op fsync"``, ``"record assistant"``,
+    ``"mutation cut"`` or ``"race two-writers"``; ``""`` when its evidence names none.
+
+    Looked for in this order: the violation's own ``op`` (a traced call: I8, I4's truncations), the ``op``
+    of the call that ``failed`` (an IO error swallowed, I4), the record kind of a journal line it quotes
+    (``...session.assistant`` in an excerpt, ``record seq 2 (assistant)`` in a detail), the ``kind`` of a
+    tail ``mutation`` (I5), and, for a race
+    trial, the race its ``schedule`` names (``row``).
+    """
+    op = violation.get("op")
+    if isinstance(op, str) and op:
+        return f"op {op}"
+    failed = violation.get("failed")
+    if isinstance(failed, dict) and isinstance(failed.get("op"), str):
+        return f"op {failed['op']}"
+    if violation:
+        text = json.dumps(violation, default=str)
+        for pattern in _RECORD_KIND:
+            match = pattern.search(text)
+            if match:
+                return f"record {match.group(1)}"
+    mutation = violation.get("mutation")
+    if isinstance(mutation, dict) and isinstance(mutation.get("kind"), str):
+        return f"mutation {mutation['kind']}"
+    for entry in (row or {}).get("schedule") or []:
+        if isinstance(entry, dict) and entry.get("kind") == "race" and isinstance(entry.get("race"), str):
+            return f"race {entry['race']}"
+    return ""
+
+
+def fault_kinds(row: dict[str, Any]) -> str:
+    """The kinds of fault the row's trial injected, sorted and joined with ``+`` (``kill+suspend``); the
+    row's ``family`` when it injected none it counts; ``none`` when neither is known."""
+    faults = row.get("faults") or {}
+    kinds = sorted(k for k, n in faults.items() if k not in _NOT_FAULTS and isinstance(n, (int, float)) and n > 0)
+    if kinds:
+        return "+".join(kinds)
+    return str(row.get("family") or "none")
+
+
+def fault_total(row: dict[str, Any]) -> int:
+    """How many faults the row's trial injected: the sum of its ``faults`` counts (``crash_states`` not
+    counted), else the length of its ``schedule``."""
+    faults = row.get("faults")
+    if isinstance(faults, dict) and faults:
+        return int(sum(n for k, n in faults.items() if k not in _NOT_FAULTS and isinstance(n, (int, float))))
+    schedule = row.get("schedule")
+    return len(schedule) if isinstance(schedule, list) else 0
+
+
+def group_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
+    """``(invariant, kind, faults, involved)`` of a report row (module docstring)."""
+    first = first_violation(row)
+    kind = first.get("kind")
+    if not isinstance(kind, str) or not kind:
+        evidence = row.get("evidence")
+        reason = evidence.get("reason") if isinstance(evidence, dict) else None
+        kind = reason if isinstance(reason, str) and reason else "unspecified"
+    return (str(row.get("invariant", "?")), kind, fault_kinds(row), involved(first, row))
+
+
+def _size(row: dict[str, Any]) -> tuple[float, float, float, int]:
+    legs = row.get("legs")
+    seed = row.get("seed")
+    return (fault_total(row), legs if isinstance(legs, int) else _BIG,
+            seed if isinstance(seed, int) and not isinstance(seed, bool) else _BIG, _int(row.get("trial", 0)))
+
+
+def minimal_note(reproducer: dict[str, Any], runs: dict[int, dict[str, Any]] | None = None) -> str:
+    """What to say of a group's smallest reproducer (a report row; ``runs``: the report's runs by trial).
+
+    ``shrunk from trial K: A fault(s) -> B`` when a shrink made it from a trial with more faults;
+    else ``already minimal`` when it has one fault (or none): a shrink that only moved a single fault
+    is not called one; else that a shrink could not drop a fault, or that it is the smallest the
+    campaign found.
+    """
+    n = fault_total(reproducer)
+    runs = runs or {}
+    run = runs.get(_int(reproducer.get("trial")), {})
+    origin = reproducer.get("origin") or run.get("origin")
+    source = run.get("shrunk_from", reproducer.get("shrunk_from"))
+    before = runs.get(_int(source)) if source is not None else None
+    if origin == "shrink" and before is not None and fault_total(before) > n:
+        return f"shrunk from trial {source}: {fault_total(before)} fault(s) -> {n}"
+    if n == 0:
+        return "already minimal: fails with no fault injected"
+    if n == 1:
+        return "already minimal: a single fault"
+    if origin == "shrink" and source is not None:
+        return f"shrunk from trial {source}, still {n} fault(s): none could be dropped"
+    return f"the smallest the campaign found: {n} fault(s), not shrunk"
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1
+
+
+def group_title(group: dict[str, Any]) -> str:
+    """One line naming a group's cause: ``I2 unattributed_rerun [kill] op fsync``."""
+    key = group["key"]
+    return " ".join(p for p in (key["invariant"], key["kind"], f"[{key['faults']}]", key["involved"]) if p)
+
+
+def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Group report rows (``violations`` or ``unknowns``) by :func:`group_key`.
+
+    ``runs``: the report's ``runs`` rows, for the origin of a shrunk trial and the faults of the trial it
+    shrank.  Returns the groups, most rows first (ties: the invariant, then the key), each a dict::
+
+        {"key": {"invariant", "kind", "faults", "involved"}, "title": str, "count": rows in the group,
+         "trials": [trial numbers], "scenarios": [names], "name": the invariant's name,
+         "reproducer": {"trial", "scenario", "seed", "schedule", "faults", "legs", "origin",
+                        "reproduce", "reproduce_run", "minimal"},
+         "example": the reproducer's full row (evidence and all)}
+
+    Never raises for a row missing keys: what is missing is left out or counted as unknown.
+    """
+    by_run = {_int(r["trial"]): r for r in runs or [] if isinstance(r, dict) and "trial" in r}
+    buckets: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        buckets.setdefault(group_key(row), []).append(row)
+    out = []
+    for key, members in buckets.items():
+        best = min(members, key=_size)
+        run = by_run.get(_int(best.get("trial")), {})
+        reproducer = {
+            "trial": best.get("trial"), "scenario": best.get("scenario"), "seed": best.get("seed"),
+            "schedule": best.get("schedule"), "faults": fault_total(best), "legs": best.get("legs"),
+            "origin": best.get("origin") or run.get("origin"), "reproduce": best.get("reproduce"),
+            "reproduce_run": best.get("reproduce_run"), "minimal": minimal_note(best, by_run),
+        }
+        group = {"key": dict(zip(("invariant", "kind", "faults", "involved"), key)),
+                 "name": best.get("name", ""), "count": len(members),
+                 "trials": sorted({_int(m["trial"]) for m in members if "trial" in m}),
+                 "scenarios": sorted({str(m.get("scenario")) for m in members}),
+                 "reproducer": {k: v for k, v in reproducer.items() if v is not None}, "example": best}
+        group["title"] = group_title(group)
+        out.append(group)
+    out.sort(key=lambda g: (-g["count"], _inv_order(g["key"]["invariant"]), g["title"]))
+    return out
+
+
+def _inv_order(inv: str) -> tuple[int, str]:
+    return (int(inv[1:]), inv) if inv[:1] == "I" and inv[1:].isdigit() else (1 << 30, inv)

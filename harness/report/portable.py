@@ -1,0 +1,180 @@
+"""Portable reports: where a report's scenarios and subject profile are, so it replays from anywhere.
+
+A JSON report records the scenario files a campaign ran (``campaign.scenarios``:
+name -> the path as it ran) and the subject (``campaign.subject``: the argv
+the user gave, the profile file, or ``null`` for the reference).  Written to
+a file (:func:`portable`), it also records *references* that survive the
+report being moved or copied to another machine:
+
+* ``campaign.scenario_refs``: name -> ``{"bundled": "kill-random"}`` for a
+  scenario bundled under ``scenarios/`` (found again by name wherever the
+  harness is installed), ``{"file": "../my/scenario.toml"}`` for another
+  file, relative to the report's own folder;
+* ``campaign.subject_ref`` (a profile subject only): ``{"bundled":
+  "node/profile.toml"}`` for a profile under the repository's ``subjects/``,
+  else ``{"file": PATH}`` relative to the report's folder.
+
+:func:`scenario_path` and :func:`subject_profile` read them back (replay):
+the reference first, then the path as it ran (absolute, or relative to the
+working directory, then to the report's folder).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ResultsError
+
+__all__ = ["scenario_ref", "profile_ref", "portable", "scenario_path", "subject_profile", "bundled_profile_dir"]
+
+
+def bundled_profile_dir() -> Path:
+    """The repository's ``subjects/`` folder (next to the ``harness`` package; it may not exist in an install)."""
+    return Path(__file__).resolve().parents[2] / "subjects"
+
+
+def _bundled_scenario_dir() -> Path | None:
+    from harness.errors import ScenarioError
+    from harness.scenario.parse import bundled_scenario_dir
+
+    try:
+        return bundled_scenario_dir().resolve()
+    except ScenarioError:
+        return None
+
+
+def _under(path: Path, root: Path | None) -> str | None:
+    """``path`` relative to ``root`` (POSIX form) when it lies under it, else ``None``."""
+    if root is None:
+        return None
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def _relative(path: Path, report_path: str | None) -> str:
+    base = Path(report_path).resolve().parent if report_path else Path.cwd()
+    return os.path.relpath(path, base)
+
+
+def scenario_ref(path: str | None, report_path: str | None) -> dict[str, str] | None:
+    """The reference of the scenario file ``path`` for a report written to ``report_path``.
+
+    ``{"bundled": NAME}`` (``NAME``: the path under ``scenarios/`` without ``.toml``, e.g. ``kill-random``
+    or ``regressions/regression-x``) for a bundled scenario; ``{"file": REL}`` (relative to the report's
+    folder, the working directory when ``report_path`` is ``None``) for another; ``None`` without a path
+    (a scenario parsed from text).
+    """
+    if not path:
+        return None
+    resolved = Path(path).resolve()
+    name = _under(resolved, _bundled_scenario_dir())
+    if name is not None and name.endswith(".toml"):
+        return {"bundled": name[: -len(".toml")]}
+    return {"file": _relative(resolved, report_path)}
+
+
+def profile_ref(profile: str | None, report_path: str | None) -> dict[str, str] | None:
+    """The reference of a subject profile file (as :func:`scenario_ref`; bundled: the path under
+    ``subjects/``, ``.toml`` kept); ``None`` for a subject that is not a profile."""
+    if not profile:
+        return None
+    resolved = Path(profile).resolve()
+    name = _under(resolved, bundled_profile_dir().resolve())
+    if name is not None:
+        return {"bundled": name}
+    return {"file": _relative(resolved, report_path)}
+
+
+def portable(report: dict[str, Any], report_path: str | None) -> dict[str, Any]:
+    """A copy of ``report`` with ``campaign.scenario_refs`` (and ``campaign.subject_ref`` for a profile
+    subject) set for a report written to ``report_path``; ``report`` itself is not changed.  A report
+    without a ``campaign`` block is returned as a copy, unchanged."""
+    out = copy.copy(report)
+    campaign = report.get("campaign")
+    if not isinstance(campaign, dict):
+        return out
+    campaign = dict(campaign)
+    refs = {}
+    for name, path in (campaign.get("scenarios") or {}).items():
+        ref = scenario_ref(path, report_path)
+        if ref is not None:
+            refs[name] = ref
+    campaign["scenario_refs"] = refs
+    subject = campaign.get("subject")
+    if isinstance(subject, str) and subject.endswith(".toml"):
+        campaign["subject_ref"] = profile_ref(subject, report_path)
+    out["campaign"] = campaign
+    return out
+
+
+def _from_ref(ref: Any, report_path: str, field: str, bundled_root: Path | None, suffix: str) -> Path:
+    if not isinstance(ref, dict) or len(ref) != 1 or not isinstance(next(iter(ref.values())), str):
+        raise ResultsError(f'expected {{"bundled": NAME}} or {{"file": PATH}}, found {ref!r:.120}',
+                           path=report_path, field=field)
+    (how, value), = ref.items()
+    if how == "bundled":
+        if bundled_root is None:
+            raise ResultsError(f"names the bundled {value!r}, and this installation has no bundled folder for it",
+                               path=report_path, field=field)
+        return bundled_root / (value + suffix)
+    if how == "file":
+        return Path(os.path.normpath(Path(report_path).resolve().parent / value))
+    raise ResultsError(f"unknown reference {how!r} (expected bundled or file)", path=report_path, field=field)
+
+
+def _existing(candidates: list[Path], report_path: str, field: str, what: str) -> str:
+    for p in candidates:
+        if p.is_file():
+            return str(p)
+    tried = ", ".join(str(p) for p in candidates) or "nothing"
+    raise ResultsError(f"{what} is not where the report says (tried {tried})", path=report_path, field=field)
+
+
+def scenario_path(report: dict[str, Any], name: str, report_path: str) -> str:
+    """The file of scenario ``name`` of the report read from ``report_path``: its ``scenario_refs`` entry,
+    else its ``scenarios`` path (as is, then relative to the report's folder).
+
+    Raises :class:`harness.errors.ResultsError` (report file and field) when the report does not say, or
+    no file is where it says.
+    """
+    campaign = report.get("campaign") or {}
+    candidates: list[Path] = []
+    field = f"campaign.scenarios.{name}"
+    ref = (campaign.get("scenario_refs") or {}).get(name)
+    if ref is not None:
+        field = f"campaign.scenario_refs.{name}"
+        candidates.append(_from_ref(ref, report_path, field, _bundled_scenario_dir(), ".toml"))
+    path = (campaign.get("scenarios") or {}).get(name)
+    if isinstance(path, str) and path:
+        candidates.append(Path(path))
+        if not os.path.isabs(path):
+            candidates.append(Path(report_path).resolve().parent / path)
+    if not candidates:
+        raise ResultsError(f"the report does not say where scenario {name!r} is", path=report_path,
+                           field="campaign.scenarios")
+    return _existing(candidates, report_path, field, f"scenario {name!r}")
+
+
+def subject_profile(report: dict[str, Any], report_path: str) -> str | None:
+    """The profile file of the report's subject (its ``subject_ref``, else its ``subject`` path), or ``None``
+    when the subject is not a profile.  Raises :class:`harness.errors.ResultsError` when no file is where
+    the report says."""
+    campaign = report.get("campaign") or {}
+    subject = campaign.get("subject")
+    ref = campaign.get("subject_ref")
+    if ref is None and not (isinstance(subject, str) and subject.endswith(".toml")):
+        return None
+    candidates: list[Path] = []
+    if ref is not None:
+        candidates.append(_from_ref(ref, report_path, "campaign.subject_ref", bundled_profile_dir(), ""))
+    if isinstance(subject, str) and subject:
+        candidates.append(Path(subject))
+        if not os.path.isabs(subject):
+            candidates.append(Path(report_path).resolve().parent / subject)
+    return _existing(candidates, report_path, "campaign.subject_ref" if ref is not None else "campaign.subject",
+                     "the subject's profile")

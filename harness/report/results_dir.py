@@ -1,0 +1,479 @@
+"""The results folder of a campaign (Jepsen's ``store/``): its reports and every kept trial's evidence.
+
+``fiskj-harness run`` writes one folder per campaign (docs/results.md)::
+
+    fiskj-results/                      the root: --results DIR, else $FISKJ_HARNESS_RESULTS, else ./fiskj-results
+      kill-random/                      the scenario's name (several scenarios: "campaign")
+        20260314T101502.123Z/           the campaign's start, UTC (a suffix -1, -2 when taken)
+          report.json junit.xml         the JSON report and the JUnit XML (harness/report/report.py)
+          summary.md summary.txt        the Markdown summary and the terminal summary
+          command.txt                   the command line and the working directory
+          trials/0013-kill-random/      one folder per kept trial (--keep failures: invalid or unknown ones)
+            trial.json                  index, scenario, seed, schedule, origin, family, invariants, faults,
+                                        verdicts, reproduce commands
+            history.json                the full History (harness.history.model.history_to_json)
+            effects.jsonl               the effects ledger, one tool execution a line
+            model_calls.jsonl           the model calls the fake server answered, one a line
+            crash_state/                the power-loss crash state, when there is one: state.json, and its
+                                        files as file-N-NAME (N: the file's place in state.json's files)
+            legs/0-start/               per leg: leg.json (argv, fault, exit, ...), journal.jsonl (its journal
+                                        snapshot, the bytes as they were), trace.jsonl (the observed operations),
+                                        stdout.txt, stderr.txt (their last KEEP_OUTPUT characters)
+        latest -> 20260314T101502.123Z  the newest folder of that name
+
+``fiskj-harness check DIR`` judges the stored histories again
+(:func:`load_stored`, :func:`recheck`): ``history.json`` and ``trial.json``
+are the only files it reads; the others are for people.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shlex
+import types
+import typing
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Union
+
+from harness.errors import ResultsError
+from harness.history.model import History, history_from_json, history_to_json
+
+__all__ = ["RESULTS_ENV", "DEFAULT_ROOT", "KEEP_CHOICES", "REPORT_FILE", "JUNIT_FILE", "MARKDOWN_FILE",
+           "SUMMARY_FILE", "TRIALS_DIR", "HISTORY_FILE", "TRIAL_FILE", "LATEST", "TRIAL_FORMAT", "default_root",
+           "results_name", "results_parent", "make_results_dir", "update_latest", "write_json", "write_trial", "write_results",
+           "StoredTrial", "load_history", "load_trial", "load_stored", "recheck"]
+
+#: The variable naming the default root of results folders (``--results`` wins over it).
+RESULTS_ENV = "FISKJ_HARNESS_RESULTS"
+#: The default root, relative to the working directory.
+DEFAULT_ROOT = "fiskj-results"
+#: ``--keep``: which trials get a folder (``none``: no results folder at all).
+KEEP_CHOICES = ("failures", "all", "none")
+REPORT_FILE, JUNIT_FILE, MARKDOWN_FILE, SUMMARY_FILE = "report.json", "junit.xml", "summary.md", "summary.txt"
+TRIALS_DIR, HISTORY_FILE, TRIAL_FILE, LATEST = "trials", "history.json", "trial.json", "latest"
+#: The ``format`` of a ``trial.json``.
+TRIAL_FORMAT = "fiskj-harness-trial/1"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def default_root(environ: typing.Mapping[str, str] | None = None) -> str:
+    """The root of results folders when ``--results`` is not given: ``$FISKJ_HARNESS_RESULTS``, else
+    ``fiskj-results`` (relative to the working directory)."""
+    env = os.environ if environ is None else environ
+    return env.get(RESULTS_ENV) or DEFAULT_ROOT
+
+
+def _safe(name: str) -> str:
+    """``name`` as one path component: runs of other characters than letters, digits and ``._+-`` become ``_``."""
+    out = _UNSAFE.sub("_", name).strip("._") or "unnamed"
+    return out[:100]
+
+
+def results_name(scenario_names: list[str]) -> str:
+    """The folder name of a campaign: its one scenario's name, else ``campaign``."""
+    names = sorted(set(scenario_names))
+    return _safe(names[0]) if len(names) == 1 else "campaign"
+
+
+def results_parent(root: str | os.PathLike[str], name: str) -> Path:
+    """Create (if needed) and return ``ROOT/NAME/``, where a campaign's time folders go: called before a
+    campaign runs, so that a root that cannot be written is said before the trials, not after.
+    Raises :class:`ResultsError`."""
+    parent = Path(root) / _safe(name)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ResultsError(f"cannot create the results folder: {exc.strerror or exc}", path=str(parent)) from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ResultsError("cannot write the results folder", path=str(parent))
+    return parent
+
+
+def make_results_dir(root: str | os.PathLike[str], name: str, now: datetime | None = None) -> Path:
+    """Create and return ``ROOT/NAME/<UTC time>/`` (``20260314T101502.123Z``; ``-1``, ``-2``, ... appended
+    when a folder of that time exists).  Raises :class:`ResultsError` when it cannot be created."""
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    stamp = now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z"
+    parent = results_parent(root, name)
+    try:
+        for n in range(1000):
+            folder = parent / (stamp if n == 0 else f"{stamp}-{n}")
+            try:
+                folder.mkdir()
+                return folder
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise ResultsError(f"cannot create the results folder: {exc.strerror or exc}", path=str(parent)) from None
+    raise ResultsError("cannot create the results folder: 1000 folders of the same time exist", path=str(parent))
+
+
+def update_latest(folder: Path) -> bool:
+    """Point ``latest`` next to ``folder`` at it (a relative symlink, replaced atomically).  Returns False
+    when the file system refuses symlinks (the folder is complete without one)."""
+    link = folder.parent / LATEST
+    tmp = folder.parent / f".{LATEST}.{os.getpid()}"
+    try:
+        if tmp.is_symlink():
+            tmp.unlink()
+        os.symlink(folder.name, tmp)
+        os.replace(tmp, link)
+        return True
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        return False
+
+
+def write_json(path: str | os.PathLike[str], data: Any, indent: int | None = 1) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename (no half-written report)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=indent, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _jsonl(path: Path, rows: list[Any]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, default=str) + "\n")
+
+
+def _trial_dir_name(index: int, scenario: str, width: int) -> str:
+    return f"{index:0{width}d}-{_safe(scenario)}"
+
+
+def write_trial(trials_dir: Path, trial: Any, *, width: int = 4, replay: str | None = None) -> Path:
+    """Write one judged trial (a :class:`harness.campaign.result.TrialResult` with its ``history``) into
+    ``trials_dir/NNNN-SCENARIO/`` (module docstring); returns that folder.  ``replay``: the command that
+    replays it from the report.  Raises ``ValueError`` for a trial without a history."""
+    from harness.checkers.verdict import combine
+    from harness.history.readers import KEEP_OUTPUT
+
+    history: History | None = trial.history
+    if history is None:
+        raise ValueError(f"trial {trial.index} kept no history")
+    folder = trials_dir / _trial_dir_name(trial.index, trial.scenario, width)
+    folder.mkdir(parents=True, exist_ok=True)
+    verdicts = [v.to_json() if hasattr(v, "to_json") else dict(v) for v in trial.verdicts]
+    checked = [v for v in verdicts if v.get("invariant") in trial.invariants]
+    info = {
+        "format": TRIAL_FORMAT, "trial": trial.index, "scenario": trial.scenario, "scenario_path": trial.scenario_path,
+        "seed": trial.seed, "schedule": trial.schedule, "origin": trial.origin, "shrunk_from": trial.shrunk_from,
+        "family": trial.family, "invariants": list(trial.invariants), "faults": dict(trial.faults),
+        "elapsed_s": round(trial.elapsed_s, 6),
+        "status": combine([v["status"] for v in checked]) if checked else "unknown",
+        "failed": list(trial.failed), "unknown": list(trial.unknown),
+        "reproduce_run": trial.reproduce, "replay": replay, "verdicts": verdicts,
+    }
+    write_json(folder / TRIAL_FILE, info)
+    write_json(folder / HISTORY_FILE, history_to_json(history))
+    _jsonl(folder / "effects.jsonl", [vars(e) for e in history.effects])
+    _jsonl(folder / "model_calls.jsonl", [vars(c) for c in history.model_calls])
+    legs_dir = folder / "legs"
+    for leg in history.legs:
+        d = legs_dir / f"{leg.index}-{_safe(leg.kind)}"
+        d.mkdir(parents=True, exist_ok=True)
+        meta = {k: getattr(leg, k) for k in ("index", "kind", "argv", "pid", "t_start", "t_end", "exit_code",
+                                             "exit_signal", "timed_out", "raw_exit_code", "reading")}
+        meta["fault"] = vars(leg.fault)
+        meta["journal_bytes"] = None if leg.journal is None else len(leg.journal)
+        meta["trace_events"] = len(leg.trace)
+        meta["output"] = (f"stdout.txt and stderr.txt hold the last {KEEP_OUTPUT} characters of the leg's output "
+                          "(the history keeps no more; --keep-dirs keeps the trial's own files)")
+        write_json(d / "leg.json", meta)
+        if leg.journal is not None:  # no file: the journal did not exist after this leg
+            (d / "journal.jsonl").write_bytes(leg.journal)
+        _jsonl(d / "trace.jsonl", leg.trace)
+        (d / "stdout.txt").write_text(leg.stdout, encoding="utf-8", errors="replace")
+        (d / "stderr.txt").write_text(leg.stderr, encoding="utf-8", errors="replace")
+    if history.crash_state is not None:
+        _write_crash_state(folder / "crash_state", history)
+    return folder
+
+
+def _write_crash_state(d: Path, history: History) -> None:
+    state = history.crash_state
+    assert state is not None
+    d.mkdir(parents=True, exist_ok=True)
+    write_json(d / "state.json", {"id": state.id, "prefix_n": state.prefix_n, "dirs": state.dirs,
+                                  "inodes": state.inodes, "lost_entries": state.lost_entries,
+                                  "persisted": state.persisted, "files": sorted(state.files),
+                                  "acks": [{k: v for k, v in vars(a).items() if k != "data"} | {"bytes": len(a.data)}
+                                           for a in state.acks]})
+    for name, data in _flat_names(state.files).items():
+        (d / name).write_bytes(data)
+
+
+def _flat_names(files: dict[str, bytes]) -> dict[str, bytes]:
+    """A crash state's files under flat names (``file-0-ID.json``: their order in ``state.json``'s ``files``)."""
+    return {f"file-{i}-{_safe(os.path.basename(path))}": files[path] for i, path in enumerate(sorted(files))}
+
+
+def write_results(folder: Path, report: dict[str, Any], result: Any, *, keep: str, summary: str,
+                  command: list[str] | None = None) -> dict[str, Any]:
+    """Fill the results ``folder`` of a campaign: ``report.json`` (``report`` made portable for that place,
+    :func:`harness.report.portable.portable`), ``junit.xml``, ``summary.md``, ``summary.txt`` (``summary``),
+    ``command.txt`` and a folder per kept trial of ``result`` (a :class:`harness.campaign.result.CampaignResult`):
+    ``keep`` ``failures`` keeps the invalid and unknown trials, ``all`` every trial with a history.  Then
+    points ``latest`` at it.  Returns ``{"folder", "trials": folders written, "latest": bool}``.
+    """
+    from harness.campaign.reproduce import replay_command
+    from harness.report.portable import portable
+    from harness.report.report import render_markdown, write_junit
+
+    if keep not in KEEP_CHOICES:
+        raise ValueError(f"keep must be one of {KEEP_CHOICES}, got {keep!r}")
+    report_file = folder / REPORT_FILE
+    write_json(report_file, portable(report, str(report_file)))
+    write_junit(report, str(folder / JUNIT_FILE))
+    (folder / MARKDOWN_FILE).write_text(render_markdown(report), encoding="utf-8")
+    (folder / SUMMARY_FILE).write_text(summary, encoding="utf-8")
+    if command is not None:
+        (folder / "command.txt").write_text(f"cd {shlex.quote(os.getcwd())}\n{shlex.join(command)}\n",
+                                            encoding="utf-8")
+    kept = [t for t in result.trials if t.history is not None
+            and (keep == "all" or t.failed or t.unknown)]
+    width = max(4, len(str(max((t.index for t in result.trials), default=0))))
+    where = report.get("report_path") or str(report_file)
+    written = [write_trial(folder / TRIALS_DIR, t, width=width, replay=replay_command(where, t.index))
+               for t in kept]
+    return {"folder": folder, "trials": written, "latest": update_latest(folder)}
+
+
+# --- reading it back -------------------------------------------------------------------------
+
+
+class _Bad(Exception):
+    """A stored history's field that does not fit (``field`` ``None``: the whole file)."""
+
+    def __init__(self, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _type_name(tp: Any) -> str:
+    return {int: "an integer", str: "a string", bool: "true or false", float: "a number", bytes: "a latin-1 string",
+            list: "a list", dict: "an object"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _check(tp: Any, value: Any, where: str) -> None:
+    """Check the JSON ``value`` against the annotation ``tp`` of a History field; raise :class:`_Bad`."""
+    if tp is Any:
+        return
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return
+        options = [a for a in args if a is not type(None)]
+        errors = []
+        for option in options:
+            try:
+                _check(option, value, where)
+                return
+            except _Bad as exc:
+                errors.append(exc)
+        raise errors[0]
+    if is_dataclass(tp):
+        _check_dataclass(tp, value, where)
+        return
+    if origin is list:
+        if not isinstance(value, list):
+            raise _Bad(where, f"expected a list, found {_found(value)}")
+        for i, item in enumerate(value):
+            _check(args[0] if args else Any, item, f"{where}[{i}]")
+        return
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _Bad(where, f"expected an object, found {_found(value)}")
+        for k, item in value.items():
+            _check(args[1] if len(args) == 2 else Any, item, f"{where}.{k}")
+        return
+    ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str),
+          bytes: lambda v: isinstance(v, str) and _latin1(v)}.get(tp)
+    if ok is not None and not ok(value):
+        raise _Bad(where, f"expected {_type_name(tp)}, found {_found(value)}")
+
+
+def _latin1(text: str) -> bool:
+    try:
+        text.encode("latin-1")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _found(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _check_dataclass(cls: type, value: Any, where: str) -> None:
+    if not isinstance(value, dict):
+        raise _Bad(where or None, f"expected an object ({cls.__name__}), found {_found(value)}")
+    hints = _hints(cls)
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(value) - names)
+    if unknown:
+        raise _Bad(f"{where}.{unknown[0]}" if where else unknown[0], f"not a field of {cls.__name__}")
+    for f in fields(cls):
+        sub = f"{where}.{f.name}" if where else f.name
+        if f.name not in value:
+            if f.default is MISSING and f.default_factory is MISSING:  # type: ignore[misc]
+                raise _Bad(sub, f"missing (a {cls.__name__} needs it)")
+            continue
+        _check(hints[f.name], value[f.name], sub)
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(f"no {what} here", path=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"cannot read the {what}: {exc}", path=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"the {what} is not JSON: {exc.msg} (column {exc.colno})", path=str(path),
+                           line=exc.lineno) from None
+
+
+def load_history(path: str | os.PathLike[str]) -> History:
+    """Read a stored history (``history.json``, :func:`harness.history.model.history_to_json`'s form).
+
+    Every field is checked against :class:`harness.history.model.History` before it is built.  Raises
+    :class:`ResultsError` naming the file and the field (``legs[1].fault.kind``) for a file that cannot be
+    read, is not JSON, or does not hold a history.
+    """
+    p = Path(path)
+    data = _read_json(p, "history")
+    try:
+        _check_dataclass(History, data, "")
+    except _Bad as exc:
+        raise ResultsError(str(exc), path=str(p), field=exc.field) from None
+    try:
+        return history_from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # the check above should have said
+        raise ResultsError(f"not a history: {type(exc).__name__}: {exc}", path=str(p)) from None
+
+
+@dataclass
+class StoredTrial:
+    """A trial folder read back: ``folder``; ``info`` (its ``trial.json``, ``{}`` when it has none);
+    ``history`` (its ``history.json``)."""
+
+    folder: Path
+    info: dict[str, Any]
+    history: History
+
+    @property
+    def invariants(self) -> list[str]:
+        """The invariants the campaign judged in this trial (``trial.json``), else I1..I10 (and ``race`` for a
+        race trial)."""
+        from harness.names import INVARIANTS
+
+        given = self.info.get("invariants")
+        if given is not None:
+            return list(given)
+        return list(INVARIANTS) + (["race"] if self.history.race is not None else [])
+
+
+def load_trial(folder: str | os.PathLike[str]) -> StoredTrial:
+    """Read the trial folder ``folder`` (its ``history.json`` and, when present, ``trial.json``).
+    Raises :class:`ResultsError` naming the file and field of what cannot be used."""
+    d = Path(folder)
+    info: dict[str, Any] = {}
+    if (d / TRIAL_FILE).exists():
+        raw = _read_json(d / TRIAL_FILE, "trial file")
+        if not isinstance(raw, dict):
+            raise ResultsError(f"expected an object, found {_found(raw)}", path=str(d / TRIAL_FILE))
+        for key, kind in (("trial", int), ("invariants", list), ("verdicts", list), ("seed", int)):
+            if key in raw and raw[key] is not None and not (isinstance(raw[key], kind)
+                                                             and not isinstance(raw[key], bool)):
+                raise ResultsError(f"expected {_type_name(kind)}, found {_found(raw[key])}",
+                                   path=str(d / TRIAL_FILE), field=key)
+        bad = [i for i in raw.get("invariants") or [] if not isinstance(i, str)]
+        if bad:
+            raise ResultsError(f"expected invariant ids, found {_found(bad[0])}", path=str(d / TRIAL_FILE),
+                               field="invariants")
+        info = raw
+    return StoredTrial(folder=d, info=info, history=load_history(d / HISTORY_FILE))
+
+
+def load_stored(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | None, list[StoredTrial]]:
+    """Find and read the stored trials at ``path``: a results folder (its ``trials/*/``), a folder of results
+    folders with a ``latest`` link (the latest one), a trial folder, or a ``history.json`` file.
+
+    Returns ``(results folder or trial folder, its report.json or None, trials in trial order)``.  Raises
+    :class:`ResultsError` when ``path`` is none of those or a file in it cannot be used.
+    """
+    p = Path(path)
+    if p.is_file():
+        if p.name in (TRIAL_FILE, REPORT_FILE):
+            p = p.parent
+        else:
+            return p, None, [StoredTrial(folder=p.parent, info={}, history=load_history(p))]
+    if not p.is_dir():
+        raise ResultsError("no such file or folder", path=str(p))
+    if (p / HISTORY_FILE).exists():
+        return p, None, [load_trial(p)]
+    if not (p / TRIALS_DIR).is_dir() and not (p / REPORT_FILE).exists() and (p / LATEST).is_dir():
+        p = p / LATEST
+    if not (p / TRIALS_DIR).is_dir() and not (p / REPORT_FILE).exists():
+        raise ResultsError(f"not a results folder: it has no {REPORT_FILE}, no {TRIALS_DIR}/ and no {HISTORY_FILE} "
+                           "(fiskj-harness run writes them, docs/results.md)", path=str(p))
+    report = None
+    if (p / REPORT_FILE).exists():
+        report = _read_json(p / REPORT_FILE, "report")
+        if not isinstance(report, dict):
+            raise ResultsError(f"expected an object, found {_found(report)}", path=str(p / REPORT_FILE))
+    trials = []
+    if (p / TRIALS_DIR).is_dir():
+        for d in sorted((p / TRIALS_DIR).iterdir()):
+            if d.is_dir():
+                trials.append(load_trial(d))
+    trials.sort(key=lambda t: (t.info.get("trial") if isinstance(t.info.get("trial"), int) else 1 << 62,
+                               t.folder.name))
+    return p, report, trials
+
+
+def recheck(trials: list[StoredTrial]) -> list[dict[str, Any]]:
+    """Judge each stored trial again with the current checkers (:func:`harness.checkers.check_all`) on the
+    invariants it was judged on.  Returns the trials in the form :func:`harness.report.report.build_report`
+    takes, each with ``stored``: the stored verdicts' statuses by invariant (``{}`` when none were stored).
+
+    Raises :class:`ResultsError` for a trial that names an invariant the checkers do not know.
+    """
+    from harness.checkers import check_all
+
+    out = []
+    for pos, t in enumerate(trials):
+        try:
+            verdicts = check_all(t.history, t.invariants)
+        except ValueError as exc:
+            raise ResultsError(str(exc), path=str(t.folder / TRIAL_FILE), field="invariants") from None
+        stored = {v.get("invariant"): v.get("status") for v in t.info.get("verdicts") or []
+                  if isinstance(v, dict)}
+        h = t.history
+        out.append({"trial": t.info.get("trial", pos), "scenario": t.info.get("scenario") or h.scenario,
+                    "seed": t.info.get("seed", h.seed), "schedule": t.info.get("schedule", h.schedule),
+                    "history": h, "verdicts": verdicts, "duration_s": 0.0, "faults": t.info.get("faults") or None,
+                    "family": t.info.get("family") or "", "stored": stored, "folder": str(t.folder)})
+    return out

@@ -1,0 +1,131 @@
+"""Violations grouped by cause (harness/report/groups.py) and shown as groups in every rendering."""
+
+import xml.etree.ElementTree as ET
+
+from synth import Engine
+
+from harness.checkers import check_all
+from harness.report.groups import group_key, group_rows, involved, minimal_note
+from harness.report.report import build_report, merge_reports, render_markdown, render_summary, write_junit
+
+
+def _rerun_trial(seed, kills=(5,), scenario="kill-batch", trial=None):
+    """A trial of an engine that re-runs an answered tool on resume (I2), after ``len(kills)`` kills."""
+    eng = Engine()
+    for k in kills:
+        eng.leg(kill_after=k)
+    eng.leg(rerun_answered=True)
+    h = eng.finish()
+    h.scenario, h.seed = scenario, seed
+    out = {"scenario": scenario, "seed": seed, "schedule": [{"kind": "kill", "n": k} for k in kills],
+           "history": h, "verdicts": check_all(h), "duration_s": 0.1, "family": "signals"}
+    if trial is not None:
+        out["trial"] = trial
+    return out
+
+
+def _unsynced_trial(seed):
+    """A trial of an engine that never fsyncs (I4 append_not_synced, no fault)."""
+    eng = Engine()
+    eng.leg(fsync=False)
+    h = eng.finish()
+    return {"scenario": "noop", "seed": seed, "schedule": [], "history": h, "verdicts": check_all(h),
+            "duration_s": 0.1, "family": "signals"}
+
+
+def test_the_same_rule_broken_in_many_trials_is_one_group_whose_reproducer_has_the_fewest_faults_then_seed():
+    trials = [_rerun_trial(9, kills=(2, 6)), _rerun_trial(7), _rerun_trial(3, kills=(6,)), _rerun_trial(5, kills=(7,)),
+              _unsynced_trial(1), _unsynced_trial(2)]
+    report = build_report(trials, report_path="r.json")
+    assert len(report["violations"]) == 6
+    titles = {g["title"]: g for g in report["groups"]}
+    assert set(titles) == {"I2 unattributed_rerun [kill]", "I4 append_not_synced [signals]"}
+    rerun = titles["I2 unattributed_rerun [kill]"]
+    assert rerun["count"] == 4 and rerun["trials"] == [0, 1, 2, 3] and rerun["scenarios"] == ["kill-batch"]
+    rep = rerun["reproducer"]
+    assert (rep["trial"], rep["seed"], rep["faults"], rep["legs"]) == (2, 3, 1, 2)     # one kill, then seed 3
+    assert rep["reproduce"] == "fiskj-harness replay r.json --trial 2"
+    assert rep["minimal"] == "already minimal: a single fault"
+    assert rerun["example"]["trial"] == 2 and rerun["example"]["evidence"]["violations"][0]["kind"] == \
+        "unattributed_rerun"
+    unsynced = titles["I4 append_not_synced [signals]"]        # no fault injected: the trial's family
+    assert unsynced["count"] == 2 and unsynced["reproducer"]["minimal"] == "already minimal: fails with no fault injected"
+    assert report["groups"][0] is rerun                          # most rows first
+
+
+def test_the_key_names_the_operation_or_record_kind_where_the_evidence_has_one():
+    assert involved({"kind": "write_without_lock", "op": "write", "leg": 1}) == "op write"
+    assert involved({"kind": "io_error_swallowed", "failed": {"op": "fsync", "n": 4}}) == "op fsync"
+    line = '{"seq":2,"protocol":"io.choria.fisk-ai.v1.session.tool_result","tool_result":{}}'
+    assert involved({"kind": "lost", "seq": 2, "ack": {"excerpt": line}}) == "record tool_result"
+    assert involved({"kind": "lost", "detail": "runs/x.json: record seq 2 (assistant) bytes 507..850 ..."}) == \
+        "record assistant"
+    assert involved({"kind": "reader_answer", "mutation": {"id": "m3", "kind": "cut"}}) == "mutation cut"
+    row = {"schedule": [{"kind": "race", "race": "two-writers", "schedule": "a"}]}
+    assert involved({"kind": "not_exactly_one"}, row) == "race two-writers"
+    assert involved({"kind": "unattributed_rerun", "tool_use_id": "t1"}) == ""
+    base = {"invariant": "I8", "faults": {"kill": 1, "crash_states": 9}}
+    a = dict(base, evidence={"violations": [{"kind": "write_without_lock", "op": "write"}]})
+    b = dict(base, evidence={"violations": [{"kind": "write_without_lock", "op": "ftruncate"}]})
+    assert group_key(a) == ("I8", "write_without_lock", "kill", "op write") != group_key(b)
+    assert len(group_rows([dict(a, trial=0), dict(b, trial=1), dict(a, trial=2)])) == 2
+    unknown = {"invariant": "I4", "evidence": {"reason": "unobserved change"}, "faults": {"power_loss": 1}}
+    assert group_key(unknown) == ("I4", "unobserved change", "power_loss", "")
+
+
+def test_a_shrunk_reproducer_says_what_it_shrank_from_and_a_single_fault_never_claims_a_shrink():
+    runs = {4: {"trial": 4, "faults": {"kill": 3}, "origin": "hypothesis"},
+            9: {"trial": 9, "faults": {"kill": 2}, "origin": "shrink", "shrunk_from": 4},
+            5: {"trial": 5, "faults": {"kill": 1}, "origin": "hypothesis"},
+            6: {"trial": 6, "faults": {"kill": 1}, "origin": "shrink", "shrunk_from": 5},
+            7: {"trial": 7, "faults": {"kill": 2}, "origin": "hypothesis"},
+            8: {"trial": 8, "faults": {"kill": 2}, "origin": "shrink", "shrunk_from": 7}}
+    assert minimal_note({"trial": 9, "faults": {"kill": 2}}, runs) == "shrunk from trial 4: 3 fault(s) -> 2"
+    assert minimal_note({"trial": 4, "faults": {"kill": 3}}, runs) == \
+        "the smallest the campaign found: 3 fault(s), not shrunk"
+    # one fault shrunk from one fault (the shrink only moved it earlier): already minimal, not "shrunk"
+    assert minimal_note({"trial": 6, "faults": {"kill": 1}}, runs) == "already minimal: a single fault"
+    assert minimal_note({"trial": 8, "faults": {"kill": 2}}, runs) == \
+        "shrunk from trial 7, still 2 fault(s): none could be dropped"
+
+
+def test_the_summary_markdown_and_junit_show_one_entry_per_group_not_per_row(tmp_path):
+    trials = [_rerun_trial(s, kills=(k,)) for s, k in ((1, 5), (2, 6), (3, 7), (4, 8), (5, 11))]
+    trials.append(_unsynced_trial(9))
+    report = build_report(trials, report_path="r.json")
+    assert len(report["violations"]) == 6 and len(report["groups"]) == 2
+    text = render_summary(report)
+    assert "violations: 6 in 2 group(s) by cause (every row: r.json):" in text
+    assert text.count("reproduce: ") == 2 and "[1] I2 unattributed_rerun [kill]: 5 trial(s) in kill-batch" in text
+    assert "smallest reproducer: trial 0 (1 fault(s), 2 leg(s), seed 1), already minimal: a single fault" in text
+    md = render_markdown(report)
+    assert "### Violations: 6 in 2 group(s) by cause" in md
+    assert md.count("fiskj-harness replay r.json") == 2 and "| **I2 unattributed_rerun [kill]** | 5 |" in md
+    path = tmp_path / "j.xml"
+    write_junit(report, str(path))
+    suite = ET.parse(path).getroot().find("testsuite")
+    failures = [c for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert [c.get("name") for c in failures] == ["I2 unattributed_rerun [kill]", "I4 append_not_synced [signals]"]
+    assert suite.get("failures") == "2" and suite.get("tests") == str(len(suite.findall("testcase")))
+    assert "5 trial(s) invalid in kill-batch" in failures[0].find("failure").get("message")
+    assert "reproduce: fiskj-harness replay r.json --trial 0" in failures[0].find("failure").text
+    # the scenario x invariant cases that held are still there; the violated ones are their groups
+    names = [(c.get("classname"), c.get("name")) for c in suite.findall("testcase")]
+    assert ("fiskj-harness.kill-batch", "I3 at most one model call repeated per crash") in names
+    assert [n for c, n in names if c == "fiskj-harness.kill-batch" and n.startswith("I2 ")] == \
+        ["I2 unattributed_rerun [kill]"]
+
+
+def test_merged_shards_group_their_rows_together():
+    a = build_report([_rerun_trial(1), _rerun_trial(2, kills=(6,))], report_path="a.json")
+    b = build_report([_rerun_trial(3, kills=(7,))], report_path="b.json")
+    merged = merge_reports([a, b], report_path="m.json")
+    (group,) = merged["groups"]
+    assert group["count"] == 3 and group["trials"] == [0, 1, 2]
+    assert group["reproducer"]["reproduce"] == "fiskj-harness replay m.json --trial 0"
+
+
+def test_an_older_report_without_groups_is_still_rendered_in_groups():
+    report = build_report([_rerun_trial(1), _rerun_trial(2, kills=(6,))], report_path="r.json")
+    del report["groups"], report["unknown_groups"]
+    assert "violations: 2 in 1 group(s) by cause" in render_summary(report)
