@@ -12,8 +12,9 @@ bytes).  A leg with no journal, or one holding no complete record (empty,
 or only a torn line: a create that died before its meta record was
 acknowledged, which the next create reclaims), is noted, not judged.  A reader or fold error is a violation (``corrupt`` or
 ``fold_error``) naming the leg, line, byte offset and the line's bytes,
-unless the damaged line lies in bytes a ``tail`` fault made and the engine
-has not touched since (the nemesis's damage, listed under ``exempt``).
+unless the whole journal is as a ``tail`` fault left it (the nemesis's
+damage, listed under ``exempt``): once the engine appended past damaged
+bytes, the damage is its own (a record glued onto a zero or garbage line).
 Torn tails are listed per leg.  The fold is fiskj's (docs/spec.md section 8), so
 a journal that goes on after an ``error``, ``budget`` or ``max_iterations``
 terminal record (a resumed leg: fisk-ai resumes every run that is not
@@ -139,9 +140,9 @@ def check(history: History) -> Any:
             if tail is not None:
                 torn.append(tail)
             if bad is not None:
-                end = bad.pop("_end")
-                if nemesis_prefix_holds(history, leg, end):
-                    exempt.append({**bad, "why": "the damage is in bytes a tail fault made, untouched since"})
+                bad.pop("_end")
+                if nemesis_prefix_holds(history, leg, len(data)):  # nothing appended past the damage
+                    exempt.append({**bad, "why": "the journal is as a tail fault left it, nothing appended since"})
                 else:
                     violations.append(bad)
             continue
@@ -159,8 +160,8 @@ def check(history: History) -> Any:
             }
             if line is not None:
                 row["text"] = line.brief()["excerpt"]
-                if nemesis_prefix_holds(history, leg, line.end):
-                    exempt.append({**row, "why": "the damage is in bytes a tail fault made, untouched since"})
+                if nemesis_prefix_holds(history, leg, len(data)):  # nothing appended past the damage
+                    exempt.append({**row, "why": "the journal is as a tail fault left it, nothing appended since"})
                     continue
             violations.append(row)
             continue

@@ -195,8 +195,7 @@ def check(history: History) -> Any:
             row = {"leg": last.index, "error": f"{type(exc).__name__}: {exc}", "line": exc.line, "offset": exc.offset,
                    "journal_bytes": len(last.journal), "exit_code": last.exit_code, "exit_signal": last.exit_signal,
                    "stderr": (last.stderr or "")[-300:]}
-            end = len(last.journal) if exc.offset is None else (last.journal.find(b"\n", exc.offset) + 1 or len(last.journal))
-            if nemesis_prefix_holds(history, last, end):
+            if nemesis_prefix_holds(history, last, len(last.journal)):  # nothing appended past the damage
                 return make(__name__, UNKNOWN, {"summary": "the final journal is unreadable through a tail fault's damage",
                                                 "reason": "nemesis-made damage", **row})
             return make(__name__, INVALID, {"summary": f"the final journal cannot be read: {exc}", "checked": 1,

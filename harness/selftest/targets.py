@@ -70,6 +70,8 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("resume-skips-completed", "kill-every-event", 40, ("I6",)),
     Target("pending-turn-not-counted", "kill-every-event", 40, ("I6",)),
     Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
+    # a tail fault's damage is excused only until the engine appends past it (I5)
+    Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
 )}
 
 
