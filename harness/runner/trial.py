@@ -282,7 +282,8 @@ class Runner:
         tmp = tempfile.mkdtemp(prefix="fiskj-trial-", dir=self.tmp_root)
         session = self.server.open_session(workload.script)
         try:
-            self._legs(history, workload, Path(tmp), session.token, run_id, schedule, max_legs, budget, drift)
+            self._legs(history, workload, Path(tmp), session.token, run_id, schedule, max_legs, budget, drift,
+                       probe_completed=scenario.check.resume_after_completed and reference is not None)
         finally:
             history.model_calls = self.server.close_session(session.token)
             if self.keep_dirs:
@@ -292,7 +293,8 @@ class Runner:
         return history
 
     def _legs(self, history: History, workload: Workload, tmp: Path, token: str, run_id: str,
-              schedule: list[dict[str, Any]], max_legs: int, budget: float, drift: tuple[str, ...] = ()) -> None:
+              schedule: list[dict[str, Any]], max_legs: int, budget: float, drift: tuple[str, ...] = (),
+              probe_completed: bool = False) -> None:
         """Run the legs of one trial into ``history``.
 
         With ``drift`` (``[workload] drift``), every resume is first a
@@ -423,6 +425,23 @@ class Runner:
                 break
         else:
             history.notes.append(f"leg budget of {max_legs} spent before the run completed")
+        if done and probe_completed and not workload.chat and history.legs \
+                and history.legs[-1].exit_code == EXIT_COMPLETED and deadline > time.monotonic():
+            # [check] resume_after_completed: a completed run must refuse to resume, journal unchanged (I9)
+            index = max(lg.index for lg in history.legs) + 1
+            env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
+                                   state_home=str(state_home), ledger=str(ledger), leg=index,
+                                   trace=None if self.observe else str(tmp / f"trace-{index}.jsonl"), fault=None,
+                                   home=str(home) if home is not None else None)
+            if self.subject.files:
+                self.subject.write_files(cfg, **where)
+            plan = LegPlan(index=index, kind="resume", argv=self.subject.resume_argv(cfg, **where), env=env,
+                           fault={"kind": "none"}, workdir=tmp, journal=journal, trace=tmp / f"trace-{index}.jsonl",
+                           timeout_s=max(1.0, deadline - time.monotonic()),
+                           detail={"expect": "refused", "probe": "resume after completed"},
+                           roots=(str(state_home),) + ((str(home),) if home is not None else ()), reading=None)
+            leg, _ = run_leg(plan, self.legs)
+            history.legs.append(leg)
         if len(history.legs) < len(schedule) and done:
             history.notes.append(f"schedule entries {len(history.legs)}..{len(schedule) - 1} unused: "
                                  "the run completed first")

@@ -71,9 +71,15 @@ class TrialSpec:
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """Which invariants must hold (the ``[check]`` table)."""
+    """Which invariants must hold (the ``[check]`` table).
+
+    ``resume_after_completed``: once the run completes, the harness resumes it once more and that resume
+    must be refused with the journal unchanged (judged as I9; docs/scenarios.md): from outside, the only
+    proof that the run really ended, whatever its journal format.
+    """
 
     invariants: tuple[str, ...] = INVARIANTS
+    resume_after_completed: bool = False
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,8 @@ SCHEMA: dict[str, dict[str, tuple[str, Check]]] = {
         "timeout_s": ("timeout_s", num(0.0, strict=True)),
         "max_legs": ("max_legs", int_(0)),
     },
-    "check": {"invariants": ("invariants", list_of(INVARIANTS, nonempty=True))},
+    "check": {"invariants": ("invariants", list_of(INVARIANTS, nonempty=True)),
+              "resume_after_completed": ("resume_after_completed", bool_)},
 }
 
 #: ``[faults]`` keys of each family (by family name): key -> checker, from the fields of its ``Params``.

@@ -67,8 +67,8 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("status-stays-suspended", "chain-crash-after-suspend", 12, ("I10",)),
     # how a resumed run ends: status, terminal record and iteration count against the reference (I6),
     # and no model call once the journal holds the final answer (I3)
-    Target("resume-skips-completed", "kill-every-event", 40, ("I6",)),
-    Target("pending-turn-not-counted", "kill-every-event", 40, ("I6",)),
+    Target("resume-skips-completed", "kill-every-event", 12, ("I6", "I9")),
+    Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
     Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
     # a tail fault's damage is excused only until the engine appends past it (I5)
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
@@ -94,6 +94,10 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("status-stays-suspended", "chain-crash-after-suspend", 12, ("I10",)),
     Target("reader-locks", "race-readers-during-appends", 4, ("I10",)),
     Target("reader-tolerates-corruption", "tails-basic", 4, ("I5",)),
+    Target("resume-skips-completed", "kill-every-event", 12, ("I6", "I9")),
+    Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
+    Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
+    Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -114,6 +118,10 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fold-before-lock", "race-two-resumers", 8, ("I2",)),
     Target("create-without-excl", "race-two-creates", 4, ("I2",)),
     Target("stale-lock-file", "race-holder-killed", 4, ("I6", "I8")),
+    Target("resume-skips-completed", "kill-every-event", 12, ("I9",)),
+    Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
+    Target("recall-after-final-answer", "kill-every-event", 40, ("I3",)),
+    Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
 )}
 #: Variants the jsonl subject cannot be caught for, and why (each needs what a jsonl profile cannot give).
 JSONL_NOT_CAUGHT: dict[str, str] = {

@@ -15,6 +15,10 @@ export const BUGS = {
   'stale-lock-file': 'the run lock is a marker file created with O_EXCL: a killed holder leaves it behind for good',
   'reader-locks': 'the status command takes the run lock: reading a run that is being written fails',
   'reader-tolerates-corruption': 'the reader skips an unparsable line before the end instead of refusing the journal',
+  'resume-skips-completed': 'a resumed run that completes exits 0 without journaling its completed terminal record',
+  'pending-turn-not-counted': 'a resume numbers iterations without counting the pending assistant turn',
+  'recall-after-final-answer': 'a resume asks the model again when the journal already holds the final answer',
+  'complete-torn-line-kept': 'open cuts a torn final line only when it lacks its newline: appends follow a whole bad line',
 };
 
 export const BUG_ENV = 'FISKJ_FOREIGN_BUG';

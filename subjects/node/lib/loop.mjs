@@ -122,6 +122,8 @@ class Run {
     this.messages = [...state.messages];
     this.tokens = state.totalTokens;
     this.iteration = state.nextIteration;
+    if (bug('pending-turn-not-counted') && state.pending) this.iteration = Math.max(0, state.nextIteration - 1);
+    this.resumed = state.records > 1;
     this.answer = null;
   }
 
@@ -137,7 +139,9 @@ class Run {
       if (e instanceof End) { // rule 5: exactly one terminal record
         const payload = { reason: e.reason };
         if (e.message) payload.message = e.message;
-        this.journal.append('terminal', payload);
+        if (!(bug('resume-skips-completed') && this.resumed && e.reason === 'completed')) {
+          this.journal.append('terminal', payload);
+        }
         this.log(`run ${this.runId} ended: ${e.reason}${e.message ? ` (${e.message})` : ''}`);
         return { reason: e.reason, message: e.message, answer: this.answer };
       }
@@ -155,7 +159,10 @@ class Run {
       const done = new Map(state.pending.results.map((r) => [r.tool_use_id, r]));
       await this.settle(state.pending.assistant, state.lastStopReason, { done, fresh: false });
     } else if (this.messages.length && this.messages[this.messages.length - 1].role === 'assistant') {
-      await this.settle(this.messages.pop(), state.lastStopReason, { fresh: false });
+      const last = this.messages.pop();
+      const final = !(Array.isArray(last.content) && last.content.some((b) => b?.type === 'tool_use'));
+      if (bug('recall-after-final-answer') && final) return; // the journaled answer is ignored: ask again
+      await this.settle(last, state.lastStopReason, { fresh: false });
     }
   }
 

@@ -320,7 +320,12 @@ export class Store {
           { path: jpath, line: 1, offset: 0 });
       }
       let cutTail = null;
-      if (reader.tornTail && !bug('torn-tail-not-cut')) {
+      const wholeLine = reader.tornTail && bug('complete-torn-line-kept') && (() => {
+        const last = Buffer.alloc(1);
+        fs.readSync(fd, last, 0, 1, reader.tornTail.offset + reader.tornTail.length - 1);
+        return last[0] === 0x0a;
+      })();
+      if (reader.tornTail && !bug('torn-tail-not-cut') && !wholeLine) {
         try {
           fs.ftruncateSync(fd, reader.goodSize);
           fs.fsyncSync(fd);
