@@ -197,11 +197,19 @@ def lock_spans(history: History, leg: Leg) -> list[Span]:
       of *any* of its descriptors of the lock file (the kernel drops it
       then: the ``lockf`` bug class, seen from outside).
 
+    A ``flock`` taken by a child on a descriptor it inherited (``flock(1)``
+    on the agent's descriptor) belongs to the shared open file: once that
+    child has exited, it ends when the process that opened the lock file
+    closes its last descriptor of it.
+
     ``start``/``end`` are the events' ``t`` when present; an end with no
     event is the leg's ``t_end`` (the kernel drops the lock at exit).
     """
     spans: list[Span] = []
     held: dict[tuple[int, Any], Span] = {}
+    trace = list(events(leg))
+    last_n = {ev["pid"]: ev.get("n", 0) for ev in trace}  # each process's last call (it is gone after it)
+    opened: dict[int, set[Any]] = {}  # pid -> its descriptors of the lock file
 
     def end(key: tuple[int, Any], ev: dict[str, Any]) -> None:
         span = held.pop(key)
@@ -210,13 +218,15 @@ def lock_spans(history: History, leg: Leg) -> list[Span]:
         span.end, span.last_n = ev.get("t0", ev.get("t")), ev.get("n", 0)
         spans.append(span)
 
-    for ev in events(leg):
+    for ev in trace:
         op = ev.get("op")
         if not is_lock(ev.get("path"), history.run_id):
             continue
         pid = ev["pid"]
         key = (pid, ev.get("fd"))
         operation = ev.get("operation") or []
+        if op == "open" and not ev.get("error") and ev.get("fd") is not None:
+            opened.setdefault(pid, set()).add(ev.get("fd"))
         if op == "flock" and not ev.get("error") and "LOCK_UN" not in operation:
             if key not in held:
                 held[key] = Span(leg.index, pid, ev.get("t"), None, ev.get("n", 0), None)
@@ -232,6 +242,13 @@ def lock_spans(history: History, leg: Leg) -> list[Span]:
             for which in (key, (pid, "posix")):  # a record lock goes with the close of ANY descriptor
                 if which in held:
                     end(which, ev)
+            mine = opened.get(pid, set())
+            if ev.get("fd") in mine:
+                mine.discard(ev.get("fd"))
+                if not mine:  # its last descriptor: an exited child's flock on the shared open file ends
+                    for which in [k for k in held if k[0] != pid and k[1] != "posix"
+                                  and last_n.get(k[0], 0) < ev.get("n", 0)]:
+                        end(which, ev)
     for span in held.values():
         span.end = leg.t_end or None
         spans.append(span)

@@ -14,7 +14,10 @@ How it is judged.
   ftruncate, unlink, rename, ``O_TRUNC`` open) happens while that process
   holds the lock, by trace order ``n``: after a successful ``LOCK_EX``
   flock of ``<id>.lock`` and before its unlock or close
-  (``write_without_lock``).
+  (``write_without_lock``).  So does every fsync and the close of a
+  journal descriptor the process wrote (``fsync_without_lock``,
+  ``close_without_lock``): the lock is held until the writer's last
+  append is durable and its descriptor closed.
 * Two holders (pairs of legs whose ``[t_start, t_end]`` overlap): no two
   processes that both changed the journal hold the lock over overlapping
   intervals (``lock_overlap``), and no process changes the journal while
@@ -30,7 +33,7 @@ from typing import Any
 from harness.history.model import History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
-from harness.checkers._trace import Span, journal_writes, lock_spans, traced
+from harness.checkers._trace import Span, events, is_journal, journal_writes, lock_spans, traced
 
 INVARIANT = "I8"
 NAME = "one writer at a time"
@@ -81,6 +84,12 @@ def check(history: History) -> Any:
                 violations.append({"kind": "write_without_lock", **_ev(ev, leg),
                                    "detail": f"leg {leg.index} changed the journal ({ev.get('op')} n={ev.get('n')}) "
                                              "without holding the run lock"})
+        for ev in _finishing_calls(history, leg):
+            if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid"), observed="seq" in ev):
+                violations.append({"kind": f"{ev.get('op')}_without_lock", **_ev(ev, leg),
+                                   "detail": f"leg {leg.index} released the run lock before the {ev.get('op')} "
+                                             f"(n={ev.get('n')}) of a journal descriptor it had written: another "
+                                             "writer could take over while its appends were not yet durable"})
     undecided: list[dict[str, Any]] = []
     pairs = 0
     if not traced(history):
@@ -120,6 +129,24 @@ def check(history: History) -> Any:
     evidence["summary"] = (f"{lines} line(s) whole; {evidence['journal_changes']} journal change(s) all under the lock; "
                            f"{pairs} concurrent writer pair(s)")
     return make(__name__, VALID, evidence)
+
+
+def _finishing_calls(history: History, leg: Leg) -> list[dict[str, Any]]:
+    """The fsyncs and the close of each journal descriptor a process of ``leg`` wrote, after its first
+    write: what a writer must still do under the lock (its appends are not acknowledged before them)."""
+    written: set[tuple[Any, Any]] = set()
+    out = []
+    for ev in events(leg):
+        if not is_journal(ev.get("path"), history.run_id) or ev.get("error"):
+            continue
+        key = (ev.get("pid"), ev.get("fd"))
+        if ev.get("op") == "write":
+            written.add(key)
+        elif ev.get("op") in ("fsync", "fdatasync", "close") and key in written:
+            out.append(ev)
+            if ev.get("op") == "close":
+                written.discard(key)
+    return out
 
 
 def _pair(a: Leg, b: Leg, spans: dict[int, list[Span]], writes: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -72,6 +72,8 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
     # a tail fault's damage is excused only until the engine appends past it (I5)
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
+    # the lock is held until the writer's last fsync and close (I8)
+    Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
 )}
 
 
@@ -98,6 +100,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
     Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
+    Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -122,6 +125,7 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
     Target("recall-after-final-answer", "kill-every-event", 40, ("I3",)),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
+    Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
 )}
 #: Variants the jsonl subject cannot be caught for, and why (each needs what a jsonl profile cannot give).
 JSONL_NOT_CAUGHT: dict[str, str] = {

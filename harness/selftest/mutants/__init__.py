@@ -52,6 +52,7 @@ there too.
 | ``pending-turn-not-counted`` | a resume numbers iterations without the pending turn | kill (I6) |
 | ``recall-after-final-answer`` | a resume asks the model again for a journaled final answer | kill (I3, I6) |
 | ``complete-torn-line-kept`` | open cuts a torn final line only when it lacks its newline | tail (I5) |
+| ``unlock-before-close`` | the run lock is released before the journal is closed | race ``two-writers`` (I8) |
 | ``status-stays-suspended`` | a resumed run keeps reading ``suspended`` after later records (defect 5) | chain, the subject's reading (I10) |
 
 Defects 1 to 4 are fisk-ai's (docs/spec.md section 16).  Which scenario
@@ -98,7 +99,9 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            # how a resumed run ends (I6) and no model call after the journaled final answer (I3)
            "resume_skips_completed", "pending_turn_not_counted", "recall_after_final_answer",
            # a torn tail kept once the engine appended past it (I5)
-           "complete_torn_line_kept")
+           "complete_torn_line_kept",
+           # the lock held until the writer's last fsync and close (I8)
+           "unlock_before_close")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 

@@ -19,6 +19,7 @@ export const BUGS = {
   'pending-turn-not-counted': 'a resume numbers iterations without counting the pending assistant turn',
   'recall-after-final-answer': 'a resume asks the model again when the journal already holds the final answer',
   'complete-torn-line-kept': 'open cuts a torn final line only when it lacks its newline: appends follow a whole bad line',
+  'unlock-before-close': 'the run lock is released before the journal descriptor is closed',
 };
 
 export const BUG_ENV = 'FISKJ_FOREIGN_BUG';

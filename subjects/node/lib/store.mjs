@@ -184,6 +184,7 @@ export class Journal {
 
   // Close the journal, then release the lock (last).
   close() {
+    if (bug('unlock-before-close') && this.lockFd !== null) { releaseLock(this.lockFd); this.lockFd = null; }
     if (this.fd !== null) closeQuietly(this.fd);
     if (this.lockFd !== null) releaseLock(this.lockFd);
     this.fd = null;
