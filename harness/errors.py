@@ -57,6 +57,19 @@ class SetupError(HarnessError, RuntimeError):
     """The harness cannot run a trial (the subject does not start, the reference run fails, ...)."""
 
 
+class BrokenReference(SetupError):
+    """The subject ran a scenario's uninterrupted reference run and it ended wrong (no terminal record, a
+    torn last line, an error): not a setup error to report as such, but a run to judge as a trial (the
+    campaign judges ``history`` with the checkers; I6 says how it should have ended).
+
+    Attributes: ``history`` (:class:`harness.history.model.History` of the uninterrupted run), ``path``.
+    """
+
+    def __init__(self, message: str, *, history: object, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.history = history
+
+
 class ResultsError(HarnessError, ValueError):
     """A results folder, a trial folder or a stored history cannot be used (``fiskj-harness check``, replay of
     a stored report; docs/results.md).

@@ -40,7 +40,7 @@ from harness.campaign.reproduce import reproduce_command
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.shard import parse_shard, shard_positions
 from harness.checkers import check_all
-from harness.errors import SetupError
+from harness.errors import BrokenReference, SetupError
 from harness.names import FISK_AI_V2
 from harness.families.base import Planned
 from harness.families.registry import by_mode
@@ -184,6 +184,19 @@ class Campaign:
             result.history = None
         return result
 
+    def _judge_uninterrupted(self, run: ScenarioRun, broken: BrokenReference, runner: Runner) -> TrialResult:
+        """The scenario's uninterrupted run, which ended wrong, judged as a trial like any other (origin
+        ``uninterrupted``, no fault; I6 says how it should have ended: :mod:`harness.history.ending`)."""
+        history = broken.history
+        history.options["uninterrupted"] = True
+        skip = not_applicable(runner.subject)
+        invariants = tuple(i for i in run.scenario.check.invariants if i not in skip)
+        verdicts = check_all(history, list(invariants))
+        return TrialResult(index=0, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=0,
+                           schedule=[], origin="uninterrupted", verdicts=verdicts, history=history, elapsed_s=0.0,
+                           reproduce=reproduce_command(run.scenario, 0, [], runner.subject),
+                           invariants=invariants, faults={}, family="none")
+
     def run(self) -> CampaignResult:
         """Run the campaign; returns a :class:`CampaignResult`.  Never raises for a failing agent.
 
@@ -208,15 +221,23 @@ class Campaign:
                 futures = {pool.submit(lambda r: r.family.prepare(r.scenario, runner, runner.reference(r.scenario)),
                                        run): run for run in runs
                            if run.error is None and run.family.needs_reference(run.scenario)}
+                uninterrupted: list[TrialResult] = []
                 for fut in as_completed(futures):
                     run = futures[fut]
                     try:
                         run.reference = fut.result()
+                    except BrokenReference as exc:  # it ran and ended wrong: a verdict, not a setup error
+                        uninterrupted.append(self._judge_uninterrupted(run, exc, runner))
+                        run.skipped = True
+                        limits.append(f"{run.scenario.name}: its uninterrupted run ended wrong and is judged as a "
+                                      f"trial; no faulted trial runs (nothing sound to compare them with)")
                     except SetupError as exc:
                         run.error = str(exc)
                 # 2. plans (pure; hypothesis draws: main thread only)
                 jobs: list[tuple[ScenarioRun, Planned]] = []
                 for run in runs:
+                    if run.skipped:
+                        continue
                     if run.error is None:
                         count = self.trials or run.scenario.trials.count
                         try:
@@ -260,7 +281,7 @@ class Campaign:
                                     other.cancel()
                     if self.progress:
                         self.progress(done, total, failing)
-                results = [r for r in slots if r is not None]
+                results = uninterrupted + [r for r in slots if r is not None]
             for i, r in enumerate(results):
                 r.index = i
             # 4. shrink (main thread: hypothesis is driven from one thread)

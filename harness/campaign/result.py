@@ -66,6 +66,7 @@ class ScenarioRun:
     plan: list[Any] = field(default_factory=list)
     error: str | None = None
     shrink_runs: int = 0
+    skipped: bool = False  # its uninterrupted run ended wrong: judged as a trial, no faulted trial run
 
 
 @dataclass

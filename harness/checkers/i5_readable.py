@@ -53,6 +53,7 @@ from harness.history.model import History
 from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
+from harness.checkers._trace import events, is_journal
 from harness.checkers.i5_reader_answers import reader_violations
 
 INVARIANT = "I5"
@@ -91,6 +92,28 @@ def _repairs(history: History) -> tuple[int, list[dict[str, Any]]]:
             out.append({"kind": "torn_tail_left", **row, "torn_tail": torn,
                         "detail": f"repair: the resumed journal still ends in a torn tail {torn}"})
     return checked, out
+
+
+def _clean_exits_with_torn_tails(history: History, torn: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Legs that wrote the journal, exited by themselves (no signal, no fault after them, alone in time)
+    and left it ending in a torn tail: only a crash leaves a partial line, so the engine frames its records
+    so that its own last line reads as torn (a missing final newline, a record split over writes)."""
+    out = []
+    legs = legs_in_order(history)
+    for row in torn:
+        leg = next(lg for lg in legs if lg.index == row["leg"])
+        alone = not any(o is not leg and o.t_end and leg.t_end and o.t_start < leg.t_end and leg.t_start < o.t_end
+                        for o in legs)
+        wrote = any(ev.get("op") == "write" and not ev.get("error") and is_journal(ev.get("path"), history.run_id)
+                    for ev in events(leg))
+        if (leg.exit_signal is None and leg.exit_code is not None and not leg.timed_out and alone and wrote
+                and leg.fault.kind not in ("tail", "power_loss")
+                and not (leg.fault.injected and leg.fault.kind != "suspend")):  # a suspend ends at a boundary
+            out.append({"kind": "torn_tail_after_clean_exit", "leg": leg.index, "exit_code": leg.exit_code,
+                        "torn_tail": {k: row[k] for k in ("offset", "length") if k in row},
+                        "detail": f"leg {leg.index} exited {leg.exit_code} by itself, yet its journal ends in a "
+                                  f"torn tail at offset {row.get('offset')}: only a crash leaves a partial line"})
+    return out
 
 
 def _final_torn_tail(history: History, journal: bytes | None) -> Any:
@@ -168,6 +191,7 @@ def check(history: History) -> Any:
         if state.torn_tail is not None:
             torn.append({"leg": leg.index, **state.torn_tail.to_json(), "good_size": state.good_size})
     repaired, repairs = _repairs(history)
+    repairs = _clean_exits_with_torn_tails(history, torn) + repairs
     answered, answers = reader_violations(history)
     evidence: dict[str, Any] = {"checked": checked + repaired + answered, "torn_tails": torn}
     if fmt != FISK_AI_V2:

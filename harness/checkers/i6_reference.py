@@ -25,6 +25,11 @@ a crash in between).  Re-runs are I2's to judge.  Judged only when the
 reference run's tools left effects (a subject that does not run the
 ledger tools gives nothing to compare).
 
+The uninterrupted run itself (``history.options["uninterrupted"]``: a
+reference run that ended wrong, judged as a trial) must end as its workload
+says (:func:`harness.history.ending.uninterrupted_end`):
+``uninterrupted_run_ended_wrong`` otherwise.
+
 A journal fiskj does not fold (``history.journal_format`` ``jsonl``;
 docs/subject.md "Journal formats") is judged by what an outside observer
 saw instead (:func:`_check_observed`): the same conversation states asked
@@ -40,6 +45,7 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 
+from harness.history.ending import uninterrupted_end
 from harness.history.model import History, observed_result
 from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
@@ -175,6 +181,17 @@ def _check_observed(history: History) -> Any:
 
 
 def check(history: History) -> Any:
+    """Judge I6 (docs/spec.md section 15) on ``history``; see the module docstring."""
+    if history.options.get("uninterrupted"):  # the reference run itself, judged as a trial
+        why = uninterrupted_end(history)
+        if why is None:
+            return make(__name__, VALID, {"summary": "the uninterrupted run ended as its workload says",
+                                          "checked": 1})
+        last = max(history.legs, key=lambda leg: leg.index) if history.legs else None
+        return make(__name__, INVALID, {"summary": why, "checked": 1, "violations": [{
+            "kind": "uninterrupted_run_ended_wrong", "detail": why,
+            "exit_code": last.exit_code if last else None, "final_state_status": (history.final_state or {}).get(
+                "status"), "final_error": history.final_error, "stderr": (last.stderr or "")[-300:] if last else ""}]})
     if history.reference is None:
         return make(__name__, UNKNOWN, {"summary": "no reference run in the history", "reason": "no reference"})
     repeated = len({c.key for c in history.model_calls}) < len(history.model_calls)

@@ -37,23 +37,21 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.errors import SetupError
+from harness.errors import BrokenReference, SetupError
 from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
+from harness.history.ending import BUDGET_ENDS, uninterrupted_end
 from harness.history.model import History, Reference, observed_result
-from harness.names import FISK_AI_V2
 from harness.history.readers import fold_journal, parse_reading, read_ledger
 from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
 from harness.runner.process import enable_subreaper
-from harness.scenario.model import Scenario, WorkloadSpec
+from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
-from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
-                      default_subject, fork_server_enabled, journal_path)
+from harness.subject.contract import (EXIT_COMPLETED, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
+                                      default_subject, fork_server_enabled)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
 __all__ = ["ReferenceRun", "Runner", "run_id_for", "drifted_config", "observe_by_default", "BUDGET_ENDS"]
 
-#: Terminal reasons that end a run on a budget: a reference run may end so (exit 1).
-BUDGET_ENDS = ("budget", "max_iterations")
 
 
 def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str) -> RunConfig:
@@ -203,28 +201,17 @@ class Runner:
                 return ref
             history = self._run(scenario, seed=0, schedule=NOOP, reference=None)
             last = history.legs[-1] if history.legs else None
-            status = (history.final_state or {}).get("status")
-            if history.journal_format != FISK_AI_V2:  # not folded: its exit says how it ended
-                spec = scenario.workload  # a workload with a cap of its own may end on it (exit 1)
-                capped = spec.max_iterations or spec.max_tokens != WorkloadSpec.max_tokens
-                status = {EXIT_COMPLETED: "completed", EXIT_SUSPENDED: "suspended",
-                          EXIT_ERROR: BUDGET_ENDS[0] if capped else None}.get(last.exit_code if last else None)
-            chat_end = scenario.workload.chat_followups > 0 and status == "suspended"  # end of input
-            ended = last is not None and (
-                (last.exit_code == EXIT_COMPLETED and status == "completed")
-                or (last.exit_code == EXIT_SUSPENDED and chat_end)
-                or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS))  # a workload that ends on a cap
-            if not ended:
-                why = f"exit {last.exit_code}, signal {last.exit_signal}" if last else "no leg ran"
+            why = uninterrupted_end(history)
+            if why is not None:
+                how = f"exit {last.exit_code}, signal {last.exit_signal}" if last else "no leg ran"
                 said = (last.stderr.strip()[-600:] if last else "") or "(nothing on stderr)"
-                if last is not None and last.journal is None and not history.model_calls:
+                if last is None or (last.journal is None and not history.model_calls):
                     raise SetupError(  # it never got going: what it said is the cause, not the missing journal
-                        f"the subject did not run scenario {scenario.name!r} ({why}, no journal, no model call); "
-                        f"its stderr: {said}; command: {' '.join(last.argv)[:300]}", path=scenario.path)
-                raise SetupError(
-                    f"the reference run of scenario {scenario.name!r} did not complete ({why}; folded status "
-                    f"{status!r}; error {history.final_error}); stderr: {said}",
-                    path=scenario.path)
+                        f"the subject did not run scenario {scenario.name!r} ({how}, no journal, no model call); "
+                        f"its stderr: {said}; command: {' '.join(last.argv)[:300] if last else ''}",
+                        path=scenario.path)
+                raise BrokenReference(  # it ran and ended wrong: a verdict (I6), judged as a trial
+                    f"{why}; stderr: {said}", history=history, path=scenario.path)
             leg = history.legs[0]
             ref = ReferenceRun(
                 reference=Reference(state=history.final_state or {}, model_calls=len(history.model_calls),

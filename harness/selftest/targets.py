@@ -74,6 +74,9 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     # the lock is held until the writer's last fsync and close (I8)
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
+    # the uninterrupted run itself ends wrong: judged as a trial, not a setup error (I5, I6)
+    Target("completed-never-written", "noop-baseline", 1, ("I6",), shrink=0),
+    Target("newline-first", "noop-baseline", 1, ("I5", "I6"), shrink=0),
 )}
 
 
@@ -101,6 +104,8 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
+    Target("completed-never-written", "noop-baseline", 1, ("I6",)),
+    Target("newline-first", "noop-baseline", 1, ("I5", "I6")),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -126,6 +131,8 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("recall-after-final-answer", "kill-every-event", 40, ("I3",)),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
+    Target("completed-never-written", "kill-every-event", 6, ("I9",)),
+    Target("newline-first", "noop-baseline", 2, ("I5",)),
 )}
 #: Variants the jsonl subject cannot be caught for, and why (each needs what a jsonl profile cannot give).
 JSONL_NOT_CAUGHT: dict[str, str] = {

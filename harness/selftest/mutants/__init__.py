@@ -53,6 +53,8 @@ there too.
 | ``recall-after-final-answer`` | a resume asks the model again for a journaled final answer | kill (I3, I6) |
 | ``complete-torn-line-kept`` | open cuts a torn final line only when it lacks its newline | tail (I5) |
 | ``unlock-before-close`` | the run lock is released before the journal is closed | race ``two-writers`` (I8) |
+| ``completed-never-written`` | no run journals its ``completed`` record: the uninterrupted run ends wrong | none (I6) |
+| ``newline-first`` | records framed newline-first: the last record reads as torn | none (I5, I6) |
 | ``status-stays-suspended`` | a resumed run keeps reading ``suspended`` after later records (defect 5) | chain, the subject's reading (I10) |
 
 Defects 1 to 4 are fisk-ai's (docs/spec.md section 16).  Which scenario
@@ -101,7 +103,9 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            # a torn tail kept once the engine appended past it (I5)
            "complete_torn_line_kept",
            # the lock held until the writer's last fsync and close (I8)
-           "unlock_before_close")
+           "unlock_before_close",
+           # the uninterrupted run itself ends wrong: judged as a trial (I5, I6)
+           "completed_never_written", "newline_first")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 

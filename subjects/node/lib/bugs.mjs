@@ -20,6 +20,8 @@ export const BUGS = {
   'recall-after-final-answer': 'a resume asks the model again when the journal already holds the final answer',
   'complete-torn-line-kept': 'open cuts a torn final line only when it lacks its newline: appends follow a whole bad line',
   'unlock-before-close': 'the run lock is released before the journal descriptor is closed',
+  'completed-never-written': 'no run ever journals its completed terminal record (the plain run itself ends wrong)',
+  'newline-first': 'records are framed newline-first: the last record never ends in its newline and reads as torn',
 };
 
 export const BUG_ENV = 'FISKJ_FOREIGN_BUG';

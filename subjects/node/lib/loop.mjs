@@ -139,7 +139,8 @@ class Run {
       if (e instanceof End) { // rule 5: exactly one terminal record
         const payload = { reason: e.reason };
         if (e.message) payload.message = e.message;
-        if (!(bug('resume-skips-completed') && this.resumed && e.reason === 'completed')) {
+        const skip = e.reason === 'completed' && (bug('completed-never-written') || (bug('resume-skips-completed') && this.resumed));
+        if (!skip) {
           this.journal.append('terminal', payload);
         }
         this.log(`run ${this.runId} ended: ${e.reason}${e.message ? ` (${e.message})` : ''}`);

@@ -1,0 +1,53 @@
+"""How an uninterrupted run must end, read from its history (pure: no IO; docs/spec.md section 15, I6).
+
+The reference run of a scenario (the same workload, no fault) is what every
+trial is compared with, so it must end the way its workload says: exit 0
+with a ``completed`` run; for a chat workload, exit 3 with ``suspended`` at
+the end of its input; exit 1 with ``budget`` or ``max_iterations`` for a
+workload whose token budget or iteration cap ends it.  The run's status is
+its journal's fold (``history.final_state``); a journal the harness does not
+decode (``jsonl``: docs/subject.md "Journal formats") is judged by the exit
+alone.  Used by the runner, to know whether a reference can be compared
+with, and by I6, which judges the uninterrupted run as a trial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.history.model import History
+from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, FISK_AI_V2
+from harness.scenario.model import WorkloadSpec
+
+__all__ = ["BUDGET_ENDS", "uninterrupted_end"]
+
+#: Terminal reasons that end a run on a budget: an uninterrupted run may end so (exit 1).
+BUDGET_ENDS = ("budget", "max_iterations")
+
+
+def uninterrupted_end(history: History) -> str | None:
+    """``None`` when ``history`` (an uninterrupted run: no fault) ended as its workload says, else why not.
+
+    Reads ``history.options["workload"]`` (the workload spec as a dict: ``chat_followups``,
+    ``max_iterations``, ``max_tokens``), the last leg's exit and the folded ``final_state``.
+    """
+    legs = sorted(history.legs, key=lambda leg: leg.index)
+    last = legs[-1] if legs else None
+    if last is None:
+        return "no leg ran"
+    spec: dict[str, Any] = history.options.get("workload") or {}
+    status = (history.final_state or {}).get("status")
+    if history.journal_format != FISK_AI_V2:  # not folded: its exit says how it ended
+        capped = bool(spec.get("max_iterations")) or spec.get("max_tokens", WorkloadSpec.max_tokens) != WorkloadSpec.max_tokens
+        status = {EXIT_COMPLETED: "completed", EXIT_SUSPENDED: "suspended",
+                  EXIT_ERROR: BUDGET_ENDS[0] if capped else None}.get(last.exit_code)  # type: ignore[arg-type]
+    chat_end = bool(spec.get("chat_followups")) and status == "suspended"  # the end of its input
+    if (last.exit_code == EXIT_COMPLETED and status == "completed") \
+            or (last.exit_code == EXIT_SUSPENDED and chat_end) \
+            or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS):
+        return None
+    how = f"exit {last.exit_code}" if last.exit_signal is None else f"signal {last.exit_signal}"
+    folded = (f"folded status {status!r}" if history.journal_format == FISK_AI_V2 and history.final_state
+              else f"journal unreadable ({(history.final_error or {}).get('message', 'no journal')})"
+              if history.journal_format == FISK_AI_V2 else f"journal format {history.journal_format}")
+    return f"the uninterrupted run did not end as its workload says ({how}; {folded})"
