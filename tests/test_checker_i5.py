@@ -198,3 +198,17 @@ def test_a_resume_that_changes_the_kept_bytes_is_invalid():
     assert v.status == "invalid"
     assert [r["kind"] for r in v.evidence["violations"]] == ["repair_changed_kept_bytes"]
     assert v.evidence["violations"][0]["detail"] == f"repair: the kept bytes [0, {len(kept)}) changed"
+
+
+def test_a_leg_that_exits_by_itself_and_leaves_its_own_last_line_torn_is_caught():
+    from synth import Engine
+    eng = Engine([["a"], []])
+    eng.leg()
+    leg = eng.h.legs[0]
+    leg.journal = leg.journal[:-1]              # its last record without its newline: reads as torn
+    v = i5_readable.check(eng.h)
+    assert v.status == "invalid"
+    (row,) = [x for x in v.evidence["violations"] if x["kind"] == "torn_tail_after_clean_exit"]
+    assert row["leg"] == 0 and row["exit_code"] == 0
+    leg.exit_code, leg.exit_signal = None, "SIGKILL"                # a crash may leave one
+    assert i5_readable.check(eng.h).status == "valid"

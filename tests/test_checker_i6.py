@@ -92,3 +92,22 @@ def test_effects_are_not_judged_when_the_reference_ran_no_ledger_tool():
     h.effects = []
     h.reference.effects = 0
     assert i6_reference.check(h).status == "valid"
+
+
+def test_an_uninterrupted_run_that_ends_without_its_terminal_record_is_a_violation_not_a_setup_error():
+    from fiskj.reader import read_state
+    from synth import Engine
+    eng = Engine([["a"], []])
+    eng.leg()
+    h = eng.h
+    h.options.update(uninterrupted=True, workload={"chat_followups": 0, "max_iterations": 0, "max_tokens": 1_000_000})
+    h.final_state = read_state(eng.file).to_json()
+    assert i6_reference.check(h).status == "valid"
+    cut = eng.file[:eng.file.rstrip(b"\n").rfind(b"\n") + 1]      # the completed record never written
+    h.final_state = read_state(cut).to_json()
+    v = i6_reference.check(h)
+    assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "uninterrupted_run_ended_wrong"
+    assert "folded status 'open'" in v.summary
+    h.options["workload"]["max_iterations"] = 2                      # exit 1 on a cap is a right end, exit 0 is not
+    h.legs[-1].exit_code = 1
+    assert i6_reference.check(h).status == "invalid"
