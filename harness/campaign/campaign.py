@@ -90,7 +90,26 @@ def unsupported(subject: Subject, scenario: Scenario) -> str | None:
         return (f"the {scenario.faults.family} family lays out and crashes the store at "
                 f"$XDG_STATE_HOME/fisk-ai/runs/ID.json, and this subject's journal is {subject.journal} "
                 "(not supported yet)")
+    missing = [f for f in scenario.workload.drift if not _can_pass(subject, f)]
+    if missing:
+        return (f"a drift of {', '.join(missing)}, and this subject's resume command (and files) pass no "
+                f"{' nor '.join(_DRIFT_WORDS[f][0] for f in missing)}: a drifted resume would not differ from the "
+                "run (add the word to the profile's [commands] resume, or a [files] template)")
     return by_mode(scenario.faults.family).unsupported(subject, scenario)
+
+
+#: Drift field -> the template words that pass it to a subject (any one of them will do).
+_DRIFT_WORDS = {"model": ("{model}",), "system": ("{system_args}", "{system_file}"), "tools": ("{tools_file}",),
+                "thinking": ("{thinking_args}", "{thinking}"), "max_tokens": ("{max_tokens}",),
+                "max_iterations": ("{max_iterations}",)}
+
+
+def _can_pass(subject: Subject, field: str) -> bool:
+    """Whether ``subject``'s resume command or its files templates carry the drift ``field`` to a resume."""
+    resume = subject.resume_args if subject.resume_config else subject.resume_args[:4]
+    text = " ".join(resume) + " " + " ".join(content for _, content in subject.files) + " " + " ".join(
+        path for path, _ in subject.files)
+    return any(word in text for word in _DRIFT_WORDS[field])
 
 
 def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:

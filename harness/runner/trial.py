@@ -54,13 +54,16 @@ __all__ = ["ReferenceRun", "Runner", "run_id_for", "drifted_config", "observe_by
 
 
 
-def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str) -> RunConfig:
+def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str, system_file: str = "") -> RunConfig:
     """``cfg`` with the fingerprint fields named in ``drift`` changed (``[workload] drift``).
 
     ``model`` gets a ``-drifted`` suffix, ``max_tokens`` and ``max_iterations``
     one more, ``tools`` the tool file ``tools_file`` (same tools, other
-    descriptions).  The fake model server ignores the model name, so a
-    forced resume with drift gives the same conversation.
+    descriptions), ``system`` the system prompt file ``system_file`` (the run
+    started with none), ``thinking`` the mode ``adaptive`` (it started with
+    none: off).  The fake model server ignores the model name, the system
+    prompt and the thinking mode, so a forced resume with drift gives the
+    same conversation.
     """
     from dataclasses import replace
 
@@ -73,6 +76,10 @@ def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str) -> R
         changes["max_iterations"] = cfg.max_iterations + 1
     if "tools" in drift:
         changes["tools_file"] = tools_file
+    if "system" in drift:
+        changes["system_file"] = system_file
+    if "thinking" in drift:
+        changes["thinking"] = "adaptive"
     return replace(cfg, **changes)
 
 
@@ -305,8 +312,11 @@ class Runner:
         where = {"state_home": str(state_home), "home": str(home or ""), "trial_dir": str(tmp)}
         journal = self.subject.journal_path(cfg, **where)
         reading = self.subject.status_argv(cfg, **where) if self.readings else None
+        system = tmp / "system-drifted.txt"
+        if "system" in drift:
+            system.write_text("You are a careful agent. (A system prompt the run did not start with.)\n")
         drifted = drifted_config(cfg, drift, write_tools_file(tmp / "tools-drifted.json", drifted=True)
-                                 if "tools" in drift else tools) if drift else cfg
+                                 if "tools" in drift else tools, str(system)) if drift else cfg
         done = False
         faulted = 0  # schedule entries handed out (probes take none)
         probe_next = True

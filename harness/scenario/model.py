@@ -18,7 +18,7 @@ from harness.names import INVARIANTS
 __all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "family_params"]
 
 #: Fingerprint fields a scenario may change on resume (``[workload] drift``).
-DRIFT_FIELDS = ("model", "max_tokens", "max_iterations", "tools")
+DRIFT_FIELDS = ("model", "system", "tools", "thinking", "max_tokens", "max_iterations")
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,12 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     # the uninterrupted run itself ends wrong: judged as a trial, not a setup error (I5, I6)
     Target("completed-never-written", "noop-baseline", 1, ("I6",), shrink=0),
     Target("newline-first", "noop-baseline", 1, ("I5", "I6"), shrink=0),
+    # the resume guard ignores one fingerprint field: only a drift of that field alone shows it (I9)
+    Target("fingerprint-ignores-system", "drift-system", 4, ("I9",)),
+    Target("fingerprint-ignores-thinking", "drift-thinking", 4, ("I9",)),
+    Target("fingerprint-ignores-tools", "drift-tools", 4, ("I9",)),
+    Target("fingerprint-ignores-max-tokens", "drift-max-tokens", 4, ("I9",)),
+    Target("fingerprint-ignores-max-iterations", "drift-max-iterations", 4, ("I9",)),
 )}
 
 

@@ -97,13 +97,16 @@ class RunConfig:
     max_iterations: int
     prompt: str
     chat: bool = False
+    system_file: str = ""  # a system prompt file: passed (``{system_args}``) only when set (a drifted resume)
+    thinking: str = ""     # a thinking mode: passed (``{thinking_args}``) only when set (a drifted resume)
 
 
 #: The run command of the contract (docs/subject.md "Commands"), as argument templates after the command
 #: prefix.  ``{name}`` is replaced in a word; a word that is exactly ``{chat_args}`` or ``{force_args}`` is
 #: replaced by that list when it applies, else dropped (:meth:`Subject.start_argv`).
 CONTRACT_CONFIG = ("--model", "{model}", "--base-url", "{base_url}", "--tools", "{tools_file}",
-                   "--max-tokens", "{max_tokens}", "--max-iterations", "{max_iterations}")
+                   "--max-tokens", "{max_tokens}", "--max-iterations", "{max_iterations}", "{system_args}",
+                   "{thinking_args}")
 CONTRACT_START = ("run", "--checkpoint", "--name", "{run_id}", *CONTRACT_CONFIG, "{chat_args}", "--", "{prompt}")
 CONTRACT_RESUME = ("run", "--resume", "{run_id}", "{force_args}", *CONTRACT_CONFIG)
 CONTRACT_JOURNAL = "{state_home}/fisk-ai/runs/{run_id}.json"
@@ -117,7 +120,8 @@ FISKJ_STATUS = ("session", "show", "{run_id}", "--json")
 FISKJ_STATUS_FIELDS = (("status", "status"), ("pending", "pending.unanswered"), ("records", "records"))
 #: The template variables a profile may use (docs/subject.md "Subject profiles").
 TEMPLATE_VARS = ("run_id", "model", "base_url", "tools_file", "max_tokens", "max_iterations", "prompt",
-                 "resume_prompt", "state_home", "home", "trial_dir", "profile_dir", "python")
+                 "resume_prompt", "state_home", "home", "trial_dir", "profile_dir", "python", "system_file",
+                 "thinking")
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,8 @@ class Subject:
     resume_args: tuple[str, ...] = CONTRACT_RESUME
     chat_args: tuple[str, ...] = ("--chat",)
     force_args: tuple[str, ...] = ("--force",)
+    system_args: tuple[str, ...] = ("--system", "{system_file}")
+    thinking_args: tuple[str, ...] = ("--thinking", "{thinking}")
     resume_prompt: str = ""
     exits: tuple[tuple[str, tuple[int, ...]], ...] = CONTRACT_EXITS
     journal: str = CONTRACT_JOURNAL
@@ -218,6 +224,10 @@ class Subject:
                 out += self.chat_args if chat else ()
             elif word == "{force_args}":
                 out += self.force_args if force else ()
+            elif word == "{system_args}":
+                out += [w.format_map(values) for w in self.system_args] if values.get("system_file") else []
+            elif word == "{thinking_args}":
+                out += [w.format_map(values) for w in self.thinking_args] if values.get("thinking") else []
             else:
                 out.append(word.format_map(values))
         return out
@@ -227,7 +237,8 @@ class Subject:
         return {"run_id": cfg.run_id, "model": cfg.model, "base_url": cfg.base_url, "tools_file": cfg.tools_file,
                 "max_tokens": str(cfg.max_tokens), "max_iterations": str(cfg.max_iterations), "prompt": cfg.prompt,
                 "resume_prompt": self.resume_prompt, "state_home": state_home, "home": home,
-                "trial_dir": trial_dir, "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable}
+                "trial_dir": trial_dir, "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable,
+                "system_file": cfg.system_file, "thinking": cfg.thinking}
 
     def start_argv(self, cfg: RunConfig, **where: str) -> list[str]:
         """argv that starts a checkpointed run named ``cfg.run_id`` (the prompt is one argument); ``where``:

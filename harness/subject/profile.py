@@ -18,6 +18,8 @@ docs/subject.md "Subject profiles" is the reference; in short::
     resume = ["run", "--resume", "{run_id}", "{force_args}", "--", "{resume_prompt}"]
     force_args = ["--force"]
     chat_args = ["--chat"]
+    system_args = ["--system", "{system_file}"]     # spliced where {system_args} stands (a drifted system prompt)
+    thinking_args = ["--thinking", "{thinking}"]   # spliced where {thinking_args} stands (a drifted thinking mode)
     resume_prompt = "continue"
 
     [exit]                      # exit statuses of each outcome (one status may serve several)
@@ -69,10 +71,10 @@ __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject"
 
 _TOP = {"name", "about", "command", "home", "chat", "env", "files", "commands", "exit", "journal", "reading",
         "not_applicable"}
-_COMMANDS = {"start", "resume", "force_args", "chat_args", "resume_prompt"}
+_COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
 _JOURNAL = {"path", "format"}
 _READING = {"command", "status", "pending", "records"}
-_SPLICED = {"{chat_args}", "{force_args}"}
+_SPLICED = {"{chat_args}", "{force_args}", "{system_args}", "{thinking_args}"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -164,7 +166,7 @@ def parse_profile(text: str, path: str) -> Subject:
         bad = [n for n in names if n not in TEMPLATE_VARS]
         if bad:
             raise fail(section, key, f"unknown template variable(s) {bad} in {value!r}; "
-                                     f"known: {', '.join(TEMPLATE_VARS)} (and the words {{chat_args}}, {{force_args}})")
+                                     f"known: {', '.join(TEMPLATE_VARS)} (and the words {{chat_args}}, {{force_args}}, {{system_args}}, {{thinking_args}})")
         return value
 
     for key in doc:
@@ -215,6 +217,10 @@ def parse_profile(text: str, path: str) -> Subject:
     resume = words("commands", "resume", commands["resume"]) if "resume" in commands else CONTRACT_RESUME
     force_args = words("commands", "force_args", commands.get("force_args", ["--force"]), nonempty=False)
     chat_args = words("commands", "chat_args", commands.get("chat_args", ["--chat"]), nonempty=False)
+    system_args = words("commands", "system_args", commands.get("system_args", list(Subject.system_args)),
+                        nonempty=False)
+    thinking_args = words("commands", "thinking_args", commands.get("thinking_args", list(Subject.thinking_args)),
+                          nonempty=False)
     resume_prompt = commands.get("resume_prompt", "")
     if not isinstance(resume_prompt, str):
         raise fail("commands", "resume_prompt", f"expected a string, got {resume_prompt!r}")
@@ -282,6 +288,7 @@ def parse_profile(text: str, path: str) -> Subject:
     argv = tuple(w.replace("{profile_dir}", profile_dir).replace("{python}", sys.executable) for w in command)
     return Subject(argv=argv, extra_env=tuple(env_set), env_unset=tuple(env_unset), start_args=start,
                    resume_args=resume, chat_args=chat_args, force_args=force_args, resume_prompt=resume_prompt,
+                   system_args=system_args, thinking_args=thinking_args,
                    exits=tuple(exits) if exits_doc else CONTRACT_EXITS, journal=journal_path, journal_format=fmt,
                    home=flags["home"], chat=flags["chat"], status_args=status_args, status_fields=tuple(fields),
                    not_applicable=tuple(not_applicable), files=tuple(files), name=name, profile=path)

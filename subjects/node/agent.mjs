@@ -27,9 +27,9 @@ import { ModelClient, DEFAULT_BASE_URL } from './lib/model.mjs';
 import { Config, LineReader, exitCodeFor, resumeRun, startRun, DEFAULT_CALL_MAX_TOKENS } from './lib/loop.mjs';
 
 const USAGE = `usage:
-  agent.mjs run --checkpoint --name ID --model M [--base-url URL] [--tools FILE] [--system FILE]
+  agent.mjs run --checkpoint --name ID --model M [--base-url URL] [--tools FILE] [--system FILE] [--thinking MODE]
                 [--max-tokens N] [--max-iterations N] [--call-max-tokens N] [--chat] [-q] -- PROMPT
-  agent.mjs run --resume ID [--force] [--model M] [--base-url URL] [--tools FILE] [--system FILE]
+  agent.mjs run --resume ID [--force] [--model M] [--base-url URL] [--tools FILE] [--system FILE] [--thinking MODE]
                 [--max-tokens N] [--max-iterations N] [-q]
   agent.mjs status ID
   (--config FILE: a JSON object {model, tools, max_tokens, max_iterations, base_url} of defaults)
@@ -37,7 +37,7 @@ exit status: 0 completed, 3 suspended, 1 error, 2 usage error or refused resume
   (AGENT_EXIT_STYLE=fisk-ai: 0 completed or suspended, 1 error or refused)`;
 
 const VALUE_FLAGS = new Set(['--name', '--resume', '--model', '--base-url', '--tools', '--system', '--max-tokens',
-  '--max-iterations', '--call-max-tokens', '--timeout', '--config']);
+  '--max-iterations', '--call-max-tokens', '--timeout', '--config', '--thinking']);
 const BOOL_FLAGS = new Set(['--checkpoint', '--force', '--chat', '--quiet', '-q']);
 
 // --config FILE: a JSON object of defaults for the configuration flags, as agents that take their model and
@@ -99,6 +99,9 @@ function parseRunArgs(argv) {
     if (!prompt.join(' ').trim()) throw new UsageError('a PROMPT is required (after --)');
     if (!opts.model) throw new UsageError('--model is required');
   }
+  if (opts.thinking !== undefined && !/^(off|adaptive|enabled:[0-9]+)$/.test(opts.thinking)) {
+    throw new UsageError(`--thinking must be off, adaptive or enabled:N, got ${JSON.stringify(opts.thinking)}`);
+  }
   return { opts, prompt: prompt.join(' ') };
 }
 
@@ -133,6 +136,7 @@ async function runCommand(argv) {
     system,
     maxTokens: opts['max-tokens'] ?? stored?.max_tokens,
     maxIterations: opts['max-iterations'] ?? stored?.max_iterations,
+    thinkingMode: opts.thinking ?? stored?.thinking_mode ?? 'off',
     callMaxTokens: opts['call-max-tokens'] ?? DEFAULT_CALL_MAX_TOKENS,
     tools,
   });

@@ -55,6 +55,11 @@ there too.
 | ``unlock-before-close`` | the run lock is released before the journal is closed | race ``two-writers`` (I8) |
 | ``completed-never-written`` | no run journals its ``completed`` record: the uninterrupted run ends wrong | none (I6) |
 | ``newline-first`` | records framed newline-first: the last record reads as torn | none (I5, I6) |
+| ``fingerprint-ignores-system`` | the resume guard ignores the system prompt | suspend, ``drift-system`` (I9) |
+| ``fingerprint-ignores-thinking`` | the resume guard ignores the thinking mode | suspend, ``drift-thinking`` (I9) |
+| ``fingerprint-ignores-tools`` | the resume guard ignores the tool set | suspend, ``drift-tools`` (I9) |
+| ``fingerprint-ignores-max-tokens`` | the resume guard ignores the token budget | suspend, ``drift-max-tokens`` (I9) |
+| ``fingerprint-ignores-max-iterations`` | the resume guard ignores the iteration cap | suspend, ``drift-max-iterations`` (I9) |
 | ``status-stays-suspended`` | a resumed run keeps reading ``suspended`` after later records (defect 5) | chain, the subject's reading (I10) |
 
 Defects 1 to 4 are fisk-ai's (docs/spec.md section 16).  Which scenario
@@ -105,7 +110,10 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            # the lock held until the writer's last fsync and close (I8)
            "unlock_before_close",
            # the uninterrupted run itself ends wrong: judged as a trial (I5, I6)
-           "completed_never_written", "newline_first")
+           "completed_never_written", "newline_first",
+           # the resume guard ignores one fingerprint field: a drift of that field alone (I9)
+           "fingerprint_ignores_system", "fingerprint_ignores_thinking", "fingerprint_ignores_tools",
+           "fingerprint_ignores_max_tokens", "fingerprint_ignores_max_iterations")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 

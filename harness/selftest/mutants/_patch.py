@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-__all__ = ["wrap", "unsynced_write_line", "replace_flock"]
+__all__ = ["wrap", "unsynced_write_line", "replace_flock", "ignore_fingerprint_field"]
 
 
 def wrap(owner: Any, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -66,3 +66,19 @@ def replace_flock(call: Callable[[int, int], None]) -> None:
     ioseam._PLAIN["flock"] = call
     ioseam._TRACED["flock"] = ioseam._fd_call("flock", call)
     ioseam.configure(os.environ.get(ioseam.TRACE_ENV) or None, os.environ.get(ioseam.FAULT_ENV) or None)
+
+
+def ignore_fingerprint_field(field: str) -> None:
+    """Patch the resume guard (``fiskj.fingerprint.diff``, and ``loop``'s copy of it) to ignore one fingerprint
+    ``field`` (``model``, ``system_hash``, ``tools_hash``, ``thinking_mode``, ``max_tokens``,
+    ``max_iterations``): a resume with that field drifted is let through.  Shared by the
+    ``fingerprint-ignores-*`` mutants."""
+    import dataclasses
+
+    from fiskj import fingerprint, loop
+
+    @wrap(fingerprint, "diff")
+    def diff(original: Any, stored: Any, current: Any) -> Any:
+        return original(stored, dataclasses.replace(current, **{field: getattr(stored, field)}))  # the bug
+
+    loop.diff = diff  # loop imported the name: patch its copy too

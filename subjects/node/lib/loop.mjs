@@ -53,18 +53,22 @@ export function rfc3339(date = new Date()) {
 
 export class Config {
   constructor({ model, system = '', maxTokens = DEFAULT_MAX_TOKENS, maxIterations = DEFAULT_MAX_ITERATIONS,
-    callMaxTokens = DEFAULT_CALL_MAX_TOKENS, tools }) {
-    Object.assign(this, { model, system, maxTokens, maxIterations, callMaxTokens, tools });
+    callMaxTokens = DEFAULT_CALL_MAX_TOKENS, tools, thinkingMode = 'off' }) {
+    Object.assign(this, { model, system, maxTokens, maxIterations, callMaxTokens, tools, thinkingMode });
   }
 
   fingerprint() {
-    return makeFingerprint({ model: this.model, system: this.system, tools: this.tools.definitions(), thinkingMode: 'off',
+    return makeFingerprint({ model: this.model, system: this.system, tools: this.tools.definitions(), thinkingMode: this.thinkingMode,
       maxTokens: this.maxTokens, maxIterations: this.maxIterations });
   }
 
   request(messages) {
     const body = { model: this.model, max_tokens: this.callMaxTokens, messages };
     if (this.system) body.system = this.system;
+    if (this.thinkingMode === 'adaptive') body.thinking = { type: 'adaptive' };
+    else if (this.thinkingMode.startsWith('enabled:')) {
+      body.thinking = { type: 'enabled', budget_tokens: Number(this.thinkingMode.slice('enabled:'.length)) };
+    }
     if (this.tools.size) body.tools = this.tools.definitions();
     return body;
   }

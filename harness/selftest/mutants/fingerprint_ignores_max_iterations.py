@@ -1,0 +1,22 @@
+"""Mutant ``fingerprint-ignores-max-iterations``: the resume guard does not compare the iteration cap (``max_iterations``).
+
+A resume configured with another iteration cap is let through as if nothing changed, so
+it appends to a run started with a different one: caught only by a drift of
+that one field alone (I9, ``not_refused``; scenario ``drift-max-iterations``), since
+any other drifted field would still refuse the resume.
+"""
+
+from __future__ import annotations
+
+NAME = "fingerprint-ignores-max-iterations"
+DEFECT = "one fingerprint field (the iteration cap) is ignored by the resume guard: its drift alone is not refused"
+FAMILY = "suspend"
+
+
+def apply() -> None:
+    from harness.selftest.mutants._patch import ignore_fingerprint_field
+
+    ignore_fingerprint_field("max_iterations")
+
+
+apply()  # a preload: importing this module applies the patch (in a child process only)
