@@ -112,6 +112,8 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
     Target("completed-never-written", "noop-baseline", 1, ("I6",)),
     Target("newline-first", "noop-baseline", 1, ("I5", "I6")),
+    Target("fingerprint-ignores-system", "drift-system", 4, ("I9",)),
+    Target("fingerprint-ignores-thinking", "drift-thinking", 4, ("I9",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -139,6 +141,8 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
     Target("completed-never-written", "kill-every-event", 6, ("I9",)),
     Target("newline-first", "noop-baseline", 2, ("I5",)),
+    Target("fingerprint-ignores-system", "drift-system", 4, ("I9",)),
+    Target("fingerprint-ignores-thinking", "drift-thinking", 4, ("I9",)),
 )}
 #: Variants the jsonl subject cannot be caught for, and why (each needs what a jsonl profile cannot give).
 JSONL_NOT_CAUGHT: dict[str, str] = {

@@ -22,6 +22,8 @@ export const BUGS = {
   'unlock-before-close': 'the run lock is released before the journal descriptor is closed',
   'completed-never-written': 'no run ever journals its completed terminal record (the plain run itself ends wrong)',
   'newline-first': 'records are framed newline-first: the last record never ends in its newline and reads as torn',
+  'fingerprint-ignores-system': 'the resume guard does not compare the system prompt hash',
+  'fingerprint-ignores-thinking': 'the resume guard does not compare the thinking mode',
 };
 
 export const BUG_ENV = 'FISKJ_FOREIGN_BUG';
