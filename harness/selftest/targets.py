@@ -83,6 +83,8 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fingerprint-ignores-tools", "drift-tools", 4, ("I9",)),
     Target("fingerprint-ignores-max-tokens", "drift-max-tokens", 4, ("I9",)),
     Target("fingerprint-ignores-max-iterations", "drift-max-iterations", 4, ("I9",)),
+    # damage inside the journal taken for its end: the resume re-does and cuts acknowledged work
+    Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4", "I5")),
 )}
 
 

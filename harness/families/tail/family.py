@@ -33,7 +33,11 @@ from harness.families.tail.params import MODES, Params
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario, family_params
 
-__all__ = ["TAIL", "TailFamily"]
+__all__ = ["TAIL", "TailFamily", "INTERIOR_CHECKED"]
+
+#: Invariants judged on the resume of a journal damaged inside (the scenario's, and I4, I5 always): its
+#: acknowledged records after the damage stay (I4), nothing is appended past the damage (I5).
+INTERIOR_CHECKED = ("I2", "I3", "I4", "I5", "I7", "I8")
 
 
 class _Executor:
@@ -104,7 +108,7 @@ class TailFamily(FamilyBase):
         muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
                               cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
                               zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
-                              mid_run=params.mid_run, fmt=reference.history.journal_format))
+                              mid_run=params.mid_run, interior=params.interior, fmt=reference.history.journal_format))
         if subject is None or fiskj_based(subject):
             reader_muts = muts
         elif getattr(subject, "status_args", None) is not None:  # asked through its status command
@@ -117,6 +121,11 @@ class TailFamily(FamilyBase):
         out += [Planned([{"kind": "tail", "check": "resume", "mutation": m.id}], "mutation", seed,
                         item=("resume", m, reader_muts), invariants=resume)
                 for m in resume_candidates(muts, journal.count(b"\n"), params.resume_checks)]
+        # interior damage: the resume must refuse it and change nothing; the run cannot end, so no I6
+        stays = tuple(i for i in INTERIOR_CHECKED if i in scenario.check.invariants or i in ("I4", "I5"))
+        out += [Planned([{"kind": "tail", "check": "resume", "mutation": m.id}], "mutation", seed,
+                        item=("resume", m, reader_muts), invariants=stays)
+                for m in muts if m.kind == "interior"]
         if schedules is not None:  # a replay: the mutations it names
             wanted = {(str(s[0].get("check")), str(s[0].get("mutation"))) for s in schedules if s}
             out = [p for p in out if (p.schedule[0]["check"], p.schedule[0]["mutation"]) in wanted]

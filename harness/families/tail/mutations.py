@@ -13,6 +13,10 @@ Input: the bytes of a clean journal (complete lines, each ending in ``\\n``).
   final ``\\n``, and as two lines (the first is then interior);
 * ``mid-run``: with ``mid_run``, a zero tail and a garbage line after a
   seeded record boundary inside the run (a run cut there is resumable);
+* ``interior``: with ``interior``, a seeded line inside the journal (good
+  lines after it) overwritten by NULs, with garbage glued to it, or cut off
+  half-way: corruption a reader must refuse, never take for the end of the
+  journal (a resume of it must change nothing);
 * ``flip``: ``flips`` bytes inside lines replaced by NUL, 0xFF or ``\\n``,
   each of which no JSON line survives (in an interior line, or the last);
 * ``intact``: the journal itself.
@@ -132,7 +136,8 @@ def _garbage(rng: random.Random, size: int) -> bytes:
 
 def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_record: bool = True,
               random_cuts: int = 16, zero_tail_bytes: int = 4096, garbage_tails: int = 4, flips: int = 8,
-              max_garbage: int = 300, mid_run: bool = True, fmt: str = FISK_AI_V2) -> Iterator[Mutation]:
+              max_garbage: int = 300, mid_run: bool = True, fmt: str = FISK_AI_V2,
+              interior: bool = True) -> Iterator[Mutation]:
     """Yield the labelled mutations of ``journal`` (deterministic for a ``seed``); see the module docstring.
 
     ``fmt`` (:data:`harness.names.JOURNAL_FORMATS`): a ``fisk-ai-v2`` journal's lines are known by their
@@ -196,4 +201,11 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
             yield Mutation(name, "flip", data, "torn", everything[:-1], a, (a, b - a))
         else:
             yield Mutation(name, "flip", data, "corrupt", line=k + 1, offset=a)
-
+    if interior and n >= 3:  # damage inside the journal, good lines after it (docs/spec.md section 7)
+        k = rng.randrange(1, n - 1)
+        a, b = spans[k]
+        body = journal[a:b - 1]
+        for name, line in ((f"nul-block@{a}", bytes(len(body)) + b"\n"),            # a block of NULs mid-file
+                           (f"glued@{a}", body + _garbage(rng, 24) + b"\n"),      # garbage glued to a record
+                           (f"cut-off@{a}", body[:max(1, len(body) // 2)] + b"\n")):  # a cut-off line
+            yield Mutation(name, "interior", journal[:a] + line + journal[b:], "corrupt", line=k + 1, offset=a)

@@ -25,6 +25,7 @@ class Params:
     garbage_tails: int = field(default=4, metadata=key(int_(0)))
     flips: int = field(default=8, metadata=key(int_(0)))
     mid_run: bool = field(default=True, metadata=key(bool_))
+    interior: bool = field(default=True, metadata=key(bool_))
     resume_checks: int = field(default=8, metadata=key(int_(0)))
     seed: int = 1
     jobs: int = 0

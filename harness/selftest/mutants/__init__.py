@@ -55,6 +55,7 @@ there too.
 | ``unlock-before-close`` | the run lock is released before the journal is closed | race ``two-writers`` (I8) |
 | ``completed-never-written`` | no run journals its ``completed`` record: the uninterrupted run ends wrong | none (I6) |
 | ``newline-first`` | records framed newline-first: the last record reads as torn | none (I5, I6) |
+| ``nul-block-ends-journal`` | the reader takes a NUL block inside the journal for its end | tail (I2, I3, I5) |
 | ``fingerprint-ignores-system`` | the resume guard ignores the system prompt | suspend, ``drift-system`` (I9) |
 | ``fingerprint-ignores-thinking`` | the resume guard ignores the thinking mode | suspend, ``drift-thinking`` (I9) |
 | ``fingerprint-ignores-tools`` | the resume guard ignores the tool set | suspend, ``drift-tools`` (I9) |
@@ -113,7 +114,9 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            "completed_never_written", "newline_first",
            # the resume guard ignores one fingerprint field: a drift of that field alone (I9)
            "fingerprint_ignores_system", "fingerprint_ignores_thinking", "fingerprint_ignores_tools",
-           "fingerprint_ignores_max_tokens", "fingerprint_ignores_max_iterations")
+           "fingerprint_ignores_max_tokens", "fingerprint_ignores_max_iterations",
+           # damage inside the journal taken for its end (tail family, interior mutations)
+           "nul_block_ends_journal")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 
