@@ -62,9 +62,25 @@ def test_a_later_leg_that_truncates_the_journal_is_named():
     leg.trace[2]["flags"] = ["O_WRONLY", "O_CREAT", "O_TRUNC", "O_APPEND"]
     assert leg.journal == meta
     v = i4_acknowledged.check(eng.h)
-    (row,) = v.evidence["violations"]
+    cut, row = v.evidence["violations"]
+    assert cut["kind"] == "truncated_acknowledged" and cut["leg"] == 1 and cut["n"] == 3 and cut["length"] == 0
     assert row["kind"] == "lost" and row["seq"] == 2 and row["leg"] == 1
     assert row["truncated_by"] == [{"leg": 1, "pid": leg.pid, "n": 3, "op": "open O_TRUNC"}]
+
+
+def test_a_resume_that_cuts_acknowledged_records_is_caught_even_if_it_writes_them_back():
+    eng = Engine([["a"], []])
+    eng.leg(kill_after=4)                        # M, call, A(a) acknowledged, a ran: killed
+    size = len(split_journal(eng.file).lines[0].raw)
+    leg = eng.leg()                              # a correct resume, then: make it cut below A(a) first
+    leg.trace.insert(3, {"n": 0, "pid": leg.pid, "op": "ftruncate", "path": leg.trace[2]["path"], "fd": 4,
+                         "length": size, "t": leg.trace[2].get("t", 0) + 1})
+    for n, ev in enumerate(leg.trace, 1):
+        ev["n"] = n
+    v = i4_acknowledged.check(eng.h)
+    assert v.status == "invalid"
+    (row,) = v.evidence["violations"]
+    assert row["kind"] == "truncated_acknowledged" and row["length"] == size and row["first"]["seq"] == 2
 
 
 def test_a_power_loss_crash_state_missing_an_acknowledged_record_is_caught():

@@ -19,6 +19,9 @@ asked), hence also in the final journal.  Violations:
   fsync attempt before the same process writes again, closes the journal
   or exits cleanly.  Such an engine acknowledges nothing, so without this
   rule it would pass vacuously; a killed leg's last write is exempt;
+* ``truncated_acknowledged``: the journal cut (``ftruncate``, an ``O_TRUNC``
+  open) below the end of a line acknowledged before, even if the same bytes
+  are written back later (a reader that took good records for a torn tail);
 * ``io_error_swallowed``: after a write or fsync of the journal failed
   (an injected IO error, docs/spec.md section 9), the same leg wrote or
   fsynced the journal again with success (a retried fsync that then claims
@@ -124,6 +127,36 @@ def _check_crash_state(facts: CrashStateFacts) -> Any:
         evidence["violations"] = [{"kind": "lost", "detail": d} for d in lost]
         return make(__name__, INVALID, evidence)
     return make(__name__, VALID, evidence)
+
+
+def _cut_below_acks(history: History, leg: Leg, expected: dict[Any, tuple[Ack, Leg]],
+                    by_offset: bool) -> list[dict[str, Any]]:
+    """``truncated_acknowledged``: an ``ftruncate`` (or ``O_TRUNC`` open) of the journal by ``leg`` below the
+    end of a line acknowledged before it.  Even when the same bytes are written back afterwards (a resume
+    that re-reads a shorter journal and re-does the work), acknowledged bytes were destroyed: a crash in
+    between loses them.  Cutting a torn tail never goes below the last acknowledged line."""
+    out: list[dict[str, Any]] = []
+    for ev in events(leg):
+        if not is_journal(ev.get("path"), history.run_id) or ev.get("error"):
+            continue
+        if ev.get("op") == "ftruncate" and ev.get("length") is not None:
+            length = ev["length"]
+        elif ev.get("op") == "open" and "O_TRUNC" in (ev.get("flags") or ()):
+            length = 0
+        else:
+            continue
+        n = ev.get("n", 0)
+        cut = [a for a, acker in expected.values() if a.end is not None and a.end > length
+               and (a.leg < leg.index or (a.leg == leg.index and a.fsync_n < n))]
+        if cut:
+            first = min(cut, key=lambda a: a.offset or 0)
+            where = f"offset {first.offset}" if by_offset else f"seq {first.seq}"
+            out.append({"kind": "truncated_acknowledged", "leg": leg.index, "op": ev.get("op"), "n": n,
+                        "length": length, "acknowledged_cut": len(cut), "first": first.brief(),
+                        "detail": f"leg {leg.index} cut the journal to {length} bytes ({ev.get('op')} n={n}), below "
+                                  f"{len(cut)} acknowledged line(s) from {where} on"})
+            break
+    return out
 
 
 def _swallowed_io_errors(history: History, leg: Leg) -> list[dict[str, Any]]:
@@ -264,6 +297,7 @@ def check(history: History) -> Any:
             for key in [k for k, (a, _) in expected.items() if not (a.leg == snap_leg.index and a.fsync_n > max(unlinks))]:
                 retired.append({_KEY[by_offset]: key, "unlink_leg": snap_leg.index, "unlink_n": max(unlinks)})
                 del expected[key]
+        violations += _cut_below_acks(history, snap_leg, expected, by_offset)
         snap = split_journal(snap_leg.journal, history.journal_format)
         for key in sorted(expected):
             ack, acker = expected[key]
@@ -337,7 +371,7 @@ def check(history: History) -> Any:
 def _brief(v: dict[str, Any]) -> str:
     if v["kind"] == "append_not_synced":
         return f"leg {v['leg']} write n={v['n']} not fsynced before {v['before']}"
-    if v["kind"] == "io_error_swallowed":
+    if v["kind"] in ("io_error_swallowed", "truncated_acknowledged"):
         return v["detail"]
     where = f"offset {v['offset']}" if "offset" in v else f"seq {v.get('seq')}"
     return f"{where} {v['kind']} after leg {v.get('leg', v.get('ack', {}).get('leg'))}"

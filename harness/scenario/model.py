@@ -15,15 +15,52 @@ from typing import Any
 
 from harness.names import INVARIANTS
 
-__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "family_params"]
+__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS",
+           "LIMIT_OUTPUTS", "REPLY_BLOCKS", "ANSWER_STOP_REASONS", "UNFINISHED_STOP_REASONS", "family_params"]
 
 #: Fingerprint fields a scenario may change on resume (``[workload] drift``).
 DRIFT_FIELDS = ("model", "system", "tools", "thinking", "max_tokens", "max_iterations")
 
+#: Tool output kinds of ``[workload] outputs`` (docs/scenarios.md; :mod:`harness.workload.payloads`).
+OUTPUT_KINDS = ("plain", "unicode", "separators", "controls", "json", "binary", "error", "surrogates")
+
+#: Outputs at the record limit, ``[workload] limit_outputs``: a tool_result record just under / just over
+#: ``fiskj.encode.MAX_RECORD_BYTES``.
+LIMIT_OUTPUTS = ("under", "over")
+
+#: Extra blocks of a model reply, ``[workload] reply_blocks``: a signed ``thinking`` block, a
+#: ``redacted_thinking`` block, a ``web_search`` server tool (``server_tool_use`` + ``web_search_tool_result``).
+REPLY_BLOCKS = ("thinking", "redacted_thinking", "web_search")
+
+#: Stop reasons a final answer may end with, ``[workload] answer_stop_reasons``.
+ANSWER_STOP_REASONS = ("end_turn", "stop_sequence")
+
+#: Stop reasons the Messages API has that no workload uses, and why (the parser says so): ``tool_use`` and
+#: ``pause_turn`` have their own keys, ``max_tokens`` and ``refusal`` end a run with ``error``.
+UNFINISHED_STOP_REASONS = {
+    "tool_use": "a turn with tool_use blocks ends so; tool turns come from turns and tools_per_turn",
+    "pause_turn": "a paused server-tool turn comes from pause_turn = true",
+    "max_tokens": "a reply cut off at max_tokens ends the run with error (docs/spec.md section 12, rule 6), "
+                  "and a reference run must complete",
+    "refusal": "a refusal ends the run with error (docs/spec.md section 12, rule 6), and a reference run must "
+               "complete",
+}
+
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """What the agent does (the ``[workload]`` table).  Times in milliseconds."""
+    """What the agent does (the ``[workload]`` table).  Times in milliseconds, ``cache_tokens`` in tokens.
+
+    The payload keys (docs/scenarios.md ``[workload]``) default to what the
+    workload always did, so a scenario without them gets the same script:
+    ``outputs`` (kinds of :data:`OUTPUT_KINDS`, cycled over the tool calls),
+    ``limit_outputs`` (:data:`LIMIT_OUTPUTS`: one tool turn of outputs at the
+    record limit before the last final answer), ``reply_blocks`` (tuples of
+    :data:`REPLY_BLOCKS`, cycled over the replies), ``answer_stop_reasons``
+    (:data:`ANSWER_STOP_REASONS`, cycled over the final answers; empty:
+    ``end_turn``), ``pause_turn`` (a ``pause_turn`` reply before the last
+    final answer) and ``cache_tokens`` (the cache counts replies report).
+    """
 
     turns: int = 3
     tools_per_turn: int = 2
@@ -35,6 +72,12 @@ class WorkloadSpec:
     vary_on_repeat: bool = False
     seed: int = 1
     drift: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    limit_outputs: tuple[str, ...] = ()
+    reply_blocks: tuple[tuple[str, ...], ...] = ()
+    answer_stop_reasons: tuple[str, ...] = ()
+    pause_turn: bool = False
+    cache_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,13 @@ Shape (every key but ``name`` and ``purpose`` is optional; defaults below)::
     drift = []             # fingerprint fields changed on resume: "model", "max_tokens",
                            # "max_iterations", "tools"; a drifted resume must be refused
                            # (I9), the next one is forced (--force) and must proceed
+    outputs = []           # tool output kinds cycled over the tool calls: "plain", "unicode",
+                           # "separators", "controls", "json", "binary", "error", "surrogates"
+    limit_outputs = []     # "under", "over": one more tool turn, outputs at the record limit
+    reply_blocks = []      # lists of "thinking", "redacted_thinking", "web_search", cycled over replies
+    answer_stop_reasons = []  # "end_turn", "stop_sequence", cycled over the final answers
+    pause_turn = false     # a pause_turn reply (a server tool paused) before the last final answer
+    cache_tokens = 0       # int >= 0: cache tokens each reply reports (usage)
 
     [faults]
     family = "kill"        # a mode of a registered family (harness.families.registry.MODES)
@@ -56,7 +63,8 @@ from harness.families.registry import FAMILIES, MODES, by_mode
 from harness.names import INVARIANTS
 from harness.scenario.fields import Bad, Check, int_, list_of, name, num, range_ms, str_, toml_keys, bool_, choice
 from harness.tomlwhere import load_toml, located
-from harness.scenario.model import (DRIFT_FIELDS, CheckSpec, FaultSpec, Scenario, TrialSpec, WorkloadSpec,
+from harness.scenario.model import (ANSWER_STOP_REASONS, DRIFT_FIELDS, LIMIT_OUTPUTS, OUTPUT_KINDS, REPLY_BLOCKS,
+                                    UNFINISHED_STOP_REASONS, CheckSpec, FaultSpec, Scenario, TrialSpec, WorkloadSpec,
                                     family_params)
 
 __all__ = [
@@ -88,6 +96,30 @@ def _schedule(v: Any) -> tuple[dict[str, Any], ...]:
     return tuple(dict(x) for x in v)
 
 
+def _reply_blocks(v: Any) -> tuple[tuple[str, ...], ...]:
+    """A list of lists of :data:`REPLY_BLOCKS` names (``[]`` for a reply without extra blocks), no name twice in
+    one list, as a tuple of tuples."""
+    if not isinstance(v, list) or not all(isinstance(x, list) for x in v):
+        raise Bad(f"expected a list of lists like [[\"thinking\"], [\"redacted_thinking\", \"web_search\"], []], "
+                  f"got {v!r}")
+    out = []
+    for i, entry in enumerate(v):
+        blocks = list_of(REPLY_BLOCKS)(entry)
+        if len(set(blocks)) != len(blocks):
+            raise Bad(f"entry {i} names a block twice: {entry!r}")
+        out.append(blocks)
+    return tuple(out)
+
+
+def _answer_stop_reasons(v: Any) -> tuple[str, ...]:
+    """A list of :data:`ANSWER_STOP_REASONS`; another stop reason of the API is refused saying why."""
+    if isinstance(v, list):
+        for item in v:
+            if isinstance(item, str) and item in UNFINISHED_STOP_REASONS:
+                raise Bad(f"{item!r} cannot end a final answer: {UNFINISHED_STOP_REASONS[item]}")
+    return list_of(ANSWER_STOP_REASONS)(v)
+
+
 #: section -> key -> (field name, checker).  Section "" is the top level.  The ``[faults]`` keys
 #: other than these are the families' (:data:`FAMILY_KEYS`).
 SCHEMA: dict[str, dict[str, tuple[str, Check]]] = {
@@ -103,6 +135,12 @@ SCHEMA: dict[str, dict[str, tuple[str, Check]]] = {
         "vary_on_repeat": ("vary_on_repeat", bool_),
         "seed": ("seed", int_()),
         "drift": ("drift", list_of(DRIFT_FIELDS)),
+        "outputs": ("outputs", list_of(OUTPUT_KINDS)),
+        "limit_outputs": ("limit_outputs", list_of(LIMIT_OUTPUTS)),
+        "reply_blocks": ("reply_blocks", _reply_blocks),
+        "answer_stop_reasons": ("answer_stop_reasons", _answer_stop_reasons),
+        "pause_turn": ("pause_turn", bool_),
+        "cache_tokens": ("cache_tokens", int_(0)),
     },
     "faults": {
         "family": ("family", choice(*MODES)),

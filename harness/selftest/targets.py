@@ -85,6 +85,17 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fingerprint-ignores-max-iterations", "drift-max-iterations", 4, ("I9",)),
     # damage inside the journal taken for its end: the resume re-does and cuts acknowledged work
     Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4", "I5")),
+    # --- issue 15, class 2: payloads the workload once never produced (appended block) -------------------
+    # Records holding U+0085, an output over the record limit, signed thinking (scenarios/payload-variety.toml)
+    # and cache tokens in a run that ends on its budget (payload-cache-budget.toml), each killed at seam
+    # events: 3 trials are the kill before event 1, one sampled event and the kill after the last one; seed 3
+    # samples event 23 of payload-variety (mid-run: a resume re-reads U+0085, reruns the over-limit tool and
+    # sends thinking back); the last event of payload-cache-budget resumes a run ended on its budget.
+    Target("reader-splits-unicode-lines", "payload-variety", 3, ("I2", "I3", "I10"), seed=3, shrink=0),
+    Target("resume-writer-no-record-limit", "payload-variety", 3, ("I4", "I5", "I6", "I8"), seed=3, shrink=0),
+    Target("thinking-signature-dropped", "payload-variety", 3, ("I6",), seed=3, shrink=0),
+    Target("cache-counters-not-folded", "payload-cache-budget", 3, ("I6",), shrink=0),
+    # --- end of the issue 15 block ------------------------------------------------------------------------
 )}
 
 

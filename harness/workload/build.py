@@ -6,6 +6,10 @@ ledger tool definitions (fiskj's ``--tools FILE`` format), the prompt, the
 chat follow-ups and the run configuration (model, budgets).  It knows no
 faults.  Everything is a pure function of the workload spec and its seed,
 so a reference run and every trial of a scenario see the same script.
+The payload keys (tool outputs, reply blocks, stop reasons, cache tokens:
+docs/scenarios.md ``[workload]``) are drawn by :mod:`harness.workload.payloads`
+and laid over the script last, so a scenario without them gets the script
+it always got.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ import json
 import os
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.scenario.model import Scenario, WorkloadSpec
+from harness.workload.payloads import limit_spec, output_spec, thinking_text
 from harness.workload.server import Script, ToolCall, Turn
 
 __all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool_path", "tool_definitions", "write_tools_file"]
@@ -117,7 +122,10 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
     tool-calling turns (1..``tools_per_turn`` tool_use blocks each, tools
     taken round-robin from :data:`TOOL_NAMES`, sleep drawn from ``tool_ms``)
     then a final text answer.  Draws come from ``random.Random(spec.seed)``.
-    ``max_iterations`` 0 means: every scripted turn + 5.
+    ``max_iterations`` 0 means: every scripted turn + 5.  The payload keys
+    (docs/scenarios.md) are then laid over that script by
+    :func:`_with_payloads`, from a random source of their own, so a
+    scenario without them gets exactly the script it always got.
     """
     if isinstance(spec, Scenario):
         name = spec.name
@@ -134,8 +142,9 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
                 calls.append(ToolCall(name=TOOL_NAMES[(j + i) % len(TOOL_NAMES)], sleep_ms=sleep, n=rng.randint(0, 999)))
             turns.append(Turn(tools=tuple(calls)))
         turns.append(Turn(text=f"Final answer {segment} of {name}: all ledger work done."))
+    turns = _with_payloads(spec, turns)
     script = Script(seed=spec.seed, turns=tuple(turns), delay_ms=spec.model_ms, vary_on_repeat=spec.vary_on_repeat,
-                    model=MODEL_NAME)
+                    model=MODEL_NAME, cache_tokens=spec.cache_tokens)
     followups = tuple(f"follow-up {i + 1}: do the next batch" for i in range(spec.chat_followups))
     max_iterations = spec.max_iterations or (len(turns) + 5)
     return Workload(
@@ -147,3 +156,53 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
         max_tokens=spec.max_tokens,
         max_iterations=max_iterations,
     )
+
+
+def _with_payloads(spec: WorkloadSpec, turns: list[Turn]) -> list[Turn]:
+    """Lay the payload keys of ``spec`` over ``turns`` (docs/scenarios.md ``[workload]``); returns new turns.
+
+    In this order: ``limit_outputs`` adds one tool turn (a tool call per item, tools round-robin, the
+    fills of :func:`harness.workload.payloads.limit_spec`) before the last final answer, and
+    ``pause_turn`` a pause turn after it; ``outputs`` are cycled over the other tool calls in script
+    order (:func:`harness.workload.payloads.output_spec`); ``reply_blocks`` over every reply in script
+    order (thinking text drawn per turn); ``answer_stop_reasons`` over the final answers.  Draws come
+    from ``random.Random("fiskj-payloads/<seed>")``; with every payload key at its default, ``turns``
+    come back unchanged (the list itself).
+    """
+    if not (spec.outputs or spec.limit_outputs or spec.reply_blocks or spec.answer_stop_reasons or spec.pause_turn):
+        return turns
+    rng = random.Random(f"fiskj-payloads/{spec.seed}")
+    n = rng.randint(0, 999)
+    last = len(turns) - 1  # the last final answer
+    extra: list[Turn] = []
+    if spec.limit_outputs:
+        index = last
+        extra.append(Turn(tools=tuple(
+            ToolCall(name=TOOL_NAMES[k % len(TOOL_NAMES)], n=n,
+                     out=json.dumps(limit_spec(which, f"toolu_{spec.seed}_{index}_{k}"), separators=(",", ":")))
+            for k, which in enumerate(spec.limit_outputs)), text=f"Turn {index}: outputs at the record limit."))
+    if spec.pause_turn:
+        extra.append(Turn(pause=True, text=f"Turn {last + len(extra)}: searching the web first (paused)."))
+    turns = turns[:last] + extra + turns[last:]
+    limit_turn = last if spec.limit_outputs else -1
+    out: list[Turn] = []
+    calls = answers = 0
+    for index, turn in enumerate(turns):
+        if spec.outputs and turn.tools and index != limit_turn:
+            tools = []
+            for call in turn.tools:
+                payload = output_spec(spec.outputs[calls % len(spec.outputs)], rng)
+                calls += 1
+                tools.append(call if payload is None else
+                             replace(call, out=json.dumps(payload, separators=(",", ":"))))
+            turn = replace(turn, tools=tuple(tools))
+        if spec.reply_blocks:
+            blocks = spec.reply_blocks[index % len(spec.reply_blocks)]
+            turn = replace(turn, thinking=thinking_text(rng, index) if "thinking" in blocks else "",
+                           redacted="redacted_thinking" in blocks, web_search="web_search" in blocks)
+        if not turn.works:
+            if spec.answer_stop_reasons:
+                turn = replace(turn, stop=spec.answer_stop_reasons[answers % len(spec.answer_stop_reasons)])
+            answers += 1
+        out.append(turn)
+    return out

@@ -21,17 +21,23 @@ Each execution, before anything else it does:
 3. sleeps ``sleep_ms`` milliseconds (from the input; so that a kill can land
    inside the tool, after its effect);
 4. prints a result that depends only on the input (never on the attempt,
-   the pid or the time), so a re-run gives the same result: ``ok NAME ID n=N``.
+   the pid or the time), so a re-run gives the same result: ``ok NAME ID n=N``,
+   or what the input's output spec ``out`` says (:func:`render_out`).
 
 Input keys: ``tool_use_id`` (str; the fake model server puts the tool_use
 block's own id there, since a command tool need not see more than its
 input; fiskj's ``FISKJ_TOOL_USE_ID`` environment variable is the fallback),
 ``sleep_ms`` (number, optional), ``n`` (int, optional), ``fail`` (bool,
-optional: exit 1 with a message on stderr after the effect, for error results).
+optional: exit 1 with a message on stderr after the effect, for error results),
+``out`` (object, optional: the output spec of harness/workload/payloads.py,
+``{"text"}``, ``{"base64"}``, ``{"error"}`` or ``{"fill", "count", "tail"}``;
+docs/scenarios.md ``[workload] outputs``).  The input is UTF-8
+JSON; a lone surrogate in it (a model's JSON may hold one) arrives as its
+three bytes and is read back as that character.
 
-Exit status: 0 on success; 1 when ``fail`` is set; 2 on a bad input or when
-``FISKJ_LEDGER`` is unset; 3 when the ledger cannot be written (the effect
-did not happen).
+Exit status: 0 on success; 1 when ``fail`` is set or ``out`` is an error;
+2 on a bad input (``out`` included) or when ``FISKJ_LEDGER`` is unset; 3
+when the ledger cannot be written (the effect did not happen).
 """
 
 import fcntl
@@ -76,17 +82,50 @@ except ImportError:  # pragma: no cover - other interpreters
     _quote = json.dumps
 
 
+def render_out(out):
+    """What output spec ``out`` makes the tool print: ``(stdout bytes, stderr bytes, exit status)``.
+
+    ``{"text": S}``: S as UTF-8 (a lone surrogate as its three bytes); ``{"base64": B}``: the decoded bytes; ``{"error": S}``: S on stderr, status 1;
+    ``{"fill": U, "count": K, "tail": T}``: ``U * K + T`` as UTF-8 (K at most 2^26).  Raises
+    ``ValueError`` for anything else (other or more keys, wrong types, bad base64).
+    """
+    keys = sorted(out) if isinstance(out, dict) else None
+    if keys == ["text"] and isinstance(out["text"], str):
+        return out["text"].encode("utf-8", "surrogatepass"), b"", 0
+    if keys == ["base64"] and isinstance(out["base64"], str):
+        import binascii
+
+        try:
+            return binascii.a2b_base64(out["base64"].encode("ascii"), strict_mode=True), b"", 0
+        except (binascii.Error, UnicodeEncodeError):
+            raise ValueError("out.base64 is not base64") from None
+    if keys == ["error"] and isinstance(out["error"], str):
+        return b"", out["error"].encode("utf-8", "surrogatepass"), 1
+    if keys == ["count", "fill", "tail"]:
+        unit, count, tail = out["fill"], out["count"], out["tail"]
+        if isinstance(unit, str) and isinstance(tail, str) and type(count) is int and 0 <= count <= 1 << 26:
+            return unit.encode("utf-8", "surrogatepass") * count + tail.encode("utf-8", "surrogatepass"), b"", 0
+    raise ValueError("out must be an object with one of text, base64, error, or fill/count/tail")
+
+
 def main(argv):
     """Run one tool execution; ``argv`` is ``sys.argv``.  Returns the exit status."""
     tool = argv[1] if len(argv) > 1 else "ledger"
     try:
-        data = _loads(sys.stdin.buffer.read().decode("utf-8") or "{}")
+        data = _loads(sys.stdin.buffer.read().decode("utf-8", "surrogatepass") or "{}")
     except (ValueError, UnicodeDecodeError) as exc:
         sys.stderr.write("ledger_tool: input is not JSON: %s\n" % exc)
         return 2
     if not isinstance(data, dict):
         sys.stderr.write("ledger_tool: input must be a JSON object\n")
         return 2
+    rendered = None
+    if "out" in data:
+        try:
+            rendered = render_out(data["out"])
+        except (ValueError, TypeError) as exc:
+            sys.stderr.write("ledger_tool: bad out: %s\n" % exc)
+            return 2
     ledger = os.environ.get("FISKJ_LEDGER")
     if not ledger:
         sys.stderr.write("ledger_tool: FISKJ_LEDGER is not set\n")
@@ -133,9 +172,16 @@ def main(argv):
     if data.get("fail"):
         sys.stderr.write("ledger_tool: %s %s failed as asked\n" % (tool, tool_use_id))
         return 1
-    sys.stdout.write("ok %s %s n=%s\n" % (tool, tool_use_id, data.get("n", 0)))
-    sys.stdout.flush()
-    return 0
+    if rendered is None:
+        sys.stdout.write("ok %s %s n=%s\n" % (tool, tool_use_id, data.get("n", 0)))
+        sys.stdout.flush()
+        return 0
+    stdout, stderr, status = rendered
+    sys.stdout.buffer.write(stdout)
+    sys.stdout.buffer.flush()
+    sys.stderr.buffer.write(stderr)
+    sys.stderr.buffer.flush()
+    return status
 
 
 if __name__ == "__main__":

@@ -7,11 +7,14 @@ a non-streaming response body into the events a streaming response
 1. ``message_start``: the message with empty ``content``, ``stop_reason``
    and ``stop_sequence`` null and the input ``usage`` (``output_tokens`` 1);
 2. per content block ``i``: ``content_block_start`` (the block with empty
-   text / thinking / signature, a tool_use with ``input`` ``{}``), its
-   deltas (``text_delta``; ``input_json_delta`` whose ``partial_json``
-   chunks, the first one empty, concatenate to the input's JSON;
-   ``thinking_delta`` then one ``signature_delta``), ``content_block_stop``;
-   one ``ping`` follows the first ``content_block_start``;
+   text / thinking / signature, a tool_use or server_tool_use with ``input``
+   ``{}``; a ``redacted_thinking`` or ``web_search_tool_result`` block whole),
+   its deltas (``text_delta``; ``input_json_delta`` whose ``partial_json``
+   chunks, the first one empty, concatenate to the input's JSON, a lone
+   surrogate in it written as its ``\\udXXX`` escape; ``thinking_delta``
+   then one ``signature_delta``; none for a block sent whole),
+   ``content_block_stop``; one ``ping`` follows the first
+   ``content_block_start``;
 3. ``message_delta`` (``stop_reason``, ``stop_sequence`` and the final
    ``usage``, ``output_tokens`` included), then ``message_stop``.
 
@@ -26,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["TEXT_CHUNK", "JSON_CHUNK", "message_events", "encode", "chunk", "LAST_CHUNK"]
+__all__ = ["TEXT_CHUNK", "JSON_CHUNK", "WHOLE_BLOCKS", "message_events", "encode", "chunk", "LAST_CHUNK"]
 
 #: Characters per ``text_delta`` / ``thinking_delta`` (the last one may be shorter).
 TEXT_CHUNK = 24
@@ -34,6 +37,19 @@ TEXT_CHUNK = 24
 JSON_CHUNK = 16
 #: The chunk that ends a chunked HTTP/1.1 body.
 LAST_CHUNK = b"0\r\n\r\n"
+
+
+#: Blocks the API sends whole in their ``content_block_start``, with no delta.
+WHOLE_BLOCKS = ("redacted_thinking", "web_search_tool_result")
+
+
+def _utf8_safe(text: str) -> str:
+    """``text`` (JSON) with each lone surrogate written as its JSON escape ``\\udXXX`` (no UTF-8 holds one)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -45,16 +61,19 @@ def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
     if kind == "text":
         start: dict[str, Any] = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], TEXT_CHUNK)]
-    elif kind == "tool_use":
-        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-        data = json.dumps(block["input"], separators=(",", ":"), ensure_ascii=False)
+    elif kind in ("tool_use", "server_tool_use"):
+        start = {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
+        data = _utf8_safe(json.dumps(block["input"], separators=(",", ":"), ensure_ascii=False))
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in ["", *_pieces(data, JSON_CHUNK)]]
     elif kind == "thinking":
         start = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"], TEXT_CHUNK)]
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    elif kind in WHOLE_BLOCKS:
+        start, deltas = dict(block), []
     else:
-        raise ValueError(f"content block {index} has type {kind!r}; only text, tool_use and thinking stream")
+        raise ValueError(f"content block {index} has type {kind!r}; only text, tool_use, server_tool_use, "
+                         f"thinking, {', '.join(WHOLE_BLOCKS)} stream")
     return ([{"type": "content_block_start", "index": index, "content_block": start}]
             + [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
             + [{"type": "content_block_stop", "index": index}])
@@ -66,8 +85,9 @@ def message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
     ``message`` is a complete Messages API response body (``id``,
     ``model``, ``content``, ``stop_reason``, ``stop_sequence``, ``usage``
     with ``input_tokens`` and ``output_tokens``, cache counts optional).
-    Raises ``ValueError`` for a content block that is not text, tool_use or
-    thinking, ``KeyError`` for a missing field.
+    Raises ``ValueError`` for a content block of another type than text,
+    tool_use, server_tool_use, thinking, redacted_thinking and
+    web_search_tool_result, ``KeyError`` for a missing field.
     """
     usage = dict(message["usage"])
     start_usage = {**usage, "output_tokens": 1}
@@ -86,8 +106,9 @@ def message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def encode(event: dict[str, Any]) -> bytes:
-    """One event as SSE bytes: ``event: <type>\\ndata: <compact JSON>\\n\\n`` (UTF-8)."""
-    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    """One event as SSE bytes: ``event: <type>\\ndata: <compact JSON>\\n\\n`` (UTF-8; a lone surrogate in a
+    string as its JSON escape)."""
+    data = _utf8_safe(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
     return f"event: {event['type']}\ndata: {data}\n\n".encode("utf-8")
 
 

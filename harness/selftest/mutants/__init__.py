@@ -62,6 +62,10 @@ there too.
 | ``fingerprint-ignores-max-tokens`` | the resume guard ignores the token budget | suspend, ``drift-max-tokens`` (I9) |
 | ``fingerprint-ignores-max-iterations`` | the resume guard ignores the iteration cap | suspend, ``drift-max-iterations`` (I9) |
 | ``status-stays-suspended`` | a resumed run keeps reading ``suspended`` after later records (defect 5) | chain, the subject's reading (I10) |
+| ``reader-splits-unicode-lines`` | the reader splits lines with ``str.splitlines`` (U+0085 inside a record ends a line) | kill, payloads (I2, I3, I10) |
+| ``resume-writer-no-record-limit`` | a resumed leg's writer has no record-size limit: an oversized tool output is journaled whole | kill, payloads (I4, I5, I6, I8) |
+| ``cache-counters-not-folded`` | the fold drops the cache token counters: a resume undercounts the budget | kill, cache tokens and a budget end (I6) |
+| ``thinking-signature-dropped`` | the writer drops thinking blocks' signatures: a resume sends them back unsigned | kill, payloads (I6) |
 
 Defects 1 to 4 are fisk-ai's (docs/spec.md section 16).  Which scenario
 catches which mutant is data, :mod:`harness.selftest.targets`; the
@@ -116,7 +120,10 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            "fingerprint_ignores_system", "fingerprint_ignores_thinking", "fingerprint_ignores_tools",
            "fingerprint_ignores_max_tokens", "fingerprint_ignores_max_iterations",
            # damage inside the journal taken for its end (tail family, interior mutations)
-           "nul_block_ends_journal")
+           "nul_block_ends_journal",
+           # payloads the workload once never produced (issue 15, class 2)
+           "reader_splits_unicode_lines", "resume_writer_no_record_limit", "cache_counters_not_folded",
+           "thinking_signature_dropped")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 

@@ -1,0 +1,199 @@
+"""Payloads the workload gives its tools and replies (pure): docs/scenarios.md, ``[workload]`` payload keys.
+
+A tool call of the script may carry an *output spec*: a small JSON object
+in the tool's input, under ``"out"``, that says what the ledger tool prints
+(:func:`harness.workload.ledger_tool.render_out` is the one interpreter of
+it).  The forms:
+
+* ``{"text": STR}``: STR on standard output (UTF-8; a lone surrogate, which
+  no UTF-8 holds, as its three bytes, which the agent decodes as it may);
+* ``{"base64": B64}``: those raw bytes (not UTF-8: ``\\xff``, an overlong
+  NUL, an encoded surrogate, a cut sequence);
+* ``{"error": STR}``: STR on standard error and exit status 1 (an error
+  result, ``is_error`` true);
+* ``{"fill": UNIT, "count": K, "tail": TAIL}``: ``UNIT * K + TAIL`` on
+  standard output: the outputs at the record limit.
+
+:func:`output_spec` draws the spec of an output kind
+(:data:`harness.scenario.model.OUTPUT_KINDS`) from a :class:`random.Random`;
+every kind always holds the characters it is about (the separators kind
+U+2028, U+2029 and U+0085, the controls kind NUL), and the draws add
+variety.  :func:`limit_spec` sizes a fill so that the tool_result record of
+that output, as fiskj encodes it (:func:`fiskj.encode.encode_record`),
+lands :data:`UNDER_BY` bytes under or :data:`OVER_BY` bytes over
+:data:`fiskj.encode.MAX_RECORD_BYTES`.  :func:`thinking_text` draws the
+text of a thinking block.  Same arguments, same payloads: a function of
+the seed alone, on every machine (``random.Random``, not hypothesis, whose
+draws may change between its versions; tests/test_payloads.py checks the
+properties with hypothesis).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from typing import Any
+
+from fiskj.encode import MAX_RECORD_BYTES, encode_record
+from fiskj.records import ToolResultRecord, tool_result_block
+
+from harness.scenario.model import LIMIT_OUTPUTS, OUTPUT_KINDS
+
+__all__ = ["output_spec", "limit_spec", "fill_text", "thinking_text", "record_size", "FILL_UNIT", "UNDER_BY",
+           "OVER_BY", "SEPARATORS", "UNICODE_PIECES", "BAD_UTF8"]
+
+#: The characters other than ``\\n`` that ``str.splitlines`` ends a line at; U+2028, U+2029 and U+0085 are
+#: in every ``separators`` output, the rest are drawn.
+SEPARATORS = ("\u2028", "\u2029", "\u0085", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
+
+#: Non-ASCII text: scripts, astral characters, a combining mark, joiners, a byte-order mark inside.
+UNICODE_PIECES = ("Grüße, Jürgen", "naïve café", "Ελληνικά", "Русский текст", "中文字符", "日本語のテキスト",
+                  "한국어 문장", "עברית", "العربية", "हिन्दी", "🙂 emoji", "👩\u200d💻 zwj", "e\u0301 combining",
+                  "\ufeff bom inside", "𝄞 𝕏 astral", "zero\u200bwidth", "½ ∑ ∞ ≠ ≈", "\u00a0nbsp", "ǅ titlecase")
+
+#: Bytes no UTF-8 decoder accepts, each after an ASCII label.
+BAD_UTF8 = (b"ff:\xff", b"fe:\xfe", b"overlong-nul:\xc0\x80", b"surrogate:\xed\xa0\x80", b"lone-cont:\x80",
+            b"beyond:\xf4\x90\x80\x80", b"cut:\xe2\x82")
+
+#: The unit of a fill at the record limit: a 2-byte character and characters JSON escapes (NUL and
+#: ``<&>`` as 6 bytes, tab, quote and backslash as 2), so the record is larger than the raw output (an
+#: engine that measures the output, not the record, is fooled: the ``over`` output is 11.5 MiB) and a cut
+#: can land inside a character.  Every character is below U+0100, so the 11.5 MiB output is a one-byte-per-
+#: character ``str`` in a Python agent (an astral character would make it four), keeping a trial fast.
+FILL_UNIT = "Fill é\x00<&>\t\"\\ " + "x" * 40
+
+#: How far under the limit the ``under`` record is (bytes, at a seq of 9 digits: fewer digits, further under).
+UNDER_BY = 64
+#: How far over the limit the ``over`` record is (bytes, at seq 1: any larger seq, further over).
+OVER_BY = 64
+
+_UNDER_SEQ = 10 ** 8
+_OVER_SEQ = 1
+
+
+def _pick(rng: random.Random, pool: tuple[Any, ...], least: int) -> list[Any]:
+    """``least`` or more items of ``pool`` in a drawn order (each at most once)."""
+    return rng.sample(pool, rng.randint(min(least, len(pool)), len(pool)))
+
+
+def _unicode(rng: random.Random) -> str:
+    pieces = _pick(rng, UNICODE_PIECES, 6)
+    for must in ("𝄞 𝕏 astral", "e\u0301 combining"):
+        if must not in pieces:
+            pieces.insert(rng.randint(0, len(pieces)), must)
+    return " | ".join(pieces) + "\n"
+
+
+def _separators(rng: random.Random) -> str:
+    seps = list(SEPARATORS[:3]) + _pick(rng, SEPARATORS[3:], 2)
+    rng.shuffle(seps)
+    return "".join(f"part {i} {rng.choice(UNICODE_PIECES)}{sep}" for i, sep in enumerate(seps)) + "end\n"
+
+
+def _controls(rng: random.Random) -> str:
+    chars = [chr(c) for c in range(0x20)] + ["\x7f"]
+    rng.shuffle(chars)
+    return "controls:" + "".join(f"{ch}{rng.randint(0, 9)}" for ch in chars) + "\n"
+
+
+def _json(rng: random.Random) -> str:
+    """A JSON document as ``json.dumps`` writes it: ASCII, NUL and lone surrogates as ``\\u0000``, ``\\ud800``."""
+    return json.dumps({
+        "kind": "payload",
+        "n": rng.randint(0, 2 ** 31),
+        "big": 2 ** 64 + rng.randint(0, 999),
+        "numbers": [0, -1, 2 ** 53, 1.5, -0.25, 1e-07, 6.02e23],
+        "nul": "a\x00b",
+        "lone_high": "\ud800",
+        "lone_low": "\udfff",
+        "reversed_pair": "\udc00\ud800",
+        "pair": "\U0001f600",
+        "separators": "\u2028\u2029\u0085",
+        "html": "</script><!--&-->",
+        "quote": "\"\\/",
+        "text": rng.choice(UNICODE_PIECES),
+        "nested": [[[{"deep": [rng.randint(0, 9)]}]], {}, [], None, True, False],
+    }) + "\n"
+
+
+def _surrogates(rng: random.Random) -> str:
+    lone = ["\ud800", "\udbff", "\udc00", "\udfff", "\udc00\ud800"]
+    rng.shuffle(lone)
+    return "lone surrogates: " + " ".join(f"{i}:{s}" for i, s in enumerate(lone)) + " pair: \U0001f600\n"
+
+
+def _binary(rng: random.Random) -> str:
+    pieces = _pick(rng, BAD_UTF8, 4)
+    for must in (b"ff:\xff", b"surrogate:\xed\xa0\x80"):
+        if must not in pieces:
+            pieces.append(must)
+    return base64.b64encode(b" ".join(pieces) + b"\n").decode("ascii")
+
+
+def _error(rng: random.Random) -> str:
+    return (f"tool failed: {rng.choice(UNICODE_PIECES)} — ошибка, 失败\nsecond line\u0085third line"
+            f"\u2028fourth, exit 1\n")
+
+
+def output_spec(kind: str, rng: random.Random) -> dict[str, Any] | None:
+    """The output spec (module docstring) of one tool call of ``kind``, drawn from ``rng``.
+
+    ``kind`` is one of :data:`harness.scenario.model.OUTPUT_KINDS`; ``"plain"`` gives ``None`` (the
+    ledger tool's own ``ok NAME ID n=N`` line).  Raises ``ValueError`` for another kind.
+    """
+    if kind == "plain":
+        return None
+    if kind == "unicode":
+        return {"text": _unicode(rng)}
+    if kind == "separators":
+        return {"text": _separators(rng)}
+    if kind == "controls":
+        return {"text": _controls(rng)}
+    if kind == "json":
+        return {"text": _json(rng)}
+    if kind == "surrogates":
+        return {"text": _surrogates(rng)}
+    if kind == "binary":
+        return {"base64": _binary(rng)}
+    if kind == "error":
+        return {"error": _error(rng)}
+    raise ValueError(f"unknown output kind {kind!r}; known: {', '.join(OUTPUT_KINDS)}")
+
+
+def record_size(tool_use_id: str, text: str, seq: int = 1) -> int:
+    """Bytes of the tool_result record fiskj journals for output ``text`` of ``tool_use_id`` (a success),
+    final ``\\n`` included, at ``seq``.  Raises :class:`fiskj.errors.RecordTooLarge` over the limit."""
+    return len(encode_record(ToolResultRecord(tool_use_id=tool_use_id,
+                                              result=tool_result_block(tool_use_id, text, False)), seq))
+
+
+def fill_text(spec: dict[str, Any]) -> str:
+    """The text of a fill spec: ``unit * count + tail``."""
+    return spec["fill"] * spec["count"] + spec["tail"]
+
+
+def limit_spec(which: str, tool_use_id: str) -> dict[str, Any]:
+    """The fill spec whose output's tool_result record is just ``"under"`` or just ``"over"`` the record limit.
+
+    Under: :data:`UNDER_BY` bytes below :data:`fiskj.encode.MAX_RECORD_BYTES`
+    at a 9-digit seq (journaled whole by a correct engine).  Over:
+    :data:`OVER_BY` bytes above it at seq 1 (cut to an error result, docs/spec.md
+    section 6).  Sized from records of a few units (JSON escaping is per
+    character, so the size of a record grows by the same amount per unit).
+    Raises ``ValueError`` for another ``which``.
+    """
+    if which not in LIMIT_OUTPUTS:
+        raise ValueError(f"unknown limit output {which!r}; known: {', '.join(LIMIT_OUTPUTS)}")
+    seq, target = (_UNDER_SEQ, MAX_RECORD_BYTES - UNDER_BY) if which == "under" else (_OVER_SEQ,
+                                                                                       MAX_RECORD_BYTES + OVER_BY)
+    base = record_size(tool_use_id, "", seq)
+    unit = record_size(tool_use_id, FILL_UNIT, seq) - base
+    count = (target - base) // unit
+    return {"fill": FILL_UNIT, "count": count, "tail": "x" * (target - base - count * unit)}
+
+
+def thinking_text(rng: random.Random, turn: int) -> str:
+    """The text of turn ``turn``'s thinking block: a few sentences with non-ASCII and a U+0085 in them."""
+    return (f"Turn {turn}: let me think. {rng.choice(UNICODE_PIECES)}; the ledger comes first.\u0085"
+            f"Then {rng.choice(UNICODE_PIECES)}, then the tools.\n")
