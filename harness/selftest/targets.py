@@ -85,6 +85,8 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fingerprint-ignores-max-iterations", "drift-max-iterations", 4, ("I9",)),
     # damage inside the journal taken for its end: the resume re-does and cuts acknowledged work
     Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4", "I5")),
+    # a failed write taken for done: the run completes over a hole (I4)
+    Target("write-error-swallowed", "io-errors", 4, ("I4",)),
     # --- issue 15, class 2: payloads the workload once never produced (appended block) -------------------
     # Records holding U+0085, an output over the record limit, signed thinking (scenarios/payload-variety.toml)
     # and cache tokens in a run that ends on its budget (payload-cache-budget.toml), each killed at seam

@@ -55,6 +55,7 @@ there too.
 | ``unlock-before-close`` | the run lock is released before the journal is closed | race ``two-writers`` (I8) |
 | ``completed-never-written`` | no run journals its ``completed`` record: the uninterrupted run ends wrong | none (I6) |
 | ``newline-first`` | records framed newline-first: the last record reads as torn | none (I5, I6) |
+| ``write-error-swallowed`` | a failed journal write is ignored: the run completes over a hole | io_error (I4) |
 | ``nul-block-ends-journal`` | the reader takes a NUL block inside the journal for its end | tail (I2, I3, I5) |
 | ``fingerprint-ignores-system`` | the resume guard ignores the system prompt | suspend, ``drift-system`` (I9) |
 | ``fingerprint-ignores-thinking`` | the resume guard ignores the thinking mode | suspend, ``drift-thinking`` (I9) |
@@ -123,7 +124,9 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            "nul_block_ends_journal",
            # payloads the workload once never produced (issue 15, class 2)
            "reader_splits_unicode_lines", "resume_writer_no_record_limit", "cache_counters_not_folded",
-           "thinking_signature_dropped")
+           "thinking_signature_dropped",
+           # an IO error swallowed: a failed write taken for done (io_error family)
+           "write_error_swallowed")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 
