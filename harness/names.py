@@ -10,7 +10,7 @@ subject contract's (docs/subject.md "Exit status"), the harness CLI's are
 from __future__ import annotations
 
 __all__ = [
-    "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL",
+    "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS",
     "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
     "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
     "FAULT_COUNTS", "CRASH_STATES", "SEED_STEP",
@@ -32,6 +32,9 @@ FISK_AI_V2 = "fisk-ai-v2"
 JSONL = "jsonl"
 #: Journal formats a subject profile may name, the first the default.
 JOURNAL_FORMATS = (FISK_AI_V2, JSONL)
+
+#: ``[workload] max_tokens`` when a scenario sets none: a budget no bundled run reaches.
+WORKLOAD_MAX_TOKENS = 1_000_000
 
 # --- exit statuses -------------------------------------------------------------------------------
 

@@ -146,7 +146,7 @@ def test_the_purity_check_passes_pure_code():
 HARNESS = PACKAGE.parent / "harness"
 #: The checkers (every module of harness/checkers) and the history they read.
 CHECKERS = tuple(sorted(f"harness.checkers.{p.stem}" for p in (HARNESS / "checkers").glob("*.py")
-                        if p.stem != "__init__")) + ("harness.checkers", "harness.history.model", "harness.history.jsonl", "harness.names")
+                        if p.stem != "__init__")) + ("harness.checkers", "harness.history.model", "harness.history.jsonl", "harness.history.ending", "harness.names")
 #: The pure fault generators of the families.
 GENERATORS = ("harness.families.power_loss.crashstates", "harness.families.tail.mutations",
               "harness.families.signals.schedules", "harness.families.race.catalog",

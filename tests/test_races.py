@@ -212,6 +212,7 @@ CAUGHT = {
     "fold-before-lock": ("two-resumers", "loser-waits-at-lock", {"I2", "I5", "race"}, {"not_exactly_one", "tool_runs"}),
     "create-no-excl": ("two-creates", "both-paused-at-first-open", {"I4", "I5", "race"}, {"not_exactly_one"}),
     "release-before-last-append": ("two-writers", "release-gap", {"I4", "I5", "I8"}, set()),
+    "unlock-before-close": ("two-writers", "holder-idle", {"I8"}, set()),
     "lockf": ("lock-survives-other-fds", "fds-and-children", {"race"}, {"not_refused"}),
     "no-cloexec": ("lock-survives-other-fds", "fds-and-children", {"race"}, {"not_taken_over"}),
     "stale-lock-file": ("holder-killed", "kill-mid-write", {"race"}, {"not_taken_over"}),

@@ -34,7 +34,7 @@ def test_the_reference_reader_answers_every_mutation_as_labelled():
     muts = list(mutations(J, seed=3))
     wrong = [problem(m, ask(m.data)) for m in muts if problem(m, ask(m.data)) is not None]
     assert wrong == []
-    assert {m.kind for m in muts} == {"intact", "cut", "zeros", "garbage", "mid-run", "flip"}
+    assert {m.kind for m in muts} == {"intact", "cut", "zeros", "garbage", "mid-run", "flip", "interior"}
     assert {m.expect for m in muts} == {"clean", "torn", "corrupt"}
 
 

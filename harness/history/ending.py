@@ -16,8 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
-from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, FISK_AI_V2
-from harness.scenario.model import WorkloadSpec
+from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, FISK_AI_V2, WORKLOAD_MAX_TOKENS
 
 __all__ = ["BUDGET_ENDS", "uninterrupted_end"]
 
@@ -38,7 +37,7 @@ def uninterrupted_end(history: History) -> str | None:
     spec: dict[str, Any] = history.options.get("workload") or {}
     status = (history.final_state or {}).get("status")
     if history.journal_format != FISK_AI_V2:  # not folded: its exit says how it ended
-        capped = bool(spec.get("max_iterations")) or spec.get("max_tokens", WorkloadSpec.max_tokens) != WorkloadSpec.max_tokens
+        capped = bool(spec.get("max_iterations")) or spec.get("max_tokens", WORKLOAD_MAX_TOKENS) != WORKLOAD_MAX_TOKENS
         status = {EXIT_COMPLETED: "completed", EXIT_SUSPENDED: "suspended",
                   EXIT_ERROR: BUDGET_ENDS[0] if capped else None}.get(last.exit_code)  # type: ignore[arg-type]
     chat_end = bool(spec.get("chat_followups")) and status == "suspended"  # the end of its input

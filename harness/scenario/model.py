@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from harness.names import INVARIANTS
+from harness.names import INVARIANTS, WORKLOAD_MAX_TOKENS
 
 __all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS",
            "LIMIT_OUTPUTS", "REPLY_BLOCKS", "ANSWER_STOP_REASONS", "UNFINISHED_STOP_REASONS", "family_params"]
@@ -67,7 +67,7 @@ class WorkloadSpec:
     tool_ms: tuple[float, float] = (0.0, 0.0)
     model_ms: float = 0.0
     chat_followups: int = 0
-    max_tokens: int = 1_000_000
+    max_tokens: int = WORKLOAD_MAX_TOKENS
     max_iterations: int = 0
     vary_on_repeat: bool = False
     seed: int = 1
