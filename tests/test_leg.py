@@ -211,3 +211,27 @@ def test_a_reading_command_s_whole_output_is_parsed_however_long_and_only_its_ta
     reading = parse_reading(raw, (("status", "status"), ("records", "records")))
     assert reading["error"] is None and reading["status"] == "open" and reading["records"] == 3
     assert len(reading["stdout"]) == READING_KEEP and _json.loads(_json.dumps(reading))
+
+
+def test_a_timed_fault_records_where_it_landed_and_an_early_suspend_is_counted_as_the_kill_it_was():
+    from harness.campaign.reproduce import exact_schedule
+    from harness.history.model import Fault, Leg
+    from harness.runner.leg import landed
+    trace = [{"n": n, "pid": 7, "op": "write", "t": 100 * n} for n in range(1, 6)]
+    leg = Leg(index=0, kind="start", argv=[], pid=7, trace=trace, exit_code=None, exit_signal="SIGKILL",
+              fault=Fault(kind="kill", signal="SIGKILL", at={"after_ms": 3.0}, injected=True))
+    landed(leg, 350)
+    assert leg.fault.detail["landed_after_event"] == 3 and leg.fault.kind == "kill"
+    # its replay: the same calls done, then the kill: op-counted, so it lands there every time
+    assert exact_schedule([{"kind": "kill", "after_ms": 3.0}], [leg]) == [{"kind": "kill", "event": 4, "when": "before"}]
+    early = Leg(index=0, kind="start", argv=[], pid=7, trace=[], exit_code=None, exit_signal="SIGINT",
+                fault=Fault(kind="suspend", signal="SIGINT", at={"after_ms": 0.0}, injected=True))
+    landed(early, 5)
+    assert early.fault.kind == "kill" and early.fault.detail["scheduled"] == "suspend"
+    assert early.fault.detail["landed_after_event"] == 0
+    late = Leg(index=0, kind="start", argv=[], pid=7, trace=trace, exit_code=1,
+               fault=Fault(kind="suspend", signal="SIGINT", at={"after_ms": 9.0}, injected=True))
+    landed(late, 900)
+    assert late.fault.kind == "suspend" and late.fault.detail["honoured"] is False
+    # a suspend that stayed a suspend keeps its time in the replay
+    assert exact_schedule([{"kind": "suspend", "after_ms": 9.0}], [late]) == [{"kind": "suspend", "after_ms": 9.0}]

@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from typing import Any, Callable
 
-from harness.campaign.reproduce import reproduce_command
+from harness.campaign.reproduce import exact_schedule, reproduce_command
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.shard import parse_shard, shard_positions
 from harness.checkers import check_all
@@ -194,6 +194,8 @@ class Campaign:
         invariants = tuple(i for i in wanted if i not in skip)
         verdicts = check_all(ran.history, list(invariants))
         schedule = ran.schedule if ran.schedule is not None else planned.schedule
+        if any("landed_after_event" in leg.fault.detail for leg in ran.history.legs):
+            schedule = exact_schedule(schedule, ran.history.legs)  # timed kills replay as op-counted ones
         result = TrialResult(index=index, scenario=scenario.name, scenario_path=scenario.path, seed=planned.seed,
                              schedule=schedule, origin=planned.origin, verdicts=verdicts, history=ran.history,
                              elapsed_s=time.monotonic() - t,

@@ -27,7 +27,25 @@ if TYPE_CHECKING:
     from harness.scenario.parse import Scenario
     from harness.subject.contract import Subject
 
-__all__ = ["reproduce_command", "replay_command", "scenario_argument"]
+__all__ = ["reproduce_command", "replay_command", "scenario_argument", "exact_schedule"]
+
+
+def exact_schedule(schedule: list[dict[str, Any]], legs: list[Any]) -> list[dict[str, Any]]:
+    """``schedule`` with each timed kill that landed (``Leg.fault.detail["landed_after_event"]`` = N, set by
+    :func:`harness.runner.leg.landed`) replaced by the op-counted kill ``{"kind": "kill", "event": N + 1,
+    "when": "before"}``: the leg stops with the same calls done, so the replay reproduces every time.  A
+    timed suspend that stayed a suspend keeps its time (a suspend lands at a loop boundary anyway).
+    ``legs``: the trial's legs; the schedule's entry ``i`` is leg ``i``'s fault (rivals and probes take
+    none, so entries are matched to the legs whose fault came from the schedule, in order)."""
+    out = [dict(f) for f in schedule]
+    scheduled = [leg for leg in sorted(legs, key=lambda lg: lg.index)
+                 if "rival_of" not in leg.fault.detail and "probe" not in leg.fault.detail
+                 and leg.fault.detail.get("expect") != "refused"]
+    for i, leg in enumerate(scheduled[:len(out)]):
+        n = leg.fault.detail.get("landed_after_event")
+        if isinstance(n, int) and "after_ms" in out[i] and leg.fault.kind == "kill":
+            out[i] = {"kind": "kill", "event": n + 1, "when": "before"}
+    return out
 
 
 def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, Any]] | None,

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from fiskj.codec import decode_record
 
 from harness.history.jsonl import holds_a_line
-from harness.names import FISK_AI_V2
+from harness.names import EXIT_SUSPENDED, FISK_AI_V2
 
 from harness.families.signals.faults import history_fault
 from harness.history.model import Leg
@@ -46,6 +46,25 @@ __all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_
 
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
+
+
+def landed(leg: Leg, fault_t: int) -> None:
+    """Record where in the subject's own time line a timed fault of ``leg`` landed (docs/scenarios.md).
+
+    ``fault.detail["landed_after_event"]``: the ``n`` of the last call the leg's trace shows completed
+    before the fault (0: none), so a failure replays as an op-counted fault
+    (:func:`harness.campaign.reproduce.exact_schedule`).  A suspend the subject died of (the signal came
+    before it handled signals: still starting, or already exiting) is what it was, a kill:
+    ``fault.kind`` becomes ``kill``, with ``detail["scheduled"] = "suspend"``.
+    """
+    done = [ev.get("n", 0) for ev in leg.trace if isinstance(ev.get("t"), int) and ev["t"] <= fault_t]
+    leg.fault.detail["landed_after_event"] = max(done, default=0)
+    if leg.fault.kind == "suspend" and leg.exit_code not in (EXIT_SUSPENDED, None):
+        leg.fault.detail["honoured"] = False  # outside the subject's suspend window: it ended otherwise
+    if leg.fault.kind == "suspend" and leg.exit_signal in _SIGNALS:
+        leg.fault.detail.update(scheduled="suspend", landed=f"the subject died of {leg.exit_signal}: it did not "
+                                                           "handle the signal yet (or any more), so it was a kill")
+        leg.fault.kind = "kill"
 
 
 def start_or_resume(journal: bytes | None, fmt: str = FISK_AI_V2) -> str:
@@ -124,7 +143,8 @@ class LegOutcome:
     ``exit_signal``: the signal name (``"SIGKILL"``) or ``None``;
     ``injected``: the scheduled fault was delivered (a timed fault whose time
     came after the exit is not); ``timed_out``: the leg hit its deadline and
-    was killed; ``t_end``: ``time.monotonic_ns()`` when the exit was seen.
+    was killed; ``t_end``: ``time.monotonic_ns()`` when the exit was seen;
+    ``fault_t``: ``time.monotonic_ns()`` when a timed fault was delivered (else ``None``).
     """
 
     returncode: int | None
@@ -132,6 +152,7 @@ class LegOutcome:
     injected: bool
     timed_out: bool
     t_end: int
+    fault_t: int | None = None
 
 
 def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegOutcome:
@@ -148,20 +169,23 @@ def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegO
     kind = spec.get("kind", "none")
     injected = False
     timed_out = False
+    fault_t = None
     if kind in ("kill", "suspend") and "after_ms" in spec:
         at = t0 + spec["after_ms"] / 1000.0
         if not wait_for_exit(proc, min(at, deadline) - time.monotonic()):
             if time.monotonic() >= deadline:
                 timed_out = True
             elif kind == "kill":
+                fault_t = time.monotonic_ns()
                 kill_tree(proc)
                 injected = True
             else:
                 try:
+                    fault_t = time.monotonic_ns()
                     os.kill(proc.pid, _SIGNALS[spec.get("signal", "SIGINT")])
                     injected = True
                 except ProcessLookupError:
-                    pass
+                    fault_t = None
     if not timed_out and not wait_for_exit(proc, deadline - time.monotonic()):
         timed_out = True
     if timed_out:
@@ -176,8 +200,10 @@ def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegO
         if kind == "kill" and "event" in spec and -rc == signal.SIGKILL:
             injected = True
         return LegOutcome(returncode=None, exit_signal=signal_name(-rc), injected=injected, timed_out=timed_out,
+                          fault_t=fault_t,
                           t_end=t_end)
-    return LegOutcome(returncode=rc, exit_signal=None, injected=injected, timed_out=timed_out, t_end=t_end)
+    return LegOutcome(returncode=rc, exit_signal=None, injected=injected, timed_out=timed_out, t_end=t_end,
+                      fault_t=fault_t)
 
 
 class LegStarter:
@@ -384,6 +410,8 @@ def run_leg(plan: LegPlan, starter: LegStarter,
         leg.trace = read_trace(plan.trace) if plan.trace is not None else []
     if plan.fault.get("kind") == "io_error":  # injected when a call of the leg failed with it
         leg.fault.injected = outcome.injected = any(ev.get("fault") for ev in leg.trace)
+    if outcome.fault_t is not None and leg.fault.injected:
+        landed(leg, outcome.fault_t)
     leg.stdout = tail_text(out)
     leg.stderr = tail_text(err)
     if leg.exit_code is not None and starter.subject.exits is not CONTRACT_EXITS:
