@@ -7,7 +7,7 @@ FUZZ_EXAMPLES ?= 1000000
 .PHONY: test fuzz
 
 test:
-	$(PYTHON) -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest -n auto
+	sh scripts/setup-test-deps.sh && $(PYTHON) -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest -n auto
 
 fuzz:
 	FISKJ_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/test_fuzz.py -p no:cacheprovider -q --hypothesis-show-statistics

@@ -50,7 +50,7 @@ def test_a_results_folder_holds_the_reports_and_every_piece_of_a_failing_trials_
     folder, written = _folder(tmp_path)
     assert folder.parent == tmp_path / "kill-batch" and folder.name.endswith("Z")
     assert os.readlink(tmp_path / "kill-batch" / "latest") == folder.name and written["latest"]
-    assert {p.name for p in folder.iterdir()} == {"report.json", "junit.xml", "summary.md", "summary.txt",
+    assert {p.name for p in folder.iterdir()} == {"report.json", "junit.xml", "summary.md", "summary.txt", "report.html",
                                                   "command.txt", "trials"}
     (trial,) = written["trials"]                                   # only the failing one (--keep failures)
     assert trial.name == "0001-kill-batch"

@@ -7,6 +7,8 @@
         20260314T101502.123Z/           the campaign's start, UTC (a suffix -1, -2 when taken)
           report.json junit.xml         the JSON report and the JUnit XML (harness/report/report.py)
           summary.md summary.txt        the Markdown summary and the terminal summary
+          report.html                   the HTML report: campaign table, groups, a timeline per failing trial
+                                        (harness/report/html.py; one self-contained file)
           command.txt                   the command line and the working directory
           trials/0013-kill-random/      one folder per kept trial (--keep failures: invalid or unknown ones)
             trial.json                  index, scenario, seed, schedule, origin, family, invariants, faults,
@@ -44,8 +46,9 @@ from harness.errors import ResultsError
 from harness.history.model import History, history_from_json, history_to_json
 
 __all__ = ["RESULTS_ENV", "DEFAULT_ROOT", "KEEP_CHOICES", "REPORT_FILE", "JUNIT_FILE", "MARKDOWN_FILE",
-           "SUMMARY_FILE", "TRIALS_DIR", "HISTORY_FILE", "TRIAL_FILE", "LATEST", "TRIAL_FORMAT", "default_root",
+           "SUMMARY_FILE", "HTML_FILE", "TRIALS_DIR", "HISTORY_FILE", "TRIAL_FILE", "LATEST", "TRIAL_FORMAT", "default_root",
            "results_name", "results_parent", "make_results_dir", "update_latest", "write_json", "write_trial", "write_results",
+           "write_html_report",
            "StoredTrial", "load_history", "load_trial", "load_stored", "recheck"]
 
 #: The variable naming the default root of results folders (``--results`` wins over it).
@@ -55,6 +58,7 @@ DEFAULT_ROOT = "fiskj-results"
 #: ``--keep``: which trials get a folder (``none``: no results folder at all).
 KEEP_CHOICES = ("failures", "all", "none")
 REPORT_FILE, JUNIT_FILE, MARKDOWN_FILE, SUMMARY_FILE = "report.json", "junit.xml", "summary.md", "summary.txt"
+HTML_FILE = "report.html"
 TRIALS_DIR, HISTORY_FILE, TRIAL_FILE, LATEST = "trials", "history.json", "trial.json", "latest"
 #: The ``format`` of a ``trial.json``.
 TRIAL_FORMAT = "fiskj-harness-trial/1"
@@ -223,9 +227,11 @@ def write_results(folder: Path, report: dict[str, Any], result: Any, *, keep: st
                   command: list[str] | None = None) -> dict[str, Any]:
     """Fill the results ``folder`` of a campaign: ``report.json`` (``report`` made portable for that place,
     :func:`harness.report.portable.portable`), ``junit.xml``, ``summary.md``, ``summary.txt`` (``summary``),
-    ``command.txt`` and a folder per kept trial of ``result`` (a :class:`harness.campaign.result.CampaignResult`):
-    ``keep`` ``failures`` keeps the invalid and unknown trials, ``all`` every trial with a history.  Then
-    points ``latest`` at it.  Returns ``{"folder", "trials": folders written, "latest": bool}``.
+    ``command.txt``, a folder per kept trial of ``result`` (a :class:`harness.campaign.result.CampaignResult`):
+    ``keep`` ``failures`` keeps the invalid and unknown trials, ``all`` every trial with a history; and
+    ``report.html`` (:mod:`harness.report.html`: the kept failing trials' timelines).  Then points ``latest``
+    at it.  Returns ``{"folder", "trials": folders written, "latest": bool, "html": its path,
+    "html_error": why the HTML report could not be drawn (then it says so), else None}``.
     """
     from harness.campaign.reproduce import replay_command
     from harness.report.portable import portable
@@ -247,7 +253,58 @@ def write_results(folder: Path, report: dict[str, Any], result: Any, *, keep: st
     where = report.get("report_path") or str(report_file)
     written = [write_trial(folder / TRIALS_DIR, t, width=width, replay=replay_command(where, t.index))
                for t in kept]
-    return {"folder": folder, "trials": written, "latest": update_latest(folder)}
+    html_error = _write_html(folder, report, [(t, d) for t, d in zip(kept, written) if t.failed or t.unknown], where)
+    return {"folder": folder, "trials": written, "latest": update_latest(folder), "html": folder / HTML_FILE,
+            "html_error": html_error}
+
+
+def _write_html(folder: Path, report: dict[str, Any], failing: list[tuple[Any, Path]], where: str) -> str | None:
+    """Write ``folder/report.html`` of ``report`` and the ``failing`` (trial, its folder) pairs.  A report that
+    cannot be drawn must not cost the folder the rest: the page then says why, and so does the return value."""
+    import html
+
+    from harness.campaign.reproduce import replay_command
+    from harness.report.html import trial_view, write_html
+
+    try:
+        views = [trial_view(t, folder=os.path.relpath(d, folder), replay=replay_command(where, t.index))
+                 for t, d in failing]
+        write_html(folder / HTML_FILE, report, views)
+        return None
+    except Exception as exc:  # noqa: BLE001 - the JSON report and the trial folders are already written
+        why = f"{type(exc).__name__}: {exc}"
+        (folder / HTML_FILE).write_text(
+            "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>fiskj-harness report</title></head><body>"
+            f"<p>the HTML report could not be drawn: {html.escape(why)}; see report.json and summary.md</p>"
+            "</body></html>\n", encoding="utf-8")
+        return why
+
+
+def write_html_report(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
+    """Write the HTML report (:mod:`harness.report.html`) of the results stored at ``path`` (what
+    :func:`load_stored` reads: a results folder, its scenario folder, a trial folder, a ``history.json``) to
+    ``out`` (default: ``report.html`` in the folder found), with the current code; returns the file.  A
+    folder without ``report.json`` gets a report built from its trials' stored verdicts.  Raises
+    :class:`ResultsError` for what cannot be read."""
+    from harness.report.html import TrialView, write_html
+    from harness.report.report import build_report
+
+    where, report, stored = load_stored(path)
+    target = Path(out) if out is not None else (where if where.is_dir() else where.parent) / HTML_FILE
+    if report is None:
+        report = build_report([{"trial": t.info.get("trial", i), "scenario": t.info.get("scenario") or t.history.scenario,
+                                "history": t.history, "verdicts": t.info.get("verdicts") or []}
+                               for i, t in enumerate(stored)])
+    views = []
+    for i, t in enumerate(stored):
+        judged = set(t.invariants)
+        views.append(TrialView(
+            trial=int(t.info.get("trial", i)), scenario=str(t.info.get("scenario") or t.history.scenario),
+            seed=t.info.get("seed", t.history.seed), history=t.history,
+            verdicts=[dict(v) for v in t.info.get("verdicts") or [] if isinstance(v, dict) and v.get("invariant") in judged],
+            schedule=list(t.info.get("schedule") or t.history.schedule or []),
+            folder=os.path.relpath(t.folder, target.parent), replay=t.info.get("replay"), origin=t.info.get("origin")))
+    return write_html(target, report, views)
 
 
 # --- reading it back -------------------------------------------------------------------------
