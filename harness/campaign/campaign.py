@@ -119,10 +119,10 @@ def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
     out = [f"{inv} not applicable: {why}" for inv, why in sorted(not_applicable(subject).items(),
                                                                   key=lambda kv: int(kv[0][1:]))]
     if subject.journal_format != FISK_AI_V2:
-        out.append(f"journal format {subject.journal_format}: I4 and I5 judged line by line (no fold), I6 from "
-                   "outside (conversation states, final reply, tools run, exit); what needs the fold is not "
-                   "judged (I1: that a suspended journal ends suspended; I2, I3: whether a crashed leg had "
-                   "journaled the repeated work, so any crash excuses one repeat)")
+        out.append(f"journal format {subject.journal_format} (not decoded): I4 and I5 are judged line by line, I2 "
+                   "and I3 by the lines each leg acknowledged after doing the work, I6 from outside (the "
+                   "conversation states, the final reply, the tools run, the exit); not judged: whether a "
+                   "suspended journal ends with its suspend (I1), the fold's messages and counters (I6)")
     for scenario in scenarios:
         family = by_mode(scenario.faults.family)
         why = unsupported(subject, scenario)

@@ -373,5 +373,7 @@ def _brief(v: dict[str, Any]) -> str:
         return f"leg {v['leg']} write n={v['n']} not fsynced before {v['before']}"
     if v["kind"] in ("io_error_swallowed", "truncated_acknowledged"):
         return v["detail"]
+    if v["kind"] == "undecodable_ack":
+        return f"leg {v['ack']['leg']} acknowledged a line that is not a record (offset {v['ack'].get('offset')})"
     where = f"offset {v['offset']}" if "offset" in v else f"seq {v.get('seq')}"
     return f"{where} {v['kind']} after leg {v.get('leg', v.get('ack', {}).get('leg'))}"

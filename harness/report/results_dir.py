@@ -228,7 +228,9 @@ def write_results(folder: Path, report: dict[str, Any], result: Any, *, keep: st
     """Fill the results ``folder`` of a campaign: ``report.json`` (``report`` made portable for that place,
     :func:`harness.report.portable.portable`), ``junit.xml``, ``summary.md``, ``summary.txt`` (``summary``),
     ``command.txt``, a folder per kept trial of ``result`` (a :class:`harness.campaign.result.CampaignResult`):
-    ``keep`` ``failures`` keeps the invalid and unknown trials, ``all`` every trial with a history; and
+    ``keep`` ``failures`` keeps the invalid and unknown trials (per group of violations its smallest reproducer,
+    its example and its first :data:`PER_GROUP` trials; ``trials/NOT-KEPT.txt`` counts the rest), ``all``
+    every trial with a history; and
     ``report.html`` (:mod:`harness.report.html`: the kept failing trials' timelines).  Then points ``latest``
     at it.  Returns ``{"folder", "trials": folders written, "latest": bool, "html": its path,
     "html_error": why the HTML report could not be drawn (then it says so), else None}``.
@@ -249,13 +251,40 @@ def write_results(folder: Path, report: dict[str, Any], result: Any, *, keep: st
                                             encoding="utf-8")
     kept = [t for t in result.trials if t.history is not None
             and (keep == "all" or t.failed or t.unknown)]
+    dropped = 0
+    if keep == "failures":  # one bug can fail thousands of trials: keep what each group needs, not all
+        wanted = _per_group(report, PER_GROUP)
+        dropped = sum(1 for t in kept if t.index not in wanted)
+        kept = [t for t in kept if t.index in wanted]
     width = max(4, len(str(max((t.index for t in result.trials), default=0))))
     where = report.get("report_path") or str(report_file)
     written = [write_trial(folder / TRIALS_DIR, t, width=width, replay=replay_command(where, t.index))
                for t in kept]
     html_error = _write_html(folder, report, [(t, d) for t, d in zip(kept, written) if t.failed or t.unknown], where)
+    if dropped:
+        (folder / TRIALS_DIR).mkdir(exist_ok=True)
+        (folder / TRIALS_DIR / "NOT-KEPT.txt").write_text(
+            f"{dropped} more failing trial(s) are not kept here: each group of violations keeps its smallest "
+            f"reproducer and its first {PER_GROUP} trials (report.json lists every row; --keep all keeps "
+            "every trial).\n", encoding="utf-8")
     return {"folder": folder, "trials": written, "latest": update_latest(folder), "html": folder / HTML_FILE,
-            "html_error": html_error}
+            "html_error": html_error, "not_kept": dropped}
+
+
+#: ``--keep failures``: failing trials kept per group of violations (besides its reproducer and example).
+PER_GROUP = 10
+
+
+def _per_group(report: dict[str, Any], per_group: int) -> set[int]:
+    """The trial numbers a results folder keeps: per group (``groups``, ``unknown_groups``) its smallest
+    reproducer, its example and its first ``per_group`` trials."""
+    out: set[int] = set()
+    for group in (report.get("groups") or []) + (report.get("unknown_groups") or []):
+        for t in ((group.get("reproducer") or {}).get("trial"), (group.get("example") or {}).get("trial")):
+            if isinstance(t, int):
+                out.add(t)
+        out.update(t for t in (group.get("trials") or [])[:per_group] if isinstance(t, int))
+    return out
 
 
 def _write_html(folder: Path, report: dict[str, Any], failing: list[tuple[Any, Path]], where: str) -> str | None:

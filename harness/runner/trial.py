@@ -210,7 +210,8 @@ class Runner:
             last = history.legs[-1] if history.legs else None
             why = uninterrupted_end(history)
             if why is not None:
-                how = f"exit {last.exit_code}, signal {last.exit_signal}" if last else "no leg ran"
+                how = ("no leg ran" if last is None else f"killed by {last.exit_signal}" if last.exit_signal
+                       else f"exit {last.exit_code}")
                 said = (last.stderr.strip()[-600:] if last else "") or "(nothing on stderr)"
                 if last is None or (last.journal is None and not history.model_calls):
                     raise SetupError(  # it never got going: what it said is the cause, not the missing journal

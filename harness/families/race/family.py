@@ -121,8 +121,8 @@ class RaceFamily(FamilyBase):
             for race in races_of(scenario):
                 skipped = [i for i in scenario.check.invariants if i != "I10" and i not in INVARIANTS_BY_RACE[race]]
                 if skipped:
-                    out.append(f"{', '.join(skipped)} not judged in race {race}: the race agent's {race} runs "
-                               "no tool or model call to judge them by (its outcome is the race verdict's)")
+                    out.append(f"{', '.join(skipped)} is not judged in race {race}: the race agent's {race} runs "
+                               "no tool or model call to judge it by (the race verdict judges its outcome)")
             return out
         if not others or len(others) == len(races_of(scenario)):
             return []  # all black-box, or none (then the scenario is unsupported: an error, said there)

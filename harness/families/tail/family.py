@@ -98,6 +98,9 @@ class TailFamily(FamilyBase):
             return ["tail reader checks ask the subject's status command, which says only whether it read a "
                     "journal and how many records (not the torn tail's offset nor a corrupt line's number); "
                     "journals with no complete record are not asked"]
+        if getattr(subject, "journal_format", "fisk-ai-v2") != "fisk-ai-v2":
+            return ["tail reader checks are not run: they ask a reader what a damaged journal holds, which only a "
+                    "fisk-ai-v2 journal says; the resumes of the damaged journals are run and judged"]
         return ["tail reader checks need a fiskj-based subject or the subject's own status command (a "
                 "profile's [reading], docs/subject.md); only the resume checks run"]
 
