@@ -105,7 +105,7 @@ def test_i2_a_rerun_of_a_tool_whose_result_the_crashed_leg_acknowledged_is_caugh
     v = i2_tool_reruns.check(jsonl(eng))
     assert v.status == "invalid", v.evidence
     assert {r["tool_use_id"] for r in v.evidence["violations"]} == {"a"}
-    assert any("holds the tool_result" in c["why"] for c in v.evidence["violations"][0]["refused_candidates"])
+    assert any("acknowledged a journal line holding a" in c["why"] for c in v.evidence["violations"][0]["refused_candidates"])
 
 
 def test_i2_the_one_tool_in_flight_at_a_crash_may_run_again():
