@@ -88,13 +88,13 @@ def test_a_tiny_campaign_runs_end_to_end_and_exits_0(files, capsys):
     report_path, junit = files / "report.json", files / "junit.xml"
     code = main(["run", str(files / "tiny-noop.toml"), str(files / "tiny-suspend.toml"), "--jobs", "2",
                  "--report-json", str(report_path), "--junit", str(junit), "--results", str(files / "res")])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 0, out
     # the results folder: reports, and no trial folder (none failed; --keep failures)
     (folder,) = (files / "res" / "campaign").glob("2*Z")
     assert (files / "res" / "campaign" / "latest").resolve() == folder.resolve()
     assert {p.name for p in folder.iterdir()} == {"report.json", "junit.xml", "summary.md", "summary.txt",
-                                                  "command.txt"}
+                                                  "command.txt", "report.html"}
     assert f"results: {folder}" in out
     assert "fiskj-harness run" in (folder / "command.txt").read_text()
     report = json.loads(report_path.read_text())
@@ -106,6 +106,8 @@ def test_a_tiny_campaign_runs_end_to_end_and_exits_0(files, capsys):
     assert [r["origin"] for r in report["runs"]].count("noop") == 2
     assert "I6" in out and "verdict: VALID" in out
     assert ET.parse(junit).getroot().find("testsuite").get("tests") == "20"
+    # the progress (stderr is not a terminal here): one total, the whole campaign's, said when done
+    assert "fiskj-harness: 5/5 trials, 0 failing, done in" in err and "/4 trials" not in err
 
 
 def test_an_explicit_schedule_runs_one_trial_and_replay_reruns_it(files, capsys):
@@ -284,3 +286,17 @@ def test_a_shrink_of_a_single_fault_is_reported_as_already_minimal_not_as_shrunk
     first, _, second, _ = text.splitlines()
     assert first.startswith("already minimal: trial 2 (s) has a single fault") and "shrunk" not in first
     assert second.startswith("shrunk: trial 3 -> trial 10 (s; 2 fault(s) -> 1")
+
+
+def test_version_is_the_one_version_constant_of_the_package(capsys):
+    import tomllib
+    from pathlib import Path
+
+    import fiskj
+    from harness.cli.main import version_text
+
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out == version_text() + "\n" and out.startswith(f"fiskj-harness {fiskj.__version__} (fiskj ")
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["version"] == fiskj.__version__  # the package metadata says the same

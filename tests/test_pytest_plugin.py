@@ -108,3 +108,30 @@ def test_the_subject_option_applies_to_tests_that_name_none(pytester, drift_scen
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--durability-subject={MUTANT_AGENT}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*I9 violated in plugin-drift*"])
+
+
+def test_the_seed_option_applies_to_tests_that_name_none(pytester, drift_scenario):
+    pytester.makepyfile(test_agent=f"""
+        def test_seeded(durability_campaign):
+            outcome = durability_campaign({drift_scenario!r})
+            assert outcome.report["campaign"]["seeds"] == {{"plugin-drift": 4242}}
+    """)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--durability-seed=4242")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_seed_ini_value_that_is_not_an_integer_is_a_usage_error_naming_it(pytester):
+    pytester.makeini("[pytest]\ndurability_seed = abc\n")
+    pytester.makepyfile(test_agent="def test_x(durability_campaign):\n    durability_campaign('kill-random')\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*durability_seed: not an integer seed: 'abc'*"])
+
+
+def test_a_failure_message_says_where_the_rows_it_does_not_show_are():
+    rows = [{"invariant": "I2", "scenario": "s", "seed": 1, "trial": k, "summary": "x", "schedule": []}
+            for k in range(12)]
+    written = {"violations": rows, "unknowns": [], "trials": 12, "report_path": "/tmp/r.json"}
+    assert "- ... 2 more in /tmp/r.json" in format_failure(written)
+    unwritten = dict(written, report_path="REPORT")
+    assert "2 more (not shown: pass report_json=FILE to keep them all)" in format_failure(unwritten)

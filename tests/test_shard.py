@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import pytest
 
 from harness.campaign.campaign import Campaign
@@ -157,6 +158,22 @@ def test_run_shard_and_merge_on_the_command_line_exit_as_run_does(scenarios, tmp
     three = dict(report, campaign=dict(report["campaign"], shard="0/3"))
     (tmp_path / "three.json").write_text(json.dumps(three))
     assert main(["merge", str(tmp_path / "three.json"), str(outs[1]), "-q"]) == 2
+    # one shard of two alone is not the campaign (it once merged to "valid")
+    capsys.readouterr()
+    assert main(["merge", str(outs[0]), "--report-json", str(tmp_path / "half.json")]) == 2
+    captured = capsys.readouterr()
+    assert "shard(s) 1/2 missing" in captured.err and "valid" not in captured.out.lower()
+    assert not (tmp_path / "half.json").exists()
+    # a shard of another campaign (another seed), or an interrupted one, is refused too
+    other = dict(report, campaign=dict(report["campaign"], shard="1/2", seeds={"shard-noop": 99}))
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    assert main(["merge", str(outs[0]), str(tmp_path / "other.json"), "-q"]) == 2
+    assert "different seeds" in capsys.readouterr().err
+    cut = json.loads(outs[1].read_text())
+    cut["interrupted"] = True
+    (tmp_path / "cut.json").write_text(json.dumps(cut))
+    assert main(["merge", str(outs[0]), str(tmp_path / "cut.json"), "-q"]) == 2
+    assert "interrupted" in capsys.readouterr().err
     assert main(["run", path, "--shard", "2/2"]) == 2
     assert "I/N" in capsys.readouterr().err
 
@@ -171,3 +188,48 @@ def test_a_merged_report_can_replay_any_of_its_trials(scenarios, tmp_path):
     merged = tmp_path / "merged.json"
     main(["merge", *outs, "--report-json", str(merged), "-q"])
     assert main(["replay", str(merged), "--trial", "2", "-q"]) == 0
+
+
+def _shard_report(shard: str | None, *, kind: str = "run", seeds=None, subject=None, scenarios=("a", "b")):
+    campaign = {"scenarios": {n: f"/x/{n}.toml" for n in scenarios}, "seeds": seeds or {n: 1 for n in scenarios},
+                "subject": subject, "subject_env": {}}
+    report = {"format": "fiskj-harness-report/1", "trials": 1, "interrupted": False, "campaign": campaign}
+    if kind == "gate":
+        report["gate"] = {"shard": shard, "budget_s": 10, "rounds": 1, "plan": []}
+    elif shard is not None:
+        campaign["shard"] = shard
+    return report
+
+
+@pytest.mark.parametrize("shards,message", [
+    (["0/3", "2/3"], "shard(s) 1/3 missing"),
+    (["0/2", "1/2", "1/2"], "shard 1/2 is given twice (r1.json and r2.json)"),
+    (["0/2", "1/4"], "different shard counts [2, 4]"),
+    (["1/2"], "shard(s) 0/2 missing"),
+    (["0/2", None], "not a shard report"),
+    (["0/2", "x/2"], "field 'campaign.shard': cannot merge: a shard is I/N"),
+])
+def test_only_one_complete_set_of_shards_merges(shards, message):
+    from harness.campaign.shard import ShardSetError, check_shard_set
+
+    reports = [_shard_report(s) for s in shards]
+    paths = [f"r{k}.json" for k in range(len(shards))]
+    with pytest.raises(ShardSetError) as info:
+        check_shard_set(paths, reports)
+    assert message in str(info.value)
+
+
+def test_a_complete_set_of_one_campaign_merges_and_the_shards_must_share_it():
+    from harness.campaign.shard import ShardSetError, check_shard_set
+
+    assert check_shard_set(["w.json"], [_shard_report(None)]) == [None]  # a whole campaign alone
+    assert check_shard_set(["a", "b"], [_shard_report("1/2"), _shard_report("0/2")]) == [(1, 2), (0, 2)]
+    gate = [_shard_report(f"{i}/2", kind="gate", seeds={"a": i, "b": i}) for i in range(2)]
+    assert check_shard_set(["a", "b"], gate) == [(0, 2), (1, 2)]  # a gate's seeds are its rounds': not compared
+    for other, what in ((_shard_report("1/2", scenarios=("a", "c")), "different scenarios"),
+                        (_shard_report("1/2", subject=["agent"]), "different subjects"),
+                        (_shard_report("1/2", kind="gate"), "different kinds of report (run, gate)")):
+        with pytest.raises(ShardSetError, match=re.escape(what)):
+            check_shard_set(["a", "b"], [_shard_report("0/2"), other])
+    with pytest.raises(ShardSetError, match="not a fiskj-harness report"):
+        check_shard_set(["a", "b"], [_shard_report("0/2"), ["not", "a", "report"]])

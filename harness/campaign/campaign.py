@@ -32,10 +32,11 @@ import random
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable
 
+from harness.campaign import interrupt
 from harness.campaign.reproduce import exact_schedule, reproduce_command
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.shard import parse_shard, shard_positions
@@ -223,7 +224,22 @@ class Campaign:
 
         A scenario whose reference run fails, or whose family cannot plan or
         open its executor, is recorded in ``errors`` and skipped.
+
+        Interruption (:mod:`harness.campaign.interrupt`): after SIGINT or SIGTERM
+        no trial is launched, the running ones are ended (their processes
+        killed, their half-run trials dropped) and the result holds the trials
+        judged so far, with ``interrupted`` ``{"signal", "planned", "done"}``
+        (``None`` when not interrupted).  Without the command line's handlers
+        the ``KeyboardInterrupt`` is raised again once that is done.
         """
+        with interrupt.cooperative():  # --- interruption (issue 16 item 6): a signal is acted on where it waits
+            return self._run()
+
+    def _run(self) -> CampaignResult:
+        """The body of :meth:`run`, which makes a signal cooperative around it."""
+        interrupt.check()  # --- interruption (issue 16 item 6): none launched after one
+        spare = interrupt.descendants()  # processes that are not this campaign's
+        total = 0
         started = time.monotonic()
         runner = self._runner or Runner(subject=self.subject)
         self.subject = runner.subject
@@ -243,7 +259,7 @@ class Campaign:
                                        run): run for run in runs
                            if run.error is None and run.family.needs_reference(run.scenario)}
                 uninterrupted: list[TrialResult] = []
-                for fut in as_completed(futures):
+                for fut in interrupt.as_done(futures):
                     run = futures[fut]
                     try:
                         run.reference = fut.result()
@@ -257,7 +273,7 @@ class Campaign:
                 # 2. plans (pure; hypothesis draws: main thread only)
                 jobs: list[tuple[ScenarioRun, Planned]] = []
                 for run in runs:
-                    if run.skipped:
+                    if run.skipped or interrupt.requested():
                         continue
                     if run.error is None:
                         count = self.trials or run.scenario.trials.count
@@ -281,11 +297,13 @@ class Campaign:
                 slots: list[TrialResult | None] = [None] * total
                 if self.progress:
                     self.progress(0, total, 0)
-                for fut in as_completed(trial_futures):
+                for fut in interrupt.as_done(trial_futures):
                     i = trial_futures[fut]
                     run, planned = jobs[i]
                     try:
                         slots[i] = fut.result()
+                    except CancelledError:  # not run: stop_on_violation cancelled it
+                        pass
                     except SetupError as exc:
                         errors.append(str(exc))
                     except Exception as exc:  # a harness failure is never a pass: it is a setup error
@@ -303,12 +321,20 @@ class Campaign:
                     if self.progress:
                         self.progress(done, total, failing)
                 results = uninterrupted + [r for r in slots if r is not None]
+                if interrupt.requested():  # --- interruption: end the running trials, drop them
+                    interrupt.end_trials(pool, [*futures, *trial_futures], spare)
             for i, r in enumerate(results):
                 r.index = i
             # 4. shrink (main thread: hypothesis is driven from one thread)
-            if self.shrink_budget > 0 and self.schedules is None:
-                results += self._shrink_all(runs, results, runner)
+            if self.shrink_budget > 0 and self.schedules is None and not interrupt.requested():
+                try:
+                    with interrupt.raising():  # its trials run in this thread: a signal stops them at once
+                        results += self._shrink_all(runs, results, runner)
+                except KeyboardInterrupt as exc:  # --- interruption: the trials so far stand, unshrunk
+                    interrupt.note(getattr(exc, "signum", 2))
         finally:
+            if interrupt.requested():  # --- interruption: no process of this campaign outlives it
+                interrupt.end_processes(spare)
             with self._exec_lock:
                 executors, self._executors = list(self._executors.values()), {}
             for ex in executors:
@@ -317,9 +343,17 @@ class Campaign:
                 runner.close()
         for i, r in enumerate(results):
             r.index = i
-        return CampaignResult(trials=results, errors=errors, scenarios=runs, elapsed_s=time.monotonic() - started,
-                              jobs=self.jobs, subject=runner.subject, limits=limits,
-                              not_applicable=not_applicable(runner.subject))
+        out = CampaignResult(trials=results, errors=errors, scenarios=runs, elapsed_s=time.monotonic() - started,
+                             jobs=self.jobs, subject=runner.subject, limits=limits,
+                             not_applicable=not_applicable(runner.subject))
+        out.interrupted = None  # type: ignore[attr-defined]  # --- interruption (issue 16 item 6)
+        if interrupt.requested():
+            if not interrupt.installed():  # a library caller: its KeyboardInterrupt, now that all is ended
+                interrupt.clear()
+                raise KeyboardInterrupt
+            out.interrupted = {"signal": interrupt.signal_name(interrupt.signum() or 2),  # type: ignore[attr-defined]
+                               "planned": total, "done": len(results)}
+        return out
 
     def _shrink_all(self, runs: list[ScenarioRun], results: list[TrialResult], runner: Runner) -> list[TrialResult]:
         out = []

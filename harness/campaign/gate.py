@@ -24,6 +24,10 @@ round (the estimate keeps that small).
 
 Shrinking gets the time the rounds leave (at most ``shrink_budget``
 trials per failing scenario per round).
+
+An interruption (SIGINT, SIGTERM: :mod:`harness.campaign.interrupt`) ends the
+round that runs as a campaign's interruption does and starts no other; the
+result holds the trials of every round so far and says it was interrupted.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from harness.campaign import interrupt
 from harness.campaign.campaign import Campaign
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.families.registry import by_mode
@@ -94,13 +99,16 @@ def _round_size(track: _Track, r: int, n: int) -> int:
 
 def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = None, subject: Subject | None = None,
              shard: tuple[int, int] | None = None, seed: int | None = None, shrink_budget: int = 10,
-             progress: Callable[[str], None] | None = None, round_unit: int | None = None) -> GateResult:
+             progress: Callable[[str], None] | None = None, round_unit: int | None = None,
+             trial_progress: Callable[[int, int, int], None] | None = None) -> GateResult:
     """Run the gate over ``scenarios`` (see the module docstring); returns a :class:`GateResult`.
 
     ``seed``: replaces every scenario's ``trials.seed`` as the base seed.
     ``progress``: called with one line per round.  ``round_unit``: the
     ``n`` of the round sizes (default: the number of shards), so that an
     unsharded gate can plan the rounds a sharded one does.
+    ``trial_progress``: each round's campaign's ``progress(done, total,
+    failing)`` (:class:`harness.campaign.campaign.Campaign`).
     """
     started = time.monotonic()
     n = round_unit or (shard[1] if shard else 1)
@@ -109,8 +117,11 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
     errors: list[str] = []
     jobs_used = 1
     rounds = 0
-    with Runner(subject=subject) as runner:
+    cut: dict[str, Any] | None = None
+    with interrupt.cooperative(), Runner(subject=subject) as runner:
         for r in range(64):
+            if interrupt.requested():  # no round starts after an interruption
+                break
             left = budget_s - (time.monotonic() - started)
             chosen: list[tuple[_Track, int]] = []
             estimate = 0.0
@@ -138,8 +149,13 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
                 t.planned += size
             spare = budget_s - (time.monotonic() - started) - estimate
             campaign = Campaign(round_scenarios, jobs=jobs, runner=runner, shard=shard,
-                                shrink_budget=shrink_budget if spare > 0 else 0)
-            result = campaign.run()
+                                shrink_budget=shrink_budget if spare > 0 else 0, progress=trial_progress)
+            try:
+                result = campaign.run()
+            except interrupt.Interrupted:  # came just before the round started: it ran nothing
+                break
+            if getattr(result, "interrupted", None):
+                cut = dict(result.interrupted, round=r)
             jobs_used = result.jobs
             rounds += 1
             for err in result.errors:
@@ -170,6 +186,12 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
                      for t in tracks]
     merged = CampaignResult(trials=trials, errors=errors, scenarios=scenario_runs,
                             elapsed_s=time.monotonic() - started, jobs=jobs_used, subject=subject_used)
+    if cut is None and interrupt.requested():  # between two rounds
+        cut = {"signal": interrupt.signal_name(interrupt.signum() or 2), "planned": len(trials), "done": len(trials),
+               "round": rounds}
+    elif cut is not None:  # the rounds before the interrupted one ran whole
+        cut.update(planned=len(trials) - cut["done"] + cut["planned"], done=len(trials))
+    merged.interrupted = cut  # type: ignore[attr-defined]
     plan = [{"scenario": t.scenario.name, "path": t.scenario.path, "trials": t.trials, "planned": t.planned,
              "count": t.scenario.trials.count, "seconds": round(t.seconds, 3),
              "complete": t.left() == 0 or (fixed_plan(t.scenario) and t.planned > 0), "error": t.error}

@@ -3,9 +3,10 @@
 ``fiskj-harness run [SCENARIO...] [--trials N] [--seed S] [--jobs J] [--subject CMD]
 [--report-json FILE] [--junit FILE] [--schedule JSON] [--shard I/N] [--save-regression DIR]
 [--results DIR] [--keep failures|all|none]``:
-run a campaign (default: every bundled ``scenarios/*.toml``), print a
-progress line on a terminal and a summary table at the end (violations
-grouped by cause, :mod:`harness.report.groups`).
+run a campaign (default: every bundled ``scenarios/*.toml``), show its
+progress on stderr (:mod:`harness.cli.progress`: the total and an ETA on a
+terminal, a status line every 10 s elsewhere) and a summary table at the end
+(violations grouped by cause, :mod:`harness.report.groups`).
 ``--shard I/N`` runs shard I (0-based) of N of the campaign's trials;
 ``--save-regression DIR`` writes one scenario file per violation from its
 shrunk schedule (:mod:`harness.campaign.regressions`).  Every campaign
@@ -29,7 +30,8 @@ the bundled and regression scenarios within a time budget
 ``$GITHUB_STEP_SUMMARY`` when that is set.
 
 ``fiskj-harness merge REPORT... [--report-json OUT]``: combine the JSON
-reports of shards into one report and one verdict.
+reports of shards into one report and one verdict; only one complete set of
+shards of one campaign merges (:func:`harness.campaign.shard.check_shard_set`).
 
 ``fiskj-harness mutants [NAME...] [--json] [--budget SECONDS]``: the
 mutant self-test (:mod:`harness.selftest.run`): exit 0 when every mutant is
@@ -42,8 +44,19 @@ the mutant's preload is added (:func:`harness.selftest.mutants.with_preload`).
 Exit status (:mod:`harness.names`): 0 every checked invariant held; 1 a
 violation (or an undecided ``unknown`` verdict, which is not a pass); 2 a
 usage or setup error (bad arguments, a scenario that does not parse, a
-reference run that does not complete, a subject that does not start), also
-an interrupted command.
+reference run that does not complete, a subject that does not start, shard
+reports that are not one complete set); 130 interrupted by SIGINT (Ctrl-C),
+143 by SIGTERM.
+
+Interruption (:mod:`harness.campaign.interrupt`, docs/ci.md): SIGINT or
+SIGTERM during ``run``, ``gate``, ``replay`` or ``mutants`` stops launching
+trials, ends the running ones (their processes killed), writes the partial
+report marked ``"interrupted": true`` (JSON, JUnit, Markdown, the results
+folder), removes the trial directories and exits 130 or 143, without a
+traceback, also when stdout or stderr is a closed pipe.
+
+``fiskj-harness --version`` prints the version (:data:`fiskj.__version__`,
+the package's one version constant).
 """
 
 from __future__ import annotations
@@ -55,14 +68,14 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fiskj.cli_common import positive_int
 
+from harness.campaign import interrupt
 from harness.names import HARNESS_USAGE, HARNESS_VALID, HARNESS_VIOLATION
-from harness.report.report import campaign_report
 
-__all__ = ["main", "build_parser", "resolve_scenarios", "subject_of"]
+__all__ = ["main", "build_parser", "resolve_scenarios", "subject_of", "version_text"]
 
 
 class _Usage(Exception):
@@ -111,18 +124,23 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
     return scenarios
 
 
-def _progress_printer(stream: Any) -> Callable[[int, int, int], None] | None:
-    if not (hasattr(stream, "isatty") and stream.isatty()):
-        return None
-    started = time.monotonic()
+def version_text() -> str:
+    """What ``--version`` prints: ``fiskj-harness 0.1.0 (fiskj 0.1.0, Python 3.11.7)``, from
+    :data:`fiskj.__version__`, the package's one version constant (pyproject.toml's ``version`` equals it,
+    tests/test_cli_harness.py checks)."""
+    import platform
 
-    def show(done: int, total: int, failing: int) -> None:
-        rate = done / max(time.monotonic() - started, 1e-6)
-        end = "\n" if done == total else ""
-        stream.write(f"\r  {done}/{total} trials  {failing} failing  {rate:.1f} trials/s   {end}")
-        stream.flush()
+    from fiskj import __version__
 
-    return show
+    return f"fiskj-harness {__version__} (fiskj {__version__}, Python {platform.python_version()})"
+
+
+def _progress(args: argparse.Namespace, final: bool = True) -> Any:
+    """The progress display of a campaign command (:class:`harness.cli.progress.Progress` on stderr), or ``None``
+    with ``-q``."""
+    from harness.cli.progress import Progress
+
+    return None if args.quiet else Progress(sys.stderr, final=final)
 
 
 def subject_of(command: str | list[str] | None, extra_env: dict[str, str] | None = None) -> Any:
@@ -176,11 +194,20 @@ def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str
           error: str = "setup error") -> int:
     """The exit status of a finished command: 2 when there are ``errors`` (each printed as
     ``fiskj-harness: <error>: ...``) or nothing ``ran`` (``nothing_ran`` printed); else 0 when every checked
-    invariant of ``report`` held, 1 when not."""
+    invariant of ``report`` held, 1 when not.  An interrupted command: ``128 + signal`` (130, 143), said on
+    stderr with how many trials ran."""
     from harness.report.report import exit_status
 
     for err in errors:
         print(f"fiskj-harness: {error}: {err}", file=sys.stderr)
+    if interrupt.requested():
+        cut = (report.get("campaign") or {}).get("interrupted") or {}
+        done = f" after {cut['done']} of {cut['planned']} planned trial(s)" if cut.get("planned") else ""
+        where = f"; partial report: {report['report_path']}" if report.get("report_path") not in (None, "REPORT") \
+            else ""
+        print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}{done}{where}",
+              file=sys.stderr)
+        return interrupt.exit_status(interrupt.signum() or 2)
     if errors:
         return HARNESS_USAGE
     if not ran:
@@ -244,22 +271,36 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
             raise _Usage(f"--schedule is not JSON: {exc}") from None
         schedules = [parsed]
     subject = subject_of(args.subject)
+    progress = _progress(args)
     try:
         campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
-                            progress=None if args.quiet else _progress_printer(sys.stderr),
-                            shrink_budget=args.shrink_budget, schedules=schedules, shard=args.shard,
-                            keep_histories=args.keep == "all")
+                            progress=progress, shrink_budget=args.shrink_budget, schedules=schedules,
+                            shard=args.shard, keep_histories=args.keep == "all")
     except ValueError as exc:
         raise _Usage(f"--schedule: {exc}") from None
     for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial
         print(f"fiskj-harness: limit for this subject: {line}", file=sys.stderr)
-    from harness.report.results_dir import default_root, make_results_dir, results_name, results_parent
+    from harness.report.results_dir import default_root, results_name, results_parent
 
     root, name = args.results or default_root(), results_name([s.name for s in scenarios])
     if args.keep != "none":
         results_parent(root, name)  # a root that cannot be written is said before the trials
     started = datetime.now(timezone.utc)  # names the results folder, made once the campaign is done
-    result = campaign.run()
+    try:
+        result = campaign.run()
+    finally:
+        if progress is not None:
+            progress.close()
+    with interrupt.deferred():  # a signal now lets the reports be written whole, then exits 130/143
+        return _run_reports(args, result, root, name, started, out)
+
+
+def _run_reports(args: argparse.Namespace, result: Any, root: str, name: str, started: datetime, out: Any) -> int:
+    """The reports of ``run``'s campaign ``result``: the results folder, ``--report-json``, ``--junit``,
+    regression scenarios, the summary; returns the exit status."""
+    from harness.report.report import campaign_report
+    from harness.report.results_dir import make_results_dir
+
     folder = make_results_dir(root, name, started) if args.keep != "none" else None
     report_path = args.report_json or (str(folder / "report.json") if folder is not None else None)
     report = campaign_report(result, report_path)
@@ -286,7 +327,6 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
 def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness replay REPORT --trial K``: re-run one trial of a report; returns the exit status."""
     from harness.campaign.campaign import Campaign
-    from harness.history.model import history_to_json
     from harness.scenario.parse import load_scenario
 
     out = out or sys.stdout
@@ -314,6 +354,15 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     campaign = Campaign([scenario], seed=row.get("seed"), jobs=1, subject=subject, shrink_budget=0,
                         schedules=[row.get("schedule", [])], keep_histories=True, origin="replay")
     result = campaign.run()
+    with interrupt.deferred():
+        return _replay_reports(args, result, out)
+
+
+def _replay_reports(args: argparse.Namespace, result: Any, out: Any) -> int:
+    """What ``replay`` prints and writes of its one-trial campaign ``result``; returns the exit status."""
+    from harness.history.model import history_to_json
+    from harness.report.report import campaign_report
+
     if args.history and result.trials and result.trials[0].history is not None:
         _write_json(args.history, history_to_json(result.trials[0].history))
     for t in result.trials:
@@ -411,50 +460,34 @@ def _gate_scenarios(args: list[str]) -> list[Any]:
 
 def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness gate``: the bundled and regression scenarios within ``--budget``; returns the exit status."""
-    from harness.campaign.gate import gate_report, render_gate_markdown, run_gate
-    from harness.report.report import render_summary
+    from harness.campaign.gate import run_gate
 
     out = out or sys.stdout
     scenarios = _gate_scenarios(args.scenarios)
     subject = subject_of(args.subject)
-    say = None if args.quiet else (lambda line: print(f"fiskj-harness gate: {line}", file=sys.stderr))
-    gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
-                    seed=args.seed, progress=say)
+    progress = _progress(args, final=False)  # each round says its own end
+    say = None if progress is None else (lambda line: progress.say(f"fiskj-harness gate: {line}"))
+    try:
+        gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
+                        seed=args.seed, progress=say, trial_progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    with interrupt.deferred():
+        return _gate_reports(args, gate, out)
+
+
+def _gate_reports(args: argparse.Namespace, gate: Any, out: Any) -> int:
+    """The reports of a gate run (JSON, JUnit, Markdown summary, the terminal summary); returns the exit status."""
+    from harness.campaign.gate import gate_report, render_gate_markdown
+    from harness.report.report import render_summary
+
     report = gate_report(gate, args.report_json)
     _write_reports(report, args)
     _write_summary(render_gate_markdown(report), args.summary)
     if not args.quiet:
         out.write(render_summary(report))
     return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget")
-
-
-def _check_shards(paths: list[str], reports: list[dict[str, Any]]) -> None:
-    """Refuse to merge anything but the complete set of shards ``0/N .. N-1/N`` of one campaign, once each.
-
-    A missing shard (a CI job that failed to upload its report), a shard given twice, or an
-    unsharded report among shards would give a verdict over trials that were never all run.
-    """
-    if len(reports) == 1:
-        return
-    shards = []
-    for path, rep in zip(paths, reports):
-        text = (rep.get("campaign") or {}).get("shard") or (rep.get("gate") or {}).get("shard")
-        if not text:
-            raise _Usage(f"cannot merge: {path} is not a shard report (run it with --shard I/N)")
-        i, _, n = str(text).partition("/")
-        shards.append((int(i), int(n), path))
-    counts = {n for _, n, _ in shards}
-    if len(counts) != 1:
-        raise _Usage(f"cannot merge: the reports come from different shard counts {sorted(counts)}")
-    (n,) = counts
-    seen: dict[int, str] = {}
-    for i, _, path in shards:
-        if i in seen:
-            raise _Usage(f"cannot merge: shard {i}/{n} is given twice ({seen[i]} and {path})")
-        seen[i] = path
-    missing = [f"{i}/{n}" for i in range(n) if i not in seen]
-    if missing:
-        raise _Usage(f"cannot merge: shard(s) {', '.join(missing)} missing; a verdict needs every shard")
 
 
 def _shard_scenario(report: dict[str, Any], report_path: str, name: str, as_ran: str) -> str:
@@ -470,7 +503,11 @@ def _shard_scenario(report: dict[str, Any], report_path: str, name: str, as_ran:
 
 
 def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
-    """``fiskj-harness merge REPORT...``: one report and one verdict from shard reports; returns the exit status."""
+    """``fiskj-harness merge REPORT...``: one report and one verdict from shard reports; returns the exit status.
+
+    Only one complete set of shards merges (:func:`harness.campaign.shard.check_shard_set`): a missing or
+    duplicated shard, an interrupted one, or shards of different campaigns exit 2, naming it."""
+    from harness.campaign.shard import check_shard_set
     from harness.report.report import merge_reports, render_markdown, render_summary
 
     out = out or sys.stdout
@@ -481,7 +518,7 @@ def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
                 reports.append(json.load(f))
         except (OSError, ValueError) as exc:
             raise _Usage(f"cannot read report {path}: {exc}") from None
-    _check_shards(args.reports, reports)
+    check_shard_set(args.reports, reports)  # one complete set of shards, else ResultsError (exit 2)
     try:
         merged = merge_reports(reports, report_path=args.report_json)
     except (ValueError, KeyError, TypeError) as exc:
@@ -516,12 +553,35 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
     unknown = [n for n in args.names if n not in known]
     if unknown:
         raise _Usage(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    say = None if args.quiet or args.json else (
-        lambda r: print(f"  {r.mutant}: {'caught' if r.caught else 'NOT caught'} ({r.elapsed_s:.1f} s)",
-                        file=sys.stderr))
-    results = run_selftest(args.names or None, budget_s=args.budget, jobs=args.jobs, on_result=say)
-    out.write(results_json(results) + "\n" if args.json else render_table(results))
-    return HARNESS_VALID if all(r.caught for r in results) else HARNESS_VIOLATION
+    finished: list[Any] = []
+
+    def done(r: Any) -> None:
+        if interrupt.requested() and not r.caught:
+            return  # cut short by the interruption: not a verdict on the mutant
+        finished.append(r)
+        if not (args.quiet or args.json):
+            print(f"  {r.mutant}: {'caught' if r.caught else 'NOT caught'} ({r.elapsed_s:.1f} s)", file=sys.stderr)
+
+    try:
+        results = run_selftest(args.names or None, budget_s=args.budget, jobs=args.jobs, on_result=done)
+    except KeyboardInterrupt as exc:  # the mutants run so far stand; the table says it is partial
+        interrupt.note(getattr(exc, "signum", 2))
+    with interrupt.deferred():
+        if interrupt.requested():
+            results = finished
+            total = len(args.names or known)
+            if args.json:
+                doc = json.loads(results_json(results))
+                doc.update(interrupted=True, signal=interrupt.signal_name(interrupt.signum() or 2), planned=total)
+                out.write(json.dumps(doc, indent=1) + "\n")
+            else:
+                out.write(render_table(results))
+                out.write(f"INTERRUPTED by {interrupt.signal_name(interrupt.signum() or 2)}: {len(results)} of "
+                          f"{total} mutant(s) run; this table is partial\n")
+            print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}", file=sys.stderr)
+            return interrupt.exit_status(interrupt.signum() or 2)
+        out.write(results_json(results) + "\n" if args.json else render_table(results))
+        return HARNESS_VALID if all(r.caught for r in results) else HARNESS_VIOLATION
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -531,7 +591,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Crash-consistency campaigns for agent run journals: kill and suspend agents, "
                     "judge every trial against invariants I1..I10, shrink failures.",
         epilog="exit status: 0 all invariants held (mutants: every mutant caught), 1 violation or unknown verdict "
-               "(mutants: one not caught), 2 usage or setup error")
+               "(mutants: one not caught), 2 usage or setup error, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM "
+               "(the partial report is written, marked interrupted)")
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print the version (fiskj-harness and fiskj) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -646,8 +709,95 @@ def _seconds(text: str) -> float:
     return value
 
 
+class _SafeStream:
+    """``sys.stdout`` / ``sys.stderr`` for the duration of a command: a write to a closed pipe (``fiskj-harness run
+    | head``, a CI log reader gone) is dropped instead of raising ``BrokenPipeError`` halfway through the
+    reports; everything else is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        """Write ``text``; nothing once the stream is broken."""
+        if self.broken or self._stream is None:
+            return len(text)
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self.broken = True
+            return len(text)
+        except ValueError:  # "I/O operation on closed file"; any other ValueError (an encoding's) is raised
+            if not getattr(self._stream, "closed", False):
+                raise
+            self.broken = True
+            return len(text)
+
+    def flush(self) -> None:
+        """Flush; nothing once the stream is broken."""
+        if self.broken or self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self.broken = True
+        except ValueError:
+            if not getattr(self._stream, "closed", False):
+                raise
+            self.broken = True
+
+    def isatty(self) -> bool:
+        """The stream's own answer; False for a broken or missing one."""
+        try:
+            return not self.broken and self._stream is not None and bool(self._stream.isatty())
+        except (OSError, ValueError):
+            return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def silence(self) -> None:
+        """After a broken pipe: point the stream's descriptor at /dev/null, so that the interpreter's last flush at
+        exit does not print ``Exception ignored ... BrokenPipeError``."""
+        if not self.broken or self._stream is None:
+            return
+        try:
+            fd = self._stream.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``fiskj-harness`` console script; returns the exit status (0, 1 or 2: :mod:`harness.names`)."""
+    """Entry point of the ``fiskj-harness`` console script; returns the exit status (0, 1, 2: :mod:`harness.names`;
+    130 or 143 when interrupted by SIGINT or SIGTERM, :mod:`harness.campaign.interrupt`)."""
+    real_out, real_err = sys.stdout, sys.stderr
+    out, err = _SafeStream(real_out), _SafeStream(real_err)
+    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    try:
+        with interrupt.handling(keep=argv is None):  # the console script: it exits next
+            try:
+                return _main(argv)
+            except KeyboardInterrupt as exc:  # a signal outside any campaign (loading, before the first trial)
+                interrupt.note(getattr(exc, "signum", 2))
+                with interrupt.deferred():
+                    interrupt.end_processes()
+                    code = interrupt.exit_status(interrupt.signum() or 2)
+                    print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}",
+                          file=sys.stderr)
+                    return code
+    finally:
+        for stream in (out, err):
+            stream.flush()
+        sys.stdout, sys.stderr = real_out, real_err
+        out.silence()
+        err.silence()
+
+
+def _main(argv: list[str] | None) -> int:
+    """:func:`main` inside its signal handling and guarded streams."""
     from fiskj.errors import FiskjError
 
     parser = build_parser()
@@ -656,22 +806,35 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line, as a results folder records it
-    if getattr(args, "keep_dirs", False):
+    keep_dirs = bool(getattr(args, "keep_dirs", False))
+    if keep_dirs:
         os.environ["FISKJ_HARNESS_KEEP_DIRS"] = "1"  # read by every Runner this command makes
-    try:
-        return int(args.func(args))
-    except _Usage as exc:
-        print(f"fiskj-harness: {exc}", file=sys.stderr)
-        return HARNESS_USAGE
-    except FiskjError as exc:  # ScenarioError, SetupError
-        print(f"fiskj-harness: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return HARNESS_USAGE
-    except KeyboardInterrupt:
-        print("fiskj-harness: interrupted", file=sys.stderr)
-        return HARNESS_USAGE
-    except ModuleNotFoundError as exc:  # the harness's own dependencies are an extra of the fiskj package
-        print(f"fiskj-harness: {exc}; the harness needs its extras: pip install 'fiskj[harness]'", file=sys.stderr)
-        return HARNESS_USAGE
+    # Trial directories go to a folder of this command's own, removed at the end whatever happened.
+    with interrupt.private_tmp_root(enabled=not keep_dirs and args.command in _RUNS_TRIALS):
+        try:
+            code = int(args.func(args))
+        except _Usage as exc:
+            print(f"fiskj-harness: {exc}", file=sys.stderr)
+            code = HARNESS_USAGE
+        except FiskjError as exc:  # ScenarioError, SetupError, ResultsError
+            print(f"fiskj-harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+            code = HARNESS_USAGE
+        except ModuleNotFoundError as exc:  # the harness's own dependencies are an extra of the fiskj package
+            print(f"fiskj-harness: {exc}; the harness needs its extras: from a clone of the repository, "
+                  "pip install -e '.[harness]'", file=sys.stderr)
+            code = HARNESS_USAGE
+        except KeyboardInterrupt as exc:  # a signal outside a campaign's waits: before the first trial, ...
+            interrupt.note(getattr(exc, "signum", 2))
+            print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}", file=sys.stderr)
+        if interrupt.requested():  # the command wrote its partial reports and said so; nothing may outlive it
+            with interrupt.deferred():
+                interrupt.end_processes()
+            code = interrupt.exit_status(interrupt.signum() or 2)
+        return code
+
+
+#: The commands that run trials (and make trial directories).
+_RUNS_TRIALS = ("run", "replay", "gate", "mutants")
 
 
 if __name__ == "__main__":  # pragma: no cover

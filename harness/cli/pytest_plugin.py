@@ -22,7 +22,10 @@ directories, as for ``fiskj-harness run``; none means every bundled
 scenario.  ``subject`` is the agent's command prefix (docs/subject.md); the
 ``--durability-subject`` option (or the ``durability_subject`` ini value)
 sets it for every test that does not name one, so one test file can check
-several implementations.  The failure message lists each violation (the
+several implementations; ``--durability-trials`` and ``--durability-seed``
+(or the ``durability_seed`` ini value) do the same for the trial count and
+the campaign seed (a failure's reproducer names its seed: run the test again
+with that seed to see the same trials).  The failure message lists each violation (the
 invariant, scenario, seed, schedule and a summary of the evidence) with the
 ``fiskj-harness run ... --schedule`` command that re-runs exactly that
 trial; the JSON report is written to the test's temporary directory.
@@ -87,7 +90,9 @@ def format_failure(report: dict[str, Any], limit: int = 10) -> str:
         lines.append(f"  schedule: {json.dumps(row.get('schedule'))[:300]}")
         lines.append(f"  reproduce: {row.get('reproduce_run') or row.get('reproduce')}")
     if len(rows) > limit:
-        lines.append(f"- ... {len(rows) - limit} more in the JSON report")
+        path = report.get("report_path")
+        lines.append(f"- ... {len(rows) - limit} more " + (f"in {path}" if path not in (None, "REPORT") else
+                                                          "(not shown: pass report_json=FILE to keep them all)"))
     if report.get("report_path") and report["report_path"] != "REPORT":
         lines.append(f"report: {report['report_path']}")
     return "\n".join(lines)
@@ -139,15 +144,21 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
 
 
 def pytest_addoption(parser: Any) -> None:
+    """Add the ``--durability-subject``, ``--durability-trials`` and ``--durability-seed`` options and the
+    ``durability_subject`` and ``durability_seed`` ini values."""
     group = parser.getgroup("fiskj-harness", "durability campaigns (fiskj-harness)")
     group.addoption("--durability-subject", metavar="CMD", default=None,
                     help="agent command prefix for durability_campaign tests that name none")
     group.addoption("--durability-trials", metavar="N", type=int, default=None,
                     help="trials per scenario for durability_campaign tests that name none")
+    group.addoption("--durability-seed", metavar="S", type=int, default=None,
+                    help="campaign seed for durability_campaign tests that name none (default: each scenario's)")
     parser.addini("durability_subject", "agent command prefix for durability_campaign tests", default="")
+    parser.addini("durability_seed", "campaign seed for durability_campaign tests that name none", default="")
 
 
 def pytest_configure(config: Any) -> None:
+    """Declare the ``durability`` marker."""
     config.addinivalue_line(
         "markers", "durability(*scenarios, subject=None, trials=None, seed=None, env=None): defaults of the "
                    "durability_campaign fixture (a crash-consistency campaign of fiskj-harness)")
@@ -159,7 +170,9 @@ def durability_campaign(request: Any, tmp_path: Any) -> Any:
     (:class:`DurabilityFailure`, with reproducers) on a violation.
 
     Defaults come from the ``durability`` marker, then ``--durability-subject``
-    / ``--durability-trials`` / the ``durability_subject`` ini value.  The
+    / ``--durability-trials`` / ``--durability-seed`` / the ``durability_subject``
+    and ``durability_seed`` ini values.  A seed that is not an integer is a
+    usage error (``pytest.UsageError``) naming where it came from.  The
     report of each call goes to ``tmp_path/durability-N.json`` and its path
     into the test's ``user_properties``.
     """
@@ -169,10 +182,18 @@ def durability_campaign(request: Any, tmp_path: Any) -> Any:
     config = request.config
     default_subject = config.getoption("--durability-subject") or config.getini("durability_subject") or None
     default_trials = config.getoption("--durability-trials")
+    default_seed = config.getoption("--durability-seed")
+    if default_seed is None and str(config.getini("durability_seed")).strip():
+        text = str(config.getini("durability_seed")).strip()
+        try:
+            default_seed = int(text)
+        except ValueError:
+            raise pytest.UsageError(f"ini value durability_seed: not an integer seed: {text!r}") from None
     calls = [0]
 
     def run(*scenarios: str, **kwargs: Any) -> CampaignOutcome:
-        options = {"subject": default_subject, "trials": default_trials, **marked_kwargs, **kwargs}
+        options = {"subject": default_subject, "trials": default_trials, "seed": default_seed, **marked_kwargs,
+                   **kwargs}
         calls[0] += 1
         path = os.path.join(str(tmp_path), f"durability-{calls[0]}.json")
         options.setdefault("report_json", path)

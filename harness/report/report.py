@@ -34,7 +34,13 @@ The report dict (JSON-ready):
   "duration_s", "faults"}`` (what ``replay`` needs);
 * ``elapsed_s``, ``trials_per_s``, ``crash_states_per_s``;
 * ``verdict``: ``invalid`` if any verdict is invalid, else ``unknown`` if any
-  is unknown or no trial ran, else ``valid``.
+  is unknown or no trial ran, else ``valid``;
+* ``interrupted``: true when the campaign was interrupted (SIGINT, SIGTERM:
+  :mod:`harness.campaign.interrupt`): the report holds the trials judged
+  before it, and ``campaign.interrupted`` says by what and how many of the
+  planned trials ran; the verdict is over those trials only.
+
+The JSON Schema of the report is ``schemas/report.schema.json``.
 
 :func:`campaign_report` builds the report of a campaign result, with the
 ``campaign`` block that ``replay`` and ``merge`` read.
@@ -149,7 +155,7 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
         "format": FORMAT, "trials": len(trials), "faults": faults,
         "invariants": dict(sorted(invariants.items(), key=lambda kv: _inv_order(kv[0]))),
         "violations": violations, "unknowns": unknowns, "scenarios": scenarios, "runs": runs,
-        "elapsed_s": round(elapsed, 6), "report_path": report_path,
+        "elapsed_s": round(elapsed, 6), "report_path": report_path, "interrupted": False,
     }, statuses)
 
 
@@ -191,7 +197,10 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                 row["reproduce"] = t.reproduce
             if t.history is not None and key == "violations":
                 row.setdefault("history_notes", t.history.notes)
+    cut = getattr(result, "interrupted", None)  # {"signal", "planned", "done"} of an interrupted campaign
+    report["interrupted"] = bool(cut)
     report["campaign"] = {
+        "interrupted": dict(cut) if cut else None,
         "subject": None if _plain_reference(result.subject) else result.subject.spec(),
         "subject_name": ("fiskj, the reference (python -m fiskj)" if _plain_reference(result.subject)
                          else result.subject.label),
@@ -256,7 +265,8 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
     path = report_path or (reports[0].get("report_path", "REPORT") if reports else "REPORT")
     out: dict[str, Any] = {"format": FORMAT, "trials": 0, "faults": {f: 0 for f in FAULT_COUNTS},
                            "invariants": {}, "violations": [], "unknowns": [], "scenarios": {}, "runs": [],
-                           "elapsed_s": 0.0, "report_path": path, "shards": len(reports)}
+                           "elapsed_s": 0.0, "report_path": path, "shards": len(reports),
+                           "interrupted": any(bool(rep.get("interrupted")) for rep in reports)}
     out["faults"][CRASH_STATES] = 0
     statuses: list[str] = []
     offset = 0
@@ -328,9 +338,12 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     width = min(72, max([len(c.get("name", "")) for c in report.get("invariants", {}).values()] + [20]) + 2)
     lines = [f"fiskj-harness: {report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
              + (f" ({rate:.1f} trials/s)" if rate else "") + f"   verdict: {str(report.get('verdict')).upper()}"
+             + (" (PARTIAL: interrupted)" if report.get("interrupted") else "")
              + (f" + {len(errs)} setup error(s), listed below (exit 2)"
                 if (errs := (report.get("campaign") or {}).get("errors")) else ""),
              f"faults: {_fault_line(report)}", ""]
+    if report.get("interrupted"):
+        lines[-1:-1] = [_interrupted_line(report)]
     limits = (report.get("campaign") or {}).get("limits") or []
     if limits:
         lines += [f"limits for this subject ({len(limits)}):"] + [f"  {line}" for line in limits] + [""]
@@ -359,10 +372,25 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
             lines.append(f"      schedule: {json.dumps(rep.get('schedule'))[:150]}")
             lines.append(f"      reproduce: {rep.get('reproduce')}")
         if len(groups) > max_violations:
-            lines.append(f"  ... {len(groups) - max_violations} more group(s) (all of them are in the JSON report)")
+            lines.append(f"  ... {len(groups) - max_violations} more group(s) ({_where_all(report)})")
     if not report.get("violations") and not report.get("unknowns"):
         lines += ["", "no violations"]
     return "\n".join(lines) + "\n"
+
+
+def _where_all(report: dict[str, Any]) -> str:
+    """Where every group is: the report's file when it is written to one, else how to get one."""
+    path = report.get("report_path")
+    if path not in (None, "REPORT"):
+        return f"all of them are in {path}"
+    return "not shown; --report-json FILE writes all of them"
+
+
+def _interrupted_line(report: dict[str, Any]) -> str:
+    """``INTERRUPTED by SIGINT after 37 of 200 planned trial(s): this report is partial``."""
+    cut = (report.get("campaign") or {}).get("interrupted") or {}
+    after = f" after {cut['done']} of {cut['planned']} planned trial(s)" if cut.get("planned") else ""
+    return f"INTERRUPTED by {cut.get('signal', 'a signal')}{after}: this report is partial"
 
 
 def _groups_of(report: dict[str, Any], rows_key: str, groups_key: str) -> list[dict[str, Any]]:
@@ -390,7 +418,8 @@ def write_junit(report: dict[str, Any], path: str) -> None:
     named after the group's title (``I2 unattributed_rerun [kill]``), with a
     ``failure`` (invalid) or an ``error`` (unknown) holding the group's
     count, its smallest reproducer and its example's evidence.  So one bug
-    found in 200 trials is one failure, not 200.
+    found in 200 trials is one failure, not 200.  An interrupted campaign's
+    report has one more case, ``campaign interrupted``, with an ``error``.
     """
     suite = ET.Element("testsuite", name="fiskj-harness")
     tests = failures = errors = skipped = 0
@@ -432,6 +461,12 @@ def write_junit(report: dict[str, Any], path: str) -> None:
                        + (f"reproduce (self-contained): {rep['reproduce_run']}\n" if rep.get("reproduce_run") else "")
                        + f"evidence (trial {ex.get('trial')}): "
                        f"{json.dumps(ex.get('evidence'), default=str)[:4000]}")
+    if report.get("interrupted"):  # a partial campaign is never a pass
+        tests += 1
+        errors += 1
+        case = ET.SubElement(suite, "testcase", name="campaign interrupted", classname="fiskj-harness.campaign",
+                             time="0.000")
+        ET.SubElement(case, "error", type="interrupted", message=_interrupted_line(report))
     suite.set("tests", str(tests))
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
@@ -447,10 +482,12 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
     """A Markdown summary (for ``$GITHUB_STEP_SUMMARY``): verdict, faults, invariants, violations."""
     mark = {VALID: "✅ valid", INVALID: "❌ invalid", UNKNOWN: "⚠️ unknown"}.get(report.get("verdict"), "?")
     rate = report.get("trials_per_s")
-    out = ["## fiskj-harness: " + mark, "",
+    out = ["## fiskj-harness: " + mark + (" (partial: interrupted)" if report.get("interrupted") else ""), "",
            f"{report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
-           + (f" ({rate:.1f} trials/s)" if rate else ""), "",
-           "| fault | count |", "|---|---:|"]
+           + (f" ({rate:.1f} trials/s)" if rate else ""), ""]
+    if report.get("interrupted"):
+        out += [f"**⚠️ {_interrupted_line(report)}**", ""]
+    out += ["| fault | count |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in report.get("faults", {}).items()]
     out += ["", "| invariant | name | checked | valid | vacuous | invalid | unknown |", "|---|---|---:|---:|---:|---:|---:|"]
     for inv, c in report.get("invariants", {}).items():
@@ -471,7 +508,7 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
                        f"trial {rep.get('trial')} ({_size_text(rep)}; {rep.get('minimal')}): "
                        f"`{_md(str(rep.get('reproduce')))}` | trial {ex.get('trial')}: {summary} |")
         if len(groups) > max_violations:
-            out.append(f"\n... {len(groups) - max_violations} more group(s) in the JSON report")
+            out.append(f"\n... {len(groups) - max_violations} more group(s) ({_where_all(report)})")
     return "\n".join(out) + "\n"
 
 
