@@ -20,12 +20,13 @@ __all__ = ["main", "build_parser", "positive_int", "EXIT_OK", "EXIT_ERROR", "EXI
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand registered."""
-    from . import cli_run, cli_session
+    from . import __version__, cli_run, cli_session
 
     parser = argparse.ArgumentParser(
         prog="fiskj",
         description="Run, suspend, resume and inspect checkpointed agent runs (fisk-ai v2 journals).",
     )
+    parser.add_argument("--version", action="version", version=f"fiskj {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cli_run.register(sub)
     cli_session.register(sub)

@@ -54,8 +54,8 @@ SUBJECT_EXITS = (EXIT_COMPLETED, EXIT_ERROR, EXIT_USAGE, EXIT_SUSPENDED)
 HARNESS_VALID = 0
 #: A violation, or an undecided ``unknown`` verdict, which is not a pass (``mutants``: one not caught).
 HARNESS_VIOLATION = 1
-#: A usage or setup error (bad arguments, a scenario that does not parse, a subject that does not start),
-#: also an interrupted command.
+#: A usage or setup error (bad arguments, a scenario that does not parse, a subject that does not start).
+#: An interrupted command exits 130 (SIGINT) or 143 (SIGTERM).
 HARNESS_USAGE = 2
 
 # --- faults ------------------------------------------------------------------------------------

@@ -384,3 +384,9 @@ def test_a_ctrl_c_while_the_run_is_being_set_up_suspends_it_at_its_first_boundar
     assert status == 3, capsys.readouterr().err
     state = read_state(tmp_path / "early.json")
     assert state.status == "suspended" and state.counters.llm_calls == 0
+
+
+def test_fiskj_version_is_the_package_version(capsys):
+    import fiskj
+    from fiskj.cli import main
+    assert main(["--version"]) == 0 and capsys.readouterr().out.strip() == f"fiskj {fiskj.__version__}"

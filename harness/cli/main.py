@@ -252,8 +252,9 @@ def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: 
 
 def _results_line(results: dict[str, Any]) -> str:
     n = len(results["trials"])
-    return (f"results: {results['folder']}  (report.json, junit.xml, summary.md, {n} trial folder(s); "
-            f"judge them again: fiskj-harness check {results['folder']})\n")
+    more = f", {results['not_kept']} more failing not kept" if results.get("not_kept") else ""
+    return (f"results: {results['folder']}  (report.html, report.json, junit.xml, summary.md, {n} trial "
+            f"folder(s){more}; judge them again: fiskj-harness check {results['folder']})\n")
 
 
 def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
