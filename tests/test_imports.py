@@ -23,6 +23,7 @@ line of every import in it.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -315,7 +316,13 @@ SHARED = ("reproduce_command", "replay_command", "fault_counts", "campaign_repor
 
 def _definitions(name: str) -> list[str]:
     """``path:line`` of every module-level assignment, ``def`` or ``class`` of ``name`` in harness/."""
-    out = []
+    return _definition_index().get(name, [])
+
+
+@functools.lru_cache(maxsize=1)
+def _definition_index() -> dict[str, list[str]]:
+    """Every module-level name defined in harness/ -> ``path:line`` of each definition (each file parsed once)."""
+    out: dict[str, list[str]] = {}
     for path in sorted((ROOT / "harness").rglob("*.py")):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
@@ -325,8 +332,8 @@ def _definitions(name: str) -> list[str]:
                 names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
             else:
                 continue
-            if name in names:
-                out.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            for name in names:
+                out.setdefault(name, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
     return out
 
 
