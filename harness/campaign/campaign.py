@@ -145,7 +145,8 @@ class Campaign:
     ``origin``; ``shard``: ``(i, n)`` runs only shard ``i`` of ``n``
     (0-based): the trials at positions ``p`` of each scenario's plan with
     ``p % n == i``, so ``n`` shards are disjoint and together run the whole
-    campaign, whatever the family.
+    campaign, whatever the family; ``first_violation``: a scenario's trials not started yet are dropped
+    once one of its trials fails (``--first-violation``, the self-test: it asks "caught?", not "how often?").
     """
 
     def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,
@@ -153,7 +154,7 @@ class Campaign:
                  progress: Callable[[int, int, int], None] | None = None, shrink_budget: int = 30,
                  keep_histories: bool = False, schedules: list[list[dict[str, Any]]] | None = None,
                  runner: Runner | None = None, origin: str = "explicit",
-                 shard: tuple[int, int] | None = None) -> None:
+                 shard: tuple[int, int] | None = None, first_violation: bool = False) -> None:
         if shard is not None:
             i, n = shard
             if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
@@ -172,6 +173,7 @@ class Campaign:
         self.schedules = schedules
         self.explicit_origin = origin
         self._runner = runner
+        self.first_violation = first_violation
         self.subject = runner.subject if runner is not None else subject
         self._executors: dict[int, Any] = {}
         self._exec_lock = threading.Lock()
@@ -312,8 +314,8 @@ class Campaign:
                     done += 1
                     if slots[i] is not None and slots[i].failed:
                         failing += 1
-                        if getattr(run.family.params(run.scenario), "stop_on_violation", False) \
-                                and id(run) not in stopped:
+                        if (self.first_violation or getattr(run.family.params(run.scenario), "stop_on_violation",
+                                                            False)) and id(run) not in stopped:
                             stopped.add(id(run))
                             for other, k in trial_futures.items():
                                 if jobs[k][0] is run:

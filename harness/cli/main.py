@@ -276,7 +276,8 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
     try:
         campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
                             progress=progress, shrink_budget=args.shrink_budget, schedules=schedules,
-                            shard=args.shard, keep_histories=args.keep == "all")
+                            shard=args.shard, keep_histories=args.keep == "all",
+                            first_violation=args.first_violation)
     except ValueError as exc:
         raise _Usage(f"--schedule: {exc}") from None
     for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial
@@ -618,6 +619,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
     run.add_argument("--schedule", metavar="JSON",
                      help='run one trial per scenario with this schedule, e.g. \'[{"kind":"kill","event":7}]\'')
+    run.add_argument("--first-violation", action="store_true",
+                     help="stop each scenario at its first violating trial (the trials not started yet are not run)")
     run.add_argument("--shrink-budget", type=int, default=30, metavar="N",
                      help="trials a shrink of a failure may run (0: do not shrink; default 30)")
     run.add_argument("--shard", type=_shard, metavar="I/N",

@@ -109,7 +109,7 @@ def run_mutant(name: str, *, budget_s: float = 120.0, jobs: int | None = None, t
                     _first.append(time.monotonic() - _t0)
 
             result = Campaign([scenario], trials=target.trials, seed=seed, jobs=jobs, runner=runner,
-                              progress=progress, shrink_budget=target.shrink).run()
+                              progress=progress, shrink_budget=target.shrink, first_violation=True).run()
             out.rounds += 1
             out.trials += len(result.trials)
             out.errors += [e for e in result.errors if e not in out.errors]
