@@ -32,7 +32,8 @@ def campaign(tmp_path, scenarios, trials, bug=None, profile=FOREIGN_SUBJECT):
     subject = (f"FISKJ_FOREIGN_BUG={bug} " if bug else "") + profile.replace("subjects/", f"{ROOT}/subjects/")
     report = tmp_path / "report.json"
     argv = [sys.executable, "-m", "harness.cli.main", "run", *[str(ROOT / "scenarios" / f"{s}.toml") for s in scenarios],
-            "--subject", subject, "--trials", str(trials), "--seed", "1", "--report-json", str(report), "--quiet", "--keep", "none", *(["--first-violation"] if bug else [])]
+            "--subject", subject, "--trials", str(trials), "--seed", "1", "--report-json", str(report), "--quiet", "--keep", "none",
+            *(["--first-violation", "--shrink-budget", "0"] if bug else [])]  # caught? not how often, not how small
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path,
                           env={k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")})
     return proc, (json.loads(report.read_text()) if report.exists() else None)

@@ -53,7 +53,7 @@ def campaign(tmp_path: Path, subject: str, scenarios: list[str], trials: int,
     report = tmp_path / "report.json"
     paths = [s if s.endswith(".toml") else str(ROOT / "scenarios" / f"{s}.toml") for s in scenarios]
     argv = [sys.executable, "-m", "harness.cli.main", "run", *paths, "--subject", subject, "--trials", str(trials),
-            "--seed", "1", "--report-json", str(report), "--keep", "none", *extra]
+            "--seed", "1", "--report-json", str(report), "--keep", "none", "--shrink-budget", "0", *extra]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path,
                           env={k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")})
     return proc, (json.loads(report.read_text()) if report.exists() else None)
