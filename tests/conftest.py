@@ -13,6 +13,10 @@
 
 from __future__ import annotations
 
+import compileall
+import os
+from pathlib import Path
+
 import pytest
 
 from fiskj import ioseam
@@ -52,3 +56,14 @@ def results_out_of_the_repo(tmp_path_factory):
         os.environ.pop("FISKJ_HARNESS_RESULTS", None)
     else:
         os.environ["FISKJ_HARNESS_RESULTS"] = old
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile fiskj/ and harness/ to bytecode once, before any worker starts: the suite starts hundreds of
+    Python processes (campaigns, agents, race agents, tools), and with ``PYTHONDONTWRITEBYTECODE`` set (as on
+    these machines) none of them writes its ``.pyc``, so each would compile every module it imports."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller did it
+    root = Path(__file__).resolve().parent.parent
+    for package in ("fiskj", "harness"):
+        compileall.compile_dir(str(root / package), quiet=1)
