@@ -115,8 +115,8 @@ class RaceFamily(FamilyBase):
         if _fiskj_based(subject):  # the race agent: fiskj's store in one process, no command of the subject
             if scenario is None:
                 return []
-            out = (["I10 is not judged: the race agent runs no command of the subject to read the run with "
-                    "(its readers, fiskj's load and list, are judged by the race verdict)"]
+            out = (["I10 (the subject's own reading) is not judged: these races run fiskj's race agent, which "
+                    "has no reading command to ask (the race verdict judges its readers)"]
                    if "I10" in scenario.check.invariants else [])
             for race in races_of(scenario):
                 skipped = [i for i in scenario.check.invariants if i != "I10" and i not in INVARIANTS_BY_RACE[race]]
