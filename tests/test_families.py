@@ -114,8 +114,8 @@ def test_a_family_that_cannot_run_for_a_subject_is_a_setup_error_named_before_an
     assert result.limits == limits[:2]  # I10, and the scenario that cannot run (also an error)
     # the reference races through the race agent: all but I10, which only the subject's own readings judge
     assert subject_limits([scenario("race-readers-during-appends"), scenario("tails-basic")], default_subject()) == [
-        "race-readers-during-appends: I10 is not judged: the race agent runs no command of the subject to read "
-        "the run with (its readers, fiskj's load and list, are judged by the race verdict)"]
+        "race-readers-during-appends: I10 (the subject's own reading) is not judged: these races run fiskj's race "
+        "agent, which has no reading command to ask (the race verdict judges its readers)"]
 
 
 def test_io_errors_at_every_journal_write_and_fsync_leave_the_reference_valid_and_name_their_call(runner):
