@@ -40,12 +40,12 @@ def campaign(tmp_path, scenarios, trials, bug=None, profile=FOREIGN_SUBJECT):
 
 
 def test_the_correct_foreign_subject_passes_every_family_that_applies_observed_from_outside(tmp_path):
-    proc, report = campaign(tmp_path, ["kill-every-event", "power-loss-basic", "suspend-clean"], 8)
+    proc, report = campaign(tmp_path, ["kill-every-event", "power-loss-basic", "suspend-clean"], 5)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert report["verdict"] == "valid"
     i4 = report["invariants"]["I4"]
     assert i4["checked"] > 0 and i4["unknown"] == 0 and i4["valid"] > i4.get("vacuous", 0)
-    assert report["faults"]["kill"] >= 8 and report["faults"]["power_loss"] >= 8 and report["faults"]["suspend"] > 0
+    assert report["faults"]["kill"] >= 5 and report["faults"]["power_loss"] >= 5 and report["faults"]["suspend"] > 0
 
 
 @pytest.mark.parametrize("bug", sorted(FOREIGN_TARGETS))
