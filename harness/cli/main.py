@@ -272,6 +272,11 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
             raise _Usage(f"--schedule is not JSON: {exc}") from None
         schedules = [parsed]
     subject = subject_of(args.subject)
+    if args.no_readings:  # I10 is then not applicable: said before the first trial, never counted valid
+        from dataclasses import replace as _replace
+        base = subject or default_subject()
+        subject = _replace(base, status_args=None, not_applicable=tuple(base.not_applicable) + (
+            ("I10", "--no-readings: the subject's own reading is not asked"),))
     progress = _progress(args)
     try:
         campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
@@ -619,6 +624,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
     run.add_argument("--schedule", metavar="JSON",
                      help='run one trial per scenario with this schedule, e.g. \'[{"kind":"kill","event":7}]\'')
+    run.add_argument("--no-readings", action="store_true",
+                     help="do not ask the subject's own reading after each leg (a node start each, for an agent "
+                          "like subjects/node): I10 is then not applicable")
     run.add_argument("--first-violation", action="store_true",
                      help="stop each scenario at its first violating trial (the trials not started yet are not run)")
     run.add_argument("--shrink-budget", type=int, default=30, metavar="N",
