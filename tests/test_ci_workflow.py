@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drift_text import BROKEN, drift_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "durability-gate.yml"
@@ -35,25 +36,8 @@ SHELLS = {"bash": ["bash", "--noprofile", "--norc", "-eo", "pipefail"], None: ["
 
 #: One deterministic violation for the broken subject: a kill, then a resume with another model, which a
 #: correct agent refuses and the mutant fingerprint-ignores-model accepts (I9).
-DRIFT = """\
-name = "ci-drift"
-purpose = "a kill, then a resume with another model that must be refused"
+DRIFT = drift_scenario("ci-drift")
 
-[workload]
-turns = 2
-tools_per_turn = 1
-tool_ms = 1
-drift = ["model"]
-
-[faults]
-family = "kill"
-schedule = [{kind = "kill", event = 12}]
-
-[trials]
-count = 1
-"""
-
-BROKEN = f"FISKJ_MUTANT=fingerprint-ignores-model {sys.executable} -m harness.selftest.subject"
 
 
 # --- a loader for the YAML the workflow uses ---------------------------------------------------------

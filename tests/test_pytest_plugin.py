@@ -7,29 +7,14 @@ import sys
 import pytest
 
 from harness.cli.pytest_plugin import (DurabilityFailure, DurabilitySetupError, format_failure,
+from drift_text import drift_scenario
                                    run_durability_campaign)
 
 pytest_plugins = ["pytester"]
 
 #: A crash in the middle of the run, then resumes with another model: a correct agent refuses the
 #: drifted resume; the mutant whose resume guard ignores the model does not (deterministic: an event kill).
-DRIFT = """\
-name = "plugin-drift"
-purpose = "a kill, then a resume with another model that must be refused"
-
-[workload]
-turns = 2
-tools_per_turn = 1
-tool_ms = 1
-drift = ["model"]
-
-[faults]
-family = "kill"
-schedule = [{kind = "kill", event = 12}]
-
-[trials]
-count = 1
-"""
+DRIFT = drift_scenario("plugin-drift")
 
 MUTANT_AGENT = f"{sys.executable} -m harness.selftest.subject"
 

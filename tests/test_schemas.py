@@ -23,29 +23,13 @@ import pytest
 from fiskj.codec import decode_record
 from fiskj.errors import FiskjError
 from harness.cli.main import main
+from drift_text import BROKEN, drift_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
 GOLDEN = sorted((ROOT / "tests" / "data").glob("*.json")) + sorted((ROOT / "tests" / "data" / "fisk-ai").glob("*.json"))
 
-DRIFT = """\
-name = "schema-drift"
-purpose = "a kill, then a resume with another model that must be refused"
-
-[workload]
-turns = 2
-tools_per_turn = 1
-tool_ms = 1
-drift = ["model"]
-
-[faults]
-family = "kill"
-schedule = [{kind = "kill", event = 12}]
-
-[trials]
-count = 1
-"""
-BROKEN = f"FISKJ_MUTANT=fingerprint-ignores-model {sys.executable} -m harness.selftest.subject"
+DRIFT = drift_scenario("schema-drift")
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:
