@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from harness.cli.pytest_plugin import (DurabilityFailure, DurabilitySetupError, format_failure,
 from drift_text import drift_scenario
-                                   run_durability_campaign)
+from harness.cli.pytest_plugin import (DurabilityFailure, DurabilitySetupError, format_failure,
+                                       run_durability_campaign)
 
 pytest_plugins = ["pytester"]
 
