@@ -129,6 +129,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("newline-first", "noop-baseline", 1, ("I5", "I6")),
     Target("fingerprint-ignores-system", "drift-system", 4, ("I9",)),
     Target("fingerprint-ignores-thinking", "drift-thinking", 4, ("I9",)),
+    Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4", "I5")),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -158,6 +159,7 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("newline-first", "noop-baseline", 2, ("I5",)),
     Target("fingerprint-ignores-system", "drift-system", 4, ("I9",)),
     Target("fingerprint-ignores-thinking", "drift-thinking", 4, ("I9",)),
+    Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4")),
 )}
 #: Variants whose catch reads nothing of the journal's format (crash states and IO errors judged on bytes and
 #: calls (I4), the lock (I8), the refusal of a drifted resume (I9)): the fisk-ai v2 self-test of the same

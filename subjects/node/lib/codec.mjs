@@ -210,6 +210,10 @@ export function readJournal(bytes, path = null) {
     }
     const isLast = nl + 1 === bytes.length;
     const line = bytes.subarray(offset, nl);
+    if (bug('nul-block-ends-journal') && line[0] === 0) { // the bug: zeros are where the journal ends
+      tornTail = { offset, length: bytes.length - offset };
+      break;
+    }
     const where = { path, line: lineNo, offset };
     if (line.length + 1 > MAX_RECORD_BYTES) {
       if (isLast) { tornTail = { offset, length: bytes.length - offset }; break; }
