@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from .cli_common import EXIT_ERROR, EXIT_USAGE, positive_int
+from .cli_common import EXIT_ERROR, EXIT_USAGE, count, positive_int
 from .errors import FingerprintMismatch, FiskjError, ToolError, UsageError
 from .fold import RunState
 from .loop import (DEFAULT_CALL_MAX_TOKENS, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS, RunConfig, RunResult,
@@ -77,16 +77,6 @@ exit status:
 """
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -131,7 +121,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help=f"max_tokens of one model call (default {DEFAULT_CALL_MAX_TOKENS})")
     c.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=120.0,
                    help="timeout of one model request (default 120)")
-    c.add_argument("--max-retries", metavar="N", type=_count, default=DEFAULT_MAX_RETRIES,
+    c.add_argument("--max-retries", metavar="N", type=count, default=DEFAULT_MAX_RETRIES,
                    help=f"retries of a model call that failed transiently (default {DEFAULT_MAX_RETRIES}; "
                         "see model below)")
     p.set_defaults(func=run_command)
