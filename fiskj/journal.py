@@ -29,7 +29,7 @@ file and releases the lock last.
 
 from __future__ import annotations
 
-from . import ioseam
+from . import ioseam, probes
 from .encode import encode_record, with_seq
 from .errors import JournalError, JournalPoisoned, InvalidRecord, StoreIOError, UsageError
 from .fold import Folder, RunState
@@ -38,6 +38,10 @@ from .reader import TornTail
 from .records import AssistantRecord, MetaRecord, Record, TerminalRecord, ToolResultRecord, UserRecord
 
 __all__ = ["Journal"]
+
+#: The code probe (fiskj.probes) each way of poisoning the journal reaches.
+_POISON_PROBES = {"write": "journal.poisoned.write", "fsync": "journal.poisoned.fsync",
+                  "store directory fsync": "journal.poisoned.dir_fsync"}
 
 _RECORD_TYPES = (MetaRecord, AssistantRecord, UserRecord, ToolResultRecord, TerminalRecord)
 
@@ -117,6 +121,7 @@ class Journal:
             raise UsageError(f"journal of run {self.run_id} is closed; open it again with "
                              f"FileStore.open({self.run_id!r}) to append", run_id=self.run_id, path=self.path)
         if self._poison is not None:
+            probes.hit("journal.append_refused_poisoned")
             raise JournalPoisoned(f"journal of run {self.run_id} refuses appends: {self._poison}; "
                                   f"end the run with an error and resume it in a new process",
                                   run_id=self.run_id, path=self.path)
@@ -147,6 +152,7 @@ class Journal:
 
     def _fail(self, what: str, seq: int, exc: OSError) -> StoreIOError:
         self._poison = f"{what} of seq {seq} failed ({exc.strerror or exc})"
+        probes.hit(_POISON_PROBES[what])
         return StoreIOError(f"{what} of seq {seq} of run {self.run_id} failed: {exc.strerror or exc}; "
                             f"the journal is poisoned (no retry); records before seq {seq} stay readable",
                             path=self.path, run_id=self.run_id, errno=exc.errno)

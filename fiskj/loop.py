@@ -58,6 +58,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TextIO
 
+from . import probes
 from .encode import fit_tool_result
 from .errors import FingerprintMismatch, ModelError, ResumeRefused, StoreError
 from .fingerprint import Fingerprint, diff, make_fingerprint
@@ -328,6 +329,7 @@ class _Run:
         except StoreError:
             raise  # the journal refuses appends (poisoned, lost lock): no terminal can be written
         except Exception as exc:  # a bug, or a resource limit (MemoryError): end the leg with error, resumable
+            probes.hit("run.error_terminal")
             why = "out of memory (MemoryError)" if isinstance(exc, MemoryError) else \
                 f"internal error: {type(exc).__name__}: {exc}"
             with contextlib.suppress(Exception):
@@ -338,8 +340,10 @@ class _Run:
         """Apply rules 3-4 to the last journaled turn (a resume), if it is not settled yet."""
         if state.pending is not None:
             done = {r.get("tool_use_id"): r for r in state.pending.results}
+            probes.hit("resume.pending_batch_partial" if done else "resume.pending_batch")
             self._settle(state.pending.assistant, state.last_stop_reason, done=done, fresh=False)
         elif self.messages and self.messages[-1].get("role") == "assistant":
+            probes.hit("resume.unsettled_turn")
             self._settle(self.messages.pop(), state.last_stop_reason, fresh=False)
 
     def _boundary(self) -> None:
@@ -491,6 +495,11 @@ def start_run(prompt: str, *, config: RunConfig, model: Model, tools: ToolRegist
                     log, retry).drive(state)
 
 
+#: The code probe (fiskj.probes) a resume reaches, by the status it found; any other status
+#: (error, budget, max_iterations, an unknown reason) reaches ``resume.after_error``.
+_RESUME_PROBES = {"open": "resume.after_crash", "suspended": "resume.after_suspend"}
+
+
 def check_resumable(state: RunState, current: Fingerprint, force: bool = False) -> list[str]:
     """Raise :class:`ResumeRefused` when ``state.status`` is ``completed``, and
     :class:`FingerprintMismatch` (``changes`` = one line per field) when the
@@ -498,10 +507,12 @@ def check_resumable(state: RunState, current: Fingerprint, force: bool = False) 
     Every other status (open, suspended, error, budget, max_iterations, an unknown
     reason) is resumed, as fisk-ai v2 does.  Returns the differences."""
     if state.status == FINAL:
+        probes.hit("resume.refused.completed")
         raise ResumeRefused(f"run {state.run_id} is {state.status!r}; a completed run cannot be resumed",
                             run_id=state.run_id)
     changes = diff(state.fingerprint, current)
     if changes and not force:
+        probes.hit("resume.refused.fingerprint")
         raise FingerprintMismatch(f"run {state.run_id} was started with another configuration: "
                                   f"{'; '.join(changes)} (pass --force to resume anyway)",
                                   run_id=state.run_id, changes=changes)
@@ -528,6 +539,9 @@ def resume_run(run_id: str, *, store: Any, config: RunConfig, model: Model, tool
     with contextlib.closing(journal):
         state = journal.state
         changes = check_resumable(state, config.fingerprint(tools), force)
+        probes.hit(_RESUME_PROBES.get(state.status, "resume.after_error"))
+        if changes:
+            probes.hit("resume.forced")
         if changes and log is not None:
             log(f"resuming despite a changed configuration (--force): {'; '.join(changes)}")
         if on_open is not None:

@@ -39,9 +39,9 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from . import ioseam
+from . import ioseam, probes
 from .errors import (ConsistencyError, CorruptJournal, FiskjError, InvalidRecord, JournalError, RunExists, RunLocked,
-                     RunNeverCreated, RunNotFound, StoreError, StoreIOError, UnsafeFile)
+                     RunNeverCreated, RunNotFound, StoreError, StoreIOError, UnsafeFile, UnsupportedVersion)
 from .fold import Folder, RunState
 from .journal import Journal
 from .lock import RunLock, acquire
@@ -166,6 +166,16 @@ def fold_open_file(fd: int, path: str) -> tuple[Folder, JournalReader]:
         raise RunNeverCreated(f"journal {what}: its create crashed before the meta record was acknowledged, "
                               f"so nothing of the run was kept; create the run again", path=path, line=1, offset=0)
     return folder, reader
+
+
+def _refusal_probe(exc: BaseException) -> str | None:
+    """The ``open.refused.*`` code probe a refusal of :meth:`FileStore.open` reaches (None: an IO error)."""
+    for kind, name in ((RunNeverCreated, "never_created"), (RunNotFound, "not_found"), (RunLocked, "locked"),
+                       (UnsupportedVersion, "unsupported_version"), (ConsistencyError, "consistency"),
+                       (JournalError, "corrupt"), (UnsafeFile, "unsafe_file")):
+        if isinstance(exc, kind):
+            return f"open.refused.{name}"
+    return None
 
 
 def _never_created(jpath: str, run_id: str) -> bool:
@@ -295,6 +305,7 @@ class FileStore:
         try:
             lock = acquire(lock_path(self.directory, run_id), run_id)
         except RunLocked:
+            probes.hit("open.refused.locked")
             raise RunExists(f"run {run_id} already exists: another process holds it (creating or writing it)",
                             path=jpath, run_id=run_id) from None
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC_NOFOLLOW
@@ -306,6 +317,7 @@ class FileStore:
                     raise
                 # A create that crashed before meta was acknowledged left this file; we hold the
                 # lock, so nobody else can be writing it: remove it durably and create afresh.
+                probes.hit("create.never_created_reclaimed")
                 ioseam.unlink(jpath)
                 ioseam.fsync_dir(self.directory)
                 fd = ioseam.open(jpath, flags, 0o600)
@@ -347,7 +359,21 @@ class FileStore:
         :class:`ConsistencyError` (also when meta names another run, field
         ``meta.run_id``) / :class:`UnsupportedVersion` (nothing is changed
         then), :class:`StoreIOError`.
+        Every refusal reaches its code probe (:mod:`fiskj.probes`, ``open.refused.*``); a cut
+        torn tail reaches ``open.torn_tail_cut``.
         """
+        try:
+            journal = self._open(run_id)
+        except FiskjError as exc:
+            refusal = _refusal_probe(exc)
+            if refusal is not None:
+                probes.hit(refusal)
+            raise
+        if journal.repaired_tail is not None:
+            probes.hit("open.torn_tail_cut")
+        return journal
+
+    def _open(self, run_id: str) -> Journal:
         validate_run_id(run_id)
         self._require_dir(run_id)
         jpath = journal_path(self.directory, run_id)

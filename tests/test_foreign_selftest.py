@@ -47,6 +47,9 @@ def test_the_correct_foreign_subject_passes_every_family_that_applies_observed_f
     i4 = report["invariants"]["I4"]
     assert i4["checked"] > 0 and i4["unknown"] == 0 and i4["valid"] > i4.get("vacuous", 0)
     assert report["faults"]["kill"] >= 5 and report["faults"]["power_loss"] >= 5 and report["faults"]["suspend"] > 0
+    # code probes are fiskj's: for another engine the report says they do not apply, never "0 of N reached"
+    assert report["probes"]["applies"] is False and report["probes"]["unreached"] == []
+    assert "code probes: not applicable" in proc.stdout
 
 
 @pytest.mark.parametrize("bug", sorted(FOREIGN_TARGETS))

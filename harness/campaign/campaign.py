@@ -203,7 +203,8 @@ class Campaign:
                              schedule=schedule, origin=planned.origin, verdicts=verdicts, history=ran.history,
                              elapsed_s=time.monotonic() - t,
                              reproduce=reproduce_command(scenario, planned.seed, schedule, runner.subject),
-                             invariants=invariants, faults=ran.faults, family=run.family.name)
+                             invariants=invariants, faults=ran.faults, family=run.family.name,
+                             probes=tuple(sorted({p["probe"] for p in ran.history.probes})))
         if not (result.failed or result.unknown or self.keep_histories):  # results folder: keep undecided ones too
             result.history = None
         return result
@@ -219,7 +220,8 @@ class Campaign:
         return TrialResult(index=0, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=0,
                            schedule=[], origin="uninterrupted", verdicts=verdicts, history=history, elapsed_s=0.0,
                            reproduce=reproduce_command(run.scenario, 0, [], runner.subject),
-                           invariants=invariants, faults={}, family="none")
+                           invariants=invariants, faults={}, family="none",
+                           probes=tuple(sorted({p["probe"] for p in history.probes})))
 
     def run(self) -> CampaignResult:
         """Run the campaign; returns a :class:`CampaignResult`.  Never raises for a failing agent.

@@ -26,7 +26,8 @@ class TrialResult:
     ``history``: kept for failing trials, invalid or unknown (and all
     trials with ``keep_histories``), else ``None``; ``shrunk_from``: for a shrink
     result, the index of the trial it shrank; ``elapsed_s``: wall time;
-    ``family``: the fault family that ran it.
+    ``family``: the fault family that ran it; ``probes``: the code probes
+    its legs reached (sorted names, :mod:`fiskj.probes`; kept for every trial).
     """
 
     index: int
@@ -43,6 +44,7 @@ class TrialResult:
     invariants: tuple[str, ...] = ()
     faults: dict[str, int] = field(default_factory=dict)
     family: str = ""
+    probes: tuple[str, ...] = ()
 
     @property
     def failed(self) -> list[str]:

@@ -254,7 +254,12 @@ class RaceFacts:
 
 @dataclass
 class History:
-    """Everything one trial observed; the checkers' only input."""
+    """Everything one trial observed; the checkers' only input.
+
+    ``probes``: the code probes the legs reached (``{"leg", "probe"}``,
+    :func:`harness.history.readers.read_probes`); only the reference writes
+    them, and no checker reads them (they measure coverage, never a verdict).
+    """
 
     scenario: str
     seed: int
@@ -273,6 +278,7 @@ class History:
     race: RaceFacts | None = None
     readings: list[dict[str, Any]] = field(default_factory=list)
     journal_format: str = FISK_AI_V2
+    probes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def observed_result(history: History) -> dict[str, Any]:
@@ -326,6 +332,7 @@ def history_from_json(data: dict[str, Any]) -> History:
         race=RaceFacts(**data["race"]) if data.get("race") else None,
         readings=[dict(r) for r in data.get("readings", [])],
         journal_format=str(data.get("journal_format", FISK_AI_V2)),
+        probes=[dict(p) for p in data.get("probes", [])],
     )
 
 

@@ -18,7 +18,7 @@ from fiskj.reader import read_state
 from harness.history.model import Effect
 from harness.names import FISK_AI_V2
 
-__all__ = ["read_trace", "read_ledger", "write_ledger", "fold_journal", "tail_text", "parse_reading", "KEEP_OUTPUT"]
+__all__ = ["read_trace", "read_ledger", "read_probes", "write_ledger", "fold_journal", "tail_text", "parse_reading", "KEEP_OUTPUT"]
 
 #: Characters of a leg's stdout/stderr kept as evidence.
 KEEP_OUTPUT = 4000
@@ -65,6 +65,25 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
         except (ValueError, KeyError, TypeError) as exc:
             notes.append(f"ledger line {number} unparsable ({exc}): {line[:80]!r}")
     return effects, notes
+
+
+def read_probes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The code probes a trial's legs reached (:mod:`fiskj.probes`): ``[{"leg": int, "probe": str}]`` in file order.
+
+    The file holds one ``LEG NAME`` line per probe hit; a missing file is no
+    hit (a subject that has no probes writes none); a malformed line is skipped
+    (a probe says only that a branch ran: it never judges anything).
+    """
+    try:
+        data = Path(path).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    hits = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        leg, _, name = line.partition(" ")
+        if name and leg.lstrip("-").isdigit():
+            hits.append({"leg": int(leg), "probe": name})
+    return hits
 
 
 def write_ledger(path: str | os.PathLike[str], effects: list[Effect]) -> None:

@@ -35,6 +35,8 @@ The report dict (JSON-ready):
 * ``elapsed_s``, ``trials_per_s``, ``crash_states_per_s``;
 * ``verdict``: ``invalid`` if any verdict is invalid, else ``unknown`` if any
   is unknown or no trial ran, else ``valid``;
+* ``probes`` (campaign reports): the code probes of the reference the
+  trials reached and those none reached (:mod:`harness.report.probes`);
 * ``interrupted``: true when the campaign was interrupted (SIGINT, SIGTERM:
   :mod:`harness.campaign.interrupt`): the report holds the trials judged
   before it, and ``campaign.interrupted`` says by what and how many of the
@@ -65,6 +67,7 @@ from harness.history.model import History, history_from_json
 from harness.names import CRASH_STATES, FAULT_COUNTS, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
 from harness.report.faults import fault_counts
 from harness.report.groups import group_rows
+from harness.report.probes import merge_probe_sections, probe_lines, probe_section
 
 __all__ = ["FORMAT", "build_report", "campaign_report", "render_summary", "write_junit", "render_markdown",
            "merge_reports", "exit_status"]
@@ -221,6 +224,9 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
         "errors": list(result.errors),
         "limits": list(getattr(result, "limits", [])),
     }
+    report["probes"] = probe_section(((t.scenario, t.probes) for t in result.trials),
+                                     applies=bool(getattr(result.subject, "is_fiskj_based", False)),
+                                     subject=result.subject.label)
     _group(report)  # again: the rows now carry their origin and commands
     return report
 
@@ -300,6 +306,9 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
     out["invariants"] = dict(sorted(out["invariants"].items(), key=lambda kv: _inv_order(kv[0])))
     report = _finish(out, [])
     report["verdict"] = combine(statuses) if statuses and out["trials"] else UNKNOWN
+    probes = merge_probe_sections([rep.get("probes") for rep in reports])
+    if probes is not None:
+        report["probes"] = probes
     return report
 
 
@@ -347,6 +356,7 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     limits = (report.get("campaign") or {}).get("limits") or []
     if limits:
         lines += [f"limits for this subject ({len(limits)}):"] + [f"  {line}" for line in limits] + [""]
+    lines += probe_lines(report.get("probes")) + ([""] if report.get("probes") else [])
     lines += [
              f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'vacuous':>8}{'invalid':>8}{'unknown':>8}"]
     for inv, c in report.get("invariants", {}).items():
@@ -489,6 +499,7 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
         out += [f"**⚠️ {_interrupted_line(report)}**", ""]
     out += ["| fault | count |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in report.get("faults", {}).items()]
+    out += ["", *(_md(line) for line in probe_lines(report.get("probes"), width=400))]
     out += ["", "| invariant | name | checked | valid | vacuous | invalid | unknown |", "|---|---|---:|---:|---:|---:|---:|"]
     for inv, c in report.get("invariants", {}).items():
         out.append(f"| {inv} | {c.get('name', '')} | {c['checked']} | {c[VALID]} | {c.get('vacuous', 0)} | "

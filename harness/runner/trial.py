@@ -41,12 +41,12 @@ from harness.errors import BrokenReference, SetupError
 from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
 from harness.history.ending import BUDGET_ENDS, uninterrupted_end
 from harness.history.model import History, Reference, observed_result
-from harness.history.readers import fold_journal, parse_reading, read_ledger
+from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
 from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
-from harness.subject.contract import (EXIT_COMPLETED, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
+from harness.subject.contract import (EXIT_COMPLETED, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject, probes_path,
                                       default_subject, fork_server_enabled)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
@@ -445,4 +445,5 @@ class Runner:
                                  "the run completed first")
         history.effects, ledger_notes = read_ledger(ledger)
         history.notes.extend(ledger_notes)
+        history.probes = read_probes(probes_path(ledger))
         history.final_state, history.final_error = fold_journal(journal, history.journal_format)

@@ -37,6 +37,7 @@ from harness.names import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAG
                            PRELOAD_ENV)
 
 __all__ = [
+    "probes_path",
     "EXIT_COMPLETED",
     "EXIT_ERROR",
     "EXIT_USAGE",
@@ -66,9 +67,15 @@ HARNESS_ENV = (
     "XDG_STATE_HOME",
     "FISKJ_LEDGER",
     "FISKJ_HARNESS_LEG",
+    "FISKJ_PROBES",
     "FISKJ_IOSEAM_TRACE",
     "FISKJ_IOSEAM_FAULT",
 )
+
+
+def probes_path(ledger: str | os.PathLike[str]) -> str:
+    """The code-probe file of a leg whose effects ledger is ``ledger``: ``probes`` in the same folder."""
+    return str(Path(ledger).with_name("probes"))
 
 
 def store_dir(state_home: str | os.PathLike[str]) -> Path:
@@ -323,6 +330,8 @@ class Subject:
         :data:`HARNESS_ENV` and of ``env_unset``, adds ``extra_env``, then
         sets ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``,
         ``XDG_STATE_HOME``, ``FISKJ_LEDGER``, ``FISKJ_HARNESS_LEG``,
+        ``FISKJ_PROBES`` (the code-probe file ``probes`` beside the ledger:
+        :mod:`fiskj.probes`; :func:`harness.history.readers.read_probes`),
         ``HOME`` (when ``home``), ``FISKJ_IOSEAM_TRACE`` (when ``trace``) and
         ``FISKJ_IOSEAM_FAULT`` (when ``fault``, e.g. ``"kill-after@12"``).
         """
@@ -334,6 +343,7 @@ class Subject:
         env["XDG_STATE_HOME"] = state_home
         env["FISKJ_LEDGER"] = ledger
         env["FISKJ_HARNESS_LEG"] = str(leg)
+        env["FISKJ_PROBES"] = probes_path(ledger)
         if home:
             env["HOME"] = home
         if trace:

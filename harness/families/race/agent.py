@@ -41,7 +41,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from fiskj import ioseam
+from fiskj import ioseam, probes
 from fiskj.errors import FiskjError, RunLocked
 from fiskj.fingerprint import Fingerprint, make_fingerprint
 from fiskj.records import VERSION, AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord, UserRecord
@@ -241,10 +241,14 @@ class Agent(SequencePoints):
         self.leg = int(cmd.get("leg", -1))
         self.ledger = cmd.get("ledger")
         self.model = cmd.get("model") or "scripted:1:1"
+        if self.ledger:  # this leg's code probes (fiskj.probes) go beside its ledger
+            os.environ[probes.ENV] = os.path.join(os.path.dirname(self.ledger), "probes")
+            os.environ["FISKJ_HARNESS_LEG"] = str(self.leg)
         return {"pid": os.getpid()}
 
     def op_end(self, cmd: dict[str, Any]) -> dict[str, Any]:
         self._reset()
+        os.environ.pop(probes.ENV, None)
         self.store = None
         return {}
 

@@ -1,0 +1,86 @@
+"""Code-probe coverage: which recovery branches of the reference a campaign reached.
+
+The reference engine marks each recovery branch (a torn tail cut, a
+never-created journal reclaimed, a pending batch completed, each refusal,
+each way a journal is poisoned) with a code probe (:mod:`fiskj.probes`);
+the harness collects the probes of every leg
+(:func:`harness.history.readers.read_probes`) and this module sums them
+over a campaign, in the manner of FoundationDB's code probes.  The gate
+names every probe of the catalogue that no scenario reached.
+
+A probe is the subject's own report, so it measures coverage only; no
+checker reads it.  A subject that is not fiskj-based has no probes: the
+section then says it does not apply, never "0 reached" as if measured.
+
+The section (``report["probes"]``), JSON-ready::
+
+    {"applies": bool, "catalogue": N, "reached": {name: {"trials": n, "scenarios": [..]}},
+     "unreached": [name, ...], "note": str}
+
+Pure: no IO.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Iterable
+
+from fiskj.probes import PROBES
+
+__all__ = ["probe_section", "merge_probe_sections", "probe_lines"]
+
+
+def probe_section(trials: Iterable[tuple[str, Iterable[str]]], *, applies: bool, subject: str = "") -> dict[str, Any]:
+    """The probes section of a report from ``trials``: ``(scenario name, probe names reached)`` pairs.
+
+    ``applies``: the subject runs fiskj's code (the reference or a mutant
+    of it); otherwise the section says so and lists no probe as unreached.
+    Names not in the catalogue (an older or newer fiskj) are kept as reached.
+    """
+    reached: dict[str, dict[str, Any]] = {}
+    for scenario, names in trials:
+        for name in sorted(set(names)):
+            row = reached.setdefault(name, {"trials": 0, "scenarios": []})
+            row["trials"] += 1
+            if scenario not in row["scenarios"]:
+                row["scenarios"].append(scenario)
+    return _finish(reached, applies, subject)
+
+
+def _finish(reached: dict[str, dict[str, Any]], applies: bool, subject: str) -> dict[str, Any]:
+    reached = {k: {"trials": v["trials"], "scenarios": sorted(v["scenarios"])} for k, v in sorted(reached.items())}
+    if not applies:
+        return {"applies": False, "catalogue": len(PROBES), "reached": reached, "unreached": [],
+                "note": f"the subject{(' ' + subject) if subject else ''} is not fiskj-based: it has no code "
+                        "probes, so which of its recovery branches ran is not measured"}
+    unreached = [name for name in PROBES if name not in reached]
+    return {"applies": True, "catalogue": len(PROBES), "reached": reached, "unreached": unreached,
+            "note": f"{len(PROBES) - len(unreached)} of {len(PROBES)} recovery branches of the reference reached"}
+
+
+def merge_probe_sections(sections: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Sum the probes sections of shard reports (None when no shard has one)."""
+    given = [s for s in sections if isinstance(s, dict)]
+    if not given:
+        return None
+    reached: dict[str, dict[str, Any]] = {}
+    for s in given:
+        for name, row in (s.get("reached") or {}).items():
+            dst = reached.setdefault(name, {"trials": 0, "scenarios": []})
+            dst["trials"] += int(row.get("trials", 0))
+            dst["scenarios"] = sorted(set(dst["scenarios"]) | set(row.get("scenarios", [])))
+    return _finish(reached, all(bool(s.get("applies")) for s in given), "")
+
+
+def probe_lines(section: dict[str, Any] | None, *, width: int = 96) -> list[str]:
+    """The text lines of a probes section for the terminal summary ([] when there is none)."""
+    if not section:
+        return []
+    if not section.get("applies"):
+        return [f"code probes: not applicable ({section.get('note', '')})"]
+    lines = [f"code probes: {section.get('note', '')}"]
+    unreached = section.get("unreached") or []
+    if unreached:
+        lines += textwrap.wrap(", ".join(unreached), width=width, initial_indent=f"  not reached ({len(unreached)}): ",
+                               subsequent_indent="    ", break_on_hyphens=False)
+    return lines
