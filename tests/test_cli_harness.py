@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +14,7 @@ from harness.families.signals.schedules import draw_schedules, exhaustive_schedu
 from harness.checkers import Verdict
 from harness.cli.main import main
 from harness.history.model import History, Reference
+from harness.history.timeline import Timeline
 from harness.runner.trial import ReferenceRun
 from harness.scenario.parse import parse_scenario
 from harness.subject.contract import default_subject
@@ -305,3 +307,18 @@ def test_version_is_the_one_version_constant_of_the_package(capsys):
     assert out == version_text() + "\n" and out.startswith(f"fiskj-harness {fiskj.__version__} (fiskj ")
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
     assert pyproject["project"]["version"] == fiskj.__version__  # the package metadata says the same
+
+
+def test_timed_faults_land_in_the_subjects_own_time_line_not_in_its_start_up():
+    # a fast agent: ready 60 ms after its spawn, its work done by 100 ms; the draws cover its work only
+    timeline = Timeline(ready_ms=60.0, last_ms=100.0, end_ms=104.0)
+    ref = replace(REF, duration_ms=104.0, timeline=timeline)
+    times = [f["after_ms"] for sched, _ in plan_schedules(parse_scenario(KILL), ref, 60, 3) for f in sched
+             if "after_ms" in f]
+    assert len(times) >= 20
+    assert min(times) >= 60.0 and max(times) <= 60.0 + 40.0 * 1.05
+    assert max(times) - min(times) > 20.0  # spread over the span, not bunched at its start
+    # without a measured time line (an old reference) the whole leg is the span, from 0
+    old = [f["after_ms"] for sched, _ in plan_schedules(parse_scenario(KILL), REF, 60, 3) for f in sched
+           if "after_ms" in f]
+    assert min(old) < 60.0

@@ -41,6 +41,7 @@ from harness.errors import BrokenReference, SetupError
 from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
 from harness.history.ending import BUDGET_ENDS, uninterrupted_end
 from harness.history.model import History, Reference, observed_result
+from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
 from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
 from harness.runner.process import enable_subreaper
@@ -112,14 +113,16 @@ class ReferenceRun:
 
     ``reference``: what the checkers compare against; ``history``: its full
     history; ``events``: IO-seam calls of its one leg (the range of
-    exhaustive crash points); ``duration_ms``: wall time of that leg (the
-    range of timed faults).
+    exhaustive crash points); ``duration_ms``: wall time of that leg;
+    ``timeline``: that leg's own time line (:func:`harness.history.timeline.leg_timeline`:
+    when the subject was ready and did its last work; the range of timed faults).
     """
 
     reference: Reference
     history: History
     events: int
     duration_ms: float
+    timeline: Timeline | None = None
 
 
 class Runner:
@@ -227,6 +230,7 @@ class Runner:
                 history=history,
                 events=len(leg.trace),
                 duration_ms=(leg.t_end - leg.t_start) / 1e6,
+                timeline=leg_timeline(history),
             )
             with self._lock:
                 self._refs[key] = ref

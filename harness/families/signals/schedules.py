@@ -14,6 +14,7 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from harness.families.signals.params import Params
+from harness.history.timeline import Timeline
 from harness.scenario.model import Scenario
 
 if TYPE_CHECKING:  # an annotation only: this generator does no IO
@@ -34,18 +35,25 @@ def seed_for(seed: int, scenario: Scenario) -> int:
     return (seed * 1_000_003 + zlib.crc32(scenario.name.encode())) & 0xFFFFFFFF
 
 
-#: Resolution of a drawn fault time: the span (1.1 x the reference run's duration) in this many
+#: Resolution of a drawn fault time: the span (the subject's own work, :data:`_TAIL` more) in this many
 #: steps, a prime, so that multiplying by :data:`_TIME_SCRAMBLE` permutes the steps.
 _TIME_STEPS = 1_000_003
 _TIME_SCRAMBLE = 618_034
+#: How far past the subject's last observed work a timed fault may land, as a fraction of its span
+#: (the exit after the last fsync: closing, releasing the lock, printing the answer).
+_TAIL = 0.05
 
 
 def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     """The :mod:`hypothesis` strategy of fault schedules for ``scenario``.
 
-    Timed faults draw ``after_ms`` from ``0 .. 1.1 x`` the reference run's
-    duration in steps of that span (so a seed draws the same fractions
-    whatever the measured duration).  Hypothesis favours small integers,
+    Timed faults draw ``after_ms`` in the subject's own time line, measured
+    on its uninterrupted run (:func:`harness.history.timeline.leg_timeline`):
+    from ``ready_ms`` (its first observed work: a journal call, a model call,
+    a tool effect) to ``last_ms`` plus 5% of that span, in millionths of the
+    span (so a seed draws the same fractions whatever the measured times).
+    A fault never lands in an agent's start-up by design; one that still
+    does (a slower start in the trial) is counted as what it was: a kill.  Hypothesis favours small integers,
     which would put most faults in the first few per cent of the run (in an
     agent's start-up, where they test nothing); the drawn step is therefore
     scrambled by a fixed permutation of the steps, spreading the draws over
@@ -55,19 +63,21 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     ``1 .. W/2`` of the reference's ``W``), so it lands inside what the
     resume still does.  Schedules are lists of 1..``faults.legs`` faults (a
     ``chain`` is its fixed list of kinds).  Shrinking goes toward fewer legs
-    and lower events; a time shrinks toward step 0, i.e. the leg's start.
+    and lower events; a time shrinks toward step 0, i.e. the subject's ready time.
     """
     from hypothesis import strategies as st
 
     faults = params_of(scenario)
-    span_ms = max(ref.duration_ms * 1.1, 1.0)
+    timeline = ref.timeline or Timeline(ready_ms=0.0, last_ms=ref.duration_ms, end_ms=ref.duration_ms)
+    start_ms = timeline.ready_ms
+    span_ms = timeline.span_ms * (1.0 + _TAIL)
     events = max(ref.events, 1)
 
     # A time is drawn as millionths of the span, a range that does not depend on the measured
     # duration: the draws of a seed are then the same on every machine (and in every shard),
     # only scaled to the reference run's duration.
     def at(v: int) -> float:
-        return round((v * _TIME_SCRAMBLE % _TIME_STEPS) * span_ms / _TIME_STEPS, 3)
+        return round(start_ms + (v * _TIME_SCRAMBLE % _TIME_STEPS) * span_ms / _TIME_STEPS, 3)
 
     def timed_kill() -> Any:
         return st.builds(lambda v: {"kind": "kill", "after_ms": at(v)}, st.integers(0, _TIME_STEPS - 1))
