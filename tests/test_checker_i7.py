@@ -77,3 +77,22 @@ def test_an_empty_request_and_a_malformed_message_are_caught():
 
 def test_a_well_formed_conversation_has_no_problems():
     assert problems([_user(TEXT), _asst("a", "b"), _user(_res("b"), _res("a")), _asst(), _user(TEXT)]) == []
+
+
+def test_a_paused_turn_and_its_continuation_may_be_two_assistant_messages_and_nothing_else_may():
+    from harness.checkers.i7_conversation import problems
+    paused = {"role": "assistant", "content": [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}]}
+    cont = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "a", "input": {}}]}
+    results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+    user = {"role": "user", "content": "go"}
+    assert problems([user, paused, cont, results]) == []
+    text = {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}
+    assert [p["kind"] for p in problems([user, text, cont, results])] == ["roles_not_alternating"]
+    # a "paused" turn that also asked for a tool is no pause: its tool_use is unanswered as well
+    both = {"role": "assistant", "content": paused["content"] + [{"type": "tool_use", "id": "t0", "name": "a",
+                                                                  "input": {}}]}
+    kinds = [p["kind"] for p in problems([user, both, cont, results])]
+    assert "roles_not_alternating" in kinds
+    assert [p["kind"] for p in problems([user, {"role": "user", "content": "x"}])] == ["roles_not_alternating"]

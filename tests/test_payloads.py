@@ -109,13 +109,14 @@ def test_the_payload_keys_lay_outputs_blocks_stops_a_limit_turn_and_a_pause_turn
     turns = w.script.turns
     plain = build_workload(replace(s.workload, outputs=(), limit_outputs=(), reply_blocks=(), answer_stop_reasons=(),
                                    pause_turn=False, cache_tokens=0), "p").script.turns
-    # segment 0: 3 tool turns + answer; segment 1: 3 tool turns, the limit turn, the pause turn, the answer
-    assert len(turns) == len(plain) + 2
-    assert [t.works for t in turns] == [True] * 3 + [False] + [True] * 5 + [False]
-    limit, pause = turns[7], turns[8]
-    assert [json.loads(c.out) for c in limit.tools] == [payloads.limit_spec("under", "toolu_3_7_0"),
-                                                        payloads.limit_spec("over", "toolu_3_7_1")]
-    assert pause.pause and not pause.tools
+    # segment 0: a pause turn, 3 tool turns + answer; segment 1: 3 tool turns, the limit turn, the pause turn,
+    # the answer
+    assert len(turns) == len(plain) + 3
+    assert [t.works for t in turns] == [True] * 4 + [False] + [True] * 5 + [False]
+    first, limit, pause = turns[0], turns[8], turns[9]
+    assert [json.loads(c.out) for c in limit.tools] == [payloads.limit_spec("under", "toolu_3_8_0"),
+                                                        payloads.limit_spec("over", "toolu_3_8_1")]
+    assert pause.pause and not pause.tools and first.pause and not first.tools
     # outputs cycle over the other tool calls, in script order
     calls = [c for t in turns if t.tools and t is not limit for c in t.tools]
     assert [c.name for c in calls] == [c.name for t in plain for c in t.tools]       # the same calls ...
@@ -129,8 +130,8 @@ def test_the_payload_keys_lay_outputs_blocks_stops_a_limit_turn_and_a_pause_turn
         assert (bool(turn.thinking), turn.redacted, turn.web_search) == \
             ("thinking" in entry, "redacted_thinking" in entry, "web_search" in entry)
     assert [t.stop for t in turns if not t.works] == ["stop_sequence", "end_turn"]
-    assert w.script.cache_tokens == 1000 and w.script.stop_sequence(3) == STOP_SEQUENCE
-    assert w.script.stop_sequence(9) is None
+    assert w.script.cache_tokens == 1000 and w.script.stop_sequence(4) == STOP_SEQUENCE
+    assert w.script.stop_sequence(10) is None
     assert build_workload(s) == w                                                      # a function of the spec
     other = build_workload(replace(s.workload, seed=4)).script.turns
     assert [c.out for t in other for c in t.tools] != [c.out for t in turns for c in t.tools]

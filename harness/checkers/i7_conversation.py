@@ -2,7 +2,9 @@
 
 Normative text: every request the agent sends to the model is a valid
 Messages API conversation: it starts with a user message and roles
-alternate; every tool_use of an assistant message is answered by exactly
+alternate (one exception: a paused turn, stop reason ``pause_turn``, and
+its continuation are two assistant messages in a row, which the API reads
+as one turn); every tool_use of an assistant message is answered by exactly
 one tool_result in the user message right after it; no tool_result is
 orphaned (answers no tool_use of the message before it) or duplicated; no
 tool_use is left unanswered when the model is called.
@@ -33,6 +35,17 @@ def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
 
 
+def _continues_pause(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """True when assistant message ``after`` continues ``before``, a paused turn (stop reason ``pause_turn``).
+
+    A paused turn holds a server tool call (``server_tool_use``) and no ``tool_use``; the Messages API
+    continues it when it is sent back, and reads the paused turn and its continuation, two assistant
+    messages in a row, as one turn.  Nothing else may repeat a role.
+    """
+    return (before["role"] == after["role"] == "assistant" and bool(_blocks(before, "server_tool_use"))
+            and not _blocks(before, "tool_use"))
+
+
 def problems(messages: list[Any]) -> list[dict[str, Any]]:
     """Every rule ``messages`` breaks (empty list: well-formed)."""
     out: list[dict[str, Any]] = []
@@ -46,7 +59,7 @@ def problems(messages: list[Any]) -> list[dict[str, Any]]:
     if messages[0]["role"] != "user":
         out.append({"kind": "first_not_user", "message": 0, "role": messages[0]["role"]})
     for i in range(1, len(messages)):
-        if messages[i]["role"] == messages[i - 1]["role"]:
+        if messages[i]["role"] == messages[i - 1]["role"] and not _continues_pause(messages[i - 1], messages[i]):
             out.append({"kind": "roles_not_alternating", "message": i, "role": messages[i]["role"]})
     for i, m in enumerate(messages):
         if m["role"] != "user":

@@ -161,9 +161,9 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
 def _with_payloads(spec: WorkloadSpec, turns: list[Turn]) -> list[Turn]:
     """Lay the payload keys of ``spec`` over ``turns`` (docs/scenarios.md ``[workload]``); returns new turns.
 
-    In this order: ``limit_outputs`` adds one tool turn (a tool call per item, tools round-robin, the
-    fills of :func:`harness.workload.payloads.limit_spec`) before the last final answer, and
-    ``pause_turn`` a pause turn after it; ``outputs`` are cycled over the other tool calls in script
+    In this order: ``pause_turn`` puts a pause turn first; ``limit_outputs`` adds one tool turn (a tool
+    call per item, tools round-robin, the fills of :func:`harness.workload.payloads.limit_spec`) before
+    the last final answer, and ``pause_turn`` another pause turn after it; ``outputs`` are cycled over the other tool calls in script
     order (:func:`harness.workload.payloads.output_spec`); ``reply_blocks`` over every reply in script
     order (thinking text drawn per turn); ``answer_stop_reasons`` over the final answers.  Draws come
     from ``random.Random("fiskj-payloads/<seed>")``; with every payload key at its default, ``turns``
@@ -173,6 +173,8 @@ def _with_payloads(spec: WorkloadSpec, turns: list[Turn]) -> list[Turn]:
         return turns
     rng = random.Random(f"fiskj-payloads/{spec.seed}")
     n = rng.randint(0, 999)
+    if spec.pause_turn:  # a paused search first: every later request holds the paused turn and its continuation
+        turns = [Turn(pause=True, text="Turn 0: searching the web before anything else (paused).")] + list(turns)
     last = len(turns) - 1  # the last final answer
     extra: list[Turn] = []
     if spec.limit_outputs:
