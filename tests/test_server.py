@@ -523,3 +523,22 @@ def test_a_killed_client_leaves_no_traceback_on_stderr(capfd):
         assert len(srv.close_session(s.token)) == 4  # three answered requests and this one
     out, err = capfd.readouterr()
     assert err == ""
+
+
+def test_with_thinking_on_a_tool_loop_must_go_on_with_its_thinking_block_first():
+    from harness.workload.server import RequestError, check_thinking_loop, parse_request
+    user = {"role": "user", "content": "go"}
+    think = {"type": "thinking", "thinking": "t", "signature": "s"}
+    call = {"type": "tool_use", "id": "t1", "name": "a", "input": {}}
+    results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+    check_thinking_loop([user, {"role": "assistant", "content": [think, call]}, results])
+    with pytest.raises(RequestError) as err:
+        check_thinking_loop([user, {"role": "assistant", "content": [call]}, results], (0, 2, 3))
+    assert err.value.field == "messages.2.content.0.type" and "must start with a thinking block" in str(err.value)
+    # an earlier turn without its reasoning is fine (the API drops it), and so is a request that is no tool loop
+    check_thinking_loop([user, {"role": "assistant", "content": [call]}, results,
+                         {"role": "assistant", "content": [think, {**call, "id": "t2"}]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "ok"}]}])
+    check_thinking_loop([user, {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}, user])
+    body = json.dumps({"messages": [user], "max_tokens": 5, "thinking": {"type": "adaptive"}}).encode()
+    assert parse_request(body).thinking and not parse_request(json.dumps({"messages": [user]}).encode()).thinking

@@ -61,9 +61,11 @@ def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str, syst
     ``model`` gets a ``-drifted`` suffix, ``max_tokens`` and ``max_iterations``
     one more, ``tools`` the tool file ``tools_file`` (same tools, other
     descriptions), ``system`` the system prompt file ``system_file`` (the run
-    started with none), ``thinking`` the mode ``adaptive`` (it started with
-    none: off).  The fake model server ignores the model name, the system
-    prompt and the thinking mode, so a forced resume with drift gives the
+    started with none), ``thinking`` the mode ``adaptive`` (``enabled:2048`` when it
+    started with ``adaptive``).  The fake model server ignores the model name and the
+    system prompt, and the thinking mode only decides whether a request
+    that continues a tool loop must send that turn's thinking block first
+    (as the Messages API does), so a forced resume with drift gives the
     same conversation.
     """
     from dataclasses import replace
@@ -80,7 +82,7 @@ def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str, syst
     if "system" in drift:
         changes["system_file"] = system_file
     if "thinking" in drift:
-        changes["thinking"] = "adaptive"
+        changes["thinking"] = "enabled:2048" if cfg.thinking == "adaptive" else "adaptive"
     return replace(cfg, **changes)
 
 
@@ -313,7 +315,7 @@ class Runner:
         tools = write_tools_file(tmp / "tools.json")
         cfg = RunConfig(run_id=run_id, model=workload.model, base_url=self.server.base_url, tools_file=tools,
                         max_tokens=workload.max_tokens, max_iterations=workload.max_iterations,
-                        prompt=workload.prompt, chat=workload.chat)
+                        prompt=workload.prompt, chat=workload.chat, thinking=workload.thinking)
         where = {"state_home": str(state_home), "home": str(home or ""), "trial_dir": str(tmp)}
         journal = self.subject.journal_path(cfg, **where)
         reading = self.subject.status_argv(cfg, **where) if self.readings else None

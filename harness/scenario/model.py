@@ -59,7 +59,9 @@ class WorkloadSpec:
     :data:`REPLY_BLOCKS`, cycled over the replies), ``answer_stop_reasons``
     (:data:`ANSWER_STOP_REASONS`, cycled over the final answers; empty:
     ``end_turn``), ``pause_turn`` (a ``pause_turn`` reply before the last
-    final answer) and ``cache_tokens`` (the cache counts replies report).
+    final answer), ``cache_tokens`` (the cache counts replies report) and
+    ``thinking`` (the run's thinking mode, ``adaptive`` or ``enabled:N``,
+    passed to every leg; empty: none given, thinking off).
     """
 
     turns: int = 3
@@ -78,6 +80,7 @@ class WorkloadSpec:
     answer_stop_reasons: tuple[str, ...] = ()
     pause_turn: bool = False
     cache_tokens: int = 0
+    thinking: str = ""
 
 
 @dataclass(frozen=True)

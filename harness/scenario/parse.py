@@ -31,6 +31,7 @@ Shape (every key but ``name`` and ``purpose`` is optional; defaults below)::
     answer_stop_reasons = []  # "end_turn", "stop_sequence", cycled over the final answers
     pause_turn = false     # a pause_turn reply (a server tool paused) before the last final answer
     cache_tokens = 0       # int >= 0: cache tokens each reply reports (usage)
+    thinking = ""          # "adaptive" or "enabled:N" (N >= 1024): the run's thinking mode, every leg
 
     [faults]
     family = "kill"        # a mode of a registered family (harness.families.registry.MODES)
@@ -120,6 +121,14 @@ def _answer_stop_reasons(v: Any) -> tuple[str, ...]:
     return list_of(ANSWER_STOP_REASONS)(v)
 
 
+def _thinking_mode(v: Any) -> str:
+    """A thinking mode the run is started with: ``adaptive`` or ``enabled:N`` (N >= 1024)."""
+    if isinstance(v, str) and (v == "adaptive" or (v.startswith("enabled:") and v[8:].isdigit()
+                                                    and int(v[8:]) >= 1024)):
+        return v
+    raise Bad(f"expected \"adaptive\" or \"enabled:N\" with N >= 1024, got {v!r}")
+
+
 #: section -> key -> (field name, checker).  Section "" is the top level.  The ``[faults]`` keys
 #: other than these are the families' (:data:`FAMILY_KEYS`).
 SCHEMA: dict[str, dict[str, tuple[str, Check]]] = {
@@ -141,6 +150,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Check]]] = {
         "answer_stop_reasons": ("answer_stop_reasons", _answer_stop_reasons),
         "pause_turn": ("pause_turn", bool_),
         "cache_tokens": ("cache_tokens", int_(0)),
+        "thinking": ("thinking", _thinking_mode),
     },
     "faults": {
         "family": ("family", choice(*MODES)),

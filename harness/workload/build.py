@@ -106,6 +106,11 @@ class Workload:
         return bool(self.followups)
 
     @property
+    def thinking(self) -> str:
+        """The run's thinking mode (``[workload] thinking``; empty: none given, thinking off)."""
+        return self.spec.thinking
+
+    @property
     def tool_calls(self) -> int:
         """Total number of scripted tool_use blocks."""
         return sum(len(t.tools) for t in self.script.turns)
@@ -122,7 +127,9 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
     tool-calling turns (1..``tools_per_turn`` tool_use blocks each, tools
     taken round-robin from :data:`TOOL_NAMES`, sleep drawn from ``tool_ms``)
     then a final text answer.  Draws come from ``random.Random(spec.seed)``.
-    ``max_iterations`` 0 means: every scripted turn + 5.  The payload keys
+    ``max_iterations`` 0 means: every scripted turn + 5.  With ``thinking``
+    (the run's thinking mode) every reply starts with a signed thinking
+    block, as a model with thinking on answers.  The payload keys
     (docs/scenarios.md) are then laid over that script by
     :func:`_with_payloads`, from a random source of their own, so a
     scenario without them gets exactly the script it always got.
@@ -143,6 +150,9 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
             turns.append(Turn(tools=tuple(calls)))
         turns.append(Turn(text=f"Final answer {segment} of {name}: all ledger work done."))
     turns = _with_payloads(spec, turns)
+    if spec.thinking:  # a model with thinking on starts every reply with a signed thinking block
+        turns = [t if t.thinking else replace(t, thinking=f"Turn {i}: thinking it over first.")
+                 for i, t in enumerate(turns)]
     script = Script(seed=spec.seed, turns=tuple(turns), delay_ms=spec.model_ms, vary_on_repeat=spec.vary_on_repeat,
                     model=MODEL_NAME, cache_tokens=spec.cache_tokens)
     followups = tuple(f"follow-up {i + 1}: do the next batch" for i in range(spec.chat_followups))

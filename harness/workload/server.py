@@ -107,7 +107,7 @@ from harness.history.model import ModelCall
 from harness.workload import sse
 
 __all__ = ["ToolCall", "Turn", "Script", "Position", "Session", "ModelServer", "RequestError", "Request",
-           "parse_request", "request_key", "api_key", "check_reasoning", "opaque", "opaque_fields", "opaque_valid",
+           "parse_request", "request_key", "api_key", "check_reasoning", "check_thinking_loop", "opaque", "opaque_fields", "opaque_valid",
            "STOP_SEQUENCE"]
 
 #: The text of the reply to a request with nothing left to answer.
@@ -419,12 +419,14 @@ class RequestError(ValueError):
 @dataclass(frozen=True)
 class Request:
     """A parsed ``POST /v1/messages`` body: the conversation (``role: "system"`` messages dropped), whether
-    the reply streams, and ``positions``: each kept message's index in the body's ``messages`` (for error
-    messages; empty: the same indexes)."""
+    the reply streams, ``positions``: each kept message's index in the body's ``messages`` (for error
+    messages; empty: the same indexes), and ``thinking``: the request turns thinking on (its ``thinking``
+    object's ``type`` is ``enabled`` or ``adaptive``)."""
 
     messages: list[dict[str, Any]]
     stream: bool = False
     positions: tuple[int, ...] = ()
+    thinking: bool = False
 
 
 def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: tuple[int, ...] = ()) -> None:
@@ -466,6 +468,37 @@ def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: t
             elif kind == "redacted_thinking" and not issued("redacted", b.get("data")):
                 raise RequestError(f"{where}.{j}.redacted_thinking.data",
                                    "Invalid `data` in `redacted_thinking` block")
+
+
+def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ...] = ()) -> None:
+    """With thinking on, refuse a request that continues a tool loop without its thinking: raise :class:`RequestError`.
+
+    As the Messages API does: when a request with thinking on ends with
+    the results of the last assistant turn's tool calls (the loop goes on),
+    that assistant turn must start with a ``thinking`` or
+    ``redacted_thinking`` block, the one the model gave it.  An agent that
+    strips reasoning from the turn in flight (on resume, say) is refused
+    (HTTP 400) and cannot finish.  Earlier turns may go without it (the API
+    drops their reasoning anyway).  Call it only for a request with thinking
+    on (:attr:`Request.thinking`).  Pure.
+    """
+    if len(messages) < 2 or messages[-1].get("role") != "user":
+        return
+    last = messages[-1].get("content")
+    if not (isinstance(last, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in last)):
+        return
+    i = len(messages) - 2
+    turn = messages[i]
+    content = turn.get("content") if turn.get("role") == "assistant" else None
+    if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
+        return
+    first = content[0] if content and isinstance(content[0], dict) else {}
+    if first.get("type") not in ("thinking", "redacted_thinking"):
+        where = f"messages.{positions[i] if i < len(positions) else i}.content.0.type"
+        raise RequestError(where, f"Expected `thinking` or `redacted_thinking`, but found `{first.get('type')}`. "
+                                  "When `thinking` is enabled, a final `assistant` message must start with a "
+                                  "thinking block (preceding the lastmost set of `tool_use` and `tool_result` "
+                                  "blocks)")
 
 
 def parse_request(raw: bytes) -> Request:
@@ -519,7 +552,9 @@ def parse_request(raw: bytes) -> Request:
     tokens = body.get("max_tokens", 1)
     if type(tokens) is not int or tokens < 1:
         raise RequestError("max_tokens", "must be an integer >= 1")
-    return Request(messages=conversation, stream=stream, positions=tuple(positions))
+    thinking = body.get("thinking")
+    on = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+    return Request(messages=conversation, stream=stream, positions=tuple(positions), thinking=on)
 
 
 @dataclass
@@ -654,6 +689,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             request = parse_request(raw)
             check_reasoning(session.script, request.messages, request.positions)
+            if request.thinking:
+                check_thinking_loop(request.messages, request.positions)
         except RequestError as exc:
             self._error(400, "invalid_request_error", str(exc))
             return

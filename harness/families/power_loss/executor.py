@@ -199,7 +199,8 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     journal = journal_path(state_home, ctx.run_id)
     wl = ctx.workload
     cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
-                    max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat)
+                    max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat,
+                    thinking=wl.thinking)
     home = tmp / "home" if subject.home else None
     if home is not None:
         home.mkdir(exist_ok=True)

@@ -155,7 +155,8 @@ def status_answer(ctx: Recovery, m: Mutation, tmp: Path) -> Answer:
     journal.chmod(0o600)
     wl = ctx.workload
     cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
-                    max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat)
+                    max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat,
+                    thinking=wl.thinking)
     where = {"state_home": str(state), "trial_dir": str(tmp)}
     argv = subject.status_argv(cfg, **where)
     assert argv is not None, "status_answer needs a subject with a status command"

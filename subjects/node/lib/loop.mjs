@@ -62,10 +62,12 @@ export class Config {
       maxTokens: this.maxTokens, maxIterations: this.maxIterations });
   }
 
-  request(messages) {
+  // withThinking false: no `thinking` parameter whatever the mode (a forced resume under another mode that
+  // continues a tool loop whose turn has no thinking block: the API refuses thinking then).
+  request(messages, { withThinking = true } = {}) {
     const body = { model: this.model, max_tokens: this.callMaxTokens, messages };
     if (this.system) body.system = this.system;
-    if (this.thinkingMode === 'adaptive') body.thinking = { type: 'adaptive' };
+    if (!withThinking) { /* leave it out */ } else if (this.thinkingMode === 'adaptive') body.thinking = { type: 'adaptive' };
     else if (this.thinkingMode.startsWith('enabled:')) {
       body.thinking = { type: 'enabled', budget_tokens: Number(this.thinkingMode.slice('enabled:'.length)) };
     }
@@ -129,6 +131,27 @@ class Run {
     if (bug('pending-turn-not-counted') && state.pending) this.iteration = Math.max(0, state.nextIteration - 1);
     this.resumed = state.records > 1;
     this.answer = null;
+    // The turns before this index were journaled by earlier legs; a resume under another model or thinking
+    // mode (--force) must not send thinking with a tool loop whose turn in flight did not think.
+    this.inherited = this.messages.length + (state.pending ? 1 : 0);
+    const fp = state.fingerprint || {};
+    this.changed = this.resumed && (fp.model !== config.model || fp.thinking_mode !== config.thinkingMode);
+  }
+
+  requestBody() {
+    let messages = this.messages;
+    if (bug('thinking-stripped-on-resume') && this.resumed) {
+      messages = messages.map((m, i) => (i < this.inherited && m.role === 'assistant' && Array.isArray(m.content)
+        ? { ...m, content: m.content.filter((b) => b?.type !== 'thinking' && b?.type !== 'redacted_thinking') } : m));
+    }
+    let withThinking = true;
+    const n = messages.length;
+    if (this.changed && n >= 2 && messages[n - 1].role === 'user' && Array.isArray(messages[n - 1].content)
+        && messages[n - 1].content.some((b) => b?.type === 'tool_result')) {
+      const first = Array.isArray(messages[n - 2].content) ? messages[n - 2].content[0] : null;
+      withThinking = first?.type === 'thinking' || first?.type === 'redacted_thinking';
+    }
+    return this.config.request(messages, { withThinking });
   }
 
   async drive(state) {
@@ -181,7 +204,7 @@ class Run {
   async callModel() {
     let response;
     try {
-      response = await this.model.complete(this.config.request(this.messages));
+      response = await this.model.complete(this.requestBody());
     } catch (e) {
       if (e instanceof ModelError) throw new End('error', `model error: ${e.message}`);
       throw e;
