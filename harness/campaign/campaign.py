@@ -48,6 +48,7 @@ from harness.families.registry import by_mode
 from harness.families.signals.faults import validate_schedule
 from harness.families.signals.schedules import hypothesis_settings, seed_for
 from harness.runner.trial import Runner
+from harness.scenario.generate import expand_all
 from harness.scenario.model import Scenario
 from harness.subject.contract import CONTRACT_JOURNAL, Subject
 
@@ -163,7 +164,7 @@ class Campaign:
                                           and all(isinstance(s, list) for s in schedules)):
             raise ValueError(f"schedules must be a list of schedules (lists), got {schedules!r}")
         self.shard = shard
-        self.scenarios = scenarios
+        self.scenarios = expand_all(scenarios)  # a generated scenario runs as its drawn workloads
         self.trials = trials
         self.seed = seed
         self.jobs = max(1, jobs or os.cpu_count() or 1)

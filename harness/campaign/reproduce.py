@@ -64,13 +64,14 @@ def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, An
 def scenario_argument(scenario: Scenario) -> str:
     """How a command line names ``scenario``: a bundled scenario by its name (``kill-random``,
     ``regressions/NAME``: found wherever the harness is installed), another by its file, one with no
-    file by its name."""
+    file by its name; one draw of a generated scenario with ``@wK`` after it."""
     from harness.report.portable import scenario_ref
 
     ref = scenario_ref(scenario.path, None)
+    draw = f"@w{scenario.draw}" if scenario.draw is not None else ""  # one drawn workload of a generated scenario
     if ref is not None and "bundled" in ref:
-        return ref["bundled"]
-    return scenario.path or scenario.name
+        return ref["bundled"] + draw
+    return (scenario.path or scenario.name) + draw
 
 
 def replay_command(report_path: str, trial: int) -> str:

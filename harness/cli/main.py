@@ -87,12 +87,31 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
 
     Each argument is a ``.toml`` file, a directory (its ``*.toml``), or the
     name of a bundled scenario (``kill-random`` for
-    ``scenarios/kill-random.toml``).  No argument: every bundled scenario.
+    ``scenarios/kill-random.toml``), optionally followed by ``@wK``: draw K
+    of a generated scenario (``[workload] generate``, which expands into its
+    draws ``NAME.wK``: :mod:`harness.scenario.generate`).  No argument:
+    every bundled scenario.
     Returns :class:`harness.scenario.parse.Scenario` objects; raises
     :class:`harness.scenario.parse.ScenarioError` (file, line, key) or ``_Usage``.
     """
+    from harness.scenario.generate import expand_all, split_draw
     from harness.scenario.parse import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
 
+    draws = [split_draw(a) for a in args]
+    if any(k is not None for _, k in draws):  # NAME@wK: draw K of a generated scenario (its reproducers)
+        picked = []
+        for base, k in draws:
+            for s in resolve_scenarios([base]):
+                if k is None:
+                    picked.append(s)
+                    continue
+                if s.draw is None and not s.workload.generate:
+                    raise _Usage(f"{base}@w{k}: scenario {s.name!r} generates no workloads")
+                if s.draw == k:
+                    picked.append(s)
+            if k is not None and not any(s.draw == k for s in picked):
+                raise _Usage(f"{base}@w{k}: the scenario has no draw {k}")
+        return picked
     paths: list[Path] = []
     if not args:
         paths = bundled_scenarios()
@@ -115,7 +134,7 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
             if candidate is None or not candidate.exists():
                 raise _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name")
             paths.append(candidate)
-    scenarios = [load_scenario(p) for p in paths]
+    scenarios = expand_all([load_scenario(p) for p in paths])  # a generated scenario: one per drawn workload
     names: dict[str, str] = {}
     for s in scenarios:
         if s.name in names and names[s.name] != s.path:
@@ -334,6 +353,7 @@ def _run_reports(args: argparse.Namespace, result: Any, root: str, name: str, st
 def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness replay REPORT --trial K``: re-run one trial of a report; returns the exit status."""
     from harness.campaign.campaign import Campaign
+    from harness.scenario.generate import expand
     from harness.scenario.parse import load_scenario
 
     out = out or sys.stdout
@@ -352,6 +372,7 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     row = rows[0]
     campaign_info = report.get("campaign") or {}
     scenario = load_scenario(scenario_path(report, row["scenario"], args.report))
+    scenario = next((s for s in expand(scenario) if s.name == row["scenario"]), scenario)  # a generated draw
     if args.subject:
         subject = subject_of(args.subject)
     else:

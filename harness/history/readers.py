@@ -160,6 +160,9 @@ def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> d
     if raw.get("timed_out"):
         out["error"] = "the status command hung (killed)"
         return out
+    if raw.get("over_limit"):
+        out["error"] = f"the status command printed more than {raw['over_limit']} bytes, more than any reading needs"
+        return out
     if raw.get("exit_code") != 0:
         out["error"] = f"the status command exited {raw.get('exit_code')}"
         return out

@@ -101,8 +101,10 @@ def count_user_records(journal: bytes | None) -> int:
 #: The calls a ``hold`` fault counts: the lookups, reads, opens and locks by which an agent learns the
 #: state of a run (the sequence points of a race, docs/spec.md section 10).
 HOLD_KINDS = "open,read,stat,access,flock,lock"
-#: Bytes of a reading command's output that are parsed (a reading holds a run's whole conversation).
-READING_LIMIT = 8 << 20
+#: Bytes of a reading command's output that are parsed.  A reading may print a run's whole
+#: conversation, so it must hold the largest journal a run writes: several tool outputs just under
+#: the 16 MiB record limit (docs/spec.md section 6) each JSON-escaped, up to 6 bytes per byte.
+READING_LIMIT = 512 << 20
 
 
 def observer_faults(spec: dict[str, Any]) -> list[str]:
@@ -294,7 +296,8 @@ class LegStarter:
         goes to ``workdir/reading-TAG.out`` and ``.err``.
 
         Returns ``{"argv", "exit_code", "stdout", "stderr", "timed_out"}``
-        (``stdout``: its first :data:`READING_LIMIT` bytes, to parse;
+        (``stdout``: its first :data:`READING_LIMIT` bytes, to parse, and
+        ``over_limit`` when it printed more;
         ``stderr`` kept as :func:`tail_text` keeps it; ``exit_code`` ``None``
         when it was killed after ``timeout_s`` seconds).  Raises ``OSError``
         or ``RuntimeError`` when it cannot start.
@@ -305,13 +308,19 @@ class LegStarter:
         if timed_out:
             kill_tree(proc)
         code = proc.returncode if not timed_out and proc.returncode is not None and proc.returncode >= 0 else None
+        over = False
         try:
             with open(out, "rb") as f:
-                stdout = f.read(READING_LIMIT).decode("utf-8", errors="replace")
+                data = f.read(READING_LIMIT + 1)
+            over = len(data) > READING_LIMIT
+            stdout = data[:READING_LIMIT].decode("utf-8", errors="replace")
         except OSError:
             stdout = ""
-        return {"argv": list(argv), "exit_code": code, "stdout": stdout, "stderr": tail_text(err),
-                "timed_out": timed_out}
+        reading = {"argv": list(argv), "exit_code": code, "stdout": stdout, "stderr": tail_text(err),
+                   "timed_out": timed_out}
+        if over:
+            reading["over_limit"] = READING_LIMIT
+        return reading
 
     @staticmethod
     def start_piped(argv: list[str], env: dict[str, str], err: str) -> subprocess.Popen:

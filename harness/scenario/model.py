@@ -61,7 +61,9 @@ class WorkloadSpec:
     ``end_turn``), ``pause_turn`` (a ``pause_turn`` reply before the last
     final answer), ``cache_tokens`` (the cache counts replies report) and
     ``thinking`` (the run's thinking mode, ``adaptive`` or ``enabled:N``,
-    passed to every leg; empty: none given, thinking off).
+    passed to every leg; empty: none given, thinking off).  ``generate`` N
+    > 0: the scenario stands for N workloads drawn by hypothesis
+    (:mod:`harness.scenario.generate`), which replace these keys.
     """
 
     turns: int = 3
@@ -81,6 +83,7 @@ class WorkloadSpec:
     pause_turn: bool = False
     cache_tokens: int = 0
     thinking: str = ""
+    generate: int = 0
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,9 @@ class Scenario:
     """One scenario file, parsed and checked.
 
     ``path`` is the file it came from (``None`` when parsed from text);
-    ``raw`` the TOML document as parsed.
+    ``raw`` the TOML document as parsed; ``draw``: for one draw of a
+    generated scenario (``[workload] generate``), its number K (the name
+    is then ``NAME.wK``; :mod:`harness.scenario.generate`).
     """
 
     name: str
@@ -144,6 +149,7 @@ class Scenario:
     check: CheckSpec = field(default_factory=CheckSpec)
     path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    draw: int | None = None
 
     def with_path(self, path: str | None) -> "Scenario":
         """Return a copy with ``path`` set."""

@@ -32,6 +32,8 @@ Shape (every key but ``name`` and ``purpose`` is optional; defaults below)::
     pause_turn = false     # a pause_turn reply (a server tool paused) before the last final answer
     cache_tokens = 0       # int >= 0: cache tokens each reply reports (usage)
     thinking = ""          # "adaptive" or "enabled:N" (N >= 1024): the run's thinking mode, every leg
+    generate = 0           # int >= 0: N workloads drawn by hypothesis replace the keys above
+                           # (harness.scenario.generate; scenarios NAME.w0 .. NAME.wN-1)
 
     [faults]
     family = "kill"        # a mode of a registered family (harness.families.registry.MODES)
@@ -122,8 +124,8 @@ def _answer_stop_reasons(v: Any) -> tuple[str, ...]:
 
 
 def _thinking_mode(v: Any) -> str:
-    """A thinking mode the run is started with: ``adaptive`` or ``enabled:N`` (N >= 1024)."""
-    if isinstance(v, str) and (v == "adaptive" or (v.startswith("enabled:") and v[8:].isdigit()
+    """A thinking mode the run is started with: ``adaptive`` or ``enabled:N`` (N >= 1024); ``""``: none."""
+    if isinstance(v, str) and (v in ("", "adaptive") or (v.startswith("enabled:") and v[8:].isdigit()
                                                     and int(v[8:]) >= 1024)):
         return v
     raise Bad(f"expected \"adaptive\" or \"enabled:N\" with N >= 1024, got {v!r}")
@@ -151,6 +153,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Check]]] = {
         "pause_turn": ("pause_turn", bool_),
         "cache_tokens": ("cache_tokens", int_(0)),
         "thinking": ("thinking", _thinking_mode),
+        "generate": ("generate", int_(0)),
     },
     "faults": {
         "family": ("family", choice(*MODES)),

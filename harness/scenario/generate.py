@@ -1,0 +1,96 @@
+"""Generated workloads: a scenario whose ``[workload] generate = N`` stands for N drawn workloads.
+
+Each draw is a :class:`~harness.scenario.model.WorkloadSpec` from a
+:mod:`hypothesis` strategy (:func:`workload_strategy`) over what the
+bundled scenarios set one at a time: the script's shape (turns, batches of
+1 to 4 tools), tool and model latency (fast and slow models), chat
+follow-ups, tool outputs of every kind (non-ASCII, line separators, NUL and
+lone-surrogate escapes, JSON, bytes that are not UTF-8, error results),
+reasoning and server-tool blocks,
+both final stop reasons, a paused turn, cache tokens and thinking on
+(outputs at the 16 MiB record limit are left to ``payload-variety``: a
+draw holding them takes ten times as long as the others).  The
+draws are a function of the scenario's ``[trials] seed`` alone
+(:func:`harness.families.signals.schedules.draw_schedules` collects them
+with a seeded random source), so every machine and shard expands a
+scenario the same way.
+
+:func:`expand` turns the scenario into N scenarios named ``NAME.wK``
+(K = 0 .. N-1; the first draw is hypothesis' simplest workload), each
+with its drawn workload and ``ceil(count / N)`` of the trials; the rest of
+the scenario (faults, checks) is shared.  A trial's reproducer names its
+draw: ``fiskj-harness run NAME@wK ...`` (:func:`split_draw`).  Pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from typing import Any
+
+from harness.scenario.model import (ANSWER_STOP_REASONS, OUTPUT_KINDS, REPLY_BLOCKS, Scenario, WorkloadSpec)
+
+__all__ = ["workload_strategy", "draw_workloads", "expand", "expand_all", "derive", "split_draw", "DRAW_SEP"]
+
+#: How a command line names one draw of a generated scenario: ``NAME@wK`` (or ``FILE.toml@wK``).
+DRAW_SEP = "@w"
+_DRAW = re.compile(r"^(?P<base>.+)" + re.escape(DRAW_SEP) + r"(?P<k>\d+)$")
+
+
+def workload_strategy() -> Any:
+    """The :mod:`hypothesis` strategy of generated :class:`WorkloadSpec` s (see the module docstring)."""
+    from hypothesis import strategies as st
+
+    blocks = st.lists(st.sampled_from(REPLY_BLOCKS), unique=True, max_size=3).map(tuple)
+    return st.builds(
+        WorkloadSpec,
+        seed=st.integers(0, 9999),
+        turns=st.integers(1, 4),
+        tools_per_turn=st.integers(1, 4),
+        tool_ms=st.sampled_from([(0.0, 0.0), (0.0, 2.0), (1.0, 5.0)]),
+        model_ms=st.sampled_from([0.0, 0.0, 3.0, 25.0]),
+        chat_followups=st.sampled_from([0, 0, 1]),
+        outputs=st.lists(st.sampled_from(OUTPUT_KINDS), max_size=4).map(tuple),
+        reply_blocks=st.lists(blocks, max_size=3).map(tuple),
+        answer_stop_reasons=st.lists(st.sampled_from(ANSWER_STOP_REASONS), max_size=2).map(tuple),
+        pause_turn=st.booleans(),
+        cache_tokens=st.sampled_from([0, 0, 1000]),
+        thinking=st.sampled_from(["", "", "adaptive"]),
+    )
+
+
+def draw_workloads(n: int, seed: int) -> list[WorkloadSpec]:
+    """``n`` workloads drawn from :func:`workload_strategy`, deterministically for ``seed``."""
+    from harness.families.signals.schedules import draw_schedules
+
+    drawn = draw_schedules(workload_strategy(), n, seed)
+    return [w if isinstance(w, WorkloadSpec) else WorkloadSpec() for w in drawn]
+
+
+def derive(scenario: Scenario, k: int, spec: WorkloadSpec, n: int) -> Scenario:
+    """Draw ``k`` of ``n`` of generated ``scenario`` with workload ``spec``: name ``NAME.wK``, its share of the trials."""
+    spec = replace(spec, drift=scenario.workload.drift, max_tokens=scenario.workload.max_tokens,
+                   max_iterations=scenario.workload.max_iterations, generate=0)
+    count = max(1, math.ceil(scenario.trials.count / n))
+    return replace(scenario, name=f"{scenario.name}.w{k}", workload=spec,
+                   trials=replace(scenario.trials, count=count), draw=k)
+
+
+def expand(scenario: Scenario) -> list[Scenario]:
+    """The scenarios ``scenario`` stands for: itself, or one per draw when it has ``generate``."""
+    n = scenario.workload.generate
+    if not n:
+        return [scenario]
+    return [derive(scenario, k, spec, n) for k, spec in enumerate(draw_workloads(n, scenario.trials.seed))]
+
+
+def expand_all(scenarios: list[Scenario]) -> list[Scenario]:
+    """:func:`expand` of each, in order."""
+    return [s for scenario in scenarios for s in expand(scenario)]
+
+
+def split_draw(arg: str) -> tuple[str, int | None]:
+    """``"NAME@w3"`` -> ``("NAME", 3)``; anything else -> ``(arg, None)``."""
+    m = _DRAW.match(arg)
+    return (m.group("base"), int(m.group("k"))) if m else (arg, None)
