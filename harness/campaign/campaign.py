@@ -148,6 +148,9 @@ class Campaign:
     ``p % n == i``, so ``n`` shards are disjoint and together run the whole
     campaign, whatever the family; ``first_violation``: a scenario's trials not started yet are dropped
     once one of its trials fails (``--first-violation``, the self-test: it asks "caught?", not "how often?").
+    Two hooks for the CI gate (:mod:`harness.campaign.gate`): ``keep(scenario, planned)`` -> bool, asked of
+    every planned trial before sharding (main thread), drops the ones it refuses from the plan; ``admit(scenario)``
+    -> bool, asked on a trial's thread just before it starts, leaves the trial unrun (no result) when refused.
     """
 
     def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,
@@ -155,7 +158,9 @@ class Campaign:
                  progress: Callable[[int, int, int], None] | None = None, shrink_budget: int = 30,
                  keep_histories: bool = False, schedules: list[list[dict[str, Any]]] | None = None,
                  runner: Runner | None = None, origin: str = "explicit",
-                 shard: tuple[int, int] | None = None, first_violation: bool = False) -> None:
+                 shard: tuple[int, int] | None = None, first_violation: bool = False,
+                 keep: Callable[[Scenario, Planned], bool] | None = None,
+                 admit: Callable[[Scenario], bool] | None = None) -> None:
         if shard is not None:
             i, n = shard
             if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
@@ -175,6 +180,7 @@ class Campaign:
         self.explicit_origin = origin
         self._runner = runner
         self.first_violation = first_violation
+        self.keep, self.admit = keep, admit
         self.subject = runner.subject if runner is not None else subject
         self._executors: dict[int, Any] = {}
         self._exec_lock = threading.Lock()
@@ -209,6 +215,12 @@ class Campaign:
         if not (result.failed or result.unknown or self.keep_histories):  # results folder: keep undecided ones too
             result.history = None
         return result
+
+    def _start(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int) -> TrialResult | None:
+        """:meth:`_judge`, unless ``admit`` refuses the trial now (then ``None``: not run)."""
+        if self.admit is not None and not self.admit(run.scenario):
+            return None
+        return self._judge(run, planned, runner, index)
 
     def _judge_uninterrupted(self, run: ScenarioRun, broken: BrokenReference, runner: Runner) -> TrialResult:
         """The scenario's uninterrupted run, which ended wrong, judged as a trial like any other (origin
@@ -292,12 +304,14 @@ class Campaign:
                         continue
                     if self.schedules is not None:
                         run.plan = [replace(p, origin=self.explicit_origin) for p in run.plan]
+                    elif self.keep is not None:
+                        run.plan = [p for p in run.plan if self.keep(run.scenario, p)]
                     jobs += [(run, run.plan[p]) for p in shard_positions(len(run.plan), self.shard)]
                 # 3. trials
                 total = len(jobs)
                 done = failing = 0
                 stopped: set[int] = set()
-                trial_futures = {pool.submit(self._judge, run, planned, runner, i): i
+                trial_futures = {pool.submit(self._start, run, planned, runner, i): i
                                  for i, (run, planned) in enumerate(jobs)}
                 slots: list[TrialResult | None] = [None] * total
                 if self.progress:

@@ -25,8 +25,9 @@ may have been moved (its scenarios are found by bundled name or relative to
 it, :mod:`harness.report.portable`).
 
 ``fiskj-harness gate [--budget SECONDS] [--junit FILE] [--summary FILE]``:
-the bundled and regression scenarios within a time budget
-(:mod:`harness.campaign.gate`); the Markdown summary is also appended to
+the bundled and regression scenarios, spending a time budget: their counts,
+then fresh rounds with new seeds until it ends (:mod:`harness.campaign.gate`,
+:mod:`harness.cli.gate_cmd`); the Markdown summary is also appended to
 ``$GITHUB_STEP_SUMMARY`` when that is set.
 
 ``fiskj-harness merge REPORT... [--report-json OUT]``: combine the JSON
@@ -73,6 +74,7 @@ from typing import Any
 from fiskj.cli_common import positive_int
 
 from harness.campaign import interrupt
+from harness.cli.gate_cmd import add_gate_parser
 from harness.names import HARNESS_USAGE, HARNESS_VALID, HARNESS_VIOLATION
 
 __all__ = ["main", "build_parser", "resolve_scenarios", "subject_of", "version_text"]
@@ -487,35 +489,11 @@ def _gate_scenarios(args: list[str]) -> list[Any]:
 
 
 def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
-    """``fiskj-harness gate``: the bundled and regression scenarios within ``--budget``; returns the exit status."""
-    from harness.campaign.gate import run_gate
+    """``fiskj-harness gate`` (:func:`harness.cli.gate_cmd.cmd_gate`, given this module's helpers); returns the
+    exit status."""
+    from harness.cli import gate_cmd
 
-    out = out or sys.stdout
-    scenarios = _gate_scenarios(args.scenarios)
-    subject = subject_of(args.subject)
-    progress = _progress(args, final=False)  # each round says its own end
-    say = None if progress is None else (lambda line: progress.say(f"fiskj-harness gate: {line}"))
-    try:
-        gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
-                        seed=args.seed, progress=say, trial_progress=progress)
-    finally:
-        if progress is not None:
-            progress.close()
-    with interrupt.deferred():
-        return _gate_reports(args, gate, out)
-
-
-def _gate_reports(args: argparse.Namespace, gate: Any, out: Any) -> int:
-    """The reports of a gate run (JSON, JUnit, Markdown summary, the terminal summary); returns the exit status."""
-    from harness.campaign.gate import gate_report, render_gate_markdown
-    from harness.report.report import render_summary
-
-    report = gate_report(gate, args.report_json)
-    _write_reports(report, args)
-    _write_summary(render_gate_markdown(report), args.summary)
-    if not args.quiet:
-        out.write(render_summary(report))
-    return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget")
+    return gate_cmd.cmd_gate(args, out, cli=sys.modules[__name__])
 
 
 def _shard_scenario(report: dict[str, Any], report_path: str, name: str, as_ran: str) -> str:
@@ -686,20 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(replay)
     replay.set_defaults(func=cmd_replay)
 
-    gate = sub.add_parser("gate", help="CI gate: bundled and regression scenarios within a time budget",
-                          description="Run the bundled and regression scenarios in rounds that spread trials "
-                                      "across scenarios until the time budget is spent.")
-    gate.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                      help="scenario files, directories or bundled names (default: every bundled and regression one)")
-    gate.add_argument("--budget", type=_seconds, default=300.0, metavar="SECONDS",
-                      help="wall-clock budget of the trials (default 300)")
-    gate.add_argument("--summary", metavar="FILE",
-                      help="write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set)")
-    gate.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
-    gate.add_argument("--seed", type=int, metavar="S", help="base campaign seed (default: each scenario's)")
-    gate.add_argument("--shard", type=_shard, metavar="I/N", help="run only shard I (0-based) of N")
-    common(gate)
-    gate.set_defaults(func=cmd_gate)
+    add_gate_parser(sub, common, _seconds, positive_int, _shard).set_defaults(func=cmd_gate)
 
     merge = sub.add_parser("merge", help="combine shard reports into one report and verdict",
                            description="Merge JSON reports (of `run --shard` or `gate --shard`) into one.")
