@@ -50,14 +50,14 @@ from harness.checkers import INVALID, VALID, Verdict, check_all
 from harness.families.power_loss.crashstates import CrashState, crash_points
 from harness.families.power_loss.params import Params
 from harness.history.model import CrashStateFacts, Effect, Fault, History, Leg, ModelCall
-from harness.history.readers import fold_journal, read_ledger, write_ledger
+from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
 from harness.names import FISK_AI_V2
 from harness.runner.leg import LegPlan, count_user_records, start_or_resume
 from harness.runner.leg import run_leg as run_leg_process
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario, family_params
 from harness.workload.server import api_key
-from harness.subject.contract import RunConfig, Subject, journal_path
+from harness.subject.contract import RunConfig, Subject, journal_path, probes_path
 from harness.workload.build import Workload, build_workload, write_tools_file
 
 __all__ = ["Params", "StateResult", "Report", "Recovery", "Space", "params_from", "select_states", "run_power_loss",
@@ -231,11 +231,12 @@ def recover(ctx: Recovery, tmp: Path, before: list[Leg], pre_calls: list[ModelCa
     """Run the recovery leg in ``tmp`` after the legs ``before`` (the last one faulted) and return the history."""
     leg1, calls = run_leg(ctx, tmp, len(before), pre_effects)
     effects, notes = read_ledger(tmp / "ledger.jsonl")
+    probes = read_probes(probes_path(tmp / "ledger.jsonl"))
     history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[*before, leg1],
                       effects=effects, reference=ctx.ref.reference, notes=notes,
                       model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
                       options={**ctx.ref.history.options, "family": fault["kind"]},
-                      journal_format=ctx.runner.subject.journal_format)
+                      journal_format=ctx.runner.subject.journal_format, probes=probes)
     history.final_state, history.final_error = fold_journal(journal_path(tmp / "state", ctx.run_id),
                                                             history.journal_format)
     return history
