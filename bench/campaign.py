@@ -183,17 +183,33 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
     return rows, details
 
 
-def bench_crash_states(*, explore: int = 8, rounds: int = 3) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Section 3b: power-loss crash states built and I4-checked per second (pure), and explored per second."""
+#: The modes of the crash-state bench, in run order (:func:`bench_crash_states`).
+CRASH_STATE_MODES = ("reference, IO seam", "reference, observed (black-box)", "foreign subject (Node.js), observed",
+                     "reference, IO seam, no-fsync mutant (large state space)")
+
+
+def bench_crash_states(*, explore: int = 8, rounds: int = 3, scenario_name: str = "power-loss-basic",
+                       modes: tuple[str, ...] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Section 3b: power-loss crash states built and I4-checked per second (pure); then, per mode (the
+    reference with its IO seam, the reference observed from outside, the foreign Node.js subject when node
+    is installed), interleaved over ``rounds``, the tiered exploration of bundled ``scenario_name``: crash
+    states judged cheaply per second (every distinct state: the crash model's I4 and the subject's own
+    recovery and reading, I5) side by side with full resumes per second (``explore`` of them, the old way:
+    a recovery leg each); and the cheap tier on a large state space (the no-fsync mutant's).  ``modes``:
+    the names of the modes to run (default all of :data:`CRASH_STATE_MODES`)."""
     from harness.families.power_loss.crashstates import crash_points, lost_acknowledged
     from harness.families.power_loss.executor import Params, run_power_loss
     from harness.runner.trial import Runner
-    from harness.scenario.parse import parse_scenario
+    from harness.scenario.parse import bundled_scenario_dir, load_scenario, parse_scenario
+    from harness.selftest.mutants import subject_for
+    from harness.selftest.targets import FOREIGN_SUBJECT
+    from harness.subject.profile import resolve_subject
 
-    scenario = parse_scenario(_POWER_LOSS_TOML)
+    small = parse_scenario(_POWER_LOSS_TOML)
+    scenario = load_scenario(bundled_scenario_dir() / f"{scenario_name}.toml")
     rows, details = [], {}
     with Runner() as runner:
-        ref = runner.reference(scenario)
+        ref = runner.reference(small)
         trace = ref.history.legs[0].trace
         jpath = next(ev["path"] for ev in trace if str(ev.get("path") or "").endswith(".json"))
         home = str(Path(jpath).parents[2])
@@ -207,19 +223,54 @@ def bench_crash_states(*, explore: int = 8, rounds: int = 3) -> tuple[list[dict[
                     n += 1
             rates.append(n / (time.perf_counter() - t))
             states = n
-        rate = median(rates)
-        report = run_power_loss(scenario, runner=runner, params=Params(max_states=explore, seed=1))
-        data = report.to_json()["crash_states"]
-    details["crash_states"] = {"trace_events": len(trace), "states": states, "built_checked_per_s": rate,
-                               "explored": data["explored"], "explored_per_s": data["explored_per_s"],
-                               "report": data}
+    rate = median(rates)
+    details["crash_states"] = {"trace_events": len(trace), "states": states, "built_checked_per_s": rate}
     rows.append(row("campaign", "power-loss crash states built + I4-checked/s", rate, None, unit="states/s",
                     target=">= 1,000/s", met=rate >= 1000,
                     note=f"{states} states of a {len(trace)}-event trace, pure (harness.families.power_loss.crashstates)"))
-    explored = data["explored_per_s"] or 0.0
-    rows.append(row("campaign", "power-loss crash states explored/s (recovery leg each)", explored, None,
-                    unit="states/s", target=">= 1,000/s", met=explored >= 1000,
-                    note=f"{data['explored']} states, each a fresh `run --resume` process + check_all"))
+    root = Path(__file__).resolve().parents[1]
+    wanted = CRASH_STATE_MODES if modes is None else modes
+    unknown = [m for m in wanted if m not in CRASH_STATE_MODES]
+    if unknown:
+        raise ValueError(f"unknown crash-state bench mode(s) {unknown}; known: {', '.join(CRASH_STATE_MODES)}")
+    if CRASH_STATE_MODES[2] in wanted and not shutil.which("node"):
+        details["crash_states"]["skipped"] = "foreign subject: node is not installed"
+        wanted = tuple(m for m in wanted if m != CRASH_STATE_MODES[2])
+    makers = {CRASH_STATE_MODES[0]: lambda: Runner(observe=False), CRASH_STATE_MODES[1]: lambda: Runner(observe=True),
+              CRASH_STATE_MODES[2]: lambda: Runner(resolve_subject(FOREIGN_SUBJECT.replace("subjects/",
+                                                                                           f"{root}/subjects/"))),
+              CRASH_STATE_MODES[3]: lambda: Runner(subject_for("no-fsync"))}
+    runners: dict[str, Runner] = {m: makers[m]() for m in wanted}
+    params = Params(max_states=explore, resumes=explore, seed=1)
+    got: dict[str, dict[str, list[Any]]] = {m: {"judged": [], "resumed": [], "report": []} for m in runners}
+    try:
+        for r in runners.values():
+            r.reference(scenario)  # outside the timed runs
+        for _ in range(max(1, rounds)):
+            for mode, r in runners.items():
+                data = run_power_loss(scenario, runner=r, params=params).to_json()["crash_states"]
+                got[mode]["judged"].append(data["judged_per_s"] or 0.0)
+                got[mode]["resumed"].append(data["explored_per_s"] or 0.0)
+                got[mode]["report"].append(data)
+    finally:
+        for r in runners.values():
+            r.close()
+    targets = {CRASH_STATE_MODES[0]: 1000.0, CRASH_STATE_MODES[3]: 1000.0}
+    for mode, g in got.items():
+        last = g["report"][-1]
+        judged, resumed = median(g["judged"]), median(g["resumed"])
+        floor = targets.get(mode, 200.0)
+        rows.append(row("campaign", f"{scenario_name}: crash states judged/s (cheap tier), {mode}", judged, None,
+                        unit="states/s", target=f">= {floor:,.0f}/s", met=judged >= floor,
+                        note=f"{last['judged']} distinct states, {last['journals_asked']} distinct journals asked "
+                             f"({last['cheap_mode']}); median of {len(g['judged'])}"))
+        rows.append(row("campaign", f"{scenario_name}: full resumes/s (a recovery leg each), {mode}", resumed, None,
+                        unit="states/s", ratio=judged / resumed if resumed else None,
+                        note=f"{last['explored']} resumed ({last['outcomes']} distinct recovery outcomes); "
+                             f"ratio = cheap / full"))
+    details["crash_states"]["tiers"] = {m: {"judged_per_s": g["judged"], "resumed_per_s": g["resumed"],
+                                            "report": g["report"][-1]} for m, g in got.items()}
+    details["crash_states"]["states"] = states
     return rows, details
 
 

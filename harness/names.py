@@ -13,7 +13,7 @@ __all__ = [
     "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS",
     "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
     "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
-    "FAULT_COUNTS", "CRASH_STATES", "SEED_STEP",
+    "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "SEED_STEP",
     "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANTS_PACKAGE",
 ]
 
@@ -66,8 +66,10 @@ HARNESS_USAGE = 2
 #: The injected faults a report counts, by kind, in the order its summary prints them (a trial's
 #: ``faults``: ``kill`` and ``suspend`` legs, ``tail`` mutations, ``power_loss`` states, ``race`` trials).
 FAULT_COUNTS = ("kill", "suspend", "tail", "power_loss", "race")
-#: The report's count of power-loss crash states explored (next to :data:`FAULT_COUNTS`).
+#: The report's count of power-loss crash states judged by the cheap tier (next to :data:`FAULT_COUNTS`).
 CRASH_STATES = "crash_states"
+#: The report's count of power-loss crash states recovered by a full resume of the agent (docs/persistence-model.md).
+CRASH_RESUMES = "crash_resumes"
 #: Campaign seed offset between the rounds of one scenario (a gate's rounds, a mutant's self-test rounds).
 SEED_STEP = 1000
 

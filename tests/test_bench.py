@@ -71,9 +71,13 @@ def test_campaign_section(bench):
 
 
 def test_crash_states_section(bench):
-    rows, details = bench.bench_crash_states(explore=1, rounds=1)
+    rows, details = bench.bench_crash_states(explore=1, rounds=1, modes=("reference, IO seam",))
     _check_rows(bench, rows, "campaign")
     assert details["crash_states"]["states"] > 0
+    assert [r["metric"].split(": ", 1)[1].split(",")[0] for r in rows[1:]] == [
+        "crash states judged/s (cheap tier)", "full resumes/s (a recovery leg each)"]
+    tiers = details["crash_states"]["tiers"]["reference, IO seam"]["report"]
+    assert tiers["judged"] == tiers["distinct"] > tiers["explored"] == 1
 
 
 def test_modes_section(bench):

@@ -40,35 +40,50 @@ def test_every_scenario_mode_belongs_to_one_registered_family_with_a_params_sche
         by_mode("earthquake")
 
 
-def test_power_loss_trials_on_the_reference_are_all_valid_and_count_crash_states(reference_states):
+def test_power_loss_trials_on_the_reference_are_all_valid_every_state_judged_cheaply_a_sample_resumed(reference_states):
     trials = reference_states
-    assert trials and all(not t.failed and not t.unknown for t in trials)
-    assert sum(t.faults["crash_states"] for t in trials) == len(trials)
-    assert all(t.schedule[0]["kind"] == "power_loss" and t.schedule[0]["state"] for t in trials)
-    assert "I4" in trials[0].invariants
+    assert len(trials) == 12 and all(not t.failed and not t.unknown for t in trials)  # --trials bounds the plan
+    cheap = [t for t in trials if "cheap" in t.schedule[0]]
+    full = [t for t in trials if t not in cheap]
+    assert len(cheap) == 1 and cheap[0].invariants == ("I4", "I5")
+    assert cheap[0].schedule[0]["cheap"] == [0, cheap[0].faults["crash_states"]]  # every distinct state, one batch
+    assert cheap[0].faults["crash_states"] > len(full) > 0
+    assert all(t.faults == {"power_loss": 1, "crash_resumes": 1} and t.schedule[0]["state"] for t in full)
+    assert all(len(t.history.legs) == 0 for t in cheap if t.history is not None)
+    assert "I4" in full[0].invariants and "I6" in full[0].invariants
 
 
-def test_power_loss_catches_a_store_that_never_fsyncs():
-    mutant = Runner(subject_for("no-fsync"))
-    try:
-        trials = family_trials("power-loss-basic", 12, mutant)
-    finally:
-        mutant.close()
-    failed = [t for t in trials if "I4" in t.failed]
-    assert failed, "no trial caught the missing fsync"
-    assert "--subject" in failed[0].reproduce and "--seed 1" in failed[0].reproduce
-    assert '"state"' in failed[0].reproduce  # the reproducer names its crash state: it replays that one
+#: A one-tool run: its crash states under a store that never fsyncs are a few hundred, not thousands.
+SMALL_POWER_LOSS = """
+name = "power-loss-small"
+purpose = "power loss in a one-tool run (tests)"
+[workload]
+turns = 1
+tools_per_turn = 1
+[faults]
+family = "power_loss"
+"""
 
 
 def test_a_power_loss_failure_replays_alone_from_its_schedule():
+    from harness.scenario.parse import parse_scenario
+
+    small = parse_scenario(SMALL_POWER_LOSS)
+    # a store that never fsyncs: caught by the cheap tier (I4 on the crash model) under a bound of 2 trials
     mutant = Runner(subject_for("no-fsync"))
     try:
-        failed = next(t for t in family_trials("power-loss-basic", 12, mutant) if "I4" in t.failed)
-        again = Campaign([scenario("power-loss-basic")], seed=1, runner=mutant, shrink_budget=0,
-                         schedules=[failed.schedule], origin="replay").run().trials
+        trials = Campaign([small], trials=2, seed=1, runner=mutant, shrink_budget=0).run().trials
+        failed = [t for t in trials if "I4" in t.failed]
+        assert len(trials) == 2 and failed, "no trial caught the missing fsync"
+        assert "--subject" in failed[0].reproduce and "--seed 1" in failed[0].reproduce
+        assert '"state"' in failed[0].reproduce  # the reproducer names its crash state: it replays that one
+        assert any("not valid, first " + failed[0].schedule[0]["state"] in n for n in failed[0].history.notes)
+        again = Campaign([small], seed=1, runner=mutant, shrink_budget=0,
+                         schedules=[failed[0].schedule], origin="replay").run().trials
     finally:
         mutant.close()
-    assert [t.schedule for t in again] == [failed.schedule] and "I4" in again[0].failed
+    assert [t.schedule for t in again] == [failed[0].schedule] and "I4" in again[0].failed
+    assert again[0].faults == {"power_loss": 1, "crash_states": 1}  # that one state, judged alone
 
 
 def test_a_shard_of_the_power_loss_family_runs_every_nth_state(runner, reference_states):
@@ -129,17 +144,29 @@ def test_io_errors_at_every_journal_write_and_fsync_leave_the_reference_valid_an
 def test_power_loss_during_a_resume_keeps_every_acknowledged_record_and_catches_a_torn_tail_glued_on(runner):
     trials = family_trials("power-loss-resume", 8, runner)
     assert trials and all(not t.failed and not t.unknown for t in trials)
-    explored = [t for t in trials if t.history is None or len(t.history.legs) != 0]
-    assert explored
     mutant = Runner(subject_for("torn-tail-not-cut"))
     try:
         bad = family_trials("power-loss-resume", 8, mutant)
     finally:
         mutant.close()
-    failed = [t for t in bad if t.failed]
-    assert failed, "a resume that appends onto a torn tail left by power loss during a resume was not caught"
-    history = failed[0].history
+    cheap = [t for t in bad if "I5" in t.failed and not t.history.legs]
+    assert cheap, "the cheap tier's recovery did not show the torn tail left by power loss during a resume"
+    assert "torn tail" in cheap[0].verdicts[-1].summary or "torn" in str(cheap[0].verdicts[-1].evidence)
+    resumed = [t for t in bad if t.failed and t.history.legs]
+    assert resumed, "no full resume caught the record glued onto the torn tail"
+    history = resumed[0].history
     assert [leg.fault.kind for leg in history.legs] == ["kill", "power_loss", "none"]  # killed, resumed, lost power
+
+
+def test_a_resume_bug_the_cheap_tier_cannot_see_is_caught_by_the_sampled_full_resumes():
+    mutant = Runner(subject_for("resume-skips-completed"))
+    try:
+        trials = family_trials("power-loss-basic", 6, mutant)
+    finally:
+        mutant.close()
+    cheap = [t for t in trials if "cheap" in t.schedule[0]]
+    assert cheap and not any(t.failed for t in cheap)  # its recovery is right: only a resume shows the bug
+    assert any("I6" in t.failed for t in trials if t not in cheap)
 
 
 def test_the_pending_point_is_the_fsync_of_the_first_batch_or_its_write_when_it_is_never_fsynced():

@@ -68,7 +68,8 @@ def scenario_argument(scenario: Scenario) -> str:
     from harness.report.portable import scenario_ref
 
     ref = scenario_ref(scenario.path, None)
-    draw = f"@w{scenario.draw}" if scenario.draw is not None else ""  # one drawn workload of a generated scenario
+    k = getattr(scenario, "draw", None)
+    draw = f"@w{k}" if k is not None else ""  # one drawn workload of a generated scenario
     if ref is not None and "bundled" in ref:
         return ref["bundled"] + draw
     return (scenario.path or scenario.name) + draw

@@ -13,7 +13,8 @@ The report dict (JSON-ready):
 * ``trials``: number of trials;
 * ``faults``: injected faults per kind ``kill``, ``suspend``, ``tail``,
   ``power_loss``, ``race`` (:data:`harness.names.FAULT_COUNTS`), plus
-  ``crash_states`` (power-loss crash states explored, an int, 0 when none)
+  ``crash_states`` (power-loss crash states judged by the cheap tier, an int, 0 when none) and,
+  when any, ``crash_resumes`` (crash states recovered by a full resume of the agent)
   — all ints, flat;
 * ``invariants``: per id ``{"name", "checked", "valid", "vacuous", "invalid", "unknown"}``
   (``vacuous``: the valid verdicts that had nothing to judge: ``checked: 0`` in their evidence,
@@ -32,7 +33,8 @@ The report dict (JSON-ready):
   "duration_s", "invariants": {id: counts}}``;
 * ``runs``: per trial ``{"trial", "scenario", "seed", "schedule", "status",
   "duration_s", "faults"}`` (what ``replay`` needs);
-* ``elapsed_s``, ``trials_per_s``, ``crash_states_per_s``;
+* ``elapsed_s``, ``trials_per_s``, ``crash_states_per_s``, ``crash_resumes_per_s`` (each count over
+  ``elapsed_s``; ``None`` when zero);
 * ``verdict``: ``invalid`` if any verdict is invalid, else ``unknown`` if any
   is unknown or no trial ran, else ``valid``;
 * ``probes`` (campaign reports): the code probes of the reference the
@@ -64,7 +66,7 @@ from xml.etree import ElementTree as ET
 from harness.campaign.reproduce import replay_command
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, Verdict, combine, verdict_from_json
 from harness.history.model import History, history_from_json
-from harness.names import CRASH_STATES, FAULT_COUNTS, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
+from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_COUNTS, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
 from harness.report.faults import fault_counts
 from harness.report.groups import group_rows
 from harness.report.probes import merge_probe_sections, probe_lines, probe_section
@@ -247,6 +249,8 @@ def _finish(report: dict[str, Any], statuses: list[str]) -> dict[str, Any]:
     report["trials_per_s"] = round(n / elapsed, 3) if elapsed > 0 else None
     states = report["faults"].get(CRASH_STATES, 0)
     report["crash_states_per_s"] = round(states / elapsed, 3) if elapsed > 0 and states else None
+    resumes = report["faults"].get(CRASH_RESUMES, 0)
+    report["crash_resumes_per_s"] = round(resumes / elapsed, 3) if elapsed > 0 and resumes else None
     report["verdict"] = combine(statuses) if statuses else UNKNOWN
     _group(report)
     return report
@@ -328,11 +332,16 @@ def exit_status(report: dict[str, Any]) -> int:
 def _fault_line(report: dict[str, Any]) -> str:
     f = report.get("faults", {})
     parts = [f"{fam} {f.get(fam, 0)}" for fam in FAULT_COUNTS]
+    said = []
     if f.get(CRASH_STATES):
         rate = report.get("crash_states_per_s")
-        parts[FAULT_COUNTS.index("power_loss")] += (f" ({f[CRASH_STATES]} crash states"
-                                                    + (f", {rate:.1f}/s)" if rate else ")"))
-    extra = [f"{k} {v}" for k, v in f.items() if k not in FAULT_COUNTS and k != CRASH_STATES]
+        said.append(f"{f[CRASH_STATES]} crash states judged" + (f", {rate:.1f}/s" if rate else ""))
+    if f.get(CRASH_RESUMES):
+        rate = report.get("crash_resumes_per_s")
+        said.append(f"{f[CRASH_RESUMES]} resumed in full" + (f", {rate:.1f}/s" if rate else ""))
+    if said:
+        parts[FAULT_COUNTS.index("power_loss")] += f" ({'; '.join(said)})"
+    extra = [f"{k} {v}" for k, v in f.items() if k not in FAULT_COUNTS and k not in (CRASH_STATES, CRASH_RESUMES)]
     return "  ".join(parts + extra)
 
 

@@ -322,6 +322,30 @@ class LegStarter:
             reading["over_limit"] = READING_LIMIT
         return reading
 
+    def run_module(self, module: str, args: list[str], env: dict[str, str], workdir: Path, tag: str,
+                   timeout_s: float = 120.0) -> dict[str, Any]:
+        """Run ``python -m MODULE ARGS`` as this fiskj-based subject would run it (forked from this thread's
+        fork server when legs are forked, else a fresh interpreter of the subject's), so the subject's
+        preload applies in it; the same result as :meth:`read` (output in ``workdir/module-TAG.out``)."""
+        out, err = workdir / f"module-{tag}.out", workdir / f"module-{tag}.err"
+        server = self._server()
+        if server is not None:
+            proc: Any = server.spawn(args, env, stdin=None, stdout=str(out), stderr=str(err), main=module)
+        else:
+            with open(out, "wb") as fo, open(err, "wb") as fe:
+                proc = subprocess.Popen([self.subject.argv[0], "-m", module, *args], env=env, stdin=subprocess.DEVNULL,
+                                        stdout=fo, stderr=fe, start_new_session=True, close_fds=True)
+        timed_out = not wait_for_exit(proc, timeout_s)
+        if timed_out:
+            kill_tree(proc)
+        code = proc.returncode if not timed_out and proc.returncode is not None and proc.returncode >= 0 else None
+        try:
+            stdout = out.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            stdout = ""
+        return {"argv": [module, *args], "exit_code": code, "stdout": stdout, "stderr": tail_text(err),
+                "timed_out": timed_out}
+
     @staticmethod
     def start_piped(argv: list[str], env: dict[str, str], err: str) -> subprocess.Popen:
         """Start an agent process that talks over pipes (the race agents): stdin and stdout are pipes, unbuffered."""

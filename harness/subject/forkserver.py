@@ -126,16 +126,19 @@ class ForkServer:
         return json.loads(line)
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], *, stdin: str | None, stdout: str,
-              stderr: str) -> ForkedProcess:
+              stderr: str, main: str | None = None) -> ForkedProcess:
         """Fork a leg running ``fiskj`` with ``argv`` (the words after the subject prefix).
 
         ``env`` is its whole environment; ``stdin`` a file path or ``None``
         (``/dev/null``); ``stdout``/``stderr`` file paths (truncated).  The
-        leg runs in a new session (its pid is its process group).
+        leg runs in a new session (its pid is its process group).  ``main``:
+        a module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`
+        (the power-loss family's recovery child), after the preload.
         """
         self.start()
         assert self._proc is not None and self._proc.stdin is not None
-        req = {"argv": list(argv), "env": dict(env), "stdin": stdin, "stdout": stdout, "stderr": stderr}
+        req = {"argv": list(argv), "env": dict(env), "stdin": stdin, "stdout": stdout, "stderr": stderr,
+               "main": main}
         self._proc.stdin.write(json.dumps(req).encode() + b"\n")
         self._proc.stdin.flush()
         msg = self._read(60.0)
@@ -232,7 +235,12 @@ def _fork_child(req: dict[str, Any]) -> None:  # pragma: no cover - runs in a fo
             # fresh interpreter), SIGINT raises KeyboardInterrupt (exit 1, as fiskj.cli.main does).
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
             load_preload()  # the mutant subject's patch, in this forked leg only
-            code = int(fiskj.cli.main(list(req["argv"])) or 0)
+            entry = fiskj.cli.main
+            if req.get("main"):
+                import importlib
+
+                entry = importlib.import_module(req["main"]).main
+            code = int(entry(list(req["argv"])) or 0)
         except KeyboardInterrupt:
             print("fiskj: interrupted", file=sys.stderr)
             code = EXIT_ERROR

@@ -385,8 +385,20 @@ def crash_states(events: Iterable[dict[str, Any]], files: dict[str, bytes] | Non
             yield state
 
 
+_NAMES: dict[bytes, str] = {}  # _record_name's answers: the same acknowledged lines recur in every later state
+
+
 def _record_name(data: bytes) -> str:
     """``"record seq 7 (tool_result)"`` when ``data`` is one journal line, else ``""`` (pure)."""
+    name = _NAMES.get(data)
+    if name is None:
+        if len(_NAMES) > 4096:
+            _NAMES.clear()
+        name = _NAMES[data] = _record_name_of(data)
+    return name
+
+
+def _record_name_of(data: bytes) -> str:
     try:
         obj = json.loads(data)
     except ValueError:

@@ -1,32 +1,37 @@
-"""The power-loss family: crash states of a traced run, each recovered and judged.
+"""The power-loss family: crash states of a traced run, each judged cheaply, a sample recovered in full.
 
 For a scenario (docs/persistence-model.md has the model):
 
 1. the reference run (:meth:`harness.runner.trial.Runner.reference`: the workload
    once, uninterrupted, ``FISKJ_IOSEAM_TRACE`` set) gives the trace;
-2. :mod:`harness.families.power_loss.crashstates` enumerates its crash states; up to
-   ``max_states`` distinct ones are taken, round-robin over crash points;
-3. per state: its files are written into a fresh state home, and one
+2. :mod:`harness.families.power_loss.crashstates` enumerates its crash states
+   (:func:`state_space`: the distinct ones, round-robin over crash points);
+3. **cheap tier**, every distinct state (:mod:`harness.families.power_loss.tiers`):
+   the crash model's I4 on the state, and the subject's own recovery and
+   reading of its journal, judged as I5;
+4. **full tier**, a sample (the first state of every distinct recovery
+   outcome, then a seeded draw; :func:`~harness.families.power_loss.tiers.full_sample`):
+   per state, its files are written into a fresh state home, and one
    recovery leg runs the subject (``run --resume``, or ``run --checkpoint``
    when no complete record survived) against a new session of the fake model
    server, with the effects ledger holding the reference run's effects
-   before the crash point (the tool in flight counts as run);
-4. the state becomes a :class:`~harness.history.model.History`: leg 0 is the
+   before the crash point (the tool in flight counts as run)
+   (:func:`explore_state`);
+5. each full resume becomes a :class:`~harness.history.model.History`: leg 0 is the
    reference leg cut at the crash point (fault ``power_loss``, journal = the
    state's), leg 1 the recovery, and the state's facts (its files and the
    writes the trace model counts as acknowledged) are recorded as
-   ``History.crash_state`` (:meth:`~harness.history.model.CrashStateFacts.of`).  Every distinct state
-   (also those not recovered, as a history with no legs) is judged by
-   :func:`harness.checkers.check_all`: I4 on the state
+   ``History.crash_state`` (:meth:`~harness.history.model.CrashStateFacts.of`),
+   judged by :func:`harness.checkers.check_all`: I4 on the state
    (:mod:`harness.checkers.i4_acknowledged`, by the model's
    :func:`~harness.families.power_loss.crashstates.lost_acknowledged`: an append is
    acknowledged when the trace shows it returned, so a correct writer's
    window between its fsync and its directory fsync is no violation), the
-   other invariants (I2, I3, I5, I6, I7) on the recovery.  This module
+   other invariants (I2, I3, I5, I6, I7, I10) on the recovery.  This module
    builds no verdict.
 
-The report counts crash states built (and their rate) and explored (with
-recovery; the rate is what ``fiskj-harness`` reports under ``power_loss``).
+The report counts crash states built, judged cheaply and recovered in full,
+each with its rate (what ``fiskj-harness`` and ``bench/`` report).
 Parameters come from the scenario's ``[faults]`` table (:class:`Params`).
 """
 
@@ -49,6 +54,7 @@ from fiskj.records import AssistantRecord, ToolResultRecord
 from harness.checkers import INVALID, VALID, Verdict, check_all
 from harness.families.power_loss.crashstates import CrashState, crash_points
 from harness.families.power_loss.params import Params
+from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_mode, full_sample, judge_cheap, outcome_key
 from harness.history.model import CrashStateFacts, Effect, Fault, History, Leg, ModelCall
 from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
 from harness.names import FISK_AI_V2
@@ -61,7 +67,7 @@ from harness.subject.contract import RunConfig, Subject, journal_path, probes_pa
 from harness.workload.build import Workload, build_workload, write_tools_file
 
 __all__ = ["Params", "StateResult", "Report", "Recovery", "Space", "params_from", "select_states", "run_power_loss",
-           "context", "run_leg", "recover", "journal_index", "workspace", "state_space", "explore_state", "state_only"]
+           "context", "run_leg", "recover", "journal_index", "workspace", "state_space", "explore_state"]
 
 #: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
 CHECKED = ("I2", "I3", "I5", "I6", "I7", "I10")
@@ -90,7 +96,14 @@ class StateResult:
 
 @dataclass
 class Report:
-    """What one power-loss campaign of a scenario did and found."""
+    """What one power-loss campaign of a scenario did and found.
+
+    ``states_judged``/``judge_seconds``: the cheap tier (every distinct
+    state; ``cheap_mode``, ``journals_asked``: distinct journals the subject
+    recovered or read); ``states_explored``/``explore_seconds``: the full
+    resumes (``outcomes``: distinct recovery outcomes among the states);
+    ``results``: the full resumes' results; ``cheap``: the cheap tier's
+    states not judged valid."""
 
     scenario: str
     subject: list[str]
@@ -99,30 +112,38 @@ class Report:
     states_built: int = 0
     build_seconds: float = 0.0
     states_distinct: int = 0
+    states_judged: int = 0
+    judge_seconds: float = 0.0
+    journals_asked: int = 0
+    cheap_mode: str = "model"
+    outcomes: int = 0
     states_explored: int = 0
     explore_seconds: float = 0.0
     results: list[StateResult] = field(default_factory=list)
-    unexplored: list[StateResult] = field(default_factory=list)  # I4 violations of states not recovered
+    cheap: list[StateResult] = field(default_factory=list)
 
     @property
     def violations(self) -> list[StateResult]:
-        return [r for r in self.results + self.unexplored if r.violated]
+        return [r for r in self.results + self.cheap if r.violated]
 
     @property
     def ok(self) -> bool:
-        return not self.violations and all(v.status == VALID for r in self.results + self.unexplored
+        return not self.violations and all(v.status == VALID for r in self.results + self.cheap
                                            for v in r.verdicts)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON report: counts, rates, ``faults`` (``power_loss``: states explored) and violations."""
+        """The JSON report: counts, both tiers' rates, ``faults`` (``power_loss``: states judged) and violations."""
         rate = lambda n, s: round(n / s, 1) if s > 0 else None  # noqa: E731
         return {"scenario": self.scenario, "subject": self.subject, "family": "power_loss",
-                "faults": {"power_loss": self.states_explored},
+                "faults": {"power_loss": self.states_judged},
                 "crash_states": {"trace_events": self.trace_events, "crash_points": self.crash_points,
                                  "built": self.states_built, "built_per_s": rate(self.states_built, self.build_seconds),
-                                 "distinct": self.states_distinct, "explored": self.states_explored,
+                                 "distinct": self.states_distinct, "outcomes": self.outcomes,
+                                 "judged": self.states_judged, "judged_per_s": rate(self.states_judged, self.judge_seconds),
+                                 "cheap_mode": self.cheap_mode, "journals_asked": self.journals_asked,
+                                 "explored": self.states_explored,
                                  "explored_per_s": rate(self.states_explored, self.explore_seconds)},
-                "verdicts": {inv: sum(1 for r in self.results + self.unexplored for v in r.verdicts
+                "verdicts": {inv: sum(1 for r in self.results + self.cheap for v in r.verdicts
                                       if v.invariant == inv and v.status == INVALID) for inv in ("I4",) + CHECKED},
                 "violations": [{"state": r.state, "invariants": r.violated,
                                 "evidence": [v.to_json() for v in r.verdicts if v.status == INVALID]}
@@ -376,12 +397,6 @@ def _time_of(prefix: list[dict[str, Any]], start: int) -> int:
     return start
 
 
-def state_only(scenario: Scenario, run_id: str, state: CrashState) -> History:
-    """A crash state not recovered: a history with its facts and no legs (only I4 has anything to judge)."""
-    return History(scenario=scenario.name, seed=0, schedule=[{"kind": "power_loss", "state": state.id}],
-                   run_id=run_id, crash_state=CrashStateFacts.of(state), options={"family": "power_loss"})
-
-
 def _explore(ctx: Recovery, state: CrashState, space: Space, invariants: tuple[str, ...]) -> StateResult:
     t0 = time.monotonic()
     history = explore_state(ctx, state, space)
@@ -394,23 +409,35 @@ def _explore(ctx: Recovery, state: CrashState, space: Space, invariants: tuple[s
 
 def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject: Subject | None = None,
                    params: Params | None = None) -> Report:
-    """Run the whole power-loss family of ``scenario`` outside a campaign (tests, benchmarks); returns a
-    :class:`Report` judged by :func:`harness.checkers.check_all` (never raises for a bad agent)."""
+    """Run the whole power-loss family of ``scenario`` outside a campaign (tests, benchmarks), tiered: every
+    distinct state judged cheaply, the full sample (``params.max_states`` = 0: every distinct state)
+    recovered in full; returns a :class:`Report` judged by :func:`harness.checkers.check_all` (never raises
+    for a bad agent)."""
     params = params or params_from(scenario)
     with workspace(runner, subject, "fiskj-powerloss-tools-") as (runner, shared):
         report = Report(scenario.name, list(runner.subject.argv))
         ctx = context(runner, scenario, shared)
         space = state_space(ctx.ref, ctx.run_id, params)
         distinct = space.distinct
-        chosen = distinct[:params.max_states] if params.max_states else distinct
+        fmt = runner.subject.journal_format
+        if params.max_states:
+            chosen, report.outcomes = full_sample(distinct, ctx.run_id, resumes=params.resumes,
+                                                  cap=params.max_states, seed=params.seed, fmt=fmt)
+        else:
+            chosen, report.outcomes = sorted(distinct, key=lambda s: (s.prefix_n, s.id)), \
+                len({outcome_key(s, ctx.run_id, fmt) for s in distinct})
         report.build_seconds = space.build_seconds
         report.trace_events, report.crash_points = space.trace_events, len(space.points)
         report.states_built = sum(len(p.states) for p in space.points)
         report.states_distinct = len(distinct)
-        for state in distinct[len(chosen):]:  # I4 is pure: judged on every distinct state, recovered or not
-            (verdict,) = check_all(state_only(scenario, ctx.run_id, state), ["I4"])
-            if verdict.status != VALID:
-                report.unexplored.append(StateResult(state.describe(), [verdict], 0.0))
+        mode = cheap_mode(runner.subject, runner.readings)
+        runner.legs.prepare()  # this thread's fork server, started before the clock
+        cheap = judge_cheap(ctx, sorted(distinct, key=lambda s: (s.prefix_n, s.id)),
+                            tuple(i for i in CHEAP_CHECKED if i == "I4" or i in scenario.check.invariants),
+                            mode=mode, tmp_root=runner.tmp_root)
+        report.states_judged, report.judge_seconds = cheap.states, cheap.seconds
+        report.cheap_mode, report.journals_asked = cheap.mode, cheap.asked
+        report.cheap = [StateResult(s.describe(), verdicts, 0.0) for s, verdicts in cheap.violating]
         invariants = tuple(i for i in CHECKED if i in scenario.check.invariants)
         t0 = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(params.jobs or os.cpu_count() or 1) as pool:

@@ -1,17 +1,33 @@
-"""The power-loss family: crash states of a traced run, each recovered by the subject and judged.
+"""The power-loss family: crash states of a traced run, every one judged cheaply, a sample resumed in full.
 
-Plan (pure): the crash states of the reference run's trace under
+Plan (pure): the distinct crash states of the reference run's trace under
 docs/persistence-model.md (:mod:`harness.families.power_loss.crashstates`),
-deterministic for the seed; the first ``max_states`` distinct ones (default
-the trial count) are recovered, every other distinct state is judged for
-I4 alone.  Each trial's schedule names its state
-(``[{"kind": "power_loss", "state": ID, "prefix_n": N}]``), so a replay
-re-runs that one state.  Executor: lays the state's files in a fresh store
-and runs one recovery leg (:func:`harness.families.power_loss.executor.explore_state`).
+deterministic for the seed, explored in two tiers
+(:mod:`harness.families.power_loss.tiers`):
+
+* **cheap trials**, first: every distinct state, ``batch_states`` a trial,
+  judged for I4 (the crash model) and I5 (the subject's own recovery and
+  reading of the state's journal).  A batch whose states all hold is one
+  valid trial; one that does not names its first failing state, so its
+  reproducer replays that state alone
+  (``[{"kind": "power_loss", "state": ID, "prefix_n": N, "explore": false}]``);
+  a batch that holds is named by its range of the distinct states
+  (``[{"kind": "power_loss", "cheap": [FROM, TO], ...}]``);
+* **full resumes**: the first state of every distinct recovery outcome and
+  a seeded sample of ``resumes`` more
+  (:func:`~harness.families.power_loss.tiers.full_sample`), each laid in a
+  fresh store and recovered by one resume of the agent to its end
+  (:func:`harness.families.power_loss.executor.explore_state`), judged for
+  the scenario's invariants (``[{"kind": "power_loss", "state": ID, "prefix_n": N}]``).
+
+``--trials N`` bounds the plan: at most N trials, the cheap ones first
+(their batches grow so that they take at most half of N, and at least one),
+the full resumes in the rest (and at most ``max_states`` when the file sets it).
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,31 +35,53 @@ from typing import Any
 
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
-from harness.families.power_loss.executor import CHECKED, context, explore_state, state_only, state_space
+from harness.families.power_loss.executor import CHECKED, context, explore_state, state_space
 from harness.families.power_loss.params import MODES, Params
+from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, cheap_mode, full_sample, judge_cheap
 from harness.families.trace_points import pending_point_of
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario, family_params
 
-__all__ = ["POWER_LOSS", "PowerLossFamily"]
+__all__ = ["POWER_LOSS", "PowerLossFamily", "batches"]
 
-_FAULTS = {"power_loss": 1, "crash_states": 1}
+
+def batches(states: int, count: int, batch_states: int) -> list[tuple[int, int]]:
+    """The cheap trials' ranges ``[from, to)`` over ``states`` distinct states: ``batch_states`` each, fewer
+    and larger when that would take more than half of the ``count`` trials (at least one).  Pure."""
+    if states <= 0:
+        return []
+    n = max(1, min(math.ceil(states / batch_states), count // 2))
+    return [(i * states // n, (i + 1) * states // n) for i in range(n)]
 
 
 class _Executor:
     def __init__(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> None:
-        self.scenario = scenario
+        self.scenario, self.runner = scenario, runner
         self.shared = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-tools-", dir=runner.tmp_root))
         self.ctx = context(runner, scenario, self.shared, reference)
 
     def run(self, planned: Planned) -> Any:
-        state, explore, space = planned.item
-        if explore:
-            history = explore_state(self.ctx, state, space)
-        else:
-            history = state_only(self.scenario, self.ctx.run_id, state)
-        history.seed, history.schedule = planned.seed, planned.schedule
-        return Ran(history, dict(_FAULTS))
+        tier, states, space = planned.item
+        if tier == "full":
+            history = explore_state(self.ctx, states[0], space)
+            history.seed, history.schedule = planned.seed, planned.schedule
+            return Ran(history, {"power_loss": 1, "crash_resumes": 1})
+        self.runner.legs.prepare()
+        cheap = judge_cheap(self.ctx, states, planned.invariants or CHEAP_CHECKED,
+                            mode=cheap_mode(self.runner.subject, self.runner.readings), tmp_root=self.runner.tmp_root)
+        history = cheap.first or cheap.last
+        assert history is not None  # a batch holds at least one state
+        bad = len(cheap.violating)
+        history.notes.append(f"cheap tier ({cheap.mode}): {cheap.states} crash state(s) judged in "
+                             f"{cheap.seconds * 1e3:.0f} ms ({cheap.asked} distinct journal(s) asked), "
+                             f"{bad} not valid" + (f", first {cheap.violating[0][0].id}" if bad else ""))
+        history.options["cheap"] = {"states": cheap.states, "asked": cheap.asked, "not_valid": bad,
+                                     "seconds": round(cheap.seconds, 6), "mode": cheap.mode}
+        history.seed = planned.seed
+        # a failing batch is named by its first failing state (that state replays alone); one that holds, by itself
+        schedule = history.schedule if cheap.first is not None else planned.schedule
+        history.schedule = schedule
+        return Ran(history, {"power_loss": 1, "crash_states": cheap.states}, schedule=schedule)
 
     def close(self) -> None:
         shutil.rmtree(self.shared, ignore_errors=True)
@@ -60,8 +98,10 @@ class PowerLossFamily(FamilyBase):
         return family_params(Params, scenario, {"max_states": count or scenario.trials.count,
                                                 "seed": scenario.trials.seed if seed is None else seed}, {})
 
-
-
+    def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
+        """How the cheap tier judges ``subject``'s crash states, when it cannot recover them itself."""
+        line = cheap_limit(subject)
+        return [line] if line else []
 
     def prepare(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> ReferenceRun:
         """For ``crash_leg = "resume"``: a two-leg reference, killed right after the fsync of the first
@@ -81,33 +121,62 @@ class PowerLossFamily(FamilyBase):
                             duration_ms=(last.t_end - last.t_start) / 1e6)
 
     def fixed_plan(self, scenario: Scenario) -> bool:
-        """Its trials are a function of the seed (the count only caps recoveries)."""
+        """Its crash states are a function of the seed (the count only sizes the tiers)."""
         return True
-
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         params = self.params(scenario, count, seed)
-        space = state_space(reference, run_id_for(scenario), params)
-        distinct = space.distinct
-        explored = distinct[:params.max_states] if params.max_states else distinct
-        checked = tuple(i for i in ("I4", *CHECKED) if i in scenario.check.invariants)
-        out = [Planned([{"kind": "power_loss", "state": s.id, "prefix_n": s.prefix_n}], "crash-state", seed,
-                       item=(s, True, space), invariants=checked)
-               for s in sorted(explored, key=lambda s: (s.prefix_n, s.id))]
-        out += [Planned([{"kind": "power_loss", "state": s.id, "prefix_n": s.prefix_n, "explore": False}],
-                        "crash-state", seed, item=(s, False, space), invariants=("I4",))
-                for s in distinct[len(explored):]]
-        if schedules is not None:  # a replay: the states it names, each as it was planned
-            wanted = {str(sch[0].get("state")) for sch in schedules if sch and isinstance(sch[0], dict)}
-            out = [p for p in out if p.schedule[0]["state"] in wanted]
-            if not out:
-                raise ValueError(f"no crash state of this run matches {sorted(wanted)} (seed {seed})")
+        run_id = run_id_for(scenario)
+        space = state_space(reference, run_id, params)
+        ordered = sorted(space.distinct, key=lambda s: (s.prefix_n, s.id))
+        cheap_inv = tuple(i for i in CHEAP_CHECKED if i == "I4" or i in scenario.check.invariants)
+        full_inv = tuple(i for i in ("I4", *CHECKED) if i in scenario.check.invariants)
+        if schedules is not None:  # a replay: the states and batches it names, each as it was planned
+            return _replayed(schedules, ordered, space, seed, cheap_inv, full_inv)
+        ranges = batches(len(ordered), max(1, count), params.batch_states)
+        out = [Planned([{"kind": "power_loss", "cheap": [a, b], "first": ordered[a].id, "last": ordered[b - 1].id}],
+                       "crash-state", seed, item=("cheap", ordered[a:b], space), invariants=cheap_inv)
+               for a, b in ranges]
+        cap = max(0, count - len(out))
+        if params.max_states:
+            cap = min(cap, params.max_states)
+        if cap:
+            fmt = reference.history.journal_format
+            full, _ = full_sample(ordered, run_id, resumes=params.resumes, cap=cap, seed=params.seed, fmt=fmt)
+            out += [Planned([{"kind": "power_loss", "state": s.id, "prefix_n": s.prefix_n}], "crash-state", seed,
+                            item=("full", [s], space), invariants=full_inv) for s in full]
         return out
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
         return _Executor(scenario, runner, reference)
 
+
+def _replayed(schedules: list[list[dict[str, Any]]], ordered: list[Any], space: Any, seed: int,
+              cheap_inv: tuple[str, ...], full_inv: tuple[str, ...]) -> list[Planned]:
+    """The trials ``schedules`` name: a state resumed in full, a state judged cheaply (``explore: false``),
+    or a cheap batch (``cheap: [FROM, TO]``).  Raises ``ValueError`` for a state or range this plan lacks."""
+    by_id = {s.id: s for s in ordered}
+    out: list[Planned] = []
+    for sch in schedules:
+        step = sch[0] if sch and isinstance(sch[0], dict) else {}
+        if "cheap" in step:
+            rng = step["cheap"]
+            if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng)
+                    and 0 <= rng[0] < rng[1] <= len(ordered)):
+                raise ValueError(f"no cheap batch {rng!r} among the {len(ordered)} crash states of this run "
+                                 f"(seed {seed})")
+            out.append(Planned(sch, "crash-state", seed, item=("cheap", ordered[rng[0]:rng[1]], space),
+                               invariants=cheap_inv))
+            continue
+        state = by_id.get(str(step.get("state")))
+        if state is None:
+            raise ValueError(f"no crash state of this run matches {step.get('state')!r} (seed {seed})")
+        if step.get("explore") is False:
+            out.append(Planned(sch, "crash-state", seed, item=("cheap", [state], space), invariants=cheap_inv))
+        else:
+            out.append(Planned(sch, "crash-state", seed, item=("full", [state], space), invariants=full_inv))
+    return out
 
 
 #: The registered instance.
