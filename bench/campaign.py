@@ -42,6 +42,26 @@ def _time_cmd(argv: list[str], n: int, env: dict[str, str] | None = None, stdin:
     return median(out)
 
 
+def ledger_tool_costs(directory: str | None, n: int = 200) -> dict[str, float]:
+    """Median wall seconds of one ledger tool run, ``{"c": s, "python": s}``: ``n`` runs of each,
+    interleaved (so both see the same load), on one ledger in ``directory`` (the trials' file system)."""
+    from harness.workload.build import ledger_tool_path
+    from harness.workload.ledger_build import ledger_binary
+
+    tools = {"c": [str(ledger_binary()), "effect_a"],
+             "python": [os.path.realpath(sys.executable), "-I", "-S", ledger_tool_path(), "effect_a"]}
+    ledger_dir = tempfile.mkdtemp(prefix="fiskj-bench-ledger-", dir=directory)
+    try:
+        env = {"FISKJ_LEDGER": os.path.join(ledger_dir, "ledger.jsonl"), "PATH": os.environ.get("PATH", "")}
+        times: dict[str, list[float]] = {kind: [] for kind in tools}
+        for _ in range(n):
+            for kind, argv in tools.items():
+                times[kind].append(_time_cmd(argv, 1, env=env, stdin=b'{"tool_use_id": "t1", "sleep_ms": 0}'))
+        return {kind: median(ts) for kind, ts in times.items()}
+    finally:
+        shutil.rmtree(ledger_dir, ignore_errors=True)
+
+
 def _fork_exit(n: int) -> float:
     out = []
     for _ in range(n):
@@ -89,13 +109,16 @@ def _model_call_latency(server: Any, n: int = 30) -> float:
 
 
 def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event", jobs: int | None = None,
-                   probe_n: int = 10, repeats: int = 1) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Section 3a: a kill campaign's trials/s and the share of each cost per trial; returns (rows, details)."""
+                   probe_n: int = 10, repeats: int = 1, tool_runs: int = 200) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Section 3a: a kill campaign's trials/s and the share of each cost per trial; returns (rows, details).
+
+    The ledger tool in the shares is the one the campaign ran (``$FISKJ_LEDGER_TOOL``, default the
+    compiled tool); both tools' cost per run is measured side by side (:func:`ledger_tool_costs`)."""
     from harness.campaign.campaign import Campaign
     from harness.checkers import check_all
     from harness.runner.trial import Runner
     from harness.scenario.parse import bundled_scenario_dir, load_scenario
-    from harness.workload.build import ledger_tool_path
+    from harness.workload.build import ledger_tool
 
     scenario = load_scenario(bundled_scenario_dir() / f"{scenario_name}.toml")
     jobs = jobs or os.cpu_count() or 1
@@ -133,13 +156,9 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
         start_isolated = _time_cmd([py, "-I", "-S", "-c", "pass"], probe_n)
         start_fiskj = _time_cmd([py, "-c", "import fiskj.cli, fiskj.cli_run, fiskj.loop, fiskj.store"], probe_n)
         fork = _fork_exit(probe_n * 3)
-        ledger_dir = tempfile.mkdtemp(prefix="fiskj-bench-ledger-", dir=runner.tmp_root)
-        try:
-            env = {"FISKJ_LEDGER": os.path.join(ledger_dir, "ledger.jsonl"), "PATH": os.environ.get("PATH", "")}
-            tool_s = _time_cmd([py, "-I", "-S", ledger_tool_path(), "effect_a"], probe_n, env=env,
-                               stdin=b'{"tool_use_id": "t1", "sleep_ms": 0}')
-        finally:
-            shutil.rmtree(ledger_dir, ignore_errors=True)
+        tool_costs = ledger_tool_costs(runner.tmp_root, n=tool_runs)
+        tool = ledger_tool()  # the one the campaign's agents ran
+        tool_s = tool_costs[tool.kind]
         model_s = _model_call_latency(runner.server, probe_n * 3)
         fsync_s = _fsync_latency(runner.tmp_root or tempfile.gettempdir())
         leg_start = fork if runner.fork_server else start_fiskj
@@ -147,7 +166,7 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
     sleep_s = (lo + hi) / 2 / 1000
     inside = {
         "leg start (" + ("fork server" if runner.fork_server else "interpreter + imports") + ")": legs * leg_start,
-        "tool processes (python -I -S + ledger fsync)": tools * tool_s,
+        f"tool processes ({tool.kind} ledger tool + ledger fsync)": tools * tool_s,
         "tool sleep (scripted)": tools * sleep_s,
         "model server round trips": calls * model_s,
         f"fsync ({fs_type(runner.tmp_root or tempfile.gettempdir())})": syncs * fsync_s,
@@ -163,15 +182,22 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
                                "legs": legs, "tool_runs": tools, "model_calls": calls, "fsyncs": syncs},
                            "unit_costs_s": {"python -c pass": start_plain, "python -I -S -c pass": start_isolated,
                                             "python + fiskj imports": start_fiskj, "fork+exit": fork,
-                                            "ledger tool run": tool_s, "model call": model_s, "fsync": fsync_s,
+                                            "ledger tool run": tool_s, "ledger tool run (c)": tool_costs["c"],
+                                            "ledger tool run (python)": tool_costs["python"],
+                                            "model call": model_s, "fsync": fsync_s,
                                             "check_all": median(check_s)},
                            "shares": {k: v / trial_s for k, v in parts.items()},
-                           "fork_server": runner.fork_server, "tmp_root": runner.tmp_root}
+                           "fork_server": runner.fork_server, "tmp_root": runner.tmp_root,
+                           "ledger_tool": {"kind": tool.kind, "reason": tool.reason, "runs": tool_runs}}
     rows.append(row("campaign", f"{scenario.name}: trials/s ({jobs} jobs)", tps, None, unit="trials/s",
                     target=">= 20/s", met=tps >= 20,
                     note=f"median of {len(rates)} campaign(s), {len(done)} trials in {wall:.1f} s (the plan: a kill "
                          f"after each IO-seam event); median trial {trial_s * 1e3:.0f} ms "
                          f"({legs:g} legs, {tools:g} tool runs, {calls:g} model calls, {syncs:g} fsyncs)"))
+    rows.append(row("campaign", "  ledger tool run: compiled (c) vs python -I -S", tool_costs["c"] * 1e3,
+                    tool_costs["python"] * 1e3, unit="ms/run", ratio=tool_costs["c"] / tool_costs["python"],
+                    note=f"median of {tool_runs} runs each, interleaved; the campaign ran the {tool.kind} tool "
+                         f"({tool.reason})"))
     for name, cost in parts.items():
         rows.append(row("campaign", f"  share: {name}", cost * 1e3, None, unit="ms/trial",
                         ratio=cost / trial_s, note=f"{cost / trial_s:.0%} of a median trial"))

@@ -51,6 +51,7 @@ from harness.runner.trial import Runner
 from harness.scenario.generate import expand_all
 from harness.scenario.model import Scenario
 from harness.subject.contract import CONTRACT_JOURNAL, Subject
+from harness.workload.build import ledger_tool
 
 __all__ = [
     "TrialResult",
@@ -265,6 +266,12 @@ class Campaign:
         errors: list[str] = []
         results: list[TrialResult] = []
         limits = subject_limits([run.scenario for run in runs], runner.subject)
+        try:  # the slower tool said once (harness/workload/ledger_build.py); a bad setting fails each trial's setup
+            tool = ledger_tool()
+            if tool.kind != "c":
+                limits.append(f"ledger tool: python -I -S ledger_tool.py, about 10 ms more a tool run: {tool.reason}")
+        except (ValueError, RuntimeError):
+            pass
         for run in runs:  # a family that cannot run against this subject is an error, never a silent pass
             why = unsupported(runner.subject, run.scenario)
             if why is not None:

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.scenario.model import Scenario, WorkloadSpec
+from harness.workload.ledger_build import ToolChoice, ledger_tool_choice
 from harness.workload.payloads import limit_spec, output_spec, thinking_text
 from harness.workload.server import Script, ToolCall, Turn
 
-__all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool_path", "tool_definitions", "write_tools_file"]
+__all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path", "tool_definitions", "write_tools_file"]
 
 #: The ledger tools an agent is given; turns draw from them in order.
 TOOL_NAMES = ("effect_a", "effect_b", "effect_c")
@@ -45,15 +46,23 @@ def _interpreter() -> str:
     return os.path.realpath(sys.executable)
 
 
+def ledger_tool(interpreter: str | None = None) -> ToolChoice:
+    """The ledger tool the agents run, and why: the compiled tool when it can be built, else
+    ``python -I -S ledger_tool.py``; ``$FISKJ_LEDGER_TOOL=c|python`` forces one
+    (:func:`harness.workload.ledger_build.ledger_tool_choice`, whose errors it raises)."""
+    return ledger_tool_choice(interpreter or _interpreter())
+
+
 def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> list[dict[str, Any]]:
     """Return the ledger tools as fiskj ``--tools`` entries.
 
     Each is ``{"name", "description", "input_schema", "command"}``; the
-    command is ``[python, "-I", "-S", ledger_tool.py, NAME]`` (input JSON on
-    stdin, result on stdout).  ``drifted``: the descriptions say so, which
+    command is :func:`ledger_tool`'s: ``[BINARY, NAME]`` for the compiled tool,
+    ``[python, "-I", "-S", ledger_tool.py, NAME]`` for the script (input JSON on
+    stdin, result on stdout; the same contract).  ``drifted``: the descriptions say so, which
     changes the tool set's hash (fingerprint drift ``"tools"``) and nothing else.
     """
-    python = interpreter or _interpreter()
+    choice = ledger_tool(interpreter)
     schema = {
         "type": "object",
         "properties": {
@@ -69,7 +78,7 @@ def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> l
             "description": f"Record one side effect in the harness ledger ({name})."
                            + (" Drifted description." if drifted else ""),
             "input_schema": schema,
-            "command": [python, "-I", "-S", ledger_tool_path(), name],
+            "command": choice.command(name),
         }
         for name in TOOL_NAMES
     ]

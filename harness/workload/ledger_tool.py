@@ -3,21 +3,29 @@
 Run as ``python3 -I -S ledger_tool.py [TOOL_NAME]`` (no site, no user
 environment: it starts in about 10 ms).  The agent gives it the tool input
 as JSON on standard input; it prints the tool result on standard output.
+``ledger_tool.c`` is the same tool compiled (about 1 ms a run), and what the
+agents run when it can be built (harness/workload/ledger_build.py,
+``$FISKJ_LEDGER_TOOL``): this docstring is the contract of both, down to the
+bytes of the ledger line, the output, the messages and the exit status
+(tests/test_ledger_tool.py runs both on the same generated inputs).  A change
+here is a change to both.
 
 Each execution, before anything else it does:
 
 1. takes an exclusive ``flock`` on the effects ledger (path in the
-   environment variable ``FISKJ_LEDGER``; opened ``O_WRONLY|O_APPEND|O_CREAT``
-   plus a read descriptor), counts the earlier lines for its
-   ``tool_use_id`` and appends one JSON line::
+   environment variable ``FISKJ_LEDGER``; opened ``O_RDWR|O_APPEND|O_CREAT|O_CLOEXEC``,
+   mode 0600), counts the earlier lines for its ``tool_use_id`` (those that
+   start with ``{"tool_use_id": ID,``) and appends one JSON line, in one
+   write::
 
        {"tool_use_id": ID, "attempt": N, "pid": PID, "t": MONOTONIC_NS,
         "leg": LEG, "tool": NAME}
 
    ``attempt`` is 1 + the number of earlier lines for that id; ``leg`` comes
-   from ``FISKJ_HARNESS_LEG`` (-1 when unset); ``t`` is ``time.monotonic_ns()``
-   taken just before the write;
-2. fsyncs the ledger, and only then releases the lock;
+   from ``FISKJ_HARNESS_LEG`` (-1 when unset or not an integer); ``t`` is
+   ``time.monotonic_ns()`` taken just before the write; ID and NAME are
+   quoted as ``json.dumps`` does (ASCII only, ``\\uXXXX`` escapes);
+2. fsyncs the ledger, and only then closes it, which releases the lock;
 3. sleeps ``sleep_ms`` milliseconds (from the input; so that a kill can land
    inside the tool, after its effect);
 4. prints a result that depends only on the input (never on the attempt,
