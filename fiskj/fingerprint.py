@@ -1,6 +1,7 @@
 """The resume guard: a fingerprint of the configuration a run was started with.
 
-Source: seed "The resume guard" and FORMAT.md "fingerprint".  Resuming is
+Source: docs/spec.md section 4 (fingerprint) and section 12, rules 3 and 4 (fisk-ai's
+"The resume guard"; docs/spec.md "Sources").  Resuming is
 refused when the fingerprint differs; :func:`diff` names each changed field.
 The system prompt and tool definitions are stored only as SHA-256 hex of
 their canonical JSON encoding (sorted keys, no spaces, UTF-8), never as text.
@@ -32,7 +33,7 @@ class Fingerprint:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the wire object (field order as FORMAT.md, then ``extra``)."""
+        """Return the wire object (field order as docs/spec.md section 4, then ``extra``)."""
         out: dict[str, Any] = {name: getattr(self, name) for name in FIELDS}
         out.update(self.extra)
         return out

@@ -1,7 +1,8 @@
 """The per-run writer lock: ``flock(LOCK_EX | LOCK_NB)`` on ``<id>.lock``.
 
-Source: seed "Storage and locking" and FORMAT.md "Files"; field cases F14
-and F18.  Rules:
+Source: docs/spec.md sections 1 and 10 (fisk-ai's "Storage and locking" and
+"Files"; docs/spec.md "Sources"); field cases F14 and F18 (docs/field-cases.md).
+Rules:
 
 * The lock is an ``flock`` on its own open file description of the lock
   file, opened ``O_CLOEXEC``.  Never ``fcntl``/``lockf`` locks: those belong

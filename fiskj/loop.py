@@ -1,7 +1,8 @@
 """The agent loop: run a journaled agent, suspend it at a boundary, resume it.
 
-Source: seed "Suspend, crash, and resume" and "The resume guard"; FORMAT.md
-"Durability rules"; issue 4 items 1-4.  The rules, in the order the loop
+Source: docs/spec.md sections 9, 12 and 13 (fisk-ai's sessions documentation,
+"Suspend, crash, and resume" and "The resume guard", and its format notes,
+"Durability rules"; docs/spec.md "Sources"); issue 4 items 1-4.  The rules, in the order the loop
 applies them:
 
 1. A *boundary* is the top of an iteration, where nothing is in flight.
@@ -39,8 +40,8 @@ applies them:
    that ended in ``error``, ``budget`` or ``max_iterations`` is resumed like
    a suspended one; it ends again the same way unless what ended it changed
    (a forced resume with a larger budget, a model that now answers).
-7. What the loop writes has the shape fisk-ai writes (FORMAT.md, docs/spec.md
-   section 3): messages and the blocks it builds have their keys in the order
+7. What the loop writes has the shape fisk-ai writes (docs/spec.md sections 3
+   and 4): messages and the blocks it builds have their keys in the order
    Go's SDK marshals them (sorted), a tool's output is a tool_result whose
    ``content`` is a list of one text block (the Go SDK's ``NewToolResultBlock``),
    and ``created`` is Go's RFC 3339 time with nanoseconds (:func:`rfc3339_now`).
@@ -230,7 +231,7 @@ def new_run_id() -> str:
 def rfc3339_now(now_ns: int | None = None) -> str:
     """Return the time ``now_ns`` (ns since the epoch; default: now) as Go's ``time.Time`` marshals it.
 
-    That is ``time.RFC3339Nano`` in the local zone (FORMAT.md "created"): the
+    That is ``time.RFC3339Nano`` in the local zone (docs/spec.md section 4, meta): the
     nanoseconds with trailing zeros trimmed (no fraction at all when they are
     zero) and the offset as ``+hh:mm`` / ``-hh:mm``, or ``Z`` when it is zero,
     e.g. ``2026-05-30T10:11:12.123456789+03:00``.  Python's own ``isoformat``

@@ -5,7 +5,7 @@ A model takes a Messages API request body (``model``, ``system``,
 the response body: ``content`` (a list of blocks, kept verbatim),
 ``stop_reason`` and ``usage`` (``input_tokens``, ``output_tokens``,
 ``cache_read_input_tokens``, ``cache_creation_input_tokens``).  A run
-journals the response as an assistant record (FORMAT.md "assistant"); the
+journals the response as an assistant record (docs/spec.md section 4, assistant); the
 API key is never part of a request body, so it never reaches the journal.
 
 :func:`make_model` turns a ``--model`` string into a client:

@@ -1,6 +1,7 @@
 """Where runs live: the store directory and the names of a run's files (no IO).
 
-Source: FORMAT.md "Files" and the seed's "Storage and locking".  The store
+Source: docs/spec.md sections 1 and 2 (fisk-ai's format notes, "Files", and
+its sessions documentation, "Storage and locking"; docs/spec.md "Sources").  The store
 directory is ``$XDG_STATE_HOME/fisk-ai/runs``, or ``~/.local/state/fisk-ai/runs``
 when ``XDG_STATE_HOME`` is unset or empty; never the working directory.  A
 run ``<id>`` is ``<id>.json`` (the journal) and ``<id>.lock`` (its lock).
@@ -58,7 +59,7 @@ def validate_run_id(run_id: object) -> str:
     """Return ``run_id`` unchanged if valid, else raise :class:`InvalidRunID`.
 
     Valid: a ``str`` of 1 to 128 characters of ASCII ``[A-Za-z0-9_-]`` whose
-    first character is a letter or digit (FORMAT.md "Files").  This refuses
+    first character is a letter or digit (docs/spec.md section 2).  This refuses
     path separators, ``..``, NUL, whitespace, non-ASCII and a leading ``-``
     or ``_`` (which would read as an option or hide the file) before any path
     is built.  The message shows the offending id (repr, cut at 60 chars).

@@ -178,7 +178,7 @@ def tool_use_ids(message: dict[str, Any]) -> list[str]:
 #
 # fisk-ai marshals Messages API objects through its Go SDK, whose params write their keys sorted:
 # a message is {"content", "role"}, a text block {"text", "type"}, a tool_result block
-# {"content", "is_error", "tool_use_id", "type"} (FORMAT.md's example).  fiskj builds its own
+# {"content", "is_error", "tool_use_id", "type"} (tests/data/fisk-ai/format-example.json).  fiskj builds its own
 # objects in that order, so its journal lines are byte for byte fisk-ai's.
 
 
@@ -192,7 +192,7 @@ def tool_result_block(tool_use_id: str, text: str, is_error: bool) -> dict[str, 
 
     ``content`` is a list of one text block, never a bare string, and the keys are in the order the Go
     SDK marshals them: ``{"content": [{"text": ..., "type": "text"}], "is_error": ..., "tool_use_id": ...,
-    "type": "tool_result"}`` (FORMAT.md "More facts"; docs/spec.md section 4, tool_result).
+    "type": "tool_result"}`` (docs/spec.md section 4, tool_result).
     """
     return {"content": [text_block(text)], "is_error": is_error, "tool_use_id": tool_use_id, "type": "tool_result"}
 

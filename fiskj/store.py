@@ -1,7 +1,8 @@
 """The file store: runs as ``<id>.json`` journals plus ``<id>.lock`` files in one directory.
 
-Source: FORMAT.md "Files", "Durability rules" and "Known defects" 1-4; the
-seed's "Storage and locking"; tracker issue 3.  docs/store.md summarises
+Source: docs/spec.md sections 1, 9, 10 and 11 and fisk-ai's known defects 1-4
+(section 16), restated from fisk-ai's format notes and sessions documentation
+(docs/spec.md "Sources"); tracker issue 3.  docs/store.md summarises
 the decisions.  Rules:
 
 * The directory (default :func:`fiskj.paths.default_store_dir`) is created
@@ -19,8 +20,8 @@ the decisions.  Rules:
   (defect 3).
 * ``open`` locks FIRST, then reads and folds under the lock (defect 2), and
   cuts a torn final line (ftruncate to the last complete line, fsync)
-  before returning, so no append is glued to torn bytes (defect 1, F02,
-  F03).  A corrupt interior is refused.
+  before returning, so no append is glued to torn bytes (defect 1; field
+  cases F02, F03 in docs/field-cases.md).  A corrupt interior is refused.
 * ``load``, ``open`` and ``list`` refuse a journal whose meta names another
   run (``ConsistencyError``, field ``meta.run_id``; docs/spec.md section 2).
 * ``load`` and ``list`` never lock and never fail because a writer is

@@ -3,8 +3,8 @@
 A tool has a *definition* (``name``, ``description``, ``input_schema``), the
 object sent to the model in the request's ``tools`` list, and a function
 that runs it.  The definitions, in registration order, are what the
-fingerprint's ``tools_hash`` covers (FORMAT.md "fingerprint"; seed "The
-resume guard"): changing a tool's name, description or schema refuses a
+fingerprint's ``tools_hash`` covers (docs/spec.md section 4, fingerprint, and
+section 12, rule 3): changing a tool's name, description or schema refuses a
 resume, changing only its command line does not.
 
 Running a tool never raises for a tool-level failure: a failing tool, an

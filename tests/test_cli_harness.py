@@ -134,6 +134,17 @@ def test_an_explicit_schedule_runs_one_trial_and_replay_reruns_it(files, capsys)
     assert [leg["exit_signal"] for leg in history["legs"]] == ["SIGKILL", None]
 
 
+def test_a_replayed_trial_keeps_its_number_in_what_replay_prints_and_writes(files, capsys):
+    report_path, again = files / "report.json", files / "again.json"
+    assert main(["run", str(files / "tiny-noop.toml"), "--report-json", str(report_path), "-q", "--keep", "none"]) == 0
+    assert [r["trial"] for r in json.loads(report_path.read_text())["runs"]] == [0, 1]
+    capsys.readouterr()
+    assert main(["replay", str(report_path), "--trial", "1", "--report-json", str(again), "-q"]) == 0
+    assert capsys.readouterr().out.startswith(f"trial 1 tiny-noop seed=1 schedule=[] (replayed from {report_path})")
+    assert [r["trial"] for r in json.loads(again.read_text())["runs"]] == [1]       # not "trial 0"
+    assert main(["replay", str(again), "--trial", "1", "-q"]) == 0                  # and it replays as trial 1
+
+
 def test_a_violation_exits_1_with_the_evidence_and_a_reproducer_in_a_results_folder_and_a_portable_report(
         files, capsys, tmp_path_factory):
     project = files / "project"          # a scenario and the report next to it: moved together below

@@ -93,7 +93,7 @@ def test_a_shard_of_the_power_loss_family_runs_every_nth_state(runner, reference
 
 
 def test_tail_trials_on_the_reference_are_all_valid(runner):
-    trials = family_trials("tails-basic", 4, runner)
+    trials = family_trials("tails-basic", None, runner)  # the whole plan: no --trials
     assert len(trials) > 50 and all(not t.failed and not t.unknown for t in trials)
     assert {"I4", "I5"} <= {v.invariant for t in trials for v in t.verdicts}
     assert {t.schedule[0]["check"] for t in trials} == {"reader", "resume"}
@@ -105,7 +105,7 @@ def test_tail_trials_on_the_reference_are_all_valid(runner):
 def test_tail_catches_a_broken_reader_or_writer(name, invariant):
     mutant = Runner(subject_for(name))
     try:
-        trials = family_trials("tails-basic", 4, mutant)
+        trials = family_trials("tails-basic", 5, mutant)  # --trials 5: the strata a bounded plan takes first
     finally:
         mutant.close()
     assert any(invariant in t.failed for t in trials), f"{name} was not caught by {invariant}"
@@ -180,3 +180,28 @@ def test_the_pending_point_is_the_fsync_of_the_first_batch_or_its_write_when_it_
     assert pending_point(synced, "r") == 2
     assert pending_point(synced[:1] + [{"n": 2, "op": "write", "path": path, "data": ""}], "r") == 1
     assert pending_point([{"n": 1, "op": "write", "path": path, "data": ""}], "r") is None
+
+
+def test_a_race_trial_replays_alone_with_the_interleaving_it_drew(runner):
+    first = Campaign([scenario("race-two-creates")], trials=1, seed=3, runner=runner, shrink_budget=0,
+                     keep_histories=True).run().trials
+    (drawn,) = first
+    assert drawn.schedule[0]["kind"] == "race" and drawn.schedule[0]["schedule"]   # the interleaving, named
+    again = Campaign([scenario("race-two-creates")], seed=3, runner=runner, shrink_budget=0, keep_histories=True,
+                     schedules=[drawn.schedule], origin="replay").run().trials
+    steps = lambda t: [(s["leg"], s["step"], s.get("op")) for s in t.history.schedule if s["step"] == "send"]
+    assert [t.schedule for t in again] == [drawn.schedule] and steps(again[0]) == steps(drawn)
+
+
+def test_a_timed_kill_replays_alone_as_the_op_counted_kill_it_landed_as(runner):
+    s = scenario("kill-random")
+    half = runner.reference(s).duration_ms / 2
+    (timed,) = Campaign([s], seed=1, runner=runner, shrink_budget=0, keep_histories=True,
+                        schedules=[[{"kind": "kill", "after_ms": half}]]).run().trials
+    (fault,) = timed.schedule
+    assert fault["when"] == "before" and "after_ms" not in fault and timed.reproduce.count('"event"') == 1
+    (again,) = Campaign([s], seed=1, runner=runner, shrink_budget=0, keep_histories=True,
+                        schedules=[timed.schedule], origin="replay").run().trials
+    calls = lambda t: len(t.history.legs[0].trace)                     # the killed leg's journal and tool calls
+    assert again.schedule == timed.schedule and calls(again) == calls(timed)
+    assert again.history.legs[0].fault.kind == "kill" and len(again.history.legs) == len(timed.history.legs)

@@ -1,9 +1,10 @@
 """fisk-ai v2 compatibility in both directions, against journals shaped byte for byte as fisk-ai writes them.
 
-The golden journals in ``data/fisk-ai/`` are hand-written from FORMAT.md and its
-"More facts about the Go implementation" (docs/spec.md sections 3, 4, 8, 12, 16):
+The golden journals in ``data/fisk-ai/`` are hand-written from fisk-ai's format notes and
+their "More facts about the Go implementation", restated in docs/spec.md sections 3, 4, 8, 12, 16
+(docs/spec.md "Sources"):
 
-* ``format-example.json``: FORMAT.md's example, byte for byte (shortened hashes and all):
+* ``format-example.json``: the format notes' example journal, byte for byte (shortened hashes and all):
   a tool_result whose ``content`` is a list of text blocks (the Go SDK's ``NewToolResultBlock``).
 * ``legs-after-every-end.json``: one run in four legs, ended by ``error`` (a model error),
   ``budget`` (with its batch pending), ``max_iterations`` and ``completed``; each leg

@@ -1,6 +1,6 @@
-"""Golden journals: FORMAT.md's example and two hand-written fisk-ai journals, folded exactly.
+"""Golden journals: fisk-ai's example journal and two hand-written fisk-ai journals, folded exactly.
 
-* ``format-example.json``: the example journal of FORMAT.md as it first stood
+* ``format-example.json``: the example journal of fisk-ai's format notes as it first stood
   (shortened hashes and all), with the tool_result's ``content`` as a string:
   the form fisk-ai does not write (it writes a list of text blocks, see
   ``data/fisk-ai/`` and tests/test_fisk_ai_compat.py) but a reader accepts.

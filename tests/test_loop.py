@@ -156,7 +156,7 @@ def test_a_run_journals_each_turn_before_its_tools_and_completes(store, fx):
 
 
 def test_the_journal_holds_the_lines_fisk_ai_writes_byte_for_byte(store, fx):
-    # FORMAT.md "More facts": a tool_result's content is a list of text blocks (the Go SDK's
+    # docs/spec.md section 4 (fisk-ai's "More facts"): a tool_result's content is a list of text blocks (the Go SDK's
     # NewToolResultBlock); messages and blocks have their keys in the order Go's SDK writes them
     # (sorted); payload fields in declaration order; Go's escapes of <, > and &.
     result, _ = run(store, fx, turns([text("Using <effect> & co."), effect("a")]))

@@ -1,4 +1,4 @@
-"""The pure modules do no IO (STYLE.md "the pure core" and Jepsen's checker; docs/architecture.md).
+"""The pure modules do no IO (docs/architecture.md: the pure core, and Jepsen's checker).
 
 The harness's checkers and fault generators are held to the same standard in the second half of
 this module (rules and allow-list there).
@@ -127,7 +127,7 @@ def test_the_purity_check_passes_pure_code():
 
 # --- the harness's pure modules: the checkers and the fault generators ------------------------------------
 #
-# STYLE.md (Jepsen): the checker judges the history and does no IO; the nemesis's generators are pure
+# docs/architecture.md (Jepsen): the checker judges the history and does no IO; the nemesis's generators are pure
 # functions of their input and seed.  The rules, checked statically on each module's own source (imports
 # under ``if TYPE_CHECKING:`` are annotations only, and exempt; so is a line with a ``# purity:`` reason):
 #
@@ -148,7 +148,7 @@ HARNESS = PACKAGE.parent / "harness"
 CHECKERS = tuple(sorted(f"harness.checkers.{p.stem}" for p in (HARNESS / "checkers").glob("*.py")
                         if p.stem != "__init__")) + ("harness.checkers", "harness.history.model", "harness.history.jsonl", "harness.history.ending", "harness.names")
 #: The pure fault generators of the families.
-GENERATORS = ("harness.families.power_loss.crashstates", "harness.families.tail.mutations",
+GENERATORS = ("harness.families.power_loss.crashstates", "harness.families.tail.mutations", "harness.families.tail.bound",
               "harness.families.signals.schedules", "harness.families.race.catalog",
               "harness.families.trace_points")
 HARNESS_STDLIB = frozenset({"__future__", "base64", "binascii", "collections", "copy", "dataclasses", "enum",
@@ -240,7 +240,7 @@ def _harness_impurities(module: str, generator: bool, source: str | None, seen: 
 @pytest.mark.parametrize("module", CHECKERS)
 def test_a_checker_imports_nothing_that_does_io(module):
     found = harness_impurities(module)
-    assert found == [], (f"{module} judges a history and must do no IO (STYLE.md, Jepsen): {found}; work from "
+    assert found == [], (f"{module} judges a history and must do no IO (docs/architecture.md, Jepsen): {found}; work from "
                          f"the bytes in the History instead")
 
 

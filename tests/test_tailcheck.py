@@ -1,10 +1,15 @@
-"""harness.families.tail.executor: a real run's journal under the tail nemesis, read by the subject's reader and resumed."""
+"""harness.families.tail: a real run's journal under the tail nemesis, read by the subject's reader and resumed; its plan, bounded by --trials, and the replay of one trial alone."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
 from builders import A, M, R, T, journal
+from harness.campaign.campaign import Campaign
+from harness.families.tail.bound import FIRST, bounded, form, stratum
+from harness.families.tail.family import TAIL
 from harness.selftest.mutants import subject_for
 from harness.runner.trial import Runner
 from harness.scenario.parse import parse_scenario
@@ -80,3 +85,81 @@ def test_resume_candidates_are_resumable_torn_mutations_spread_over_kinds():
 def test_parameters_come_from_the_faults_table_else_from_the_trials():
     assert params_from(SCENARIO) == Params(resume_checks=4, seed=2)
     assert params_from(SCENARIO, flips=3).flips == 3
+
+
+# --- the plan: bounded by --trials, replayed one trial alone (pure: a journal stands for the reference run) ---
+
+#: A journal of two turns: the reference run the pure plan tests stand on.
+J = journal(M(), A("a", "b"), R("a"), R("b", content="x" * 300), A("c", iteration=1), R("c"), A(text="done"), T())
+
+
+def reference_of(data: bytes) -> SimpleNamespace:
+    """What the tail plan reads of a reference run: its last leg's journal and the journal's format."""
+    return SimpleNamespace(history=SimpleNamespace(legs=[SimpleNamespace(journal=data)], journal_format="fisk-ai-v2"))
+
+
+def keys(plan):
+    return [(p.schedule[0]["check"], p.schedule[0]["mutation"]) for p in plan]
+
+
+def test_a_mutation_id_s_form_drops_its_offsets_and_counts():
+    assert [form(i) for i in ("cut@120", "zeros4096+nl", "garbage0-2lines", "flip3@77:0a", "mid-run@310+garbage",
+                              "nul-block@88", "zeroed-last+nl", "intact")] == [
+        "cut", "zeros+nl", "garbage-2lines", "flip", "mid-run+garbage", "nul-block", "zeroed-last+nl", "intact"]
+
+
+def test_without_trials_the_plan_is_every_reader_check_the_resume_checks_and_every_interior_resume():
+    muts = list(mutations(J, seed=2))
+    plan = TAIL.plan(SCENARIO, reference_of(J), 4, 2, None)
+    resumes = [k for k in keys(plan) if k[0] == "resume"]
+    assert [k for k in keys(plan) if k[0] == "reader"] == [("reader", m.id) for m in muts]
+    assert len(resumes) == 4 + sum(m.kind == "interior" for m in muts)
+    assert all(p.item.batch == tuple(muts) for p in plan)           # one reader child answers the plan's mutations
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 9, 30])
+def test_trials_n_bound_the_plan_to_a_seeded_subset_that_takes_the_first_strata_first(n):
+    whole = TAIL.plan(SCENARIO, reference_of(J), 4, 2, None)
+    plan = TAIL.bound(SCENARIO, whole, n, 2)
+    space = whole[0].item.space
+    assert len(plan) == n and set(keys(plan)) <= set(keys(space))
+    assert keys(plan) == keys(TAIL.bound(SCENARIO, whole, n, 2))       # deterministic for the seed
+    taken = {stratum(p.item.check, p.item.mutation) for p in plan}
+    assert set(FIRST[:n]) <= taken                                      # the first strata, in their order
+    every = {stratum(p.item.check, p.item.mutation) for p in space}
+    assert taken == every or len(taken) == n                            # one per stratum before a second of any
+    readers = tuple(p.item.mutation for p in plan if p.item.check == "reader")
+    assert all(p.item.batch == readers for p in plan)                   # the child is asked about these only
+
+
+def test_a_bounded_plan_draws_within_a_stratum_by_the_seed_and_takes_resumes_beyond_resume_checks():
+    whole = TAIL.plan(SCENARIO, reference_of(J), 1, 2, None)
+    drawn = {tuple(keys(TAIL.bound(SCENARIO, whole, 40, seed))) for seed in range(6)}
+    assert len(drawn) > 1
+    resumes = {k for seed in range(6) for k in keys(TAIL.bound(SCENARIO, whole, 40, seed)) if k[0] == "resume"}
+    assert len(resumes) > sum(k[0] == "resume" for k in keys(whole))   # resume_checks = 1 does not cap it
+    assert bounded([], 3, 1, key=lambda t: t) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        bounded(whole, 0, 1, key=lambda p: stratum(p.item.check, p.item.mutation))
+
+
+def test_a_replay_plans_the_one_trial_its_schedule_names_and_asks_the_reader_about_that_mutation_only():
+    whole = TAIL.plan(SCENARIO, reference_of(J), 1, 2, None)
+    reader = TAIL.plan(SCENARIO, reference_of(J), 4, 2, [[{"kind": "tail", "check": "reader", "mutation": "intact"}]])
+    assert keys(reader) == [("reader", "intact")] and [m.id for m in reader[0].item.batch] == ["intact"]
+    beyond = next(k for k in keys(whole[0].item.space) if k[0] == "resume" and k not in keys(whole))
+    again = TAIL.plan(SCENARIO, reference_of(J), 1, 2, [[{"kind": "tail", "check": beyond[0], "mutation": beyond[1]}]])
+    assert keys(again) == [beyond] and again[0].item.batch == ()      # a bounded run's resume replays too
+    with pytest.raises(ValueError, match="no tail mutation of this run matches"):
+        TAIL.plan(SCENARIO, reference_of(J), 4, 2, [[{"kind": "tail", "check": "resume", "mutation": "intact"}]])
+
+
+def test_a_failing_tail_trial_replays_alone_from_its_schedule(server):
+    with Runner(subject_for("reader-drops-final-record"), server=server) as runner:
+        trials = Campaign([SCENARIO], trials=1, seed=2, runner=runner, shrink_budget=0).run().trials
+        failed = next(t for t in trials if t.failed)
+        again = Campaign([SCENARIO], seed=2, runner=runner, shrink_budget=0, schedules=[failed.schedule],
+                         origin="replay", keep_histories=True).run().trials
+    assert len(trials) == 1 and failed.schedule == [{"kind": "tail", "check": "reader", "mutation": "intact"}]
+    assert [t.schedule for t in again] == [failed.schedule] and again[0].failed == failed.failed
+    assert [c.mutation for c in again[0].history.reader_checks] == ["intact"]  # that one mutation, read alone

@@ -137,7 +137,8 @@ class Campaign:
     """Runs trials of ``scenarios`` on ``jobs`` threads and shrinks failures.
 
     ``trials``: per-scenario count (default each scenario's
-    ``trials.count``); ``seed``: campaign seed (default each scenario's
+    ``trials.count``; given, it also bounds a plan that does not grow with the count:
+    :meth:`harness.families.base.Family.bound`); ``seed``: campaign seed (default each scenario's
     ``trials.seed``); ``subject``: the agent (default reference);
     ``progress``: called as ``progress(done, total, violations)`` from
     the main thread; ``shrink_budget``: trials a shrink may run (0: no
@@ -304,6 +305,8 @@ class Campaign:
                         try:
                             run.plan = run.family.plan(run.scenario, run.reference, count, run.seed, self.schedules,
                                                        subject=runner.subject)
+                            if self.trials is not None and self.schedules is None:  # --trials bounds every family
+                                run.plan = run.family.bound(run.scenario, run.plan, self.trials, run.seed)
                         except (ValueError, SetupError) as exc:
                             run.error = f"{run.scenario.path or run.scenario.name}: {exc}"
                     if run.error:

@@ -8,9 +8,12 @@ failure message, the mutant self-test's table)::
 
 ``SCENARIO`` is a bundled scenario's name (``kill-random``), else its file.
 
-``--schedule`` is the trial's own schedule when the family replays one
-(signals, race); without it the scenario's whole family re-runs with the
-seed (power loss, tail: their trials are a function of it).  ``--subject``
+``--schedule`` is the trial's own schedule, which names that one trial in
+every family, so the command re-runs it alone: the faults of a signals
+trial (a timed kill as the op-counted kill it landed as,
+:func:`exact_schedule`), a race's interleaving, a power-loss crash state,
+a tail check and its mutation, an IO error's call.  Without it the
+scenario's whole plan runs with the seed.  ``--subject``
 is written for any subject but the plain reference, with its variables
 (a mutant's ``FISKJ_MUTANT`` and ``FISKJ_PRELOAD``), so the command is
 self-contained.  A report row's ``reproduce`` may instead replay it from

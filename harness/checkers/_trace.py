@@ -143,8 +143,8 @@ def acknowledged(history: History, leg: Leg) -> list[Ack]:
 def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
     """Journal writes of ``leg`` with no fsync attempt before the process's next write, close or clean exit.
 
-    FORMAT.md: an append is one write of the whole line, then an fsync of
-    the journal.  A write that failed is not counted (the engine raised);
+    docs/spec.md section 9, rule 1: an append is one write of the whole line,
+    then an fsync of the journal.  A write that failed is not counted (the engine raised);
     an fsync that failed still counts as the attempt.  The last write of a
     killed leg is not counted (it may have died before its fsync).
     """

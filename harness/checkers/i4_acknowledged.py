@@ -14,8 +14,8 @@ asked), hence also in the final journal.  Violations:
 * ``lost``: no line at that seq in a later snapshot;
 * ``changed``: a line at that seq, but different bytes;
 * ``seq_reacknowledged``: two different lines acknowledged at one seq;
-* ``append_not_synced``: the durability rule itself (FORMAT.md: an append
-  is one write, then an fsync of the journal): a journal write with no
+* ``append_not_synced``: the durability rule itself (docs/spec.md section 9,
+  rule 1: an append is one write, then an fsync of the journal): a journal write with no
   fsync attempt before the same process writes again, closes the journal
   or exits cleanly.  Such an engine acknowledges nothing, so without this
   rule it would pass vacuously; a killed leg's last write is exempt;
@@ -30,7 +30,7 @@ asked), hence also in the final journal.  Violations:
 
 A ``lost``/``changed`` violation names the leg whose snapshot lacks it, the
 ack (leg, pid, trace ``n`` of the write and fsync, offset) and, where the
-bytes survive glued inside another line (FORMAT.md defect 1) or a later
+bytes survive glued inside another line (defect 1, docs/spec.md section 16) or a later
 leg's trace truncated the journal below its end (``ftruncate``, ``O_TRUNC``:
 defect 3), that too.  A ``tail`` fault's destroyed records are the
 nemesis's doing: records it removed are listed as ``destroyed_by_fault``

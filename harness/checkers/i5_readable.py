@@ -31,7 +31,7 @@ Two more kinds of facts are judged here, when the history holds them:
   a leg whose journal keeps bytes ``[0, good_size)`` unchanged
   (``repair_changed_kept_bytes``) and, when that leg is the last, a final
   journal with no torn tail left (``torn_tail_left``: new records glued to
-  the torn bytes, FORMAT.md defect 1).
+  the torn bytes, defect 1 of docs/spec.md section 16).
 
 A ``jsonl`` journal (``history.journal_format``; docs/subject.md "Journal
 formats") is read at line level, with no fold: every complete line must be

@@ -6,8 +6,8 @@ dead holder's lock; tool subprocesses do not inherit it; ``load`` and
 ``list`` see a writer's partial line as a torn tail, never an error) and
 section 11 (store operations: of two creates of one run exactly one wins,
 the other gets ``RunExists``; of two resumes exactly one proceeds), with
-the races of :mod:`harness.families.race` (field cases F14, F15, F18;
-FORMAT.md defects 2 and 3).
+the races of :mod:`harness.families.race` (field cases F14, F15, F18 in
+docs/field-cases.md; fisk-ai's defects 2 and 3, docs/spec.md section 16).
 
 How it is judged.  The race's script records, in order, one fact per
 expectation it met (``history.race.expectations``, a

@@ -353,7 +353,10 @@ def _run_reports(args: argparse.Namespace, result: Any, root: str, name: str, st
 
 
 def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
-    """``fiskj-harness replay REPORT --trial K``: re-run one trial of a report; returns the exit status."""
+    """``fiskj-harness replay REPORT --trial K``: re-run one trial of a report; returns the exit status.
+
+    The replayed trial keeps its number ``K`` in what is printed and written (``--report-json``: its row,
+    group and ``replay ... --trial K`` reproducer), so the new report replays the same way."""
     from harness.campaign.campaign import Campaign
     from harness.scenario.generate import expand
     from harness.scenario.parse import load_scenario
@@ -384,6 +387,8 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     campaign = Campaign([scenario], seed=row.get("seed"), jobs=1, subject=subject, shrink_budget=0,
                         schedules=[row.get("schedule", [])], keep_histories=True, origin="replay")
     result = campaign.run()
+    if len(result.trials) == 1:  # the trial keeps its number: its rows, groups and reproducer say trial K
+        result.trials[0].index = args.trial
     with interrupt.deferred():
         return _replay_reports(args, result, out)
 
@@ -396,6 +401,8 @@ def _replay_reports(args: argparse.Namespace, result: Any, out: Any) -> int:
     if args.history and result.trials and result.trials[0].history is not None:
         _write_json(args.history, history_to_json(result.trials[0].history))
     for t in result.trials:
+        out.write(f"trial {t.index} {t.scenario} seed={t.seed} schedule={json.dumps(t.schedule)} "
+                  f"(replayed from {args.report})\n")
         for v in t.verdicts:
             out.write(f"  {v.invariant} {v.status:<8} {v.summary[:150]}\n")
     new_report = campaign_report(result, args.report_json)

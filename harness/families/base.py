@@ -106,6 +106,12 @@ class Family(Protocol):
         """The trials to run (pure).  ``schedules``: explicit ones to replay instead of a plan;
         ``subject``: the agent under test (a family may plan less for it, and says so in :meth:`cannot`)."""
 
+    def bound(self, scenario: Scenario, plan: list[Planned], n: int, seed: int) -> list[Planned]:
+        """What ``--trials N`` runs of ``plan`` (pure, deterministic for ``seed``); the campaign calls it only
+        when a count is given and no schedule is replayed.  A family whose plan does not grow with the count
+        returns at most ``n`` trials (tail: :mod:`harness.families.tail.bound`); :class:`FamilyBase` keeps the
+        plan as it is."""
+
     def open(self, scenario: Scenario, runner: Any, reference: Any) -> Executor:
         """An executor for this scenario's planned trials."""
 
@@ -140,6 +146,11 @@ class FamilyBase:
 
     def needs_reference(self, scenario: Scenario) -> bool:
         return True
+
+    def bound(self, scenario: Scenario, plan: list[Planned], n: int, seed: int) -> list[Planned]:
+        """The plan unchanged: a family whose plan grows with the count is bounded by it already (a family
+        whose plan does not overrides this)."""
+        return plan
 
     def prepare(self, scenario: Scenario, runner: Any, reference: Any) -> Any:
         """What :meth:`plan` gets as ``reference`` (IO, once per scenario): the uninterrupted run itself."""

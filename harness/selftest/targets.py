@@ -130,8 +130,8 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
     Target("completed-never-written", "noop-baseline", 1, ("I6",)),
     Target("newline-first", "noop-baseline", 1, ("I5", "I6")),
-    Target("fingerprint-ignores-system", "drift-system", 4, ("I9",)),
-    Target("fingerprint-ignores-thinking", "drift-thinking", 4, ("I9",)),
+    Target("fingerprint-ignores-system", "drift-system", 6, ("I9",)),
+    Target("fingerprint-ignores-thinking", "drift-thinking", 6, ("I9",)),
     Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4", "I5")),
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",)),
 )}
@@ -161,8 +161,8 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
     Target("completed-never-written", "kill-every-event", 6, ("I9",)),
     Target("newline-first", "noop-baseline", 2, ("I5",)),
-    Target("fingerprint-ignores-system", "drift-system", 4, ("I9",)),
-    Target("fingerprint-ignores-thinking", "drift-thinking", 4, ("I9",)),
+    Target("fingerprint-ignores-system", "drift-system", 6, ("I9",)),
+    Target("fingerprint-ignores-thinking", "drift-thinking", 6, ("I9",)),
     Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4")),
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",)),
 )}

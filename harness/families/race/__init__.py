@@ -1,6 +1,7 @@
 """The race nemesis: writers, resumers, creators and readers of one run, racing under sequence points.
 
-Issue 6 item 3 and field cases F14, F15, F18; FORMAT.md defects 2 and 3.
+Issue 6 item 3 and field cases F14, F15, F18 (docs/field-cases.md); fisk-ai's
+defects 2 and 3 (docs/spec.md section 16).
 Each *race* is two or three :mod:`harness.families.race.agent` processes working on
 one run of a fresh store.  The driver orders them with explicit sequence
 points, never with sleeps: an agent's answer on its pipe, a breakpoint on an

@@ -18,7 +18,8 @@ For a scenario:
    whose detail is the mutation's label, leg 1: the resume) is judged by
    the checkers (I2 to I7: no acknowledged record lost or glued, readable,
    the reference result; I5 also judges the repair itself: the kept bytes
-   ``[0, good_size)`` unchanged and no torn tail left, FORMAT.md defect 1).
+   ``[0, good_size)`` unchanged and no torn tail left: defect 1 of docs/spec.md
+   section 16).
 
 This module builds no verdict: the checkers (:func:`harness.checkers.check_all`)
 judge every history it records.

@@ -10,9 +10,15 @@ the reference journal, deterministic for the seed.  Two kinds of trial:
 
 Each trial's schedule names its mutation
 (``[{"kind": "tail", "check": "reader" | "resume", "mutation": ID}]``), so a
-replay re-runs that one.  Reader checks need a fiskj-based subject (they
-run fiskj's reader with the subject's mutant); for any other subject the
-plan holds resume trials only and the campaign says so before it starts.
+replay re-runs that one alone: its reader child is asked about that one
+mutation, its resume is that one mutation's (any resumable torn mutation of
+the run replays, not only the ``resume_checks`` planned).  ``--trials N``
+bounds the plan to ``N`` trials (:meth:`TailFamily.bound`,
+:mod:`harness.families.tail.bound`); without it the plan is the whole one.
+Reader checks need a fiskj-based subject (they run fiskj's reader with the
+subject's mutant) or the subject's own status command; for any other
+subject the plan holds resume trials only and the campaign says so before
+it starts.
 """
 
 from __future__ import annotations
@@ -20,24 +26,44 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.tail.executor import (CHECKED, fiskj_based, reader_answers, reader_history, repair_history,
-                                           status_answer,
-                                            resume_candidates)
+                                            resume_candidates, status_answer)
 from harness.families.power_loss.executor import context
-from harness.families.tail.mutations import mutations
+from harness.families.tail.bound import bounded, stratum
+from harness.families.tail.mutations import Mutation, mutations
 from harness.families.tail.params import MODES, Params
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario, family_params
 
-__all__ = ["TAIL", "TailFamily", "INTERIOR_CHECKED"]
+__all__ = ["TAIL", "TailFamily", "INTERIOR_CHECKED", "TailItem"]
 
 #: Invariants judged on the resume of a journal damaged inside (the scenario's, and I4, I5 always): its
 #: acknowledged records after the damage stay (I4), nothing is appended past the damage (I5).
 INTERIOR_CHECKED = ("I2", "I3", "I4", "I5", "I7", "I8")
+
+
+@dataclass(frozen=True)
+class TailItem:
+    """A planned tail trial's own object (``Planned.item``): its ``check`` (``reader``, ``resume``) of
+    ``mutation``; ``batch``: the reader checks' mutations of the same plan, which one reader child answers
+    together; ``space``: every trial this run's mutations allow, from which :meth:`TailFamily.bound`
+    chooses (set on the trials of a plan only)."""
+
+    check: str
+    mutation: Mutation
+    batch: tuple[Mutation, ...] = field(default=(), repr=False, compare=False)
+    space: tuple[Planned, ...] = field(default=(), repr=False, compare=False)
+
+
+def _settle(plan: list[Planned], space: tuple[Planned, ...]) -> list[Planned]:
+    """``plan`` with each trial's ``batch`` (the plan's reader mutations) and ``space`` set."""
+    batch = tuple(p.item.mutation for p in plan if p.item.check == "reader")
+    return [replace(p, item=replace(p.item, batch=batch, space=space)) for p in plan]
 
 
 class _Executor:
@@ -52,12 +78,12 @@ class _Executor:
         """The subject's reader's answer on every planned mutation, asked once in one child process."""
         with self._lock:
             if self._answers is None:
-                muts = planned.item[2]
-                self._answers = reader_answers(muts, self.runner.subject, Path(tempfile.mkdtemp(dir=self.shared)))
+                self._answers = reader_answers(list(planned.item.batch), self.runner.subject,
+                                               Path(tempfile.mkdtemp(dir=self.shared)))
             return self._answers
 
     def run(self, planned: Planned) -> Ran:
-        check, m, _ = planned.item
+        check, m = planned.item.check, planned.item.mutation
         if check == "reader" and not fiskj_based(self.runner.subject):  # the subject's own status command
             answer = status_answer(self.ctx, m, Path(tempfile.mkdtemp(dir=self.shared)))
             history = reader_history(self.scenario.name, planned.seed, self.ctx.run_id, [m], {m.id: answer})
@@ -86,9 +112,8 @@ class TailFamily(FamilyBase):
 
 
     def fixed_plan(self, scenario: Scenario) -> bool:
-        """Its trials are a function of the seed (the count only caps resumes)."""
+        """Its trials are a function of the seed (the count only caps resumes; ``--trials`` bounds them all)."""
         return True
-
 
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject`` (said before the campaign starts)."""
@@ -106,6 +131,10 @@ class TailFamily(FamilyBase):
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
+        """A reader check of every mutation (those the subject can be asked about), resumes of
+        ``resume_checks`` torn mutations (:func:`resume_candidates`) and of every interior one; a replay
+        (``schedules``): the trials they name, from every trial the mutations allow.  Raises ``ValueError``
+        when a schedule names no trial of this run."""
         params = self.params(scenario, count, seed)
         journal = reference.history.legs[-1].journal or b""
         muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
@@ -118,23 +147,36 @@ class TailFamily(FamilyBase):
             reader_muts = [m for m in muts if m.expect == "corrupt" or m.seqs]
         else:
             reader_muts = []
-        out = [Planned([{"kind": "tail", "check": "reader", "mutation": m.id}], "mutation", seed,
-                       item=("reader", m, reader_muts), invariants=("I5",)) for m in reader_muts]
+        total = journal.count(b"\n")
         resume = tuple(i for i in CHECKED if i in scenario.check.invariants or i == "I5")
-        out += [Planned([{"kind": "tail", "check": "resume", "mutation": m.id}], "mutation", seed,
-                        item=("resume", m, reader_muts), invariants=resume)
-                for m in resume_candidates(muts, journal.count(b"\n"), params.resume_checks)]
         # interior damage: the resume must refuse it and change nothing; the run cannot end, so no I6
         stays = tuple(i for i in INTERIOR_CHECKED if i in scenario.check.invariants or i in ("I4", "I5"))
-        out += [Planned([{"kind": "tail", "check": "resume", "mutation": m.id}], "mutation", seed,
-                        item=("resume", m, reader_muts), invariants=stays)
-                for m in muts if m.kind == "interior"]
-        if schedules is not None:  # a replay: the mutations it names
-            wanted = {(str(s[0].get("check")), str(s[0].get("mutation"))) for s in schedules if s}
-            out = [p for p in out if (p.schedule[0]["check"], p.schedule[0]["mutation"]) in wanted]
+
+        def trial(check: str, m: Mutation, invariants: tuple[str, ...]) -> Planned:
+            return Planned([{"kind": "tail", "check": check, "mutation": m.id}], "mutation", seed,
+                           item=TailItem(check, m), invariants=invariants)
+
+        readers = [trial("reader", m, ("I5",)) for m in reader_muts]
+        interior = [trial("resume", m, stays) for m in muts if m.kind == "interior"]
+        space = tuple(readers + [trial("resume", m, resume) for m in resume_candidates(muts, total, len(muts))]
+                      + interior)
+        if schedules is not None:  # a replay: the trials it names, each alone
+            wanted = {(str(s[0].get("check")), str(s[0].get("mutation"))) for s in schedules
+                      if s and isinstance(s[0], dict)}
+            out = [p for p in space if (p.item.check, p.item.mutation.id) in wanted]
             if not out:
                 raise ValueError(f"no tail mutation of this run matches {sorted(wanted)} (seed {seed})")
-        return out
+            return _settle(out, space)
+        out = readers + [trial("resume", m, resume) for m in resume_candidates(muts, total, params.resume_checks)]
+        return _settle(out + interior, space)
+
+    def bound(self, scenario: Scenario, plan: list[Planned], n: int, seed: int) -> list[Planned]:
+        """At most ``n`` trials, chosen from every trial the run's mutations allow, one damage class at a
+        time (:func:`harness.families.tail.bound.bounded`); pure, deterministic for ``seed``."""
+        if not plan:
+            return plan
+        space = plan[0].item.space or tuple(plan)
+        return _settle(bounded(space, n, seed, lambda p: stratum(p.item.check, p.item.mutation)), space)
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
         return _Executor(scenario, runner)

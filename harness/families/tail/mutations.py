@@ -21,8 +21,8 @@ Input: the bytes of a clean journal (complete lines, each ending in ``\\n``).
   each of which no JSON line survives (in an interior line, or the last);
 * ``intact``: the journal itself.
 
-What the reader must answer (FORMAT.md "Durability rules", field cases F01,
-F03): a final line that is incomplete or unparsable is a **torn** tail,
+What the reader must answer (docs/spec.md section 7; field cases F01 and
+F03 in docs/field-cases.md): a final line that is incomplete or unparsable is a **torn** tail,
 dropped and reported as ``(offset, length)`` with every record before it
 kept; a cut exactly at a line end is **clean** (the records before it, no
 torn tail); an unparsable line that is not the last is **corrupt**, an error

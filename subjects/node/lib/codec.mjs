@@ -1,6 +1,6 @@
 // The fisk-ai v2 journal codec and reader: one JSON object per line,
-// {"seq": N, "protocol": "<id>", "<payload key>": {...}} (../shared/FORMAT.md,
-// docs/spec.md sections 3-7).  Pure: bytes in, records out; no IO here.
+// {"seq": N, "protocol": "<id>", "<payload key>": {...}} (docs/spec.md
+// sections 3-7).  Pure: bytes in, records out; no IO here.
 
 import { CorruptJournal, UnsupportedVersion } from './errors.mjs';
 import { bug } from './bugs.mjs';
