@@ -162,7 +162,7 @@ class ForkServer:
             proc.stdout.close()
 
 
-def _fork_server_main() -> int:  # pragma: no cover - runs in the server process (tested through the runner)
+def _fork_server_main() -> int:
     """The server loop: read a JSON request per line on fd 0, fork the leg, report pid then exit status on fd 1."""
     import gc
     import importlib
@@ -206,13 +206,32 @@ def _fork_server_main() -> int:  # pragma: no cover - runs in the server process
         send({"pid": pid, "status": status})
 
 
-def _fork_child(req: dict[str, Any]) -> None:  # pragma: no cover - runs in a forked leg
+def _sigterm_until_fiskj() -> Any:
+    """SIGTERM's disposition in a forked leg until fiskj installs its suspend handler: the default (SIGTERM
+    kills, as in a fresh interpreter before fiskj's handler), or, when coverage.py measures this leg with
+    ``sigterm = true`` (``make coverage``, pyproject.toml ``[tool.coverage.run]``), a handler that saves the
+    leg's coverage data and then dies of SIGTERM all the same (tests/test_coverage.py)."""
+    coverage = sys.modules.get("coverage")
+    cov = coverage.Coverage.current() if coverage is not None else None
+    if cov is None or not cov.get_option("run:sigterm"):
+        return signal.SIG_DFL
+
+    def save_then_die(signum: int, frame: Any) -> None:
+        cov.stop()
+        cov.save()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    return save_then_die
+
+
+def _fork_child(req: dict[str, Any]) -> None:
     """The leg: its session, stdio and environment, the IO seam, its preload, then ``fiskj.cli.main``."""
     code = EXIT_ERROR
     try:
         os.setsid()
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, _sigterm_until_fiskj())
         fds = [os.open(req.get("stdin") or os.devnull, os.O_RDONLY),
                os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
                os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
