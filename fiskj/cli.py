@@ -15,7 +15,7 @@ import sys
 
 from .cli_common import EXIT_ERROR, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE, positive_int  # noqa: F401 - re-exported
 
-__all__ = ["main", "build_parser", "positive_int", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED"]
+__all__ = ["main", "build_parser", "parser", "positive_int", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,14 +33,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_PARSER: list[argparse.ArgumentParser] = []
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of :func:`build_parser`, built once per process (a forked leg inherits it warm:
+    building one costs ~5 ms, most of it gettext looking for translations of argparse's messages)."""
+    if not _PARSER:
+        _PARSER.append(build_parser())
+    return _PARSER[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fiskj`` console script; returns the exit status."""
     for name in ("stdout", "stderr"):  # a closed descriptor (`>&-`) leaves None: write nowhere
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115
     try:
-        parser = build_parser()  # imports the subcommands: Ctrl-C may land here, before any run exists
-        args = parser.parse_args(argv)
+        args = parser().parse_args(argv)  # imports the subcommands: Ctrl-C may land here, before any run exists
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     except KeyboardInterrupt:

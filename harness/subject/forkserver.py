@@ -176,7 +176,7 @@ def _fork_server_main() -> int:
     for info in pkgutil.iter_modules(fiskj.__path__):
         if info.name != "__main__":
             importlib.import_module(f"fiskj.{info.name}")
-    fiskj.cli.build_parser().parse_args(["run", "--checkpoint", "--name", "warm", "--max-tokens", "1", "x"])
+    fiskj.cli.parser().parse_args(["run", "--checkpoint", "--name", "warm", "--max-tokens", "1", "x"])
     gc.collect()
     gc.freeze()
     out = 1
