@@ -64,7 +64,7 @@ def test_load_section_runs_its_children(bench, tmp_path):
 
 
 def test_campaign_section(bench):
-    rows, details = bench.bench_campaign(trials=2, probe_n=1)
+    rows, details = bench.bench_campaign(trials=2, probe_n=1, tool_runs=3)
     _check_rows(bench, rows, "campaign")
     assert rows[0]["metric"].startswith("kill-every-event: trials/s") and details["campaign"]["trials"] >= 2
     assert any(r["metric"].strip().startswith("share:") for r in rows)
