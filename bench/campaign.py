@@ -42,22 +42,43 @@ def _time_cmd(argv: list[str], n: int, env: dict[str, str] | None = None, stdin:
     return median(out)
 
 
+def _run_cpu(argv: list[str], env: dict[str, str], stdin: bytes) -> tuple[float, float]:
+    """Run ``argv`` once to completion: (wall seconds, CPU seconds of the child, user + system)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_utime + usage.ru_stime
+
+
 def ledger_tool_costs(directory: str | None, n: int = 200) -> dict[str, float]:
-    """Median wall seconds of one ledger tool run, ``{"c": s, "python": s}``: ``n`` runs of each,
-    interleaved (so both see the same load), on one ledger in ``directory`` (the trials' file system)."""
+    """Median seconds of one ledger tool run: ``{"c": wall, "python": wall, "c_cpu": cpu, "python_cpu": cpu}``.
+
+    ``n`` runs of each, interleaved (so both see the same load), on one ledger in ``directory`` (the
+    trials' file system), with a tool input as harness/workload/server.py sends it (the compiled
+    tool's fast path; ``[BINARY, python, SCRIPT, NAME]``, as the agents run it).  CPU is the
+    child's user + system time (``wait4``)."""
     from harness.workload.build import ledger_tool_path
     from harness.workload.ledger_build import ledger_binary
 
-    tools = {"c": [str(ledger_binary()), "effect_a"],
-             "python": [os.path.realpath(sys.executable), "-I", "-S", ledger_tool_path(), "effect_a"]}
+    python = os.path.realpath(sys.executable)
+    tools = {"c": [str(ledger_binary()), python, ledger_tool_path(), "effect_a"],
+             "python": [python, "-I", "-S", ledger_tool_path(), "effect_a"]}
     ledger_dir = tempfile.mkdtemp(prefix="fiskj-bench-ledger-", dir=directory)
     try:
-        env = {"FISKJ_LEDGER": os.path.join(ledger_dir, "ledger.jsonl"), "PATH": os.environ.get("PATH", "")}
-        times: dict[str, list[float]] = {kind: [] for kind in tools}
+        env = {"FISKJ_LEDGER": os.path.join(ledger_dir, "ledger.jsonl"), "FISKJ_HARNESS_LEG": "0",
+               "PATH": os.environ.get("PATH", "")}
+        stdin = b'{"tool_use_id": "toolu_01_0_0", "n": 3, "sleep_ms": 0}'
+        runs: dict[str, list[tuple[float, float]]] = {kind: [] for kind in tools}
         for _ in range(n):
             for kind, argv in tools.items():
-                times[kind].append(_time_cmd(argv, 1, env=env, stdin=b'{"tool_use_id": "t1", "sleep_ms": 0}'))
-        return {kind: median(ts) for kind, ts in times.items()}
+                runs[kind].append(_run_cpu(argv, env, stdin))
+        costs = {kind: median(w for w, _ in rs) for kind, rs in runs.items()}
+        costs.update({f"{kind}_cpu": median(c for _, c in rs) for kind, rs in runs.items()})
+        return costs
     finally:
         shutil.rmtree(ledger_dir, ignore_errors=True)
 
@@ -184,6 +205,8 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
                                             "python + fiskj imports": start_fiskj, "fork+exit": fork,
                                             "ledger tool run": tool_s, "ledger tool run (c)": tool_costs["c"],
                                             "ledger tool run (python)": tool_costs["python"],
+                                            "ledger tool run CPU (c)": tool_costs["c_cpu"],
+                                            "ledger tool run CPU (python)": tool_costs["python_cpu"],
                                             "model call": model_s, "fsync": fsync_s,
                                             "check_all": median(check_s)},
                            "shares": {k: v / trial_s for k, v in parts.items()},
@@ -194,10 +217,14 @@ def bench_campaign(*, trials: int = 24, scenario_name: str = "kill-every-event",
                     note=f"median of {len(rates)} campaign(s), {len(done)} trials in {wall:.1f} s (the plan: a kill "
                          f"after each IO-seam event); median trial {trial_s * 1e3:.0f} ms "
                          f"({legs:g} legs, {tools:g} tool runs, {calls:g} model calls, {syncs:g} fsyncs)"))
-    rows.append(row("campaign", "  ledger tool run: compiled (c) vs python -I -S", tool_costs["c"] * 1e3,
+    rows.append(row("campaign", "  ledger tool run: compiled fast path (c) vs python -I -S", tool_costs["c"] * 1e3,
                     tool_costs["python"] * 1e3, unit="ms/run", ratio=tool_costs["c"] / tool_costs["python"],
-                    note=f"median of {tool_runs} runs each, interleaved; the campaign ran the {tool.kind} tool "
+                    note=f"wall, median of {tool_runs} runs each, interleaved; the campaign ran the {tool.kind} tool "
                          f"({tool.reason})"))
+    rows.append(row("campaign", "  ledger tool run CPU: compiled fast path (c) vs python -I -S",
+                    tool_costs["c_cpu"] * 1e3, tool_costs["python_cpu"] * 1e3, unit="ms CPU/run",
+                    ratio=tool_costs["c_cpu"] / max(tool_costs["python_cpu"], 1e-9),
+                    note=f"user + system of the tool process (wait4), median of the same {tool_runs} runs"))
     for name, cost in parts.items():
         rows.append(row("campaign", f"  share: {name}", cost * 1e3, None, unit="ms/trial",
                         ratio=cost / trial_s, note=f"{cost / trial_s:.0%} of a median trial"))

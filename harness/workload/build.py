@@ -57,7 +57,8 @@ def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> l
     """Return the ledger tools as fiskj ``--tools`` entries.
 
     Each is ``{"name", "description", "input_schema", "command"}``; the
-    command is :func:`ledger_tool`'s: ``[BINARY, NAME]`` for the compiled tool,
+    command is :func:`ledger_tool`'s: ``[BINARY, python, ledger_tool.py, NAME]`` for the
+    compiled tool (the script is its fallback for inputs off its fast path),
     ``[python, "-I", "-S", ledger_tool.py, NAME]`` for the script (input JSON on
     stdin, result on stdout; the same contract).  ``drifted``: the descriptions say so, which
     changes the tool set's hash (fingerprint drift ``"tools"``) and nothing else.

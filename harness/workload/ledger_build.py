@@ -1,9 +1,13 @@
-"""Which ledger tool the agents run: the compiled one (``ledger_tool.c``) or the Python script.
+"""Which ledger tool the agents run: the compiled fast path (``ledger_tool.c``) or the Python script.
 
-Both keep one contract (harness/workload/ledger_tool.py's docstring; the C
-source says how it follows it byte for byte).  The compiled tool costs about
-1 ms a run against about 12 ms for ``python -I -S ledger_tool.py``, most of
-which is the interpreter start; docs/architecture.md "The ledger tool".
+The script (harness/workload/ledger_tool.py) is the contract and its one
+full implementation.  The compiled tool does the work itself only for the
+inputs the harness's own workload sends, and hands anything else to the
+script before any effect (it execs ``PYTHON -I -S SCRIPT NAME`` with the
+input it read as its stdin): so it is run as ``[BINARY, PYTHON, SCRIPT, NAME]``.
+A fast-path run costs about 1 ms of CPU against about 20 ms for
+``python -I -S ledger_tool.py``, most of which is the interpreter start;
+docs/subject.md "The tools".
 
 The choice is :func:`ledger_tool_choice`, and ``$FISKJ_LEDGER_TOOL`` overrides it:
 
@@ -35,7 +39,7 @@ from harness.observer.build import cache_dir
 __all__ = ["SOURCE", "SCRIPT", "ENV", "LedgerBuildError", "CompilerMissing", "CompileFailed", "BadChoice",
            "ToolChoice", "binary_name", "ledger_binary", "compile_to", "ledger_tool_choice"]
 
-#: The compiled tool's source and the Python script it mirrors.
+#: The compiled tool's source and the Python script it falls back to.
 SOURCE = Path(__file__).resolve().with_name("ledger_tool.c")
 SCRIPT = Path(__file__).resolve().with_name("ledger_tool.py")
 #: The environment variable that picks the tool: ``auto`` (default), ``c`` or ``python``.
@@ -70,7 +74,8 @@ class BadChoice(ValueError):
 @dataclass(frozen=True)
 class ToolChoice:
     """The ledger tool in use: ``kind`` is ``"c"`` or ``"python"``; ``prefix`` the
-    command before the tool name (``[BINARY]`` or ``[python, "-I", "-S", SCRIPT]``);
+    command before the tool name (``[BINARY, python, SCRIPT]``: the compiled tool and the
+    script it falls back to, or ``[python, "-I", "-S", SCRIPT]``);
     ``reason`` one line saying why this one."""
 
     kind: str
@@ -127,7 +132,8 @@ def _python_choice(interpreter: str, reason: str) -> ToolChoice:
 def ledger_tool_choice(interpreter: str) -> ToolChoice:
     """The ledger tool to give agents, per ``$FISKJ_LEDGER_TOOL`` (module docstring).
 
-    ``interpreter`` runs the script when that is the choice.  Raises
+    ``interpreter`` runs the script: when that is the choice, and in the compiled tool's
+    fallback (its command is ``[BINARY, interpreter, SCRIPT, NAME]``).  Raises
     :class:`BadChoice` for an unknown setting and, for ``c``, a
     :class:`LedgerBuildError` when the tool cannot be built.
     """
@@ -144,4 +150,5 @@ def ledger_tool_choice(interpreter: str) -> ToolChoice:
         first = str(exc).splitlines()[0]
         return _python_choice(interpreter, f"the compiled ledger tool cannot be built ({first}); "
                                            f"each tool run starts an interpreter (about 10 ms more)")
-    return ToolChoice("c", (str(binary),), f"compiled from {SOURCE.name} ({ENV}={setting})")
+    return ToolChoice("c", (str(binary), interpreter, str(SCRIPT)),
+                      f"compiled from {SOURCE.name}, {SCRIPT.name} for inputs off its fast path ({ENV}={setting})")

@@ -3,12 +3,13 @@
 Run as ``python3 -I -S ledger_tool.py [TOOL_NAME]`` (no site, no user
 environment: it starts in about 10 ms).  The agent gives it the tool input
 as JSON on standard input; it prints the tool result on standard output.
-``ledger_tool.c`` is the same tool compiled (about 1 ms a run), and what the
+``ledger_tool.c`` is its compiled fast path (about 1 ms a run), and what the
 agents run when it can be built (harness/workload/ledger_build.py,
-``$FISKJ_LEDGER_TOOL``): this docstring is the contract of both, down to the
-bytes of the ledger line, the output, the messages and the exit status
-(tests/test_ledger_tool.py runs both on the same generated inputs).  A change
-here is a change to both.
+``$FISKJ_LEDGER_TOOL``): it answers the workload's inputs itself and hands
+any other input to this script before any effect.  This docstring is the
+contract of both, down to the bytes of the ledger line, the output, the
+messages and the exit status (tests/test_ledger_tool.py runs both on the
+same generated inputs).  A change here is a change to both.
 
 Each execution, before anything else it does:
 
