@@ -51,9 +51,13 @@ def test_a_violation_carries_scenario_seed_schedule_evidence_and_a_replay_comman
 
 
 def test_faults_given_by_the_runner_win_and_crash_states_are_counted_with_their_rate():
-    report = build_report([_trial(faults={"power_loss": 3, "crash_states": 120})], elapsed_s=2.0)
+    pl = dict(_trial(faults={"power_loss": 3, "crash_states": 120}), duration_s=0.5)
+    other = dict(_trial(faults={"kill": 1}), duration_s=1.5)
+    report = build_report([pl, other], elapsed_s=2.0)
     assert report["faults"]["power_loss"] == 3 and report["faults"]["crash_states"] == 120
-    assert report["faults"]["kill"] == 0 and report["crash_states_per_s"] == 60.0
+    # the rate is over the power-loss trials' own time (0.5 s), not over the whole campaign's (2 s)
+    assert report["faults"]["kill"] == 1 and report["power_loss_s"] == 0.5 and report["crash_states_per_s"] == 240.0
+    assert "120 crash states judged in 0.5 s of power-loss trials" in render_summary(report)
 
 
 def test_an_unknown_verdict_makes_the_campaign_unknown_and_exit_1():

@@ -33,8 +33,9 @@ The report dict (JSON-ready):
   "duration_s", "invariants": {id: counts}}``;
 * ``runs``: per trial ``{"trial", "scenario", "seed", "schedule", "status",
   "duration_s", "faults"}`` (what ``replay`` needs);
-* ``elapsed_s``, ``trials_per_s``, ``crash_states_per_s``, ``crash_resumes_per_s`` (each count over
-  ``elapsed_s``; ``None`` when zero);
+* ``elapsed_s``, ``trials_per_s`` (over ``elapsed_s``), ``power_loss_s`` (the summed durations of
+  the power-loss trials), ``crash_states_per_s`` and ``crash_resumes_per_s`` (over ``power_loss_s``,
+  the time spent on them, not over a campaign that also ran other families; ``None`` when zero);
 * ``verdict``: ``invalid`` if any verdict is invalid, else ``unknown`` if any
   is unknown or no trial ran, else ``valid``;
 * ``probes`` (campaign reports): the code probes of the reference the
@@ -113,6 +114,7 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
     runs: list[dict[str, Any]] = []
     statuses: list[str] = []
     total_duration = 0.0
+    power_loss_s = 0.0
     for pos, trial in enumerate(trials):
         k = int(trial.get("trial", pos))
         raw = trial.get("history")
@@ -123,6 +125,8 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
             faults[fam] = faults.get(fam, 0) + n
         duration = float(trial.get("duration_s") or 0.0)
         total_duration += duration
+        if tf.get(CRASH_STATES) or tf.get(CRASH_RESUMES) or tf.get("power_loss"):
+            power_loss_s += duration
         name = str(trial.get("scenario") or (history.scenario if history else "?"))
         seed = trial.get("seed", history.seed if history else None)
         schedule = trial.get("schedule", history.schedule if history else [])
@@ -161,6 +165,7 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
         "invariants": dict(sorted(invariants.items(), key=lambda kv: _inv_order(kv[0]))),
         "violations": violations, "unknowns": unknowns, "scenarios": scenarios, "runs": runs,
         "elapsed_s": round(elapsed, 6), "report_path": report_path, "interrupted": False,
+        "power_loss_s": round(power_loss_s, 6),
     }, statuses)
 
 
@@ -247,10 +252,11 @@ def _inv_order(inv: str) -> tuple[int, str]:
 def _finish(report: dict[str, Any], statuses: list[str]) -> dict[str, Any]:
     elapsed, n = report["elapsed_s"], report["trials"]
     report["trials_per_s"] = round(n / elapsed, 3) if elapsed > 0 else None
+    spent = float(report.get("power_loss_s") or 0.0) or elapsed  # a merged report: over its elapsed time
     states = report["faults"].get(CRASH_STATES, 0)
-    report["crash_states_per_s"] = round(states / elapsed, 3) if elapsed > 0 and states else None
+    report["crash_states_per_s"] = round(states / spent, 3) if spent > 0 and states else None
     resumes = report["faults"].get(CRASH_RESUMES, 0)
-    report["crash_resumes_per_s"] = round(resumes / elapsed, 3) if elapsed > 0 and resumes else None
+    report["crash_resumes_per_s"] = round(resumes / spent, 3) if spent > 0 and resumes else None
     report["verdict"] = combine(statuses) if statuses else UNKNOWN
     _group(report)
     return report
@@ -306,6 +312,7 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
                 out[key].append(row)
         offset += max([int(r["trial"]) + 1 for r in rep.get("runs", [])] + [int(rep.get("trials", 0))])
         out["elapsed_s"] = max(out["elapsed_s"], float(rep.get("elapsed_s") or 0.0))
+        out["power_loss_s"] = round(float(out.get("power_loss_s") or 0.0) + float(rep.get("power_loss_s") or 0.0), 6)
         statuses.append(rep.get("verdict", UNKNOWN))
     out["invariants"] = dict(sorted(out["invariants"].items(), key=lambda kv: _inv_order(kv[0])))
     report = _finish(out, [])
@@ -334,13 +341,13 @@ def _fault_line(report: dict[str, Any]) -> str:
     parts = [f"{fam} {f.get(fam, 0)}" for fam in FAULT_COUNTS]
     said = []
     if f.get(CRASH_STATES):
-        rate = report.get("crash_states_per_s")
-        said.append(f"{f[CRASH_STATES]} crash states judged" + (f", {rate:.1f}/s" if rate else ""))
+        said.append(f"{f[CRASH_STATES]} crash states judged")
     if f.get(CRASH_RESUMES):
-        rate = report.get("crash_resumes_per_s")
-        said.append(f"{f[CRASH_RESUMES]} resumed in full" + (f", {rate:.1f}/s" if rate else ""))
+        said.append(f"{f[CRASH_RESUMES]} resumed in full")
     if said:
-        parts[FAULT_COUNTS.index("power_loss")] += f" ({'; '.join(said)})"
+        spent = report.get("power_loss_s")
+        parts[FAULT_COUNTS.index("power_loss")] += (f" ({', '.join(said)}"
+                                                    + (f" in {spent:.1f} s of power-loss trials" if spent else "") + ")")
     extra = [f"{k} {v}" for k, v in f.items() if k not in FAULT_COUNTS and k not in (CRASH_STATES, CRASH_RESUMES)]
     return "  ".join(parts + extra)
 
