@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Any, TextIO
 
+from . import probes
 from .cli_common import EXIT_ERROR, EXIT_USAGE, count, positive_int
 from .errors import FingerprintMismatch, FiskjError, ToolError, UsageError
 from .fold import RunState
@@ -258,14 +259,20 @@ class _BestEffort:
 
 def _execute(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO, flag: SuspendFlag) -> RunResult:
     _check_args(args)
-    from .store import FileStore
+    from .store import FileStore, refusal_probe
 
     store = FileStore(args.store) if (args.checkpoint or args.resume is not None) else None
     tools = make_registry(args.tools)
     system = _read_system(args.system)
     log = None if args.quiet else (lambda line: print(line, file=err, flush=True))
     if args.resume is not None:
-        stored = store.load(args.resume).fingerprint  # defaults only; checked again under the lock
+        try:
+            stored = store.load(args.resume).fingerprint  # defaults only; checked again under the lock
+        except FiskjError as exc:  # the resume is refused here, before the lock (nothing is changed)
+            refusal = refusal_probe(exc)
+            if refusal is not None:
+                probes.hit(refusal)
+            raise
         model_name, thinking = args.model or stored.model, args.thinking or stored.thinking_mode
         budget, cap = args.max_tokens or stored.max_tokens, args.max_iterations or stored.max_iterations
     else:

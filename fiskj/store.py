@@ -50,7 +50,7 @@ from .paths import JOURNAL_SUFFIX, default_store_dir, is_valid_run_id, journal_p
 from .reader import JournalReader, collector_paused, with_context
 from .records import MetaRecord
 
-__all__ = ["FileStore", "RunInfo", "fold_open_file"]
+__all__ = ["FileStore", "RunInfo", "fold_open_file", "refusal_probe"]
 
 _CLOEXEC_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -169,8 +169,9 @@ def fold_open_file(fd: int, path: str) -> tuple[Folder, JournalReader]:
     return folder, reader
 
 
-def _refusal_probe(exc: BaseException) -> str | None:
-    """The ``open.refused.*`` code probe a refusal of :meth:`FileStore.open` reaches (None: an IO error)."""
+def refusal_probe(exc: BaseException) -> str | None:
+    """The ``open.refused.*`` code probe (:mod:`fiskj.probes`) a refused open or resume of a run reaches:
+    the kind of ``exc`` (``None``: an IO error or anything else, which is no refusal)."""
     for kind, name in ((RunNeverCreated, "never_created"), (RunNotFound, "not_found"), (RunLocked, "locked"),
                        (UnsupportedVersion, "unsupported_version"), (ConsistencyError, "consistency"),
                        (JournalError, "corrupt"), (UnsafeFile, "unsafe_file")):
@@ -366,7 +367,7 @@ class FileStore:
         try:
             journal = self._open(run_id)
         except FiskjError as exc:
-            refusal = _refusal_probe(exc)
+            refusal = refusal_probe(exc)
             if refusal is not None:
                 probes.hit(refusal)
             raise

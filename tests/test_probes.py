@@ -32,7 +32,7 @@ def test_every_probe_of_the_catalogue_is_hit_somewhere_in_fiskj_and_every_hit_is
     literal = set(re.findall(r'probes\.hit\("([a-z_.]+)"', source))
     mapped = set(re.findall(r'"((?:open|create|resume|journal|run)\.[a-z_.]+)"', source))
     store = (ROOT / "fiskj" / "store.py").read_text()
-    mapping = store[store.index("def _refusal_probe"):store.index("def _never_created")]
+    mapping = store[store.index("def refusal_probe"):store.index("def _never_created")]
     built = {f"open.refused.{n}" for n in re.findall(r'\(\w+, "([a-z_]+)"\)', mapping)}
     used = literal | (mapped & set(probes.PROBES)) | built
     assert used <= set(probes.PROBES), used - set(probes.PROBES)
@@ -106,3 +106,13 @@ def test_a_subject_without_probes_is_said_not_to_apply_not_reported_as_reaching_
     assert section["applies"] is False and section["unreached"] == []
     assert probe_lines(section) == [f"code probes: not applicable ({section['note']})"]
     assert "node-agent" in section["note"]
+
+
+def test_a_resume_refused_before_the_lock_reaches_its_refusal_probe(tmp_path, probe_file, capsys):
+    from fiskj.cli import main
+    _store_with_run(tmp_path)
+    path = tmp_path / "store" / "r1.json"
+    first, rest = path.read_bytes().split(b"\n", 1)
+    path.write_bytes(first + b"\n" + b"\x00" * 40 + b"\n" + rest)  # damage inside the journal
+    assert main(["run", "--resume", "r1", "--store", str(tmp_path / "store"), "--model", "scripted:1"]) != 0
+    assert [h["probe"] for h in read_probes(probe_file)] == ["open.refused.corrupt"]
