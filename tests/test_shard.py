@@ -7,6 +7,8 @@ import json
 import re
 import pytest
 
+from harness.runner.trial import Runner
+
 from harness.campaign.campaign import Campaign
 from harness.campaign.shard import parse_shard, shard_positions
 from harness.cli.main import main
@@ -99,8 +101,9 @@ def test_shard_positions_are_disjoint_and_together_cover_every_position(total, n
 
 
 def test_the_shards_of_a_campaign_are_disjoint_and_cover_it_and_merge_to_its_verdict(scenarios):
-    whole = Campaign(scenarios, jobs=2, shrink_budget=0).run()
-    shards = [Campaign(scenarios, jobs=2, shrink_budget=0, shard=(i, 3)).run() for i in range(3)]
+    with Runner() as runner:  # one runner: the reference runs and fork servers are shared by the four campaigns
+        whole = Campaign(scenarios, jobs=2, shrink_budget=0, runner=runner).run()
+        shards = [Campaign(scenarios, jobs=2, shrink_budget=0, shard=(i, 3), runner=runner).run() for i in range(3)]
     everything = collections.Counter(_key(t) for t in whole.trials)
     parts = [collections.Counter(_key(t) for t in s.trials) for s in shards]
     # As multisets (a no-op scenario repeats one schedule): every trial of the whole campaign is in
