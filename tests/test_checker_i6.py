@@ -111,3 +111,21 @@ def test_an_uninterrupted_run_that_ends_without_its_terminal_record_is_a_violati
     h.options["workload"]["max_iterations"] = 2                      # exit 1 on a cap is a right end, exit 0 is not
     h.legs[-1].exit_code = 1
     assert i6_reference.check(h).status == "invalid"
+
+
+def test_a_completing_leg_that_does_not_print_the_answer_the_uninterrupted_run_printed_is_caught():
+    eng = Engine()
+    eng.leg(kill_after=3)
+    h = eng.finish()
+    done = [leg for leg in h.legs if leg.exit_code == 0]
+    assert done, "the synthetic run completes"
+    h.reference.printed_answer = "there are 3 files"
+    done[-1].stdout = "iteration 2: end_turn\n"                 # the resume settled the answer silently
+    v = i6_reference.check(h)
+    assert v.status == "invalid" and [r["kind"] for r in v.evidence["violations"]] == ["answer_not_printed"]
+    assert "without printing its final answer" in v.evidence["summary"]
+    done[-1].stdout = "there are 3 files\n"
+    assert i6_reference.check(h).status == "valid"
+    h.reference.printed_answer = ""                              # a subject that prints no answer: nothing to compare
+    done[-1].stdout = ""
+    assert i6_reference.check(h).status == "valid"

@@ -25,6 +25,12 @@ a crash in between).  Re-runs are I2's to judge.  Judged only when the
 reference run's tools left effects (a subject that does not run the
 ledger tools gives nothing to compare).
 
+What the user reads is part of it too: when the uninterrupted run printed
+its final answer on standard output (``Reference.printed_answer``), the
+leg that completes the trial's run (exit 0) must print it as well
+(``answer_not_printed``: e.g. a resume that settles a journaled answer
+silently).
+
 The uninterrupted run itself (``history.options["uninterrupted"]``: a
 reference run that ended wrong, judged as a trial) must end as its workload
 says (:func:`harness.history.ending.uninterrupted_end`):
@@ -45,9 +51,9 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 
-from harness.history.ending import uninterrupted_end
+from harness.history.ending import completing_leg, uninterrupted_end
 from harness.history.model import History, observed_result
-from harness.names import FISK_AI_V2
+from harness.names import EXIT_COMPLETED, FISK_AI_V2
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import is_refusal, legs_in_order, nemesis_prefix_holds
 
@@ -170,14 +176,29 @@ def _check_observed(history: History) -> Any:
                                               "(messages, counters) is not compared" + (
                                                   "; the run ended on a refused resume, whose reason (a completed "
                                                   "run?) only the fold could tell" if refused_end else "")}
-    if diffs:
-        evidence.update(summary=f"the run's observed result differs from the uninterrupted run's in "
-                                f"{', '.join(d['path'] for d in diffs)}",
-                        violations=[{"kind": "differs", "diff": diffs}])
+    unprinted = _answer_not_printed(history, "completed" if ref.exit_code == EXIT_COMPLETED else None)
+    if diffs or unprinted:
+        said = [f"the run's observed result differs from the uninterrupted run's in "
+                f"{', '.join(d['path'] for d in diffs)}"] if diffs else []
+        evidence.update(summary="; ".join(said + [v["detail"] for v in unprinted]),
+                        violations=([{"kind": "differs", "diff": diffs}] if diffs else []) + unprinted)
         return make(__name__, INVALID, evidence)
     evidence["summary"] = (f"{len(ref.call_keys)} conversation state(s), the final answer, {len(want)} tool(s) "
                            f"and the exit equal the reference's (observed from outside)")
     return make(__name__, VALID, evidence)
+
+
+def _answer_not_printed(history: History, status: Any) -> list[dict[str, Any]]:
+    """``answer_not_printed`` when the uninterrupted run printed its final answer and the leg that completed
+    this run (exit 0, status ``completed``) did not print it: what a user reads of the run differs."""
+    want = history.reference.printed_answer if history.reference is not None else ""
+    leg = completing_leg(history)
+    if not want or status != "completed" or leg is None or want in (leg.stdout or ""):
+        return []
+    return [{"kind": "answer_not_printed", "leg": leg.index,
+             "detail": f"leg {leg.index} completed the run (exit 0) without printing its final answer, which the "
+                       f"uninterrupted run printed: ...{_short(want[-80:])!s}",
+             "want_tail": want[-80:], "stdout_tail": (leg.stdout or "")[-200:]}]
 
 
 def check(history: History) -> Any:
@@ -224,11 +245,12 @@ def check(history: History) -> Any:
     got, want = _view(final), _view(history.reference.state)
     diffs = diff(got, want)
     missing = _effects_missing(final, history) if history.reference.effects > 0 else []
+    unprinted = _answer_not_printed(history, final.get("status"))
     evidence: dict[str, Any] = {"checked": 1, "source": source, "status": final.get("status"),
                                 "reference_status": history.reference.state.get("status")}
-    if diffs or missing:
-        evidence["violations"] = []
-        summaries = []
+    if diffs or missing or unprinted:
+        evidence["violations"] = list(unprinted)
+        summaries = [v["detail"] for v in unprinted]
         if diffs:
             fields = sorted({d["path"].split(".")[0].split("[")[0] for d in diffs})
             summaries.append(f"final result differs from the reference in {', '.join(fields)} "

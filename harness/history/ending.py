@@ -18,10 +18,38 @@ from typing import Any
 from harness.history.model import History
 from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, FISK_AI_V2, WORKLOAD_MAX_TOKENS
 
-__all__ = ["BUDGET_ENDS", "uninterrupted_end"]
+__all__ = ["BUDGET_ENDS", "ANSWER_TAIL", "uninterrupted_end", "answer_text", "printed_answer", "completing_leg"]
 
 #: Terminal reasons that end a run on a budget: an uninterrupted run may end so (exit 1).
 BUDGET_ENDS = ("budget", "max_iterations")
+
+
+#: Characters of the end of a final answer looked for in a leg's output (a leg's output is kept as its tail).
+ANSWER_TAIL = 200
+
+
+def answer_text(blocks: list[dict[str, Any]]) -> str:
+    """The text of a model reply's ``text`` blocks, joined (its final answer when it asked for no tool)."""
+    return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+                   and isinstance(b.get("text"), str))
+
+
+def completing_leg(history: History) -> Any:
+    """The last leg that exited as a completed run (exit 0), or ``None``."""
+    done = [leg for leg in sorted(history.legs, key=lambda leg: leg.index) if leg.exit_code == EXIT_COMPLETED]
+    return done[-1] if done else None
+
+
+def printed_answer(history: History) -> str:
+    """The end (at most :data:`ANSWER_TAIL` characters) of an uninterrupted run's final answer when the leg
+    that completed it printed the answer on standard output, else ``""`` (a subject that does not print its
+    answer, or a chat run, which prints one per segment)."""
+    if not history.model_calls or (history.options.get("workload") or {}).get("chat_followups"):
+        return ""
+    last = max(history.model_calls, key=lambda c: c.index)
+    text = answer_text(last.reply).strip()[-ANSWER_TAIL:]
+    leg = completing_leg(history)
+    return text if text and leg is not None and text in (leg.stdout or "") else ""
 
 
 def uninterrupted_end(history: History) -> str | None:

@@ -157,7 +157,9 @@ class Reference:
     ``effects``: how many of each it made.  What an outside observer saw of it, the result a ``jsonl``
     journal is judged by (I6): ``call_keys``, the distinct conversation states it asked the model about,
     in order (:attr:`ModelCall.key`); ``last_reply``, the content blocks of its last model reply (its final
-    answer); ``effect_ids``, the tool_use ids its tools ran, sorted; ``exit_code`` of its last leg.
+    answer); ``effect_ids``, the tool_use ids its tools ran, sorted; ``exit_code`` of its last leg;
+    ``printed_answer``: the end of its final answer's text (at most 200 characters) when its last leg
+    printed it on standard output, else ``""`` (a subject that prints no answer: nothing to compare).
     """
 
     state: dict[str, Any]
@@ -167,6 +169,7 @@ class Reference:
     last_reply: list[dict[str, Any]] = field(default_factory=list)
     effect_ids: list[str] = field(default_factory=list)
     exit_code: int | None = None
+    printed_answer: str = ""
 
 
 @dataclass

@@ -39,7 +39,7 @@ from typing import Any
 
 from harness.errors import BrokenReference, SetupError
 from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
-from harness.history.ending import BUDGET_ENDS, uninterrupted_end
+from harness.history.ending import BUDGET_ENDS, printed_answer, uninterrupted_end
 from harness.history.model import History, Reference, observed_result
 from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
@@ -228,7 +228,8 @@ class Runner:
             leg = history.legs[0]
             ref = ReferenceRun(
                 reference=Reference(state=history.final_state or {}, model_calls=len(history.model_calls),
-                                    effects=len(history.effects), **observed_result(history)),
+                                    effects=len(history.effects), printed_answer=printed_answer(history),
+                                    **observed_result(history)),
                 history=history,
                 events=len(leg.trace),
                 duration_ms=(leg.t_end - leg.t_start) / 1e6,

@@ -235,7 +235,7 @@ class Run {
     if (blocks.length === 0 && stop !== 'pause_turn') {
       this.messages.push(message);
       this.answer = answerText(message);
-      if (fresh || !this.interactive) this.out(this.answer);
+      if (fresh || (!this.interactive && !bug('answer-not-printed-on-resume'))) this.out(this.answer);
       if (!this.interactive) throw new End('completed');
       await this.followUp();
       return;
