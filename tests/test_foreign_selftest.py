@@ -95,3 +95,17 @@ def test_every_variant_is_a_jsonl_target_or_says_why_it_cannot_be_one():
     for bug in JSONL_SAME_PATH:
         same, fisk = JSONL_TARGETS[bug], FOREIGN_TARGETS[bug]
         assert same.scenario == fisk.scenario and set(same.expect) <= set(fisk.expect) | {"I8"}, bug
+
+
+def test_a_bundled_scenario_that_cannot_apply_is_not_run_and_said_in_the_default_set_and_an_error_when_named():
+    from harness.campaign.campaign import Campaign
+    from harness.scenario.parse import load_scenario
+    from harness.subject.profile import load_profile
+
+    subject = load_profile(ROOT / "subjects" / "node" / "profile.toml")
+    fiskj_only = load_scenario(ROOT / "scenarios" / "race-lock-survives-other-fds.toml")   # races fiskj's store
+    quiet = Campaign([fiskj_only], subject=subject, skip_unsupported=True).run()            # the bundled set
+    assert quiet.errors == [] and quiet.trials == []
+    assert any("race-lock-survives-other-fds: NOT RUN for this subject" in line for line in quiet.limits)
+    named = Campaign([fiskj_only], subject=subject).run()                                  # asked for by name
+    assert len(named.errors) == 1 and "need the race agent" in named.errors[0]

@@ -153,6 +153,9 @@ class Campaign:
     Two hooks for the CI gate (:mod:`harness.campaign.gate`): ``keep(scenario, planned)`` -> bool, asked of
     every planned trial before sharding (main thread), drops the ones it refuses from the plan; ``admit(scenario)``
     -> bool, asked on a trial's thread just before it starts, leaves the trial unrun (no result) when refused.
+    ``skip_unsupported``: a scenario that cannot apply to the subject (:func:`unsupported`) is not run and
+    said so in the limits (``NOT RUN``), not a setup error (the default bundled set, where a race of fiskj's
+    own store is in the set whatever the subject); otherwise it is a setup error (exit 2).
     """
 
     def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,
@@ -162,7 +165,7 @@ class Campaign:
                  runner: Runner | None = None, origin: str = "explicit",
                  shard: tuple[int, int] | None = None, first_violation: bool = False,
                  keep: Callable[[Scenario, Planned], bool] | None = None,
-                 admit: Callable[[Scenario], bool] | None = None) -> None:
+                 admit: Callable[[Scenario], bool] | None = None, skip_unsupported: bool = False) -> None:
         if shard is not None:
             i, n = shard
             if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
@@ -182,6 +185,7 @@ class Campaign:
         self.explicit_origin = origin
         self._runner = runner
         self.first_violation = first_violation
+        self.skip_unsupported = skip_unsupported
         self.keep, self.admit = keep, admit
         self.subject = runner.subject if runner is not None else subject
         self._executors: dict[int, Any] = {}
@@ -275,14 +279,18 @@ class Campaign:
             pass
         for run in runs:  # a family that cannot run against this subject is an error, never a silent pass
             why = unsupported(runner.subject, run.scenario)
-            if why is not None:
+            if why is not None and self.skip_unsupported:  # the default set: said loudly, not an error
+                run.skipped = True
+                limits.append(f"{run.scenario.name}: NOT RUN for this subject (it cannot apply, see above; named "
+                              "on the command line it is a setup error, exit 2)")
+            elif why is not None:
                 run.error = f"{run.scenario.path or run.scenario.name}: {why}"
         try:
             with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fiskj-trial") as pool:
                 # 1. references, in parallel
                 futures = {pool.submit(lambda r: r.family.prepare(r.scenario, runner, runner.reference(r.scenario)),
                                        run): run for run in runs
-                           if run.error is None and run.family.needs_reference(run.scenario)}
+                           if run.error is None and not run.skipped and run.family.needs_reference(run.scenario)}
                 uninterrupted: list[TrialResult] = []
                 for fut in interrupt.as_done(futures):
                     run = futures[fut]

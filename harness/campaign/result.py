@@ -68,7 +68,8 @@ class ScenarioRun:
     plan: list[Any] = field(default_factory=list)
     error: str | None = None
     shrink_runs: int = 0
-    skipped: bool = False  # its uninterrupted run ended wrong: judged as a trial, no faulted trial run
+    skipped: bool = False  # no faulted trial runs: its uninterrupted run ended wrong (judged as a trial), or the
+    #                        scenario cannot apply to the subject and the campaign runs the default set
 
 
 @dataclass

@@ -303,7 +303,8 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
         campaign = Campaign(scenarios, trials=args.trials, seed=args.seed, jobs=args.jobs, subject=subject,
                             progress=progress, shrink_budget=args.shrink_budget, schedules=schedules,
                             shard=args.shard, keep_histories=args.keep == "all",
-                            first_violation=args.first_violation)
+                            first_violation=args.first_violation,
+                            skip_unsupported=not args.scenarios and schedules is None)  # the bundled set
     except ValueError as exc:
         raise _Usage(f"--schedule: {exc}") from None
     for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial

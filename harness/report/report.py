@@ -372,6 +372,9 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     limits = (report.get("campaign") or {}).get("limits") or []
     if limits:
         lines += [f"limits for this subject ({len(limits)}):"] + [f"  {line}" for line in limits] + [""]
+    errors = (report.get("campaign") or {}).get("errors") or []
+    if errors:
+        lines += [f"setup errors ({len(errors)}; exit 2):"] + [f"  {line}" for line in errors] + [""]
     lines += probe_lines(report.get("probes")) + ([""] if report.get("probes") else [])
     lines += [
              f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'vacuous':>8}{'invalid':>8}{'unknown':>8}"]
