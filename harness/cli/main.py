@@ -99,7 +99,13 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
     from harness.scenario.generate import expand_all, split_draw
     from harness.scenario.parse import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
 
-    draws = [split_draw(a) for a in args]
+    def _named(arg: str) -> bool:  # a file, a directory or a bundled scenario by that very name
+        try:
+            return Path(arg).exists() or (bundled_scenario_dir() / f"{arg.removesuffix('.toml')}.toml").exists()
+        except ScenarioError:
+            return Path(arg).exists()
+
+    draws = [(a, None) if _named(a) else split_draw(a) for a in args]
     if any(k is not None for _, k in draws):  # NAME@wK: draw K of a generated scenario (its reproducers)
         picked = []
         for base, k in draws:
@@ -112,7 +118,8 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
                 if s.draw == k:
                     picked.append(s)
             if k is not None and not any(s.draw == k for s in picked):
-                raise _Usage(f"{base}@w{k}: the scenario has no draw {k}")
+                n = len([s for s in resolve_scenarios([base]) if s.draw is not None])
+                raise _Usage(f"{base}@w{k}: the scenario has no draw {k} (its draws: @w0 .. @w{n - 1})")
         return picked
     paths: list[Path] = []
     if not args:

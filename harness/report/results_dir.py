@@ -80,8 +80,9 @@ def _safe(name: str) -> str:
 
 
 def results_name(scenario_names: list[str]) -> str:
-    """The folder name of a campaign: its one scenario's name, else ``campaign``."""
-    names = sorted(set(scenario_names))
+    """The folder name of a campaign: its one scenario's name (the draws ``NAME.wK`` of one generated
+    scenario count as ``NAME``), else ``campaign``."""
+    names = sorted({re.sub(r"\.w\d+$", "", n) for n in scenario_names})
     return _safe(names[0]) if len(names) == 1 else "campaign"
 
 

@@ -90,7 +90,11 @@ def expand_all(scenarios: list[Scenario]) -> list[Scenario]:
     return [s for scenario in scenarios for s in expand(scenario)]
 
 
+_DRAW_NAME = re.compile(r"^(?P<base>.+)\.w(?P<k>\d+)$")
+
+
 def split_draw(arg: str) -> tuple[str, int | None]:
-    """``"NAME@w3"`` -> ``("NAME", 3)``; anything else -> ``(arg, None)``."""
-    m = _DRAW.match(arg)
+    """``"NAME@w3"`` (or the draw's scenario name ``"NAME.w3"``, as reports write it) -> ``("NAME", 3)``;
+    anything else -> ``(arg, None)``.  A caller tries the whole argument as a file or name first."""
+    m = _DRAW.match(arg) or _DRAW_NAME.match(arg)
     return (m.group("base"), int(m.group("k"))) if m else (arg, None)
