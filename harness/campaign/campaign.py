@@ -439,8 +439,12 @@ class Campaign:
                            settings=hypothesis_settings(max(count, 1), shrink=True),
                            random=random.Random(seed_for(run.seed, run.scenario)))
         except HypothesisException as exc:
-            print(f"fiskj-harness: shrinking {run.scenario.name} failed: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
+            from hypothesis.errors import NoSuchExample
+
+            why = (f"no schedule of the {spent} tried (budget {self.shrink_budget}) failed again: the failure "
+                   "may depend on timing; its own reproducer still names the failing trial"
+                   if isinstance(exc, NoSuchExample) else f"{type(exc).__name__}: {exc}")
+            print(f"fiskj-harness: not shrunk: {run.scenario.name}: {why}", file=sys.stderr)
             return None
         finally:
             run.shrink_runs = spent

@@ -455,28 +455,39 @@ def render_gate_line(report: dict[str, Any]) -> str:
     unstarted, and the seeds (each trial's own is in the report's ``runs``)."""
     gate = report.get("gate", {})
     log = gate.get("round_log") or []
-    counted = [r for r in log if r.get("kind") == "counted"]
-    fresh = [r for r in log if r.get("kind") == "fresh"]
+    counted = [r for r in log if r.get("kind") == "counted" and r.get("trials")]
+    fresh = [r for r in log if r.get("kind") == "fresh" and r.get("trials")]
     total = sum(r.get("trials", 0) for r in log)
     parts = [f"gate: {len(log)} round(s) in {report.get('elapsed_s', 0):.1f} s of a {gate.get('budget_s', 0):.0f} s "
              f"budget"]
     if counted:
-        parts.append(f"rounds {_span(counted)} the scenarios' counts ({sum(r['trials'] for r in counted)} trial(s))")
+        parts.append(f"{_rounds(counted)} the scenarios' counts ({sum(r['trials'] for r in counted)} trial(s))")
     if fresh:
-        parts.append(f"rounds {_span(fresh)} fresh draws ({sum(r['trials'] for r in fresh)} trial(s))")
+        parts.append(f"{_rounds(fresh)} fresh seeds ({sum(r['trials'] for r in fresh)} trial(s))")
     not_started = sum(r.get("not_started", 0) for r in log)
     base = gate.get("seed")
     step = gate.get("seed_step", SEED_STEP)
     rule = f"{base} + {step} x round" if base is not None else f"each scenario's trials.seed + {step} x round"
     ended = collections.Counter(row.get("ended") or "?" for row in gate.get("plan", []))
-    why = ", ".join(f"{k} {why}" for why, k in sorted(ended.items(), key=lambda kv: (-kv[1], kv[0])))
+    why = ", ".join(f"{k} {_ENDED.get(why, why)}" for why, k in sorted(ended.items(), key=lambda kv: (-kv[1], kv[0])))
     return (", ".join(parts) + f"; {total} trial(s)"
             + (f", {not_started} not started (the budget ended)" if not_started else "") + f"; seeds {rule}"
-            + (f"; scenarios ended by: {why}" if why else "") + "\n")
+            + (f"; scenarios stopped: {why}" if why else "") + "\n")
 
 
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "."
+
+
+#: How the gate line says why scenarios stopped (``plan`` rows' ``ended``).
+_ENDED = {"budget": "when the budget had no room for their next trial", "spent": "with every trial their plan can "
+          "draw already run", "count": "at their trials.count", "error": "on a setup error",
+          "interrupted": "on an interruption", "max rounds": "at the round limit"}
+
+
+def _rounds(rows: list[dict[str, Any]]) -> str:
+    """``round 3`` or ``rounds 0-3`` (rounds that ran no trial are not counted)."""
+    return ("round " if len(rows) == 1 else "rounds ") + _span(rows)
 
 
 def _span(rows: list[dict[str, Any]]) -> str:
