@@ -52,8 +52,11 @@ instead: a write is acknowledged once the trace shows its call returned
 (the crash model's :class:`~harness.history.model.CrashAck` s), and each
 must be in the state, byte for byte, in a file that still has the inode it
 was written to (:func:`harness.families.power_loss.crashstates.lost_acknowledged`).
-Violations are ``lost`` with the model's message as ``detail``; the
-evidence carries the state's summary (``state``).  The legs of such a
+Violations are ``lost`` with the model's message as ``detail``, and
+``lost_by_recovery`` when a journal line the state kept is not in the
+final journal at its offset, byte for byte, after the recovery legs (a
+recovery that cuts below acknowledged bytes); the evidence carries the
+state's summary (``state``).  The legs of such a
 history are not judged by the fsync rule: the crash model decides what the
 leg that lost power had acknowledged (a correct writer's window between its
 fsync and its directory fsync is no loss), and its trace is cut at the
@@ -117,16 +120,45 @@ def crash_state_of(facts: CrashStateFacts) -> CrashState:
                       persisted=facts.persisted, acks=acks, inodes=dict(facts.inodes))
 
 
-def _check_crash_state(facts: CrashStateFacts) -> Any:
+def _check_crash_state(facts: CrashStateFacts, history: History | None = None) -> Any:
     state = crash_state_of(facts)
     lost = lost_acknowledged(state)
+    cut = _lost_by_recovery(state, history, lost) if history is not None else []
     summary = (f"{len(lost)} acknowledged write(s) missing from crash state {state.id}: {lost[0]}" if lost
-               else f"all {len(state.acks)} acknowledged write(s) present in crash state {state.id}")
+               else f"{len(cut)} acknowledged write(s) of crash state {state.id} destroyed by its recovery: "
+                    f"{cut[0]['detail']}" if cut
+               else f"all {len(state.acks)} acknowledged write(s) present in crash state {state.id}"
+                    + (" and after its recovery" if history is not None and _recovered(history) else ""))
     evidence: dict[str, Any] = {"summary": summary, "checked": len(state.acks), "state": state.describe()}
-    if lost:
-        evidence["violations"] = [{"kind": "lost", "detail": d} for d in lost]
+    if lost or cut:
+        evidence["violations"] = [{"kind": "lost", "detail": d} for d in lost] + cut
         return make(__name__, INVALID, evidence)
     return make(__name__, VALID, evidence)
+
+
+def _recovered(history: History) -> Leg | None:
+    """The last leg after the crash that left a journal snapshot (the recovery), or ``None``."""
+    legs = [leg for leg in sorted(history.legs, key=lambda lg: lg.index) if leg.index >= 1 and leg.journal is not None]
+    return legs[-1] if legs else None
+
+
+def _lost_by_recovery(state: CrashState, history: History, lost: list[str]) -> list[dict[str, Any]]:
+    """``lost_by_recovery``: a journal line acknowledged before the crash and present in the crash state that
+    the recovery (the legs after the crash) did not keep, byte for byte at its offset, in the final journal."""
+    leg = _recovered(history)
+    if leg is None or lost:
+        return []
+    out = []
+    for ack in state.acks:
+        if not is_journal(ack.path, history.run_id) or state.files.get(ack.path, b"")[ack.offset:ack.end] != ack.data:
+            continue  # not the journal, or not in the crash state (the model's own judgement, above)
+        now = leg.journal[ack.offset:ack.end] if leg.journal is not None else b""
+        if now != ack.data:
+            out.append({"kind": "lost_by_recovery", "leg": leg.index, "offset": ack.offset, "end": ack.end,
+                        "detail": f"bytes {ack.offset}..{ack.end} acknowledged before the crash and present "
+                                  f"after it are {'gone' if len(now) < ack.end - ack.offset else 'changed'} after "
+                                  f"leg {leg.index}'s recovery (journal now {len(leg.journal or b'')} bytes)"})
+    return out
 
 
 def _cut_below_acks(history: History, leg: Leg, expected: dict[Any, tuple[Ack, Leg]],
@@ -257,7 +289,7 @@ def check(history: History) -> Any:
     writes in that state (see the module docstring).
     """
     if history.crash_state is not None:
-        return _check_crash_state(history.crash_state)
+        return _check_crash_state(history.crash_state, history)
     legs = legs_in_order(history)
     if not traced(history):
         return make(__name__, UNKNOWN, {

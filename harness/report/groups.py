@@ -163,7 +163,9 @@ def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = N
     """Group report rows (``violations`` or ``unknowns``) by :func:`group_key`.
 
     ``runs``: the report's ``runs`` rows, for the origin of a shrunk trial and the faults of the trial it
-    shrank.  Returns the groups, most rows first (ties: the invariant, then the key), each a dict::
+    shrank.  Returns the groups in invariant order (I1 .. I10, then the others: causes such as a lost
+    record before their consequences such as a different result), most rows first within one invariant,
+    each a dict::
 
         {"key": {"invariant", "kind", "faults", "involved"}, "title": str, "count": rows in the group,
          "trials": [trial numbers], "scenarios": [names], "name": the invariant's name,
@@ -194,7 +196,9 @@ def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = N
                  "reproducer": {k: v for k, v in reproducer.items() if v is not None}, "example": best}
         group["title"] = group_title(group)
         out.append(group)
-    out.sort(key=lambda g: (-g["count"], _inv_order(g["key"]["invariant"]), g["title"]))
+    # causes before consequences: invariants in their order (a re-run, I2, or a lost record, I4, before the
+    # unreadable journal or the different result it leads to, I5 and I6), then the biggest group first
+    out.sort(key=lambda g: (_inv_order(g["key"]["invariant"]), -g["count"], g["title"]))
     return out
 
 
