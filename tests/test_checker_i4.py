@@ -303,3 +303,23 @@ def test_legs_that_ran_at_once_are_replayed_together_not_one_after_the_other():
     held.journal = m + a + b"{}\n"  # a change neither leg's observed calls make: still not judged valid
     v = i4_acknowledged.check(h)
     assert v.status == "unknown" and v.evidence["unobserved"][0]["leg"] == 1
+
+
+def test_a_recovery_that_destroys_a_line_acknowledged_before_the_power_loss_is_caught():
+    from harness.checkers import i4_acknowledged
+    from harness.history.model import CrashAck, CrashStateFacts, History, Leg
+
+    line1, line2 = b'{"seq":1}\n', b'{"seq":2}\n'
+    path = "/s/fisk-ai/runs/r1.json"
+    facts = CrashStateFacts(id="p3.0", prefix_n=3, files={path: line1 + line2 + b'{"se'}, dirs=["/s"],
+                            inodes={path: 1}, acks=[CrashAck(path, 0, len(line1), line1, 1, 1),
+                                                    CrashAck(path, len(line1), len(line1 + line2), line2, 1, 2)])
+
+    def history(recovered: bytes) -> History:
+        legs = [Leg(index=0, kind="start", argv=["a"]), Leg(index=1, kind="resume", argv=["a"], journal=recovered)]
+        return History(scenario="s", seed=0, schedule=[], run_id="r1", legs=legs, crash_state=facts)
+
+    assert i4_acknowledged.check(history(line1 + line2 + b'{"seq":3}\n')).status == "valid"   # torn tail cut only
+    v = i4_acknowledged.check(history(line1))                       # the repair cut one whole line too many
+    assert v.status == "invalid" and [r["kind"] for r in v.evidence["violations"]] == ["lost_by_recovery"]
+    assert "destroyed by its recovery" in v.evidence["summary"] and v.evidence["violations"][0]["offset"] == 10

@@ -102,6 +102,8 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",), shrink=0),
     # a crash after the final answer was journaled, before its terminal record: the resume must print it
     Target("answer-not-printed-on-resume", "kill-every-event", 40, ("I6",), shrink=0),
+    # a torn-tail repair that cuts an acknowledged line too: I4 names the loss (power loss: lost_by_recovery)
+    Target("torn-tail-overcut", "tails-basic", 4, ("I4",), shrink=0),
     # --- end of the issue 15 block ------------------------------------------------------------------------
 )}
 
@@ -137,6 +139,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4", "I5")),
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",)),
     Target("answer-not-printed-on-resume", "kill-every-event", 40, ("I6",)),
+    Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -169,6 +172,7 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4")),
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",)),
     Target("answer-not-printed-on-resume", "kill-every-event", 40, ("I6",)),
+    Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
 )}
 #: Variants whose catch reads nothing of the journal's format (crash states and IO errors judged on bytes and
 #: calls (I4), the lock (I8), the refusal of a drifted resume (I9)): the fisk-ai v2 self-test of the same

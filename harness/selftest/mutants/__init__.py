@@ -67,6 +67,7 @@ there too.
 | ``resume-writer-no-record-limit`` | a resumed leg's writer has no record-size limit: an oversized tool output is journaled whole | kill, payloads (I4, I5, I6, I8) |
 | ``cache-counters-not-folded`` | the fold drops the cache token counters: a resume undercounts the budget | kill, cache tokens and a budget end (I6) |
 | ``thinking-signature-dropped`` | the writer drops thinking blocks' signatures: a resume sends them back unsigned | kill, payloads (I6) |
+| ``torn-tail-overcut`` | the torn-tail repair cuts back one complete, acknowledged line too many | tail, power loss (I4) |
 | ``answer-not-printed-on-resume`` | a resume that settles a journaled final answer completes without printing it | kill (I6, what the user reads) |
 | ``thinking-stripped-on-resume`` | a resume strips the thinking blocks of every inherited turn, the tool loop in flight included (HTTP 400 with thinking on) | kill, thinking on (I6) |
 
@@ -129,6 +130,8 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            "thinking_signature_dropped", "thinking_stripped_on_resume",
            # what the user reads: the final answer printed by the leg that completes the run (I6)
            "answer_not_printed_on_resume",
+           # a torn-tail repair that cuts an acknowledged line too (I4 truncated_acknowledged, lost_by_recovery)
+           "torn_tail_overcut",
            # an IO error swallowed: a failed write taken for done (io_error family)
            "write_error_swallowed")
 

@@ -24,6 +24,7 @@ export const BUGS = {
   'newline-first': 'records are framed newline-first: the last record never ends in its newline and reads as torn',
   'fingerprint-ignores-system': 'the resume guard does not compare the system prompt hash',
   'fingerprint-ignores-thinking': 'the resume guard does not compare the thinking mode',
+  'torn-tail-overcut': 'the torn-tail repair cuts back one complete (acknowledged) line too many',
   'answer-not-printed-on-resume': 'a resume that settles a journaled final answer completes the run without printing it',
   'thinking-stripped-on-resume': 'a resume sends every inherited turn without its thinking blocks, the tool loop in flight included',
   'nul-block-ends-journal': 'the reader takes a line of NUL bytes inside the journal for its end (and open cuts there)',

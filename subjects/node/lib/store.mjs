@@ -330,8 +330,14 @@ export class Store {
         return last[0] === 0x0a;
       })();
       if (reader.tornTail && !bug('torn-tail-not-cut') && !wholeLine) {
+        let cutAt = reader.goodSize;
+        if (bug('torn-tail-overcut')) { // the repair cuts back to the start of the last complete line too
+          const good = Buffer.alloc(reader.goodSize);
+          fs.readSync(fd, good, 0, reader.goodSize, 0);
+          cutAt = good.subarray(0, Math.max(0, reader.goodSize - 1)).lastIndexOf(0x0a) + 1;
+        }
         try {
-          fs.ftruncateSync(fd, reader.goodSize);
+          fs.ftruncateSync(fd, cutAt);
           fs.fsyncSync(fd);
         } catch (e) {
           throw ioError('cutting the torn tail of the journal', jpath, e);
