@@ -249,15 +249,19 @@ def _shrink_lines(report: dict[str, Any]) -> str:
     already minimal, not shrunk (the shrink only moved its fault to an earlier failing point)."""
     out = []
     for s in report["campaign"]["shrinks"]:
-        before = s.get("from_schedule")
-        if before is not None and len(before) <= 1:
+        before, after = s.get("from_schedule"), s["schedule"]
+        if before is not None and len(after) > len(before):  # the search found another failure, not a smaller one
+            out.append(f"not shrunk: trial {s['from_trial']} ({s['scenario']}, {len(before)} fault(s)) stays the "
+                       f"smallest reproducer; the shrink found another failing schedule, trial {s['trial']} "
+                       f"({len(after)} fault(s)): {json.dumps(after)}\n")
+        elif before is not None and len(before) <= 1:
             out.append(f"already minimal: trial {s['from_trial']} ({s['scenario']}) has a single fault; its earliest "
-                       f"failing point is trial {s['trial']}: {json.dumps(s['schedule'])}\n")
+                       f"failing point is trial {s['trial']}: {json.dumps(after)}\n")
         else:
-            what = (f"{len(before)} fault(s) -> {len(s['schedule'])}, each at its earliest failing point"
+            what = (f"{len(before)} fault(s) -> {len(after)}, each at its earliest failing point"
                     if before is not None else "")
             out.append(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}; {what}): "
-                       f"{json.dumps(s['schedule'])}\n")
+                       f"{json.dumps(after)}\n")
         if s.get("reproduce"):
             out.append(f"    reproduce: {s['reproduce']}\n")
     return "".join(out)

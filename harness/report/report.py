@@ -361,7 +361,10 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     """A fixed-width text summary: trials, faults by kind, invariant table, violations with reproducers."""
     rate = report.get("trials_per_s")
     width = min(72, max([len(c.get("name", "")) for c in report.get("invariants", {}).values()] + [20]) + 2)
-    lines = [f"fiskj-harness: {report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
+    shrinks = sum(1 for r in report.get("runs", []) if r.get("origin") == "shrink")
+    lines = [f"fiskj-harness: {report.get('trials', 0)} trial(s)"
+             + (f" ({shrinks} of them shrinking a failure)" if shrinks else "")
+             + f" in {report.get('elapsed_s', 0):.1f} s"
              + (f" ({rate:.1f} trials/s)" if rate else "") + f"   verdict: {str(report.get('verdict')).upper()}"
              + (" (PARTIAL: interrupted)" if report.get("interrupted") else "")
              + (f" + {len(errs)} setup error(s), listed below (exit 2)"
@@ -518,7 +521,7 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
         out += [f"**⚠️ {_interrupted_line(report)}**", ""]
     out += ["| fault | count |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in report.get("faults", {}).items()]
-    out += ["", *(_md(line) for line in probe_lines(report.get("probes"), width=400))]
+    out += ["", *(f"- {_md(line.strip())}" for line in probe_lines(report.get("probes"), width=400))]
     out += ["", "| invariant | name | checked | valid | vacuous | invalid | unknown |", "|---|---|---:|---:|---:|---:|---:|"]
     for inv, c in report.get("invariants", {}).items():
         out.append(f"| {inv} | {c.get('name', '')} | {c['checked']} | {c[VALID]} | {c.get('vacuous', 0)} | "
