@@ -323,3 +323,10 @@ def test_a_recovery_that_destroys_a_line_acknowledged_before_the_power_loss_is_c
     v = i4_acknowledged.check(history(line1))                       # the repair cut one whole line too many
     assert v.status == "invalid" and [r["kind"] for r in v.evidence["violations"]] == ["lost_by_recovery"]
     assert "destroyed by its recovery" in v.evidence["summary"] and v.evidence["violations"][0]["offset"] == 10
+
+
+def test_a_write_left_unsynced_is_named_by_its_record():
+    from harness.checkers._trace import written_what
+    line = b'{"seq":14,"protocol":"io.choria.fisk-ai.v1.session.terminal","terminal":{"reason":"completed"}}\n'
+    assert written_what(line) == "record terminal seq 14"
+    assert written_what(b'{"n":1,"type":"x"}\n') == "19 bytes" and written_what(b"\x00\x00") == "2 bytes"

@@ -10,6 +10,7 @@ file) for ``write``, ``length`` for ``ftruncate``, ``flags`` for ``open``,
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -92,6 +93,19 @@ def events(leg: Leg) -> Iterator[dict[str, Any]]:
             fds.pop(key, None)
 
 
+def written_what(data: bytes) -> str:
+    """What a journal write held, for a message: ``record terminal seq 14`` (a fisk-ai v2 line: the last word
+    of its ``protocol``), else its size in bytes."""
+    try:
+        obj = json.loads(data.split(b"\n", 1)[0])
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("protocol"), str):  # fisk-ai v2: ...session.<kind>
+        kind = obj["protocol"].rsplit(".", 1)[-1]
+        return f"record {kind}" + (f" seq {obj['seq']}" if isinstance(obj.get("seq"), int) else "")
+    return f"{len(data)} bytes"
+
+
 def _data(ev: dict[str, Any]) -> bytes:
     raw = ev.get("data") or ""
     data = base64.b64decode(raw) if isinstance(raw, str) else bytes(raw)
@@ -159,7 +173,7 @@ def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
             if pid in open_write:
                 out.append({**open_write[pid], "before": f"write n={ev.get('n')}"})
             open_write[pid] = {"leg": leg.index, "pid": pid, "n": ev.get("n"), "offset": ev.get("offset"),
-                               "len": ev.get("len")}
+                               "len": ev.get("len"), "record": written_what(_data(ev))}
         elif op in ("fsync", "fdatasync"):
             open_write.pop(pid, None)
         elif op == "close" and pid in open_write:

@@ -402,7 +402,8 @@ def check(history: History) -> Any:
 
 def _brief(v: dict[str, Any]) -> str:
     if v["kind"] == "append_not_synced":
-        return f"leg {v['leg']} write n={v['n']} not fsynced before {v['before']}"
+        what = f" ({v['record']})" if v.get("record") else ""
+        return f"leg {v['leg']} write n={v['n']}{what} not fsynced before {v['before']}"
     if v["kind"] in ("io_error_swallowed", "truncated_acknowledged"):
         return v["detail"]
     if v["kind"] == "undecodable_ack":
