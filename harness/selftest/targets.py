@@ -69,7 +69,7 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     # and no model call once the journal holds the final answer (I3)
     Target("resume-skips-completed", "kill-every-event", 12, ("I6", "I9")),
     Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
-    Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
+    Target("recall-after-final-answer", "kill-after-answer", 30, ("I3", "I6")),
     # a tail fault's damage is excused only until the engine appends past it (I5)
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     # the lock is held until the writer's last fsync and close (I8)
@@ -101,7 +101,7 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     # the turn in flight with its thinking block first, or the Messages API refuses it (HTTP 400)
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",), shrink=0),
     # a crash after the final answer was journaled, before its terminal record: the resume must print it
-    Target("answer-not-printed-on-resume", "kill-every-event", 40, ("I6",), shrink=0),
+    Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",), shrink=0),
     # a torn-tail repair that cuts an acknowledged line too: I4 names the loss (power loss: lost_by_recovery)
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",), shrink=0),
     # --- end of the issue 15 block ------------------------------------------------------------------------
@@ -129,7 +129,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("reader-tolerates-corruption", "tails-basic", 4, ("I5",)),
     Target("resume-skips-completed", "kill-every-event", 12, ("I6", "I9")),
     Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
-    Target("recall-after-final-answer", "kill-every-event", 40, ("I3", "I6")),
+    Target("recall-after-final-answer", "kill-after-answer", 30, ("I3", "I6")),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
     Target("completed-never-written", "noop-baseline", 1, ("I6",)),
@@ -138,7 +138,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fingerprint-ignores-thinking", "drift-thinking", 6, ("I9",)),
     Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4", "I5")),
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",)),
-    Target("answer-not-printed-on-resume", "kill-every-event", 40, ("I6",)),
+    Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
@@ -162,7 +162,7 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("stale-lock-file", "race-holder-killed", 4, ("I6", "I8")),
     Target("resume-skips-completed", "kill-every-event", 12, ("I9",)),
     Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
-    Target("recall-after-final-answer", "kill-every-event", 40, ("I3",)),
+    Target("recall-after-final-answer", "kill-after-answer", 30, ("I3",)),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
     Target("completed-never-written", "kill-every-event", 6, ("I9",)),
@@ -171,7 +171,7 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fingerprint-ignores-thinking", "drift-thinking", 6, ("I9",)),
     Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4")),
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",)),
-    Target("answer-not-printed-on-resume", "kill-every-event", 40, ("I6",)),
+    Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
 )}
 #: Variants whose catch reads nothing of the journal's format (crash states and IO errors judged on bytes and
