@@ -843,11 +843,28 @@ def _main(argv: list[str] | None) -> int:
         except KeyboardInterrupt as exc:  # a signal outside a campaign's waits: before the first trial, ...
             interrupt.note(getattr(exc, "signum", 2))
             print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}", file=sys.stderr)
+        except RuntimeError as exc:  # a signal while a module was being imported: Python wraps it in its error
+            cause = _interruption(exc)
+            if cause is None:
+                raise
+            interrupt.note(getattr(cause, "signum", 2))
+            print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}", file=sys.stderr)
         if interrupt.requested():  # the command wrote its partial reports and said so; nothing may outlive it
             with interrupt.deferred():
                 interrupt.end_processes()
             code = interrupt.exit_status(interrupt.signum() or 2)
         return code
+
+
+def _interruption(exc: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt (or interrupt.Interrupted) an exception was raised from, if any (its causes)."""
+    seen = 0
+    cur: BaseException | None = exc
+    while cur is not None and seen < 20:
+        if isinstance(cur, KeyboardInterrupt):
+            return cur
+        cur, seen = cur.__cause__ or cur.__context__, seen + 1
+    return None
 
 
 #: The commands that run trials (and make trial directories).
