@@ -222,7 +222,8 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
              shard: tuple[int, int] | None = None, seed: int | None = None, shrink_budget: int = 10,
              progress: Callable[[str], None] | None = None, round_unit: int | None = None,
              trial_progress: Callable[[int, int, int], None] | None = None, fresh: bool = True,
-             max_rounds: int | None = None, keep_histories: bool = False) -> GateResult:
+             max_rounds: int | None = None, keep_histories: bool = False,
+             skip_unsupported: bool = False) -> GateResult:
     """Run the gate over ``scenarios`` (see the module docstring); returns a :class:`GateResult`.
 
     ``budget_s``: seconds (> 0 in practice; round 0 runs whatever it is).
@@ -234,7 +235,9 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
     total, failing)`` (:class:`harness.campaign.campaign.Campaign`).
     ``fresh``: False stops when the counts are spent (rounds ``0..R``
     only); ``max_rounds``: at most that many rounds (tests);
-    ``keep_histories``: keep every trial's history (``--keep all``).
+    ``keep_histories``: keep every trial's history (``--keep all``); ``skip_unsupported``: a scenario
+    that cannot apply to the subject is said ``NOT RUN`` in the limits, not a setup error (the default
+    bundled set; :class:`harness.campaign.campaign.Campaign`).
     """
     started = time.monotonic()
     deadline = started + budget_s
@@ -246,6 +249,7 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
     trial_rounds: dict[int, int] = {}
     everyone: list[float] = []
     errors: list[str] = []
+    limits: list[str] = []
     log: list[dict[str, Any]] = []
     jobs_used = 1
     cut: dict[str, Any] | None = None
@@ -306,7 +310,8 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
             spare = deadline - time.monotonic() - estimate
             campaign = Campaign(round_scenarios, jobs=jobs, runner=runner, shard=shard,
                                 shrink_budget=shrink_budget if spare > 0 else 0, progress=trial_progress,
-                                keep=keep, admit=admit, keep_histories=keep_histories)
+                                keep=keep, admit=admit, keep_histories=keep_histories,
+                                skip_unsupported=skip_unsupported)
             try:
                 result = campaign.run()
             except interrupt.Interrupted:  # came just before the round started: it ran nothing
@@ -317,6 +322,9 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
             for err in result.errors:
                 if err not in errors:
                     errors.append(err)
+            for line in getattr(result, "limits", []):  # said once, whatever the number of rounds
+                if line not in limits:
+                    limits.append(line)
             mine_total = 0
             for run in result.scenarios:
                 t = by_name[run.scenario.name]
@@ -382,7 +390,8 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
     scenario_runs = [t.run or ScenarioRun(scenario=t.scenario, seed=t.scenario.trials.seed, error=t.error)
                      for t in tracks]
     merged = CampaignResult(trials=trials, errors=errors, scenarios=scenario_runs,
-                            elapsed_s=time.monotonic() - started, jobs=jobs_used, subject=subject_used)
+                            elapsed_s=time.monotonic() - started, jobs=jobs_used, subject=subject_used,
+                            limits=limits)
     if cut is None and interrupt.requested():  # between two rounds
         cut = {"signal": interrupt.signal_name(interrupt.signum() or 2), "planned": len(trials), "done": len(trials),
                "round": len(log)}

@@ -76,7 +76,8 @@ def cmd_gate(args: argparse.Namespace, out: Any, cli: Any) -> int:
     say = None if progress is None else (lambda line: progress.say(f"fiskj-harness gate: {line}"))
     try:
         gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
-                        seed=args.seed, progress=say, trial_progress=progress, keep_histories=keep == "all")
+                        seed=args.seed, progress=say, trial_progress=progress, keep_histories=keep == "all",
+                        skip_unsupported=not args.scenarios)  # the bundled set: what cannot apply is said, not run
     finally:
         if progress is not None:
             progress.close()
