@@ -469,6 +469,7 @@ def cmd_check(args: argparse.Namespace, out: Any = None) -> int:
         out.write(f"... {len(trials) - shown} more trial(s) with the verdicts they had (every one: --report-json)\n")
     report_path = str(Path(where) / "report.json") if stored_report is not None else "REPORT"
     report = build_report(trials, report_path=report_path, elapsed_s=elapsed)  # the time it took to judge
+    report["rows_path"] = getattr(args, "report_json", None)  # the stored report.json holds the old rows
     report["check"] = {"folder": str(where), "judged": len(trials), "changed": changed,
                        "campaign_trials": len((stored_report or {}).get("runs", [])) or None}
     for row in report["violations"] + report["unknowns"]:  # where each judged trial is stored

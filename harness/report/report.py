@@ -394,7 +394,7 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
             continue
         groups = _groups_of(report, rows_key, groups_key)
         lines += ["", f"{title}: {len(rows)} in {len(groups)} group(s) by cause"
-                  + (f" (every row: {report['report_path']})" if report.get("report_path") not in (None, "REPORT")
+                  + (f" (every row: {_rows_path(report)})" if _rows_path(report) not in (None, "REPORT")
                      else "") + ":"]
         for n, group in enumerate(groups[:max_violations], 1):
             rep, ex = group["reproducer"], group["example"]
@@ -410,9 +410,16 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _rows_path(report: dict[str, Any]) -> str | None:
+    """The file that holds this report's rows: ``rows_path`` when the report says (``check`` names the
+    stored campaign's report for its replays, but its own rows are only in the file ``--report-json``
+    writes), else ``report_path``."""
+    return report["rows_path"] if "rows_path" in report else report.get("report_path")
+
+
 def _where_all(report: dict[str, Any]) -> str:
     """Where every group is: the report's file when it is written to one, else how to get one."""
-    path = report.get("report_path")
+    path = _rows_path(report)
     if path not in (None, "REPORT"):
         return f"all of them are in {path}"
     return "not shown; --report-json FILE writes all of them"
