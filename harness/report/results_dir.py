@@ -44,6 +44,7 @@ from typing import Any, Union
 
 from harness.errors import ResultsError
 from harness.history.model import History, history_from_json, history_to_json
+from harness.scenario.generate import split_draw
 
 __all__ = ["RESULTS_ENV", "DEFAULT_ROOT", "KEEP_CHOICES", "REPORT_FILE", "JUNIT_FILE", "MARKDOWN_FILE",
            "SUMMARY_FILE", "HTML_FILE", "TRIALS_DIR", "HISTORY_FILE", "TRIAL_FILE", "LATEST", "TRIAL_FORMAT", "default_root",
@@ -82,7 +83,7 @@ def _safe(name: str) -> str:
 def results_name(scenario_names: list[str]) -> str:
     """The folder name of a campaign: its one scenario's name (the draws ``NAME.wK`` of one generated
     scenario count as ``NAME``), else ``campaign``."""
-    names = sorted({re.sub(r"\.w\d+$", "", n) for n in scenario_names})
+    names = sorted({split_draw(n)[0] for n in scenario_names})
     return _safe(names[0]) if len(names) == 1 else "campaign"
 
 

@@ -124,10 +124,18 @@ def _answer_stop_reasons(v: Any) -> tuple[str, ...]:
 
 
 def _thinking_mode(v: Any) -> str:
-    """A thinking mode the run is started with: ``adaptive`` or ``enabled:N`` (N >= 1024); ``""``: none."""
-    if isinstance(v, str) and (v in ("", "adaptive") or (v.startswith("enabled:") and v[8:].isdigit()
-                                                    and int(v[8:]) >= 1024)):
+    """A thinking mode the run is started with, as fiskj's ``--thinking`` takes it (``adaptive`` or
+    ``enabled:N``, N >= 1024: :func:`fiskj.model.thinking_param`); ``""``: none given."""
+    from fiskj.errors import UsageError
+    from fiskj.model import thinking_param
+
+    if v == "":
         return v
+    try:
+        if isinstance(v, str) and thinking_param(v) is not None:
+            return v
+    except UsageError:
+        pass
     raise Bad(f"expected \"adaptive\" or \"enabled:N\" with N >= 1024, got {v!r}")
 
 
