@@ -109,3 +109,23 @@ def test_a_bundled_scenario_that_cannot_apply_is_not_run_and_said_in_the_default
     assert any("race-lock-survives-other-fds: NOT RUN for this subject" in line for line in quiet.limits)
     named = Campaign([fiskj_only], subject=subject).run()                                  # asked for by name
     assert len(named.errors) == 1 and "need the race agent" in named.errors[0]
+
+
+@pytest.mark.parametrize("who", ["reference", "foreign"])
+def test_a_recovery_that_cuts_an_acknowledged_line_after_a_power_loss_is_caught_as_lost_by_recovery(tmp_path, who):
+    # torn-tail-overcut: the power-loss family's own I4 rule must name it, for fiskj's mutant and for the Node agent
+    if who == "foreign":
+        proc, report = campaign(tmp_path, ["power-loss-basic"], 4, bug="torn-tail-overcut")
+        assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+        rows = report["violations"]
+    else:
+        from harness.campaign.campaign import Campaign
+        from harness.report.report import campaign_report
+        from harness.scenario.parse import load_scenario
+        from harness.selftest.mutants import subject_for
+
+        result = Campaign([load_scenario(ROOT / "scenarios" / "power-loss-basic.toml")], trials=4, shrink_budget=0,
+                          subject=subject_for("torn-tail-overcut")).run()
+        rows = campaign_report(result, None)["violations"]
+    kinds = {v["evidence"]["violations"][0]["kind"] for v in rows if v["invariant"] == "I4"}
+    assert "lost_by_recovery" in kinds, sorted({(v["invariant"], v["summary"][:80]) for v in rows})
