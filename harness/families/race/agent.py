@@ -48,6 +48,8 @@ from fiskj.records import VERSION, AssistantRecord, MetaRecord, TerminalRecord, 
 from fiskj.store import FileStore
 from fiskj.tools import Tool, ToolOutcome, ToolRegistry
 
+from harness.subject.contract import probes_path
+
 from harness.families.race.points import Breakpoint, Lines, SequencePoints, emit
 from harness.names import MUTANT_ENV
 from harness.subject.preload import load_preload
@@ -242,7 +244,7 @@ class Agent(SequencePoints):
         self.ledger = cmd.get("ledger")
         self.model = cmd.get("model") or "scripted:1:1"
         if self.ledger:  # this leg's code probes (fiskj.probes) go beside its ledger
-            os.environ[probes.ENV] = os.path.join(os.path.dirname(self.ledger), "probes")
+            os.environ[probes.ENV] = probes_path(self.ledger)
             os.environ["FISKJ_HARNESS_LEG"] = str(self.leg)
         return {"pid": os.getpid()}
 

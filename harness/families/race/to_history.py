@@ -4,7 +4,6 @@ and the race's facts (:class:`~harness.history.model.RaceFacts`) for :mod:`harne
 from __future__ import annotations
 
 import json
-import os
 from time import monotonic_ns as mono
 from typing import Any
 
@@ -13,6 +12,7 @@ from fiskj.reader import read_state
 
 from harness.history.model import Effect, Fault, History, Leg, RaceFacts
 from harness.history.readers import read_probes
+from harness.subject.contract import probes_path
 from harness.families.race.traces import timed_trace
 from harness.families.race.trial import Trial, brief
 
@@ -27,7 +27,7 @@ def trial_history(t: Trial, scenario: Any, setup_error: str | None = None) -> Hi
     final, final_error = final_state(t.snapshot())
     return History(scenario=getattr(scenario, "name", None) or f"race-{t.race}", seed=t.seed, schedule=t.steps,
                    run_id=t.run_id, legs=trial_legs(t), effects=ledger_effects(t), final_state=final,
-                   final_error=final_error, notes=t.notes, probes=read_probes(os.path.join(t.dir, "probes")),
+                   final_error=final_error, notes=t.notes, probes=read_probes(probes_path(t.ledger)),
                    options={"race": t.race, "schedule": t.schedule, "mutant": t.driver.mutant},
                    race=RaceFacts(race=t.race, schedule=t.schedule, expectations=list(t.facts),
                                   setup_error=setup_error))
