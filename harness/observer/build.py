@@ -6,7 +6,7 @@ the source>`` (``~/.cache/fiskj`` without XDG_CACHE_HOME), compiled with
 ``gcc -O2 -Wall -Werror`` into a temporary file in that directory and renamed
 into place: threads and processes building at the same time each produce a
 whole binary and the last rename wins (the same bytes), so no reader ever
-sees a partial file.
+sees a partial file (the shared mechanism: :mod:`harness.cbuild`).
 """
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import shutil
-import subprocess
 import sys
-import tempfile
-import threading
 from pathlib import Path
+
+from harness.cbuild import CProgram, cache_dir, cached_build
+from harness.cbuild import compile_to as _compile_to
 
 from .errors import BuildError, CompileFailed, CompilerMissing, UnsupportedPlatform
 
 SOURCE = Path(__file__).with_name("fiskj_observe.c")
 CFLAGS = ("-O2", "-Wall", "-Werror")
-_lock = threading.Lock()
+_TRACER = CProgram("the tracer", CFLAGS, "set FISKJ_OBSERVER_BIN", CompilerMissing, CompileFailed)
 
 
 def check_platform() -> None:
@@ -33,13 +32,6 @@ def check_platform() -> None:
     if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"):
         raise UnsupportedPlatform(f"fiskj-observe needs x86_64 Linux (its syscall numbers and registers are "
                                   f"x86_64's); this is {sys.platform} {platform.machine()}")
-
-
-def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/fiskj`` (an absolute XDG_CACHE_HOME only), else ``~/.cache/fiskj``."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "fiskj"
 
 
 def binary_name(source: Path = SOURCE) -> str:
@@ -55,32 +47,9 @@ def observer_binary(source: Path = SOURCE) -> Path:
             raise BuildError("FISKJ_OBSERVER_BIN does not name an executable file", [override])
         return Path(override)
     check_platform()
-    target = cache_dir() / binary_name(source)
-    if os.access(target, os.X_OK):
-        return target
-    with _lock:
-        if not os.access(target, os.X_OK):
-            compile_to(target, source)
-    return target
+    return cached_build(_TRACER, cache_dir() / binary_name(source), source)
 
 
 def compile_to(target: Path, source: Path = SOURCE) -> Path:
     """Compile ``source`` to ``target`` atomically (temporary file + rename); raise a :class:`BuildError`."""
-    gcc = shutil.which("gcc")
-    cmd = ["gcc", *CFLAGS, "-o", str(target), str(source)]
-    if gcc is None:
-        raise CompilerMissing("gcc is not on PATH; install gcc or set FISKJ_OBSERVER_BIN", cmd)
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    cmd = [gcc, *CFLAGS, "-o", tmp, str(source)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise CompileFailed(f"compiling the tracer failed (exit {proc.returncode})", cmd, proc.stderr)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    return _compile_to(_TRACER, target, source)

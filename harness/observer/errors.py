@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from harness.cbuild import CBuildError
+
 
 class ObserverError(Exception):
     """Base of every error of :mod:`harness.observer`."""
@@ -11,15 +13,10 @@ class UnsupportedPlatform(ObserverError, OSError):
     """The tracer needs x86_64 Linux (its syscall numbers and registers are x86_64's)."""
 
 
-class BuildError(ObserverError, RuntimeError):
-    """The tracer could not be built: gcc is missing or the compile failed.
+class BuildError(ObserverError, CBuildError):
+    """The tracer could not be built: gcc is missing or the compile failed (a :class:`RuntimeError`).
 
     ``cmd`` is the command run (a list), ``stderr`` what it printed (may be empty)."""
-
-    def __init__(self, message: str, cmd: list[str], stderr: str = "") -> None:
-        super().__init__(f"{message}: {' '.join(cmd)}" + (f"\n{stderr.rstrip()}" if stderr else ""))
-        self.cmd = cmd
-        self.stderr = stderr
 
 
 class CompilerMissing(BuildError):

@@ -20,21 +20,19 @@ The binary is built as the observer's tracer is (harness/observer/build.py):
 once per source version, into ``$XDG_CACHE_HOME/fiskj`` (``~/.cache/fiskj``)
 as ``fiskj-ledger-tool-<sha256 prefix of the source and flags>``, compiled
 with ``gcc -std=c99 -O2 -Wall -Werror`` into a temporary file in that
-directory and renamed into place, so no reader ever sees a partial file.
+directory and renamed into place, so no reader ever sees a partial file
+(the shared mechanism: :mod:`harness.cbuild`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.observer.build import cache_dir
+from harness.cbuild import CBuildError, CProgram, cache_dir, cached_build
+from harness.cbuild import compile_to as _compile_to
 
 __all__ = ["SOURCE", "SCRIPT", "ENV", "LedgerBuildError", "CompilerMissing", "CompileFailed", "BadChoice",
            "ToolChoice", "binary_name", "ledger_binary", "compile_to", "ledger_tool_choice"]
@@ -45,18 +43,12 @@ SCRIPT = Path(__file__).resolve().with_name("ledger_tool.py")
 #: The environment variable that picks the tool: ``auto`` (default), ``c`` or ``python``.
 ENV = "FISKJ_LEDGER_TOOL"
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Werror")
-_lock = threading.Lock()
 
 
-class LedgerBuildError(RuntimeError):
-    """The compiled ledger tool could not be built.
+class LedgerBuildError(CBuildError):
+    """The compiled ledger tool could not be built (a :class:`RuntimeError`).
 
     ``cmd`` is the command run (a list), ``stderr`` what it printed (may be empty)."""
-
-    def __init__(self, message: str, cmd: list[str], stderr: str = "") -> None:
-        super().__init__(f"{message}: {' '.join(cmd)}" + (f"\n{stderr.rstrip()}" if stderr else ""))
-        self.cmd = cmd
-        self.stderr = stderr
 
 
 class CompilerMissing(LedgerBuildError):
@@ -65,6 +57,9 @@ class CompilerMissing(LedgerBuildError):
 
 class CompileFailed(LedgerBuildError):
     """gcc ran and failed; ``stderr`` holds its diagnostics."""
+
+
+_LEDGER_TOOL = CProgram("the ledger tool", CFLAGS, f"set {ENV}=python", CompilerMissing, CompileFailed)
 
 
 class BadChoice(ValueError):
@@ -95,34 +90,12 @@ def binary_name(source: Path = SOURCE) -> str:
 
 def ledger_binary(source: Path = SOURCE) -> Path:
     """The cached build of ``source`` (built if missing); raises a :class:`LedgerBuildError`."""
-    target = cache_dir() / binary_name(source)
-    if os.access(target, os.X_OK):
-        return target
-    with _lock:
-        if not os.access(target, os.X_OK):
-            compile_to(target, source)
-    return target
+    return cached_build(_LEDGER_TOOL, cache_dir() / binary_name(source), source)
 
 
 def compile_to(target: Path, source: Path = SOURCE) -> Path:
     """Compile ``source`` to ``target`` atomically (temporary file + rename); raise a :class:`LedgerBuildError`."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        raise CompilerMissing(f"gcc is not on PATH; install gcc or set {ENV}=python", ["gcc", *CFLAGS, str(source)])
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    cmd = [gcc, *CFLAGS, "-o", tmp, str(source)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise CompileFailed(f"compiling the ledger tool failed (exit {proc.returncode})", cmd, proc.stderr)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    return _compile_to(_LEDGER_TOOL, target, source)
 
 
 def _python_choice(interpreter: str, reason: str) -> ToolChoice:

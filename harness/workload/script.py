@@ -1,0 +1,353 @@
+"""The script: what the fake model answers, and to which request (pure).
+
+A :class:`Script` is a seed and a list of :class:`Turn` (each a reply: text, tools,
+reasoning blocks); :meth:`Script.position` says which turn answers a conversation and
+:meth:`Script.reply` builds that turn's content blocks, stop reason and usage.  The
+HTTP server that serves it is :mod:`harness.workload.server`; the request checks are
+:mod:`harness.workload.requests`.
+
+Which turn answers a request: the conversation's *state*, never the number
+of its messages.  The script's turns fall into segments, each ending with
+a final answer (a turn without tools); a chat run's follow-up opens the
+next segment.  Walking the request's messages in order:
+
+* an assistant message with no tool_use block whose text contains the
+  scripted final answer of the current segment closes that segment;
+* the first user message after that which asks something (non-blank text,
+  or any block other than a tool_result) is the follow-up that opens the
+  next segment; user text anywhere else (an agent's "continue" or
+  "interrupted" note) changes nothing;
+* every tool_result, in any user message, answers the scripted tool id it
+  names (``toolu_<seed>_<turn>_<k>``, any ``_r<n>`` suffix).
+
+The request is then answered by the current segment's first tool turn
+whose tool ids are not all answered, else by its final answer.  A request
+with nothing left to answer (the segment is closed and no follow-up came,
+the follow-ups outnumber the segments, or a segment without a final answer
+is done) gets ``"(script exhausted)"``, turn index ``len(turns)``.  So a
+resumed agent gets the same reply for the same progress, however it
+rebuilt the conversation (a synthetic assistant message, a replayed or
+annotated history): see :meth:`Script.position`.
+
+A *pause turn* (``Turn.pause``: a server tool the provider paused,
+stop reason ``pause_turn``) counts like a tool turn of its segment; it is
+answered once an assistant message of the request holds its
+``server_tool_use`` block (``srvtoolu_<seed>_<turn>_0``): the agent sent
+the paused turn back to be continued.
+
+The state's ``key`` (:func:`request_key`, the hash of segment and turn)
+identifies a model call for checker I3: two calls with one key asked the
+model the same thing.  With ``vary_on_repeat`` the n-th repeat of a key
+gets other text and fresh ids.  Tool ids are deterministic:
+``toolu_<seed>_<turn>_<k>`` (with ``_r<n>`` appended for the n-th repeat
+under ``vary_on_repeat``), and every tool input carries its own
+``tool_use_id`` (a command tool sees only its input) and the call's
+output spec, if any, under ``out`` (:mod:`harness.workload.payloads`).
+Usage is deterministic per turn: ``100 + 10 x turn`` input tokens, ``20 +
+7 x tools`` output tokens, and the script's ``cache_tokens`` (0 by
+default) as cache counts: ``cache_read_input_tokens = cache_tokens + 10 x
+turn``, ``cache_creation_input_tokens = cache_tokens // 10 + turn``.
+
+A reply's blocks, in order: a signed ``thinking`` block (``Turn.thinking``),
+a ``redacted_thinking`` block (``Turn.redacted``), the text, a
+``server_tool_use`` with its ``web_search_tool_result`` (``Turn.web_search``,
+and every pause turn), then the ``tool_use`` blocks.  The stop reason is
+``tool_use`` with tools, ``pause_turn`` for a pause turn, else the turn's
+``stop`` (``end_turn``, or ``stop_sequence`` with :data:`STOP_SEQUENCE`).
+A thinking block's ``signature`` and a redacted block's ``data`` are
+opaque strings that name their turn and repeat and hold a MAC of the seed
+(and the thinking text) (:func:`opaque`); a request that sends one back
+altered is refused (:func:`harness.workload.requests.check_reasoning`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+__all__ = ["ToolCall", "Turn", "Script", "Position", "request_key", "opaque", "opaque_fields", "opaque_valid",
+           "EXHAUSTED", "STOP_SEQUENCE"]
+
+#: The text of the reply to a request with nothing left to answer.
+EXHAUSTED = "(script exhausted)"
+
+#: The ``stop_sequence`` of a final answer whose stop reason is ``stop_sequence``.
+STOP_SEQUENCE = "\n\nEND"
+
+
+def opaque(seed: int, kind: str, turn: int, rep: int, text: str = "") -> str:
+    """A thinking signature (``kind`` ``"thinking"``, over ``text``) or redacted data (``"redacted"``) of
+    ``turn`` and repeat ``rep``: base64 of ``fiskj1:KIND:TURN:REP:`` and a SHA-256 MAC of the seed, those
+    fields and ``text``.  Pure."""
+    head = f"fiskj1:{kind}:{turn}:{rep}:".encode("ascii")
+    mac = hashlib.sha256(f"{seed}\x00{kind}\x00{turn}\x00{rep}\x00".encode("ascii")
+                         + text.encode("utf-8", "surrogatepass")).digest()
+    return base64.b64encode(head + mac).decode("ascii")
+
+
+def opaque_fields(value: Any) -> tuple[str, int, int] | None:
+    """``(kind, turn, rep)`` named by an :func:`opaque` string, or ``None`` when ``value`` is not one.  Never
+    raises (the MAC is not checked: :func:`opaque_valid` does)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        raw = base64.b64decode(value.encode("ascii"), validate=True)
+        tag, kind, turn, rep, _ = raw[:-32].split(b":")
+        return (kind.decode("ascii"), int(turn), int(rep)) if tag == b"fiskj1" and len(raw) > 32 else None
+    except (ValueError, UnicodeError):
+        return None
+
+
+def opaque_valid(seed: int, kind: str, value: Any, text: Any = "") -> bool:
+    """True when ``value`` is what :func:`opaque` gives for ``seed``, ``kind`` and ``text`` (and the turn and
+    repeat it names).  Never raises."""
+    fields = opaque_fields(value)
+    if fields is None or fields[0] != kind or not isinstance(text, str):
+        return False
+    return opaque(seed, kind, fields[1], fields[2], text) == value
+
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One scripted tool_use block: tool ``name`` and extra input (``sleep_ms``, ``n``; ``out``: the JSON text
+    of an output spec of :mod:`harness.workload.payloads`, given to the tool as input ``out``; ``""``: none)."""
+
+    name: str
+    sleep_ms: float = 0.0
+    n: int = 0
+    out: str = ""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One scripted model reply: ``tools`` empty means a final text answer (``stop``), unless ``pause``.
+
+    ``text`` empty: a default text naming the turn.  ``thinking`` non-empty:
+    the reply starts with a thinking block (with a signature, :func:`opaque`);
+    ``redacted``: then a ``redacted_thinking`` block; ``web_search``: a
+    ``server_tool_use`` block and its ``web_search_tool_result`` follow the
+    text.  ``pause``: a turn without tools that is no answer: a web search
+    the provider paused (stop reason ``pause_turn``), continued when the
+    agent sends it back.  ``stop``: a final answer's stop reason,
+    ``"end_turn"`` (also when empty) or ``"stop_sequence"``.
+    """
+
+    tools: tuple[ToolCall, ...] = ()
+    text: str = ""
+    thinking: str = ""
+    redacted: bool = False
+    web_search: bool = False
+    pause: bool = False
+    stop: str = ""
+
+    @property
+    def works(self) -> bool:
+        """True for a turn the agent must act on before the segment's answer: tools, or a pause."""
+        return bool(self.tools) or self.pause
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a request stands in a script: chat ``segment`` (0 before any follow-up) and the ``turn`` that
+    answers it (``len(script.turns)``: nothing left, the ``"(script exhausted)"`` answer)."""
+
+    segment: int
+    turn: int
+
+    @property
+    def key(self) -> str:
+        """Hex SHA-256 of the canonical JSON of ``{"segment", "turn"}``: the model call's identity for I3."""
+        data = json.dumps({"segment": self.segment, "turn": self.turn}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(data.encode("ascii")).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Segment:
+    tools: tuple[int, ...]  # indexes of its tool turns
+    final: int | None  # index of its final answer (None: the script ends inside it)
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _asks(message: dict[str, Any]) -> bool:
+    # A user message that asks something: non-blank text or any block other than a tool_result.
+    for b in _blocks(message):
+        kind = b.get("type")
+        if kind == "text":
+            if str(b.get("text") or "").strip():
+                return True
+        elif kind != "tool_result":
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Script:
+    """What the fake model answers.
+
+    ``turns`` in order; a turn without tools (and not a pause) is a final
+    answer and ends a chat segment (the next one starts at a follow-up).
+    Which turn answers a request is :meth:`position`'s rule (module
+    docstring).  ``delay_ms`` is how long the server waits before it
+    replies (a window for kills during a model call).  ``vary_on_repeat``:
+    the n-th repeat of a request in the same state (n >= 1) gets other text
+    and fresh ids.  ``cache_tokens``: the cache counts of every reply's
+    usage (module docstring; 0: none).
+    """
+
+    seed: int
+    turns: tuple[Turn, ...]
+    model: str = "fiskj-fake"
+    delay_ms: float = 0.0
+    vary_on_repeat: bool = False
+    cache_tokens: int = 0
+
+    def _text(self, turn: int) -> str:
+        spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
+        if spec.text:
+            return spec.text
+        if spec.pause and not spec.tools:
+            return f"Turn {turn}: searching the web (paused)."
+        return f"Turn {turn}: calling {len(spec.tools)} tools." if spec.tools else f"Answer {turn}: done."
+
+    def reply(self, turn: int, repeat: int = 0) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+        """Return ``(content blocks, stop_reason, usage)`` for ``turn`` and its ``repeat`` number.
+
+        Pure: the same arguments always give the same reply.  ``repeat`` is
+        ignored unless ``vary_on_repeat``.  ``turn >= len(turns)`` gives the
+        final answer ``"(script exhausted)"``.  ``usage`` has
+        ``input_tokens``, ``output_tokens``, ``cache_creation_input_tokens``
+        and ``cache_read_input_tokens`` (tokens), and ``server_tool_use``
+        (``{"web_search_requests": 1}``) for a reply with a web search.
+        """
+        rep = repeat if self.vary_on_repeat else 0
+        suffix = f"_r{rep}" if rep else ""
+        spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
+        text = self._text(turn)
+        if rep:
+            text += f" (asked again: {rep})"
+        blocks: list[dict[str, Any]] = []
+        if spec.thinking:
+            thinking = spec.thinking + (f" (asked again: {rep})" if rep else "")
+            blocks.append({"type": "thinking", "thinking": thinking,
+                           "signature": opaque(self.seed, "thinking", turn, rep, thinking)})
+        if spec.redacted:
+            blocks.append({"type": "redacted_thinking", "data": opaque(self.seed, "redacted", turn, rep)})
+        blocks.append({"type": "text", "text": text})
+        searched = spec.web_search or spec.pause
+        if searched:
+            sid = f"srvtoolu_{self.seed}_{turn}_0{suffix}"
+            blocks.append({"type": "server_tool_use", "id": sid, "name": "web_search",
+                           "input": {"query": f"ledger turn {turn} — «durability»"}})
+            blocks.append({"type": "web_search_tool_result", "tool_use_id": sid, "content": [
+                {"type": "web_search_result", "url": f"https://example.invalid/ledger/{turn}",
+                 "title": f"Ledger {turn}: résumé ✓", "page_age": "April 30, 2025",
+                 "encrypted_content": opaque(self.seed, "search", turn, rep)}]})
+        for k, call in enumerate(spec.tools):
+            tid = f"toolu_{self.seed}_{turn}_{k}{suffix}"
+            inp: dict[str, Any] = {"tool_use_id": tid, "n": call.n}
+            if call.sleep_ms:
+                inp["sleep_ms"] = call.sleep_ms
+            if call.out:
+                inp["out"] = json.loads(call.out)
+            blocks.append({"type": "tool_use", "id": tid, "name": call.name, "input": inp})
+        stop = "tool_use" if spec.tools else "pause_turn" if spec.pause else (spec.stop or "end_turn")
+        usage: dict[str, Any] = {"input_tokens": 100 + 10 * turn, "output_tokens": 20 + 7 * len(spec.tools),
+                                 "cache_creation_input_tokens": self.cache_tokens // 10 + turn if self.cache_tokens else 0,
+                                 "cache_read_input_tokens": self.cache_tokens + 10 * turn if self.cache_tokens else 0}
+        if searched:
+            usage["server_tool_use"] = {"web_search_requests": 1}
+        return blocks, stop, usage
+
+    def stop_sequence(self, turn: int) -> str | None:
+        """The ``stop_sequence`` of ``turn``'s reply: :data:`STOP_SEQUENCE` when it stops on one, else ``None``."""
+        spec = self.turns[turn] if turn < len(self.turns) else None
+        return STOP_SEQUENCE if spec is not None and not spec.works and spec.stop == "stop_sequence" else None
+
+    @cached_property
+    def _segments(self) -> tuple[_Segment, ...]:
+        out, tools = [], []
+        for i, turn in enumerate(self.turns):
+            if turn.works:
+                tools.append(i)
+            else:
+                out.append(_Segment(tuple(tools), i))
+                tools = []
+        if tools:
+            out.append(_Segment(tuple(tools), None))
+        return tuple(out)
+
+    @cached_property
+    def _tool_id(self) -> re.Pattern[str]:
+        return re.compile(rf"toolu_{re.escape(str(self.seed))}_(\d+)_(\d+)(?:_r\d+)?")
+
+    @cached_property
+    def _server_id(self) -> re.Pattern[str]:
+        return re.compile(rf"srvtoolu_{re.escape(str(self.seed))}_(\d+)_0(?:_r\d+)?")
+
+    def position(self, messages: list[dict[str, Any]]) -> Position:
+        """Return the :class:`Position` of a conversation (the rule is the module docstring's).
+
+        ``messages``: the request's conversation (user and assistant
+        messages; anything else is skipped).  Pure.
+        """
+        segments = self._segments
+        answered: set[tuple[int, int]] = set()
+        resumed: set[int] = set()  # pause turns sent back to be continued
+        segment, closed = 0, False
+        for m in messages:
+            if not isinstance(m, dict):
+                continue
+            role = m.get("role")
+            if role == "assistant":
+                for b in _blocks(m):
+                    if b.get("type") == "server_tool_use" and isinstance(b.get("id"), str):
+                        match = self._server_id.fullmatch(b["id"])
+                        if match:
+                            resumed.add(int(match[1]))
+                final = segments[segment].final if segment < len(segments) else None
+                if not closed and final is not None:
+                    blocks = _blocks(m)
+                    text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
+                    if self._text(final) in text and not any(b.get("type") == "tool_use" for b in blocks):
+                        closed = True
+            elif role == "user":
+                for b in _blocks(m):
+                    if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                        match = self._tool_id.fullmatch(b["tool_use_id"])
+                        if match:
+                            answered.add((int(match[1]), int(match[2])))
+                if closed and _asks(m):
+                    segment, closed = segment + 1, False
+        nothing = Position(segment, len(self.turns))
+        if segment >= len(segments) or closed:
+            return nothing
+        for t in segments[segment].tools:
+            if self.turns[t].pause and not self.turns[t].tools:
+                if t not in resumed:
+                    return Position(segment, t)
+            elif any((t, k) not in answered for k in range(len(self.turns[t].tools))):
+                return Position(segment, t)
+        final = segments[segment].final
+        return nothing if final is None else Position(segment, final)
+
+    @property
+    def model_turns(self) -> int:
+        """Number of scripted replies (tool turns and final answers)."""
+        return len(self.turns)
+
+
+def request_key(script: Script, messages: list[dict[str, Any]]) -> str:
+    """Return the key of a request's state: ``script.position(messages).key`` (hex SHA-256)."""
+    return script.position(messages).key
