@@ -5,7 +5,7 @@
 # "Coverage" and tests/README.md "Coverage" say what is measured and what is not.
 #
 #   sh scripts/coverage.sh                      the whole suite (pytest -n auto), as README command two runs it
-#   sh scripts/coverage.sh tests/test_loop.py   any pytest arguments, added after -n auto
+#   sh scripts/coverage.sh tests/test_loop_*.py  any pytest arguments, added after -n auto
 #   PYTHON=/path/to/python sh scripts/coverage.sh   the interpreter (default .venv/bin/python, else python3); it
 #                                               needs the `test` extra (coverage >= 7.10.4 and its .pth file)
 #
