@@ -14,13 +14,17 @@ import argparse
 import os
 import sys
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
+
+from fiskj.cli_common import positive_int
 
 from harness.campaign import interrupt
+from harness.cli.arguments import _seconds, _shard, add_common_options, add_results_options
+from harness.cli.reporting import _exit, _progress, _write_reports, _write_summary
+from harness.cli.resolve import _gate_scenarios, subject_of
 
 __all__ = ["BUDGET_HELP", "add_gate_parser", "cmd_gate"]
 
-# This module never imports harness.cli.main (which imports it): ``cmd_gate`` is given that module as ``cli``.
 
 #: What ``--budget`` means (the gate's --help; docs/scenarios.md says the same).
 BUDGET_HELP = ("wall-clock seconds the gate spends (default 300): the scenarios' trial counts first, then fresh "
@@ -28,51 +32,44 @@ BUDGET_HELP = ("wall-clock seconds the gate spends (default 300): the scenarios'
                "starts only if it can finish within it by its scenario's measured durations (round 0 runs whole)")
 
 
-def add_gate_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None], seconds: Any, positive: Any,
-                    shard: Any) -> argparse.ArgumentParser:
-    """Add the ``gate`` subcommand to ``sub`` (the parsers' ``add_subparsers``); ``common`` adds the options
-    every campaign command has, ``seconds``, ``positive`` and ``shard`` are the argument types."""
-    from harness.report.results_dir import KEEP_CHOICES
-
+def add_gate_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``gate`` subcommand to ``sub`` (the parsers' ``add_subparsers``), with the options every campaign
+    command has (:func:`harness.cli.arguments.add_common_options`)."""
     gate = sub.add_parser("gate", help="CI gate: bundled and regression scenarios, spending a time budget",
                           description="Run the bundled and regression scenarios: their trial counts, spread "
                                       "across them in rounds, then fresh rounds with new seeds until the time "
                                       "budget is spent. Every trial's seed is in the report; any failure replays.")
     gate.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                       help="scenario files, directories or bundled names (default: every bundled and regression one)")
-    gate.add_argument("--budget", type=seconds, default=300.0, metavar="SECONDS", help=BUDGET_HELP)
+    gate.add_argument("--budget", type=_seconds, default=300.0, metavar="SECONDS", help=BUDGET_HELP)
     gate.add_argument("--summary", metavar="FILE",
                       help="write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set)")
-    gate.add_argument("--jobs", type=positive, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
+    gate.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
     gate.add_argument("--seed", type=int, metavar="S",
                       help="base campaign seed: round r draws with S + 1000 r (default: each scenario's trials.seed)")
-    gate.add_argument("--shard", type=shard, metavar="I/N",
+    gate.add_argument("--shard", type=_shard, metavar="I/N",
                       help="run only shard I (0-based) of N; each shard spends the whole budget")
-    gate.add_argument("--results", metavar="DIR",
-                      help="root of the results folders: DIR/NAME/TIME/ (default: $FISKJ_HARNESS_RESULTS, else "
-                           "./fiskj-results; docs/results.md)")
-    gate.add_argument("--keep", choices=KEEP_CHOICES, default="failures",
-                      help="which trials get a folder of evidence in the results folder: failures (default), all, "
-                           "or none (no results folder at all)")
-    common(gate)
+    add_results_options(gate)
+    add_common_options(gate)
+    gate.set_defaults(func=cmd_gate)
     return gate
 
 
-def cmd_gate(args: argparse.Namespace, out: Any, cli: Any) -> int:
+def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness gate``: the bundled and regression scenarios, spending ``--budget``; returns the exit
-    status.  ``cli``: the module :mod:`harness.cli.main` (its scenario, subject, progress and report helpers)."""
+    status."""
     from harness.campaign.gate import run_gate
     from harness.report.results_dir import default_root, results_name, results_parent
 
     out = out or sys.stdout
-    scenarios = cli._gate_scenarios(args.scenarios)
-    subject = cli.subject_of(args.subject)
+    scenarios = _gate_scenarios(args.scenarios)
+    subject = subject_of(args.subject)
     keep = getattr(args, "keep", "none")
     root, name = getattr(args, "results", None) or default_root(), results_name([s.name for s in scenarios])
     if keep != "none":
         results_parent(root, name)  # a root that cannot be written is said before the trials
     started = datetime.now(timezone.utc)
-    progress = cli._progress(args, final=False)  # each round says its own end
+    progress = _progress(args, final=False)  # each round says its own end
     say = None if progress is None else (lambda line: progress.say(f"fiskj-harness gate: {line}"))
     try:
         gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
@@ -82,11 +79,10 @@ def cmd_gate(args: argparse.Namespace, out: Any, cli: Any) -> int:
         if progress is not None:
             progress.close()
     with interrupt.deferred():
-        return _gate_reports(args, gate, out, (root, name, started) if keep != "none" else None, cli)
+        return _gate_reports(args, gate, out, (root, name, started) if keep != "none" else None)
 
 
-def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, where: tuple[str, str, datetime] | None,
-                  cli: Any) -> int:
+def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, where: tuple[str, str, datetime] | None) -> int:
     """The reports of a gate run (results folder, JSON, JUnit, Markdown summary, the terminal summary and
     the gate's line); returns the exit status."""
     from harness.campaign.gate import gate_report, render_gate_line, render_gate_markdown
@@ -97,8 +93,8 @@ def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, where: tuple[st
     report = gate_report(gate, args.report_json or (str(folder / "report.json") if folder is not None else None))
     if folder is not None:
         report["campaign"]["results"] = str(folder)
-    cli._write_reports(report, args)
-    cli._write_summary(render_gate_markdown(report), args.summary)
+    _write_reports(report, args)
+    _write_summary(render_gate_markdown(report), args.summary)
     line = render_gate_line(report)
     if folder is not None:
         write_results(folder, report, gate.result, keep=args.keep, summary=render_summary(report) + line,
@@ -108,4 +104,4 @@ def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, where: tuple[st
         out.write(line)
         if folder is not None:
             out.write(f"results: {folder}\n")
-    return cli._exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget")
+    return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget")

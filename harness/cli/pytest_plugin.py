@@ -116,7 +116,9 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
     from fiskj.errors import FiskjError
 
     from harness.campaign.campaign import Campaign
-    from harness.cli.main import _Usage, _write_json, resolve_scenarios, subject_of
+    from harness.cli.arguments import _Usage
+    from harness.cli.reporting import _write_json
+    from harness.cli.resolve import resolve_scenarios, subject_of
     from harness.report.report import campaign_report
 
     try:

@@ -1,0 +1,59 @@
+"""The ``fiskj-harness`` command line's shared vocabulary: the usage error, argument types and the options
+several subcommands take (the subject and report options of every campaign command; ``--results``/``--keep``,
+the results folder of ``run`` and ``gate``, docs/results.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_common_options", "add_results_options"]
+
+
+class _Usage(Exception):
+    """A usage or setup error: printed as one line, exit 2."""
+
+
+def add_common_options(p: argparse.ArgumentParser) -> None:
+    """Add the options every campaign command (``run``, ``replay``, ``gate``) has: ``--subject``,
+    ``--report-json``, ``--junit``, ``-q`` and ``--keep-dirs``."""
+    p.add_argument("--subject", metavar="CMD|PROFILE.toml",
+                   help="the agent: a subject profile (PROFILE.toml, docs/subject.md \"Subject profiles\") or a "
+                        "command prefix that takes the contract's command line; default: python -m fiskj")
+    p.add_argument("--report-json", metavar="FILE", help="write the JSON report here")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a test case per scenario and invariant)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+    p.add_argument("--keep-dirs", action="store_true",
+                   help="keep each trial's directory (journal, ledger, observed calls, leg output) and name it "
+                        "in the violation's notes (agent-leg trials; FISKJ_HARNESS_KEEP_DIRS=1)")
+
+
+def add_results_options(p: argparse.ArgumentParser) -> None:
+    """Add ``--results DIR`` and ``--keep failures|all|none``: where a campaign command's results folder goes and
+    which trials it keeps (:mod:`harness.report.results_dir`, docs/results.md)."""
+    from harness.report.results_dir import KEEP_CHOICES
+
+    p.add_argument("--results", metavar="DIR",
+                   help="root of the results folders: DIR/NAME/TIME/ (default: $FISKJ_HARNESS_RESULTS, else "
+                        "./fiskj-results; docs/results.md)")
+    p.add_argument("--keep", choices=KEEP_CHOICES, default="failures",
+                   help="which trials get a folder of evidence in the results folder: failures (invalid or "
+                        "unknown; default), all, or none (no results folder at all)")
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from harness.campaign.shard import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value

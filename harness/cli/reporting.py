@@ -1,0 +1,130 @@
+"""What a ``fiskj-harness`` command shows and writes, and its exit status: the progress display, the
+JSON/JUnit/Markdown reports, the terminal summary (shrinks, the results folder) and the status a finished (or
+interrupted) command exits with."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from harness.campaign import interrupt
+from harness.names import HARNESS_USAGE
+
+__all__: list[str] = []
+
+
+def _progress(args: argparse.Namespace, final: bool = True) -> Any:
+    """The progress display of a campaign command (:class:`harness.cli.progress.Progress` on stderr), or ``None``
+    with ``-q``."""
+    from harness.cli.progress import Progress
+
+    return None if args.quiet else Progress(sys.stderr, final=final)
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    from harness.report.results_dir import write_json
+
+    write_json(path, data)
+
+
+def _write_report(path: str, report: dict[str, Any]) -> None:
+    """Write the JSON ``report`` to ``path``, with the references that let it replay from anywhere
+    (:func:`harness.report.portable.portable`)."""
+    from harness.report.portable import portable
+
+    _write_json(path, portable(report, path))
+
+
+def _write_reports(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """Write ``report`` to ``--report-json`` and ``--junit``, where given."""
+    from harness.report.report import write_junit
+
+    if args.report_json:
+        _write_report(args.report_json, report)
+    if args.junit:
+        write_junit(report, args.junit)
+
+
+def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str,
+          error: str = "setup error") -> int:
+    """The exit status of a finished command: 2 when there are ``errors`` (each printed as
+    ``fiskj-harness: <error>: ...``) or nothing ``ran`` (``nothing_ran`` printed); else 0 when every checked
+    invariant of ``report`` held, 1 when not.  An interrupted command: ``128 + signal`` (130, 143), said on
+    stderr with how many trials ran."""
+    from harness.report.report import exit_status
+
+    for err in errors:
+        print(f"fiskj-harness: {error}: {err}", file=sys.stderr)
+    if interrupt.requested():
+        cut = (report.get("campaign") or {}).get("interrupted") or {}
+        done = f" after {cut['done']} of {cut['planned']} planned trial(s)" if cut.get("planned") else ""
+        where = f"; partial report: {report['report_path']}" if report.get("report_path") not in (None, "REPORT") \
+            else ""
+        print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}{done}{where}",
+              file=sys.stderr)
+        return interrupt.exit_status(interrupt.signum() or 2)
+    if errors:
+        return HARNESS_USAGE
+    if not ran:
+        print(f"fiskj-harness: {nothing_ran}", file=sys.stderr)
+        return HARNESS_USAGE
+    return exit_status(report)
+
+
+def _shrink_lines(report: dict[str, Any]) -> str:
+    """One line per shrink of the campaign (and its reproducer): a schedule of one fault is said to be
+    already minimal, not shrunk (the shrink only moved its fault to an earlier failing point)."""
+    out = []
+    for s in report["campaign"]["shrinks"]:
+        before, after = s.get("from_schedule"), s["schedule"]
+        if before is not None and len(after) > len(before):  # the search found another failure, not a smaller one
+            out.append(f"not shrunk: trial {s['from_trial']} ({s['scenario']}, {len(before)} fault(s)) stays the "
+                       f"smallest reproducer; the shrink found another failing schedule, trial {s['trial']} "
+                       f"({len(after)} fault(s)): {json.dumps(after)}\n")
+        elif before is not None and len(before) <= 1:
+            out.append(f"already minimal: trial {s['from_trial']} ({s['scenario']}) has a single fault; its earliest "
+                       f"failing point is trial {s['trial']}: {json.dumps(after)}\n")
+        else:
+            what = (f"{len(before)} fault(s) -> {len(after)}, each at its earliest failing point"
+                    if before is not None else "")
+            out.append(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}; {what}): "
+                       f"{json.dumps(after)}\n")
+        if s.get("reproduce"):
+            out.append(f"    reproduce: {s['reproduce']}\n")
+    return "".join(out)
+
+
+def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any,
+            results: dict[str, Any] | None = None) -> int:
+    from harness.report.report import render_summary
+
+    _write_reports(report, args)
+    if not args.quiet:
+        out.write(render_summary(report))
+        out.write(_shrink_lines(report))
+        if results is not None:
+            out.write(_results_line(results))
+    elif results is not None:
+        print(f"fiskj-harness: results in {results['folder']}", file=sys.stderr)
+    return _exit(report, result.errors, bool(result.trials), "no trial ran")
+
+
+def _results_line(results: dict[str, Any]) -> str:
+    n = len(results["trials"])
+    more = f", {results['not_kept']} more failing not kept" if results.get("not_kept") else ""
+    return (f"results: {results['folder']}  (report.html, report.json, junit.xml, summary.md, {n} trial "
+            f"folder(s){more}; judge them again: fiskj-harness check {results['folder']})\n")
+
+
+def _write_summary(markdown: str, path: str | None) -> None:
+    """Write the Markdown summary to ``path`` (if given) and append it to ``$GITHUB_STEP_SUMMARY`` (if set)."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(markdown)
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        with open(step, "a", encoding="utf-8") as f:
+            f.write(markdown + "\n")

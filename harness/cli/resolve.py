@@ -1,0 +1,114 @@
+"""What the command line's SCENARIO arguments and ``--subject`` name: the scenarios to run (files, directories,
+bundled names, ``NAME@wK`` draws; the gate's default set) and the subject under test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.cli.arguments import _Usage
+
+__all__ = ["resolve_scenarios", "subject_of"]
+
+
+def resolve_scenarios(args: list[str]) -> list[Any]:
+    """Load the scenarios named on the command line.
+
+    Each argument is a ``.toml`` file, a directory (its ``*.toml``), or the
+    name of a bundled scenario (``kill-random`` for
+    ``scenarios/kill-random.toml``), optionally followed by ``@wK``: draw K
+    of a generated scenario (``[workload] generate``, which expands into its
+    draws ``NAME.wK``: :mod:`harness.scenario.generate`).  No argument:
+    every bundled scenario.
+    Returns :class:`harness.scenario.parse.Scenario` objects; raises
+    :class:`harness.scenario.parse.ScenarioError` (file, line, key) or ``_Usage``.
+    """
+    from harness.scenario.generate import expand_all, split_draw
+    from harness.scenario.parse import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
+
+    def _named(arg: str) -> bool:  # a file, a directory or a bundled scenario by that very name
+        try:
+            return Path(arg).exists() or (bundled_scenario_dir() / f"{arg.removesuffix('.toml')}.toml").exists()
+        except ScenarioError:
+            return Path(arg).exists()
+
+    draws = [(a, None) if _named(a) else split_draw(a) for a in args]
+    if any(k is not None for _, k in draws):  # NAME@wK: draw K of a generated scenario (its reproducers)
+        picked = []
+        for base, k in draws:
+            for s in resolve_scenarios([base]):
+                if k is None:
+                    picked.append(s)
+                    continue
+                if s.draw is None and not s.workload.generate:
+                    raise _Usage(f"{base}@w{k}: scenario {s.name!r} generates no workloads")
+                if s.draw == k:
+                    picked.append(s)
+            if k is not None and not any(s.draw == k for s in picked):
+                n = len([s for s in resolve_scenarios([base]) if s.draw is not None])
+                raise _Usage(f"{base}@w{k}: the scenario has no draw {k} (its draws: @w0 .. @w{n - 1})")
+        return picked
+    paths: list[Path] = []
+    if not args:
+        paths = bundled_scenarios()
+        if not paths:
+            raise _Usage(f"no scenarios in {bundled_scenario_dir()}")
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            found = sorted(p.glob("*.toml"))
+            if not found:
+                raise _Usage(f"no *.toml scenarios in directory {arg}")
+            paths += found
+        elif p.exists():
+            paths.append(p)
+        else:
+            try:
+                candidate = bundled_scenario_dir() / (arg if arg.endswith(".toml") else arg + ".toml")
+            except ScenarioError:
+                candidate = None
+            if candidate is None or not candidate.exists():
+                raise _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name")
+            paths.append(candidate)
+    scenarios = expand_all([load_scenario(p) for p in paths])  # a generated scenario: one per drawn workload
+    names: dict[str, str] = {}
+    for s in scenarios:
+        if s.name in names and names[s.name] != s.path:
+            raise _Usage(f"two scenarios are named {s.name!r}: {names[s.name]} and {s.path}")
+        names[s.name] = str(s.path)
+    return scenarios
+
+
+def _gate_scenarios(args: list[str]) -> list[Any]:
+    """The gate's scenarios: those named, else every bundled and every regression scenario."""
+    from harness.scenario.parse import bundled_scenarios, regression_scenarios
+
+    if args:
+        return resolve_scenarios(args)
+    paths = bundled_scenarios() + regression_scenarios()
+    if not paths:
+        raise _Usage("no bundled or regression scenarios")
+    return resolve_scenarios([str(p) for p in paths])
+
+
+def subject_of(command: str | list[str] | None, extra_env: dict[str, str] | None = None) -> Any:
+    """The :class:`harness.subject.contract.Subject` of a ``--subject`` value (a command prefix or a profile
+    file, :func:`harness.subject.profile.resolve_subject`), plus ``extra_env``, with the
+    preload of a mutant named by ``FISKJ_MUTANT`` (:func:`harness.selftest.mutants.with_preload`).
+
+    Raises ``_Usage`` for a subject that does not parse or an unknown mutant.
+    """
+    from dataclasses import replace
+
+    from harness.selftest.mutants import with_preload
+    from harness.subject.profile import resolve_subject
+
+    try:
+        subject = resolve_subject(command)
+        if extra_env:
+            subject = replace(subject, extra_env=tuple(subject.extra_env) + tuple(sorted(extra_env.items())))
+        return with_preload(subject)
+    except ValueError as exc:
+        raise _Usage(f"--subject: {exc}") from None
+    except KeyError as exc:
+        raise _Usage(f"--subject: {exc.args[0]}") from None
