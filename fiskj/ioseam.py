@@ -16,6 +16,8 @@ once at import (docs/ioseam.md has the full format and an example):
 * ``FISKJ_IOSEAM_FAULT=ACTION@K[:OP]``: at the K-th seam call (1-based,
   counting only OP calls when OP is given) do ACTION: ``kill-before``,
   ``kill-after`` (SIGKILL to this process before/after the real call),
+  ``sigint-after``, ``sigterm-after`` (that signal to this process after the
+  real call: a suspend request landing at a durability event),
   ``eio``, ``enospc`` (raise that ``OSError`` instead of the call),
   ``short-write`` (write the first half of the bytes, then raise ENOSPC;
   on a call that is not a write it acts as ``enospc``).
@@ -51,7 +53,9 @@ FAULT_ENV = "FISKJ_IOSEAM_FAULT"
 OPS = ("open", "write", "fsync", "fdatasync", "ftruncate", "rename", "mkdir",
        "fsync_dir", "flock", "close", "unlink")
 #: Fault actions of ``FISKJ_IOSEAM_FAULT``.
-ACTIONS = ("kill-before", "kill-after", "eio", "enospc", "short-write")
+ACTIONS = ("kill-before", "kill-after", "eio", "enospc", "short-write", "sigint-after", "sigterm-after")
+#: The actions that send this process a suspend signal once the call completed.
+_SIGNAL_AFTER = {"sigint-after": signal.SIGINT, "sigterm-after": signal.SIGTERM}
 
 
 def _plain_fsync_dir(path: str) -> None:
@@ -157,6 +161,17 @@ def _kill() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _done(n: int, action: str | None, rec: dict[str, Any]) -> None:
+    """Trace a completed call, then do the action due after it (a SIGKILL, or a suspend signal)."""
+    if action in _SIGNAL_AFTER:
+        rec["fault"] = action
+    _emit(n, rec)
+    if action == "kill-after":
+        _kill()
+    elif action in _SIGNAL_AFTER:
+        os.kill(os.getpid(), _SIGNAL_AFTER[action])
+
+
 def _errname(code: int | None) -> str:
     return _errno.errorcode.get(code or 0, str(code))
 
@@ -180,9 +195,7 @@ def _run(n: int, action: str | None, rec: dict[str, Any], call, *args) -> Any:
         rec["error"] = _errname(exc.errno)
         _emit(n, rec)
         raise
-    _emit(n, rec)
-    if action == "kill-after":
-        _kill()
+    _done(n, action, rec)
     return result
 
 
@@ -254,9 +267,7 @@ def _t_write(fd: int, data) -> int:
         rec.update(error="ENOSPC", fault=action)
         _emit(n, rec)
         raise _injected(_errno.ENOSPC, rec["path"])
-    _emit(n, rec)
-    if action == "kill-after":
-        _kill()
+    _done(n, action, rec)
     return written
 
 

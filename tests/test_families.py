@@ -205,3 +205,20 @@ def test_a_timed_kill_replays_alone_as_the_op_counted_kill_it_landed_as(runner):
     calls = lambda t: len(t.history.legs[0].trace)                     # the killed leg's journal and tool calls
     assert again.schedule == timed.schedule and calls(again) == calls(timed)
     assert again.history.legs[0].fault.kind == "kill" and len(again.history.legs) == len(timed.history.legs)
+
+
+def test_trials_n_bounds_an_exhaustive_kill_or_suspend_plan_to_n_points_first_and_last_kept():
+    from harness.families.base import Planned
+    from harness.families.signals.family import SIGNALS
+    from harness.families.signals.schedules import exhaustive_schedules
+
+    points = [Planned(s, "exhaustive", 1) for s in exhaustive_schedules(30, 200, 1)]
+    drawn = [Planned([{"kind": "kill", "after_ms": 1.0}], "hypothesis", 1)]
+    kill = scenario("kill-every-event")
+    for n in (1, 2, 5, 12):
+        kept = SIGNALS.bound(kill, points + drawn, n, seed=3)
+        assert len(kept) == n and all(p in points for p in kept)
+        assert kept[-1] is points[-1] and (n == 1 or kept[0] is points[0])
+        assert [points.index(p) for p in kept] == sorted(points.index(p) for p in kept)
+        assert kept == SIGNALS.bound(kill, points + drawn, n, seed=3)  # deterministic for the seed
+    assert SIGNALS.bound(kill, points + drawn, 40, seed=3) == points + drawn  # a plan within N is kept whole

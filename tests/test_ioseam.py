@@ -205,6 +205,31 @@ def test_a_kill_fault_sigkills_the_process_before_or_after_the_call(tmp_path, ac
     assert len(writes) == (1 if action == "kill-before" else 2)
 
 
+SUSPEND_CHILD = """
+import os, signal, sys
+from fiskj import ioseam
+got = []
+signal.signal(signal.SIGINT, lambda s, f: got.append("SIGINT"))
+signal.signal(signal.SIGTERM, lambda s, f: got.append("SIGTERM"))
+fd = ioseam.open("f", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+done = 0
+while not got and done < 4:
+    ioseam.write(fd, b"r%d\\n" % done)
+    done += 1
+print(got, done, flush=True)
+"""
+
+
+@pytest.mark.parametrize("fault, out", [("sigint-after@2:write", "['SIGINT'] 2"), ("sigterm-after@1:write", "['SIGTERM'] 1"),
+                                        ("sigterm-after@2", "['SIGTERM'] 1"), ("sigint-after@9:write", "[] 4")])
+def test_a_signal_after_fault_signals_the_process_right_after_the_kth_call(tmp_path, fault, out):
+    trace = tmp_path / "t"
+    proc = run_child(SUSPEND_CHILD, {"FISKJ_IOSEAM_FAULT": fault, "FISKJ_IOSEAM_TRACE": str(trace)}, tmp_path)
+    assert proc.returncode == 0 and proc.stdout.decode().strip() == out
+    marked = [(l["op"], l["fault"]) for l in read_trace(trace) if l.get("fault")]
+    assert marked == ([] if "@9" in fault else [("write", fault.split("@")[0])])  # the call it came after
+
+
 def test_the_trace_variable_traces_a_child_process(tmp_path):
     trace = tmp_path / "t"
     proc = run_child(WRITE_CHILD, {"FISKJ_IOSEAM_TRACE": str(trace)}, tmp_path)

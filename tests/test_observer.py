@@ -274,6 +274,21 @@ def test_a_kill_before_waits_for_the_writes_that_entered_before_it_and_runs_none
     assert len(data) == 5 * (k - 1)
 
 
+@pytest.mark.parametrize(("spec", "out"), [
+    ("sigint-after@2:write", "SIGINT 1 0"),    # write 1 is the tool's, 2 the first record: it stops after it
+    ("sigterm-after@4:write", "SIGTERM 3 0"),
+    ("sigterm-after@1:write", "SIGTERM 0 0"),  # at the tool's write: the program gets it, never the tool
+    ("sigint-after@99:write", "none 5 0"),     # no 99th write: nothing sent
+])
+def test_a_signal_after_fault_sends_the_program_its_suspend_signal_right_after_the_kth_op(root, spec, out):
+    proc, log = observe("suspendable", root, "5", faults=[spec])
+    assert proc.stdout.read().decode().split() == out.split()
+    assert proc.returncode == (0 if out.startswith("none") else 3)
+    faulted = [o for o in ops_only(log) if o.fault]
+    k = int(spec.split("@")[1].split(":")[0])
+    assert [(o.op, o.fault, o.ret) for o in faulted] == ([] if k == 99 else [("write", spec.split("@")[0], 3 if k > 1 else 5)])
+
+
 @pytest.mark.parametrize(("spec", "content"), [
     ("kill-before@1", b""),          # the open: the file never exists
     ("kill-after@1", b""),           # the open happened

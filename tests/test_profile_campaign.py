@@ -30,14 +30,14 @@ pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is no
                                                                      "has Node.js 20; install nodejs)")
 
 
-SLOW_SUSPEND = """
-name = "profile-slow-suspend"
-purpose = "tools slow enough that a SIGTERM at 800 ms lands mid-run, even on a loaded machine, and a drifted resume after it"
+MID_SUSPEND = """
+name = "profile-mid-suspend"
+purpose = "a SIGTERM right after the third journal write (mid-run on any machine load), and a drifted resume after it"
 [workload]
 seed = 11
 turns = 2
 tools_per_turn = 2
-tool_ms = 300
+tool_ms = 5
 drift = ["model"]
 [faults]
 family = "suspend"
@@ -60,9 +60,9 @@ def campaign(tmp_path: Path, subject: str, scenarios: list[str], trials: int,
 
 
 def test_an_agent_that_exits_0_on_suspend_and_1_on_refusal_is_judged_through_its_profile(tmp_path):
-    scenario = tmp_path / "slow-suspend.toml"
-    scenario.write_text(SLOW_SUSPEND)
-    schedule = json.dumps([{"kind": "suspend", "signal": "SIGTERM", "after_ms": 800}])
+    scenario = tmp_path / "mid-suspend.toml"
+    scenario.write_text(MID_SUSPEND)
+    schedule = json.dumps([{"kind": "suspend", "signal": "SIGTERM", "event": 3, "op": "write"}])
     proc, report = campaign(tmp_path, str(STYLE), [str(scenario)], 1, ("--schedule", schedule))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     inv = report["invariants"]
@@ -75,9 +75,9 @@ def test_an_agent_that_exits_0_on_suspend_and_1_on_refusal_is_judged_through_its
 
 def test_without_its_exit_map_the_same_agent_is_misjudged_so_the_map_is_what_made_it_pass(tmp_path):
     plain = style_copy(tmp_path, "no-exit-map.toml", lambda t: t[:t.index("[exit]")] + t[t.index("[journal]"):])
-    scenario = tmp_path / "slow-suspend.toml"
-    scenario.write_text(SLOW_SUSPEND)
-    schedule = json.dumps([{"kind": "suspend", "signal": "SIGTERM", "after_ms": 800}])
+    scenario = tmp_path / "mid-suspend.toml"
+    scenario.write_text(MID_SUSPEND)
+    schedule = json.dumps([{"kind": "suspend", "signal": "SIGTERM", "event": 3, "op": "write"}])
     proc, report = campaign(tmp_path, str(plain), [str(scenario)], 1, ("--schedule", schedule))
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert {row["invariant"] for row in report["violations"] + report["unknowns"]} & {"I6", "I9"}
@@ -114,10 +114,10 @@ def test_an_agent_on_the_official_sdk_streams_and_runs_a_campaign_through_its_pr
     from harness.scenario.parse import parse_scenario
     from harness.subject.profile import load_profile
 
-    scenario = parse_scenario(SLOW_SUSPEND, str(tmp_path / "slow-suspend.toml"))
+    scenario = parse_scenario(MID_SUSPEND, str(tmp_path / "mid-suspend.toml"))
     subject = load_profile(ROOT / "subjects" / "sdk-agent" / "profile.toml")
     result = Campaign([scenario], seed=1, subject=subject, keep_histories=True, shrink_budget=0, jobs=1,
-                      schedules=[[{"kind": "suspend", "signal": "SIGTERM", "after_ms": 800}]]).run()
+                      schedules=[[{"kind": "suspend", "signal": "SIGTERM", "event": 3, "op": "write"}]]).run()
     assert not result.errors and len(result.trials) == 1, result.errors
     for trial in result.trials:
         assert not trial.failed, [(v.invariant, v.summary) for v in trial.verdicts if v.status != "valid"]

@@ -12,14 +12,15 @@ from harness.runner.trial import Runner, run_id_for
 from harness.scenario.parse import parse_scenario
 from harness.subject.contract import parse_subject
 
-SMALL = parse_scenario("""
+SMALL_TOML = """
 name = "runner-small"
 purpose = "two tool turns"
 [workload]
 turns = 2
 tools_per_turn = 2
 tool_ms = 1
-""", "runner-small.toml")
+"""
+SMALL = parse_scenario(SMALL_TOML, "runner-small.toml")
 
 SLOW_TOOLS = parse_scenario("""
 name = "runner-slow-tools"
@@ -66,6 +67,32 @@ def test_a_noop_trial_of_the_reference_agent_completes_and_matches_the_reference
     assert leg.journal and leg.journal.endswith(b"\n") and len(leg.trace) == ref.events
     assert leg.t_start < leg.t_end and leg.pid > 0
     assert h.reference == ref.reference and h.run_id == run_id_for(SMALL)
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_suspend_at_an_event_lands_right_after_that_call_and_the_resume_completes(runner, signal_name):
+    ref = runner.reference(SMALL)
+    event = ref.events // 2
+    h = runner.run_trial(SMALL, 3, [{"kind": "suspend", "signal": signal_name, "event": event}])
+    first, second = h.legs
+    assert (first.exit_code, first.fault.kind, first.fault.signal, first.fault.injected) == (3, "suspend", signal_name, True)
+    assert first.fault.detail["landed_after_event"] == event
+    assert [ev["n"] for ev in first.trace if ev.get("fault")] == [event]  # the seam's mark: sent after call n
+    assert second.kind == "resume" and second.exit_code == 0 and h.final_state["status"] == "completed"
+    # past the run's last call: nothing is sent, nothing is counted as a suspend
+    h = runner.run_trial(SMALL, 4, [{"kind": "suspend", "signal": signal_name, "event": ref.events + 5}])
+    assert [(leg.exit_code, leg.fault.injected) for leg in h.legs] == [(0, False)]
+
+
+def test_event_suspend_points_are_planned_at_every_event_in_turn_of_signals(runner):
+    from harness.families.signals.schedules import plan_schedules
+    scenario = parse_scenario(SMALL_TOML.replace("[workload]", "[faults]\nfamily = \"suspend\"\nsuspend_points = "
+                                                 "\"events\"\n[workload]"), "s.toml")
+    ref = runner.reference(scenario)
+    plan = plan_schedules(scenario, ref, 100, 1)
+    assert [sch for sch, _ in plan] == [[{"kind": "suspend", "signal": ("SIGINT", "SIGTERM")[k % 2], "event": k}]
+                                        for k in range(1, ref.events + 1)]
+    assert {origin for _, origin in plan} == {"exhaustive"}
 
 
 def test_a_kill_trial_yields_a_crashed_leg_then_a_completed_resume(runner):

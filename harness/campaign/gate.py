@@ -89,8 +89,8 @@ MARKDOWN_ROUNDS = 12
 def fixed_plan(scenario: Scenario) -> bool:
     """True when a scenario's plan does not depend on the trial count (it runs whole, in round 0).
 
-    Exhaustive single-leg crash points (``kill_points = "events"``,
-    ``legs = 1``), an explicit ``[faults] schedule``, io-error points
+    Exhaustive single-leg crash or suspend points (``kill_points`` or
+    ``suspend_points = "events"``, ``legs = 1``), an explicit ``[faults] schedule``, io-error points
     (``max_points``), and the file-fault families (``power_loss``,
     ``tail``), whose crash states and mutations are a function of the seed
     and whose count is a cap on recoveries.

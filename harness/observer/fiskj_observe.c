@@ -84,9 +84,10 @@ static const struct sc SC[] = {
 static const int LOCK_CMDS[] = {F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW};
 
 /* ---- faults ------------------------------------------------------------ */
-enum action { A_KILL_BEFORE, A_KILL_AFTER, A_EIO, A_ENOSPC, A_SHORT, A_PAUSE, NACTIONS };
+enum action { A_KILL_BEFORE, A_KILL_AFTER, A_EIO, A_ENOSPC, A_SHORT, A_PAUSE, A_SIGINT_AFTER, A_SIGTERM_AFTER,
+              NACTIONS };
 static const char *const ACTION[NACTIONS] = {"kill-before", "kill-after", "eio", "enospc",
-                                             "short-write", "pause"};
+                                             "short-write", "pause", "sigint-after", "sigterm-after"};
 struct fault { int action; long k, count; unsigned kinds; int released; };
 
 /* ---- per-thread state -------------------------------------------------- */
@@ -633,6 +634,10 @@ static void on_exit_stop(struct task *t) {
     t->in_op = 0;
     if (op->kind == K_WRITE) wake_writer(op->path);
     if (op->faults & (1u << A_KILL_AFTER)) { t->held = 1; start_dying(); return; }
+    /* a suspend request at a durability event: the signal goes to the program's main process (not a tool),
+     * queued before the op's thread sees its result; it is delivered at its signal-delivery stop */
+    if (op->faults & (1u << A_SIGINT_AFTER)) kill(main_pid, SIGINT);
+    if (op->faults & (1u << A_SIGTERM_AFTER)) kill(main_pid, SIGTERM);
     resume(t, PTRACE_CONT, 0);
 }
 

@@ -23,7 +23,7 @@ KINDS = ("open", "write", "fsync", "fdatasync", "sync_file_range", "ftruncate", 
 #: Kinds a fault counts when its spec names none (stat, access and read are recorded, not counted).
 DURABLE_KINDS = frozenset(KINDS[:16])
 LIFECYCLE = ("spawn", "exec", "exit", "end")
-ACTIONS = ("kill-before", "kill-after", "eio", "enospc", "short-write", "pause")
+ACTIONS = ("kill-before", "kill-after", "eio", "enospc", "short-write", "pause", "sigint-after", "sigterm-after")
 
 
 @dataclass(frozen=True, slots=True)

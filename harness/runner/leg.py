@@ -31,7 +31,7 @@ from fiskj.codec import decode_record
 from harness.history.jsonl import holds_a_line
 from harness.names import EXIT_SUSPENDED, FISK_AI_V2
 
-from harness.families.signals.faults import history_fault
+from harness.families.signals.faults import event_action, history_fault
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
@@ -59,6 +59,13 @@ def landed(leg: Leg, fault_t: int) -> None:
     """
     done = [ev.get("n", 0) for ev in leg.trace if isinstance(ev.get("t"), int) and ev["t"] <= fault_t]
     leg.fault.detail["landed_after_event"] = max(done, default=0)
+    suspend_outcome(leg)
+
+
+def suspend_outcome(leg: Leg) -> None:
+    """Say how an injected suspend of ``leg`` ended: ``detail["honoured"] = False`` when the subject ended
+    otherwise than suspended; a subject that died of the signal was killed (``fault.kind`` becomes
+    ``kill``, ``detail["scheduled"] = "suspend"``).  See :func:`landed`."""
     if leg.fault.kind == "suspend" and leg.exit_code not in (EXIT_SUSPENDED, None):
         leg.fault.detail["honoured"] = False  # outside the subject's suspend window: it ended otherwise
     if leg.fault.kind == "suspend" and leg.exit_signal in _SIGNALS:
@@ -117,9 +124,10 @@ def observer_faults(spec: dict[str, Any]) -> list[str]:
         return [f"pause@{spec['at']}:{spec.get('ops') or HOLD_KINDS}"]
     if spec.get("kind") == "io_error":  # counted over the leg's calls of that kind (fsync: of files and dirs)
         return [f"{spec['action']}@{spec['event']}:{spec['op']}"]
-    if spec.get("kind") != "kill" or "event" not in spec:
+    action = event_action(spec)  # an event kill, or an event suspend (``sigint-after@K``)
+    if action is None:
         return []
-    value = f"kill-{spec.get('when', 'after')}@{spec['event']}"
+    value = f"{action}@{spec['event']}"
     op = {"fsync_dir": "fsync"}.get(spec.get("op") or "", spec.get("op") or "")
     if op:
         if op not in KINDS:
@@ -443,14 +451,21 @@ def run_leg(plan: LegPlan, starter: LegStarter,
         leg.trace = read_trace(plan.trace) if plan.trace is not None else []
     if plan.fault.get("kind") == "io_error":  # injected when a call of the leg failed with it
         leg.fault.injected = outcome.injected = any(ev.get("fault") for ev in leg.trace)
-    if outcome.fault_t is not None and leg.fault.injected:
-        landed(leg, outcome.fault_t)
     leg.stdout = tail_text(out)
     leg.stderr = tail_text(err)
     if leg.exit_code is not None and starter.subject.exits is not CONTRACT_EXITS:
         mapped = starter.subject.outcome(leg.exit_code, before, leg.journal)
         if mapped != leg.exit_code:
             leg.raw_exit_code, leg.exit_code = leg.exit_code, mapped
+    if plan.fault.get("kind") == "suspend" and "event" in plan.fault:  # sent when the trace shows its event
+        action = event_action(plan.fault)
+        hit = [ev.get("n", 0) for ev in leg.trace if action in str(ev.get("fault") or "").split(",")]
+        leg.fault.injected = outcome.injected = bool(hit)
+        if hit:
+            leg.fault.detail["landed_after_event"] = min(hit)
+            suspend_outcome(leg)
+    if outcome.fault_t is not None and leg.fault.injected:
+        landed(leg, outcome.fault_t)
     if plan.reading is not None and not outcome.timed_out and start_or_resume(leg.journal, starter.subject.journal_format) == "resume":
         # (a journal with no complete record holds nothing to read: I10 would not judge it)
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}

@@ -135,6 +135,30 @@ def sigint(root: str) -> None:
         signal.pause()
 
 
+def suspendable(root: str, n: str) -> None:
+    """A tool child writes one line and exits; then up to n fsynced records, checking for SIGINT/SIGTERM after
+    each (and before the first): on one, print ``SIGNAL RECORDS TOOL_STATUS`` and exit 3, as an agent suspends."""
+    got: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: got.append(signum))
+    pid = os.fork()
+    if pid == 0:  # the tool: default signal dispositions, one write
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        tfd = os.open(os.path.join(root, "tool"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(tfd, b"tool\n")
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    fd = os.open(os.path.join(root, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    done = 0
+    while not got and done < int(n):
+        os.write(fd, b"R%d\n" % done)
+        os.fsync(fd)
+        done += 1
+    print(signal.Signals(got[0]).name if got else "none", done, status, flush=True)
+    sys.exit(3 if got else 0)
+
+
 def kinds(root: str) -> None:
     """The op kinds basic does not make: link, symlink, truncate, the *at calls, fallocate, reads, fcntl locks."""
     open(os.path.join(root, "a"), "wb").close()                       # open, stat (fstat), close
@@ -173,7 +197,7 @@ def main() -> None:
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     {"basic": basic, "alternate": alternate, "concurrent": concurrent, "errors": errors, "race": race, "sigint": sigint,
-     "orphan": orphan, "kinds": kinds}[mode](root, *rest)
+     "orphan": orphan, "kinds": kinds, "suspendable": suspendable}[mode](root, *rest)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ docs/spec.md section 14 (the invariants), docs/scenarios.md (the keys).
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
@@ -61,10 +62,12 @@ class SignalsFamily(FamilyBase):
 
 
     def fixed_plan(self, scenario: Scenario) -> bool:
-        """Its plan does not grow with the trial count: an explicit schedule, or one crash point per event."""
+        """Its plan does not grow with the trial count: an explicit schedule, or one crash (suspend) point per
+        event."""
         params = self.params(scenario)
         return scenario.faults.schedule is not None or (
-            scenario.faults.family == "kill" and params.kill_points == "events" and params.legs == 1)
+            params.legs == 1 and ((scenario.faults.family == "kill" and params.kill_points == "events")
+                                  or (scenario.faults.family == "suspend" and params.suspend_points == "events")))
 
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
@@ -75,6 +78,21 @@ class SignalsFamily(FamilyBase):
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> TrialExecutor:
         return TrialExecutor(scenario, runner)
+
+    def bound(self, scenario: Scenario, plan: list[Planned], n: int, seed: int) -> list[Planned]:
+        """``--trials N`` of an exhaustive plan (every crash or suspend point, capped by ``max_events``, not by
+        the count): ``n`` of its points, sampled as :func:`harness.families.signals.schedules.exhaustive_schedules`
+        samples them (first and last kept, deterministic for ``seed``), drawn trials after them up to ``n``."""
+        points = [p for p in plan if p.origin == "exhaustive"]
+        if len(plan) <= n or not points:
+            return plan
+        if n == 1:
+            keep = [points[-1]]
+        else:
+            rng = random.Random(seed)
+            middle = sorted(rng.sample(range(1, len(points) - 1), min(n, len(points)) - 2)) if len(points) > 2 else []
+            keep = ([points[0]] + [points[i] for i in middle] + [points[-1]])[:n]
+        return keep + [p for p in plan if p.origin != "exhaustive"][: n - len(keep)]
 
     def strategy(self, scenario: Scenario, reference: ReferenceRun) -> Any:
         return schedule_strategy(scenario, reference)

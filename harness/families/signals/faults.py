@@ -14,6 +14,11 @@ legs are resumes); legs past its end get no fault.  A fault is a dict:
                                                             ``"op": "fsync"`` to count one op only
 ``{"kind": "suspend", "signal": "SIGINT", "after_ms": 5}``  send SIGINT (or SIGTERM) to the agent
                                                             process (not its tools) after 5 ms
+``{"kind": "suspend", "signal": "SIGTERM", "event": 7}``    send it right after the 7th IO-seam (or
+                                                            observed) call completed (``sigterm-
+                                                            after@7``; ``"op"`` counts one op only):
+                                                            a suspend at a durability event, the
+                                                            same on a fast or a loaded machine
 ``{"kind": "hold", "at": 3}``                               (observed legs) stop the leg at its 3rd
                                                             lookup, read, open or lock while a rival
                                                             runs; ``"ops": "write"`` counts writes
@@ -37,7 +42,7 @@ from typing import Any
 
 from harness.history.model import Fault
 
-__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "IO_ERRORS", "IO_ERROR_OPS", "validate_fault", "validate_schedule", "fault_for_leg", "seam_fault",
+__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "IO_ERRORS", "IO_ERROR_OPS", "validate_fault", "validate_schedule", "fault_for_leg", "seam_fault", "event_action",
            "history_fault", "fault_family"]
 
 #: The no-op nemesis: a schedule with no faults (every leg runs undisturbed).
@@ -96,13 +101,21 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
         if op not in IO_ERROR_OPS:
             raise ValueError(f"io_error op must be one of {', '.join(IO_ERROR_OPS)}, got {op!r}")
         return {"kind": kind, "action": action, "event": ev, "op": op}
-    if kind == "kill" and "event" in spec:
+    if kind in ("kill", "suspend") and "event" in spec:
         ev = spec["event"]
         if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
-            raise ValueError(f"kill event must be an int >= 1, got {ev!r}")
+            raise ValueError(f"{kind} event must be an int >= 1, got {ev!r}")
         when = spec.get("when", "after")
-        if when not in ("after", "before"):
-            raise ValueError(f"kill 'when' must be 'after' or 'before', got {when!r}")
+        if when not in ("after", "before") or (kind == "suspend" and when != "after"):
+            raise ValueError(f"{kind} 'when' must be {'after' if kind == 'suspend' else 'after or before'}, "
+                             f"got {when!r}")
+        if "after_ms" in spec:
+            raise ValueError(f"a {kind} has either 'event' or 'after_ms', not both")
+        if kind == "suspend":
+            sig = spec.get("signal", "SIGINT")
+            if sig not in SIGNALS:
+                raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {sig!r}")
+            out["signal"] = sig
         out["event"] = ev
         out["when"] = when
         if spec.get("op"):
@@ -132,14 +145,25 @@ def fault_for_leg(schedule: list[dict[str, Any]], leg: int) -> dict[str, Any]:
     return dict(schedule[leg]) if leg < len(schedule) else {"kind": "none"}
 
 
+def event_action(spec: dict[str, Any]) -> str | None:
+    """The IO seam's and the observer's action of an event fault: ``kill-after``/``kill-before`` for an
+    event kill, ``sigint-after``/``sigterm-after`` for an event suspend; ``None`` for any other fault."""
+    if "event" not in spec or spec.get("kind") not in ("kill", "suspend"):
+        return None
+    if spec["kind"] == "suspend":
+        return f"{str(spec.get('signal', 'SIGINT')).lower()}-after"
+    return f"kill-{spec.get('when', 'after')}"
+
+
 def seam_fault(spec: dict[str, Any]) -> str | None:
-    """The ``FISKJ_IOSEAM_FAULT`` value of an event kill (``kill-after@12``, ``kill-before@3:fsync``) or an IO
-    error (``eio@2:fsync``: the 2nd fsync fails), else ``None``."""
+    """The ``FISKJ_IOSEAM_FAULT`` value of an event kill (``kill-after@12``, ``kill-before@3:fsync``), an event
+    suspend (``sigint-after@5``) or an IO error (``eio@2:fsync``: the 2nd fsync fails), else ``None``."""
     if spec.get("kind") == "io_error":
         return f"{spec['action']}@{spec['event']}:{spec['op']}"
-    if spec.get("kind") != "kill" or "event" not in spec:
+    action = event_action(spec)
+    if action is None:
         return None
-    value = f"kill-{spec.get('when', 'after')}@{spec['event']}"
+    value = f"{action}@{spec['event']}"
     if spec.get("op"):
         value += f":{spec['op']}"
     return value

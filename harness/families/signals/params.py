@@ -16,7 +16,7 @@ __all__ = ["Params", "CHAIN_KINDS", "MODES"]
 MODES = ("none", "kill", "suspend", "chain")
 
 #: Per-leg fault kinds of a ``chain``.
-CHAIN_KINDS = ("none", "kill", "kill-event", "suspend")
+CHAIN_KINDS = ("none", "kill", "kill-event", "suspend", "suspend-event")
 
 
 @dataclass(frozen=True)
@@ -24,13 +24,18 @@ class Params:
     """The signals family's keys (defaults when absent).
 
     ``kill_points``: ``random`` (timed SIGKILL), ``events`` (every durability
-    event), or ``both``; ``signals``: suspend signals to draw from; ``legs``:
+    event), or ``both``; ``suspend_points`` (mode ``suspend``): ``random``
+    (a suspend signal at a drawn time), ``events`` (right after a durability
+    event: every one, as kills are, capped like them), or ``both``;
+    ``signals``: suspend signals to draw from; ``legs``:
     max faulted legs per trial; ``chain``: per-leg kinds for mode ``chain``
     (required there, refused elsewhere); ``max_events``: cap on exhaustive
     crash points (0: ``trials.count``).
     """
 
     kill_points: str = field(default="random", metadata=key(choice("random", "events", "both")))
+    suspend_points: str = field(default="random", metadata={**key(choice("random", "events", "both")),
+                                                            "modes": ("suspend",)})
     signals: tuple[str, ...] = field(default=SIGNALS, metadata=key(list_of(SIGNALS, nonempty=True)))
     legs: int = field(default=1, metadata=key(int_(1)))
     chain: tuple[str, ...] = field(default=(), metadata={**key(list_of(CHAIN_KINDS)), "modes": ("chain",)})

@@ -101,13 +101,22 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
         return st.builds(lambda k: {"kind": "kill", "event": k, "when": "after", "op": "write"},
                          st.integers(1, max(1, writes // 2)))
 
-    by_kind = {"kill": timed_kill, "kill-event": event_kill, "suspend": suspend,
+    def event_suspend(later: bool = False) -> Any:
+        sig = st.sampled_from(list(faults.signals))
+        if later and writes >= 2:  # as a later event kill: counted over the resume's own journal writes
+            return st.builds(lambda s, k: {"kind": "suspend", "signal": s, "event": k, "op": "write"},
+                             sig, st.integers(1, max(1, writes // 2)))
+        return st.builds(lambda s, k: {"kind": "suspend", "signal": s, "event": k}, sig, st.integers(1, events))
+
+    by_kind = {"kill": timed_kill, "kill-event": event_kill, "suspend": suspend, "suspend-event": event_suspend,
                "none": lambda: st.just({"kind": "none"})}
     if scenario.faults.family == "chain":
-        return st.tuples(*[(later_event_kill() if i and k == "kill-event" else by_kind[k]())
+        return st.tuples(*[(later_event_kill() if i and k == "kill-event" else event_suspend(True)
+                            if i and k == "suspend-event" else by_kind[k]())
                            for i, k in enumerate(faults.chain)]).map(list)
     if scenario.faults.family == "suspend":
-        leg = suspend()
+        leg = {"random": suspend, "events": event_suspend}.get(faults.suspend_points, lambda: st.one_of(
+            suspend(), event_suspend()))()
     elif scenario.faults.family == "kill":
         leg = {"random": timed_kill, "events": event_kill}.get(faults.kill_points, lambda: st.one_of(
             timed_kill(), event_kill()))()
@@ -151,15 +160,22 @@ def draw_schedules(strategy: Any, count: int, seed: int) -> list[list[dict[str, 
     return [seen[i % len(seen)] for i in range(count)]
 
 
-def exhaustive_schedules(events: int, cap: int, seed: int) -> list[list[dict[str, Any]]]:
-    """Single-leg crash points: a kill before seam event 1 and after each event ``1..events``.
+def exhaustive_schedules(events: int, cap: int, seed: int,
+                         signals: tuple[str, ...] | None = None) -> list[list[dict[str, Any]]]:
+    """Single-leg crash points: a kill before seam event 1 and after each event ``1..events``; with
+    ``signals``, suspend points instead: a suspend right after each event ``1..events``, its signal
+    taken from ``signals`` in turn.
 
     When there are more than ``cap`` points, ``cap`` of them are sampled
     (deterministically from ``seed``; the first and last points are always
     kept) and returned in event order.
     """
-    points = [[{"kind": "kill", "event": 1, "when": "before"}]]
-    points += [[{"kind": "kill", "event": k, "when": "after"}] for k in range(1, events + 1)]
+    if signals:
+        points = [[{"kind": "suspend", "signal": signals[k % len(signals)], "event": k}]
+                  for k in range(1, events + 1)]
+    else:
+        points = [[{"kind": "kill", "event": 1, "when": "before"}]]
+        points += [[{"kind": "kill", "event": k, "when": "after"}] for k in range(1, events + 1)]
     if cap <= 0 or len(points) <= cap:
         return points
     if cap == 1:
@@ -174,7 +190,7 @@ def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int)
 
     A scenario with ``[faults] schedule``: that schedule ``count`` times
     (origin ``regression``).  ``none``: ``count`` no-op trials.  ``kill`` with ``kill_points =
-    "events"``: the exhaustive crash points (capped by ``faults.max_events``
+    "events"`` (or ``suspend`` with ``suspend_points = "events"``): the exhaustive crash (suspend) points (capped by ``faults.max_events``
     or ``count``), then, when ``legs > 1``, hypothesis draws for the rest of
     ``count``.  Other families: ``count`` hypothesis draws.
     """
@@ -185,9 +201,11 @@ def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int)
     if scenario.faults.family == "none":
         return [([], "noop") for _ in range(count)]
     plan: list[tuple[list[dict[str, Any]], str]] = []
-    if scenario.faults.family == "kill" and faults.kill_points == "events":
+    suspends = scenario.faults.family == "suspend" and faults.suspend_points == "events"
+    if (scenario.faults.family == "kill" and faults.kill_points == "events") or suspends:
         cap = faults.max_events or count
-        plan += [(sch, "exhaustive") for sch in exhaustive_schedules(ref.events, cap, s)]
+        plan += [(sch, "exhaustive") for sch in exhaustive_schedules(ref.events, cap, s,
+                                                                     faults.signals if suspends else None)]
         if faults.legs == 1:
             return plan
     rest = count - len(plan)
