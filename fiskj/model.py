@@ -28,15 +28,10 @@ holds those numbers and the (injectable) sleep and random source.
 
 from __future__ import annotations
 
-import email.utils
-import http.client
 import json
 import os
 import random
-import socket
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
@@ -182,6 +177,8 @@ def retry_after_seconds(headers: Mapping[str, str] | Any, now: float | None = No
         return float(value)
     except ValueError:
         pass
+    import email.utils  # only here: a CLI that never calls the model starts without the email package
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -324,6 +321,12 @@ class AnthropicClient:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # only inside a string: its JSON escape (as fiskj.encode writes it)
             data = text.encode("utf-8", "backslashreplace")
+        # imported at the first request: a leg that is refused, or only reads its journal, never pays for them
+        import http.client
+        import socket
+        import urllib.error
+        import urllib.request
+
         req = urllib.request.Request(self.url, data=data, headers=self._headers, method="POST")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:

@@ -222,17 +222,20 @@ class LegStarter:
     ``subject``: the agent; ``observe``: every leg runs under the outside
     observer (:mod:`harness.observer`, docs/observer.md), which records its
     durability operations and injects event faults from outside, for any
-    subject; ``fork_server``: (not observed) fork legs from a pre-imported
+    subject; ``fork_server``: the subject allows forking from a pre-imported
     interpreter, one per thread (:class:`harness.subject.forkserver.ForkServer`;
-    only for subjects that allow it, see
-    :func:`harness.subject.contract.fork_server_enabled`).  Thread-safe;
+    see :func:`harness.subject.contract.fork_server_enabled`): unobserved legs
+    are forked, and so, observed or not, are the subject's readings and
+    helper modules (never observed, no fault), each the same code a fresh
+    process would run.  Thread-safe;
     :meth:`close` stops every fork server it started.
     """
 
     def __init__(self, subject: Subject, fork_server: bool, observe: bool = False) -> None:
         self.subject = subject
         self.observe = observe
-        self.fork_server = fork_server and not observe
+        self.fork_server = fork_server and not observe  # legs: an observed leg is a fresh process under the tracer
+        self.forked_reads = fork_server  # readings and helper modules are never observed: forked whenever allowed
         self._local = threading.local()
         self._lock = threading.Lock()
         self._servers: list[ForkServer] = []
@@ -242,7 +245,7 @@ class LegStarter:
         self._server()
 
     def _server(self) -> ForkServer | None:
-        if not self.fork_server:
+        if not self.forked_reads:
             return None
         server = getattr(self._local, "server", None)
         if server is None or not server.running:

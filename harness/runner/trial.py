@@ -160,9 +160,9 @@ class Runner:
         self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
         self.keep_dirs = keep_dirs or os.environ.get("FISKJ_HARNESS_KEEP_DIRS") == "1"
         self.observe = observe_by_default(self.subject) if observe is None else observe
-        self.fork_server = (fork_server_enabled(self.subject) if fork_server is None else fork_server) \
-            and not self.observe
-        self.legs = LegStarter(self.subject, self.fork_server, observe=self.observe)
+        forkable = fork_server_enabled(self.subject) if fork_server is None else fork_server
+        self.fork_server = forkable and not self.observe  # legs forked (an observed leg is a fresh process)
+        self.legs = LegStarter(self.subject, forkable, observe=self.observe)
         enable_subreaper()
 
     # -- lifecycle ------------------------------------------------------------
