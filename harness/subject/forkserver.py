@@ -241,8 +241,12 @@ def _fork_child(req: dict[str, Any]) -> None:
         sys.stdin = open(0, "r", encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
-        os.environ.clear()
-        os.environ.update(req["env"])
+        env = req["env"]  # the leg's environment: only what differs is set (a putenv each costs)
+        for name in [name for name in os.environ if name not in env]:
+            del os.environ[name]
+        for name, value in env.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
         import fiskj.cli
         import fiskj.ioseam
 
