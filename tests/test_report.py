@@ -192,3 +192,15 @@ def test_one_function_writes_every_reproducer_and_one_every_replay_command():
     assert parse_subject(argv[6]) == subject_for("no-fsync")           # the subject replays, variables and all
     assert "--subject" in reproduce_command(scenario, 1, [], parse_subject("A=1 python -m fiskj"))
     assert replay_command("r.json", 3) == "fiskj-harness replay r.json --trial 3"
+
+
+def test_a_long_example_is_clipped_between_words_keeping_its_start_and_its_end():
+    from harness.report.report import _clip
+
+    text = " ".join(f"word{i:02d}" for i in range(60))  # 6-letter words: a space is always near a cut
+    clipped = _clip(text, 100)
+    assert len(clipped) <= 100 and clipped.startswith("word00 word01") and clipped.endswith("word58 word59")
+    head, tail = clipped.split(" .. ")
+    assert all(len(w) == 6 for w in head.split() + tail.split())  # no word cut in two
+    assert _clip("short", 100) == "short"
+    assert _clip("x" * 300, 100) == "x" * 48 + " .. " + "x" * 48  # no space near the cut: cut where it falls

@@ -353,8 +353,19 @@ def _fault_line(report: dict[str, Any]) -> str:
 
 
 def _clip(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters keeping its end (where a violation names its cause)."""
-    return text if len(text) <= width else text[: width // 2 - 2] + " .. " + text[-(width // 2 - 2):]
+    """``text`` cut to at most ``width`` characters keeping its start and its end (where a violation names its
+    cause), cut between words when a space is near the cut (never more than a sixth of each half lost)."""
+    if len(text) <= width:
+        return text
+    half = width // 2 - 2
+    head, tail = text[:half], text[-half:]
+    space = head.rfind(" ")
+    if space >= half - half // 6:
+        head = head[:space]
+    space = tail.find(" ")
+    if 0 <= space <= half // 6:
+        tail = tail[space + 1:]
+    return head + " .. " + tail
 
 
 def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
