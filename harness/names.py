@@ -13,7 +13,7 @@ __all__ = [
     "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS",
     "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
     "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
-    "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "SEED_STEP",
+    "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
     "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANTS_PACKAGE",
 ]
 
@@ -70,6 +70,8 @@ FAULT_COUNTS = ("kill", "suspend", "tail", "power_loss", "race")
 CRASH_STATES = "crash_states"
 #: The report's count of power-loss crash states recovered by a full resume of the agent (docs/persistence-model.md).
 CRASH_RESUMES = "crash_resumes"
+#: A report ``faults`` key: legs whose scheduled fault never fired (the leg ended before its time or call).
+NOT_INJECTED = "not_injected"
 #: Campaign seed offset between the rounds of one scenario (a gate's rounds, a mutant's self-test rounds).
 SEED_STEP = 1000
 

@@ -90,6 +90,17 @@ def test_faults_are_normalized_and_bad_ones_refused():
             validate_fault(bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         validate_schedule({"kind": "kill"})  # type: ignore[arg-type]
+    # a typo or an unknown call is named, never run as a fault that silently does something else
+    for bad, says in (({"kind": "suspend", "evnt": 5}, "has no key 'evnt'"),
+                      ({"kind": "kill", "event": 3, "op": "nonsense"}, 'got "nonsense"'),
+                      ({"kind": "suspend", "event": 2, "after_ms": 1}, "either 'event' or 'after_ms'"),
+                      ({"kind": "kill", "event": True}, "got true")):
+        with pytest.raises(ValueError, match=says):
+            validate_fault(bad)
+    with pytest.raises(ValueError, match="leg 1's fault"):
+        validate_schedule([{"kind": "none"}, {"kind": "kill", "event": 0}])
+    assert validate_fault({"kind": "suspend", "signal": "SIGTERM", "event": 2, "op": "fsync_dir"}) == {
+        "kind": "suspend", "signal": "SIGTERM", "event": 2, "when": "after", "op": "fsync_dir"}
 
 
 def test_legs_past_the_schedule_get_no_fault_and_the_noop_nemesis_is_empty():
@@ -235,3 +246,10 @@ def test_a_timed_fault_records_where_it_landed_and_an_early_suspend_is_counted_a
     assert late.fault.kind == "suspend" and late.fault.detail["honoured"] is False
     # a suspend that stayed a suspend keeps its time in the replay
     assert exact_schedule([{"kind": "suspend", "after_ms": 9.0}], [late]) == [{"kind": "suspend", "after_ms": 9.0}]
+
+
+def test_the_calls_an_event_fault_may_count_are_the_io_seam_s_ops():
+    from fiskj.ioseam import OPS
+    from harness.families.signals.faults import EVENT_OPS
+
+    assert EVENT_OPS == OPS

@@ -165,6 +165,16 @@ def test_the_mutants_command_prints_json_with_caught_invariant_detection_time_an
     assert main(["mutants", "no-such-mutant"]) == 2
 
 
+def test_the_mutants_command_lists_every_mutant_with_its_target_and_what_it_breaks_without_running_one(capsys):
+    before = set(sys.modules)
+    assert main(["mutants", "--list"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert [r.split()[0] for r in rows] == list(all_mutants())
+    no_fsync = next(r for r in rows if r.startswith("no-fsync "))
+    assert "power-loss-basic (I4)" in no_fsync and "no fsync" in no_fsync
+    assert not [m for m in set(sys.modules) - before if m.startswith(MUTANTS_PACKAGE + ".")]  # (importing one patches fiskj)
+
+
 def test_mutants_are_applied_in_the_agent_processes_only():
     before = (loop._Run._run_batch, loop._Run.__init__, loop._Run._call_model, fingerprint.diff, loop.diff,
               store._never_created)

@@ -92,7 +92,7 @@ def test_the_section_counts_trials_per_probe_and_names_the_unreached():
                             applies=True)
     assert section["reached"] == {"resume.forced": {"trials": 2, "scenarios": ["a", "b"]}}
     assert len(section["unreached"]) == len(probes.PROBES) - 1 and "resume.forced" not in section["unreached"]
-    assert section["note"] == f"1 of {len(probes.PROBES)} recovery branches of the reference reached"
+    assert section["note"] == f"1 of {len(probes.PROBES)} recovery branches of fiskj reached"
     lines = probe_lines(section)
     assert lines[0].startswith("code probes: 1 of") and "not reached" in lines[1]
     merged = merge_probe_sections([section, probe_section([("c", ["open.torn_tail_cut"])], applies=True), None])

@@ -29,6 +29,8 @@ def add_mutants_parser(sub: Any) -> argparse.ArgumentParser:
                          help="time shared by the mutants for extra rounds (each runs its first campaign; default 600)")
     mutants.add_argument("--jobs", type=positive_int, metavar="J", help="parallel trials per campaign")
     mutants.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    mutants.add_argument("--list", action="store_true",
+                         help="print each mutant's name, what it breaks and the scenario that targets it; run nothing")
     mutants.set_defaults(func=cmd_mutants)
     return mutants
 
@@ -42,6 +44,22 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
     unknown = [n for n in args.names if n not in known]
     if unknown:
         raise _Usage(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    if getattr(args, "list", False):
+        import ast
+        from pathlib import Path
+
+        import harness.selftest.mutants as package
+        from harness.selftest.targets import TARGETS
+
+        for name in args.names or known:
+            # the module's first docstring line, read without importing it (importing a mutant patches fiskj)
+            source = Path(package.__file__).with_name(name.replace("-", "_") + ".py")
+            doc = (ast.get_docstring(ast.parse(source.read_text())) or "") if source.exists() else ""
+            doc = doc.splitlines()[0] if doc else ""
+            target = TARGETS.get(name)
+            where = f"{target.scenario} ({', '.join(target.expect)})" if target else "(no target)"
+            print(f"{name:<34} {where:<40} {doc.split(': ', 1)[-1].replace('``', '')}", file=out)
+        return 0
     finished: list[Any] = []
 
     def done(r: Any) -> None:

@@ -1,4 +1,4 @@
-"""Code-probe coverage: which recovery branches of the reference a campaign reached.
+"""Code-probe coverage: which recovery branches of fiskj (the reference, or a subject built on it) a campaign reached.
 
 The reference engine marks each recovery branch (a torn tail cut, a
 never-created journal reclaimed, a pending batch completed, each refusal,
@@ -55,7 +55,7 @@ def _finish(reached: dict[str, dict[str, Any]], applies: bool, subject: str) -> 
                         "probes, so which of its recovery branches ran is not measured"}
     unreached = [name for name in PROBES if name not in reached]
     return {"applies": True, "catalogue": len(PROBES), "reached": reached, "unreached": unreached,
-            "note": f"{len(PROBES) - len(unreached)} of {len(PROBES)} recovery branches of the reference reached"}
+            "note": f"{len(PROBES) - len(unreached)} of {len(PROBES)} recovery branches of fiskj reached"}
 
 
 def merge_probe_sections(sections: list[dict[str, Any] | None]) -> dict[str, Any] | None:

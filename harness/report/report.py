@@ -67,7 +67,7 @@ from xml.etree import ElementTree as ET
 from harness.campaign.reproduce import replay_command
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, Verdict, combine, verdict_from_json
 from harness.history.model import History, history_from_json
-from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_COUNTS, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
+from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_COUNTS, NOT_INJECTED, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
 from harness.report.faults import fault_counts
 from harness.report.groups import group_rows
 from harness.report.probes import merge_probe_sections, probe_lines, probe_section
@@ -348,7 +348,10 @@ def _fault_line(report: dict[str, Any]) -> str:
         spent = report.get("power_loss_s")
         parts[FAULT_COUNTS.index("power_loss")] += (f" ({', '.join(said)}"
                                                     + (f" in {spent:.1f} s of power-loss trials" if spent else "") + ")")
-    extra = [f"{k} {v}" for k, v in f.items() if k not in FAULT_COUNTS and k not in (CRASH_STATES, CRASH_RESUMES)]
+    extra = [f"{k} {v}" for k, v in f.items()
+             if k not in FAULT_COUNTS and k not in (CRASH_STATES, CRASH_RESUMES, NOT_INJECTED)]
+    if f.get(NOT_INJECTED):  # scheduled, never fired: those legs tested nothing of their fault
+        extra.append(f"(not injected {f[NOT_INJECTED]}: the leg ended before the fault's time or call)")
     return "  ".join(parts + extra)
 
 
@@ -539,7 +542,7 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
         out += [f"**⚠️ {_interrupted_line(report)}**", ""]
     out += ["| fault | count |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in report.get("faults", {}).items()]
-    out += ["", *(f"- {_md(line.strip())}" for line in probe_lines(report.get("probes"), width=400))]
+    out += ["", *(f"- {_md(line.strip())}" for line in probe_lines(report.get("probes"), width=1 << 20))]  # one bullet each
     out += ["", "| invariant | name | checked | valid | vacuous | invalid | unknown |", "|---|---|---:|---:|---:|---:|---:|"]
     for inv, c in report.get("invariants", {}).items():
         out.append(f"| {inv} | {c.get('name', '')} | {c['checked']} | {c[VALID]} | {c.get('vacuous', 0)} | "

@@ -37,12 +37,13 @@ are (docs/spec.md section 14, docs/scenarios.md "Schedules").
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from harness.history.model import Fault
 
-__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "IO_ERRORS", "IO_ERROR_OPS", "validate_fault", "validate_schedule", "fault_for_leg", "seam_fault", "event_action",
+__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "EVENT_OPS", "IO_ERRORS", "IO_ERROR_OPS", "validate_fault", "validate_schedule", "fault_for_leg", "seam_fault", "event_action",
            "history_fault", "fault_family"]
 
 #: The no-op nemesis: a schedule with no faults (every leg runs undisturbed).
@@ -56,6 +57,22 @@ IO_ERRORS = ("eio", "enospc", "short-write")
 IO_ERROR_OPS = ("write", "fsync")
 #: The suspend signals a schedule may name.
 SIGNALS = ("SIGINT", "SIGTERM")
+#: The calls an event kill or suspend may count (``"op"``): the IO seam's ops (``fiskj.ioseam.OPS``; the
+#: observer counts ``fsync_dir`` as ``fsync``).
+EVENT_OPS = ("open", "write", "fsync", "fdatasync", "ftruncate", "rename", "mkdir", "fsync_dir", "flock", "close",
+             "unlink")
+#: The keys each fault kind may have.
+_KEYS = {"none": {"kind"}, "hold": {"kind", "at", "ops", "reader"}, "io_error": {"kind", "action", "event", "op"},
+         "kill": {"kind", "after_ms", "event", "when", "op"},
+         "suspend": {"kind", "signal", "after_ms", "event", "when", "op"}}
+
+
+def _json(value: Any) -> str:
+    """``value`` as the JSON a user wrote (``true``, ``"5"``, ``null``), for messages."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
@@ -67,10 +84,17 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
     has ``signal`` (default ``SIGINT``) and ``after_ms``.
     """
     if not isinstance(spec, dict):
-        raise ValueError(f"a fault must be a dict, got {type(spec).__name__}")
+        raise ValueError(f"a fault must be an object (a table), got {_json(spec)}")
     kind = spec.get("kind", "none")
     if kind not in FAULT_KINDS:
-        raise ValueError(f"unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
+        raise ValueError(f"unknown fault kind {_json(kind)} (known: {', '.join(FAULT_KINDS)})")
+    unknown = sorted(set(spec) - _KEYS[kind])
+    if unknown and kind != "none":  # (a no-fault entry drops whatever else it holds)
+        raise ValueError(f"a {kind} fault has no key {', '.join(map(repr, unknown))} (its keys: "
+                         f"{', '.join(sorted(_KEYS[kind]))})")
+    if kind in ("kill", "suspend") and spec.get("op") is not None and spec["op"] not in EVENT_OPS:
+        raise ValueError(f"{kind} op must be one of {', '.join(EVENT_OPS)} (the calls an event counts), "
+                         f"got {_json(spec['op'])}")
     out: dict[str, Any] = {"kind": kind}
     if kind == "none":
         return out
@@ -78,43 +102,43 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
         at = spec.get("at")
         if isinstance(at, bool) or not isinstance(at, int) or at < 1:
             raise ValueError(f"hold 'at' (the sequence point: the leg's K-th lookup, read, open or lock) must be "
-                             f"an int >= 1, got {at!r}")
+                             f"an int >= 1, got {_json(at)}")
         out = {"kind": kind, "at": at}
         ops = spec.get("ops")
         if ops is not None:  # the observer names an unknown kind when the leg starts (docs/observer.md)
             if not isinstance(ops, str) or not re.fullmatch(r"[a-z_]+(,[a-z_]+)*", ops):
                 raise ValueError(f"hold 'ops' must be observed op kinds, comma-separated (e.g. 'write' or "
-                                 f"'open,read'), got {ops!r}")
+                                 f"'open,read'), got {_json(ops)}")
             out["ops"] = ops
         if "reader" in spec:
             if not isinstance(spec["reader"], bool):
-                raise ValueError(f"hold 'reader' must be true or false, got {spec['reader']!r}")
+                raise ValueError(f"hold 'reader' must be true or false, got {_json(spec['reader'])}")
             if spec["reader"]:
                 out["reader"] = True
         return out
     if kind == "io_error":
         action, ev, op = spec.get("action"), spec.get("event"), spec.get("op")
         if action not in IO_ERRORS:
-            raise ValueError(f"io_error action must be one of {', '.join(IO_ERRORS)}, got {action!r}")
+            raise ValueError(f"io_error action must be one of {', '.join(IO_ERRORS)}, got {_json(action)}")
         if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
-            raise ValueError(f"io_error event must be an int >= 1, got {ev!r}")
+            raise ValueError(f"io_error event must be an int >= 1, got {_json(ev)}")
         if op not in IO_ERROR_OPS:
-            raise ValueError(f"io_error op must be one of {', '.join(IO_ERROR_OPS)}, got {op!r}")
+            raise ValueError(f"io_error op must be one of {', '.join(IO_ERROR_OPS)}, got {_json(op)}")
         return {"kind": kind, "action": action, "event": ev, "op": op}
     if kind in ("kill", "suspend") and "event" in spec:
         ev = spec["event"]
         if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
-            raise ValueError(f"{kind} event must be an int >= 1, got {ev!r}")
+            raise ValueError(f"{kind} event must be an int >= 1, got {_json(ev)}")
         when = spec.get("when", "after")
         if when not in ("after", "before") or (kind == "suspend" and when != "after"):
             raise ValueError(f"{kind} 'when' must be {'after' if kind == 'suspend' else 'after or before'}, "
-                             f"got {when!r}")
+                             f"got {_json(when)}")
         if "after_ms" in spec:
             raise ValueError(f"a {kind} has either 'event' or 'after_ms', not both")
         if kind == "suspend":
             sig = spec.get("signal", "SIGINT")
             if sig not in SIGNALS:
-                raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {sig!r}")
+                raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {_json(sig)}")
             out["signal"] = sig
         out["event"] = ev
         out["when"] = when
@@ -123,11 +147,11 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
         return out
     after = spec.get("after_ms")
     if isinstance(after, bool) or not isinstance(after, (int, float)) or after < 0:
-        raise ValueError(f"{kind} needs after_ms >= 0 (or, for kill, event), got {after!r}")
+        raise ValueError(f"a {kind} needs after_ms >= 0 (a time) or event >= 1 (a call), got after_ms {_json(after)}")
     if kind == "suspend":
         sig = spec.get("signal", "SIGINT")
         if sig not in SIGNALS:
-            raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {sig!r}")
+            raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {_json(sig)}")
         out["signal"] = sig
     out["after_ms"] = float(after)
     return out
@@ -136,8 +160,15 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
 def validate_schedule(schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Validate every fault of ``schedule`` (see :func:`validate_fault`); returns the normalized list."""
     if not isinstance(schedule, list):
-        raise ValueError(f"a schedule must be a list of faults, got {type(schedule).__name__}")
-    return [validate_fault(f) for f in schedule]
+        raise ValueError(f"a schedule must be a list of faults, one per leg (e.g. "
+                         f"[{{\"kind\": \"kill\", \"event\": 3}}]), got {_json(schedule)}")
+    out = []
+    for leg, fault in enumerate(schedule):
+        try:
+            out.append(validate_fault(fault))
+        except ValueError as exc:
+            raise ValueError(f"leg {leg}'s fault: {exc}" if len(schedule) > 1 else str(exc)) from None
+    return out
 
 
 def fault_for_leg(schedule: list[dict[str, Any]], leg: int) -> dict[str, Any]:
