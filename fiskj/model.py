@@ -37,6 +37,20 @@ from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 from .errors import ModelError, UsageError
 
+
+def http_stack() -> tuple[Any, Any, Any]:
+    """Import and return ``(http, socket, urllib)`` with ``http.client``, ``urllib.request`` and ``urllib.error``
+    loaded (and ``email.utils``, for ``retry-after`` dates).  Imported at the first request, not with this
+    module: a CLI leg that is refused, or only reads its journal, never pays for them (about 25 ms).  A
+    process that forks legs calls it once first (the harness's fork server)."""
+    import email.utils  # noqa: F401
+    import http.client
+    import socket
+    import urllib.error
+    import urllib.request
+
+    return http, socket, urllib
+
 __all__ = [
     "Model",
     "AnthropicClient",
@@ -321,12 +335,7 @@ class AnthropicClient:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # only inside a string: its JSON escape (as fiskj.encode writes it)
             data = text.encode("utf-8", "backslashreplace")
-        # imported at the first request: a leg that is refused, or only reads its journal, never pays for them
-        import http.client
-        import socket
-        import urllib.error
-        import urllib.request
-
+        http, socket, urllib = http_stack()
         req = urllib.request.Request(self.url, data=data, headers=self._headers, method="POST")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
