@@ -108,6 +108,22 @@ def test_a_forked_leg_imports_its_preload_in_itself_only(tmp_path):
         server.close()
 
 
+def test_a_forked_leg_starts_with_every_module_a_run_loads_lazily_already_imported(tmp_path, monkeypatch):
+    # fiskj imports its HTTP client at the first model call and its store at the first journal open: a leg forked
+    # from the server must find them imported (a leg that imports them pays 25-50 ms, most of a leg)
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "data"))
+    server = ForkServer().start()
+    try:
+        out, err = tmp_path / "leg.out", tmp_path / "leg.err"
+        proc = server.spawn(["--help"], _env(FISKJ_PRELOAD="loaded_modules"), stdin=None, stdout=str(out),
+                            stderr=str(err))
+        assert proc.wait(timeout=30) == 0, err.read_text()
+    finally:
+        server.close()
+    loaded = set(json.loads(out.read_text().splitlines()[0]))
+    assert {"fiskj.store", "fiskj.journal", "fiskj.loop", "http.client", "urllib.request", "email.utils"} <= loaded
+
+
 def test_a_race_agent_imports_its_preload_before_it_says_ready():
     proc = subprocess.Popen([sys.executable, "-m", "harness.families.race.agent"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
