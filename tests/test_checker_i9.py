@@ -115,3 +115,29 @@ def test_a_leg_interrupted_by_the_nemesis_is_not_taken_for_a_refused_resume():
     assert not is_refusal(leg)
     leg.fault = Fault()
     assert is_refusal(leg)
+
+
+def _refused_after(eng: Engine, stderr: str):
+    from harness.history.model import Leg
+
+    prev = eng.h.legs[-1]
+    leg = Leg(index=len(eng.h.legs), kind="resume", argv=["fiskj", "run", "--resume"], pid=2000,
+              t_start=prev.t_end + 10, t_end=prev.t_end + 20, exit_code=1, stderr=stderr, journal=prev.journal)
+    eng.h.legs.append(leg)
+    return leg
+
+
+def test_a_refused_resume_of_a_run_that_is_not_completed_is_refused_resumable_unless_it_names_the_lock():
+    # fisk-ai v2 resumes every run but a completed one (section 12, rule 2): an ended leg (here: suspended)
+    # refused for its status strands the run; a refusal that names the lock, or the fingerprint, is allowed
+    eng = Engine([["a"], []])
+    eng.leg(suspend_at=1)
+    _refused_after(eng, "agent: ResumeRefused: run r1 is 'suspended'; only an open run can be resumed")
+    v = i9_refusal.check(eng.h)
+    assert v.status == "invalid", v.evidence
+    (row,) = v.evidence["violations"]
+    assert row["kind"] == "refused_resumable" and row["status_before"] == "suspended" and row["leg"] == 1
+    for legit in ("fiskj: RunLocked: run r1 is locked by another process",
+                  "fiskj: FingerprintMismatch: run r1 was started with another configuration: model: 'a' -> 'b'"):
+        eng.h.legs[-1].stderr = legit
+        assert i9_refusal.check(eng.h).status == "valid", legit

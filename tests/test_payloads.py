@@ -72,7 +72,7 @@ def legacy_script(spec: WorkloadSpec, name: str) -> Script:
 
 def test_without_payload_keys_every_bundled_scenario_gets_the_script_and_replies_it_always_got():
     paths = [p for p in bundled_scenarios() + sorted((bundled_scenario_dir() / "regressions").glob("*.toml"))
-             if not p.stem.startswith(("payload-", "thinking-", "generated-"))]  # those set payload keys
+             if not p.stem.startswith(("payload-", "thinking-", "generated-", "max-tokens-"))]  # those set payload keys
     assert len(paths) > 20
     for path in paths:
         s = load_scenario(path)
@@ -242,7 +242,7 @@ def test_the_ledger_tool_prints_raw_bytes_and_a_fill(tmp_path):
     ('[workload]\nreply_blocks = ["thinking"]\n', "workload.reply_blocks", "list of lists"),
     ('[workload]\nreply_blocks = [["thinking", "thinking"]]\n', "workload.reply_blocks", "names a block twice"),
     ('[workload]\nreply_blocks = [["signed"]]\n', "workload.reply_blocks", "items must be among"),
-    ('[workload]\nanswer_stop_reasons = ["max_tokens"]\n', "workload.answer_stop_reasons", "reference run must"),
+    ('[workload]\nanswer_stop_reasons = ["max_tokens"]\n', "workload.answer_stop_reasons", "use final_stop"),
     ('[workload]\nanswer_stop_reasons = ["refusal"]\n', "workload.answer_stop_reasons", "ends the run with error"),
     ('[workload]\nanswer_stop_reasons = ["tool_use"]\n', "workload.answer_stop_reasons", "tools_per_turn"),
     ('[workload]\nanswer_stop_reasons = ["pause_turn"]\n', "workload.answer_stop_reasons", "pause_turn = true"),

@@ -293,3 +293,20 @@ def test_the_bundled_scenarios_are_found_in_an_installed_copy_without_the_reposi
     installed.rmdir()
     with pytest.raises(mod.ScenarioError, match="missing"):
         mod.bundled_scenario_dir()
+
+
+def test_final_stop_makes_the_last_reply_cut_short_and_is_refused_with_chat_followups():
+    from harness.workload.build import build_workload
+
+    text = 'name = "fs"\npurpose = "p"\n[workload]\nturns = 1\nfinal_stop = "max_tokens"\n'
+    scenario = parse_scenario(text, "fs.toml")
+    last = build_workload(scenario).script.turns[-1]
+    assert last.stop == "max_tokens" and len(last.tools) == 1   # a cut-off reply with a tool call never to run
+    blocks, stop, _ = build_workload(scenario).script.reply(len(build_workload(scenario).script.turns) - 1)
+    assert stop == "max_tokens" and [b["type"] for b in blocks][-1] == "tool_use"
+    refusal = build_workload(parse_scenario(text.replace("max_tokens", "refusal"), "fs.toml")).script.turns[-1]
+    assert refusal.stop == "refusal" and not refusal.tools
+    with pytest.raises(ScenarioError, match="final_stop"):
+        parse_scenario(text + "chat_followups = 1\n", "fs.toml")
+    with pytest.raises(ScenarioError, match="use final_stop"):
+        parse_scenario(text.replace('final_stop = "max_tokens"', 'answer_stop_reasons = ["max_tokens"]'), "fs.toml")

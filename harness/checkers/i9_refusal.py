@@ -27,6 +27,15 @@ fingerprint and no ``--force``, ``[workload] drift``) that was not refused
 drifted fields) is a violation, since whatever it then appended was
 appended by a resume that should have appended nothing.
 
+And a resume that must *not* be refused: a fisk-ai v2 journal whose run
+is not completed (``open``, ``suspended``, or a leg's end ``error``,
+``budget``, ``max_iterations``) is resumed (section 12, rule 2), so a
+refused resume of it, alone (no other leg at the same time) and not a
+drift probe, is ``refused_resumable`` unless the refusal names the lock or
+the fingerprint of an unforced drifted resume; evidence gives the status
+the journal before it folds to.  A journal that does not fold (corrupt,
+never created) may be refused.
+
 Cutting the torn tail the leg found (an ``ftruncate`` to exactly the start
 of the before-snapshot's unparsable final line, done under the lock before
 the refusal) removes no record and is allowed; it is listed under
@@ -36,12 +45,19 @@ file fault's, and that left no trace cannot be judged: unknown.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from fiskj.errors import FiskjError
+from fiskj.reader import read_state
 from harness.history.model import History, Leg
+from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot, split_journal
 from harness.checkers._trace import journal_writes
+
+#: The statuses whose run a resume continues (docs/spec.md section 12, rule 2; fisk-ai v2 does the same).
+RESUMED = ("open", "suspended", "error", "budget", "max_iterations")
 
 INVARIANT = "I9"
 NAME = "a refused resume appends nothing"
@@ -84,6 +100,23 @@ def _work(history: History, leg: Leg) -> list[dict[str, Any]]:
                if mine(e, "effect")])
 
 
+#: A refusal that names the lock or the resume guard: legitimate whatever the run's status.
+_LOCK_OR_GUARD = re.compile(r"locked|held by another|in use by|fingerprint|configuration", re.I)
+
+
+def _resumable_status(history: History, leg: Leg, legs: list[Leg], before: bytes | None, why: str) -> str | None:
+    """The status a refused resume's journal folded to when that run had to be resumed, else ``None``."""
+    if leg.kind != "resume" or history.journal_format != FISK_AI_V2 or not before or _overlaps(leg, legs):
+        return None
+    if leg.fault.detail.get("expect") == "refused" or _LOCK_OR_GUARD.search(why):
+        return None
+    try:
+        status = read_state(before).status
+    except FiskjError:  # corrupt, or never created: a refusal is the answer
+        return None
+    return status if status in RESUMED else None
+
+
 def check(history: History) -> Any:
     legs = legs_in_order(history)
     refused = [lg for lg in legs if is_refusal(lg)]
@@ -103,6 +136,10 @@ def check(history: History) -> Any:
         why = (leg.stderr or "").strip().splitlines()[-1:] or [str(leg.fault.detail)]
         base = {"leg": leg.index, "exit_code": leg.exit_code, "refusal": why[0][:200]}
         before, after = previous_snapshot(history, leg), leg.journal
+        status = _resumable_status(history, leg, legs, before, why[0])
+        if status is not None:
+            violations.append({"kind": "refused_resumable", **base, "status_before": status,
+                               "rule": "a run that is not completed is resumed (docs/spec.md section 12, rule 2)"})
         cut = _torn_cut(before, history.journal_format)
         changes = journal_writes(history, leg)
         if cut is not None and any(_is_repair(ev, cut) for ev in changes):

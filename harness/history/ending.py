@@ -71,7 +71,9 @@ def uninterrupted_end(history: History) -> str | None:
     chat_end = bool(spec.get("chat_followups")) and status == "suspended"  # the end of its input
     if (last.exit_code == EXIT_COMPLETED and status == "completed") \
             or (last.exit_code == EXIT_SUSPENDED and chat_end) \
-            or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS):
+            or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS) \
+            or (last.exit_code == EXIT_ERROR and spec.get("final_stop")
+                and (status == "error" or history.journal_format != FISK_AI_V2)):
         return None
     how = f"exit {last.exit_code}" if last.exit_signal is None else f"signal {last.exit_signal}"
     folded = (f"folded status {status!r}" if history.journal_format == FISK_AI_V2 and history.final_state

@@ -47,7 +47,7 @@ from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg,
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
-from harness.subject.contract import (EXIT_COMPLETED, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject, probes_path,
+from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject, probes_path,
                                       default_subject, fork_server_enabled)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
@@ -424,15 +424,21 @@ class Runner:
             if leg.exit_code == EXIT_SUSPENDED and workload.chat and not (spec["kind"] == "suspend" and outcome.injected):
                 done = True  # a chat run suspends at the end of its input: that is its normal end
                 break
+            if leg.exit_code == EXIT_ERROR and workload.spec.final_stop and not outcome.timed_out:
+                done = True  # the run ends with error at its cut-short last reply: as its workload says
+                break
             if not outcome.injected and leg.exit_code != EXIT_SUSPENDED:
                 history.notes.append(f"leg {index} ended with exit {leg.exit_code} / signal {leg.exit_signal} "
                                      f"and no fault injected: the run stops here")
                 break
         else:
             history.notes.append(f"leg budget of {max_legs} spent before the run completed")
-        if done and probe_completed and not workload.chat and history.legs \
-                and history.legs[-1].exit_code == EXIT_COMPLETED and deadline > time.monotonic():
-            # [check] resume_after_completed: a completed run must refuse to resume, journal unchanged (I9)
+        ended = history.legs[-1].exit_code if history.legs else None
+        if done and probe_completed and not workload.chat and deadline > time.monotonic() \
+                and (ended == EXIT_COMPLETED or (ended == EXIT_ERROR and workload.spec.final_stop)):
+            # [check] resume_after_completed: a completed run must refuse to resume, journal unchanged (I9);
+            # a run that ended with error at its cut-short last reply ends so again, with no model call and no
+            # tool run (docs/spec.md section 12, rules 2 and 6): I2, I3 and I6 judge that leg like any other
             index = max(lg.index for lg in history.legs) + 1
             env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
                                    state_home=str(state_home), ledger=str(ledger), leg=index,
@@ -443,7 +449,8 @@ class Runner:
             plan = LegPlan(index=index, kind="resume", argv=self.subject.resume_argv(cfg, **where), env=env,
                            fault={"kind": "none"}, workdir=tmp, journal=journal, trace=tmp / f"trace-{index}.jsonl",
                            timeout_s=max(1.0, deadline - time.monotonic()),
-                           detail={"expect": "refused", "probe": "resume after completed"},
+                           detail={"expect": "refused", "probe": "resume after completed"} if ended == EXIT_COMPLETED
+                           else {"expect": "error", "probe": "resume after error"},
                            roots=(str(state_home),) + ((str(home),) if home is not None else ()), reading=None)
             leg, _ = run_leg(plan, self.legs)
             history.legs.append(leg)

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.names import INVARIANTS, WORKLOAD_MAX_TOKENS
 
-__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS",
+__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS", "FINAL_STOPS",
            "LIMIT_OUTPUTS", "REPLY_BLOCKS", "ANSWER_STOP_REASONS", "UNFINISHED_STOP_REASONS", "family_params"]
 
 #: Fingerprint fields a scenario may change on resume (``[workload] drift``).
@@ -35,16 +35,19 @@ REPLY_BLOCKS = ("thinking", "redacted_thinking", "web_search")
 #: Stop reasons a final answer may end with, ``[workload] answer_stop_reasons``.
 ANSWER_STOP_REASONS = ("end_turn", "stop_sequence")
 
-#: Stop reasons the Messages API has that no workload uses, and why (the parser says so): ``tool_use`` and
-#: ``pause_turn`` have their own keys, ``max_tokens`` and ``refusal`` end a run with ``error``.
+#: Stop reasons the Messages API has that ``answer_stop_reasons`` does not take, and where they come from
+#: (the parser says so): ``tool_use`` and ``pause_turn`` have their own keys, ``max_tokens`` and ``refusal``
+#: end a run with ``error`` and come from ``final_stop``.
 UNFINISHED_STOP_REASONS = {
     "tool_use": "a turn with tool_use blocks ends so; tool turns come from turns and tools_per_turn",
     "pause_turn": "a paused server-tool turn comes from pause_turn = true",
-    "max_tokens": "a reply cut off at max_tokens ends the run with error (docs/spec.md section 12, rule 6), "
-                  "and a reference run must complete",
-    "refusal": "a refusal ends the run with error (docs/spec.md section 12, rule 6), and a reference run must "
-               "complete",
+    "max_tokens": "a reply cut off at max_tokens ends the run with error (docs/spec.md section 12, rule 6): "
+                  "use final_stop = \"max_tokens\"",
+    "refusal": "a refusal ends the run with error (docs/spec.md section 12, rule 6): use final_stop = \"refusal\"",
 }
+#: ``[workload] final_stop``: the run's last reply stops so and the run ends with ``error`` (a ``max_tokens``
+#: reply carries a tool_use block, which must never run: docs/spec.md section 12, rule 6).
+FINAL_STOPS = ("max_tokens", "refusal")
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,9 @@ class WorkloadSpec:
     ``end_turn``), ``pause_turn`` (a ``pause_turn`` reply before the last
     final answer), ``cache_tokens`` (the cache counts replies report) and
     ``thinking`` (the run's thinking mode, ``adaptive`` or ``enabled:N``,
-    passed to every leg; empty: none given, thinking off).  ``generate`` N
+    passed to every leg; empty: none given, thinking off); ``final_stop``
+    (:data:`FINAL_STOPS`: the last reply stops so and the run ends with
+    ``error``; empty: it completes).  ``generate`` N
     > 0: the scenario stands for N workloads drawn by hypothesis
     (:mod:`harness.scenario.generate`), which replace these keys.
     """
@@ -83,6 +88,7 @@ class WorkloadSpec:
     pause_turn: bool = False
     cache_tokens: int = 0
     thinking: str = ""
+    final_stop: str = ""
     generate: int = 0
 
 

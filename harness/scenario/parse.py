@@ -29,6 +29,7 @@ Shape (every key but ``name`` and ``purpose`` is optional; defaults below)::
     limit_outputs = []     # "under", "over": one more tool turn, outputs at the record limit
     reply_blocks = []      # lists of "thinking", "redacted_thinking", "web_search", cycled over replies
     answer_stop_reasons = []  # "end_turn", "stop_sequence", cycled over the final answers
+    final_stop = ""        # "max_tokens" or "refusal": the last reply stops so, the run ends with error
     pause_turn = false     # a pause_turn reply (a server tool paused) before the last final answer
     cache_tokens = 0       # int >= 0: cache tokens each reply reports (usage)
     thinking = ""          # "adaptive" or "enabled:N" (N >= 1024): the run's thinking mode, every leg
@@ -66,7 +67,8 @@ from harness.families.registry import FAMILIES, MODES, by_mode
 from harness.names import INVARIANTS
 from harness.scenario.fields import Bad, Check, int_, list_of, name, num, range_ms, str_, toml_keys, bool_, choice
 from harness.tomlwhere import load_toml, located
-from harness.scenario.model import (ANSWER_STOP_REASONS, DRIFT_FIELDS, LIMIT_OUTPUTS, OUTPUT_KINDS, REPLY_BLOCKS,
+from harness.scenario.model import (ANSWER_STOP_REASONS, DRIFT_FIELDS, FINAL_STOPS, LIMIT_OUTPUTS, OUTPUT_KINDS,
+                                    REPLY_BLOCKS,
                                     UNFINISHED_STOP_REASONS, CheckSpec, FaultSpec, Scenario, TrialSpec, WorkloadSpec,
                                     family_params)
 
@@ -161,6 +163,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Check]]] = {
         "pause_turn": ("pause_turn", bool_),
         "cache_tokens": ("cache_tokens", int_(0)),
         "thinking": ("thinking", _thinking_mode),
+        "final_stop": ("final_stop", choice("", *FINAL_STOPS)),
         "generate": ("generate", int_(0)),
     },
     "faults": {
@@ -273,6 +276,9 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
         elif not faults.schedule:
             raise fail("faults", "schedule", f"family {mode!r} needs a non-empty schedule (or none)")
     workload = WorkloadSpec(**sections["workload"])
+    if workload.final_stop and workload.chat_followups:
+        raise fail("workload", "final_stop", "final_stop ends the run with error at its last reply: a chat run "
+                                             "(chat_followups) would never read its follow-ups")
     if workload.drift and not family.resumes:
         raise fail("workload", "drift", f"drift needs resumed legs (families "
                                         f"{', '.join(m for f in FAMILIES if f.resumes for m in f.modes)}), "

@@ -104,6 +104,11 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",), shrink=0),
     # a torn-tail repair that cuts an acknowledged line too: I4 names the loss (power loss: lost_by_recovery)
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",), shrink=0),
+    # a reply cut off by max_tokens ends the run with error; a resume (after a crash, or after the end) must not
+    # run its tool call: the resume after the end shows it in every trial
+    Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",), shrink=0),
+    # fisk-ai resumes every run that is not completed: refusing one that ended with error is I9 refused_resumable
+    Target("ended-leg-not-resumable", "max-tokens-kill", 4, ("I9",), shrink=0),
     # --- end of the issue 15 block ------------------------------------------------------------------------
 )}
 
@@ -140,6 +145,8 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",)),
     Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
+    Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",)),
+    Target("ended-leg-not-resumable", "max-tokens-kill", 4, ("I9",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -173,6 +180,7 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",)),
     Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
+    Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",)),
 )}
 #: Variants whose catch reads nothing of the journal's format (crash states and IO errors judged on bytes and
 #: calls (I4), the lock (I8), the refusal of a drifted resume (I9)): the fisk-ai v2 self-test of the same
@@ -185,6 +193,9 @@ JSONL_NOT_CAUGHT: dict[str, str] = {
                               "needs a fisk-ai-v2 journal",
     "reader-locks": "its status command locks: races with readers need a reading command, which needs a "
                     "fisk-ai-v2 journal",
+    "ended-leg-not-resumable": "it refuses to resume a run whose leg ended with error: I9 judges a refusal by "
+                               "the status the journal folds to (refused_resumable), which needs a fisk-ai-v2 "
+                               "journal; the final result is the uninterrupted run's, so I6 cannot see it",
     "reader-tolerates-corruption": "its reader skips interior damage: the tail family asks the reader through "
                                    "the status command (fisk-ai-v2 only); resumes after interior damage would "
                                    "catch it (issue 15)",

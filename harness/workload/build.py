@@ -185,10 +185,16 @@ def _with_payloads(spec: WorkloadSpec, turns: list[Turn]) -> list[Turn]:
     call per item, tools round-robin, the fills of :func:`harness.workload.payloads.limit_spec`) before
     the last final answer, and ``pause_turn`` another pause turn after it; ``outputs`` are cycled over the other tool calls in script
     order (:func:`harness.workload.payloads.output_spec`); ``reply_blocks`` over every reply in script
-    order (thinking text drawn per turn); ``answer_stop_reasons`` over the final answers.  Draws come
+    order (thinking text drawn per turn); ``answer_stop_reasons`` over the final answers; ``final_stop``
+    makes the last reply stop so (``max_tokens``: with one tool_use block, never to run).  Draws come
     from ``random.Random("fiskj-payloads/<seed>")``; with every payload key at its default, ``turns``
     come back unchanged (the list itself).
     """
+    if spec.final_stop:  # the last reply stops so (a max_tokens cut carries a tool_use block that must never run)
+        cut = random.Random(f"fiskj-final-stop/{spec.seed}").randint(0, 999)
+        turns = turns[:-1] + [replace(turns[-1], stop=spec.final_stop, text=f"Answer cut short ({spec.final_stop}).",
+                                      tools=(ToolCall(name=TOOL_NAMES[0], n=cut),) if spec.final_stop == "max_tokens"
+                                      else ())]
     if not (spec.outputs or spec.limit_outputs or spec.reply_blocks or spec.answer_stop_reasons or spec.pause_turn):
         return turns
     rng = random.Random(f"fiskj-payloads/{spec.seed}")

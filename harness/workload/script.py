@@ -113,6 +113,10 @@ def opaque_valid(seed: int, kind: str, value: Any, text: Any = "") -> bool:
 
 
 
+#: Stop reasons of a reply that ends the run with ``error`` (docs/spec.md section 12, rule 6), whatever it holds.
+CUT_STOPS = ("max_tokens", "refusal")
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """One scripted tool_use block: tool ``name`` and extra input (``sleep_ms``, ``n``; ``out``: the JSON text
@@ -135,7 +139,8 @@ class Turn:
     text.  ``pause``: a turn without tools that is no answer: a web search
     the provider paused (stop reason ``pause_turn``), continued when the
     agent sends it back.  ``stop``: a final answer's stop reason,
-    ``"end_turn"`` (also when empty) or ``"stop_sequence"``.
+    ``"end_turn"`` (also when empty) or ``"stop_sequence"``; or a reply cut
+    short, :data:`CUT_STOPS` (its tool_use blocks, if any, must never run).
     """
 
     tools: tuple[ToolCall, ...] = ()
@@ -262,7 +267,8 @@ class Script:
             if call.out:
                 inp["out"] = json.loads(call.out)
             blocks.append({"type": "tool_use", "id": tid, "name": call.name, "input": inp})
-        stop = "tool_use" if spec.tools else "pause_turn" if spec.pause else (spec.stop or "end_turn")
+        stop = spec.stop if spec.stop in CUT_STOPS else \
+            "tool_use" if spec.tools else "pause_turn" if spec.pause else (spec.stop or "end_turn")
         usage: dict[str, Any] = {"input_tokens": 100 + 10 * turn, "output_tokens": 20 + 7 * len(spec.tools),
                                  "cache_creation_input_tokens": self.cache_tokens // 10 + turn if self.cache_tokens else 0,
                                  "cache_read_input_tokens": self.cache_tokens + 10 * turn if self.cache_tokens else 0}

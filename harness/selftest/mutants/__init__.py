@@ -69,6 +69,8 @@ there too.
 | ``thinking-signature-dropped`` | the writer drops thinking blocks' signatures: a resume sends them back unsigned | kill, payloads (I6) |
 | ``torn-tail-overcut`` | the torn-tail repair cuts back one complete, acknowledged line too many | tail, power loss (I4) |
 | ``answer-not-printed-on-resume`` | a resume that settles a journaled final answer completes without printing it | kill (I6, what the user reads) |
+| ``ended-leg-not-resumable`` | a run whose last leg ended with error, budget or max_iterations is refused, not resumed | kill, ``final_stop`` or a budget end (I9) |
+| ``cut-off-turn-run-on-resume`` | a resume runs the tool calls of a reply cut off by ``max_tokens`` (settles it as a tool turn) | kill, ``final_stop`` (I6) |
 | ``thinking-stripped-on-resume`` | a resume strips the thinking blocks of every inherited turn, the tool loop in flight included (HTTP 400 with thinking on) | kill, thinking on (I6) |
 
 Defects 1 to 4 are fisk-ai's (docs/spec.md section 16).  Which scenario
@@ -133,7 +135,10 @@ MODULES = ("no_fsync", "fsync_before_write", "no_dir_fsync", "store_dir_not_dura
            # a torn-tail repair that cuts an acknowledged line too (I4 truncated_acknowledged, lost_by_recovery)
            "torn_tail_overcut",
            # an IO error swallowed: a failed write taken for done (io_error family)
-           "write_error_swallowed")
+           "write_error_swallowed",
+           # a reply cut off by max_tokens: its tool calls never run, not even on a resume (I6); and a run whose
+           # leg ended with error, budget or max_iterations is resumed, not refused (I9 refused_resumable)
+           "cut_off_turn_run_on_resume", "ended_leg_not_resumable")
 
 _FIELDS = {"NAME": "name", "DEFECT": "defect", "FAMILY": "family", "RACE": "race"}
 

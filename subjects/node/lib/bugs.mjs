@@ -27,6 +27,8 @@ export const BUGS = {
   'torn-tail-overcut': 'the torn-tail repair cuts back one complete (acknowledged) line too many',
   'answer-not-printed-on-resume': 'a resume that settles a journaled final answer completes the run without printing it',
   'thinking-stripped-on-resume': 'a resume sends every inherited turn without its thinking blocks, the tool loop in flight included',
+  'ended-leg-not-resumable': 'a run whose last leg ended with error, budget or max_iterations is refused, not resumed (and records after such a terminal read as corrupt)',
+  'cut-off-turn-run-on-resume': 'a resume settles a turn cut off by max_tokens (or refused) as a tool turn: its tools run',
   'nul-block-ends-journal': 'the reader takes a line of NUL bytes inside the journal for its end (and open cuts there)',
 };
 

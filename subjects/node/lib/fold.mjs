@@ -6,7 +6,9 @@ import { ConsistencyError, UnsupportedVersion } from './errors.mjs';
 import { VERSION } from './codec.mjs';
 import { bug } from './bugs.mjs';
 
-export const RESUMABLE = new Set(['open', 'suspended']);
+// Every status but completed is resumed (docs/spec.md section 12, rule 2, as fisk-ai v2): a leg that ended
+// with error, budget or max_iterations ends the same way again when its reason still holds.
+export const RESUMABLE = new Set(['open', 'suspended', 'error', 'budget', 'max_iterations']);
 
 const toolUseIds = (message) => (Array.isArray(message.content) ? message.content : [])
   .filter((b) => b && typeof b === 'object' && b.type === 'tool_use' && typeof b.id === 'string')
@@ -51,7 +53,9 @@ export class Folder {
     if (rec.kind === 'meta') throw this.fail(rec, 'duplicate meta record');
     if (rec.seq <= this.lastSeq) throw this.fail(rec, `seq ${rec.seq} repeated (last was ${this.lastSeq})`, 'seq');
     if (rec.seq > this.lastSeq + 1) throw this.fail(rec, `seq ${rec.seq} skips ahead (last was ${this.lastSeq})`, 'seq');
-    if (this.lastIsTerminal && this.terminal.reason !== 'suspended') {
+    // rule 7: only a completed run is never continued; every other terminal ends one leg
+    const ended = bug('ended-leg-not-resumable') ? this.terminal?.reason !== 'suspended' : this.terminal?.reason === 'completed';
+    if (this.lastIsTerminal && ended) {
       throw this.fail(rec, `a record after the run ended (${this.terminal.reason})`);
     }
     const cur = this.current;

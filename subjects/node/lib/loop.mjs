@@ -228,6 +228,7 @@ class Run {
 
   // Rule 3: what a journaled assistant turn means; run its tools (rule 4).
   async settle(message, stop, { done = new Map(), fresh }) {
+    if (!fresh && (stop === 'max_tokens' || stop === 'refusal') && bug('cut-off-turn-run-on-resume')) stop = 'tool_use';
     if (stop === 'max_tokens') throw new End('error', 'model reply cut off (stop_reason max_tokens); its tool calls were not run');
     if (stop === 'refusal') throw new End('error', 'the model refused (stop_reason refusal)');
     const blocks = (Array.isArray(message.content) ? message.content : [])
@@ -309,8 +310,9 @@ export async function resumeRun({ store, runId, force, configFor, ...io }) {
   try {
     const state = journal.state;
     if (journal.cutTail) io.log(`cut a torn final line of ${journal.cutTail.length} bytes at byte ${journal.cutTail.offset}`);
-    if (!RESUMABLE.has(state.status)) {
-      throw new ResumeRefused(`run ${runId} is ${JSON.stringify(state.status)}; only an open or suspended run can be resumed`);
+    const ended = bug('ended-leg-not-resumable') ? new Set(['open', 'suspended']) : RESUMABLE;
+    if (!ended.has(state.status)) {
+      throw new ResumeRefused(`run ${runId} is ${JSON.stringify(state.status)}; a ${state.status} run cannot be resumed`);
     }
     const config = configFor(state.fingerprint);
     const changes = diffFingerprints(state.fingerprint, config.fingerprint());
