@@ -141,3 +141,14 @@ def test_a_refused_resume_of_a_run_that_is_not_completed_is_refused_resumable_un
                   "fiskj: FingerprintMismatch: run r1 was started with another configuration: model: 'a' -> 'b'"):
         eng.h.legs[-1].stderr = legit
         assert i9_refusal.check(eng.h).status == "valid", legit
+
+
+def test_the_model_refusing_is_not_a_refused_resume():
+    from harness.checkers._common import is_refusal
+    from harness.history.model import Leg
+
+    said = ("iteration 2: refusal, 0 tool call(s), 418 tokens\n"
+            "run r1 ended: error (the model refused (stop_reason refusal))\n")
+    assert not is_refusal(Leg(index=1, kind="resume", argv=[], exit_code=1, stderr=said))
+    assert is_refusal(Leg(index=1, kind="resume", argv=[], exit_code=1,
+                          stderr=said + "fiskj: ResumeRefused: run r1 is 'completed'"))

@@ -168,10 +168,12 @@ def test_the_mutants_command_prints_json_with_caught_invariant_detection_time_an
 def test_the_mutants_command_lists_every_mutant_with_its_target_and_what_it_breaks_without_running_one(capsys):
     before = set(sys.modules)
     assert main(["mutants", "--list"]) == 0
-    rows = capsys.readouterr().out.splitlines()
-    assert [r.split()[0] for r in rows] == list(all_mutants())
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split()[0] == "mutant" and [r.split()[0] for r in rows] == list(all_mutants())
     no_fsync = next(r for r in rows if r.startswith("no-fsync "))
-    assert "power-loss-basic (I4)" in no_fsync and "no fsync" in no_fsync
+    assert "power-loss-basic (I4)" in no_fsync and "never fsynced" in no_fsync
+    ended = next(r for r in rows if r.startswith("ended-leg-not-resumable "))
+    assert ended.endswith("is refused instead of resumed")  # the whole defect, not its first line
     assert not [m for m in set(sys.modules) - before if m.startswith(MUTANTS_PACKAGE + ".")]  # (importing one patches fiskj)
 
 

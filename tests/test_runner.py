@@ -236,3 +236,20 @@ def test_a_run_killed_after_its_budget_end_is_resumed_not_refused_and_ends_alike
     verdicts = check_all(history)
     assert all(v.status == "valid" for v in verdicts), [v.summary for v in verdicts]
     assert next(v for v in verdicts if v.invariant == "I9").evidence["refused_legs"] == []
+
+
+@pytest.mark.parametrize("final_stop", ["max_tokens", "refusal"])
+def test_a_run_cut_short_at_its_last_reply_ends_with_error_and_a_correct_engine_passes_every_invariant(final_stop):
+    from harness.campaign.campaign import Campaign
+
+    scenario = parse_scenario(SMALL_TOML.replace("[workload]", "[faults]\nfamily = \"kill\"\nkill_points = \"events\"\n"
+                                                 "[check]\nresume_after_completed = true\n[workload]")
+                              + f'final_stop = "{final_stop}"\n', "cut.toml")
+    result = Campaign([scenario], trials=6, jobs=2, shrink_budget=0, keep_histories=True).run()
+    assert not result.errors and len(result.trials) == 6
+    for trial in result.trials:
+        assert not trial.failed and not trial.unknown, [(v.invariant, v.evidence.get("summary")) for v in trial.verdicts
+                                                        if v.status != "valid"]
+        assert trial.history.final_state["status"] == "error"
+        last = trial.history.legs[-1]
+        assert last.fault.detail.get("probe") == "resume after error" and last.exit_code == 1  # ended so again

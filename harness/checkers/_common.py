@@ -265,6 +265,11 @@ _REFUSAL = re.compile(r"refus|locked|held by another|in use by|fingerprint|alrea
                       r"not resumable", re.I)
 
 
+#: What an agent says of the model refusing (the stop reason ``refusal``, "the model refused"), not of its
+#: resume: never a refused resume.
+_MODEL_REFUSAL = re.compile(r"\bmodel refused\b|\brefusal\b", re.I)
+
+
 def is_refusal(leg: Leg) -> bool:
     """A leg that exited 1 or 2 because its resume or create was refused.
 
@@ -277,7 +282,8 @@ def is_refusal(leg: Leg) -> bool:
     if leg.fault.injected and leg.fault.kind in ("kill", "suspend", "io_error"):
         return False
     detail = " ".join(f"{k}={v}" for k, v in leg.fault.detail.items())
-    return bool(_REFUSAL.search(detail) or _REFUSAL.search(leg.stderr or ""))
+    said = _MODEL_REFUSAL.sub("", leg.stderr or "")  # the model refusing to answer is no refused resume
+    return bool(_REFUSAL.search(detail) or _REFUSAL.search(said))
 
 
 def pending_ids(records: list[Any]) -> tuple[list[str], int | None]:

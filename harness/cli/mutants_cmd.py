@@ -51,14 +51,20 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
         import harness.selftest.mutants as package
         from harness.selftest.targets import TARGETS
 
+        rows = []
         for name in args.names or known:
-            # the module's first docstring line, read without importing it (importing a mutant patches fiskj)
+            # the module's DEFECT, read without importing it (importing a mutant patches fiskj)
             source = Path(package.__file__).with_name(name.replace("-", "_") + ".py")
-            doc = (ast.get_docstring(ast.parse(source.read_text())) or "") if source.exists() else ""
-            doc = doc.splitlines()[0] if doc else ""
+            tree = ast.parse(source.read_text()) if source.exists() else ast.Module(body=[], type_ignores=[])
+            defect = next((node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                           and any(isinstance(t, ast.Name) and t.id == "DEFECT" for t in node.targets)
+                           and isinstance(node.value, ast.Constant)), "")
             target = TARGETS.get(name)
-            where = f"{target.scenario} ({', '.join(target.expect)})" if target else "(no target)"
-            print(f"{name:<34} {where:<40} {doc.split(': ', 1)[-1].replace('``', '')}", file=out)
+            rows.append((name, f"{target.scenario} ({', '.join(target.expect)})" if target else "(no target)", defect))
+        a = max(len(r[0]) for r in rows + [("mutant", "", "")])
+        b = max(len(r[1]) for r in rows + [("", "target (invariants)", "")])
+        for row in [("mutant", "target (invariants)", "what it breaks")] + rows:
+            print(f"{row[0]:<{a}}  {row[1]:<{b}}  {row[2]}", file=out)
         return 0
     finished: list[Any] = []
 

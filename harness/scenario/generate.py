@@ -7,7 +7,8 @@ bundled scenarios set one at a time: the script's shape (turns, batches of
 follow-ups, tool outputs of every kind (non-ASCII, line separators, NUL and
 lone-surrogate escapes, JSON, bytes that are not UTF-8, error results),
 reasoning and server-tool blocks,
-both final stop reasons, a paused turn, cache tokens and thinking on
+both answer stop reasons, runs cut short at their last reply (``final_stop``:
+max_tokens or refusal, ending with error), a paused turn, cache tokens and thinking on
 (outputs at the 16 MiB record limit are left to ``payload-variety``: a
 draw holding them takes ten times as long as the others).  The
 draws are a function of the scenario's ``[trials] seed`` alone
@@ -57,7 +58,8 @@ def workload_strategy() -> Any:
         pause_turn=st.booleans(),
         cache_tokens=st.sampled_from([0, 0, 1000]),
         thinking=st.sampled_from(["", "", "adaptive"]),
-    )
+        final_stop=st.sampled_from(["", "", "", "max_tokens", "refusal"]),
+    ).map(lambda w: replace(w, final_stop="") if w.chat_followups else w)  # (a chat run reads its follow-ups)
 
 
 def draw_workloads(n: int, seed: int) -> list[WorkloadSpec]:

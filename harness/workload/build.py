@@ -25,6 +25,7 @@ from typing import Any
 from harness.scenario.model import Scenario, WorkloadSpec
 from harness.workload.ledger_build import ToolChoice, ledger_tool_choice
 from harness.workload.payloads import limit_spec, output_spec, thinking_text
+from harness.workload.script import CUT_STOPS
 from harness.workload.server import Script, ToolCall, Turn
 
 __all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path", "tool_definitions", "write_tools_file"]
@@ -228,7 +229,7 @@ def _with_payloads(spec: WorkloadSpec, turns: list[Turn]) -> list[Turn]:
             blocks = spec.reply_blocks[index % len(spec.reply_blocks)]
             turn = replace(turn, thinking=thinking_text(rng, index) if "thinking" in blocks else "",
                            redacted="redacted_thinking" in blocks, web_search="web_search" in blocks)
-        if not turn.works:
+        if not turn.works and turn.stop not in CUT_STOPS:  # (a final_stop reply keeps its stop reason)
             if spec.answer_stop_reasons:
                 turn = replace(turn, stop=spec.answer_stop_reasons[answers % len(spec.answer_stop_reasons)])
             answers += 1
