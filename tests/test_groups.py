@@ -129,3 +129,11 @@ def test_an_older_report_without_groups_is_still_rendered_in_groups():
     report = build_report([_rerun_trial(1), _rerun_trial(2, kills=(6,))], report_path="r.json")
     del report["groups"], report["unknown_groups"]
     assert "violations: 2 in 1 group(s) by cause" in render_summary(report)
+
+
+def test_a_fault_that_never_fired_is_neither_a_kind_nor_counted_in_a_group_or_a_reproducer_s_size():
+    from harness.report.groups import fault_kinds, fault_total
+
+    row = {"faults": {"suspend": 2, "not_injected": 1, "crash_states": 9}, "family": "signals"}
+    assert fault_kinds(row) == "suspend" and fault_total(row) == 2
+    assert fault_kinds({"faults": {"not_injected": 1}, "family": "signals"}) == "signals"

@@ -32,6 +32,8 @@ import json
 import re
 from typing import Any
 
+from harness.names import CRASH_RESUMES, CRASH_STATES, NOT_INJECTED
+
 __all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_total", "group_rows", "group_title",
            "minimal_note"]
 
@@ -39,7 +41,7 @@ __all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_tot
 #: sentence about a record (``record seq 2 (assistant)``, harness/families/power_loss/crashstates.py).
 _RECORD_KIND = (re.compile(r"fisk-ai\.v\d+\.session\.([a-z_]+)"), re.compile(r"\brecord seq \d+ \(([a-z_]+)\)"))
 #: Keys of a row's ``faults`` that count something other than injected faults.
-_NOT_FAULTS = ("crash_states", "crash_resumes")  # counts of states, not faults
+_NOT_FAULTS = (CRASH_STATES, CRASH_RESUMES, NOT_INJECTED)  # counts of states, and of faults that never fired
 _BIG = float("inf")
 
 
