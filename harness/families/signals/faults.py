@@ -125,6 +125,11 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
         if op not in IO_ERROR_OPS:
             raise ValueError(f"io_error op must be one of {', '.join(IO_ERROR_OPS)}, got {_json(op)}")
         return {"kind": kind, "action": action, "event": ev, "op": op}
+    if kind == "suspend":  # at a time or at an event, a suspend names its signal
+        sig = spec.get("signal", "SIGINT")
+        if sig not in SIGNALS:
+            raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {_json(sig)}")
+        out["signal"] = sig
     if kind in ("kill", "suspend") and "event" in spec:
         ev = spec["event"]
         if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
@@ -135,11 +140,6 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
                              f"got {_json(when)}")
         if "after_ms" in spec:
             raise ValueError(f"a {kind} has either 'event' or 'after_ms', not both")
-        if kind == "suspend":
-            sig = spec.get("signal", "SIGINT")
-            if sig not in SIGNALS:
-                raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {_json(sig)}")
-            out["signal"] = sig
         out["event"] = ev
         out["when"] = when
         if spec.get("op"):
@@ -148,11 +148,6 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
     after = spec.get("after_ms")
     if isinstance(after, bool) or not isinstance(after, (int, float)) or after < 0:
         raise ValueError(f"a {kind} needs after_ms >= 0 (a time) or event >= 1 (a call), got after_ms {_json(after)}")
-    if kind == "suspend":
-        sig = spec.get("signal", "SIGINT")
-        if sig not in SIGNALS:
-            raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {_json(sig)}")
-        out["signal"] = sig
     out["after_ms"] = float(after)
     return out
 
