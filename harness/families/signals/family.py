@@ -9,13 +9,12 @@ docs/spec.md section 14 (the invariants), docs/scenarios.md (the keys).
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.signals.faults import validate_schedule
 from harness.families.signals.params import MODES, Params
-from harness.families.signals.schedules import params_of, plan_schedules, schedule_strategy
+from harness.families.signals.schedules import params_of, plan_schedules, schedule_strategy, spread
 from harness.report.faults import fault_counts
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario
@@ -86,12 +85,7 @@ class SignalsFamily(FamilyBase):
         points = [p for p in plan if p.origin == "exhaustive"]
         if len(plan) <= n or not points:
             return plan
-        if n == 1:
-            keep = [points[-1]]
-        else:
-            rng = random.Random(seed)
-            middle = sorted(rng.sample(range(1, len(points) - 1), min(n, len(points)) - 2)) if len(points) > 2 else []
-            keep = ([points[0]] + [points[i] for i in middle] + [points[-1]])[:n]
+        keep = spread(points, n, seed)
         return keep + [p for p in plan if p.origin != "exhaustive"][: n - len(keep)]
 
     def strategy(self, scenario: Scenario, reference: ReferenceRun) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.families.signals.params import Params
 from harness.history.timeline import Timeline
@@ -20,7 +20,9 @@ from harness.scenario.model import Scenario
 if TYPE_CHECKING:  # an annotation only: this generator does no IO
     from harness.runner.trial import ReferenceRun
 
-__all__ = ["params_of", "schedule_strategy", "hypothesis_settings", "draw_schedules", "exhaustive_schedules", "plan_schedules",
+T = TypeVar("T")
+
+__all__ = ["spread", "params_of", "schedule_strategy", "hypothesis_settings", "draw_schedules", "exhaustive_schedules", "plan_schedules",
            "seed_for"]
 
 
@@ -176,8 +178,14 @@ def exhaustive_schedules(events: int, cap: int, seed: int,
     else:
         points = [[{"kind": "kill", "event": 1, "when": "before"}]]
         points += [[{"kind": "kill", "event": k, "when": "after"}] for k in range(1, events + 1)]
+    return spread(points, cap, seed)
+
+
+def spread(points: list[T], cap: int, seed: int) -> list[T]:
+    """At most ``cap`` of ``points`` in their order: all of them when they fit (or ``cap`` <= 0), else the first
+    and the last and ``cap - 2`` sampled between them, deterministically for ``seed`` (``cap`` 1: the last)."""
     if cap <= 0 or len(points) <= cap:
-        return points
+        return list(points)
     if cap == 1:
         return [points[-1]]
     rng = random.Random(seed)
