@@ -125,7 +125,9 @@ def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
         out.append(f"journal format {subject.journal_format} (not decoded): I4 and I5 are judged line by line, I2 "
                    "and I3 by the lines each leg acknowledged after doing the work, I6 from outside (the "
                    "conversation states, the final reply, the tools run, the exit); not judged: whether a "
-                   "suspended journal ends with its suspend (I1), the fold's messages and counters (I6)")
+                   "suspended journal ends with its suspend (I1), the fold's messages and counters (I6), "
+                   "whether a refused resume had a run it had to resume (I9 refused_resumable: the status a "
+                   "journal folds to)")
     for scenario in scenarios:
         family = by_mode(scenario.faults.family)
         why = unsupported(subject, scenario)
