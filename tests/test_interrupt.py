@@ -188,6 +188,24 @@ def test_the_private_tmp_root_goes_away_with_whatever_is_in_it(tmp_path, monkeyp
         assert root is None and os.environ[interrupt.TMP_ENV] == str(tmp_path)
 
 
+def test_a_signal_while_the_private_tmp_root_is_made_leaves_no_folder_behind(tmp_path, monkeypatch):
+    # the signal lands after mkdtemp made the folder and before the code that removes it is in force
+    monkeypatch.setenv(interrupt.TMP_ENV, str(tmp_path))
+    real_mkdtemp = interrupt.tempfile.mkdtemp
+
+    def mkdtemp_then_signal(*args, **kwargs):
+        made = real_mkdtemp(*args, **kwargs)
+        interrupt._handler(signal.SIGINT, None)
+        return made
+
+    monkeypatch.setattr(interrupt.tempfile, "mkdtemp", mkdtemp_then_signal)
+    with interrupt.handling():
+        with pytest.raises(interrupt.Interrupted):
+            with interrupt.private_tmp_root():
+                pytest.fail("the body ran after the signal")
+    assert list(tmp_path.iterdir()) == [] and os.environ[interrupt.TMP_ENV] == str(tmp_path)
+
+
 def test_end_processes_kills_and_reaps_every_process_below_but_the_spared_ones():
     enable_subreaper()
     keep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])

@@ -335,14 +335,19 @@ def private_tmp_root(enabled: bool = True) -> Iterator[str | None]:
         yield None
         return
     parent = _tmp_parent()
-    try:
-        root = tempfile.mkdtemp(prefix="fiskj-harness-", dir=parent)
-    except OSError:
+    with deferred():  # a signal between the mkdir and the ``try`` below would leave the folder behind
+        try:
+            root = tempfile.mkdtemp(prefix="fiskj-harness-", dir=parent)
+        except OSError:
+            root = None
+        old = os.environ.get(TMP_ENV)
+        if root is not None:
+            os.environ[TMP_ENV] = root
+    if root is None:
         yield None
         return
-    old = os.environ.get(TMP_ENV)
-    os.environ[TMP_ENV] = root
     try:
+        check()  # the signal recorded while deferred, now that the folder is sure to be removed
         yield root
     finally:
         if old is None:
