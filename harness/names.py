@@ -10,7 +10,7 @@ subject contract's (docs/subject.md "Exit status"), the harness CLI's are
 from __future__ import annotations
 
 __all__ = [
-    "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS",
+    "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
     "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
     "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
     "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
@@ -35,6 +35,9 @@ JOURNAL_FORMATS = (FISK_AI_V2, JSONL)
 
 #: ``[workload] max_tokens`` when a scenario sets none: a budget no bundled run reaches.
 WORKLOAD_MAX_TOKENS = 1_000_000
+#: Stop reasons of a reply that ends the run with ``error`` whatever it holds; its tool_use blocks never run
+#: (docs/spec.md section 12, rule 6).  A workload's ``final_stop`` is one of them.
+CUT_STOPS = ("max_tokens", "refusal")
 
 # --- exit statuses -------------------------------------------------------------------------------
 

@@ -129,3 +129,39 @@ def test_a_completing_leg_that_does_not_print_the_answer_the_uninterrupted_run_p
     h.reference.printed_answer = ""                              # a subject that prints no answer: nothing to compare
     done[-1].stdout = ""
     assert i6_reference.check(h).status == "valid"
+
+
+def test_a_tool_asked_for_by_a_reply_cut_off_by_max_tokens_must_never_run_whatever_the_reference_did():
+    from harness.history.model import Effect, ModelCall
+    eng = Engine()
+    h = eng.finish()
+    assert i6_reference.check(h).status == "valid"
+    cut = ModelCall(index=len(h.model_calls), t=10**12, key="k-cut", turn=3, messages=[], leg=1, stop="max_tokens",
+                    reply=[{"type": "text", "text": "Answer cut short"},
+                           {"type": "tool_use", "id": "toolu_cut", "name": "effect_a", "input": {}}])
+    h.model_calls.append(cut)
+    assert i6_reference.check(h).status == "valid"                # asked for, never run: as it must be
+    h.effects.append(Effect(tool_use_id="toolu_cut", attempt=1, pid=9, t=10**12 + 1, leg=1, tool="effect_a"))
+    v = i6_reference.check(h)
+    assert v.status == "invalid", v.evidence
+    (row,) = v.evidence["violations"]
+    assert (row["kind"], row["tool_use_id"], row["stop"], row["leg"]) == ("cut_off_tool_run", "toolu_cut",
+                                                                           "max_tokens", 1)
+    h.options.update(uninterrupted=True)                          # the uninterrupted run itself: judged the same
+    assert i6_reference.check(h).evidence["violations"][0]["kind"] == "cut_off_tool_run"
+    cut.stop = "tool_use"                                         # an ordinary tool turn: its tool runs
+    h.options.pop("uninterrupted")
+    assert i6_reference.check(h).status == "valid"
+
+
+def test_an_uninterrupted_run_of_a_final_stop_workload_that_completes_ended_wrong():
+    from fiskj.reader import read_state
+    eng = Engine([["a"], []])
+    eng.leg()
+    h = eng.h
+    h.options.update(uninterrupted=True, workload={"chat_followups": 0, "max_iterations": 0, "max_tokens": 1_000_000})
+    h.final_state = read_state(eng.file).to_json()
+    assert i6_reference.check(h).status == "valid"                # completed, exit 0: right for a plain workload
+    h.options["workload"]["final_stop"] = "max_tokens"            # its last reply was cut off: it must end with error
+    v = i6_reference.check(h)
+    assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "uninterrupted_run_ended_wrong"

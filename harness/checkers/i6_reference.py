@@ -36,6 +36,13 @@ reference run that ended wrong, judged as a trial) must end as its workload
 says (:func:`harness.history.ending.uninterrupted_end`):
 ``uninterrupted_run_ended_wrong`` otherwise.
 
+What the workload implies holds whatever the reference did: a tool_use
+block of a reply cut off by ``max_tokens`` or refused is never run, on any
+leg (``cut_off_tool_run``, from the effects ledger and the model log:
+:func:`harness.history.ending.cut_off_tool_runs`; docs/spec.md section 12,
+rule 6), so an engine that runs it in every run is caught, not compared
+with itself.
+
 A journal fiskj does not fold (``history.journal_format`` ``jsonl``;
 docs/subject.md "Journal formats") is judged by what an outside observer
 saw instead (:func:`_check_observed`): the same conversation states asked
@@ -51,7 +58,7 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 
-from harness.history.ending import completing_leg, uninterrupted_end
+from harness.history.ending import completing_leg, cut_off_tool_runs, uninterrupted_end
 from harness.history.model import History, observed_result
 from harness.names import EXIT_COMPLETED, FISK_AI_V2
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
@@ -203,6 +210,15 @@ def _answer_not_printed(history: History, status: Any) -> list[dict[str, Any]]:
 
 def check(history: History) -> Any:
     """Judge I6 (docs/spec.md section 15) on ``history``; see the module docstring."""
+    ran = cut_off_tool_runs(history)
+    if ran:
+        ids = ", ".join(sorted({r["tool_use_id"] for r in ran}))
+        return make(__name__, INVALID, {
+            "summary": f"{len(ran)} run(s) of a tool asked for by a reply cut off by max_tokens or refused: {ids}",
+            "checked": 1, "violations": [{"kind": "cut_off_tool_run", **r,
+                                          "detail": f"leg {r['leg']} ran {r['tool_use_id']}, which model call "
+                                                    f"{r['call']} asked for in a reply that stopped with "
+                                                    f"{r['stop']}: it must never run"} for r in ran]})
     if history.options.get("uninterrupted"):  # the reference run itself, judged as a trial
         why = uninterrupted_end(history)
         if why is None:

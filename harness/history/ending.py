@@ -4,7 +4,10 @@ The reference run of a scenario (the same workload, no fault) is what every
 trial is compared with, so it must end the way its workload says: exit 0
 with a ``completed`` run; for a chat workload, exit 3 with ``suspended`` at
 the end of its input; exit 1 with ``budget`` or ``max_iterations`` for a
-workload whose token budget or iteration cap ends it.  The run's status is
+workload whose token budget or iteration cap ends it; exit 1 with ``error`` for a
+``final_stop`` workload, whose last reply is cut off by ``max_tokens`` or
+refused, and never ``completed`` (docs/spec.md section 12, rule 6: the
+cut-off reply's tools never run, :func:`cut_off_tool_runs`).  The run's status is
 its journal's fold (``history.final_state``); a journal the harness does not
 decode (``jsonl``: docs/subject.md "Journal formats") is judged by the exit
 alone.  Used by the runner, to know whether a reference can be compared
@@ -16,9 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
-from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, FISK_AI_V2, WORKLOAD_MAX_TOKENS
+from harness.names import CUT_STOPS, EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, FISK_AI_V2, WORKLOAD_MAX_TOKENS
 
-__all__ = ["BUDGET_ENDS", "ANSWER_TAIL", "uninterrupted_end", "answer_text", "printed_answer", "completing_leg"]
+__all__ = ["BUDGET_ENDS", "ANSWER_TAIL", "uninterrupted_end", "answer_text", "printed_answer", "completing_leg",
+           "cut_off_tool_runs"]
 
 #: Terminal reasons that end a run on a budget: an uninterrupted run may end so (exit 1).
 BUDGET_ENDS = ("budget", "max_iterations")
@@ -52,6 +56,19 @@ def printed_answer(history: History) -> str:
     return text if text and leg is not None and text in (leg.stdout or "") else ""
 
 
+def cut_off_tool_runs(history: History) -> list[dict[str, Any]]:
+    """The tool runs of ``history`` that must never have happened: each effect whose tool_use id a reply with a
+    :data:`harness.names.CUT_STOPS` stop reason asked for (docs/spec.md section 12, rule 6: a reply cut off by
+    ``max_tokens`` or refused ends the run with error, and its tool_use blocks are never run, on the first
+    leg or on any resume).  A row per run: ``tool_use_id``, ``leg``, ``attempt``, the asking call's ``call``
+    index and ``stop``; ``[]`` when none (or when the history predates ``ModelCall.stop``)."""
+    cut = {b.get("id"): call for call in history.model_calls if call.stop in CUT_STOPS
+           for b in call.reply if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id")}
+    return [{"tool_use_id": e.tool_use_id, "leg": e.leg, "attempt": e.attempt, "call": cut[e.tool_use_id].index,
+             "stop": cut[e.tool_use_id].stop}
+            for e in sorted(history.effects, key=lambda e: (e.t, e.attempt)) if e.tool_use_id in cut]
+
+
 def uninterrupted_end(history: History) -> str | None:
     """``None`` when ``history`` (an uninterrupted run: no fault) ended as its workload says, else why not.
 
@@ -69,7 +86,7 @@ def uninterrupted_end(history: History) -> str | None:
         status = {EXIT_COMPLETED: "completed", EXIT_SUSPENDED: "suspended",
                   EXIT_ERROR: BUDGET_ENDS[0] if capped else None}.get(last.exit_code)  # type: ignore[arg-type]
     chat_end = bool(spec.get("chat_followups")) and status == "suspended"  # the end of its input
-    if (last.exit_code == EXIT_COMPLETED and status == "completed") \
+    if (last.exit_code == EXIT_COMPLETED and status == "completed" and not spec.get("final_stop")) \
             or (last.exit_code == EXIT_SUSPENDED and chat_end) \
             or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS) \
             or (last.exit_code == EXIT_ERROR and spec.get("final_stop")

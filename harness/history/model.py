@@ -58,7 +58,8 @@ class ModelCall:
     request's message list as sent, without ``role: "system"`` messages;
     ``leg`` is the leg index from the API key
     (``fiskj-<token>-leg<L>``) when known, else -1; ``reply`` the content
-    blocks returned; ``stream``: the client asked for server-sent events.
+    blocks returned; ``stream``: the client asked for server-sent events; ``stop``: the reply's
+    ``stop_reason`` (``""`` in histories written before it was recorded).
     """
 
     index: int
@@ -69,6 +70,7 @@ class ModelCall:
     reply: list[dict[str, Any]]
     leg: int = -1
     stream: bool = False
+    stop: str = ""
 
 
 @dataclass

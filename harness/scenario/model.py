@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from harness.names import INVARIANTS, WORKLOAD_MAX_TOKENS
+from harness.names import CUT_STOPS, INVARIANTS, WORKLOAD_MAX_TOKENS
 
 __all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS", "FINAL_STOPS",
            "LIMIT_OUTPUTS", "REPLY_BLOCKS", "ANSWER_STOP_REASONS", "UNFINISHED_STOP_REASONS", "family_params"]
@@ -47,7 +47,7 @@ UNFINISHED_STOP_REASONS = {
 }
 #: ``[workload] final_stop``: the run's last reply stops so and the run ends with ``error`` (a ``max_tokens``
 #: reply carries a tool_use block, which must never run: docs/spec.md section 12, rule 6).
-FINAL_STOPS = ("max_tokens", "refusal")
+FINAL_STOPS = CUT_STOPS
 
 
 @dataclass(frozen=True)

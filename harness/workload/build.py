@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness.names import CUT_STOPS
 from harness.scenario.model import Scenario, WorkloadSpec
 from harness.workload.ledger_build import ToolChoice, ledger_tool_choice
 from harness.workload.payloads import limit_spec, output_spec, thinking_text
-from harness.workload.script import CUT_STOPS
 from harness.workload.server import Script, ToolCall, Turn
 
 __all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path", "tool_definitions", "write_tools_file"]

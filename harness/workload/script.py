@@ -70,6 +70,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from harness.names import CUT_STOPS
+
 __all__ = ["ToolCall", "Turn", "Script", "Position", "request_key", "opaque", "opaque_fields", "opaque_valid",
            "EXHAUSTED", "STOP_SEQUENCE"]
 
@@ -113,8 +115,6 @@ def opaque_valid(seed: int, kind: str, value: Any, text: Any = "") -> bool:
 
 
 
-#: Stop reasons of a reply that ends the run with ``error`` (docs/spec.md section 12, rule 6), whatever it holds.
-CUT_STOPS = ("max_tokens", "refusal")
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ class Session:
             index = len(self.calls)
             blocks, stop, usage = self.script.reply(pos.turn, repeat)
             call = ModelCall(index=index, t=t, key=key, turn=pos.turn, messages=messages, reply=blocks, leg=leg,
-                             stream=stream)
+                             stream=stream, stop=stop or "")
             self.calls.append(call)
         rep = repeat if self.script.vary_on_repeat else 0
         body = {
