@@ -223,6 +223,27 @@ def test_the_bundled_scenarios_are_the_default():
     assert [s.name for s in resolve_scenarios(["kill-random"])] == ["kill-random"]
 
 
+def test_a_bundled_name_wins_over_a_local_folder_of_that_name_unless_given_as_a_path(tmp_path, monkeypatch):
+    from harness.cli.main import resolve_scenarios
+
+    local = tmp_path / "kill-random"
+    local.mkdir()
+    (local / "mine.toml").write_text('name = "mine"\npurpose = "a local scenario"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert [s.name for s in resolve_scenarios(["kill-random"])] == ["kill-random"]
+    assert [s.name for s in resolve_scenarios(["./kill-random"])] == ["mine"]
+
+
+def test_an_unknown_scenario_name_is_refused_with_the_closest_bundled_names():
+    from harness.cli.main import _Usage, resolve_scenarios
+
+    with pytest.raises(_Usage, match="did you mean 'kill-random'"):
+        resolve_scenarios(["kill-randm"])
+    with pytest.raises(_Usage) as info:
+        resolve_scenarios(["zzzzzz"])
+    assert "did you mean" not in str(info.value)
+
+
 # --- schedules and shrinking (no agent runs) ---------------------------------------------
 
 REF = ReferenceRun(reference=Reference(state={}, model_calls=3, effects=2),

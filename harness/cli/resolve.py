@@ -3,6 +3,8 @@ bundled names, ``NAME@wK`` draws; the gate's default set) and the subject under 
 
 from __future__ import annotations
 
+import difflib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +21,39 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
     ``scenarios/kill-random.toml``), optionally followed by ``@wK``: draw K
     of a generated scenario (``[workload] generate``, which expands into its
     draws ``NAME.wK``: :mod:`harness.scenario.generate`).  No argument:
-    every bundled scenario.
+    every bundled scenario.  A bare name (no ``/``, no ``.toml``) of a bundled
+    scenario is that scenario even when a local file or folder has the same
+    name (write ``./NAME`` for the local one); an unknown name is refused
+    with the bundled names closest to it.
     Returns :class:`harness.scenario.parse.Scenario` objects; raises
     :class:`harness.scenario.parse.ScenarioError` (file, line, key) or ``_Usage``.
     """
     from harness.scenario.generate import expand_all, split_draw
     from harness.scenario.parse import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
 
+    def _bundled(arg: str) -> Path | None:  # the bundled scenario a bare name names
+        if os.sep in arg or arg.endswith(".toml") or arg.startswith("."):
+            return None
+        try:
+            candidate = bundled_scenario_dir() / f"{arg}.toml"
+        except ScenarioError:
+            return None
+        return candidate if candidate.exists() else None
+
     def _named(arg: str) -> bool:  # a file, a directory or a bundled scenario by that very name
         try:
             return Path(arg).exists() or (bundled_scenario_dir() / f"{arg.removesuffix('.toml')}.toml").exists()
         except ScenarioError:
             return Path(arg).exists()
+
+    def _unknown(arg: str) -> _Usage:
+        try:
+            names = [p.stem for p in bundled_scenarios()]
+        except ScenarioError:
+            names = []
+        close = difflib.get_close_matches(arg.removesuffix(".toml"), names, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+        return _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name{hint}")
 
     draws = [(a, None) if _named(a) else split_draw(a) for a in args]
     if any(k is not None for _, k in draws):  # NAME@wK: draw K of a generated scenario (its reproducers)
@@ -55,7 +78,10 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
             raise _Usage(f"no scenarios in {bundled_scenario_dir()}")
     for arg in args:
         p = Path(arg)
-        if p.is_dir():
+        bundled = _bundled(arg)
+        if bundled is not None:  # a bundled name wins over a local folder or file of that name
+            paths.append(bundled)
+        elif p.is_dir():
             found = sorted(p.glob("*.toml"))
             if not found:
                 raise _Usage(f"no *.toml scenarios in directory {arg}")
@@ -68,7 +94,7 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
             except ScenarioError:
                 candidate = None
             if candidate is None or not candidate.exists():
-                raise _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name")
+                raise _unknown(arg)
             paths.append(candidate)
     scenarios = expand_all([load_scenario(p) for p in paths])  # a generated scenario: one per drawn workload
     names: dict[str, str] = {}
