@@ -354,3 +354,19 @@ def test_timed_faults_land_in_the_subjects_own_time_line_not_in_its_start_up():
     old = [f["after_ms"] for sched, _ in plan_schedules(parse_scenario(KILL), REF, 60, 3) for f in sched
            if "after_ms" in f]
     assert min(old) < 60.0
+
+
+@pytest.mark.parametrize("command", [["run", "noop-baseline"], ["gate", "--budget", "5"], ["check", "."],
+                                     ["merge", "a.json"]])
+def test_an_output_file_that_cannot_be_written_is_refused_before_any_work(tmp_path, monkeypatch, capsys, command):
+    from harness.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results"
+    for option, value, why in (("--junit", str(tmp_path / "missing" / "r.xml"), "does not exist"),
+                               ("--junit", str(tmp_path), "is a folder")):
+        code = main([*command, option, value] + (["--results", str(results)] if command[0] != "check"
+                                                 and command[0] != "merge" else []))
+        err = capsys.readouterr().err
+        assert code == 2 and f"{option} {value}: " in err and why in err, err
+        assert "Traceback" not in err and not results.exists()  # nothing ran, no results folder was made

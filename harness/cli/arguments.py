@@ -5,8 +5,14 @@ the results folder of ``run`` and ``gate``, docs/results.md)."""
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
-__all__ = ["add_common_options", "add_results_options"]
+__all__ = ["add_common_options", "add_results_options", "check_output_paths", "OUTPUT_FILE_OPTIONS"]
+
+#: The options of every subcommand that name a file the command writes at its end (attribute, option).
+OUTPUT_FILE_OPTIONS = (("report_json", "--report-json"), ("junit", "--junit"), ("summary", "--summary"),
+                       ("history", "--history"))
 
 
 class _Usage(Exception):
@@ -38,6 +44,26 @@ def add_results_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", choices=KEEP_CHOICES, default="failures",
                    help="which trials get a folder of evidence in the results folder: failures (invalid or "
                         "unknown; default), all, or none (no results folder at all)")
+
+
+def check_output_paths(args: argparse.Namespace) -> None:
+    """Refuse, before any work starts, an output file (:data:`OUTPUT_FILE_OPTIONS`) the command could not write
+    at its end: a folder, a file in a folder that does not exist or cannot be written, a file that cannot be
+    overwritten.  Raises :class:`_Usage` naming the option and the path (exit 2); creates nothing."""
+    for attr, option in OUTPUT_FILE_OPTIONS:
+        value = getattr(args, attr, None)
+        if not value or not isinstance(value, str):
+            continue
+        path = Path(value)
+        folder = path.parent if str(path.parent) else Path(".")
+        if path.is_dir():
+            raise _Usage(f"{option} {value}: is a folder, not a file")
+        if not folder.is_dir():
+            raise _Usage(f"{option} {value}: its folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise _Usage(f"{option} {value}: cannot write in its folder {folder}")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise _Usage(f"{option} {value}: the file exists and cannot be overwritten")
 
 
 def _shard(text: str) -> tuple[int, int]:

@@ -81,7 +81,7 @@ from typing import Any
 from fiskj.cli_common import positive_int
 
 from harness.campaign import interrupt
-from harness.cli.arguments import _shard, _Usage, add_common_options, add_results_options
+from harness.cli.arguments import _shard, _Usage, add_common_options, add_results_options, check_output_paths
 from harness.cli.check_cmd import add_check_parser
 from harness.cli.gate_cmd import add_gate_parser
 from harness.cli.merge_cmd import add_merge_parser
@@ -275,6 +275,7 @@ def _main(argv: list[str] | None) -> int:
     # Trial directories go to a folder of this command's own, removed at the end whatever happened.
     with interrupt.private_tmp_root(enabled=not keep_dirs and args.command in _RUNS_TRIALS):
         try:
+            check_output_paths(args)  # an output file that could not be written is said before any trial
             code = int(args.func(args))
         except _Usage as exc:
             print(f"fiskj-harness: {exc}", file=sys.stderr)
