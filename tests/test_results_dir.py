@@ -113,12 +113,17 @@ def test_check_judges_the_stored_histories_again_and_says_which_verdicts_changed
     assert "all 1 valid" in capsys.readouterr().out
 
 
-def test_check_of_a_folder_of_valid_trials_kept_with_keep_all_exits_0_and_of_none_kept_exits_2(tmp_path, capsys):
+def test_check_of_a_passing_campaign_exits_0_whether_it_kept_its_trials_or_none(tmp_path, capsys):
     folder, _ = _folder(tmp_path / "a", keep="all", trials=[_trial(0, False), _trial(1, False)])
     assert main(["check", str(folder), "-q"]) == 0
     empty, written = _folder(tmp_path / "b", trials=[_trial(0, False)])
     assert written["trials"] == []
     capsys.readouterr()
+    assert main(["check", str(empty)]) == 0                        # like run: it passed (issue 26)
+    assert "every invariant held" in capsys.readouterr().out
+    report = json.loads((empty / "report.json").read_text())
+    report["violations"] = [{"trial": 0}]                          # a failing campaign whose trials are gone
+    (empty / "report.json").write_text(json.dumps(report))
     assert main(["check", str(empty)]) == 2
     assert "holds no trial history" in capsys.readouterr().err
 

@@ -39,7 +39,8 @@ def cmd_check(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness check DIR``: judge the stored histories of a results folder (or a trial folder, or a
     ``history.json``) again with the current checkers, running nothing; returns the exit status (0 every
     checked invariant holds, 1 a violation or unknown, 2 nothing to judge or a folder that cannot be read,
-    raised as :class:`harness.errors.ResultsError`)."""
+    raised as :class:`harness.errors.ResultsError`), like ``run``: a passing campaign that kept no trial
+    (``--keep failures``, none failed) exits 0, saying there was nothing to judge again."""
     from harness.report.report import build_report, render_summary
     from harness.report.results_dir import load_stored, recheck
 
@@ -47,6 +48,11 @@ def cmd_check(args: argparse.Namespace, out: Any = None) -> int:
     where, stored_report, stored = load_stored(args.dir)
     if not stored:
         runs = len((stored_report or {}).get("runs", []))
+        if stored_report is not None and runs and not stored_report.get("violations") \
+                and not stored_report.get("unknowns") and not stored_report.get("interrupted"):
+            out.write(f"{where}: its campaign ran {runs} trial(s), every invariant held, and it kept only "
+                      "failing trials: nothing to judge again (run with --keep all to keep every trial)\n")
+            return 0
         raise _Usage(f"{where} holds no trial history to judge"
                      + (f" (its campaign ran {runs} trial(s) and kept only failing ones: none failed; "
                         "run with --keep all to keep every trial)" if stored_report is not None else ""))
