@@ -310,3 +310,10 @@ def test_final_stop_makes_the_last_reply_cut_short_and_is_refused_with_chat_foll
         parse_scenario(text + "chat_followups = 1\n", "fs.toml")
     with pytest.raises(ScenarioError, match="use final_stop"):
         parse_scenario(text.replace('final_stop = "max_tokens"', 'answer_stop_reasons = ["max_tokens"]'), "fs.toml")
+
+
+def test_a_misspelt_key_is_refused_with_the_closest_known_key():
+    with pytest.raises(ScenarioError, match=r"unknown key in \[workload\]; did you mean 'turns'\?"):
+        parse_scenario('name = "x"\npurpose = "p"\n[workload]\nturnz = 2\n', "x.toml")
+    with pytest.raises(ScenarioError, match=r"unknown key; did you mean 'purpose'\?"):
+        parse_scenario('name = "x"\npurpos = "p"\n', "x.toml")

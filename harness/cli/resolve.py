@@ -3,12 +3,12 @@ bundled names, ``NAME@wK`` draws; the gate's default set) and the subject under 
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 from typing import Any
 
 from harness.cli.arguments import _Usage
+from harness.suggest import did_you_mean
 
 __all__ = ["resolve_scenarios", "subject_of"]
 
@@ -51,9 +51,8 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
             names = [p.stem for p in bundled_scenarios()]
         except ScenarioError:
             names = []
-        close = difflib.get_close_matches(arg.removesuffix(".toml"), names, n=3, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
-        return _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name{hint}")
+        return _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name"
+                      + did_you_mean(arg.removesuffix(".toml"), names))
 
     draws = [(a, None) if _named(a) else split_draw(a) for a in args]
     if any(k is not None for _, k in draws):  # NAME@wK: draw K of a generated scenario (its reproducers)

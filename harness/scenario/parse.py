@@ -66,6 +66,7 @@ from harness.errors import ScenarioError
 from harness.families.registry import FAMILIES, MODES, by_mode
 from harness.names import INVARIANTS
 from harness.scenario.fields import Bad, Check, int_, list_of, name, num, range_ms, str_, toml_keys, bool_, choice
+from harness.suggest import did_you_mean
 from harness.tomlwhere import load_toml, located
 from harness.scenario.model import (ANSWER_STOP_REASONS, DRIFT_FIELDS, FINAL_STOPS, LIMIT_OUTPUTS, OUTPUT_KINDS,
                                     REPLY_BLOCKS,
@@ -237,7 +238,8 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
                 if sub not in schema:
                     known = sorted(schema) + (sorted(k for keys in FAMILY_KEYS.values() for k in keys)
                                               if key == "faults" else [])
-                    raise fail(key, sub, f"unknown key in [{key}] (known: {', '.join(known)})")
+                    raise fail(key, sub,
+                               f"unknown key in [{key}]{did_you_mean(sub, known)} (known: {', '.join(known)})")
                 attr, check = schema[sub]
                 try:
                     sections[key][attr] = check(subval)
@@ -251,7 +253,7 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
                 raise fail("", key, str(bad)) from None
         else:
             known = sorted(list(SCHEMA[""]) + [f"[{s}]" for s in _SECTION_TYPES])
-            raise fail("", key, f"unknown key (known: {', '.join(known)})")
+            raise fail("", key, f"unknown key{did_you_mean(key, known)} (known: {', '.join(known)})")
     for required in ("name", "purpose"):
         if required not in top:
             raise ScenarioError(f"missing required key {required!r}", path=where, line=None, key=required)
