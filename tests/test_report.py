@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from synth import Engine
 
 from harness.checkers import check_all
+from harness.checkers.verdict import INVALID, UNKNOWN, VALID
 from harness.history.model import history_to_json
 from harness.report.report import (build_report, exit_status, merge_reports, render_markdown, render_summary,
                             write_junit)
@@ -204,3 +205,26 @@ def test_a_long_example_is_clipped_between_words_keeping_its_start_and_its_end()
     assert all(len(w) == 6 for w in head.split() + tail.split())  # no word cut in two
     assert _clip("short", 100) == "short"
     assert _clip("x" * 300, 100) == "x" * 48 + " .. " + "x" * 48  # no space near the cut: cut where it falls
+
+
+def test_no_table_row_or_reproducer_line_of_the_summary_is_cut_inside_a_word():
+    from harness.report.report import render_markdown, render_summary
+
+    long_why = "the agent keeps its transcript in a database the harness does not decode, " * 3
+    name = "every acknowledged record survives a crash its persistence model promises to survive, always"
+    schedule = [{"kind": "kill", "event": k, "when": "after"} for k in range(40)]
+    report = {"trials": 1, "elapsed_s": 1.0, "verdict": "invalid", "faults": {},
+              "invariants": {"I4": {"name": name, "checked": 1, VALID: 0, INVALID: 1, UNKNOWN: 0}},
+              "campaign": {"not_applicable": {"I10": long_why}},
+              "violations": [{"trial": 0, "seed": 1, "scenario": "s", "invariant": "I4", "summary": "lost " * 100,
+                              "schedule": schedule, "reproduce": "fiskj-harness replay r.json --trial 0"}]}
+    text = render_summary(report)
+    words = {w.strip(".,:;()") for w in name.split() + long_why.split()} | {"lost"}
+    for line in text.splitlines():
+        for word in line.replace("|", " ").split():
+            word = word.strip(".,:;()")
+            if word.isalpha() and word.islower() and len(word) > 3:
+                assert word in words or not any(w.startswith(word) and w != word for w in words), (word, line)
+    assert "survives a crash" in text and text.count("not applicable to this subject") == 1
+    assert long_why.split()[-1].strip(",") in text                     # the reason is wrapped, not cut
+    render_markdown(report)                                           # the Markdown table builds from the same

@@ -61,6 +61,7 @@ suspend, so unknown means missing evidence, never "not applicable".)
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 from xml.etree import ElementTree as ET
 
@@ -396,10 +397,11 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     lines += [
              f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'vacuous':>8}{'invalid':>8}{'unknown':>8}"]
     for inv, c in report.get("invariants", {}).items():
-        lines.append(f"{inv:<10}{c.get('name', '')[:width - 2]:<{width}}"
+        lines.append(f"{inv:<10}{textwrap.shorten(c.get('name', ''), width - 2, placeholder=' ..'):<{width}}"
                      f"{c['checked']:>8}{c[VALID]:>8}{c.get('vacuous', 0):>8}{c[INVALID]:>8}{c[UNKNOWN]:>8}")
     for inv, why in ((report.get("campaign") or {}).get("not_applicable") or {}).items():
-        lines.append(f"{inv:<10}{'not applicable to this subject: ' + why}"[:10 + width + 40])
+        lines += textwrap.wrap(f"{inv:<10}not applicable to this subject: {why}", 10 + width + 40,
+                               subsequent_indent=" " * 10, break_long_words=False)
     lines.append(f"{'':<10}(vacuous: valid with nothing to judge in that trial, e.g. no suspend for I1)")
     for title, rows_key, groups_key in (("violations", "violations", "groups"),
                                         ("unknown verdicts", "unknowns", "unknown_groups")):
@@ -415,7 +417,7 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
             lines.append(f"  [{n}] {group['title']}: {group['count']} trial(s) in {', '.join(group['scenarios'])}")
             lines.append(f"      example: trial {ex['trial']} seed={ex['seed']}: {_clip(str(ex['summary']), 300)}")
             lines.append(f"      smallest reproducer: trial {rep['trial']} ({_size_text(rep)}), {rep['minimal']}")
-            lines.append(f"      schedule: {json.dumps(rep.get('schedule'))[:150]}")
+            lines.append(f"      schedule: {_clip(json.dumps(rep.get('schedule')), 150)}")
             lines.append(f"      reproduce: {rep.get('reproduce')}")
         if len(groups) > max_violations:
             lines.append(f"  ... {len(groups) - max_violations} more group(s) ({_where_all(report)})")
@@ -504,7 +506,7 @@ def write_junit(report: dict[str, Any], path: str) -> None:
             rep, ex = group["reproducer"], group["example"]
             el = ET.SubElement(case, tag, type=kind,
                                message=f"{group['count']} trial(s) {kind} in {', '.join(scenarios)}: "
-                                       f"{str(ex.get('summary', ''))[:200]}")
+                                       f"{_clip(str(ex.get('summary', '')), 200)}")
             el.text = (f"{group['name']}\n"
                        f"trials: {', '.join(map(str, group['trials'][:50]))}"
                        + (" ..." if len(group["trials"]) > 50 else "") + "\n"
@@ -557,7 +559,7 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
                 "| # | cause | trials | scenarios | smallest reproducer | example |", "|---:|---|---:|---|---|---|"]
         for n, group in enumerate(groups[:max_violations], 1):
             rep, ex = group["reproducer"], group["example"]
-            summary = _md(str(ex.get("summary", "")))[:200]
+            summary = _md(_clip(str(ex.get("summary", "")), 200))
             out.append(f"| {n} | **{_md(group['title'])}** | {group['count']} | {_md(', '.join(group['scenarios']))} | "
                        f"trial {rep.get('trial')} ({_size_text(rep)}; {rep.get('minimal')}): "
                        f"`{_md(str(rep.get('reproduce')))}` | trial {ex.get('trial')}: {summary} |")
