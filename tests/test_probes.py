@@ -12,7 +12,7 @@ from fiskj.paths import lock_path
 from fiskj.store import FileStore
 
 from harness.history.readers import read_probes
-from harness.report.probes import merge_probe_sections, probe_lines, probe_section
+from harness.report.probes import for_one_trial, merge_probe_sections, probe_lines, probe_section
 
 from builders import M, U
 
@@ -99,6 +99,15 @@ def test_the_section_counts_trials_per_probe_and_names_the_unreached():
     assert set(merged["reached"]) == {"resume.forced", "open.torn_tail_cut"}
     assert merged["reached"]["resume.forced"]["trials"] == 2
     assert merge_probe_sections([None]) is None
+
+
+def test_a_replayed_trial_names_the_branches_it_reached_not_the_catalogues_others():
+    one = for_one_trial(probe_section([("a", ["resume.forced", "open.torn_tail_cut"])], applies=True))
+    assert one["unreached"] == [] and one["note"].endswith("reached 2 recovery branch(es) of fiskj: "
+                                                           "open.torn_tail_cut, resume.forced")
+    assert probe_lines(one) == [f"code probes: {one['note']}"]      # one line, no catalogue
+    off = probe_section([("a", [])], applies=False)
+    assert for_one_trial(off) == off and for_one_trial(None) is None
 
 
 def test_a_subject_without_probes_is_said_not_to_apply_not_reported_as_reaching_nothing():

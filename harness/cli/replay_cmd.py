@@ -82,7 +82,10 @@ def _replay_reports(args: argparse.Namespace, result: Any, out: Any) -> int:
                   f"(replayed from {args.report})\n")
         for v in t.verdicts:
             out.write(f"  {v.invariant} {v.status:<8} {v.summary[:150]}\n")
+    from harness.report.probes import for_one_trial
+
     new_report = campaign_report(result, args.report_json)
+    new_report["probes"] = for_one_trial(new_report.get("probes"))  # what this trial reached, not the catalogue
     return _finish(new_report, result, args, out)
 
 

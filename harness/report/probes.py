@@ -27,7 +27,7 @@ from typing import Any, Iterable
 
 from fiskj.probes import PROBES
 
-__all__ = ["probe_section", "merge_probe_sections", "probe_lines"]
+__all__ = ["probe_section", "merge_probe_sections", "probe_lines", "for_one_trial"]
 
 
 def probe_section(trials: Iterable[tuple[str, Iterable[str]]], *, applies: bool, subject: str = "") -> dict[str, Any]:
@@ -56,6 +56,17 @@ def _finish(reached: dict[str, dict[str, Any]], applies: bool, subject: str) -> 
     unreached = [name for name in PROBES if name not in reached]
     return {"applies": True, "catalogue": len(PROBES), "reached": reached, "unreached": unreached,
             "note": f"{len(PROBES) - len(unreached)} of {len(PROBES)} recovery branches of fiskj reached"}
+
+
+def for_one_trial(section: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The probes section of a one-trial report (``replay``): the branches that trial reached, and no list of
+    the catalogue's others (one trial is not meant to reach them; the campaign's report names those)."""
+    if not section or not section.get("applies"):
+        return section
+    names = sorted(section.get("reached") or {})
+    return {**section, "unreached": [],
+            "note": f"this trial reached {len(names)} recovery branch(es) of fiskj" + (f": {', '.join(names)}"
+                                                                                       if names else "")}
 
 
 def merge_probe_sections(sections: list[dict[str, Any] | None]) -> dict[str, Any] | None:
