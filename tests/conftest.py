@@ -9,6 +9,10 @@
   temporary folder, not the repository.
 * ``server``: one fake model server (:class:`harness.workload.server.ModelServer`)
   per test module, for the family tests that run a real agent.
+
+``--under-load N`` runs the session beside N busy processes per core (started once by the controller,
+ended with the session): the load test of tests/README.md "Under load" (every catch must hold on a
+loaded machine; ``scripts/load-test.sh``).
 """
 
 from __future__ import annotations
@@ -58,12 +62,39 @@ def results_out_of_the_repo(tmp_path_factory):
         os.environ["FISKJ_HARNESS_RESULTS"] = old
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--under-load", type=int, default=0, metavar="N",
+                     help="run the session beside N busy processes per core (tests/README.md \"Under load\")")
+
+
+_LOAD: list = []
+
+
+def _start_load(per_core: int) -> None:
+    """Start ``per_core`` busy processes per core (plain CPU loops at normal priority), once per session."""
+    import subprocess
+    import sys
+
+    for _ in range(per_core * (os.cpu_count() or 1)):
+        _LOAD.append(subprocess.Popen([sys.executable, "-I", "-S", "-c", "while True: pass"],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for proc in _LOAD:
+        proc.kill()
+        proc.wait()
+    _LOAD.clear()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile fiskj/ and harness/ to bytecode once, before any worker starts: the suite starts hundreds of
     Python processes (campaigns, agents, race agents, tools), and with ``PYTHONDONTWRITEBYTECODE`` set (as on
     these machines) none of them writes its ``.pyc``, so each would compile every module it imports."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller did it
+    if session.config.getoption("under_load", 0) > 0:
+        _start_load(session.config.getoption("under_load"))
     root = Path(__file__).resolve().parent.parent
     for package in ("fiskj", "harness"):
         compileall.compile_dir(str(root / package), quiet=1)
