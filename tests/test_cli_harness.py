@@ -33,13 +33,14 @@ count = 2
 
 SUSPEND = """\
 name = "tiny-suspend"
-purpose = "random suspends"
+purpose = "suspends right after durability events (never timed: the resumes it needs happen under load too)"
 [workload]
 turns = 2
 tools_per_turn = 1
 tool_ms = 5
 [faults]
 family = "suspend"
+suspend_points = "events"
 legs = 2
 [trials]
 count = 3
