@@ -40,26 +40,36 @@ def _drop_completed(journal: Any) -> None:
 
 
 def result_before_tool() -> None:
-    """``_Run._run_batch`` appends each tool_result record (an empty placeholder: the tool has not run) before
-    it runs the tool; the model is sent the real output, kept only in memory."""
+    """During ``_Run._run_batch`` each tool's result record is appended before the tool runs (an empty
+    placeholder: the tool has not run), and the real one after it is not; the model is sent the real output,
+    kept only in memory."""
 
-    def _run_batch(self: Any, blocks: list[dict[str, Any]], done: dict[str, Any]) -> list[dict[str, Any]]:
-        results: dict[str, Any] = {}
-        for block in blocks:
-            tid = block.get("id")
-            if tid in results:
-                continue
-            if tid in done:
-                results[tid] = done[tid]
-                continue
-            placeholder = {"type": "tool_result", "tool_use_id": tid, "content": "", "is_error": False}
-            self.journal.append(ToolResultRecord(tool_use_id=tid, result=placeholder))
-            outcome = self.tools.run(block.get("name"), block.get("input", {}), ToolCall(tid, self.run_id))
-            results[tid] = {"type": "tool_result", "tool_use_id": tid, "content": outcome.content,
-                            "is_error": outcome.is_error}
-        return list(results.values())
+    @wrap(loop._Run, "_run_batch")
+    def _run_batch(original: Any, self: Any, blocks: list[dict[str, Any]], done: dict[str, Any]) -> Any:
+        tools, journal = self.tools, self.journal
 
-    loop._Run._run_batch = _run_batch
+        class _PlaceholderFirst:
+            def run(inner: Any, name: str, arguments: Any, call: ToolCall) -> Any:
+                placeholder = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": "",
+                               "is_error": False}
+                journal.append(ToolResultRecord(tool_use_id=call.tool_use_id, result=placeholder))
+                return tools.run(name, arguments, call)
+
+            def __getattr__(inner: Any, name: str) -> Any:
+                return getattr(tools, name)
+
+        class _ResultsDropped:
+            def append(inner: Any, record: Any, *args: Any, **kwargs: Any) -> Any:
+                return None if isinstance(record, ToolResultRecord) else journal.append(record, *args, **kwargs)
+
+            def __getattr__(inner: Any, name: str) -> Any:
+                return getattr(journal, name)
+
+        self.tools, self.journal = _PlaceholderFirst(), _ResultsDropped()
+        try:
+            return original(self, blocks, done)
+        finally:
+            self.tools, self.journal = tools, journal
 
 
 def assistant_after_tools() -> None:
