@@ -14,7 +14,7 @@ __all__ = [
     "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
     "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
     "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
-    "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANTS_PACKAGE",
+    "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANT_PRELOAD",
 ]
 
 # --- invariants ----------------------------------------------------------------------------------
@@ -80,13 +80,14 @@ SEED_STEP = 1000
 
 # --- preloads and mutants ------------------------------------------------------------------------
 
-#: A module a leg imports first, by name, before the agent starts (the mutant subject, a forked
-#: leg and a race agent honour it; the module applies its patch on import).
+#: A module a leg imports first, by name, before the agent starts, then calls its ``preload(environ)`` hook
+#: (the mutant subject, a forked leg, a family's child and a race agent honour it: :mod:`harness.subject.preload`).
 PRELOAD_ENV = "FISKJ_PRELOAD"
 #: The user-facing name of a mutant (``FISKJ_MUTANT=no-fsync``): reproducers and reports carry it;
-#: :mod:`harness.selftest.mutants` maps it to the module for :data:`PRELOAD_ENV`.
+#: the preload :data:`MUTANT_PRELOAD` applies the row of that name.
 MUTANT_ENV = "FISKJ_MUTANT"
 #: The mutant subject's module: ``python -m harness.selftest.subject`` is fiskj with the preload applied.
 MUTANT_SUBJECT = "harness.selftest.subject"
-#: The package holding one module per mutant, named after it (``no-fsync`` -> ``no_fsync``).
-MUTANTS_PACKAGE = "harness.selftest.mutants"
+#: The mutant subject's preload (the value of :data:`PRELOAD_ENV`): the mutants' table, whose ``preload`` hook
+#: applies the mutant :data:`MUTANT_ENV` names.
+MUTANT_PRELOAD = "harness.selftest.mutants"

@@ -104,12 +104,13 @@ def drive(work: Path) -> dict[str, dict[str, int]]:
 #: The preload of the "early" leg: connect to $FISKJ_TEST_HOLD, send the pid, wait for a signal (SIGALRM after
 #: 60 s: a guard, so that a leg nobody signals does not wait for ever).
 HOLD = """import os, signal, socket
-host, port = os.environ["FISKJ_TEST_HOLD"].rsplit(":", 1)
-conn = socket.create_connection((host, int(port)), timeout=30)
-conn.sendall(b"%d\\n" % os.getpid())
-signal.alarm(60)
-while True:
-    signal.pause()
+def preload(environ):
+    host, port = environ["FISKJ_TEST_HOLD"].rsplit(":", 1)
+    conn = socket.create_connection((host, int(port)), timeout=30)
+    conn.sendall(b"%d\\n" % os.getpid())
+    signal.alarm(60)
+    while True:
+        signal.pause()
 """
 
 

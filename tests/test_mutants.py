@@ -6,9 +6,12 @@ campaign with the mutant applied in the agent processes only.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,12 +19,18 @@ import pytest
 from fiskj import fingerprint, loop, store
 from harness.cli.main import main
 from harness.families.race.catalog import RACES
-from harness.names import MUTANTS_PACKAGE
+from harness.names import MUTANT_PRELOAD
+from harness.scenario.parse import bundled_scenario_dir
 from harness.selftest import mutants as registry
-from harness.selftest.mutants import MODULES, RACE_MUTANTS, mutants, subject_for, with_preload
-from harness.selftest.run import all_mutants, render_table, run_mutant
-from harness.selftest.targets import TARGETS, Target
+from harness.selftest import patches
+from harness.selftest.mutants import MUTANTS, get, mutants, race_mutants, subject_for, with_preload
+from harness.selftest.run import render_table, run_mutant
 from harness.subject.contract import parse_subject
+
+NAMES = [m.name for m in MUTANTS]
+RACE_MUTANTS = race_mutants()
+#: The techniques the patches are grouped by: one module of harness/selftest/patches/ each.
+TECHNIQUES = ("fingerprint", "tails", "lock", "loop", "store", "reader")
 
 #: The bug classes of issue 7 item 4, each with the mutant that reintroduces it.
 BUG_CLASSES = {
@@ -45,42 +54,57 @@ BUG_CLASSES = {
 
 
 def test_there_are_at_least_14_mutants_one_per_bug_class_and_each_has_a_target():
-    names = all_mutants()
-    assert len(names) >= 14
-    assert set(BUG_CLASSES.values()) <= set(names)
-    assert len({defect for defect, _ in names.values()}) == len(names), "two mutants share a bug class"
-    assert set(TARGETS) == set(names), "harness/selftest/targets.py must name a campaign for every mutant"
-    assert set(RACE_MUTANTS) <= {m.name for m in mutants()} and len(RACE_MUTANTS) == 10
-    assert len(MODULES) == len(mutants()) == len(names)
+    assert len(NAMES) >= 14
+    assert set(BUG_CLASSES.values()) <= set(NAMES)
+    assert len({m.defect for m in MUTANTS}) == len(NAMES), "two mutants share a bug class"
+    for m in MUTANTS:  # every row names a bundled scenario that must catch it, and what should
+        assert (Path(bundled_scenario_dir()) / f"{m.scenario}.toml").is_file(), m
+        assert m.trials >= 1 and m.expect and m.defect and m.family, m
+    assert set(RACE_MUTANTS) <= set(NAMES) and len(RACE_MUTANTS) == 10
+    assert len(set(NAMES)) == len(MUTANTS) == len(mutants())
 
 
-def test_every_mutant_is_one_module_of_the_package_and_every_module_is_registered():
-    folder = Path(registry.__file__).parent
-    files = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
-    assert files == set(MODULES) and len(set(MODULES)) == len(MODULES)
-    for m in mutants():
-        assert m.preload == f"{MUTANTS_PACKAGE}.{m.module}" == f"harness.selftest.mutants.{m.module}"
-        assert m.module == m.name.replace("-", "_")      # named after the mutant: a name gives its module
-        assert f"``{m.name}``" in (folder / f"{m.module}.py").read_text().split("\n", 1)[0]  # its docstring names it
+def _function(patch):
+    """The plain function behind a row's patch (a ``functools.partial`` gives its arguments)."""
+    return patch.func if isinstance(patch, functools.partial) else patch
+
+
+def test_every_mutant_is_one_row_whose_patch_is_a_plain_function_of_a_technique_module_and_every_patch_is_used():
+    used = set()
+    for m in MUTANTS:
+        fn = _function(m.patch)
+        assert inspect.isfunction(fn) and fn.__module__ in {f"harness.selftest.patches.{t}" for t in TECHNIQUES}, m
+        assert fn.__doc__, f"{fn.__module__}.{fn.__name__} says what it changes"
+        used.add((fn.__module__, fn.__name__))
         assert (m.race is not None) == (m.family == "race")
+    folder = Path(patches.__file__).parent
+    assert {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} == set(TECHNIQUES)
+    for technique in TECHNIQUES:
+        module = sys.modules[f"harness.selftest.patches.{technique}"]
+        assert {(module.__name__, name) for name in module.__all__} <= used, f"a patch of {technique} no row uses"
 
 
 def test_each_race_mutant_names_a_race_and_is_caught_by_that_race_s_scenario():
     for name, m in RACE_MUTANTS.items():
         assert m.race in RACES
-        assert TARGETS[name].scenario == f"race-{m.race}"
+        assert get(name).scenario == f"race-{m.race}"
 
 
-def test_reading_the_registry_imports_no_mutant_module():
+def test_reading_the_table_changes_nothing_in_fiskj_and_a_name_twice_is_refused():
     assert mutants() and registry.get("no-fsync").defect
-    assert not [name for name in sys.modules if name.startswith("harness.selftest.mutants.")
-                and not name.rpartition(".")[2].startswith("_")]
+    script = _SNAPSHOT.replace("from harness.subject.preload import load_preload\nprint(load_preload())",
+                               "import harness.selftest.mutants, harness.selftest.run\nprint('imported')")
+    out = subprocess.run([sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["imported", "0"]      # importing the table and its patches patches nothing
+    with pytest.raises(ValueError, match="'no-fsync' has two rows"):
+        registry._check((get("no-fsync"), get("lockf"), get("no-fsync")))
 
 
 def test_a_mutant_subject_names_the_mutant_and_its_preload_and_reads_back_from_its_command_line():
     s = subject_for("no-fsync")
     assert s.argv == (sys.executable, "-m", "harness.selftest.subject")
-    assert s.extra_env == (("FISKJ_MUTANT", "no-fsync"), ("FISKJ_PRELOAD", "harness.selftest.mutants.no_fsync"))
+    assert s.extra_env == (("FISKJ_MUTANT", "no-fsync"), ("FISKJ_PRELOAD", "harness.selftest.mutants"))
     assert parse_subject(s.command_line()) == s
     with pytest.raises(KeyError, match="unknown mutant 'nope'; known: no-fsync, "):
         subject_for("nope")
@@ -120,24 +144,27 @@ print(len([k for k in after if after[k] != before.get(k)]))
 """
 
 
-@pytest.mark.parametrize("module", MODULES)
-def test_importing_a_mutant_module_by_its_preload_name_patches_fiskj_in_that_process(module):
-    env = {"PATH": "/usr/bin:/bin", "FISKJ_PRELOAD": f"harness.selftest.mutants.{module}",
-           "PYTHONPATH": str(Path(registry.__file__).parents[3])}
+def _child_env(**extra: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(registry.__file__).parents[2]), **extra}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_preload_applies_the_mutant_named_in_the_environment_and_patches_fiskj_in_that_process(name):
+    env = _child_env(FISKJ_PRELOAD=MUTANT_PRELOAD, FISKJ_MUTANT=name)
     out = subprocess.run([sys.executable, "-c", _SNAPSHOT], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     loaded, changed = out.stdout.split()
-    assert loaded == f"harness.selftest.mutants.{module}" and int(changed) >= 1
+    assert loaded == "harness.selftest.mutants" and int(changed) >= 1
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(TARGETS))
+@pytest.mark.parametrize("name", sorted(NAMES))
 def test_each_mutant_is_caught_by_the_campaign_that_targets_it(name):
     result = run_mutant(name, budget_s=45.0, jobs=2)
     assert not result.errors, result.errors
     assert result.caught, f"{name} was not caught by {result.scenario} in {result.trials} trial(s)"
     # a bug the uninterrupted run already shows needs no fault to reproduce (noop-baseline's targets)
-    faults = 0 if TARGETS[name].scenario == "noop-baseline" else 1
+    faults = 0 if get(name).scenario == "noop-baseline" else 1
     assert result.invariants and result.first_detection_s is not None and result.shrunk_length >= faults
     if name not in RACE_MUTANTS:
         assert f"FISKJ_MUTANT={name}" in result.reproduce
@@ -145,8 +172,9 @@ def test_each_mutant_is_caught_by_the_campaign_that_targets_it(name):
 
 def test_a_mutant_its_campaign_cannot_catch_is_reported_not_caught_and_the_command_exits_1(monkeypatch, capsys):
     # A model-ignoring resume guard is invisible without fingerprint drift: the no-op scenario cannot see it.
-    monkeypatch.setitem(TARGETS, "fingerprint-ignores-model",
-                        Target("fingerprint-ignores-model", "noop-baseline", 1, ("I9",), shrink=0))
+    monkeypatch.setattr(registry, "MUTANTS", tuple(
+        replace(m, scenario="noop-baseline", trials=1, expect=("I9",), shrink=0)
+        if m.name == "fingerprint-ignores-model" else m for m in MUTANTS))
     result = run_mutant("fingerprint-ignores-model", budget_s=0.0, jobs=2)
     assert not result.caught and result.trials == 1 and result.first_detection_s is None
     table = render_table([result])
@@ -166,15 +194,17 @@ def test_the_mutants_command_prints_json_with_caught_invariant_detection_time_an
 
 
 def test_the_mutants_command_lists_every_mutant_with_its_target_and_what_it_breaks_without_running_one(capsys):
-    before = set(sys.modules)
+    snapshot = {}
+    exec(_SNAPSHOT.split("before = snap()")[0], snapshot)   # its snap(): every name of every fiskj module
+    before = snapshot["snap"]()
     assert main(["mutants", "--list"]) == 0
     header, *rows = capsys.readouterr().out.splitlines()
-    assert header.split()[0] == "mutant" and [r.split()[0] for r in rows] == list(all_mutants())
+    assert header.split()[0] == "mutant" and [r.split()[0] for r in rows] == NAMES
     no_fsync = next(r for r in rows if r.startswith("no-fsync "))
     assert "power-loss-basic (I4)" in no_fsync and "never fsynced" in no_fsync
     ended = next(r for r in rows if r.startswith("ended-leg-not-resumable "))
     assert ended.endswith("is refused instead of resumed")  # the whole defect, not its first line
-    assert not [m for m in set(sys.modules) - before if m.startswith(MUTANTS_PACKAGE + ".")]  # (importing one patches fiskj)
+    assert snapshot["snap"]() == before                    # nothing applied: listing calls no patch
 
 
 def test_mutants_are_applied_in_the_agent_processes_only():
@@ -188,13 +218,12 @@ def test_mutants_are_applied_in_the_agent_processes_only():
 
 def test_no_target_row_is_written_twice_a_duplicate_would_silently_replace_the_first():
     import ast
-    import inspect
 
     from harness.selftest import targets
 
     tree = ast.parse(inspect.getsource(targets))
     for node in ast.walk(tree):
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") in ("TARGETS", "FOREIGN_TARGETS"):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") in ("FOREIGN_TARGETS", "JSONL_TARGETS"):
             rows = [call.args[0].value for call in ast.walk(node.value)
                     if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Target"]
             assert len(rows) == len(set(rows)) == len(getattr(targets, node.target.id)), node.target.id

@@ -17,7 +17,7 @@ import fiskj.lock
 import fiskj.store
 from harness.history.model import history_from_json, history_to_json
 from harness.checkers import check_all
-from harness.selftest.mutants import RACE_MUTANTS as MUTANTS
+from harness.selftest.mutants import race_mutants
 from harness.families.race import (AT_ONCE_MS, INVARIANTS_BY_RACE, RACES, SCHEDULES, RaceDriver, race_summary, races_of,
                            run_race_trial, run_races)
 from harness.scenario.parse import load_scenario
@@ -26,6 +26,7 @@ from harness.subject.contract import default_subject
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS_PER_SCHEDULE = 2
+MUTANTS = race_mutants()
 
 
 @pytest.fixture(scope="module")

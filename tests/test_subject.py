@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,10 @@ from harness.subject.forkserver import ForkServer
 from harness.subject.preload import load_preload, preload_name
 
 ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
 MUTANT_SUBJECT = [sys.executable, "-m", "harness.selftest.subject"]
-#: A module whose import shows (it prints the Zen of Python): the preload's effect, seen from outside.
-VISIBLE = "this"
+#: A preload whose hook shows (it prints the Zen of Python): the preload's effect, seen from outside (tests/data).
+VISIBLE = "zen_preload"
 ZEN = "Beautiful is better than ugly."
 
 
@@ -65,16 +67,21 @@ def test_a_leg_is_forked_only_when_the_fork_child_does_what_the_fresh_process_wo
     assert not fork_server_enabled(default_subject(), {"FISKJ_HARNESS_FORKSERVER": "0"})
 
 
-def test_the_preload_is_the_module_named_in_the_environment_imported_by_name():
+def test_the_preload_is_the_module_named_in_the_environment_imported_by_name_and_its_hook_called(monkeypatch):
+    monkeypatch.syspath_prepend(str(DATA))
     assert preload_name({}) is None and preload_name({"FISKJ_PRELOAD": " "}) is None
     assert load_preload({}) is None
-    assert load_preload({"FISKJ_PRELOAD": "json.tool"}) == "json.tool" and "json.tool" in sys.modules
+    env = {"FISKJ_PRELOAD": VISIBLE, "X_Y": "1"}
+    assert load_preload(env) == VISIBLE and VISIBLE in sys.modules
+    assert sys.modules[VISIBLE].CALLS[-1] == env                     # called with the child's environment
     with pytest.raises(ImportError):
         load_preload({"FISKJ_PRELOAD": "harness.no_such_module"})
+    with pytest.raises(ImportError, match="no preload"):                # a module that is not a preload
+        load_preload({"FISKJ_PRELOAD": "json.tool"})
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **extra}
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}{os.pathsep}{DATA}", **extra}
 
 
 def test_the_mutant_subject_imports_its_preload_before_fiskj_runs():
@@ -88,7 +95,8 @@ def test_the_mutant_subject_imports_its_preload_before_fiskj_runs():
     assert bad.returncode == 2 and "unknown mutant 'no-such-mutant'" in bad.stderr
 
 
-def test_a_forked_leg_imports_its_preload_in_itself_only(tmp_path):
+def test_a_forked_leg_imports_its_preload_in_itself_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(DATA))
     server = ForkServer().start()
     try:
         legs = {}

@@ -21,7 +21,7 @@ __all__ = ["add_mutants_parser", "cmd_mutants"]
 def add_mutants_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``mutants`` subcommand to ``sub`` (the parsers' ``add_subparsers``)."""
     mutants = sub.add_parser("mutants", help="mutant self-test: every broken variant of fiskj must be caught",
-                             description="Run each mutant's target campaign (harness/selftest/targets.py) with the "
+                             description="Run each mutant's target campaign (harness/selftest/mutants.py) with the "
                                          "mutant applied in the agent only; print a table.")
     mutants.add_argument("names", nargs="*", metavar="NAME", help="mutants to run (default: all)")
     mutants.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
@@ -37,30 +37,16 @@ def add_mutants_parser(sub: Any) -> argparse.ArgumentParser:
 
 def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness mutants``: run the mutant self-test; 0 when every mutant is caught, else 1."""
-    from harness.selftest.run import all_mutants, render_table, results_json, run_selftest
+    from harness.selftest.mutants import get, mutants
+    from harness.selftest.run import render_table, results_json, run_selftest
 
     out = out or sys.stdout
-    known = all_mutants()
+    known = [m.name for m in mutants()]
     unknown = [n for n in args.names if n not in known]
     if unknown:
         raise _Usage(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(known)}")
     if getattr(args, "list", False):
-        import ast
-        from pathlib import Path
-
-        import harness.selftest.mutants as package
-        from harness.selftest.targets import TARGETS
-
-        rows = []
-        for name in args.names or known:
-            # the module's DEFECT, read without importing it (importing a mutant patches fiskj)
-            source = Path(package.__file__).with_name(name.replace("-", "_") + ".py")
-            tree = ast.parse(source.read_text()) if source.exists() else ast.Module(body=[], type_ignores=[])
-            defect = next((node.value.value for node in tree.body if isinstance(node, ast.Assign)
-                           and any(isinstance(t, ast.Name) and t.id == "DEFECT" for t in node.targets)
-                           and isinstance(node.value, ast.Constant)), "")
-            target = TARGETS.get(name)
-            rows.append((name, f"{target.scenario} ({', '.join(target.expect)})" if target else "(no target)", defect))
+        rows = [(m.name, f"{m.scenario} ({', '.join(m.expect)})", m.defect) for m in map(get, args.names or known)]
         a = max(len(r[0]) for r in rows + [("mutant", "", "")])
         b = max(len(r[1]) for r in rows + [("", "target (invariants)", "")])
         for row in [("mutant", "target (invariants)", "what it breaks")] + rows:

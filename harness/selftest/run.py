@@ -1,10 +1,10 @@
 """The mutant self-test: every deliberately broken variant of fiskj must be caught (``fiskj-harness mutants``).
 
-For each mutant (:mod:`harness.selftest.mutants`, one module each), the
-campaign its :class:`~harness.selftest.targets.Target` names runs with the
-mutant's subject (:func:`harness.selftest.mutants.subject_for`):
-``python -m harness.selftest.subject`` with ``FISKJ_PRELOAD`` naming the
-mutant's module (and ``FISKJ_MUTANT`` its name) in the agent's environment
+For each mutant (a row of :data:`harness.selftest.mutants.MUTANTS`), the
+campaign of its target scenario runs with the mutant's subject
+(:func:`harness.selftest.mutants.subject_for`): ``python -m
+harness.selftest.subject`` with ``FISKJ_MUTANT`` naming the mutant and
+``FISKJ_PRELOAD`` the preload that applies it, in the agent's environment
 (for the race family the race agents get them), so the patch exists in the
 child processes only and the checkers judge histories without knowing
 which mutant ran.  A mutant is *caught* when a trial has an ``invalid``
@@ -28,10 +28,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from harness.names import SEED_STEP
-from harness.selftest.mutants import mutants, subject_for
-from harness.selftest.targets import TARGETS, Target
+from harness.selftest.mutants import Mutant, get, mutants, subject_for
 
-__all__ = ["MutantResult", "all_mutants", "run_mutant", "run_selftest", "render_table", "results_json"]
+__all__ = ["MutantResult", "run_mutant", "run_selftest", "render_table", "results_json"]
 
 
 @dataclass
@@ -56,37 +55,26 @@ class MutantResult:
         return asdict(self)
 
 
-def all_mutants() -> dict[str, tuple[str, str]]:
-    """Every mutant name -> (defect, family), in :data:`harness.selftest.mutants.MODULES` order."""
-    return {m.name: (m.defect, m.family) for m in mutants()}
-
-
 def _faults(schedule: list[dict[str, Any]]) -> int:
     return sum(1 for f in schedule if isinstance(f, dict) and f.get("kind", "none") != "none")
 
 
-def run_mutant(name: str, *, budget_s: float = 120.0, jobs: int | None = None, target: Target | None = None,
+def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | None = None,
                scenario_dir: str | None = None) -> MutantResult:
-    """Run the self-test of mutant ``name``; never raises for a campaign that fails to set up (see ``errors``).
+    """Run the self-test of ``mutant`` (a name, or a row run as given: another target, seed or shrink bound);
+    never raises for a campaign that fails to set up (see ``errors``); raises ``KeyError`` for an unknown name.
 
     ``budget_s``: the time after which no further round starts (the first
-    always runs).  ``jobs``: parallel trials per campaign.  ``target``:
-    overrides :data:`TARGETS`.  ``scenario_dir``: where the target's
-    scenario lives (default the bundled ``scenarios/``).
+    always runs).  ``jobs``: parallel trials per campaign.  ``scenario_dir``:
+    where the target's scenario lives (default the bundled ``scenarios/``).
     """
     from pathlib import Path
 
     from harness.campaign.campaign import Campaign
     from harness.scenario.parse import bundled_scenario_dir, load_scenario
 
-    known = all_mutants()
-    if name not in known:
-        raise KeyError(f"unknown mutant {name!r}; known: {', '.join(known)}")
-    target = target or TARGETS.get(name)
-    defect, family = known[name]
-    if target is None:
-        return MutantResult(name, defect, family, "-", False, errors=[f"no target in harness.selftest.targets for {name}"])
-    out = MutantResult(name, defect, family, target.scenario, False)
+    target = get(mutant) if isinstance(mutant, str) else mutant
+    out = MutantResult(target.name, target.defect, target.family, target.scenario, False)
     started = time.monotonic()
     try:
         path = Path(scenario_dir or bundled_scenario_dir()) / f"{target.scenario}.toml"
@@ -95,7 +83,7 @@ def run_mutant(name: str, *, budget_s: float = 120.0, jobs: int | None = None, t
         out.errors.append(f"{type(exc).__name__}: {exc}")
         return out
     base_seed = target.seed if target.seed is not None else scenario.trials.seed
-    subject = subject_for(name)
+    subject = subject_for(target.name)
     from harness.runner.trial import Runner
 
     with Runner(subject=subject) as runner:
@@ -149,7 +137,7 @@ def run_selftest(names: list[str] | None = None, *, budget_s: float = 600.0, job
     Each mutant gets an equal share of what is left when its turn comes.
     ``on_result`` is called after each mutant (for progress output).
     """
-    names = list(names) if names else list(all_mutants())
+    names = list(names) if names else [m.name for m in mutants()]
     started = time.monotonic()
     results = []
     for k, name in enumerate(names):

@@ -1,26 +1,25 @@
-"""Which campaign must catch which mutant: the data of the mutant self-test (``fiskj-harness mutants``).
+"""Which campaign must catch which bug variant of the foreign subject (subjects/node/, in its own language).
 
-One :class:`Target` per mutant of :mod:`harness.selftest.mutants`: the
-bundled scenario whose fault family targets the mutant's bug class, how
-many trials (and with which campaign seed) the self-test runs at first,
-and the invariants expected to catch it (documentation: the self-test
-reports what did catch it).  The scenarios are the bundled ones, so the
+One :class:`Target` per variant (``FISKJ_FOREIGN_BUG``, subjects/node/lib/bugs.mjs):
+the bundled scenario that catches it, how many trials (and with which
+campaign seed) tests/test_foreign_selftest.py runs, and the invariants
+expected to catch it.  The scenarios are the bundled ones, so the
 self-test proves that the suite CI runs catches every bug class it claims
-to.  A new mutant gets a module and a row here; a test keeps this table
-and the mutant modules in step.
+to.  fiskj's own mutants carry their targets in their rows
+(:data:`harness.selftest.mutants.MUTANTS`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Target", "TARGETS", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT", "JSONL_SUBJECT",
+__all__ = ["Target", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT", "JSONL_SUBJECT",
            "JSONL_TARGETS", "JSONL_NOT_CAUGHT", "JSONL_SAME_PATH"]
 
 
 @dataclass(frozen=True)
 class Target:
-    """``mutant`` is caught by a campaign of bundled ``scenario`` (a name under ``scenarios/``, e.g.
+    """Variant ``mutant`` is caught by a campaign of bundled ``scenario`` (a name under ``scenarios/``, e.g.
     ``kill-random`` or ``regressions/NAME``; ``trials`` trials, campaign ``seed``: ``None`` is the
     scenario's own) through one of ``expect``; ``shrink`` bounds the trials a shrink may run."""
 
@@ -30,87 +29,6 @@ class Target:
     expect: tuple[str, ...]
     seed: int | None = None
     shrink: int = 10
-
-
-TARGETS: dict[str, Target] = {t.mutant: t for t in (
-    # durability of appends and directories: crash states of the power-loss family (I4)
-    Target("no-fsync", "power-loss-basic", 16, ("I4",)),
-    Target("fsync-before-write", "power-loss-basic", 16, ("I4",)),
-    Target("no-dir-fsync", "power-loss-basic", 16, ("I4",)),
-    Target("store-dir-not-durable", "power-loss-basic", 16, ("I4",)),
-    # torn tails and the reader: the tail family (reader answers as I5, repairs as I4)
-    Target("torn-tail-not-cut", "tails-basic", 4, ("I4", "I5")),
-    Target("reader-tolerates-corruption", "tails-basic", 4, ("I5",)),
-    Target("reader-drops-final-record", "tails-basic", 4, ("I4", "I5")),
-    # the agent loop: kills, suspends, budgets and drift
-    Target("result-before-tool", "kill-every-event", 40, ("I6",)),
-    Target("assistant-after-tools", "chain-crash-in-pending-batch", 30, ("I2",)),
-    Target("suspend-mid-batch", "suspend-clean", 16, ("I1",)),
-    Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
-    Target("counters-in-memory", "budget-end-kill", 12, ("I6",)),
-    Target("fingerprint-ignores-model", "drift-refused", 6, ("I9",)),
-    # the bug the suite found, caught by its regression scenario (scenarios/regressions/)
-    Target("create-not-reclaimed", "regressions/regression-kill-every-event-i6-2f917387", 1, ("I6",), shrink=0),
-    # the run lock and the store under concurrency: the race family (its own verdict and I2, I4, I8, I9)
-    Target("fold-before-lock", "race-two-resumers", 9, ("race", "I2")),
-    Target("create-no-excl", "race-two-creates", 9, ("race", "I4")),
-    Target("release-before-last-append", "race-two-writers", 12, ("race", "I8")),
-    Target("lockf", "race-lock-survives-other-fds", 3, ("race",)),
-    Target("no-cloexec", "race-lock-survives-other-fds", 3, ("race",)),
-    Target("stale-lock-file", "race-holder-killed", 6, ("race",)),
-    Target("blocking-lock", "race-two-writers", 12, ("race",)),
-    Target("torn-tail-is-corrupt", "race-readers-during-appends", 6, ("race", "I5")),
-    Target("reader-locks", "race-readers-during-appends", 6, ("race",)),
-    # IO errors injected from outside: the io_error family (I4: nothing that failed is acknowledged)
-    Target("fsync-error-retried", "io-errors", 6, ("I4",)),
-    # the engine's own reading of its journal: the subject's status command as an oracle (I10)
-    Target("status-stays-suspended", "chain-crash-after-suspend", 12, ("I10",)),
-    # how a resumed run ends: status, terminal record and iteration count against the reference (I6),
-    # and no model call once the journal holds the final answer (I3)
-    Target("resume-skips-completed", "kill-every-event", 12, ("I6", "I9")),
-    Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
-    Target("recall-after-final-answer", "kill-after-answer", 30, ("I3", "I6")),
-    # a tail fault's damage is excused only until the engine appends past it (I5)
-    Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
-    # the lock is held until the writer's last fsync and close (I8)
-    Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
-    # the uninterrupted run itself ends wrong: judged as a trial, not a setup error (I5, I6)
-    Target("completed-never-written", "noop-baseline", 1, ("I6",), shrink=0),
-    Target("newline-first", "noop-baseline", 1, ("I5", "I6"), shrink=0),
-    # the resume guard ignores one fingerprint field: only a drift of that field alone shows it (I9)
-    Target("fingerprint-ignores-system", "drift-system", 4, ("I9",)),
-    Target("fingerprint-ignores-thinking", "drift-thinking", 4, ("I9",)),
-    Target("fingerprint-ignores-tools", "drift-tools", 4, ("I9",)),
-    Target("fingerprint-ignores-max-tokens", "drift-max-tokens", 4, ("I9",)),
-    Target("fingerprint-ignores-max-iterations", "drift-max-iterations", 4, ("I9",)),
-    # damage inside the journal taken for its end: the resume re-does and cuts acknowledged work
-    Target("nul-block-ends-journal", "tails-basic", 4, ("I2", "I3", "I4", "I5")),
-    # a failed write taken for done: the run completes over a hole (I4)
-    Target("write-error-swallowed", "io-errors", 4, ("I4",)),
-    # --- issue 15, class 2: payloads the workload once never produced (appended block) -------------------
-    # Records holding U+0085, an output over the record limit, signed thinking (scenarios/payload-variety.toml)
-    # and cache tokens in a run that ends on its budget (payload-cache-budget.toml), each killed at seam
-    # events: 3 trials are the kill before event 1, one sampled event and the kill after the last one; seed 3
-    # samples event 23 of payload-variety (mid-run: a resume re-reads U+0085, reruns the over-limit tool and
-    # sends thinking back); the last event of payload-cache-budget resumes a run ended on its budget.
-    Target("reader-splits-unicode-lines", "payload-variety", 3, ("I2", "I3", "I10"), seed=3, shrink=0),
-    Target("resume-writer-no-record-limit", "payload-variety", 3, ("I4", "I5", "I6", "I8"), seed=3, shrink=0),
-    Target("thinking-signature-dropped", "payload-variety", 3, ("I6",), seed=3, shrink=0),
-    Target("cache-counters-not-folded", "payload-cache-budget", 3, ("I6",), shrink=0),
-    # a run with thinking on (scenarios/thinking-kill.toml), killed inside a tool loop: the resume must send
-    # the turn in flight with its thinking block first, or the Messages API refuses it (HTTP 400)
-    Target("thinking-stripped-on-resume", "thinking-kill", 4, ("I6",), shrink=0),
-    # a crash after the final answer was journaled, before its terminal record: the resume must print it
-    Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",), shrink=0),
-    # a torn-tail repair that cuts an acknowledged line too: I4 names the loss (power loss: lost_by_recovery)
-    Target("torn-tail-overcut", "tails-basic", 4, ("I4",), shrink=0),
-    # a reply cut off by max_tokens ends the run with error; a resume (after a crash, or after the end) must not
-    # run its tool call: the resume after the end shows it in every trial
-    Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",), shrink=0),
-    # fisk-ai resumes every run that is not completed: refusing one that ended with error is I9 refused_resumable
-    Target("ended-leg-not-resumable", "max-tokens-kill", 4, ("I9",), shrink=0),
-    # --- end of the issue 15 block ------------------------------------------------------------------------
-)}
 
 
 #: The foreign subject (subjects/node/, no code of ours inside) and its bug variants

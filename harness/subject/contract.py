@@ -15,8 +15,8 @@ format (docs/spec.md section 1).  The environment of every leg is built by
 
 The default subject is the reference implementation:
 ``[sys.executable, "-m", "fiskj"]``.  The mutant subject,
-``python -m harness.selftest.subject``, is fiskj with the module named in
-``$FISKJ_PRELOAD`` imported first (:mod:`harness.subject.preload`).
+``python -m harness.selftest.subject``, is fiskj with the preload named in
+``$FISKJ_PRELOAD`` loaded first (:mod:`harness.subject.preload`).
 Either may be forked from a pre-imported interpreter instead of started
 afresh (:mod:`harness.subject.forkserver`; :func:`fork_server_enabled`
 says when).
@@ -410,7 +410,7 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 def fork_server_enabled(subject: Subject, environ: Mapping[str, str] | None = None) -> bool:
     """True when legs of ``subject`` may be forked from a :class:`harness.subject.forkserver.ForkServer`.
 
-    A forked leg imports the module named in ``$FISKJ_PRELOAD`` (if any),
+    A forked leg loads the preload named in ``$FISKJ_PRELOAD`` (if any),
     then runs :func:`fiskj.cli.main`: exactly what the mutant subject
     (``python -m harness.selftest.subject``) does, and what the reference
     (``python -m fiskj``) does when no preload is named.  So only those two,

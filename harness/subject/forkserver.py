@@ -6,7 +6,7 @@ subject (:func:`harness.subject.contract.fork_server_enabled`) the harness
 uses a :class:`ForkServer` instead: a Python process that has imported
 fiskj once and forks one leg at a time (``os.fork``; the child takes the
 leg's argv, environment and stdio, re-reads the IO-seam variables with
-:func:`fiskj.ioseam.configure`, imports the leg's preload by name
+:func:`fiskj.ioseam.configure`, loads the leg's preload by name
 (``$FISKJ_PRELOAD``, :func:`harness.subject.preload.load_preload`), calls
 :func:`fiskj.cli.main` and exits).  The forked leg sees the same argv,
 environment, files and exit status as a fresh ``python -m fiskj`` (or

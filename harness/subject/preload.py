@@ -1,14 +1,18 @@
-"""A leg's preload: the module named in ``$FISKJ_PRELOAD``, imported by name before the agent starts.
+"""A leg's preload: the module named in ``$FISKJ_PRELOAD``, imported by name and its hook called before the agent starts.
 
 The one mechanism by which a child process of the harness is changed
 before it runs: the mutant subject (``python -m harness.selftest.subject``),
-a leg forked by the fork server (:mod:`harness.subject.forkserver`) and a
-race agent (:mod:`harness.families.race.agent`) each call :func:`load_preload`
-first.  The module does its work on import (a mutant of
-:mod:`harness.selftest.mutants` patches fiskj there), so it exists in that
-child only, never in the harness.  Nothing here knows which modules exist:
-the name comes from the leg's environment (:meth:`harness.subject.contract.Subject.env`,
-from the subject's ``FISKJ_PRELOAD=module`` variable).
+a leg forked by the fork server (:mod:`harness.subject.forkserver`), a
+family's reader or recovery child and a race agent
+(:mod:`harness.families.race.agent`) each call :func:`load_preload` first.
+It imports the module and calls its ``preload(environ)`` with the child's
+environment: the mutants' table (:mod:`harness.selftest.mutants`) applies
+there the mutant named in ``$FISKJ_MUTANT``, explicitly, in that child
+only, never in the harness.  Importing a preload module does nothing of
+itself; its hook does the work.
+Nothing here knows which modules exist: the name comes from the leg's
+environment (:meth:`harness.subject.contract.Subject.env`, from the
+subject's ``FISKJ_PRELOAD=module`` variable).
 """
 
 from __future__ import annotations
@@ -28,12 +32,18 @@ def preload_name(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 def load_preload(environ: Mapping[str, str] | None = None) -> str | None:
-    """Import the module named in ``$FISKJ_PRELOAD`` (if any) and return its name.
+    """Import the module named in ``$FISKJ_PRELOAD`` (if any), call its ``preload(environ)`` and return its name.
 
-    Raises ``ImportError`` when there is no such module (a leg must not run
-    without the preload it was given).
+    ``environ`` defaults to ``os.environ``.  Raises ``ImportError`` when
+    there is no such module or it has no ``preload`` function (a leg must
+    not run without the preload it was given), and whatever the hook raises
+    (the mutants' table: ``KeyError`` for a mutant name it does not know).
     """
-    name = preload_name(environ)
+    env = os.environ if environ is None else environ
+    name = preload_name(env)
     if name is not None:
-        importlib.import_module(name)
+        hook = getattr(importlib.import_module(name), "preload", None)
+        if not callable(hook):
+            raise ImportError(f"{PRELOAD_ENV}={name}: the module has no preload(environ) function", name=name)
+        hook(env)
     return name

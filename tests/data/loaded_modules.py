@@ -3,4 +3,6 @@
 import json
 import sys
 
-print(json.dumps(sorted(name for name in sys.modules if name != __name__)), flush=True)
+
+def preload(environ):
+    print(json.dumps(sorted(name for name in sys.modules if name != __name__)), flush=True)

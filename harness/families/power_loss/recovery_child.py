@@ -16,8 +16,8 @@ folder::
 It runs with the subject's environment, forked from the fork server
 (:meth:`harness.runner.leg.LegStarter.run_module`) or started afresh, so a
 mutant's preload (``$FISKJ_PRELOAD``) applies here and only here.  It
-imports fiskj and nothing of the harness but the preload loader, so a
-forked child starts in a few milliseconds.  Exit 2 on a usage error.
+imports fiskj and nothing of the harness but the preload loader (and the
+preload), so a forked child starts in a few milliseconds.  Exit 2 on a usage error.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """A race agent: one scripted fiskj store client that the race nemesis drives through pipes.
 
 Run as ``python3 -m harness.families.race.agent`` (the race driver starts it).
-It first imports the module named in ``$FISKJ_PRELOAD``, if any
-(:func:`harness.subject.preload.load_preload`: a mutant module of the
-self-test patches fiskj on import, in this process only); ``$FISKJ_MUTANT``
-is only the name it reports.  It reads one JSON command per line on standard input and answers
+It first loads the preload named in ``$FISKJ_PRELOAD``, if any
+(:func:`harness.subject.preload.load_preload`: the self-test's preload
+applies the mutant ``$FISKJ_MUTANT`` names, in this process only);
+``$FISKJ_MUTANT`` is also the name it reports.  It reads one JSON command per line on standard input and answers
 each with one JSON line on standard output; it never sleeps to order
 anything.  Lines it writes:
 
@@ -407,7 +407,7 @@ class Agent(SequencePoints):
 
 
 def main() -> None:
-    """Import ``$FISKJ_PRELOAD`` (if set), then serve commands until standard input closes.
+    """Load the preload ``$FISKJ_PRELOAD`` names (if set), then serve commands until standard input closes.
 
     The ``ready`` line names the mutant: ``$FISKJ_MUTANT``, else the preload.
     """

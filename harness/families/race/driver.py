@@ -24,7 +24,7 @@ from time import monotonic_ns as mono
 from typing import Any, Callable
 
 from harness.families.race.catalog import AT_ONCE_MS, AT_ONCE_TIMEOUT_S
-from harness.names import MUTANT_ENV, MUTANTS_PACKAGE, PRELOAD_ENV
+from harness.names import MUTANT_ENV, MUTANT_PRELOAD, PRELOAD_ENV
 from harness.runner.leg import LegStarter
 from harness.runner.process import sigkill
 
@@ -200,8 +200,8 @@ class RaceDriver:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")}
         if mutant:
             env[MUTANT_ENV] = mutant
-            # the module the agent imports to apply it (docs/architecture.md "Self-test": one module per mutant)
-            env[PRELOAD_ENV] = preload or f"{MUTANTS_PACKAGE}.{mutant.replace('-', '_')}"
+            # the preload that applies it in the agent (the mutants' table: harness.selftest.mutants.preload)
+            env[PRELOAD_ENV] = preload or MUTANT_PRELOAD
         root = str(Path(__file__).resolve().parents[2])  # the checkout: harness/races/driver.py
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.env = env

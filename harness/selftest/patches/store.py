@@ -1,0 +1,167 @@
+"""Patches of the store's and the journal's writes: fsync, directories, framing, record limits, create
+(docs/spec.md sections 3, 6, 9 and 11)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fiskj import encode, ioseam
+from fiskj import store as st
+from fiskj.errors import RunExists, RunLocked
+from fiskj.journal import Journal
+from fiskj.records import AssistantRecord
+
+from harness.selftest.patches import wrap
+
+__all__ = ["unsynced_appends", "no_dir_fsync", "store_dir_not_durable", "retry_failed_fsync",
+           "swallow_write_errors", "newline_first", "create_not_reclaimed", "create_without_excl",
+           "resume_writer_no_record_limit", "drop_thinking_signatures"]
+
+
+def unsynced_appends(fsync_first: bool = False) -> None:
+    """``Journal._write_line`` writes the line and returns with it unsynced; with ``fsync_first`` an fsync comes
+    before the write (and syncs none of the line).  Failures are the write's; the store directory's fsync on
+    a new journal's first append stays."""
+
+    def _write_line(self: Any, line: bytes, seq: int) -> None:
+        try:
+            if fsync_first:
+                ioseam.fsync(self._fd)
+            written = ioseam.write(self._fd, line)
+        except OSError as exc:
+            raise self._fail("write", seq, exc) from None
+        if written != len(line):
+            raise self._fail("write", seq, OSError(0, "short write"))
+        if self._sync_dir:
+            ioseam.fsync_dir(self.directory)
+            self._sync_dir = False
+
+    Journal._write_line = _write_line
+
+
+def no_dir_fsync() -> None:
+    """A new ``Journal`` never fsyncs its store directory on its first append (section 9, rule 2)."""
+
+    @wrap(Journal, "__init__")
+    def __init__(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._sync_dir = False
+
+
+def store_dir_not_durable() -> None:
+    """``FileStore._ensure_dir`` makes missing store directories (``mkdir -p``) without fsyncing their parents
+    (defect 4: section 9, rule 3)."""
+
+    def _ensure_dir(self: Any, run_id: str) -> None:
+        missing, d = [], self.directory
+        while not os.path.lexists(d):
+            missing.append(d)
+            d = os.path.dirname(d)
+        for d in reversed(missing):
+            try:
+                ioseam.mkdir(d, 0o700)
+            except FileExistsError:
+                pass
+        self._check_dir(run_id)
+
+    st.FileStore._ensure_dir = _ensure_dir
+
+
+def retry_failed_fsync() -> None:
+    """``Journal._write_line`` retries a failed fsync up to three times and returns as if it had succeeded (on
+    Linux a retried fsync after EIO can succeed with the dirty pages gone: section 9, rule 5)."""
+
+    def _write_line(self: Any, line: bytes, seq: int) -> None:
+        fd = self._fd
+        ioseam.write(fd, line)
+        for _ in range(3):
+            try:
+                ioseam.fsync(fd)
+                break
+            except OSError:
+                continue
+        if self._sync_dir:
+            ioseam.fsync_dir(self.directory)
+            self._sync_dir = False
+
+    Journal._write_line = _write_line
+
+
+def swallow_write_errors() -> None:
+    """``ioseam.write`` answers a failed write (ENOSPC, EIO) as if all of it was written (the journal calls it
+    through the module, so the patch reaches it)."""
+
+    @wrap(ioseam, "write")
+    def write(original: Any, fd: int, data: bytes) -> int:
+        try:
+            return original(fd, data)
+        except OSError:
+            return len(data)
+
+
+def newline_first() -> None:
+    """``Journal._write_line`` frames each record after the first as ``"\\n" + record``: the last line never
+    ends in its newline, so every reader takes the last record for a torn tail."""
+
+    @wrap(Journal, "_write_line")
+    def _write_line(original: Any, self: Any, line: bytes, seq: int) -> Any:
+        return original(self, (b"\n" if self._size else b"") + line[:-1], seq)
+
+
+def create_not_reclaimed() -> None:
+    """``store._never_created`` is always false: a journal left empty by a crashed create is refused as an
+    existing run instead of reclaimed under the run lock (``RunNeverCreated``)."""
+    st._never_created = lambda jpath, run_id: False
+
+
+def create_without_excl() -> None:
+    """``FileStore.create`` checks that the journal does not exist, then opens it without ``O_EXCL`` (defect 3:
+    section 11): two creators can both pass the check."""
+
+    def create(self: Any, run_id: str, meta: Any) -> Journal:
+        st.validate_run_id(run_id)
+        jpath = st.journal_path(self.directory, run_id)
+        if os.path.lexists(jpath):
+            raise RunExists(f"run {run_id} already exists", path=jpath, run_id=run_id)
+        self._ensure_dir(run_id)
+        try:
+            lock = st.acquire(st.lock_path(self.directory, run_id), run_id)
+        except RunLocked:
+            raise RunExists(f"run {run_id} already exists: another process holds it", path=jpath,
+                            run_id=run_id) from None
+        fd = ioseam.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        journal = Journal(run_id=run_id, path=jpath, directory=self.directory, fd=fd, lock=lock,
+                          folder=None, size=0, new=True)
+        journal.append(meta)
+        return journal
+
+    st.FileStore.create = create
+
+
+def resume_writer_no_record_limit() -> None:
+    """Once ``FileStore.open`` opened a run (a resume), ``encode.MAX_RECORD_BYTES`` is 2**62: the writer refuses
+    no record and ``fit_tool_result`` cuts no tool output, so a record larger than any reader accepts is
+    journaled.  (With no limit in a fresh leg too, the self-test's own uninterrupted run, which the runner
+    must read, fails before any trial.)"""
+
+    @wrap(st.FileStore, "open")
+    def open_(original: Any, self: Any, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        journal = original(self, run_id, *args, **kwargs)
+        encode.MAX_RECORD_BYTES = 1 << 62
+        return journal
+
+
+def drop_thinking_signatures() -> None:
+    """``encode._payload`` writes an assistant record's thinking blocks without their ``signature`` (the live
+    leg keeps the blocks it received; a resume sends them back unsigned, which the Messages API refuses)."""
+
+    @wrap(encode, "_payload")
+    def _payload(original: Any, record: Any) -> Any:
+        out = original(record)
+        content = out["message"].get("content") if isinstance(record, AssistantRecord) else None
+        if isinstance(content, list):
+            out["message"] = {**out["message"], "content": [
+                {k: v for k, v in b.items() if k != "signature"} if isinstance(b, dict) and b.get("type") == "thinking"
+                else b for b in content]}
+        return out
