@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from harness.cli.main import _gate_scenarios, main, subject_of
-from harness.campaign.gate import _round_size, _Track, counted_rounds, fixed_plan, gate_report, run_gate
+from harness.campaign.gate import gate_report, run_gate
 from harness.report.results_dir import write_json
 from harness.scenario.parse import bundled_scenarios, load_scenario, parse_scenario, regression_scenarios
 
