@@ -384,7 +384,8 @@ class Campaign:
                 # 2. plans (pure; hypothesis draws: main thread only): draw 0 of each, the rest as they are due
                 stream = TrialStream([run for run in runs if not interrupt.requested()],
                                      lambda run, seed: self._draw(run, seed, runner), shard=self.shard,
-                                     seed_stream=self.seed_stream, max_draws=self.max_draws, on_round=self.on_round)
+                                     seed_stream=self.seed_stream, max_draws=self.max_draws, on_round=self.on_round,
+                                     fixed=lambda run: run.family.fixed_plan(run.scenario))
                 errors += [run.error for run in runs if run.error is not None]
                 # 3. trials, round by round, while the deadline allows (harness.campaign.stream)
                 results = uninterrupted + self._trials(pool, stream, runner, errors, list(futures), spare)

@@ -83,10 +83,12 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
     fake clock).
     """
     started = clock()
+    starts: list[float] = []  # when each round started, seconds by ``clock`` from the start
 
     def said(k: int, live: int) -> None:
+        starts.append(clock() - started)
         if progress is not None:
-            progress(f"round {k}: {live} scenario(s) in the stream, {clock() - started:.1f} of {budget_s:.0f} s")
+            progress(f"round {k}: {live} scenario(s) in the stream, {starts[-1]:.1f} of {budget_s:.0f} s")
 
     with Runner(subject=subject) as runner:
         campaign = Campaign(scenarios, jobs=jobs, runner=runner, shard=shard, seed=seed, shrink_budget=shrink_budget,
@@ -99,7 +101,13 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
                                     subject=runner.subject)
             result.interrupted = {"signal": interrupt.signal_name(exc.signum), "planned": 0,  # type: ignore[attr-defined]
                                   "done": 0}
+    finished = clock() - started
     log = _round_log(result, campaign.stream.waiting() if campaign.stream is not None else 0)
+    for row in log:  # a round's seconds: from its start to the next one's (the last: to the end)
+        k = row["round"]
+        end = starts[k + 1] if k + 1 < len(starts) else finished
+        row["started_s"] = round(starts[k], 3) if k < len(starts) else None
+        row["seconds"] = round(max(end - (starts[k] if k < len(starts) else end), 0.0), 3)
     if getattr(result, "interrupted", None):
         result.interrupted["round"] = len(log)  # type: ignore[attr-defined]
     ran = {r.scenario.name: r for r in result.scenarios}
@@ -110,7 +118,8 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
 def _round_log(result: CampaignResult, waiting: int) -> list[dict[str, Any]]:
     """One row per round that judged a trial: ``kind`` (``counted``: every trial from its scenario's draw 0;
     ``fresh``: some from a fresh seed), ``seeds``, ``scenarios``, ``trials``, ``fresh_trials`` and
-    ``not_started`` (the last round: scenarios still in the stream that the deadline left without its trial)."""
+    ``not_started`` (the last round: scenarios still in the stream that the deadline left without its trial);
+    :func:`run_gate` adds ``started_s`` and ``seconds``."""
     first = {r.scenario.name: (r.seeds[0] if r.seeds else r.seed) for r in result.scenarios}
     rows: dict[int, dict[str, Any]] = {}
     for t in result.trials:
@@ -247,17 +256,18 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
            line[:1].upper() + line[1:] + ".", ""]
     log = gate.get("round_log") or []
     if log:
-        out += ["| round | kind | seeds | scenarios | trials | not started |", "|---:|---|---|---:|---:|---:|"]
+        out += ["| round | kind | seeds | scenarios | trials | not started | seconds |",
+                "|---:|---|---|---:|---:|---:|---:|"]
         half = MARKDOWN_ROUNDS // 2
         shown = log if len(log) <= MARKDOWN_ROUNDS else log[:half] + log[-half:]
         for i, row in enumerate(shown):
             if len(log) > MARKDOWN_ROUNDS and i == half:
                 out.append(f"| ... | | {len(log) - MARKDOWN_ROUNDS} more round(s) (the JSON report lists every one) "
-                           "| | | |")
+                           "| | | | |")
             seeds = row.get("seeds") or []
             text = ", ".join(str(s) for s in seeds[:3]) + (", ..." if len(seeds) > 3 else "")
             out.append(f"| {row['round']} | {row['kind']} | {text} | {row['scenarios']} | {row['trials']} | "
-                       f"{row['not_started']} |")
+                       f"{row['not_started']} | {row.get('seconds', 0):.1f} |")
         out.append("")
     out += ["| scenario | trials | rounds | draws | seeds | invalid | unknown | seconds | ended |",
             "|---|---:|---:|---:|---|---:|---:|---:|---|"]

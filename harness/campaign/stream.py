@@ -11,12 +11,16 @@ A scenario's trials come from *draws*: draw ``j`` is its family's plan
 drawn with seed ``seed + j * SEED_STEP`` (:data:`harness.names.SEED_STEP`;
 ``seed`` is the campaign's, else the scenario's ``trials.seed``).  Draw 0
 is made when the stream is built.  With ``seed_stream`` (the CI gate), a
-scenario whose draw is spent draws the next one; a draw keeps only the
-trials no earlier draw of the scenario planned, compared by content
-(:func:`trial_content`), so a redrawn exhaustive plan brings nothing and a
-seeded sample brings new crash states, cuts or schedules.  A scenario whose
-:data:`SPENT_AFTER` draws in a row bring nothing new is *spent* and leaves
-the stream.  Without ``seed_stream`` a scenario leaves it when draw 0 is
+scenario whose draw is spent draws the next one.  A *fixed* plan (one
+that does not grow with the count: :meth:`harness.families.base.Family.fixed_plan`,
+e.g. every crash point of a run, an explicit schedule, crash states, tail
+mutations) keeps only the trials no earlier draw of the scenario planned,
+compared by content (:func:`trial_content`), so a redrawn exhaustive plan
+brings nothing and a seeded sample brings new crash states, cuts or crash
+points; a scenario whose :data:`SPENT_AFTER` draws in a row bring nothing
+new is *spent* and leaves the stream.  A growing plan (hypothesis-drawn
+schedules, timed faults, races) is run as drawn: its repeats land at other
+moments.  Without ``seed_stream`` a scenario leaves it when draw 0 is
 spent.  A shard ``(i, n)`` keeps positions ``i, i + n, ...`` of every draw
 (:func:`harness.campaign.shard.shard_positions`); the draws do not depend
 on what ran, so shards of a gate are disjoint.
@@ -107,7 +111,8 @@ class TrialStream:
 
     ``draw(run, seed)`` -> the scenario's plan drawn with ``seed`` (a list of :class:`Planned`; it may raise
     ``ValueError`` or :class:`harness.errors.SetupError`, which becomes the scenario's ``error``: it leaves
-    the stream and its error is in :attr:`errors`).  ``shard``: ``(i, n)`` or ``None``.  ``seed_stream``:
+    the stream and its error is in :attr:`errors`).  ``fixed(run)``: whether its plan is fixed (a fresh draw
+    keeps only new trials; default: every plan).  ``shard``: ``(i, n)`` or ``None``.  ``seed_stream``:
     draw again from a fresh seed when a draw is spent; ``max_draws``: at most that many draws per
     scenario (``None``: no bound).  ``on_round(k, live)``: called when round ``k`` starts, with the number
     of scenarios still in the stream.  Draw 0 of every run without ``error`` or ``skipped`` is made here.
@@ -118,11 +123,12 @@ class TrialStream:
 
     def __init__(self, runs: list[ScenarioRun], draw: Callable[[ScenarioRun, int], list[Planned]], *,
                  shard: tuple[int, int] | None = None, seed_stream: bool = False, max_draws: int | None = None,
-                 on_round: Callable[[int, int], None] | None = None) -> None:
+                 on_round: Callable[[int, int], None] | None = None,
+                 fixed: Callable[[ScenarioRun], bool] = lambda run: True) -> None:
         if max_draws is not None and max_draws < 1:
             raise ValueError(f"max_draws must be at least 1, got {max_draws!r}")
         self._draw, self.shard, self.seed_stream, self.max_draws = draw, shard, seed_stream, max_draws
-        self.on_round = on_round
+        self.on_round, self._fixed = on_round, fixed
         self.errors: list[str] = []
         self.round = 0
         self._announced = -1
@@ -197,12 +203,10 @@ class TrialStream:
                 return
             run.seeds.append(seed)
             fresh = drawn
-            if j:
+            if self.seed_stream and self._fixed(run):
                 keys = [trial_content(p) for p in drawn]
-                fresh = [p for p, key in zip(drawn, keys) if key not in lane.seen]
+                fresh = [p for p, key in zip(drawn, keys) if key not in lane.seen] if j else drawn
                 lane.seen.update(keys)
-            elif self.seed_stream:
-                lane.seen.update(trial_content(p) for p in drawn)
             run.plan += fresh
             lane.empty = 0 if fresh else lane.empty + 1
             if lane.empty >= SPENT_AFTER:

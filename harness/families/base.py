@@ -92,6 +92,10 @@ class Family(Protocol):
     def needs_reference(self, scenario: Scenario) -> bool:
         """Whether :meth:`plan` needs the scenario's uninterrupted run."""
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Whether the plan is the same whatever the trial count and (but for seeded samples) the seed: a fresh
+        draw of it keeps only trials no earlier draw planned (:mod:`harness.campaign.stream`)."""
+
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject``, one line each (the campaign says so before it starts)."""
 
@@ -118,7 +122,8 @@ class Family(Protocol):
 
 class FamilyBase:
     """The defaults of :class:`Family` a family inherits and overrides where it differs: no cross-key rule,
-    nothing it cannot do for any subject, a reference run needed, no shrinking.  Subclasses set ``name``, ``modes``, ``Params`` and
+    nothing it cannot do for any subject, a plan that grows with the trial count unless the scenario gives
+    a schedule, a reference run needed, no shrinking.  Subclasses set ``name``, ``modes``, ``Params`` and
     implement :meth:`plan` and :meth:`open`."""
 
     resumes = False
@@ -136,6 +141,9 @@ class FamilyBase:
 
     def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         return None
+
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        return scenario.faults.schedule is not None
 
     def needs_reference(self, scenario: Scenario) -> bool:
         return True

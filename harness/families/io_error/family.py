@@ -68,6 +68,9 @@ class IoErrorFamily(FamilyBase):
 
 
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        return self.params(scenario).max_points > 0 or scenario.faults.schedule is not None
+
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:

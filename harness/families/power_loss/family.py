@@ -120,6 +120,10 @@ class PowerLossFamily(FamilyBase):
         return ReferenceRun(reference=reference.reference, history=history, events=len(last.trace),
                             duration_ms=(last.t_end - last.t_start) / 1e6)
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Its crash states are a function of the seed (the count only sizes the tiers)."""
+        return True
+
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         params = self.params(scenario, count, seed)

@@ -60,6 +60,14 @@ class SignalsFamily(FamilyBase):
 
 
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Its plan does not grow with the trial count: an explicit schedule, or one crash (suspend) point per
+        event."""
+        params = self.params(scenario)
+        return scenario.faults.schedule is not None or (
+            params.legs == 1 and ((scenario.faults.family == "kill" and params.kill_points == "events")
+                                  or (scenario.faults.family == "suspend" and params.suspend_points == "events")))
+
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:

@@ -111,6 +111,10 @@ class TailFamily(FamilyBase):
 
 
 
+    def fixed_plan(self, scenario: Scenario) -> bool:
+        """Its trials are a function of the seed (the count only caps resumes; ``--trials`` bounds them all)."""
+        return True
+
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject`` (said before the campaign starts)."""
         if fiskj_based(subject):
