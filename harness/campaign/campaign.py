@@ -216,8 +216,7 @@ class Campaign:
                 self._executors[id(run)] = ex
             return ex
 
-    def _judge(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int,
-               round: int | None = None) -> TrialResult:
+    def _judge(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int) -> TrialResult:
         """Run one planned trial through its family's executor and judge its history with the checkers."""
         scenario = run.scenario
         t = time.monotonic()
@@ -234,7 +233,7 @@ class Campaign:
                              elapsed_s=time.monotonic() - t,
                              reproduce=reproduce_command(scenario, planned.seed, schedule, runner.subject),
                              invariants=invariants, faults=ran.faults, family=run.family.name,
-                             probes=tuple(sorted({p["probe"] for p in ran.history.probes})), round=round)
+                             probes=tuple(sorted({p["probe"] for p in ran.history.probes})))
         if not (result.failed or result.unknown or self.keep_histories):  # results folder: keep undecided ones too
             result.history = None
         return result
@@ -276,15 +275,14 @@ class Campaign:
                 nxt = stream.next()
                 if nxt is None:
                     break
-                running[pool.submit(self._judge, nxt.run, nxt.planned, runner, len(slots), nxt.round)] = \
-                    (nxt, len(slots))
+                running[pool.submit(self._judge, nxt.run, nxt.planned, runner, len(slots))] = (nxt, len(slots))
                 slots.append(None)
             fut = next(interrupt.as_done(list(running)), None) if running else None
             if fut is None:
                 break
             nxt, i = running.pop(fut)
             try:
-                slots[i] = fut.result()
+                slots[i] = replace(fut.result(), round=nxt.round)
             except CancelledError:
                 pass
             except SetupError as exc:
