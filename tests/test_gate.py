@@ -10,7 +10,8 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from harness.cli.main import _gate_scenarios, main, subject_of
-from harness.campaign.gate import gate_report, run_gate
+from harness.campaign.gate import gate_report, render_gate_markdown, run_gate
+from harness.cli.resolve import resolve_scenarios
 from harness.campaign.result import ScenarioRun
 from harness.campaign.stream import TrialStream
 from harness.families.base import Planned
@@ -299,3 +300,44 @@ def test_a_violation_found_by_a_fresh_draw_replays_from_the_report(tmp_path, mon
     assert [(r["seed"], r["schedule"]) for r in again["runs"]] == [(2001, late[0]["schedule"])]
     assert {v["invariant"] for v in again["violations"]} == {v["invariant"] for v in late if v["trial"] ==
                                                              late[0]["trial"]}
+
+
+class _TrialClock:
+    """A fake clock for the gate's deadline that advances ``step`` seconds at each reading: the gate reads it
+    at its start, as each round starts and before each trial it starts after round 0, so where the deadline
+    comes is a count of trials, whatever the machine's speed."""
+
+    def __init__(self, step):
+        self.step, self.reads = step, 0
+
+    def __call__(self):
+        self.reads += 1
+        return (self.reads - 1) * self.step
+
+
+@pytest.mark.slow
+def test_a_60_s_gate_over_the_bundled_scenarios_runs_every_one_twice_before_any_gets_a_tenth_trial(tmp_path):
+    scenarios = resolve_scenarios([str(p) for p in bundled_scenarios()])
+    n = len(scenarios)
+    clock = _TrialClock(60 / (n + 5))            # the deadline comes a few trials into round 2
+    gate = run_gate(scenarios, budget_s=60, jobs=2, clock=clock, skip_unsupported=True)
+    report = gate_report(gate, None)
+    assert not gate.result.errors
+    per = {row["scenario"]: row["trials"] for row in report["gate"]["plan"]}
+    assert set(per) == {s.name for s in scenarios} and min(per.values()) >= 2, per
+    assert max(per.values()) - min(per.values()) <= 1                      # no scenario ran ahead of the others
+    runs = sorted(report["runs"], key=lambda r: r["trial"])                 # in the order they started
+    second = {r["scenario"]: r["trial"] for r in runs if r["round"] == 1}
+    tenth = min((r["trial"] for r in runs if r["round"] >= 9), default=len(runs))
+    assert set(second) == set(per) and max(second.values()) < tenth
+    for name in per:                                                        # each scenario's k-th trial in round k
+        assert [r["round"] for r in runs if r["scenario"] == name] == list(range(per[name]))
+    # the summary shows it: rounds 0 and 1 each gave every scenario a trial, the budget and the seeds
+    log = report["gate"]["round_log"]
+    assert [row["scenarios"] for row in log[:2]] == [n, n] and len(log) == 3 and log[2]["not_started"] > 0
+    lines = render_gate_markdown(report).splitlines()
+    rows = [line.split(" | ") for line in lines if line.startswith(("| 0 | counted |", "| 1 | counted |"))]
+    assert [row[3:5] for row in rows] == [[str(n), str(n)]] * 2              # scenarios, trials of rounds 0, 1
+    assert "Budget 60 s, 3 round(s)." in lines
+    for name, trials in per.items():                                        # trials, rounds, draws per scenario
+        assert any(line.startswith(f"| {name} | {trials} | {trials} | 1 | ") for line in lines), name

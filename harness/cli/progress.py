@@ -1,10 +1,10 @@
 """The progress of a campaign on stderr: a line rewritten in place on a terminal, a status line elsewhere.
 
-``fiskj-harness run`` (and ``gate``, per round) passes a :class:`Progress` to
+``fiskj-harness run`` (and ``gate``) passes a :class:`Progress` to
 the campaign as its ``progress(done, total, failing)`` callback.  The total
 is the number of trials planned, known before the first trial starts and
 never changed while the trials run (the shrink that may follow is not
-counted).
+counted), but in a gate, where it grows with each fresh draw.
 
 * On a terminal: ``  37/200 trials  0 failing  4.1 trials/s  ETA 40 s``,
   rewritten in place at each trial's end; the last one says ``done in``.
@@ -70,11 +70,13 @@ class Progress:
 
     def __call__(self, done: int, total: int, failing: int) -> None:
         """Record the campaign's state: ``done`` of ``total`` trials ended, ``failing`` of them failed.  A call with
-        ``done`` 0 starts a new count (a campaign, a gate round): its total is the one shown until the end."""
+        ``done`` 0 starts a new count (a campaign): its total is the one shown until the end, or a larger one
+        (a gate's trial stream plans more as its scenarios draw from fresh seeds)."""
         with self._lock:
             now = self.clock()
             if done == 0 or self.started is None:
                 self.started, self.total, self._last_status = now, int(total), now
+            self.total = max(self.total, int(total))  # a gate's fresh draws plan more as it goes
             self.done, self.failing = int(done), int(failing)
             if self.tty:
                 end = "\n" if self.total and self.done >= self.total else ""
