@@ -282,7 +282,7 @@ class Campaign:
                 break
             nxt, i = running.pop(fut)
             try:
-                slots[i] = replace(fut.result(), round=nxt.round)
+                slots[i] = replace(fut.result(), round=nxt.round, draw=nxt.draw)
             except CancelledError:
                 pass
             except SetupError as exc:

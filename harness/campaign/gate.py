@@ -120,7 +120,6 @@ def _round_log(result: CampaignResult, waiting: int) -> list[dict[str, Any]]:
     ``fresh``: some from a fresh seed), ``seeds``, ``scenarios``, ``trials``, ``fresh_trials`` and
     ``not_started`` (the last round: scenarios still in the stream that the deadline left without its trial);
     :func:`run_gate` adds ``started_s`` and ``seconds``."""
-    first = {r.scenario.name: (r.seeds[0] if r.seeds else r.seed) for r in result.scenarios}
     rows: dict[int, dict[str, Any]] = {}
     for t in result.trials:
         if t.round is None:
@@ -130,7 +129,7 @@ def _round_log(result: CampaignResult, waiting: int) -> list[dict[str, Any]]:
         row["seeds"].add(t.seed)
         row["scenarios"].add(t.scenario)
         row["trials"] += 1
-        if t.seed != first.get(t.scenario):
+        if t.draw:
             row["fresh_trials"] += 1
             row["kind"] = "fresh"
     log = [dict(row, seeds=sorted(row["seeds"]), scenarios=len(row["scenarios"])) for _, row in sorted(rows.items())]
@@ -155,13 +154,13 @@ def _plan_row(scenario: Scenario, run: ScenarioRun | None, result: CampaignResul
             "complete": len(seeds) > 1 or ended in ("plan", "spent", "draws"),
             "error": run.error if run is not None else None, "rounds": len(rounds),
             "last_round": rounds[-1] if rounds else None, "draws": len(seeds), "seeds": seeds,
-            "fresh_trials": sum(1 for t in mine if seeds and t.seed != seeds[0] and t.round is not None),
+            "fresh_trials": sum(1 for t in mine if t.draw),
             "ended": ended}
 
 
 def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
     """The JSON report of a gate: the campaign report plus ``gate`` (budget, rounds, ``round_log``, seed rule,
-    shard, per-scenario ``plan``), and each ``runs`` row's ``round``.
+    shard, per-scenario ``plan``), and each ``runs`` row's ``round`` and ``draw``.
 
     Every scenario appears under ``scenarios``, also one that ran no trial
     within the budget (``trials`` 0, each checked invariant with ``checked``
@@ -171,10 +170,10 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
     from harness.report.report import campaign_report
 
     report = campaign_report(gate.result, report_path)
-    rounds = {t.index: t.round for t in gate.result.trials if t.round is not None}
+    streamed = {t.index: t for t in gate.result.trials if t.round is not None}
     for row in report.get("runs", []):
-        if row.get("trial") in rounds:
-            row["round"] = rounds[row["trial"]]
+        if row.get("trial") in streamed:
+            row["round"], row["draw"] = streamed[row["trial"]].round, streamed[row["trial"]].draw
     for row in gate.plan:
         sc = report["scenarios"].setdefault(row["scenario"], {"trials": 0, "invalid_trials": 0, "unknown_trials": 0,
                                                              "duration_s": 0.0, "invariants": {}})

@@ -28,7 +28,8 @@ class TrialResult:
     result, the index of the trial it shrank; ``elapsed_s``: wall time;
     ``family``: the fault family that ran it; ``probes``: the code probes
     its legs reached (sorted names, :mod:`fiskj.probes`; kept for every trial); ``round``: it was its
-    scenario's ``round``-th trial, 0-based (:mod:`harness.campaign.stream`; ``None``: not from the stream).
+    scenario's ``round``-th trial, 0-based, from its draw ``draw`` (0: its plan for its count; ``j``: drawn with
+    seed + j * SEED_STEP) (:mod:`harness.campaign.stream`; both ``None``: not from the stream).
     """
 
     index: int
@@ -47,6 +48,7 @@ class TrialResult:
     family: str = ""
     probes: tuple[str, ...] = ()
     round: int | None = None
+    draw: int | None = None
 
     @property
     def failed(self) -> list[str]:

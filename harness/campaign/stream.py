@@ -53,12 +53,13 @@ SPENT_AFTER = 3
 
 @dataclass(frozen=True)
 class Next:
-    """One trial the stream hands out: its scenario's ``run``, the ``planned`` trial and its ``round`` (it is
-    the scenario's ``round``-th trial, 0-based)."""
+    """One trial the stream hands out: its scenario's ``run``, the ``planned`` trial, its ``round`` (it is
+    the scenario's ``round``-th trial, 0-based) and the ``draw`` it came from."""
 
     run: ScenarioRun
     planned: Planned
     round: int
+    draw: int
 
 
 @dataclass
@@ -67,7 +68,7 @@ class _Lane:
     draws planned (content digests), and how many draws in a row brought nothing new."""
 
     run: ScenarioRun
-    queue: deque[Planned] = field(default_factory=deque)
+    queue: deque[tuple[Planned, int]] = field(default_factory=deque)
     seen: set[str] = field(default_factory=set)
     empty: int = 0
 
@@ -178,9 +179,9 @@ class TrialStream:
             if not lane.queue:
                 self._refill(lane)
                 continue
-            planned = lane.queue.popleft()
+            planned, j = lane.queue.popleft()
             lane.run.started += 1
-            return Next(lane.run, planned, self.round)
+            return Next(lane.run, planned, self.round, j)
 
     def _refill(self, lane: _Lane) -> None:
         """Draw ``lane``'s plans until this shard has a trial of it, or it leaves the stream."""
@@ -212,4 +213,4 @@ class TrialStream:
             if lane.empty >= SPENT_AFTER:
                 run.ended = "spent"
                 return
-            lane.queue.extend(fresh[p] for p in shard_positions(len(fresh), self.shard))
+            lane.queue.extend((fresh[p], j) for p in shard_positions(len(fresh), self.shard))
