@@ -198,12 +198,14 @@ def _seeds_text(seeds: list[int]) -> str:
 
 
 def _spread(plan: list[dict[str, Any]]) -> str:
-    """The trials per scenario as a range, ``2-3 trial(s) per scenario``."""
-    counts = [row["trials"] for row in plan if not row.get("error")]
+    """The trials per scenario as a range, ``2-3 trial(s) per scenario still drawing`` (those still in the stream
+    at the deadline; else every scenario's)."""
+    going = [row["trials"] for row in plan if row.get("ended") == "budget"]
+    counts = going or [row["trials"] for row in plan if not row.get("error")]
     if not counts:
         return "no trial"
     low, high = min(counts), max(counts)
-    return f"{low if low == high else f'{low}-{high}'} trial(s) per scenario"
+    return f"{low if low == high else f'{low}-{high}'} trial(s) per scenario" + (" still drawing" if going else "")
 
 
 #: How the gate line says why scenarios left the stream (``plan`` rows' ``ended``).

@@ -71,6 +71,8 @@ def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
         results_parent(root, name)  # a root that cannot be written is said before the trials
     started = datetime.now(timezone.utc)
     progress = _progress(args, final=False)  # each round says its own start
+    if progress is not None:
+        progress.ends_at = progress.clock() + args.budget  # its ETA is the budget's end
     say = None if progress is None else (lambda line: progress.say(f"fiskj-harness gate: {line}"))
     try:
         gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
