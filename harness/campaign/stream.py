@@ -145,10 +145,6 @@ class TrialStream:
         """Trials of this shard drawn so far (handed out or queued)."""
         return sum(lane.run.started + len(lane.queue) for lane in self._lanes)
 
-    def live(self) -> int:
-        """How many scenarios are still in the stream."""
-        return sum(1 for lane in self._lanes if not lane.run.ended)
-
     def waiting(self) -> int:
         """Scenarios still in the stream that have not had their trial of the current round."""
         return sum(1 for lane in self._lanes if not lane.run.ended and lane.run.started <= self.round)
