@@ -211,7 +211,8 @@ def _spread(plan: list[dict[str, Any]]) -> str:
 #: How the gate line says why scenarios left the stream (``plan`` rows' ``ended``).
 _ENDED = {"budget": "still drawing when the deadline came", "spent": "spent (fresh seeds drew no new trial)",
           "error": "on a setup error", "interrupted": "on an interruption", "stopped": "stopped at a violation",
-          "skipped": "not run for this subject", "draws": "at the draw limit", "plan": "at the end of its plan"}
+          "skipped": "not run (it cannot apply to this subject, or its uninterrupted run ended wrong)",
+          "draws": "at the draw limit", "plan": "at the end of its plan"}
 
 
 def render_gate_line(report: dict[str, Any]) -> str:
