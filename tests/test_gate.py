@@ -145,6 +145,9 @@ def test_the_stream_gives_every_scenario_its_kth_trial_before_any_gets_its_next_
                                  _drain(_stream(plans, seed_stream=True, max_draws=3, shard=(i, 2), fixed=fixed)[1]))
              for i in range(2)]
     assert not (parts[0] & parts[1]) and parts[0] + parts[1] == whole
+    # a shard's positions run on across the draws: one-trial draws alternate between the shards
+    odd = _drain(_stream({"one": plans["one"]}, seed_stream=True, shard=(1, 2))[1], 3)
+    assert [seed for _, _, seed, _ in odd] == [1001, 3001, 5001]
 
 
 def fixed_plan(scenario):

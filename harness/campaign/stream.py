@@ -21,9 +21,11 @@ points; a scenario whose :data:`SPENT_AFTER` draws in a row bring nothing
 new is *spent* and leaves the stream.  A growing plan (hypothesis-drawn
 schedules, timed faults, races) is run as drawn: its repeats land at other
 moments.  Without ``seed_stream`` a scenario leaves it when draw 0 is
-spent.  A shard ``(i, n)`` keeps positions ``i, i + n, ...`` of every draw
-(:func:`harness.campaign.shard.shard_positions`); the draws do not depend
-on what ran, so shards of a gate are disjoint.
+spent.  A shard ``(i, n)`` keeps positions ``i, i + n, ...`` of each
+scenario's trials, its draws one after the other
+(:func:`harness.campaign.shard.shard_positions`; with one draw, positions of
+its plan); the draws do not depend on what ran, so shards of a gate are
+disjoint and together are the unsharded gate.
 
 The stream is pure apart from the ``draw`` callable it is given (a family's
 plan is pure too); it neither runs trials nor reads a clock: the campaign
@@ -204,9 +206,11 @@ class TrialStream:
                 keys = [trial_content(p) for p in drawn]
                 fresh = [p for p, key in zip(drawn, keys) if key not in lane.seen] if j else drawn
                 lane.seen.update(keys)
+            offset = len(run.plan)  # the shard's positions run on across the draws (a 1-trial draw is not lost)
             run.plan += fresh
             lane.empty = 0 if fresh else lane.empty + 1
             if lane.empty >= SPENT_AFTER:
                 run.ended = "spent"
                 return
-            lane.queue.extend((fresh[p], j) for p in shard_positions(len(fresh), self.shard))
+            mine = [g - offset for g in shard_positions(len(run.plan), self.shard) if g >= offset]
+            lane.queue.extend((fresh[p], j) for p in mine)
