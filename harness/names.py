@@ -75,7 +75,7 @@ CRASH_STATES = "crash_states"
 CRASH_RESUMES = "crash_resumes"
 #: A report ``faults`` key: legs whose scheduled fault never fired (the leg ended before its time or call).
 NOT_INJECTED = "not_injected"
-#: Campaign seed offset between the rounds of one scenario (a gate's rounds, a mutant's self-test rounds).
+#: Campaign seed offset between the draws of one scenario (a gate's fresh draws, a mutant's self-test rounds).
 SEED_STEP = 1000
 
 # --- preloads and mutants ------------------------------------------------------------------------

@@ -10,7 +10,13 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from harness.cli.main import _gate_scenarios, main, subject_of
-from harness.campaign.gate import _round_size, _Track, counted_rounds, fixed_plan, gate_report, run_gate
+from harness.campaign.gate import gate_report, render_gate_markdown, run_gate
+from harness.cli.resolve import resolve_scenarios
+from harness.campaign.result import ScenarioRun
+from harness.campaign.stream import TrialStream
+from harness.families.base import Planned
+from harness.families.registry import by_mode
+from harness.runner.trial import Runner
 from harness.report.results_dir import write_json
 from harness.scenario.parse import bundled_scenarios, load_scenario, parse_scenario, regression_scenarios
 
@@ -88,22 +94,86 @@ def test_by_default_the_gate_runs_every_bundled_and_every_regression_scenario():
     assert regression_scenarios()
 
 
-def test_counted_rounds_double_per_shard_count_then_fresh_rounds_draw_the_count_again():
-    kill = _Track(parse_scenario(KILL))                  # count 12
-    assert counted_rounds([kill.scenario], 1) == 3 and counted_rounds([kill.scenario], 3) == 2
-    assert [_round_size(kill, r, 1) for r in range(5)] == [1, 2, 4, 5, 0]          # counts only: 12 in all
-    assert [_round_size(kill, r, 1, 3) for r in range(6)] == [1, 2, 4, 5, 12, 12]  # then fresh rounds
-    assert [_round_size(kill, r, 3, 2) for r in range(4)] == [3, 6, 3, 12]
-    kill.planned, kill.trials = 10, 7                   # a function of the round alone, never of the past
-    assert _round_size(kill, 3, 1) == 5
-    events = _Track(parse_scenario(EVENTS))
-    assert fixed_plan(events.scenario) and not fixed_plan(kill.scenario)
-    assert counted_rounds([events.scenario], 2) == 0
-    assert [_round_size(events, r, 2) for r in range(3)] == [40, 0, 0]
-    assert [_round_size(events, r, 2, 1) for r in range(4)] == [40, 0, 40, 40]  # fresh: whole, new trials only
+def _stream(plans, **kwargs):
+    """A trial stream over fake scenarios: ``plans`` maps a name to ``draw(seed) -> schedules``."""
+    runs = [ScenarioRun(scenario=parse_scenario(f'name = "{name}"\npurpose = "p"\n'), seed=1) for name in plans]
+    calls = []
+
+    def draw(run, seed):
+        calls.append((run.scenario.name, seed))
+        return [Planned(s, "explicit", seed) for s in plans[run.scenario.name](seed)]
+    return runs, TrialStream(runs, draw, **kwargs), calls
+
+
+def _drain(stream, limit=200):
+    out = []
+    while len(out) < limit and (nxt := stream.next()) is not None:
+        out.append((nxt.run.scenario.name, nxt.round, nxt.planned.seed, nxt.planned.schedule))
+    return out
+
+
+def test_the_stream_gives_every_scenario_its_kth_trial_before_any_gets_its_next_and_redraws_from_fresh_seeds():
+    plans = {"grows": lambda seed: [[{"kind": "kill", "event": seed + i}] for i in range(3)],  # new with each seed
+             "fixed": lambda seed: [[{"kind": "kill", "event": e}] for e in (1, 2)],             # an exhaustive plan
+             "one": lambda seed: [[{"kind": "kill", "event": seed}]]}
+    fixed = lambda run: run.scenario.name == "fixed"  # noqa: E731
+    runs, stream, calls = _stream(plans, seed_stream=True, fixed=fixed)
+    got = _drain(stream, 30)
+    rounds = [k for _, k, _, _ in got]
+    assert rounds == sorted(rounds)                                          # round k whole before round k + 1
+    assert [name for name, k, _, _ in got if k == 0] == ["grows", "fixed", "one"]   # the campaign's order
+    per = collections.Counter(name for name, _, _, _ in got)
+    assert per["fixed"] == 2 and runs[1].ended == "spent"                   # nothing new in 3 fresh draws: spent
+    assert runs[1].seeds == [1 + 1000 * j for j in range(4)]
+    assert per["grows"] == per["one"] == 14                                  # the others share the rounds
+    assert [seed for name, _, seed, _ in got if name == "one"] == [1 + 1000 * j for j in range(14)]
+    assert [seed for name, _, seed, _ in got if name == "grows"][:7] == [1, 1, 1, 1001, 1001, 1001, 2001]
+    # a draw is a function of its scenario and j alone (so the shards of a gate are disjoint)
+    for name in plans:
+        seeds = [seed for n, seed in calls if n == name]
+        assert seeds == [1 + 1000 * j for j in range(len(seeds))]
+    # without a seed stream a scenario leaves the stream when its plan is spent: a campaign runs its plans once
+    runs, stream, _ = _stream(plans)
+    once = _drain(stream)
+    assert [(name, k) for name, k, _, _ in once] == [("grows", 0), ("fixed", 0), ("one", 0), ("grows", 1),
+                                                     ("fixed", 1), ("grows", 2)]
+    assert [r.ended for r in runs] == ["plan", "plan", "plan"]
+    # shards keep positions i, i + n, ... of every draw: disjoint, together the whole stream
+    whole = collections.Counter((n, s, json.dumps(x)) for n, _, s, x in
+                                _drain(_stream(plans, seed_stream=True, max_draws=3, fixed=fixed)[1]))
+    parts = [collections.Counter((n, s, json.dumps(x)) for n, _, s, x in
+                                 _drain(_stream(plans, seed_stream=True, max_draws=3, shard=(i, 2), fixed=fixed)[1]))
+             for i in range(2)]
+    assert not (parts[0] & parts[1]) and parts[0] + parts[1] == whole
+    # a shard's positions run on across the draws: one-trial draws alternate between the shards
+    odd = _drain(_stream({"one": plans["one"]}, seed_stream=True, shard=(1, 2))[1], 3)
+    assert [seed for _, _, seed, _ in odd] == [1001, 3001, 5001]
+
+
+def fixed_plan(scenario):
+    return by_mode(scenario.faults.family).fixed_plan(scenario)
+
+
+def test_an_exhaustive_plan_and_a_regression_schedule_draw_nothing_new_from_a_fresh_seed_and_a_random_plan_does():
     regression = parse_scenario('name = "r"\npurpose = "p"\n[faults]\nfamily = "kill"\n'
                                 'schedule = [{kind = "kill", event = 3}]\n[trials]\ncount = 2\n')
+    scenarios = [parse_scenario(KILL), parse_scenario(EVENTS), regression]
+    assert fixed_plan(scenarios[1]) and not fixed_plan(scenarios[0])
     assert fixed_plan(regression)
+    with Runner() as runner:
+        runs = [ScenarioRun(scenario=s, seed=1, family=by_mode(s.faults.family), reference=runner.reference(s))
+                for s in scenarios]
+    stream = TrialStream(runs, lambda run, seed: run.family.plan(run.scenario, run.reference,
+                                                                   run.scenario.trials.count, seed, None),
+                         seed_stream=True, max_draws=6, fixed=lambda run: fixed_plan(run.scenario))
+    got = _drain(stream, 1000)
+    per = collections.Counter(name for name, _, _, _ in got)
+    kill, events, again = runs
+    assert events.ended == "spent" and again.ended == "spent"             # the same trials whatever the seed
+    assert per["gate-events"] == len(events.plan) == events.reference.events + 1   # its whole plan, once
+    assert per["r"] == 2 and again.seeds == [1, 1001, 2001, 3001]           # its count, once; then 3 empty draws
+    assert kill.ended == "draws" and len(kill.seeds) == 6 and per["gate-kill"] == 6 * 12  # a growing plan: redrawn
+    assert len({json.dumps(x) for name, _, _, x in got if name == "gate-kill"}) > 12         # with new trials
 
 
 def test_the_gate_spreads_trials_over_every_scenario_and_writes_junit_and_a_markdown_summary(
@@ -120,7 +190,13 @@ def test_the_gate_spreads_trials_over_every_scenario_and_writes_junit_and_a_mark
     per = collections.Counter(r["scenario"] for r in data["runs"])
     assert set(per) == {"gate-kill", "gate-events", "gate-suspend"}        # every scenario got trials (round 0)
     events = json.loads(report.read_text())["campaign"]["references"]["gate-events"]["events"]
-    assert per["gate-events"] == events + 1                                 # its whole exhaustive plan, once
+    rows = {row["scenario"]: row for row in data["gate"]["plan"]}
+    if rows["gate-events"]["ended"] == "spent":                             # its whole exhaustive plan, once
+        assert per["gate-events"] == events + 1
+    else:                                                                   # interleaved with the others
+        assert per["gate-events"] <= events + 1
+        assert max(per.values()) - per["gate-events"] <= 1
+    assert all(max(per.values()) - per[n] <= 1 for n in per if rows[n]["ended"] == "budget")
     log = data["gate"]["round_log"]
     assert data["gate"]["budget_s"] == 5 and data["gate"]["rounds"] == len(log) >= 1
     assert [row["round"] for row in log] == list(range(len(log)))
@@ -128,7 +204,8 @@ def test_the_gate_spreads_trials_over_every_scenario_and_writes_junit_and_a_mark
     assert all(run["round"] in range(len(log)) for run in data["runs"])
     # the budget holds (under any load): the gate ends at the end of round 0 or within about a trial of it
     longest = max(run["duration_s"] for run in data["runs"])
-    assert data["elapsed_s"] <= max(5, log[0]["seconds"]) + 3 * longest + 2.0  # (slack for a loaded CI machine)
+    round0 = log[0]["started_s"] + log[0]["seconds"]                        # until round 1 started
+    assert data["elapsed_s"] <= max(5, round0) + 3 * longest + 2.0          # (slack for a loaded CI machine)
     assert "round(s) in" in capsys.readouterr().out                         # the terminal says what it bought
     # JUnit: one test case per scenario and checked invariant
     suite = ET.parse(junit).getroot().find("testsuite")
@@ -176,46 +253,49 @@ def test_the_shards_of_a_gate_are_disjoint_and_cover_an_unsharded_gate(scenario_
     scenarios = [parse_scenario(EVENTS.replace("count = 40", "count = 4")),   # 4 sampled crash points: seeded
                  parse_scenario(EVENTS.replace("gate-events", "gate-events-2").replace("count = 40", "count = 5")
                                 .replace('kill_points = "events"', 'kill_points = "events"\nlegs = 2\nmax_events = 3'))]
-    # Rounds are planned for the number of shards: an unsharded gate planned for 2 is their union, counted
-    # rounds (0..R) and fresh ones alike (the budget, not reached here, is where they may part).
-    rounds = counted_rounds(scenarios, 2) + 2                                   # one fresh round
-    whole = run_gate(scenarios, budget_s=60, jobs=2, shrink_budget=0, round_unit=2, max_rounds=rounds)
-    parts = [run_gate(scenarios, budget_s=60, jobs=2, shrink_budget=0, shard=(i, 2), max_rounds=rounds)
+    # A scenario's draws are a function of the scenario and j alone: the shards' draws are the unsharded
+    # gate's, so the shards are its union, draw 0 and fresh draws alike (the budget, not reached here, is
+    # where they may part).
+    whole = run_gate(scenarios, budget_s=60, jobs=2, shrink_budget=0, max_draws=2)   # one fresh draw
+    parts = [run_gate(scenarios, budget_s=60, jobs=2, shrink_budget=0, shard=(i, 2), max_draws=2)
              for i in range(2)]
     key = lambda t: (t.scenario, t.seed, json.dumps(t.schedule, sort_keys=True))  # noqa: E731
-    assert all(p["complete"] for p in whole.plan) and whole.rounds == rounds
+    assert all(p["complete"] for p in whole.plan) and all(p["draws"] == 2 for p in whole.plan)
     assert whole.round_log[-1]["kind"] == "fresh" and whole.round_log[-1]["trials"] > 0
     assert collections.Counter(key(t) for t in whole.result.trials) == \
         sum((collections.Counter(key(t) for t in p.result.trials) for p in parts), collections.Counter())
 
 
-def test_a_budget_is_spent_in_fresh_rounds_with_new_seeds_once_the_counts_are_spent():
+def test_a_budget_is_spent_on_fresh_draws_with_new_seeds_once_a_plan_is_spent():
     one = parse_scenario(KILL.replace("count = 12", "count = 1"))               # its count is spent in round 0
     gate = run_gate([one], budget_s=3, jobs=2, shrink_budget=0)
     log, trials = gate.round_log, gate.result.trials
     longest = max(t.elapsed_s for t in trials)
     assert gate.result.elapsed_s >= 3 - 2 * longest                             # spent, not left idle
-    assert gate.result.elapsed_s <= max(3, log[0]["seconds"]) + 2 * longest + 1.0
-    assert gate.rounds >= 2 or log[0]["seconds"] >= 3 - 2 * longest
+    round0 = log[0]["started_s"] + log[0]["seconds"]
+    assert gate.result.elapsed_s <= max(3, round0) + 2 * longest + 1.0
+    assert gate.rounds >= 2 or round0 >= 3 - 2 * longest
     assert [row["seeds"] for row in log] == [[1 + 1000 * r] for r in range(len(log))]    # a new seed each round
     assert [row["kind"] for row in log] == ["counted"] + ["fresh"] * (len(log) - 1)
     assert {t.seed for t in trials} == {1 + 1000 * r for r in range(len(log)) if log[r]["trials"]}
     assert gate.plan[0]["fresh_trials"] == len(trials) - 1
 
 
-def test_a_violation_found_by_a_fresh_round_replays_from_the_report(tmp_path, monkeypatch):
+def test_a_violation_found_by_a_fresh_draw_replays_from_the_report(tmp_path, monkeypatch):
     monkeypatch.setenv("FISKJ_MUTANT", "resume-reruns-answered")   # applied by the mutant subject's legs only
     path = tmp_path / "gate-sampled.toml"  # 3 of the run's crash points, sampled from the seed
     path.write_text(EVENTS.replace("gate-events", "gate-sampled").replace("count = 40", "count = 3")
                     .replace('kill_points = "events"', 'kill_points = "events"\nmax_events = 3'), encoding="utf-8")
     subject = subject_of(f"{sys.executable} -m harness.selftest.subject")
-    gate = run_gate([load_scenario(path)], budget_s=60, jobs=2, shrink_budget=0, subject=subject, max_rounds=3)
-    assert [row["kind"] for row in gate.round_log] == ["counted", "fresh", "fresh"]
+    gate = run_gate([load_scenario(path)], budget_s=60, jobs=2, shrink_budget=0, subject=subject, max_draws=3)
+    assert gate.plan[0]["seeds"] == [1, 1001, 2001]                        # draw 0, then two fresh draws
+    assert [row["kind"] for row in gate.round_log][:3] == ["counted"] * 3  # draw 0's 3 trials
+    assert {row["kind"] for row in gate.round_log[3:]} == {"fresh"}
     report = gate_report(gate, str(tmp_path / "gate.json"))
     write_json(tmp_path / "gate.json", report)
     rounds = {run["trial"]: run["round"] for run in report["runs"]}
-    assert not any(run["status"] == "invalid" for run in report["runs"] if run["round"] == 0)  # seed 1 misses it
-    late = [v for v in report["violations"] if rounds[v["trial"]] == 2]
+    assert not any(run["status"] == "invalid" for run in report["runs"] if run["seed"] == 1)  # seed 1 misses it
+    late = [v for v in report["violations"] if v["seed"] == 2001 and rounds[v["trial"]] >= 3]
     assert late and late[0]["seed"] == 2001 and "--seed 2001" in late[0]["reproduce_run"]
     assert main(["replay", str(tmp_path / "gate.json"), "--trial", str(late[0]["trial"]), "-q",
                  "--report-json", str(tmp_path / "replay.json")]) == 1
@@ -223,3 +303,44 @@ def test_a_violation_found_by_a_fresh_round_replays_from_the_report(tmp_path, mo
     assert [(r["seed"], r["schedule"]) for r in again["runs"]] == [(2001, late[0]["schedule"])]
     assert {v["invariant"] for v in again["violations"]} == {v["invariant"] for v in late if v["trial"] ==
                                                              late[0]["trial"]}
+
+
+class _TrialClock:
+    """A fake clock for the gate's deadline that advances ``step`` seconds at each reading: the gate reads it
+    at its start, as each round starts and before each trial it starts after round 0, so where the deadline
+    comes is a count of trials, whatever the machine's speed."""
+
+    def __init__(self, step):
+        self.step, self.reads = step, 0
+
+    def __call__(self):
+        self.reads += 1
+        return (self.reads - 1) * self.step
+
+
+@pytest.mark.slow
+def test_a_60_s_gate_over_the_bundled_scenarios_runs_every_one_twice_before_any_gets_a_tenth_trial(tmp_path):
+    scenarios = resolve_scenarios([str(p) for p in bundled_scenarios()])
+    n = len(scenarios)
+    clock = _TrialClock(60 / (n + 5))            # the deadline comes a few trials into round 2
+    gate = run_gate(scenarios, budget_s=60, jobs=2, clock=clock, skip_unsupported=True)
+    report = gate_report(gate, None)
+    assert not gate.result.errors
+    per = {row["scenario"]: row["trials"] for row in report["gate"]["plan"]}
+    assert set(per) == {s.name for s in scenarios} and min(per.values()) >= 2, per
+    assert max(per.values()) - min(per.values()) <= 1                      # no scenario ran ahead of the others
+    runs = sorted(report["runs"], key=lambda r: r["trial"])                 # in the order they started
+    second = {r["scenario"]: r["trial"] for r in runs if r["round"] == 1}
+    tenth = min((r["trial"] for r in runs if r["round"] >= 9), default=len(runs))
+    assert set(second) == set(per) and max(second.values()) < tenth
+    for name in per:                                                        # each scenario's k-th trial in round k
+        assert [r["round"] for r in runs if r["scenario"] == name] == list(range(per[name]))
+    # the summary shows it: rounds 0 and 1 each gave every scenario a trial, the budget and the seeds
+    log = report["gate"]["round_log"]
+    assert [row["scenarios"] for row in log[:2]] == [n, n] and len(log) == 3 and log[2]["not_started"] > 0
+    lines = render_gate_markdown(report).splitlines()
+    rows = [line.split(" | ") for line in lines if line.startswith(("| 0 | counted |", "| 1 | counted |"))]
+    assert [row[3:5] for row in rows] == [[str(n), str(n)]] * 2              # scenarios, trials of rounds 0, 1
+    assert "Budget 60 s, 3 round(s)." in lines
+    for name, trials in per.items():                                        # trials, rounds, draws per scenario
+        assert any(line.startswith(f"| {name} | {trials} | {trials} | 1 | ") for line in lines), name

@@ -86,3 +86,15 @@ def test_a_closed_stream_silences_it_without_an_error():
     show(0, 2, 0)
     show(1, 2, 0)
     show.close()
+
+
+def test_a_gate_counts_down_to_its_budget_and_its_total_grows_with_its_fresh_draws():
+    out, clock = Tty(), Clock()
+    show = Progress(out, clock=clock, ends_at=clock.now + 60)
+    show(0, 40, 0)
+    clock.now += 20
+    show(40, 40, 0)                                  # draw 0 spent, not the gate: no "done", no newline
+    clock.now += 10
+    show(50, 80, 0)                                  # the next draws planned more
+    last = out.getvalue().split("\r")[-1]
+    assert "50/80 trials, 0 failing, 1.7 trials/s, budget ends in 30 s" in last and "done in" not in last

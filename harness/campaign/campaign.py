@@ -10,9 +10,12 @@ found in :mod:`harness.families.registry` by the scenario's ``[faults] family``)
    :class:`~harness.families.base.Planned` per trial (``--schedule`` and
    replay give explicit schedules instead); a shard keeps positions
    ``i, i + n, ...`` of every plan (:func:`harness.campaign.shard.shard_positions`);
-3. the trials run on ``jobs`` threads (the work is in subprocesses): the
-   family's executor records a history, and :func:`harness.checkers.check_all`
-   judges it (checkers are the only judges);
+3. the trials run on ``jobs`` threads (the work is in subprocesses), handed
+   out round by round by the one scheduler, :mod:`harness.campaign.stream`
+   (every scenario's ``k``-th trial before any one's ``(k+1)``-th; the CI
+   gate adds a deadline and a seed stream); the family's executor records a
+   history, and :func:`harness.checkers.check_all` judges it (checkers are
+   the only judges);
 4. for a family that shrinks (the signals family), a hypothesis-drawn
    trial that violated an invariant is shrunk: ``find`` runs again with the
    same seed (re-walking the same draws, answered from the results already
@@ -40,6 +43,7 @@ from harness.campaign import interrupt
 from harness.campaign.reproduce import exact_schedule, reproduce_command
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.shard import parse_shard, shard_positions
+from harness.campaign.stream import Next, TrialStream
 from harness.checkers import check_all
 from harness.errors import BrokenReference, SetupError
 from harness.names import FISK_AI_V2
@@ -152,9 +156,14 @@ class Campaign:
     ``p % n == i``, so ``n`` shards are disjoint and together run the whole
     campaign, whatever the family; ``first_violation``: a scenario's trials not started yet are dropped
     once one of its trials fails (``--first-violation``, the self-test: it asks "caught?", not "how often?").
-    Two hooks for the CI gate (:mod:`harness.campaign.gate`): ``keep(scenario, planned)`` -> bool, asked of
-    every planned trial before sharding (main thread), drops the ones it refuses from the plan; ``admit(scenario)``
-    -> bool, asked on a trial's thread just before it starts, leaves the trial unrun (no result) when refused.
+    Trials start in round order (:class:`harness.campaign.stream.TrialStream`: every scenario's ``k``-th
+    before any one's ``(k+1)``-th), each when one of the ``jobs`` threads is free; a trial's ``index`` is
+    the order it started in.  What the CI gate adds (:mod:`harness.campaign.gate`): ``budget_s``, seconds
+    by ``clock`` (default ``time.monotonic``) from the start of :meth:`run` after which no trial starts
+    once round 0 has started whole (a running trial is not cut short); ``seed_stream``: a scenario whose
+    plan is spent draws its next one with a fresh seed (seed + j * SEED_STEP) until the deadline;
+    ``max_draws``: at most that many draws per scenario; ``on_round(k, live)``: called as round ``k``
+    starts (main thread).
     ``skip_unsupported``: a scenario that cannot apply to the subject (:func:`unsupported`) is not run and
     said so in the limits (``NOT RUN``), not a setup error (the default bundled set, where a race of fiskj's
     own store is in the set whatever the subject); otherwise it is a setup error (exit 2).
@@ -166,8 +175,9 @@ class Campaign:
                  keep_histories: bool = False, schedules: list[list[dict[str, Any]]] | None = None,
                  runner: Runner | None = None, origin: str = "explicit",
                  shard: tuple[int, int] | None = None, first_violation: bool = False,
-                 keep: Callable[[Scenario, Planned], bool] | None = None,
-                 admit: Callable[[Scenario], bool] | None = None, skip_unsupported: bool = False) -> None:
+                 skip_unsupported: bool = False, budget_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, seed_stream: bool = False,
+                 max_draws: int | None = None, on_round: Callable[[int, int], None] | None = None) -> None:
         if shard is not None:
             i, n = shard
             if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
@@ -188,7 +198,11 @@ class Campaign:
         self._runner = runner
         self.first_violation = first_violation
         self.skip_unsupported = skip_unsupported
-        self.keep, self.admit = keep, admit
+        self.budget_s, self.clock, self.seed_stream, self.max_draws = budget_s, clock, seed_stream, max_draws
+        self.on_round = on_round
+        self.started = 0.0
+        self.planned = 0
+        self.stream: TrialStream | None = None
         self.subject = runner.subject if runner is not None else subject
         self._executors: dict[int, Any] = {}
         self._exec_lock = threading.Lock()
@@ -224,11 +238,71 @@ class Campaign:
             result.history = None
         return result
 
-    def _start(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int) -> TrialResult | None:
-        """:meth:`_judge`, unless ``admit`` refuses the trial now (then ``None``: not run)."""
-        if self.admit is not None and not self.admit(run.scenario):
-            return None
-        return self._judge(run, planned, runner, index)
+    def _draw(self, run: ScenarioRun, seed: int, runner: Runner) -> list[Planned]:
+        """One draw of ``run``'s plan with ``seed`` (pure): the family's plan for ``trials`` (else the scenario's
+        count), bounded by ``--trials``, or the explicit ``schedules`` with their origin."""
+        count = self.trials or run.scenario.trials.count
+        plan = run.family.plan(run.scenario, run.reference, count, seed, self.schedules, subject=runner.subject)
+        if self.schedules is not None:
+            return [replace(p, origin=self.explicit_origin) for p in plan]
+        if self.trials is not None:  # --trials bounds every family
+            plan = run.family.bound(run.scenario, plan, self.trials, seed)
+        return plan
+
+    def _may_start(self, stream: TrialStream, deadline: float | None) -> bool:
+        """Whether another trial may start: no interruption, and round 0 is not over (it runs whole, so every
+        scenario gets a first trial whatever the budget) or the deadline has not come."""
+        if interrupt.requested():
+            return False
+        if deadline is None or (stream.round == 0 and stream.waiting()):
+            return True
+        return self.clock() < deadline
+
+    def _trials(self, pool: ThreadPoolExecutor, stream: TrialStream, runner: Runner, errors: list[str],
+                references: list[Any], spare: set[int]) -> list[TrialResult]:
+        """Run the stream's trials on ``pool``, at most ``jobs`` at a time, each started when a thread is free
+        and in round order, until the stream is empty, the deadline came or an interruption; returns the
+        judged trials in the order they started.  A setup error or harness failure of a trial goes to
+        ``errors``; an interruption ends the running trials (and ``references``)."""
+        deadline = None if self.budget_s is None else self.started + self.budget_s
+        slots: list[TrialResult | None] = []
+        running: dict[Any, tuple[Next, int]] = {}
+        done = failing = 0
+        if self.progress:
+            self.progress(0, stream.planned, 0)
+        while True:
+            while len(running) < self.jobs and self._may_start(stream, deadline):
+                nxt = stream.next()
+                if nxt is None:
+                    break
+                running[pool.submit(self._judge, nxt.run, nxt.planned, runner, len(slots))] = (nxt, len(slots))
+                slots.append(None)
+            fut = next(interrupt.as_done(list(running)), None) if running else None
+            if fut is None:
+                break
+            nxt, i = running.pop(fut)
+            try:
+                slots[i] = replace(fut.result(), round=nxt.round, draw=nxt.draw)
+            except CancelledError:
+                pass
+            except SetupError as exc:
+                errors.append(str(exc))
+            except Exception as exc:  # a harness failure is never a pass: it is a setup error
+                errors.append(f"{nxt.run.scenario.name}: trial with schedule {json.dumps(nxt.planned.schedule)} "
+                              f"could not run: {type(exc).__name__}: {exc}")
+            done += 1
+            if slots[i] is not None and slots[i].failed:
+                failing += 1
+                if self.first_violation or getattr(nxt.run.family.params(nxt.run.scenario), "stop_on_violation",
+                                                   False):
+                    stream.stop(nxt.run)
+            if self.progress:
+                self.progress(done, stream.planned, failing)
+        errors += [e for e in stream.errors if e not in errors]
+        self.planned = stream.planned
+        if interrupt.requested():  # --- interruption: end the running trials, drop them
+            interrupt.end_trials(pool, [*references, *running], spare)
+        return [r for r in slots if r is not None]
 
     def _judge_uninterrupted(self, run: ScenarioRun, broken: BrokenReference, runner: Runner) -> TrialResult:
         """The scenario's uninterrupted run, which ended wrong, judged as a trial like any other (origin
@@ -264,8 +338,8 @@ class Campaign:
         """The body of :meth:`run`, which makes a signal cooperative around it."""
         interrupt.check()  # --- interruption (issue 16 item 6): none launched after one
         spare = interrupt.descendants()  # processes that are not this campaign's
-        total = 0
         started = time.monotonic()
+        self.started = self.clock()
         runner = self._runner or Runner(subject=self.subject)
         self.subject = runner.subject
         runs = [ScenarioRun(scenario=s, seed=self.seed if self.seed is not None else s.trials.seed,
@@ -305,63 +379,15 @@ class Campaign:
                                       f"trial; no faulted trial runs (nothing sound to compare them with)")
                     except SetupError as exc:
                         run.error = str(exc)
-                # 2. plans (pure; hypothesis draws: main thread only)
-                jobs: list[tuple[ScenarioRun, Planned]] = []
-                for run in runs:
-                    if run.skipped or interrupt.requested():
-                        continue
-                    if run.error is None:
-                        count = self.trials or run.scenario.trials.count
-                        try:
-                            run.plan = run.family.plan(run.scenario, run.reference, count, run.seed, self.schedules,
-                                                       subject=runner.subject)
-                            if self.trials is not None and self.schedules is None:  # --trials bounds every family
-                                run.plan = run.family.bound(run.scenario, run.plan, self.trials, run.seed)
-                        except (ValueError, SetupError) as exc:
-                            run.error = f"{run.scenario.path or run.scenario.name}: {exc}"
-                    if run.error:
-                        errors.append(run.error)
-                        continue
-                    if self.schedules is not None:
-                        run.plan = [replace(p, origin=self.explicit_origin) for p in run.plan]
-                    elif self.keep is not None:
-                        run.plan = [p for p in run.plan if self.keep(run.scenario, p)]
-                    jobs += [(run, run.plan[p]) for p in shard_positions(len(run.plan), self.shard)]
-                # 3. trials
-                total = len(jobs)
-                done = failing = 0
-                stopped: set[int] = set()
-                trial_futures = {pool.submit(self._start, run, planned, runner, i): i
-                                 for i, (run, planned) in enumerate(jobs)}
-                slots: list[TrialResult | None] = [None] * total
-                if self.progress:
-                    self.progress(0, total, 0)
-                for fut in interrupt.as_done(trial_futures):
-                    i = trial_futures[fut]
-                    run, planned = jobs[i]
-                    try:
-                        slots[i] = fut.result()
-                    except CancelledError:  # not run: stop_on_violation cancelled it
-                        pass
-                    except SetupError as exc:
-                        errors.append(str(exc))
-                    except Exception as exc:  # a harness failure is never a pass: it is a setup error
-                        errors.append(f"{run.scenario.name}: trial with schedule {json.dumps(planned.schedule)} "
-                                      f"could not run: {type(exc).__name__}: {exc}")
-                    done += 1
-                    if slots[i] is not None and slots[i].failed:
-                        failing += 1
-                        if (self.first_violation or getattr(run.family.params(run.scenario), "stop_on_violation",
-                                                            False)) and id(run) not in stopped:
-                            stopped.add(id(run))
-                            for other, k in trial_futures.items():
-                                if jobs[k][0] is run:
-                                    other.cancel()
-                    if self.progress:
-                        self.progress(done, total, failing)
-                results = uninterrupted + [r for r in slots if r is not None]
-                if interrupt.requested():  # --- interruption: end the running trials, drop them
-                    interrupt.end_trials(pool, [*futures, *trial_futures], spare)
+                # 2. plans (pure; hypothesis draws: main thread only): draw 0 of each, the rest as they are due
+                stream = TrialStream([run for run in runs if not interrupt.requested()],
+                                     lambda run, seed: self._draw(run, seed, runner), shard=self.shard,
+                                     seed_stream=self.seed_stream, max_draws=self.max_draws, on_round=self.on_round,
+                                     fixed=lambda run: run.family.fixed_plan(run.scenario))
+                errors += [run.error for run in runs if run.error is not None]
+                # 3. trials, round by round, while the deadline allows (harness.campaign.stream)
+                results = uninterrupted + self._trials(pool, stream, runner, errors, list(futures), spare)
+                self.stream = stream
             for i, r in enumerate(results):
                 r.index = i
             # 4. shrink (main thread: hypothesis is driven from one thread)
@@ -391,7 +417,7 @@ class Campaign:
                 interrupt.clear()
                 raise KeyboardInterrupt
             out.interrupted = {"signal": interrupt.signal_name(interrupt.signum() or 2),  # type: ignore[attr-defined]
-                               "planned": total, "done": len(results)}
+                               "planned": self.planned, "done": len(results)}
         return out
 
     def _shrink_all(self, runs: list[ScenarioRun], results: list[TrialResult], runner: Runner) -> list[TrialResult]:
@@ -421,7 +447,7 @@ class Campaign:
         for r in sorted(known, key=lambda r: bool(wanted & set(r.failed))):  # a failing result wins a tie
             cache[_canon(r.schedule)] = r
         cache[_canon(target.schedule)] = target
-        count = sum(1 for planned in run.plan if planned.origin == "hypothesis")
+        count = sum(1 for planned in run.plan if planned.origin == "hypothesis" and planned.seed == target.seed)
         spent = 0
 
         def fails(schedule: list[dict[str, Any]]) -> bool:
@@ -432,14 +458,14 @@ class Campaign:
                 if spent >= self.shrink_budget:
                     return False
                 spent += 1
-                result = self._judge(run, Planned(schedule, "shrink", run.seed), runner, -1)
+                result = self._judge(run, Planned(schedule, "shrink", target.seed), runner, -1)
                 cache[key] = result
             return bool(wanted & set(result.failed))
 
         try:
             minimal = find(run.family.strategy(run.scenario, run.reference), fails,
                            settings=hypothesis_settings(max(count, 1), shrink=True),
-                           random=random.Random(seed_for(run.seed, run.scenario)))
+                           random=random.Random(seed_for(target.seed, run.scenario)))
         except HypothesisException as exc:
             from hypothesis.errors import NoSuchExample
 

@@ -1,436 +1,166 @@
-"""The CI durability gate: the bundled and regression scenarios within a time budget (``fiskj-harness gate``).
+"""The CI durability gate: the bundled and regression scenarios as one campaign with a deadline and a seed stream.
 
-A gate *spends* its budget (docs/scenarios.md "The CI gate").  It runs
-campaigns in *rounds*; round ``r`` draws every scenario's trials with
-campaign seed ``trials.seed + r * SEED_STEP`` (``--seed S``: ``S + r *
-SEED_STEP``), and each shard runs its positions of that plan
-(:func:`harness.campaign.shard.shard_positions`).
+A gate is a :class:`harness.campaign.campaign.Campaign` whose trial stream
+(:mod:`harness.campaign.stream`, the one scheduler) has a deadline and a
+seed stream (docs/scenarios.md "The CI gate"):
 
-* **Counted rounds** (the deterministic first pass, rounds ``0..R``): round
-  ``r`` gives a scenario ``min(left, n * 2**r)`` trials (``n`` = the number
-  of shards, ``left`` = what its ``trials.count`` has not had in rounds
-  ``0..r-1``); a scenario whose plan is fixed (:func:`fixed_plan`) runs its
-  whole plan in round 0.  ``R`` (:func:`counted_rounds`) is the first round
-  after which every count is spent; it depends on the counts and ``n`` alone.
-* **Fresh rounds** (``r > R``), while budget is left: a scenario with a
-  growing plan gets ``trials.count`` trials drawn with the round's seed (new
-  hypothesis-drawn schedules, kill points and timed faults, new race
-  seeds); a scenario with a fixed plan gets its whole plan drawn with the
-  round's seed minus every trial an earlier round planned, compared by
-  content (:func:`trial_content`: a crash state's files, a tail mutation's
-  bytes, else the schedule).  So power-loss states sampled from windows too
-  large to enumerate and the seeded tail cuts and flips are drawn anew,
-  while exhaustive kill points, explicit ``[faults] schedule``\\ s and
-  io-error points do not change with the seed: such a scenario is *spent*
-  once :data:`SPENT_AFTER` fresh rounds in a row plan nothing new.  The workload is the
-  scenario's own in every round (its ``[workload] seed``): a fresh round
-  varies the faults, never the workload, so every trial replays from its
-  scenario file, its seed and its schedule (``replay``, the reproducer).
+* its scenarios' plans are interleaved trial by trial: round ``k`` gives
+  every scenario still in the stream its ``k``-th trial before any gets its
+  ``(k+1)``-th, exhaustive and fixed plans included (round 0 is draw 0's
+  first trial of each: every scenario gets a trial whatever the budget);
+* a scenario whose plan is spent draws its next one from a fresh seed,
+  ``seed + j * SEED_STEP`` for its ``j``-th draw (``seed``: ``--seed``, else
+  its ``trials.seed``), keeping only trials no earlier draw planned; one
+  whose draws bring nothing new three times in a row is *spent*;
+* no trial starts after the deadline, ``budget_s`` after the start (once
+  round 0 has started whole); a trial that started is not cut short, and a
+  failure found is shrunk after it.
 
-Budget: round 0 runs whole, so every scenario gets its first trials
-whatever the budget.  Every later trial starts only if it can finish within
-the budget by the estimate (:func:`_estimate`: the 90th percentile of its
-scenario's measured trial durations so far, else of all trials').  A scenario
-the budget left a trial of unstarted takes no later round; the gate ends
-when no scenario is left, the budget is spent or it is interrupted.  A
-trial that has started is not cut short, so a gate can overrun its budget by
-about one trial (and the shrinking of a failure found in its last round).
-In a round the scenarios run fewest trials first, so where the budget ends
-it cuts the scenarios that had most.
-
-Determinism: the content of round ``r`` of a scenario is a function of the
-scenarios, ``r`` and ``n`` alone, never of timings; timings only decide
-where the budget ends (which trials of the last rounds start, and the round
-at which each scenario stops).  So the shards of a gate are disjoint, and
-together they are the unsharded gate planned for ``n`` (``round_unit``) up to
-where each shard's budget ended: every shard spends its own budget, on its
-own machine.
-
-An interruption (SIGINT, SIGTERM: :mod:`harness.campaign.interrupt`) ends the
-round that runs as a campaign's interruption does and starts no other; the
-result holds the trials of every round so far and says it was interrupted.
+The workload is the scenario's own in every draw (its ``[workload] seed``),
+so every trial replays from its scenario file, its seed and its schedule.
+What a draw holds is a function of the scenario and ``j`` alone, never of
+timings, so the shards of a gate are disjoint and together are the
+unsharded gate up to where each shard's deadline came.  An interruption
+(SIGINT, SIGTERM: :mod:`harness.campaign.interrupt`) ends the gate as it
+ends a campaign; the result says in which round.
 """
 
 from __future__ import annotations
 
 import collections
-import hashlib
-import json
-import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.campaign import interrupt
 from harness.campaign.campaign import Campaign
-from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
-from harness.campaign.shard import shard_positions
-from harness.families.base import Planned
-from harness.families.registry import by_mode
+from harness.campaign.result import CampaignResult, ScenarioRun
 from harness.names import SEED_STEP
 from harness.runner.trial import Runner
 from harness.scenario.model import Scenario
 from harness.subject.contract import Subject
 
-__all__ = ["GateResult", "run_gate", "gate_report", "render_gate_markdown", "render_gate_line", "fixed_plan",
-           "counted_rounds", "trial_content"]
-
-#: The quantile of a scenario's measured trial durations that estimates its next trial's (see :func:`_estimate`).
-ESTIMATE_QUANTILE = 0.9
-
-#: Fresh rounds in a row that plan no new trial of a fixed plan before it is spent (a seeded sample can
-#: draw only known trials once and new ones with the next seed; an unseeded plan never draws a new one).
-SPENT_AFTER = 3
+__all__ = ["GateResult", "run_gate", "gate_report", "gate_properties", "render_gate_markdown", "render_gate_line"]
 
 #: Rounds listed one per row in the Markdown summary (the JSON report lists every round).
 MARKDOWN_ROUNDS = 12
 
 
-def fixed_plan(scenario: Scenario) -> bool:
-    """True when a scenario's plan does not depend on the trial count (it runs whole, in round 0).
-
-    Exhaustive single-leg crash or suspend points (``kill_points`` or
-    ``suspend_points = "events"``, ``legs = 1``), an explicit ``[faults] schedule``, io-error points
-    (``max_points``), and the file-fault families (``power_loss``,
-    ``tail``), whose crash states and mutations are a function of the seed
-    and whose count is a cap on recoveries.
-    """
-    return by_mode(scenario.faults.family).fixed_plan(scenario)
-
-
-def counted_rounds(scenarios: list[Scenario], n: int = 1) -> int:
-    """``R``: the last counted round, the first after which every scenario's ``trials.count`` is spent
-    when round ``r`` gives ``n * 2**r`` trials (a fixed plan: round 0).  ``n`` >= 1; 0 for no scenario."""
-    last = 0
-    for s in scenarios:
-        if fixed_plan(s):
-            continue
-        r = 0
-        while n * (2 ** (r + 1) - 1) < s.trials.count:
-            r += 1
-        last = max(last, r)
-    return last
-
-
-def _round_size(track: _Track, r: int, n: int, last_counted: int | None = None) -> int:
-    """The trials round ``r`` plans for ``track``'s scenario, for ``n`` shards: a function of the scenario,
-    ``r``, ``n`` and ``last_counted`` (``R``; ``None``: no fresh round) only.  0: none this round."""
-    count = track.scenario.trials.count
-    fresh = last_counted is not None and r > last_counted
-    if fixed_plan(track.scenario):
-        return count if r == 0 or fresh else 0
-    before = n * (2 ** r - 1)
-    if before < count:
-        return min(count - before, n * 2 ** r)
-    return count if fresh else 0
-
-
-def _canon(x: Any) -> Any:
-    """``x`` with its sets sorted and its dataclasses, tuples and dicts as plain lists (a stable repr)."""
-    if isinstance(x, (set, frozenset)):
-        return sorted((_canon(v) for v in x), key=repr)
-    if isinstance(x, dict):
-        return sorted(((repr(_canon(k)), _canon(v)) for k, v in x.items()), key=lambda kv: kv[0])
-    if isinstance(x, (list, tuple)):
-        return [_canon(v) for v in x]
-    return x
-
-
-def trial_content(planned: Planned) -> str:
-    """What a planned trial does, its seed aside, as a SHA-256 hex digest: its item's content when the item
-    carries one (a crash state: ``key()``, its files, directories and acknowledged records; a tail mutation:
-    its kind, bytes and expectation; with the strings and flags beside them, e.g. whether a crash state is
-    recovered or judged for I4 alone), else its schedule.  Two trials with the same content are the same
-    trial, so a fresh round of a fixed plan drops the ones an earlier round planned."""
-    items = planned.item if isinstance(planned.item, tuple) else (planned.item,)
-    parts: list[Any] = []
-    carried = False
-    for x in items:
-        if callable(getattr(x, "key", None)):
-            parts.append(_canon(x.key()))
-            carried = True
-        elif isinstance(getattr(x, "data", None), bytes):
-            parts.append([getattr(x, "kind", None), x.data, getattr(x, "expect", None)])
-            carried = True
-        elif isinstance(x, (str, bool, int)):
-            parts.append(x)
-    if not carried:
-        parts = [json.dumps(planned.schedule, sort_keys=True, default=str)]
-    return hashlib.sha256(repr(parts).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-@dataclass
-class _Track:
-    scenario: Scenario
-    planned: int = 0
-    trials: int = 0
-    seconds: float = 0.0
-    durations: list[float] = field(default_factory=list)
-    done: bool = False
-    ended: str = ""
-    error: str | None = None
-    run: ScenarioRun | None = None
-    rounds: int = 0
-    fresh_trials: int = 0
-    last_round: int | None = None
-    seen: set[str] = field(default_factory=set)
-    pending: set[str] = field(default_factory=set)
-    refused: int = 0
-    complete: bool = False
-    empty_rounds: int = 0
-
-    def per_trial(self) -> float | None:
-        return self.seconds / self.trials if self.trials else None
-
-
-def _quantile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
-
-
-def _estimate(track: _Track, everyone: list[float]) -> float:
-    """Seconds the next trial of ``track`` is expected to take: the :data:`ESTIMATE_QUANTILE` of its measured
-    trial durations in this gate, else of every trial's, else 0 (nothing measured yet)."""
-    mine = _quantile(track.durations, ESTIMATE_QUANTILE)
-    if mine is not None:
-        return mine
-    return _quantile(everyone, ESTIMATE_QUANTILE) or 0.0
-
-
 @dataclass
 class GateResult:
-    """What a gate ran: ``result`` (all rounds as one :class:`CampaignResult`), ``rounds`` (how many ran),
-    the budget, per-scenario ``plan`` rows (name, trials run here, planned, done, error, rounds, why it
-    ended), ``round_log`` (one row per round: kind, seeds, scenarios, trials, trials the budget left
-    unstarted, seconds), ``counted`` (``R + 1``: the rounds that spend the counts), ``trial_rounds``
-    (trial index -> its round) and the shard."""
+    """What a gate ran: ``result`` (the campaign's :class:`CampaignResult`, each trial with its ``round``), the
+    budget in seconds, ``plan`` (one row per scenario: trials judged, trials drawn, draws and their seeds,
+    why it left the stream), ``round_log`` (one row per round: kind, seeds, scenarios, trials, scenarios
+    the deadline left without a trial of it), the shard and the ``--seed`` given."""
 
     result: CampaignResult
-    rounds: int
     budget_s: float
     plan: list[dict[str, Any]] = field(default_factory=list)
-    shard: tuple[int, int] | None = None
     round_log: list[dict[str, Any]] = field(default_factory=list)
-    counted: int = 1
-    trial_rounds: dict[int, int] = field(default_factory=dict)
+    shard: tuple[int, int] | None = None
     base_seed: int | None = None
+
+    @property
+    def rounds(self) -> int:
+        """Rounds in which a trial was judged."""
+        return len(self.round_log)
 
 
 def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = None, subject: Subject | None = None,
              shard: tuple[int, int] | None = None, seed: int | None = None, shrink_budget: int = 10,
-             progress: Callable[[str], None] | None = None, round_unit: int | None = None,
-             trial_progress: Callable[[int, int, int], None] | None = None, fresh: bool = True,
-             max_rounds: int | None = None, keep_histories: bool = False,
-             skip_unsupported: bool = False) -> GateResult:
+             progress: Callable[[str], None] | None = None,
+             trial_progress: Callable[[int, int, int], None] | None = None, max_draws: int | None = None,
+             keep_histories: bool = False, skip_unsupported: bool = False,
+             clock: Callable[[], float] = time.monotonic) -> GateResult:
     """Run the gate over ``scenarios`` (see the module docstring); returns a :class:`GateResult`.
 
-    ``budget_s``: seconds (> 0 in practice; round 0 runs whatever it is).
-    ``seed``: replaces every scenario's ``trials.seed`` as the base seed.
-    ``progress``: called with one line per round (its kind, seeds, trials).
-    ``round_unit``: the ``n`` of the round sizes (default: the number of
-    shards), so that an unsharded gate can plan the rounds a sharded one
-    does.  ``trial_progress``: each round's campaign's ``progress(done,
-    total, failing)`` (:class:`harness.campaign.campaign.Campaign`).
-    ``fresh``: False stops when the counts are spent (rounds ``0..R``
-    only); ``max_rounds``: at most that many rounds (tests);
-    ``keep_histories``: keep every trial's history (``--keep all``); ``skip_unsupported``: a scenario
-    that cannot apply to the subject is said ``NOT RUN`` in the limits, not a setup error (the default
-    bundled set; :class:`harness.campaign.campaign.Campaign`).
+    ``budget_s``: seconds by ``clock`` (round 0 runs whole whatever it is); ``seed``: replaces every
+    scenario's ``trials.seed`` as the seed of its draw 0; ``progress``: called with one line as each round
+    starts; ``trial_progress``: the campaign's ``progress(done, planned so far, failing)``; ``max_draws``:
+    at most that many draws per scenario (tests); ``keep_histories``: keep every trial's history (``--keep
+    all``); ``skip_unsupported``: a scenario that cannot apply to the subject is said ``NOT RUN`` in the
+    limits, not a setup error (the default bundled set); ``clock``: the deadline's time source (a test's
+    fake clock).
     """
-    started = time.monotonic()
-    deadline = started + budget_s
-    n = round_unit or (shard[1] if shard else 1)
-    tracks = [_Track(s) for s in scenarios]
-    by_name = {t.scenario.name: t for t in tracks}
-    last_counted = counted_rounds(scenarios, n)
-    trials: list[TrialResult] = []
-    trial_rounds: dict[int, int] = {}
-    everyone: list[float] = []
-    errors: list[str] = []
-    limits: list[str] = []
-    log: list[dict[str, Any]] = []
-    jobs_used = 1
-    cut: dict[str, Any] | None = None
-    lock = threading.Lock()
-    r = 0
-    with interrupt.cooperative(), Runner(subject=subject) as runner:
-        while not interrupt.requested():  # no round starts after an interruption
-            if (max_rounds is not None and r >= max_rounds) or (not fresh and r > last_counted):
-                break
-            if r > 0 and time.monotonic() >= deadline:
-                break
-            candidates = [t for t in tracks if not t.done and t.error is None]
-            if not candidates:
-                break
-            chosen: list[tuple[_Track, int]] = []
-            for t in sorted(candidates, key=lambda t: (t.trials, t.scenario.name)):
-                size = _round_size(t, r, n, last_counted if fresh else None)
-                if size <= 0:
-                    continue
-                if r > 0 and time.monotonic() + _estimate(t, everyone) > deadline:
-                    t.done, t.ended = True, "budget"  # not one more trial of it fits
-                    continue
-                chosen.append((t, size))
-            if not chosen:
-                r += 1
-                continue
-            round_started = time.monotonic()
-            estimate = sum(_estimate(t, everyone) * len(shard_positions(size, shard)) for t, size in chosen)
-            estimate /= max(jobs or 1, 1)
-            round_scenarios = []
-            seeds: dict[str, int] = {}
-            for t, size in chosen:
-                base = seed if seed is not None else t.scenario.trials.seed
-                seeds[t.scenario.name] = base + r * SEED_STEP
-                round_scenarios.append(replace(t.scenario, trials=replace(t.scenario.trials, count=size,
-                                                                         seed=seeds[t.scenario.name])))
-                t.pending = set()
-                t.refused = 0
+    started = clock()
+    starts: list[float] = []  # when each round started, seconds by ``clock`` from the start
 
-            def keep(scenario: Scenario, planned: Planned) -> bool:
-                t = by_name[scenario.name]
-                if not fixed_plan(t.scenario):
-                    return True
-                key = trial_content(planned)
-                t.pending.add(key)
-                return key not in t.seen
+    def said(k: int, live: int) -> None:
+        starts.append(clock() - started)
+        if progress is not None:
+            progress(f"round {k}: {live} scenario(s) in the stream, {starts[-1]:.1f} of {budget_s:.0f} s")
 
-            def admit(scenario: Scenario, r: int = r) -> bool:
-                if r == 0:
-                    return True
-                t = by_name[scenario.name]
-                with lock:
-                    if time.monotonic() + _estimate(t, everyone) <= deadline:
-                        return True
-                    t.refused += 1
-                    return False
+    with Runner(subject=subject) as runner:
+        campaign = Campaign(scenarios, jobs=jobs, runner=runner, shard=shard, seed=seed, shrink_budget=shrink_budget,
+                            progress=trial_progress, keep_histories=keep_histories, skip_unsupported=skip_unsupported,
+                            budget_s=budget_s, clock=clock, seed_stream=True, max_draws=max_draws, on_round=said)
+        try:
+            result = campaign.run()
+        except interrupt.Interrupted as exc:  # it came before the first trial: nothing ran
+            result = CampaignResult(trials=[], errors=[], scenarios=[], elapsed_s=clock() - started, jobs=campaign.jobs,
+                                    subject=runner.subject)
+            result.interrupted = {"signal": interrupt.signal_name(exc.signum), "planned": 0,  # type: ignore[attr-defined]
+                                  "done": 0}
+    finished = clock() - started
+    log = _round_log(result, campaign.stream.waiting() if campaign.stream is not None else 0)
+    for row in log:  # a round's seconds: from its start to the next one's (the last: to the end)
+        k = row["round"]
+        end = starts[k + 1] if k + 1 < len(starts) else finished
+        row["started_s"] = round(starts[k], 3) if k < len(starts) else None
+        row["seconds"] = round(max(end - (starts[k] if k < len(starts) else end), 0.0), 3)
+    if getattr(result, "interrupted", None):
+        result.interrupted["round"] = len(log)  # type: ignore[attr-defined]
+    ran = {r.scenario.name: r for r in result.scenarios}
+    plan = [_plan_row(s, ran.get(s.name), result) for s in scenarios]
+    return GateResult(result=result, budget_s=budget_s, plan=plan, round_log=log, shard=shard, base_seed=seed)
 
-            spare = deadline - time.monotonic() - estimate
-            campaign = Campaign(round_scenarios, jobs=jobs, runner=runner, shard=shard,
-                                shrink_budget=shrink_budget if spare > 0 else 0, progress=trial_progress,
-                                keep=keep, admit=admit, keep_histories=keep_histories,
-                                skip_unsupported=skip_unsupported)
-            try:
-                result = campaign.run()
-            except interrupt.Interrupted:  # came just before the round started: it ran nothing
-                break
-            if getattr(result, "interrupted", None):
-                cut = dict(result.interrupted, round=r)
-            jobs_used = result.jobs
-            for err in result.errors:
-                if err not in errors:
-                    errors.append(err)
-            for line in getattr(result, "limits", []):  # said once, whatever the number of rounds
-                if line not in limits:
-                    limits.append(line)
-            mine_total = 0
-            for run in result.scenarios:
-                t = by_name[run.scenario.name]
-                t.rounds += 1
-                t.last_round = r
-                t.planned += len(run.plan)
-                mine_total += len(shard_positions(len(run.plan), shard))
-                t.seen |= t.pending
-                if run.error:
-                    t.error = run.error
-                    t.ended = "error"
-                elif run.skipped:  # its uninterrupted run ended wrong: judged once, nothing sound to compare with
-                    t.done, t.ended = True, "uninterrupted run ended wrong"
-                elif fixed_plan(t.scenario) and r > last_counted:
-                    t.empty_rounds = 0 if run.plan else t.empty_rounds + 1
-                    if t.empty_rounds >= SPENT_AFTER:  # fresh seeds draw no trial an earlier round had not
-                        t.done, t.ended = True, "spent"
-                if t.refused:
-                    t.done, t.ended = True, "budget"
-                elif r == _last_of(t, n) and not run.error and not interrupt.requested():
-                    t.complete = True  # its count is spent: every trial of its counted rounds ran
-                if t.run is None or t.run.reference is None:
-                    t.run = run
-            offset = len(trials)
-            ran = 0
-            for tr in result.trials:
-                t = by_name.get(tr.scenario)
-                if t is not None:
-                    t.trials += 1
-                    t.seconds += tr.elapsed_s
-                    t.durations.append(tr.elapsed_s)
-                    t.fresh_trials += r > last_counted
-                everyone.append(tr.elapsed_s)
-                tr.index += offset
-                if tr.shrunk_from is not None:
-                    tr.shrunk_from += offset
-                trial_rounds[tr.index] = r
-                trials.append(tr)
-                ran += 1
-            refused = sum(t.refused for t, _ in chosen)
-            distinct = sorted(set(seeds.values()))
-            row = {"round": r, "kind": "fresh" if r > last_counted else "counted", "seed_offset": r * SEED_STEP,
-                   "seeds": distinct, "scenarios": len(chosen), "planned": mine_total, "trials": ran,
-                   "not_started": refused, "seconds": round(time.monotonic() - round_started, 3)}
-            log.append(row)
-            if progress is not None:
-                progress(_round_line(row, time.monotonic() - started, budget_s))
-            if cut is not None:
-                break
-            r += 1
-        subject_used = runner.subject
-    for t in tracks:  # why the ones still going stopped
-        if t.ended:
+
+def _round_log(result: CampaignResult, waiting: int) -> list[dict[str, Any]]:
+    """One row per round that judged a trial: ``kind`` (``counted``: every trial from its scenario's draw 0;
+    ``fresh``: some from a fresh seed), ``seeds``, ``scenarios``, ``trials``, ``fresh_trials`` and
+    ``not_started`` (the last round: scenarios still in the stream that the deadline left without its trial);
+    :func:`run_gate` adds ``started_s`` and ``seconds``."""
+    rows: dict[int, dict[str, Any]] = {}
+    for t in result.trials:
+        if t.round is None:
             continue
-        if interrupt.requested():
-            t.ended = "interrupted"
-        elif max_rounds is not None and r >= max_rounds:
-            t.ended = "max rounds"
-        elif not fresh and r > last_counted:
-            t.ended = "count"
-        else:
-            t.ended = "budget"
-    scenario_runs = [t.run or ScenarioRun(scenario=t.scenario, seed=t.scenario.trials.seed, error=t.error)
-                     for t in tracks]
-    merged = CampaignResult(trials=trials, errors=errors, scenarios=scenario_runs,
-                            elapsed_s=time.monotonic() - started, jobs=jobs_used, subject=subject_used,
-                            limits=limits)
-    if cut is None and interrupt.requested():  # between two rounds
-        cut = {"signal": interrupt.signal_name(interrupt.signum() or 2), "planned": len(trials), "done": len(trials),
-               "round": len(log)}
-    elif cut is not None:  # the rounds before the interrupted one ran whole
-        cut.update(planned=len(trials) - cut["done"] + cut["planned"], done=len(trials))
-    merged.interrupted = cut  # type: ignore[attr-defined]
-    plan = [{"scenario": t.scenario.name, "path": t.scenario.path, "trials": t.trials, "planned": t.planned,
-             "count": t.scenario.trials.count, "seconds": round(t.seconds, 3),
-             "complete": t.complete,
-             "error": t.error, "rounds": t.rounds, "fresh_trials": t.fresh_trials, "last_round": t.last_round,
-             "ended": t.ended}
-            for t in tracks]
-    return GateResult(result=merged, rounds=len(log), budget_s=budget_s, plan=plan, shard=shard, round_log=log,
-                      counted=last_counted + 1, trial_rounds=trial_rounds, base_seed=seed)
+        row = rows.setdefault(t.round, {"round": t.round, "kind": "counted", "seeds": set(), "scenarios": set(),
+                                        "trials": 0, "fresh_trials": 0, "not_started": 0})
+        row["seeds"].add(t.seed)
+        row["scenarios"].add(t.scenario)
+        row["trials"] += 1
+        if t.draw:
+            row["fresh_trials"] += 1
+            row["kind"] = "fresh"
+    log = [dict(row, seeds=sorted(row["seeds"]), scenarios=len(row["scenarios"])) for _, row in sorted(rows.items())]
+    if log:
+        log[-1]["not_started"] = waiting
+    return log
 
 
-def _last_of(track: _Track, n: int) -> int:
-    """The round in which ``track``'s count is spent (0 for a fixed plan)."""
-    return counted_rounds([track.scenario], n)
-
-
-def _seed_text(seeds: list[int], offset: int) -> str:
-    """How a round's seeds read: ``seed 9001`` when there is one, else the rule and a few of them."""
-    if len(seeds) == 1:
-        return f"seed {seeds[0]}"
-    shown = ", ".join(str(s) for s in seeds[:4]) + (", ..." if len(seeds) > 4 else "")
-    return f"seeds trials.seed + {offset} ({shown})"
-
-
-def _round_line(row: dict[str, Any], elapsed: float, budget_s: float) -> str:
-    """The progress line of one round."""
-    cut = f", {row['not_started']} not started (budget)" if row["not_started"] else ""
-    return (f"round {row['round']} ({row['kind']}, {_seed_text(row['seeds'], row['seed_offset'])}): "
-            f"{row['scenarios']} scenario(s), {row['trials']} trial(s){cut}, {elapsed:.1f} of {budget_s:.0f} s")
+def _plan_row(scenario: Scenario, run: ScenarioRun | None, result: CampaignResult) -> dict[str, Any]:
+    """A scenario's row of the gate's ``plan``: its trials here, their seconds, the rounds it had a trial in,
+    trials drawn (all shards), its draws' seeds, and why it left the stream (``budget``: still in it when
+    the deadline came)."""
+    mine = [t for t in result.trials if t.scenario == scenario.name]
+    seeds = run.seeds if run is not None else []
+    rounds = sorted({t.round for t in mine if t.round is not None})
+    ended = (run.ended if run is not None else "") or ("interrupted" if interrupt.requested() else "budget")
+    if run is not None and run.error:
+        ended = "error"
+    return {"scenario": scenario.name, "path": scenario.path, "trials": len(mine),
+            "planned": len(run.plan) if run is not None else 0, "count": scenario.trials.count,
+            "seconds": round(sum(t.elapsed_s for t in mine), 3),
+            "complete": len(seeds) > 1 or ended in ("plan", "spent", "draws"),
+            "error": run.error if run is not None else None, "rounds": len(rounds),
+            "last_round": rounds[-1] if rounds else None, "draws": len(seeds), "seeds": seeds,
+            "fresh_trials": sum(1 for t in mine if t.draw),
+            "ended": ended}
 
 
 def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
-    """The JSON report of a gate: the campaign report plus ``gate`` (budget, rounds, ``counted_rounds``,
-    ``round_log``, shard, per-scenario plan), and each ``runs`` row's ``round``.
+    """The JSON report of a gate: the campaign report plus ``gate`` (budget, rounds, ``round_log``, seed rule,
+    shard, per-scenario ``plan``), and each ``runs`` row's ``round`` and ``draw``.
 
     Every scenario appears under ``scenarios``, also one that ran no trial
     within the budget (``trials`` 0, each checked invariant with ``checked``
@@ -440,9 +170,10 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
     from harness.report.report import campaign_report
 
     report = campaign_report(gate.result, report_path)
+    streamed = {t.index: t for t in gate.result.trials if t.round is not None}
     for row in report.get("runs", []):
-        if isinstance(row.get("trial"), int) and row["trial"] in gate.trial_rounds:
-            row["round"] = gate.trial_rounds[row["trial"]]
+        if row.get("trial") in streamed:
+            row["round"], row["draw"] = streamed[row["trial"]].round, streamed[row["trial"]].draw
     for row in gate.plan:
         sc = report["scenarios"].setdefault(row["scenario"], {"trials": 0, "invalid_trials": 0, "unknown_trials": 0,
                                                              "duration_s": 0.0, "invariants": {}})
@@ -453,88 +184,100 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
                                               "invalid": 0, "unknown": 0})
         if row.get("error"):
             sc["error"] = row["error"]
-    report["gate"] = {"budget_s": gate.budget_s, "rounds": gate.rounds, "counted_rounds": gate.counted,
-                      "seed": gate.base_seed, "seed_step": SEED_STEP, "round_log": gate.round_log,
-                      "shard": f"{gate.shard[0]}/{gate.shard[1]}" if gate.shard else None, "plan": gate.plan}
+    report["gate"] = {"budget_s": gate.budget_s, "rounds": gate.rounds, "seed": gate.base_seed, "seed_step": SEED_STEP,
+                      "round_log": gate.round_log, "shard": f"{gate.shard[0]}/{gate.shard[1]}" if gate.shard else None,
+                      "plan": gate.plan}
     return report
 
 
+def _seeds_text(seeds: list[int]) -> str:
+    """A scenario's draws' seeds: ``1`` / ``1, 1001`` / ``1 ... 9001 (10)``."""
+    if len(seeds) <= 3:
+        return ", ".join(str(s) for s in seeds) or "-"
+    return f"{seeds[0]} ... {seeds[-1]} ({len(seeds)})"
+
+
+def _spread(plan: list[dict[str, Any]]) -> str:
+    """The trials per scenario as a range, ``2-3 trial(s) per scenario still drawing`` (those still in the stream
+    at the deadline; else every scenario's)."""
+    going = [row["trials"] for row in plan if row.get("ended") == "budget"]
+    counts = going or [row["trials"] for row in plan if not row.get("error")]
+    if not counts:
+        return "no trial"
+    low, high = min(counts), max(counts)
+    return f"{low if low == high else f'{low}-{high}'} trial(s) per scenario" + (" still drawing" if going else "")
+
+
+#: How the gate line says why scenarios left the stream (``plan`` rows' ``ended``).
+_ENDED = {"budget": "still drawing when the deadline came", "spent": "spent (fresh seeds drew no new trial)",
+          "error": "on a setup error", "interrupted": "on an interruption", "stopped": "stopped at a violation",
+          "skipped": "not run (it cannot apply to this subject, or its uninterrupted run ended wrong)",
+          "draws": "at the draw limit", "plan": "at the end of its plan"}
+
+
 def render_gate_line(report: dict[str, Any]) -> str:
-    """One line saying what a gate's budget bought: rounds (counted, fresh), trials, trials the budget left
-    unstarted, and the seeds (each trial's own is in the report's ``runs``)."""
+    """One line saying what a gate's budget bought: rounds, trials, trials per scenario, the seeds reached
+    and why scenarios left the stream."""
     gate = report.get("gate", {})
-    log = gate.get("round_log") or []
-    counted = [r for r in log if r.get("kind") == "counted" and r.get("trials")]
-    fresh = [r for r in log if r.get("kind") == "fresh" and r.get("trials")]
-    total = sum(r.get("trials", 0) for r in log)
-    parts = [f"gate: {len(log)} round(s) in {report.get('elapsed_s', 0):.1f} s of a {gate.get('budget_s', 0):.0f} s "
-             f"budget"]
-    if counted:
-        parts.append(f"{_rounds(counted)} the scenarios' counts ({sum(r['trials'] for r in counted)} trial(s))")
-    if fresh:
-        parts.append(f"{_rounds(fresh)} fresh seeds ({sum(r['trials'] for r in fresh)} trial(s))")
-    not_started = sum(r.get("not_started", 0) for r in log)
+    plan = gate.get("plan", [])
+    total = sum(row.get("trials", 0) for row in (gate.get("round_log") or []))
+    fresh = sum(row.get("fresh_trials", 0) for row in (gate.get("round_log") or []))
+    draws = max((row.get("draws", 0) for row in plan), default=0)
     base = gate.get("seed")
-    step = gate.get("seed_step", SEED_STEP)
-    rule = f"{base} + {step} x round" if base is not None else f"each scenario's trials.seed + {step} x round"
-    ended = collections.Counter(row.get("ended") or "?" for row in gate.get("plan", []))
-    why = ", ".join(f"{k} {_ENDED.get(why, why)}" for why, k in sorted(ended.items(), key=lambda kv: (-kv[1], kv[0])))
-    return (", ".join(parts) + f"; {total} trial(s)"
-            + (f", {not_started} not started (the budget ended)" if not_started else "") + f"; seeds {rule}"
-            + (f"; scenarios stopped: {why}" if why else "") + "\n")
+    rule = f"{base} + {gate.get('seed_step', SEED_STEP)} j" if base is not None else \
+        f"trials.seed + {gate.get('seed_step', SEED_STEP)} j"
+    ended = collections.Counter(row.get("ended") or "?" for row in plan)
+    why = ", ".join(f"{k} {_ENDED.get(w, w)}" for w, k in sorted(ended.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"gate: {gate.get('rounds', 0)} round(s) in {report.get('elapsed_s', 0):.1f} s of a "
+            f"{gate.get('budget_s', 0):.0f} s budget; {total} trial(s), {_spread(plan)}; seeds {rule} for the j-th "
+            f"draw, up to {draws} draw(s) a scenario ({fresh} trial(s) from fresh seeds)"
+            + (f"; scenarios: {why}" if why else "") + "\n")
 
 
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:] + "."
-
-
-#: How the gate line says why scenarios stopped (``plan`` rows' ``ended``).
-_ENDED = {"budget": "when the budget had no room for their next trial", "spent": "with every trial their plan can "
-          "draw already run", "count": "at their trials.count", "error": "on a setup error",
-          "interrupted": "on an interruption", "max rounds": "at the round limit"}
-
-
-def _rounds(rows: list[dict[str, Any]]) -> str:
-    """``round 3`` or ``rounds 0-3`` (rounds that ran no trial are not counted)."""
-    return ("round " if len(rows) == 1 else "rounds ") + _span(rows)
-
-
-def _span(rows: list[dict[str, Any]]) -> str:
-    first, last = rows[0]["round"], rows[-1]["round"]
-    return str(first) if first == last else f"{first}-{last}"
+def gate_properties(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The gate's JUnit ``<properties>``: the budget, the rounds, and per scenario its trials and the seeds it
+    reached."""
+    gate = report.get("gate", {})
+    out = [("gate.budget_s", f"{gate.get('budget_s', 0):g}"), ("gate.rounds", str(gate.get("rounds", 0)))]
+    for row in gate.get("plan", []):
+        out.append((f"gate.{row['scenario']}", f"{row['trials']} trial(s), seeds {_seeds_text(row.get('seeds', []))}, "
+                                               f"ended: {row.get('ended')}"))
+    return out
 
 
 def render_gate_markdown(report: dict[str, Any]) -> str:
     """The gate's Markdown summary: the report's (verdict, faults, invariants, violations), what the budget
-    bought (:func:`render_gate_line`), a table of rounds and one of scenarios."""
+    bought (:func:`render_gate_line`), a table of rounds and one of scenarios (trials, seeds reached)."""
     from harness.report.report import render_markdown
 
     gate = report.get("gate", {})
+    line = render_gate_line(report).strip().replace("gate: ", "", 1)
     out = [render_markdown(report).rstrip("\n"), "",
            f"Budget {gate.get('budget_s', 0):.0f} s, {gate.get('rounds', 0)} round(s)"
            + (f", shard {gate['shard']}" if gate.get("shard") else "") + ".", "",
-           _sentence(render_gate_line(report).strip().replace("gate: ", "", 1)), ""]
+           line[:1].upper() + line[1:] + ".", ""]
     log = gate.get("round_log") or []
     if log:
         out += ["| round | kind | seeds | scenarios | trials | not started | seconds |",
                 "|---:|---|---|---:|---:|---:|---:|"]
-        shown = log if len(log) <= MARKDOWN_ROUNDS else log[:MARKDOWN_ROUNDS // 2] + log[-MARKDOWN_ROUNDS // 2:]
+        half = MARKDOWN_ROUNDS // 2
+        shown = log if len(log) <= MARKDOWN_ROUNDS else log[:half] + log[-half:]
         for i, row in enumerate(shown):
-            if len(log) > MARKDOWN_ROUNDS and i == MARKDOWN_ROUNDS // 2:
+            if len(log) > MARKDOWN_ROUNDS and i == half:
                 out.append(f"| ... | | {len(log) - MARKDOWN_ROUNDS} more round(s) (the JSON report lists every one) "
                            "| | | | |")
             seeds = row.get("seeds") or []
             text = ", ".join(str(s) for s in seeds[:3]) + (", ..." if len(seeds) > 3 else "")
             out.append(f"| {row['round']} | {row['kind']} | {text} | {row['scenarios']} | {row['trials']} | "
-                       f"{row['not_started']} | {row['seconds']:.1f} |")
+                       f"{row['not_started']} | {row.get('seconds', 0):.1f} |")
         out.append("")
-    out += ["| scenario | trials | of | rounds | fresh | invalid | unknown | seconds |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out += ["| scenario | trials | rounds | draws | seeds | invalid | unknown | seconds | ended |",
+            "|---|---:|---:|---:|---|---:|---:|---:|---|"]
     scenarios = report.get("scenarios", {})
     for row in gate.get("plan", []):
         sc = scenarios.get(row["scenario"], {})
         note = " (error)" if row.get("error") else ""
-        out.append(f"| {row['scenario']}{note} | {row['trials']} | {row['count']} | {row.get('rounds', 0)} | "
-                   f"{row.get('fresh_trials', 0)} | {sc.get('invalid_trials', 0)} | {sc.get('unknown_trials', 0)} | "
-                   f"{row['seconds']:.1f} |")
+        out.append(f"| {row['scenario']}{note} | {row['trials']} | {row.get('rounds', 0)} | {row.get('draws', 0)} | "
+                   f"{_seeds_text(row.get('seeds', []))} | {sc.get('invalid_trials', 0)} | "
+                   f"{sc.get('unknown_trials', 0)} | {row['seconds']:.1f} | {row.get('ended', '')} |")
     return "\n".join(out) + "\n"

@@ -27,7 +27,9 @@ class TrialResult:
     trials with ``keep_histories``), else ``None``; ``shrunk_from``: for a shrink
     result, the index of the trial it shrank; ``elapsed_s``: wall time;
     ``family``: the fault family that ran it; ``probes``: the code probes
-    its legs reached (sorted names, :mod:`fiskj.probes`; kept for every trial).
+    its legs reached (sorted names, :mod:`fiskj.probes`; kept for every trial); ``round``: it was its
+    scenario's ``round``-th trial, 0-based, from its draw ``draw`` (0: its plan for its count; ``j``: drawn with
+    seed + j * SEED_STEP) (:mod:`harness.campaign.stream`; both ``None``: not from the stream).
     """
 
     index: int
@@ -45,6 +47,8 @@ class TrialResult:
     faults: dict[str, int] = field(default_factory=dict)
     family: str = ""
     probes: tuple[str, ...] = ()
+    round: int | None = None
+    draw: int | None = None
 
     @property
     def failed(self) -> list[str]:
@@ -59,7 +63,8 @@ class TrialResult:
 
 @dataclass
 class ScenarioRun:
-    """Per-scenario bookkeeping: its family, the reference, planned trials, errors, shrink statistics."""
+    """Per-scenario bookkeeping: its family, the reference, planned trials (``plan``: every draw's, all shards),
+    errors, shrink statistics, and its place in the trial stream (:mod:`harness.campaign.stream`)."""
 
     scenario: Scenario
     seed: int
@@ -70,6 +75,9 @@ class ScenarioRun:
     shrink_runs: int = 0
     skipped: bool = False  # no faulted trial runs: its uninterrupted run ended wrong (judged as a trial), or the
     #                        scenario cannot apply to the subject and the campaign runs the default set
+    seeds: list[int] = field(default_factory=list)  # the seed of each plan drawn (harness.campaign.stream)
+    started: int = 0  # trials handed out to run
+    ended: str = ""  # why it left the trial stream ("" while in it): plan, spent, stopped, error, skipped, draws
 
 
 @dataclass

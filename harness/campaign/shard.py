@@ -77,14 +77,14 @@ def report_shard(report: Any, path: str) -> tuple[int, int] | None:
 def campaign_identity(report: dict[str, Any], path: str) -> dict[str, Any]:
     """What the shards of one campaign share, from a report's ``campaign`` (and ``gate``) block: ``kind``
     (``run`` or ``gate``), ``scenarios`` (the names), ``seeds`` (``None`` for a gate, whose seeds are per
-    round), ``subject`` (a bundled profile by its reference, else as recorded) and ``subject_env``."""
+    draw), ``subject`` (a bundled profile by its reference, else as recorded) and ``subject_env``."""
     campaign = _block(report, "campaign", path)
     ref = campaign.get("subject_ref")
     subject = ref if isinstance(ref, dict) and "bundled" in ref else campaign.get("subject")
     gate = "gate" in report
     return {"kind": "gate" if gate else "run",
             "scenarios": sorted(campaign.get("scenarios") or {}),
-            # a gate's seeds are its rounds' (base + round * SEED_STEP), and how many rounds a shard ran
+            # a gate's seeds are its draws' (base + j * SEED_STEP), and how many draws a shard reached
             # depends on its timing: its scenarios and subject name the campaign
             "seeds": None if gate else dict(sorted((campaign.get("seeds") or {}).items())),
             "subject": subject, "subject_env": dict(sorted((campaign.get("subject_env") or {}).items()))}

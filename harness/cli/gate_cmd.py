@@ -1,11 +1,11 @@
 """``fiskj-harness gate``: its arguments, its run (:func:`harness.campaign.gate.run_gate`) and its reports.
 
-The gate spends ``--budget`` (docs/scenarios.md "The CI gate"): the
-scenarios' counts first (the deterministic first pass), then fresh rounds
-with new seeds until the budget ends.  Its reports: the terminal summary and
-one line on what the budget bought (rounds, trials, seeds), ``--report-json``,
-``--junit``, ``--summary`` (also appended to ``$GITHUB_STEP_SUMMARY``) and a
-results folder as ``run`` writes (docs/results.md; ``--keep none``: none).
+The gate is one campaign with a deadline and a seed stream (docs/scenarios.md "The CI gate"): its
+scenarios' plans interleaved trial by trial, a spent plan drawn again from a fresh seed, no trial started
+after ``--budget``.  Its reports: the terminal summary and one line on what the budget bought (rounds,
+trials per scenario, seeds reached), ``--report-json``, ``--junit`` (the same in its ``<properties>``),
+``--summary`` (also appended to ``$GITHUB_STEP_SUMMARY``) and a results folder as ``run`` writes
+(docs/results.md; ``--keep none``: none).
 """
 
 from __future__ import annotations
@@ -27,18 +27,19 @@ __all__ = ["BUDGET_HELP", "add_gate_parser", "cmd_gate"]
 
 
 #: What ``--budget`` means (the gate's --help; docs/scenarios.md says the same).
-BUDGET_HELP = ("wall-clock seconds the gate spends (default 300): the scenarios' trial counts first, then fresh "
-               "rounds with new seeds (new schedules, kill points, crash states) until the budget ends; a trial "
-               "starts only if it can finish within it by its scenario's measured durations (round 0 runs whole)")
+BUDGET_HELP = ("wall-clock seconds the gate spends (default 300): every scenario's k-th trial before any one's "
+               "(k+1)-th, a spent plan drawn again from a fresh seed (new schedules, kill points, crash states), "
+               "no trial started after the budget (round 0, a first trial of each, runs whole)")
 
 
 def add_gate_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``gate`` subcommand to ``sub`` (the parsers' ``add_subparsers``), with the options every campaign
     command has (:func:`harness.cli.arguments.add_common_options`)."""
     gate = sub.add_parser("gate", help="CI gate: bundled and regression scenarios, spending a time budget",
-                          description="Run the bundled and regression scenarios: their trial counts, spread "
-                                      "across them in rounds, then fresh rounds with new seeds until the time "
-                                      "budget is spent. Every trial's seed is in the report; any failure replays.")
+                          description="Run the bundled and regression scenarios as one campaign: their plans "
+                                      "interleaved trial by trial, each drawn again from a fresh seed when spent, "
+                                      "until the time budget is spent. Every trial's seed is in the report; any "
+                                      "failure replays.")
     gate.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                       help="scenario files, directories or bundled names (default: every bundled and regression one)")
     gate.add_argument("--budget", type=_seconds, default=300.0, metavar="SECONDS", help=BUDGET_HELP)
@@ -46,7 +47,7 @@ def add_gate_parser(sub: Any) -> argparse.ArgumentParser:
                       help="write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set)")
     gate.add_argument("--jobs", type=positive_int, metavar="J", help=f"parallel trials (default: {os.cpu_count()})")
     gate.add_argument("--seed", type=int, metavar="S",
-                      help="base campaign seed: round r draws with S + 1000 r (default: each scenario's trials.seed)")
+                      help="base campaign seed: a scenario's j-th plan draws with S + 1000 j (default: its trials.seed)")
     gate.add_argument("--shard", type=_shard, metavar="I/N",
                       help="run only shard I (0-based) of N; each shard spends the whole budget")
     add_results_options(gate)
@@ -69,7 +70,9 @@ def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
     if keep != "none":
         results_parent(root, name)  # a root that cannot be written is said before the trials
     started = datetime.now(timezone.utc)
-    progress = _progress(args, final=False)  # each round says its own end
+    progress = _progress(args, final=False)  # each round says its own start
+    if progress is not None:
+        progress.ends_at = progress.clock() + args.budget  # its ETA is the budget's end
     say = None if progress is None else (lambda line: progress.say(f"fiskj-harness gate: {line}"))
     try:
         gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
@@ -85,7 +88,7 @@ def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
 def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, where: tuple[str, str, datetime] | None) -> int:
     """The reports of a gate run (results folder, JSON, JUnit, Markdown summary, the terminal summary and
     the gate's line); returns the exit status."""
-    from harness.campaign.gate import gate_report, render_gate_line, render_gate_markdown
+    from harness.campaign.gate import gate_properties, gate_report, render_gate_line, render_gate_markdown
     from harness.report.report import render_summary
     from harness.report.results_dir import make_results_dir, write_results
 
@@ -93,7 +96,7 @@ def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, where: tuple[st
     report = gate_report(gate, args.report_json or (str(folder / "report.json") if folder is not None else None))
     if folder is not None:
         report["campaign"]["results"] = str(folder)
-    _write_reports(report, args)
+    _write_reports(report, args, gate_properties(report))
     _write_summary(render_gate_markdown(report), args.summary)
     line = render_gate_line(report)
     if folder is not None:

@@ -25,8 +25,9 @@ may have been moved (its scenarios are found by bundled name or relative to
 it, :mod:`harness.report.portable`).
 
 ``fiskj-harness gate [--budget SECONDS] [--junit FILE] [--summary FILE]``:
-the bundled and regression scenarios, spending a time budget: their counts,
-then fresh rounds with new seeds until it ends (:mod:`harness.campaign.gate`,
+the bundled and regression scenarios as one campaign with a deadline and a
+seed stream: their plans interleaved trial by trial, each drawn again from a
+fresh seed when spent, until the budget ends (:mod:`harness.campaign.gate`,
 :mod:`harness.cli.gate_cmd`); the Markdown summary is also appended to
 ``$GITHUB_STEP_SUMMARY`` when that is set.
 

@@ -1,10 +1,10 @@
 """The progress of a campaign on stderr: a line rewritten in place on a terminal, a status line elsewhere.
 
-``fiskj-harness run`` (and ``gate``, per round) passes a :class:`Progress` to
+``fiskj-harness run`` (and ``gate``) passes a :class:`Progress` to
 the campaign as its ``progress(done, total, failing)`` callback.  The total
 is the number of trials planned, known before the first trial starts and
 never changed while the trials run (the shrink that may follow is not
-counted).
+counted), but in a gate, where it grows with each fresh draw.
 
 * On a terminal: ``  37/200 trials  0 failing  4.1 trials/s  ETA 40 s``,
   rewritten in place at each trial's end; the last one says ``done in``.
@@ -39,7 +39,8 @@ class Progress:
     ``tty``: whether ``stream`` is a terminal (default: ``stream.isatty()``);
     ``every_s``: seconds between two status lines off a terminal;
     ``clock``: the time source (tests); ``final``: off a terminal, also a line
-    when the trials are done (a gate says so per round itself: False).  Off a terminal a daemon timer
+    when the trials are done (a gate says so per round itself: False); ``ends_at``: a deadline by
+    ``clock`` (a gate's budget), which the ETA counts down to instead of the trials left.  Off a terminal a daemon timer
     prints the status every ``every_s`` seconds while trials run
     (``timer=False``: only when a trial ends, for tests).  Call
     :meth:`close` at the end (it ends a pending terminal line and stops the
@@ -48,13 +49,15 @@ class Progress:
     """
 
     def __init__(self, stream: Any, *, tty: bool | None = None, every_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic, timer: bool = True, final: bool = True) -> None:
+                 clock: Callable[[], float] = time.monotonic, timer: bool = True, final: bool = True,
+                 ends_at: float | None = None) -> None:
         self.stream = stream
         self.tty = bool(stream.isatty()) if tty is None and hasattr(stream, "isatty") else bool(tty)
         self.every_s = every_s
         self.clock = clock
         self.timer = timer
         self.final = final
+        self.ends_at = ends_at
         self.total = 0
         self.done = 0
         self.failing = 0
@@ -70,11 +73,13 @@ class Progress:
 
     def __call__(self, done: int, total: int, failing: int) -> None:
         """Record the campaign's state: ``done`` of ``total`` trials ended, ``failing`` of them failed.  A call with
-        ``done`` 0 starts a new count (a campaign, a gate round): its total is the one shown until the end."""
+        ``done`` 0 starts a new count (a campaign): its total is the one shown until the end, or a larger one
+        (a gate's trial stream plans more as its scenarios draw from fresh seeds)."""
         with self._lock:
             now = self.clock()
             if done == 0 or self.started is None:
                 self.started, self.total, self._last_status = now, int(total), now
+            self.total = max(self.total, int(total))  # a gate's fresh draws plan more as it goes
             self.done, self.failing = int(done), int(failing)
             if self.tty:
                 end = "\n" if self.total and self.done >= self.total else ""
@@ -98,6 +103,9 @@ class Progress:
         text = f"{self.done}/{self.total} trials, {self.failing} failing"
         if self.total and self.done >= self.total:
             return text + f", done in {format_duration(elapsed)}" + (f" ({rate:.1f} trials/s)" if rate else "")
+        if self.ends_at is not None:
+            left = max(self.ends_at - self.clock(), 0.0)
+            return text + (f", {rate:.1f} trials/s" if rate > 0 else "") + f", budget ends in {format_duration(left)}"
         if self.done and rate > 0:
             return text + f", {rate:.1f} trials/s, ETA {format_duration((self.total - self.done) / rate)}"
         return text + ", ETA unknown until a trial ends"

@@ -38,14 +38,15 @@ def _write_report(path: str, report: dict[str, Any]) -> None:
     _write_json(path, portable(report, path))
 
 
-def _write_reports(report: dict[str, Any], args: argparse.Namespace) -> None:
-    """Write ``report`` to ``--report-json`` and ``--junit``, where given."""
+def _write_reports(report: dict[str, Any], args: argparse.Namespace,
+                   properties: list[tuple[str, str]] | None = None) -> None:
+    """Write ``report`` to ``--report-json`` and ``--junit`` (with the suite's ``properties``), where given."""
     from harness.report.report import write_junit
 
     if args.report_json:
         _write_report(args.report_json, report)
     if args.junit:
-        write_junit(report, args.junit)
+        write_junit(report, args.junit, properties)
 
 
 def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str,

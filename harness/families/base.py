@@ -93,7 +93,8 @@ class Family(Protocol):
         """Whether :meth:`plan` needs the scenario's uninterrupted run."""
 
     def fixed_plan(self, scenario: Scenario) -> bool:
-        """Whether the plan is the same whatever the trial count (the CI gate runs it once, in round 0)."""
+        """Whether the plan is the same whatever the trial count and (but for seeded samples) the seed: a fresh
+        draw of it keeps only trials no earlier draw planned (:mod:`harness.campaign.stream`)."""
 
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject``, one line each (the campaign says so before it starts)."""

@@ -462,8 +462,11 @@ def _size_text(rep: dict[str, Any]) -> str:
         f", seed {rep.get('seed')}"
 
 
-def write_junit(report: dict[str, Any], path: str) -> None:
+def write_junit(report: dict[str, Any], path: str, properties: list[tuple[str, str]] | None = None) -> None:
     """Write JUnit XML: a testcase per scenario x invariant that held, and one per group of violations.
+
+    ``properties``: ``(name, value)`` pairs written as the suite's ``<properties>`` (the gate's budget,
+    trials per scenario and seeds: :func:`harness.campaign.gate.gate_properties`).
 
     A scenario invariant with no verdict (``checked`` 0) is a skipped test
     case; a scenario with an ``error`` (setup) makes each of its cases an
@@ -477,6 +480,10 @@ def write_junit(report: dict[str, Any], path: str) -> None:
     report has one more case, ``campaign interrupted``, with an ``error``.
     """
     suite = ET.Element("testsuite", name="fiskj-harness")
+    if properties:
+        props = ET.SubElement(suite, "properties")
+        for name, value in properties:
+            ET.SubElement(props, "property", name=name, value=value)
     tests = failures = errors = skipped = 0
     for name, sc in sorted(report.get("scenarios", {}).items()):
         n = max(sc.get("trials", 0), 1)
