@@ -12,7 +12,8 @@ set -eu
 
 version="${CLAUDE_CODE_VERSION:-2.1.328}"
 package="@anthropic-ai/claude-code"
-root="$(CDPATH='' cd -- "$(dirname -- "$0")/.." && pwd)"
+case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
+root="$(CDPATH='' cd -- "$here/.." && pwd)"
 prefix="${PREFIX:-$root/.cache/claude-code}"
 bin="$prefix/node_modules/.bin/claude"
 me="scripts/install-claude-code.sh"
