@@ -216,3 +216,20 @@ def test_a_head_probe_is_answered_and_a_get_is_not_found(server):
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(server.base_url + "/v1/models", timeout=10)
     assert info.value.code == 404
+
+
+def test_a_script_that_does_not_think_unasked_for_gives_thinking_only_where_it_scripts_it(server):
+    # build_workload's script for a scenario whose forced resume turns thinking on (drift "thinking")
+    script = Script(seed=SCRIPT.seed, turns=SCRIPT.turns, thinks_when_asked=False)
+    s = server.open_session(script)
+    client = client_for(server, s)
+    first = create(client, GO, False, thinking=MODES["adaptive"])
+    assert [b.type for b in first.content] == ["text", "tool_use", "tool_use"]  # adaptive: chose not to think
+    loop = GO + [{"role": "assistant", "content": echoed(first)}, results(first)]
+    second = create(client, loop, True, thinking=MODES["adaptive"])  # nothing demanded back
+    assert second.content[0].thinking == "Scripted: check the ledger first."
+    # a default thinking block (what a thinking-when-asked script gives) is no block of this script
+    given = SCRIPT.reply(0, thinking=True)[0]
+    with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+        create(client, GO + [{"role": "assistant", "content": given}, results(first)], False)
+    assert [c.turn for c in server.close_session(s.token)] == [0, 1]

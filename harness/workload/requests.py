@@ -122,7 +122,8 @@ def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: t
             return False
         if kind == "thinking":  # a scripted thinking turn, or any reply to a request with thinking on
             scripted = 0 <= turn < len(script.turns) and bool(script.turns[turn].thinking)
-            return scripted or (0 <= turn <= len(script.turns) and text in (script.thinking_text(turn, rep), ""))
+            return scripted or (script.thinks_when_asked and 0 <= turn <= len(script.turns)
+                                and text in (script.thinking_text(turn, rep), ""))
         return 0 <= turn < len(script.turns) and script.turns[turn].redacted
 
     for i, m in enumerate(messages):

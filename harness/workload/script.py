@@ -223,7 +223,11 @@ class Script:
     replies (a window for kills during a model call).  ``vary_on_repeat``:
     the n-th repeat of a request in the same state (n >= 1) gets other text
     and fresh ids.  ``cache_tokens``: the cache counts of every reply's
-    usage (module docstring; 0: none).
+    usage (module docstring; 0: none).  ``thinks_when_asked``: a request
+    with thinking on gets a thinking block on every turn, as a model with
+    thinking on answers; False: only the turns that script one (an
+    adaptive model that chose not to think; for a scenario whose resume
+    turns thinking on and is compared with a run that had it off).
     """
 
     seed: int
@@ -232,6 +236,7 @@ class Script:
     delay_ms: float = 0.0
     vary_on_repeat: bool = False
     cache_tokens: int = 0
+    thinks_when_asked: bool = True
 
     def _text(self, turn: int) -> str:
         spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
@@ -277,7 +282,7 @@ class Script:
         if rep:
             text += f" (asked again: {rep})"
         blocks: list[dict[str, Any]] = []
-        if spec.thinking or thinking:
+        if spec.thinking or (thinking and self.thinks_when_asked):
             thought = "" if omit_thinking else self.thinking_text(turn, rep)
             blocks.append({"type": "thinking", "thinking": thought,
                            "signature": opaque(self.seed, "thinking", turn, rep, thought)})
