@@ -9,6 +9,7 @@ Needs the pinned Claude Code installed by ``scripts/install-claude-code.sh`` (in
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -72,3 +73,29 @@ def test_claude_code_completes_a_scripted_conversation_with_default_thinking_and
     sent = [m for m in first[2].messages if m["role"] == "assistant"]
     assert [m["content"][0] for m in sent] == [first[0].reply[0], first[1].reply[0]]
     assert [c.leg for c in calls] == [0, 0, 0, 1, 2]
+
+
+SCRIPT_PATH = ROOT / "scripts" / "install-claude-code.sh"
+needs_npm = pytest.mark.skipif(shutil.which("npm") is None or shutil.which("node") is None,
+                               reason="node and npm are not installed")
+
+
+def _install(prefix: Path, registry: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PREFIX": str(prefix), "npm_config_registry": registry}
+    return subprocess.run(["sh", str(SCRIPT_PATH)], env=env, capture_output=True, text=True, timeout=120)
+
+
+@needs_npm
+def test_the_install_script_says_clearly_when_the_registry_is_unreachable(tmp_path):
+    run = _install(tmp_path / "cc", "http://127.0.0.1:9/")  # nothing listens on the discard port
+    assert run.returncode == 3 and run.stdout == ""
+    assert "cannot reach @anthropic-ai/claude-code@2.1.328 on the npm registry http://127.0.0.1:9/" in run.stderr
+    assert not (tmp_path / "cc" / "node_modules" / ".bin" / "claude").exists()
+
+
+@needs_npm
+def test_the_install_script_is_idempotent_and_needs_no_network_once_installed():
+    if not os.access(INSTALLED, os.X_OK):
+        pytest.skip(f"Claude Code is not installed at {INSTALLED}: run scripts/install-claude-code.sh")
+    run = _install(INSTALLED.parent.parent.parent, "http://127.0.0.1:9/")
+    assert (run.returncode, run.stdout, run.stderr) == (0, f"{INSTALLED}\n", "")
