@@ -77,7 +77,9 @@ def test_without_payload_keys_every_bundled_scenario_gets_the_script_and_replies
     for path in paths:
         s = load_scenario(path)
         script = build_workload(s).script
-        assert script == legacy_script(s.workload, s.name), path
+        # the one new knob: a scenario whose resume turns thinking on gets a model that does not think unasked-for
+        assert script.thinks_when_asked == ("thinking" not in s.workload.drift), path
+        assert replace(script, thinks_when_asked=True) == legacy_script(s.workload, s.name), path
         for turn in range(len(script.turns) + 1):
             blocks, stop, usage = script.reply(turn)
             assert [b["type"] for b in blocks] == ["text"] + ["tool_use"] * (len(blocks) - 1)

@@ -140,7 +140,11 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
     then a final text answer.  Draws come from ``random.Random(spec.seed)``.
     ``max_iterations`` 0 means: every scripted turn + 5.  With ``thinking``
     (the run's thinking mode) every reply starts with a signed thinking
-    block, as a model with thinking on answers.  The payload keys
+    block, as a model with thinking on answers (and without it, a request
+    with thinking on gets one all the same: :class:`Script`; except when
+    the scenario drifts ``thinking``: its forced resume turns thinking on
+    and is compared with a reference run that had it off, so the model
+    answers as without).  The payload keys
     (docs/scenarios.md) are then laid over that script by
     :func:`_with_payloads`, from a random source of their own, so a
     scenario without them gets exactly the script it always got.
@@ -165,7 +169,8 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
         turns = [t if t.thinking else replace(t, thinking=f"Turn {i}: thinking it over first.")
                  for i, t in enumerate(turns)]
     script = Script(seed=spec.seed, turns=tuple(turns), delay_ms=spec.model_ms, vary_on_repeat=spec.vary_on_repeat,
-                    model=MODEL_NAME, cache_tokens=spec.cache_tokens)
+                    model=MODEL_NAME, cache_tokens=spec.cache_tokens,
+                    thinks_when_asked="thinking" not in spec.drift)
     followups = tuple(f"follow-up {i + 1}: do the next batch" for i in range(spec.chat_followups))
     max_iterations = spec.max_iterations or (len(turns) + 5)
     return Workload(

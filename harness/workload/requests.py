@@ -6,11 +6,22 @@ message starts with the offending field: ``messages.2.role: ...``):
 
 The request.  ``messages`` is required (a list of ``{"role", "content"}``,
 content a string or a list of blocks).  ``system`` (a string or a list of
-blocks), ``model``, ``max_tokens``, ``tools``, ``thinking`` and the rest
-are accepted and ignored; so are ``role: "system"`` messages inside
-``messages`` (some clients put the system prompt there): they are dropped
-before anything else looks at the conversation, and the recorded
-``ModelCall.messages`` hold the conversation without them.
+blocks), ``model``, ``max_tokens``, ``tools`` and the other fields of the
+Messages API (:data:`KNOWN_FIELDS`) are accepted; so are ``role: "system"``
+messages inside ``messages`` (some clients put the system prompt there):
+they are dropped before anything else looks at the conversation, and the
+recorded ``ModelCall.messages`` hold the conversation without them.  A
+field the fake does not know (a beta's, such as Claude Code's
+``context_management`` and ``output_config``) is tolerated and named in
+:attr:`Request.unknown`, for the server's log.
+
+``thinking`` (``{"type": "enabled", "budget_tokens": N}`` with N >= 1024,
+``{"type": "adaptive"}``, ``{"type": "disabled"}``; optional ``display``
+``"summarized"`` or ``"omitted"``) turns thinking on: every reply then
+starts with a signed thinking block (:meth:`harness.workload.script.Script.reply`).
+``tool_choice`` (``{"type": "auto" | "any" | "tool" | "none"}``, ``tool``
+with a ``name``) is checked as the API checks it: forcing a tool use
+(``any``, ``tool``) with thinking on is refused, as the API refuses it.
 
 A thinking block's ``signature`` and a redacted block's ``data`` are
 opaque strings that name their turn and repeat and hold a MAC of the seed
@@ -26,11 +37,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from harness.workload.script import Script, opaque_fields, opaque_valid
 
-__all__ = ["RequestError", "Request", "parse_request", "check_reasoning", "check_thinking_loop"]
+__all__ = ["RequestError", "Request", "parse_request", "check_reasoning", "check_thinking_loop", "KNOWN_FIELDS",
+           "TOOL_CHOICES"]
+
+#: The request fields of the Messages API the fake knows (checked or knowingly ignored); any other is
+#: tolerated and reported in :attr:`Request.unknown`.
+KNOWN_FIELDS = frozenset({"model", "messages", "max_tokens", "system", "stream", "thinking", "tools", "tool_choice",
+                          "metadata", "stop_sequences", "temperature", "top_k", "top_p", "service_tier",
+                          "container", "mcp_servers"})
+
+#: The ``tool_choice`` types the Messages API takes.
+TOOL_CHOICES = ("auto", "any", "tool", "none")
 
 
 class RequestError(ValueError):
@@ -43,15 +64,36 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class Request:
-    """A parsed ``POST /v1/messages`` body: the conversation (``role: "system"`` messages dropped), whether
-    the reply streams, ``positions``: each kept message's index in the body's ``messages`` (for error
-    messages; empty: the same indexes), and ``thinking``: the request turns thinking on (its ``thinking``
-    object's ``type`` is ``enabled`` or ``adaptive``)."""
+    """A parsed ``POST /v1/messages`` (or ``count_tokens``) body.
+
+    ``messages``: the conversation (``role: "system"`` messages dropped);
+    ``stream``: the reply streams; ``positions``: each kept message's index
+    in the body's ``messages`` (for error messages; empty: the same
+    indexes); ``thinking``: the request turns thinking on (its ``thinking``
+    object's ``type`` is ``enabled`` or ``adaptive``); ``omit_thinking``:
+    it asks for the thinking text omitted (``display: "omitted"``);
+    ``tool_choice``: one of :data:`TOOL_CHOICES` (``auto`` when absent) and
+    ``tool_name`` the tool a ``tool`` choice names; ``unknown``: the
+    top-level fields not in :data:`KNOWN_FIELDS`, sorted; ``size``: the
+    characters of the compact JSON of its ``system``, ``messages`` and
+    ``tools`` (what :attr:`input_tokens` counts).
+    """
 
     messages: list[dict[str, Any]]
     stream: bool = False
     positions: tuple[int, ...] = ()
     thinking: bool = False
+    omit_thinking: bool = False
+    tool_choice: str = "auto"
+    tool_name: str = ""
+    unknown: tuple[str, ...] = ()
+    size: int = 0
+
+    @property
+    def input_tokens(self) -> int:
+        """A plausible, deterministic token count of the request's input: one token per 4 characters of its
+        system prompt, messages and tools as compact JSON, at least 1 (``POST /v1/messages/count_tokens``)."""
+        return max(1, -(-self.size // 4))
 
 
 def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: tuple[int, ...] = ()) -> None:
@@ -60,9 +102,11 @@ def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: t
     In each assistant message of ``messages`` (a request's conversation),
     a ``thinking`` block must carry the ``signature`` ``script`` gave it
     (:func:`opaque` of the seed and its text, naming a turn of the script
-    that has a thinking block, and a repeat the script makes): a block
-    without one is ``Field required``, an altered text or signature
-    ``Invalid `signature```.  A ``redacted_thinking`` block must carry
+    that has a thinking block, and a repeat the script makes; or a turn
+    without one, or past the script, that a request with thinking on got,
+    its text then :meth:`Script.thinking_text` or ``""`` when the request
+    asked for it omitted): a block without one is ``Field required``, an
+    altered text or signature ``Invalid `signature```.  A ``redacted_thinking`` block must carry
     the ``data`` it was given.  The field named is
     ``messages.I.content.J.thinking.signature`` (or
     ``.redacted_thinking.data``), ``I`` from ``positions`` when given.
@@ -74,9 +118,13 @@ def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: t
         if fields is None or not opaque_valid(script.seed, kind, value, text):
             return False
         turn, rep = fields[1], fields[2]
-        spec = script.turns[turn] if 0 <= turn < len(script.turns) else None
-        has = spec is not None and (bool(spec.thinking) if kind == "thinking" else spec.redacted)
-        return has and (rep == 0 or script.vary_on_repeat)
+        if not (rep == 0 or script.vary_on_repeat):
+            return False
+        if kind == "thinking":  # a scripted thinking turn, or any reply to a request with thinking on
+            scripted = 0 <= turn < len(script.turns) and bool(script.turns[turn].thinking)
+            return scripted or (script.thinks_when_asked and 0 <= turn <= len(script.turns)
+                                and text in (script.thinking_text(turn, rep), ""))
+        return 0 <= turn < len(script.turns) and script.turns[turn].redacted
 
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") != "assistant" or not isinstance(m.get("content"), list):
@@ -95,7 +143,8 @@ def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: t
                                    "Invalid `data` in `redacted_thinking` block")
 
 
-def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ...] = ()) -> None:
+def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ...] = (),
+                        reasoned: Callable[[dict[str, Any]], bool | None] | None = None) -> None:
     """With thinking on, refuse a request that continues a tool loop without its thinking: raise :class:`RequestError`.
 
     As the Messages API does: when a request with thinking on ends with
@@ -104,8 +153,13 @@ def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ..
     ``redacted_thinking`` block, the one the model gave it.  An agent that
     strips reasoning from the turn in flight (on resume, say) is refused
     (HTTP 400) and cannot finish.  Earlier turns may go without it (the API
-    drops their reasoning anyway).  Call it only for a request with thinking
-    on (:attr:`Request.thinking`).  Pure.
+    drops their reasoning anyway).  Never demanded of a reply that had none:
+    ``reasoned(assistant message)`` says whether the reply it holds started
+    with a reasoning block when it was given (``None``, or no ``reasoned``:
+    not known, e.g. a journal laid out from another trial; then it is
+    demanded, as the API demands it).  Call it only for a request with
+    thinking on (:attr:`Request.thinking`).  Pure (``reasoned`` reads what
+    the caller recorded).
     """
     if len(messages) < 2 or messages[-1].get("role") != "user":
         return
@@ -118,7 +172,7 @@ def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ..
     if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
         return
     first = content[0] if content and isinstance(content[0], dict) else {}
-    if first.get("type") not in ("thinking", "redacted_thinking"):
+    if first.get("type") not in ("thinking", "redacted_thinking") and (reasoned is None or reasoned(turn) is not False):
         where = f"messages.{positions[i] if i < len(positions) else i}.content.0.type"
         raise RequestError(where, f"Expected `thinking` or `redacted_thinking`, but found `{first.get('type')}`. "
                                   "When `thinking` is enabled, a final `assistant` message must start with a "
@@ -134,7 +188,9 @@ def parse_request(raw: bytes) -> Request:
     or a list of objects each with a string ``type`` (a tool_result's
     ``tool_use_id`` a string); ``system`` (if present) a string or a list of
     objects; ``stream`` a boolean; ``model`` a string; ``max_tokens`` an
-    integer >= 1.  Other fields are not looked at.
+    integer >= 1; ``thinking`` and ``tool_choice`` as the module docstring
+    says.  Other fields are not looked at (an unknown one is named in
+    :attr:`Request.unknown`).
     """
     try:
         body = json.loads(raw)
@@ -177,6 +233,43 @@ def parse_request(raw: bytes) -> Request:
     tokens = body.get("max_tokens", 1)
     if type(tokens) is not int or tokens < 1:
         raise RequestError("max_tokens", "must be an integer >= 1")
-    thinking = body.get("thinking")
-    on = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
-    return Request(messages=conversation, stream=stream, positions=tuple(positions), thinking=on)
+    on, omit = _thinking(body.get("thinking"))
+    choice, name = _tool_choice(body.get("tool_choice"))
+    if on and choice in ("any", "tool"):
+        raise RequestError("tool_choice", "Thinking may not be enabled when tool_choice forces tool use.")
+    size = len(json.dumps([system, messages, body.get("tools")], separators=(",", ":"), ensure_ascii=False))
+    return Request(messages=conversation, stream=stream, positions=tuple(positions), thinking=on,
+                   omit_thinking=omit, tool_choice=choice, tool_name=name,
+                   unknown=tuple(sorted(k for k in body if k not in KNOWN_FIELDS)), size=size)
+
+
+def _thinking(value: Any) -> tuple[bool, bool]:
+    # (thinking on, text omitted) of a request's "thinking" field; RequestError for a malformed one.
+    if value is None:
+        return False, False
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind not in ("enabled", "adaptive", "disabled"):
+        raise RequestError("thinking.type", f"must be 'enabled', 'adaptive' or 'disabled', got {kind!r}")
+    if kind == "enabled":
+        budget = value.get("budget_tokens")
+        if type(budget) is not int or budget < 1024:
+            raise RequestError("thinking.budget_tokens", "must be an integer >= 1024")
+    display = value.get("display", "summarized")
+    if display not in ("summarized", "omitted"):
+        raise RequestError("thinking.display", f"must be 'summarized' or 'omitted', got {display!r}")
+    return kind != "disabled", kind != "disabled" and display == "omitted"
+
+
+def _tool_choice(value: Any) -> tuple[str, str]:
+    # (type, tool name) of a request's "tool_choice" field; RequestError for a malformed one.
+    if value is None:
+        return "auto", ""
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind not in TOOL_CHOICES:
+        raise RequestError("tool_choice.type", f"must be one of {', '.join(TOOL_CHOICES)}, got {kind!r}")
+    name = value.get("name", "")
+    if kind == "tool" and not (isinstance(name, str) and name):
+        raise RequestError("tool_choice.name", "Field required (a tool_choice of type 'tool' names the tool)")
+    if "disable_parallel_tool_use" in value and not isinstance(value["disable_parallel_tool_use"], bool):
+        raise RequestError("tool_choice.disable_parallel_tool_use", "must be a boolean")
+    return kind, name if kind == "tool" else ""

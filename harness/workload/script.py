@@ -29,6 +29,14 @@ resumed agent gets the same reply for the same progress, however it
 rebuilt the conversation (a synthetic assistant message, a replayed or
 annotated history): see :meth:`Script.position`.
 
+Past the script the segments go on: an assistant message without tool_use
+whose text holds ``"(script exhausted)"`` closes a segment that has no
+scripted final answer (the segments after the last one, and a last one
+that ends in tools), and the next follow-up opens another.  So each new
+user turn of a finished session (an agent that continues a completed
+session with a new turn) is a new state with its own key, never a repeat of
+an earlier one; asking again without a new turn is the same state.
+
 A *pause turn* (``Turn.pause``: a server tool the provider paused,
 stop reason ``pause_turn``) counts like a tool turn of its segment; it is
 answered once an assistant message of the request holds its
@@ -48,7 +56,9 @@ Usage is deterministic per turn: ``100 + 10 x turn`` input tokens, ``20 +
 default) as cache counts: ``cache_read_input_tokens = cache_tokens + 10 x
 turn``, ``cache_creation_input_tokens = cache_tokens // 10 + turn``.
 
-A reply's blocks, in order: a signed ``thinking`` block (``Turn.thinking``),
+A reply's blocks, in order: a signed ``thinking`` block (``Turn.thinking``;
+or, for a request with thinking on, :meth:`Script.thinking_text`'s default: a
+model with thinking on starts every reply with one),
 a ``redacted_thinking`` block (``Turn.redacted``), the text, a
 ``server_tool_use`` with its ``web_search_tool_result`` (``Turn.web_search``,
 and every pause turn), then the ``tool_use`` blocks.  The stop reason is
@@ -58,6 +68,11 @@ A thinking block's ``signature`` and a redacted block's ``data`` are
 opaque strings that name their turn and repeat and hold a MAC of the seed
 (and the thinking text) (:func:`opaque`); a request that sends one back
 altered is refused (:func:`harness.workload.requests.check_reasoning`).
+A request that asks for the thinking text omitted (``"display":
+"omitted"``) gets the block with empty ``thinking`` and a signature over
+the empty text, as the API returns it.  A request with ``tool_choice``
+``none`` gets the turn's text without its tool_use blocks (stop reason
+``end_turn``): see :meth:`Script.reply`.
 """
 
 from __future__ import annotations
@@ -66,7 +81,7 @@ import base64
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -208,7 +223,11 @@ class Script:
     replies (a window for kills during a model call).  ``vary_on_repeat``:
     the n-th repeat of a request in the same state (n >= 1) gets other text
     and fresh ids.  ``cache_tokens``: the cache counts of every reply's
-    usage (module docstring; 0: none).
+    usage (module docstring; 0: none).  ``thinks_when_asked``: a request
+    with thinking on gets a thinking block on every turn, as a model with
+    thinking on answers; False: only the turns that script one (an
+    adaptive model that chose not to think; for a scenario whose resume
+    turns thinking on and is compared with a run that had it off).
     """
 
     seed: int
@@ -217,6 +236,7 @@ class Script:
     delay_ms: float = 0.0
     vary_on_repeat: bool = False
     cache_tokens: int = 0
+    thinks_when_asked: bool = True
 
     def _text(self, turn: int) -> str:
         spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
@@ -226,12 +246,29 @@ class Script:
             return f"Turn {turn}: searching the web (paused)."
         return f"Turn {turn}: calling {len(spec.tools)} tools." if spec.tools else f"Answer {turn}: done."
 
-    def reply(self, turn: int, repeat: int = 0) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+    def thinking_text(self, turn: int, repeat: int = 0) -> str:
+        """The text of ``turn``'s thinking block at its ``repeat`` (ignored unless ``vary_on_repeat``): the
+        turn's ``thinking``, or for a turn without one (a turn past the script included) the text a model
+        with thinking on thinks there, ``"Turn N: thinking it over first."``.  Pure."""
+        rep = repeat if self.vary_on_repeat else 0
+        spec = self.turns[turn] if 0 <= turn < len(self.turns) else Turn()
+        text = spec.thinking or f"Turn {turn}: thinking it over first."
+        return text + (f" (asked again: {rep})" if rep else "")
+
+    def reply(self, turn: int, repeat: int = 0, *, thinking: bool = False, omit_thinking: bool = False,
+              tools: bool = True) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
         """Return ``(content blocks, stop_reason, usage)`` for ``turn`` and its ``repeat`` number.
 
         Pure: the same arguments always give the same reply.  ``repeat`` is
         ignored unless ``vary_on_repeat``.  ``turn >= len(turns)`` gives the
-        final answer ``"(script exhausted)"``.  ``usage`` has
+        final answer ``"(script exhausted)"``.  ``thinking``: the request
+        turned thinking on, so a turn without scripted thinking starts with
+        a signed thinking block too (:meth:`thinking_text`); a turn with
+        scripted thinking has its block either way.  ``omit_thinking``: the
+        request asked for the thinking text omitted (``"display":
+        "omitted"``): the block's ``thinking`` is ``""`` and its signature is
+        over ``""``.  ``tools`` False (``tool_choice`` ``none``): no tool_use
+        blocks, and a tool turn stops with ``end_turn``.  ``usage`` has
         ``input_tokens``, ``output_tokens``, ``cache_creation_input_tokens``
         and ``cache_read_input_tokens`` (tokens), and ``server_tool_use``
         (``{"web_search_requests": 1}``) for a reply with a web search.
@@ -239,14 +276,16 @@ class Script:
         rep = repeat if self.vary_on_repeat else 0
         suffix = f"_r{rep}" if rep else ""
         spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
+        if not tools:
+            spec = replace(spec, tools=())
         text = self._text(turn)
         if rep:
             text += f" (asked again: {rep})"
         blocks: list[dict[str, Any]] = []
-        if spec.thinking:
-            thinking = spec.thinking + (f" (asked again: {rep})" if rep else "")
-            blocks.append({"type": "thinking", "thinking": thinking,
-                           "signature": opaque(self.seed, "thinking", turn, rep, thinking)})
+        if spec.thinking or (thinking and self.thinks_when_asked):
+            thought = "" if omit_thinking else self.thinking_text(turn, rep)
+            blocks.append({"type": "thinking", "thinking": thought,
+                           "signature": opaque(self.seed, "thinking", turn, rep, thought)})
         if spec.redacted:
             blocks.append({"type": "redacted_thinking", "data": opaque(self.seed, "redacted", turn, rep)})
         blocks.append({"type": "text", "text": text})
@@ -322,11 +361,12 @@ class Script:
                         match = self._server_id.fullmatch(b["id"])
                         if match:
                             resumed.add(int(match[1]))
-                final = segments[segment].final if segment < len(segments) else None
-                if not closed and final is not None:
+                if not closed:
+                    final = segments[segment].final if segment < len(segments) else None
+                    closing = EXHAUSTED if final is None else self._text(final)
                     blocks = _blocks(m)
                     text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
-                    if self._text(final) in text and not any(b.get("type") == "tool_use" for b in blocks):
+                    if closing in text and not any(b.get("type") == "tool_use" for b in blocks):
                         closed = True
             elif role == "user":
                 for b in _blocks(m):
@@ -338,7 +378,7 @@ class Script:
                     segment, closed = segment + 1, False
         nothing = Position(segment, len(self.turns))
         if segment >= len(segments) or closed:
-            return nothing
+            return nothing  # past the script: each follow-up is another segment, so another key
         for t in segments[segment].tools:
             if self.turns[t].pause and not self.turns[t].tools:
                 if t not in resumed:

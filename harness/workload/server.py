@@ -16,6 +16,17 @@ with an unknown key gets HTTP 401 in the Anthropic error shape; a malformed
 body gets HTTP 400 (``invalid_request_error``, the message starts with the
 offending field: ``messages.2.role: ...``).
 
+Besides the model calls: ``POST /v1/messages/count_tokens`` (same body
+and checks) answers ``{"input_tokens": N}`` (:attr:`Request.input_tokens`,
+deterministic) and is no model call; ``HEAD`` on any path (a client's
+reachability probe, Claude Code's ``HEAD /api/hello``) answers 200.
+Unknown request fields and ``anthropic-beta`` names are tolerated and
+written to the session's log (:attr:`Session.log`), as is a
+``tool_choice`` the script cannot honour; ``tool_choice: none`` gets the
+turn without its tool calls.  With thinking on every reply starts with a
+signed thinking block, and a thinking block is demanded back only from a
+reply that had one (:func:`check_thinking_loop`).
+
 The request and its checks are :mod:`harness.workload.requests` (its
 module docstring); which turn answers it, the reply's blocks, ids and
 usage are :mod:`harness.workload.script` (its module docstring).  A
@@ -72,37 +83,93 @@ def _parse_key(key: str) -> tuple[str, int]:
 
 @dataclass
 class Session:
-    """The calls of one trial.  Thread-safe through its lock; ``calls`` grows in arrival order."""
+    """The calls of one trial.  Thread-safe through its lock; ``calls`` grows in arrival order.
+
+    ``log``: what the server noticed, in arrival order, one line each:
+    unknown request fields and ``anthropic-beta`` names the first time the
+    session sees them (``call 0: unknown fields context_management,
+    output_config``, ``call 0: anthropic-beta per-turn-control-2026-07-01``),
+    ``count_tokens: 1234 input tokens``, a tool_choice the script cannot
+    honour (``call 5: tool_choice any not honoured: turn 4 scripts no tool
+    call``), and each refused request (``refused 400: messages.2...``).
+    ``reasoned``: for each tool_use id the session gave out, whether its
+    reply started with a reasoning block (what :func:`check_thinking_loop`
+    may demand back).  ``betas``, ``fields``: the beta names and unknown
+    fields seen so far.
+    """
 
     token: str
     script: Script
     calls: list[ModelCall] = field(default_factory=list)
     repeats: dict[str, int] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+    reasoned: dict[str, bool] = field(default_factory=dict)
+    betas: set[str] = field(default_factory=set)
+    fields: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def answer(self, messages: list[dict[str, Any]], leg: int, stream: bool = False) -> tuple[ModelCall, dict[str, Any]]:
+    def note(self, line: str) -> None:
+        """Append ``line`` to :attr:`log` (thread-safe)."""
+        with self.lock:
+            self.log.append(line)
+
+    def gave_reasoning(self, message: dict[str, Any]) -> bool | None:
+        """Whether the reply an assistant ``message`` holds started with a reasoning block when this session gave
+        it (found by its tool_use ids); ``None`` when none of its ids was given out here."""
+        content = message.get("content")
+        ids = [b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] \
+            if isinstance(content, list) else []
+        with self.lock:
+            known = [self.reasoned[i] for i in ids if isinstance(i, str) and i in self.reasoned]
+        return any(known) if known else None
+
+    def answer(self, messages: list[dict[str, Any]], leg: int, stream: bool = False,
+               request: Request | None = None, betas: tuple[str, ...] = ()) -> tuple[ModelCall, dict[str, Any]]:
         """Record one request and return ``(call, response body)``.
 
         ``messages``: the request's conversation as :func:`parse_request`
         returns it (``role: "system"`` messages dropped); recorded as sent.
-        The body is a complete Messages API message (``id``, ``type``,
-        ``role``, ``model``, ``content``, ``stop_reason``, ``stop_sequence``,
-        ``usage``).
+        ``request``: the parsed request, for its thinking mode and
+        ``tool_choice`` (none: thinking off, ``auto``); its unknown fields and
+        the ``betas`` (the ``anthropic-beta`` header's names) not seen before
+        in this session go to :attr:`log`.  The body is a complete Messages
+        API message (``id``, ``type``, ``role``, ``model``, ``content``,
+        ``stop_reason``, ``stop_sequence``, ``usage``); a reply past the
+        script has an id naming its segment, so no two states share one.
         """
         t = time.monotonic_ns()
+        request = request or Request(messages=messages, stream=stream)
         pos = self.script.position(messages)
         key = pos.key
+        honoured, why = _tool_choice_honoured(self.script, pos.turn, request)
         with self.lock:
             repeat = self.repeats.get(key, 0)
             self.repeats[key] = repeat + 1
             index = len(self.calls)
-            blocks, stop, usage = self.script.reply(pos.turn, repeat)
+            blocks, stop, usage = self.script.reply(pos.turn, repeat, thinking=request.thinking,
+                                                    omit_thinking=request.omit_thinking,
+                                                    tools=request.tool_choice != "none")
             call = ModelCall(index=index, t=t, key=key, turn=pos.turn, messages=messages, reply=blocks, leg=leg,
                              stream=stream, stop=stop or "")
             self.calls.append(call)
+            first = blocks[0]["type"] if blocks else ""
+            for b in blocks:
+                if b["type"] == "tool_use":
+                    self.reasoned[b["id"]] = first in ("thinking", "redacted_thinking")
+            new = sorted(set(request.unknown) - self.fields)
+            if new:
+                self.fields.update(new)
+                self.log.append(f"call {index}: unknown fields {', '.join(new)}")
+            new = sorted(set(betas) - self.betas)
+            if new:
+                self.betas.update(new)
+                self.log.append(f"call {index}: anthropic-beta {', '.join(new)}")
+            if not honoured:
+                self.log.append(f"call {index}: {why}")
         rep = repeat if self.script.vary_on_repeat else 0
+        past = f"_s{pos.segment}" if pos.turn >= len(self.script.turns) else ""
         body = {
-            "id": f"msg_{self.script.seed}_{pos.turn}" + (f"_r{rep}" if rep else ""),
+            "id": f"msg_{self.script.seed}_{pos.turn}{past}" + (f"_r{rep}" if rep else ""),
             "type": "message",
             "role": "assistant",
             "model": self.script.model,
@@ -112,6 +179,18 @@ class Session:
             "usage": usage,
         }
         return call, body
+
+
+def _tool_choice_honoured(script: Script, turn: int, request: Request) -> tuple[bool, str]:
+    # (honoured, why not) for a request's tool_choice answered by `turn`: `none` always is (the reply drops its
+    # tool_use blocks); `any` needs a scripted tool call, `tool` one of that name, or the script is answered as is.
+    choice = request.tool_choice
+    tools = script.turns[turn].tools if 0 <= turn < len(script.turns) else ()
+    if choice == "any" and not tools:
+        return False, f"tool_choice any not honoured: turn {turn} scripts no tool call"
+    if choice == "tool" and not any(c.name == request.tool_name for c in tools):
+        return False, f"tool_choice tool {request.tool_name!r} not honoured: turn {turn} scripts no call of it"
+    return True, ""
 
 
 #: What a killed client leaves behind on the server's side of its connection.
@@ -178,7 +257,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self.rfile.read(length) if length > 0 else b""
 
     def do_GET(self) -> None:  # noqa: N802
-        self._error(404, "not_found_error", "only POST /v1/messages is served")
+        self._error(404, "not_found_error", "only POST /v1/messages and /v1/messages/count_tokens are served")
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        # A client's reachability probe (Claude Code sends HEAD /api/hello first): 200, no body.
+        self._write(200, {"content-length": "0"}, b"")
 
     def do_POST(self) -> None:  # noqa: N802
         try:
@@ -187,7 +270,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self._error(400, "invalid_request_error", "body: bad content-length or chunked framing")
             return
-        if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
+        route = self.path.split("?", 1)[0].rstrip("/")
+        if route not in ("/v1/messages", "/v1/messages/count_tokens"):
             self._error(404, "not_found_error", f"no route {self.path}")
             return
         key = self.headers.get("x-api-key") or ""
@@ -202,12 +286,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             request = parse_request(raw)
             check_reasoning(session.script, request.messages, request.positions)
-            if request.thinking:
-                check_thinking_loop(request.messages, request.positions)
+            if request.thinking and route == "/v1/messages":
+                check_thinking_loop(request.messages, request.positions, session.gave_reasoning)
         except RequestError as exc:
+            session.note(f"refused 400: {exc}")
             self._error(400, "invalid_request_error", str(exc))
             return
-        call, body = session.answer(request.messages, leg, request.stream)
+        if route == "/v1/messages/count_tokens":  # no model call: a count, in the session's log
+            session.note(f"count_tokens: {request.input_tokens} input tokens")
+            self._send(200, {"input_tokens": request.input_tokens}, f"req_{token}_count")
+            return
+        betas = tuple(b.strip() for b in (self.headers.get("anthropic-beta") or "").split(",") if b.strip())
+        call, body = session.answer(request.messages, leg, request.stream, request, betas)
         request_id = f"req_{token}_{call.index}"
         delay_s = session.script.delay_ms / 1000.0
         if request.stream:
