@@ -71,6 +71,7 @@ from functools import cached_property
 from typing import Any
 
 from harness.names import CUT_STOPS
+from harness.workload.tools import PLAIN, shown_name
 
 __all__ = ["ToolCall", "Turn", "Script", "Position", "request_key", "opaque", "opaque_fields", "opaque_valid",
            "EXHAUSTED", "STOP_SEQUENCE"]
@@ -208,7 +209,9 @@ class Script:
     replies (a window for kills during a model call).  ``vary_on_repeat``:
     the n-th repeat of a request in the same state (n >= 1) gets other text
     and fresh ids.  ``cache_tokens``: the cache counts of every reply's
-    usage (module docstring; 0: none).
+    usage (module docstring; 0: none).  ``tool_name``: how the agent shows a tool to the model,
+    a template over ``{tool}`` (:func:`harness.workload.tools.check_template`; default: the plain
+    name); a tool_use block is named so, its :class:`ToolCall` keeps the plain name.
     """
 
     seed: int
@@ -217,6 +220,7 @@ class Script:
     delay_ms: float = 0.0
     vary_on_repeat: bool = False
     cache_tokens: int = 0
+    tool_name: str = PLAIN
 
     def _text(self, turn: int) -> str:
         spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
@@ -266,7 +270,7 @@ class Script:
                 inp["sleep_ms"] = call.sleep_ms
             if call.out:
                 inp["out"] = json.loads(call.out)
-            blocks.append({"type": "tool_use", "id": tid, "name": call.name, "input": inp})
+            blocks.append({"type": "tool_use", "id": tid, "name": shown_name(self.tool_name, call.name), "input": inp})
         stop = spec.stop if spec.stop in CUT_STOPS else \
             "tool_use" if spec.tools else "pause_turn" if spec.pause else (spec.stop or "end_turn")
         usage: dict[str, Any] = {"input_tokens": 100 + 10 * turn, "output_tokens": 20 + 7 * len(spec.tools),
