@@ -24,8 +24,9 @@ from harness.history.readers import read_ledger
 from harness.observer import entry_order, observer_binary, parse_ops
 from harness.scenario.model import WorkloadSpec
 from harness.workload.build import build_workload
-from harness.workload.mcp_setup import HttpMcpServer, McpSetupError, McpSpec, mcp_config, open_leg
+from harness.workload.mcp_setup import TRANSPORTS, HttpMcpServer, McpSetupError, McpSpec, mcp_config, open_leg
 from harness.workload.script import Script, ToolCall, Turn
+from harness.workload.server import ModelServer, api_key
 from harness.workload.tools import INPUT_SCHEMA, PLAIN, TOOL_NAMES, ToolNameError, check_template, description
 
 LEDGER_LINE = ('{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n')
@@ -245,3 +246,39 @@ def test_a_tool_name_template_is_checked():
             check_template(bad)
     with pytest.raises(ToolNameError):
         McpSpec(tool_name="{tool}.x")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_claude_code_lists_and_calls_our_tools_over_mcp(tmp_path, transport):
+    """Claude Code itself (``$FISKJ_CLAUDE_CODE``: its ``claude`` binary, e.g. from
+    ``npm install --prefix DIR @anthropic-ai/claude-code@2.1.328``) against the fake model: it runs every
+    scripted call of our MCP tools, each one ledger line of this leg."""
+    claude = os.environ.get("FISKJ_CLAUDE_CODE")
+    if not claude:
+        pytest.skip("FISKJ_CLAUDE_CODE (the path of a claude binary) is not set")
+    spec = McpSpec(transport=transport)
+    workload = build_workload(WorkloadSpec(seed=5, turns=2, tools_per_turn=2), "cc-mcp", tool_name=spec.tool_template())
+    ledger, home = tmp_path / "ledger.jsonl", tmp_path / "home"
+    home.mkdir()
+    with ModelServer() as server, open_leg(spec, tmp_path / "mcp.json", ledger=ledger, leg=0) as leg:
+        session = server.open_session(workload.script)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp_path),
+               "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": api_key(session.token, 0),
+               "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+               "MAX_THINKING_TOKENS": "0"}  # (the fake model's adaptive thinking: issue 24 item 5)
+        proc = subprocess.run([claude, "-p", workload.prompt, "--mcp-config", leg.config_path, "--strict-mcp-config",
+                               "--allowedTools", ",".join(f"mcp__fiskj__{t}" for t in TOOL_NAMES),
+                               "--model", workload.model, "--output-format", "json"],
+                              env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=300)
+        calls = server.close_session(session.token)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    scripted = [b for t in range(len(workload.script.turns)) for b in workload.script.reply(t)[0]
+                if b["type"] == "tool_use"]
+    assert [b["name"] for c in calls for b in c.reply if b.get("type") == "tool_use"] == [b["name"] for b in scripted]
+    assert all(b["name"].startswith("mcp__fiskj__") for b in scripted)
+    effects, notes = read_ledger(ledger)
+    assert notes == [] and [(e.tool_use_id, e.attempt, e.leg, e.tool) for e in effects] == \
+        [(b["id"], 1, 0, b["name"].removeprefix("mcp__fiskj__")) for b in scripted]
+    assert json.loads(proc.stdout)["result"] == workload.script.reply(len(workload.script.turns) - 1)[0][0]["text"]
