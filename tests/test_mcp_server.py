@@ -79,6 +79,11 @@ def test_over_stdio_each_tool_is_listed_and_called_and_its_line_is_fsynced_befor
                                                                  "out": {"text": "héllo ✓"}})
             results["out_error"] = await client.call_tool("effect_a", {"tool_use_id": "toolu_7_1_2",
                                                                        "out": {"error": "it broke"}})
+            results["meta"] = await client.call_tool("effect_b", {"n": 1},  # the id the agent sends beside it
+                                                     meta={"claudecode/toolUseId": "toolu_7_2_0"})
+            with pytest.raises(MCPError) as exc:  # an id argument of another type is no id, whatever the agent sent
+                await client.call_tool("effect_a", {"tool_use_id": 7}, meta={"claudecode/toolUseId": "toolu_x"})
+            errors["id_meta"] = exc.value
             bad = {"id": {"tool_use_id": 7}, "empty": {}, "n": {"tool_use_id": "x", "n": "3"},
                    "out": {"tool_use_id": "x", "out": {"text": 1}}, "sleep": {"tool_use_id": "x", "sleep_ms": True}}
             for key, arguments in bad.items():
@@ -100,6 +105,7 @@ def test_over_stdio_each_tool_is_listed_and_called_and_its_line_is_fsynced_befor
         "ledger_tool: effect_b toolu_7_1_0 failed as asked\n"
     assert not results["out"].is_error and results["out"].content[0].text == "héllo ✓"
     assert results["out_error"].is_error and results["out_error"].content[0].text == "it broke"
+    assert results["meta"].content[0].text == "ok effect_b toolu_7_2_0 n=1\n"
     assert all(e.code == INVALID_PARAMS for e in errors.values())
     assert "tool_use_id" in errors["id"].message and "arguments.n" in errors["n"].message
     assert "arguments.out" in errors["out"].message and "sleep_ms" in errors["sleep"].message
@@ -109,7 +115,7 @@ def test_over_stdio_each_tool_is_listed_and_called_and_its_line_is_fsynced_befor
     assert [(e["tool_use_id"], e["attempt"], e["leg"], e["tool"]) for e in lines] == [
         ("toolu_7_0_0", 1, 4, "effect_a"), ("toolu_7_0_1", 1, 4, "effect_b"), ("toolu_7_0_2", 1, 4, "effect_c"),
         ("toolu_7_0_0", 2, 4, "effect_a"), ("toolu_7_1_0", 1, 4, "effect_b"), ("toolu_7_1_1", 1, 4, "effect_c"),
-        ("toolu_7_1_2", 1, 4, "effect_a")]
+        ("toolu_7_1_2", 1, 4, "effect_a"), ("toolu_7_2_0", 1, 4, "effect_b")]
     assert len({e["pid"] for e in lines}) == 1  # one server process made them all
     raw = ledger.read_bytes().splitlines(keepends=True)
     assert raw[0].decode() == LEDGER_LINE % ('"toolu_7_0_0"', 1, lines[0]["pid"], lines[0]["t"], 4, '"effect_a"')

@@ -29,6 +29,12 @@ configuration and talks over its stdin and stdout) and ``http``
 once it accepts connections, and serves until its stdin reaches end of file
 or it gets SIGTERM or SIGINT).
 
+The ledger line's ``tool_use_id`` is the call's ``tool_use_id`` argument
+(the fake model puts the tool_use block's id there), else the id the agent
+sends in the call's ``_meta`` (:data:`AGENT_ID_KEYS`; Claude Code sends
+``claudecode/toolUseId``), as the ledger tool falls back to
+``$FISKJ_TOOL_USE_ID``.
+
 Answers, as fiskj shows a command tool's result: the ledger tool's stdout as
 text; with ``fail`` or an ``out`` error, a result with ``isError`` and its
 stderr (or stdout) as text.  A call that cannot have its effect gets an MCP
@@ -58,20 +64,25 @@ from mcp.shared.exceptions import MCPError
 from harness.workload.ledger_tool import answer, append_entry, open_ledger, render_out
 from harness.workload.tools import INPUT_SCHEMA, TOOL_NAMES, description
 
-__all__ = ["TRANSPORTS", "BadArguments", "check_arguments", "result_of", "make_server", "main"]
+__all__ = ["TRANSPORTS", "AGENT_ID_KEYS", "BadArguments", "check_arguments", "result_of", "make_server", "main"]
 
 #: The transports the server speaks.
 TRANSPORTS = ("stdio", "http")
+#: Keys of a ``tools/call``'s ``_meta`` under which an agent sends the model's tool_use id
+#: (Claude Code 2.1: ``claudecode/toolUseId``); the fallback when the arguments hold none.
+AGENT_ID_KEYS = ("claudecode/toolUseId",)
 
 
 class BadArguments(ValueError):
     """A ``tools/call`` whose arguments the tool does not take: the message names the argument and why."""
 
 
-def check_arguments(tool: str, arguments: Any) -> tuple[dict[str, Any], Any]:
-    """Check one call's ``arguments`` against the input schema; returns ``(arguments, rendered out)``.
+def check_arguments(tool: str, arguments: Any, agent_id: Any = None) -> tuple[str, dict[str, Any], Any]:
+    """Check one call's ``arguments`` against the input schema; returns ``(tool_use_id, arguments, rendered out)``.
 
-    ``tool_use_id`` must be a non-empty string; ``sleep_ms`` a number, ``n`` an integer, ``fail`` a
+    ``tool_use_id``: the argument when it is a non-empty string, else ``agent_id`` (the id the agent
+    sent beside the call, :data:`AGENT_ID_KEYS`; as the ledger tool falls back to
+    ``$FISKJ_TOOL_USE_ID``) when that is one; neither is :class:`BadArguments`.  ``sleep_ms`` a number, ``n`` an integer, ``fail`` a
     boolean (each when present); ``out`` an output spec (:func:`harness.workload.ledger_tool.render_out`;
     ``rendered`` is ``None`` without it).  Other keys are ignored, as the ledger tool ignores them.
     Raises :class:`BadArguments` (before any effect).  Pure.
@@ -79,6 +90,8 @@ def check_arguments(tool: str, arguments: Any) -> tuple[dict[str, Any], Any]:
     if not isinstance(arguments, dict):
         raise BadArguments(f"{tool}: arguments must be a JSON object, got {type(arguments).__name__}")
     tid = arguments.get("tool_use_id")
+    if tid is None or tid == "":
+        tid = agent_id
     if not isinstance(tid, str) or not tid:
         raise BadArguments(f"{tool}: arguments.tool_use_id must be a non-empty string, got {tid!r}")
     checks = (("sleep_ms", (int, float), "a number"), ("n", (int,), "an integer"), ("fail", (bool,), "a boolean"))
@@ -92,7 +105,7 @@ def check_arguments(tool: str, arguments: Any) -> tuple[dict[str, Any], Any]:
             rendered = render_out(arguments["out"])
         except (ValueError, TypeError) as exc:
             raise BadArguments(f"{tool}: arguments.out: {exc}") from None
-    return arguments, rendered
+    return tid, arguments, rendered
 
 
 def _text(value: str | bytes) -> str:
@@ -143,11 +156,13 @@ def make_server(ledger: str, leg: int = -1, drifted: bool = False) -> Server[Any
         tool = params.name
         if tool not in TOOL_NAMES:
             raise MCPError(types.INVALID_PARAMS, f"no tool {tool!r} (tools: {', '.join(TOOL_NAMES)})")
+        meta = params.meta or {}
+        agent_id = next((meta[k] for k in AGENT_ID_KEYS if isinstance(meta.get(k), str)), None)
         try:
-            data, rendered = check_arguments(tool, params.arguments if params.arguments is not None else {})
+            tool_use_id, data, rendered = check_arguments(
+                tool, params.arguments if params.arguments is not None else {}, agent_id)
         except BadArguments as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-        tool_use_id = data["tool_use_id"]
         await anyio.to_thread.run_sync(_record, ledger, tool_use_id, tool, leg)
         sleep_ms = data.get("sleep_ms") or 0
         if sleep_ms > 0:
