@@ -177,28 +177,40 @@ def test_a_line_is_on_disk_while_its_call_is_unanswered_and_outlives_the_killed_
 def test_over_streamable_http_the_harness_runs_the_server_for_a_leg(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     spec = McpSpec(transport="http")
-    with open_leg(spec, tmp_path / "mcp.json", ledger=ledger, leg=2) as leg:
-        config = json.loads(Path(leg.config_path).read_text())
-        assert config == {"mcpServers": {"fiskj": {"type": "http", "url": leg.http.url}}}
-        assert leg.http.url.startswith("http://127.0.0.1:") and leg.http.url.endswith("/mcp")
+    state = {}
+    leg = open_leg(spec, tmp_path / "mcp.json", ledger=ledger, leg=2)
+    config = json.loads(Path(leg.config_path).read_text())
+    assert config == {"mcpServers": {"fiskj": {"type": "http", "url": leg.http.url}}}
+    assert leg.http.url.startswith("http://127.0.0.1:") and leg.http.url.endswith("/mcp")
+    pid, proc = leg.http.pid, leg.http.proc
 
-        async def session() -> tuple:
-            async with Client(leg.http.url) as client:
-                names = [t.name for t in (await client.list_tools()).tools]
-                result = await client.call_tool("effect_c", {"tool_use_id": "toolu_3_0_0", "n": 5})
-                with pytest.raises(MCPError) as exc:
-                    await client.call_tool("effect_c", {"n": 5})
-                return names, result, exc.value
+    async def session() -> None:
+        async with Client(leg.http.url) as client:
+            state["names"] = [t.name for t in (await client.list_tools()).tools]
+            state["result"] = await client.call_tool("effect_c", {"tool_use_id": "toolu_3_0_0", "n": 5})
+            with pytest.raises(MCPError) as exc:
+                await client.call_tool("effect_c", {"n": 5})
+            state["error"] = exc.value
 
-        names, result, error = _run(session)
-        pid = leg.http.pid
-        proc = leg.http.proc
-    assert proc.returncode == 0  # it stopped when the leg closed it
-    assert names == list(TOOL_NAMES)
-    assert result.content[0].text == "ok effect_c toolu_3_0_0 n=5\n" and not result.is_error
-    assert error.code == INVALID_PARAMS and "tool_use_id" in error.message
+            async def in_flight() -> None:  # still sleeping when the leg ends
+                try:
+                    await client.call_tool("effect_a", {"tool_use_id": "toolu_3_1_0", "sleep_ms": 600_000})
+                except Exception as exc:
+                    state["cut"] = exc
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(in_flight)
+                while len(_lines(ledger)) < 2:  # the observed event: its line is written
+                    await anyio.sleep(0.005)
+                await anyio.to_thread.run_sync(leg.close)  # the leg is over
+
+    _run(session)
+    assert proc.returncode == 0  # it stopped on its own when the leg closed it, the call in flight notwithstanding
+    assert state["names"] == list(TOOL_NAMES) and "cut" in state
+    assert state["result"].content[0].text == "ok effect_c toolu_3_0_0 n=5\n" and not state["result"].is_error
+    assert state["error"].code == INVALID_PARAMS and "tool_use_id" in state["error"].message
     assert [(e["tool_use_id"], e["attempt"], e["leg"], e["pid"], e["tool"]) for e in _lines(ledger)] == \
-        [("toolu_3_0_0", 1, 2, pid, "effect_c")]
+        [("toolu_3_0_0", 1, 2, pid, "effect_c"), ("toolu_3_1_0", 1, 2, pid, "effect_a")]
 
 
 def test_an_http_server_that_cannot_start_is_a_setup_error(tmp_path):
@@ -252,6 +264,8 @@ def test_a_tool_name_template_is_checked():
             check_template(bad)
     with pytest.raises(ToolNameError):
         McpSpec(tool_name="{tool}.x")
+    assert McpSpec().shown_tools() == ["mcp__fiskj__effect_a", "mcp__fiskj__effect_b", "mcp__fiskj__effect_c"]
+    assert McpSpec(server="ledger", tool_name="{server}_{tool}").shown_tools()[0] == "ledger_effect_a"
 
 
 @pytest.mark.slow
@@ -274,7 +288,7 @@ def test_claude_code_lists_and_calls_our_tools_over_mcp(tmp_path, transport):
                "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                "MAX_THINKING_TOKENS": "0"}  # (the fake model's adaptive thinking: issue 24 item 5)
         proc = subprocess.run([claude, "-p", workload.prompt, "--mcp-config", leg.config_path, "--strict-mcp-config",
-                               "--allowedTools", ",".join(f"mcp__fiskj__{t}" for t in TOOL_NAMES),
+                               "--allowedTools", ",".join(spec.shown_tools()),
                                "--model", workload.model, "--output-format", "json"],
                               env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=300)

@@ -26,8 +26,9 @@ Transports: ``stdio`` (the default; the agent starts the server from its MCP
 configuration and talks over its stdin and stdout) and ``http``
 (streamable HTTP, stateless, JSON responses: the harness starts it; it binds
 ``127.0.0.1`` on a free port, prints one line ``{"url": URL}`` on stdout
-once it accepts connections, and serves until its stdin reaches end of file
-or it gets SIGTERM or SIGINT).
+once it accepts connections, and serves until its stdin reaches end of file,
+then exits without waiting for calls still in flight, whose lines are
+written; or until SIGTERM or SIGINT).
 
 The ledger line's ``tool_use_id`` is the call's ``tool_use_id`` argument
 (the fake model puts the tool_use block's id there), else the id the agent
@@ -199,12 +200,13 @@ def _serve_http(server: Server[Any]) -> None:
 
     web.startup = startup  # type: ignore[method-assign]
 
-    def until_eof() -> None:  # the harness closes our stdin (or dies): stop serving
+    def until_eof() -> None:  # the harness closes our stdin (or dies): the leg is over, stop serving
         try:
             while os.read(0, 4096):
                 pass
         except OSError:
             pass
+        web.force_exit = True  # without waiting for a call still sleeping (its agent is gone; its line is written)
         web.should_exit = True
 
     threading.Thread(target=until_eof, name="fiskj-mcp-stdin", daemon=True).start()

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.workload.tools import check_template
+from harness.workload.tools import TOOL_NAMES, check_template, shown_name
 
 __all__ = ["SERVER_NAME", "TRANSPORTS", "McpSetupError", "McpSpec", "server_command", "mcp_config",
            "write_mcp_config", "HttpMcpServer", "LegMcp", "open_leg"]
@@ -81,6 +81,11 @@ class McpSpec:
     def tool_template(self) -> str:
         """The ``tool_name`` template with the server filled in, for ``build_workload(..., tool_name=...)``."""
         return check_template(self.tool_name, self.server)
+
+    def shown_tools(self) -> list[str]:
+        """The names the model sees for the workload's tools, in order (for an agent's allow-list:
+        Claude Code's ``--allowedTools mcp__fiskj__effect_a,...``)."""
+        return [shown_name(self.tool_template(), tool) for tool in TOOL_NAMES]
 
 
 def _interpreter() -> str:
