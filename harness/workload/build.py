@@ -27,11 +27,9 @@ from harness.scenario.model import Scenario, WorkloadSpec
 from harness.workload.ledger_build import ToolChoice, ledger_tool_choice
 from harness.workload.payloads import limit_spec, output_spec, thinking_text
 from harness.workload.server import Script, ToolCall, Turn
+from harness.workload.tools import INPUT_SCHEMA, PLAIN, TOOL_NAMES, check_template, description
 
 __all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path", "tool_definitions", "write_tools_file"]
-
-#: The ledger tools an agent is given; turns draw from them in order.
-TOOL_NAMES = ("effect_a", "effect_b", "effect_c")
 
 #: The model name the agent is configured with (stored in the fingerprint).
 MODEL_NAME = "claude-fiskj-fake"
@@ -65,21 +63,11 @@ def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> l
     changes the tool set's hash (fingerprint drift ``"tools"``) and nothing else.
     """
     choice = ledger_tool(interpreter)
-    schema = {
-        "type": "object",
-        "properties": {
-            "tool_use_id": {"type": "string", "description": "the id of this tool_use block"},
-            "sleep_ms": {"type": "number", "description": "milliseconds to work after the effect"},
-            "n": {"type": "integer", "description": "a payload number echoed in the result"},
-        },
-        "required": ["tool_use_id"],
-    }
     return [
         {
             "name": name,
-            "description": f"Record one side effect in the harness ledger ({name})."
-                           + (" Drifted description." if drifted else ""),
-            "input_schema": schema,
+            "description": description(name, drifted),
+            "input_schema": INPUT_SCHEMA,
             "command": choice.command(name),
         }
         for name in TOOL_NAMES
@@ -131,8 +119,14 @@ class Workload:
         return "".join(line + "\n" for line in self.followups[consumed:]).encode("utf-8")
 
 
-def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Workload:
+def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario", tool_name: str = PLAIN) -> Workload:
     """Build the :class:`Workload` of a workload spec (or of a scenario's).
+
+    ``tool_name``: how the agent shows the tools to the model, a template from
+    :func:`harness.workload.tools.check_template` (``{server}`` already filled in; default: the plain
+    name); the scripted tool_use blocks name the tools so, and nothing else changes (the ledger and the
+    checkers key on the plain name and the tool_use id).  Raises
+    :class:`harness.workload.tools.ToolNameError` for a template that cannot name the tools.
 
     The script has ``chat_followups + 1`` segments; each is ``turns``
     tool-calling turns (1..``tools_per_turn`` tool_use blocks each, tools
@@ -170,7 +164,7 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario") -> Wor
                  for i, t in enumerate(turns)]
     script = Script(seed=spec.seed, turns=tuple(turns), delay_ms=spec.model_ms, vary_on_repeat=spec.vary_on_repeat,
                     model=MODEL_NAME, cache_tokens=spec.cache_tokens,
-                    thinks_when_asked="thinking" not in spec.drift)
+                    thinks_when_asked="thinking" not in spec.drift, tool_name=check_template(tool_name))
     followups = tuple(f"follow-up {i + 1}: do the next batch" for i in range(spec.chat_followups))
     max_iterations = spec.max_iterations or (len(turns) + 5)
     return Workload(

@@ -117,6 +117,64 @@ def render_out(out):
     raise ValueError("out must be an object with one of text, base64, error, or fill/count/tail")
 
 
+def open_ledger(ledger):
+    """Open the effects ledger at path ``ledger`` for :func:`append_entry`: ``O_RDWR|O_APPEND|O_CREAT|O_CLOEXEC``,
+    mode 0600.  Returns the descriptor; raises ``OSError`` (nothing happened)."""
+    return os.open(ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def append_entry(fd, tool_use_id, tool, leg):
+    """Append the ledger line of one execution of ``tool`` for ``tool_use_id`` in ``leg`` to the ledger open
+    on ``fd`` (from :func:`open_ledger`), fsync it and close ``fd``; returns the line's ``attempt``.
+
+    Steps 1 and 2 of the module docstring, and the one place the entry is made (this script and the MCP
+    server, harness/workload/mcp_server.py, both call it): exclusive ``flock``, count the earlier lines
+    of ``tool_use_id``, one ``write`` of the whole line, ``fsync``, then ``close`` (which releases the
+    lock), always in that order.  ``leg`` is an int (-1: unknown); ``pid`` is the calling process's.
+    ``fd`` is closed whatever happens.  Raises ``OSError`` when the ledger cannot be locked, read or
+    written (the line may then be there without its fsync).
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        earlier = 0
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        quoted = _quote(tool_use_id)
+        needle = ('{"tool_use_id": %s,' % quoted).encode()
+        for old in b"".join(chunks).split(b"\n"):
+            if old.startswith(needle):
+                earlier += 1
+        line = (
+            '{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n'
+            % (quoted, earlier + 1, os.getpid(), time.monotonic_ns(), leg, _quote(tool))
+        ).encode()
+        # One write of the whole line (O_APPEND), then fsync, before anything else happens.
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # releases the flock
+    return earlier + 1
+
+
+def answer(tool, tool_use_id, data, rendered):
+    """The tool's answer after its effect (step 4): ``(stdout, stderr, exit status)``.
+
+    ``data`` is the input object; ``rendered`` what :func:`render_out` made of its ``out`` (``None``
+    when it has none), returned as it is (bytes).  Without it the outputs are ``str`` (the ``ok``
+    line, or the ``fail`` message), for the caller to encode as its stream does.  Pure: the same
+    input gives the same answer, on every attempt.
+    """
+    if data.get("fail"):
+        return "", "ledger_tool: %s %s failed as asked\n" % (tool, tool_use_id), 1
+    if rendered is None:
+        return "ok %s %s n=%s\n" % (tool, tool_use_id, data.get("n", 0)), "", 0
+    return rendered
+
+
 def main(argv):
     """Run one tool execution; ``argv`` is ``sys.argv``.  Returns the exit status."""
     tool = argv[1] if len(argv) > 1 else "ledger"
@@ -145,51 +203,23 @@ def main(argv):
     except ValueError:
         leg = -1
     try:
-        fd = os.open(ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = open_ledger(ledger)
     except OSError as exc:
         sys.stderr.write("ledger_tool: cannot open ledger %s: %s\n" % (ledger, exc))
         return 3
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        earlier = 0
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        quoted = _quote(tool_use_id)
-        needle = ('{"tool_use_id": %s,' % quoted).encode()
-        for old in b"".join(chunks).split(b"\n"):
-            if old.startswith(needle):
-                earlier += 1
-        line = (
-            '{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n'
-            % (quoted, earlier + 1, os.getpid(), time.monotonic_ns(), leg, _quote(tool))
-        ).encode()
-        # One write of the whole line (O_APPEND), then fsync, before anything else happens.
-        os.write(fd, line)
-        os.fsync(fd)
+        append_entry(fd, tool_use_id, tool, leg)
     except OSError as exc:
         sys.stderr.write("ledger_tool: cannot write ledger %s: %s\n" % (ledger, exc))
         return 3
-    finally:
-        os.close(fd)  # releases the flock
     sleep_ms = data.get("sleep_ms") or 0
     if isinstance(sleep_ms, (int, float)) and sleep_ms > 0:
         time.sleep(sleep_ms / 1000.0)
-    if data.get("fail"):
-        sys.stderr.write("ledger_tool: %s %s failed as asked\n" % (tool, tool_use_id))
-        return 1
-    if rendered is None:
-        sys.stdout.write("ok %s %s n=%s\n" % (tool, tool_use_id, data.get("n", 0)))
-        sys.stdout.flush()
-        return 0
-    stdout, stderr, status = rendered
-    sys.stdout.buffer.write(stdout)
-    sys.stdout.buffer.flush()
-    sys.stderr.buffer.write(stderr)
-    sys.stderr.buffer.flush()
+    stdout, stderr, status = answer(tool, tool_use_id, data, rendered)
+    for stream, text in ((sys.stdout, stdout), (sys.stderr, stderr)):
+        if text:
+            (stream if isinstance(text, str) else stream.buffer).write(text)
+        stream.flush()
     return status
 
 

@@ -86,6 +86,7 @@ from functools import cached_property
 from typing import Any
 
 from harness.names import CUT_STOPS
+from harness.workload.tools import PLAIN, shown_name
 
 __all__ = ["ToolCall", "Turn", "Script", "Position", "request_key", "opaque", "opaque_fields", "opaque_valid",
            "EXHAUSTED", "STOP_SEQUENCE"]
@@ -228,6 +229,9 @@ class Script:
     thinking on answers; False: only the turns that script one (an
     adaptive model that chose not to think; for a scenario whose resume
     turns thinking on and is compared with a run that had it off).
+    ``tool_name``: how the agent shows a tool to the model,
+    a template over ``{tool}`` (:func:`harness.workload.tools.check_template`; default: the plain
+    name); a tool_use block is named so, its :class:`ToolCall` keeps the plain name.
     """
 
     seed: int
@@ -237,6 +241,7 @@ class Script:
     vary_on_repeat: bool = False
     cache_tokens: int = 0
     thinks_when_asked: bool = True
+    tool_name: str = PLAIN
 
     def _text(self, turn: int) -> str:
         spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
@@ -305,7 +310,7 @@ class Script:
                 inp["sleep_ms"] = call.sleep_ms
             if call.out:
                 inp["out"] = json.loads(call.out)
-            blocks.append({"type": "tool_use", "id": tid, "name": call.name, "input": inp})
+            blocks.append({"type": "tool_use", "id": tid, "name": shown_name(self.tool_name, call.name), "input": inp})
         stop = spec.stop if spec.stop in CUT_STOPS else \
             "tool_use" if spec.tools else "pause_turn" if spec.pause else (spec.stop or "end_turn")
         usage: dict[str, Any] = {"input_tokens": 100 + 10 * turn, "output_tokens": 20 + 7 * len(spec.tools),
