@@ -8,6 +8,7 @@ from harness.checkers import check_all
 from harness.families.power_loss.crashstates import crash_points
 from harness.selftest.mutants import mutants, subject_for
 from harness.families.power_loss.executor import Params, journal_index, params_from, run_power_loss, select_states
+from harness.history.journal_location import JournalLocation
 from harness.runner.trial import Runner
 from harness.scenario.parse import parse_scenario
 
@@ -134,7 +135,7 @@ def test_the_journal_index_finds_tool_results_and_assistant_records_in_the_trace
     recs = lines(M(), A("a"), R("a"))
     trace = [{"op": "write", "path": "/x/r1.json", "data": base64.b64encode(b).decode()} for b in recs]
     trace.insert(1, {"op": "fsync", "path": "/x/r1.json"})
-    results, assistants = journal_index(trace, "r1")
+    results, assistants = journal_index(trace, "r1", JournalLocation())
     assert results == {"a": 3} and assistants == [2]
 
 

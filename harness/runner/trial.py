@@ -93,7 +93,7 @@ def observe_by_default(subject: Subject, environ: dict[str, str] | None = None) 
     value = (os.environ if environ is None else environ).get("FISKJ_HARNESS_OBSERVE", "")
     if value in ("0", "1"):
         return value == "1"
-    return not (subject.is_reference or tuple(subject.argv[1:3]) == ("-m", "harness.selftest.subject"))
+    return not subject.caps.fiskj_based
 
 
 def run_id_for(scenario: Scenario) -> str:
@@ -264,7 +264,8 @@ class Runner:
         # With drift every resume is first a refused probe, so a faulted leg needs two legs.
         max_legs = scenario.trials.max_legs or (2 * len(schedule) + 4 if drift else len(schedule) + 3)
         history = History(scenario=scenario.name, seed=seed, schedule=[dict(f) for f in schedule], run_id=run_id,
-                          reference=reference, journal_format=self.subject.journal_format)
+                          reference=reference, journal_format=self.subject.journal_format,
+                          journal_template=self.subject.journal)
         history.options = {
             "subject": self.subject.spec(),
             "observer": "ptrace" if self.observe else "ioseam",
