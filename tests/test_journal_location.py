@@ -27,13 +27,15 @@ def test_the_contract_journal_is_its_path_under_any_state_home_and_nothing_else(
     assert loc.template == CONTRACT_JOURNAL and loc.decoded and loc.is_contract
     assert loc.is_journal("/tmp/t1/state/fisk-ai/runs/r1.json", "r1")
     assert loc.is_journal("/a//b/fisk-ai/runs/./r1.json", "r1")                # as the kernel would resolve it
+    assert loc.is_journal("/a/fisk-ai/x/../runs/r1.json", "r1")
+    assert not loc.is_journal("/a/fisk-ai/runs/r1.json/../r2.json", "r1")
     assert not loc.is_journal("/tmp/t1/state/fisk-ai/runs/r1.lock", "r1")
     assert not loc.is_journal("/tmp/t1/state/fisk-ai/runs/r10.json", "r1")
     assert not loc.is_journal("/tmp/t1/state/fisk-ai/runs/r1.json.tmp", "r1")
     assert not loc.is_journal("/tmp/t1/trial/tools.json", "r1")
     assert not loc.is_journal(None, "r1") and not loc.is_journal("", "r1")
-    assert loc.path({"state_home": "/s", "run_id": "r1"}) == Path("/s/fisk-ai/runs/r1.json")
-    assert loc.in_store("/x", "r1") == Path("/x/fisk-ai/runs/r1.json")
+    assert loc.path({"state_home": "/s", "run_id": "r1"}) == "/s/fisk-ai/runs/r1.json"
+    assert loc.in_store("/x", "r1") == "/x/fisk-ai/runs/r1.json"
 
 
 def test_a_profile_s_template_is_matched_with_its_own_directories_and_file_name():

@@ -77,14 +77,14 @@ def test_the_full_sample_is_one_state_per_recovery_outcome_then_a_seeded_draw_an
     meta, assistant, result = lines(M(), A("a"), R("a"))
     t = Trace().create().append(meta, sync_dir=True).append(assistant).append(result).close()
     states = [s for p in crash_points(t.events, {}, {"/s", "/s/runs"}) for s in p.states]
-    run_id = "r"
-    keys = {outcome_key(s, run_id) for s in states}
-    full, outcomes = full_sample(states, run_id, resumes=3, cap=0, seed=1)
+    run_id, journal = "r", JournalLocation("{state_home}/runs/{run_id}.json")  # the trace's store: /s/runs
+    keys = {outcome_key(s, run_id, journal) for s in states}
+    full, outcomes = full_sample(states, run_id, resumes=3, cap=0, seed=1, journal=journal)
     assert outcomes == len(keys) and len(full) == min(len(states), outcomes + 3)
-    assert {outcome_key(s, run_id) for s in full} == keys  # every distinct outcome is resumed
+    assert {outcome_key(s, run_id, journal) for s in full} == keys  # every distinct outcome is resumed
     assert len(keys) > 4 and ("journal", meta + assistant, True) in keys  # kept bytes, and a torn tail cut
-    assert full == full_sample(states, run_id, resumes=3, cap=0, seed=1)[0]  # deterministic for the seed
-    capped, _ = full_sample(states, run_id, resumes=3, cap=2, seed=1)
+    assert full == full_sample(states, run_id, resumes=3, cap=0, seed=1, journal=journal)[0]  # deterministic for the seed
+    capped, _ = full_sample(states, run_id, resumes=3, cap=2, seed=1, journal=journal)
     assert len(capped) == 2
 
 
@@ -133,8 +133,8 @@ def test_the_journal_index_finds_tool_results_and_assistant_records_in_the_trace
     from builders import A, M, R, lines
 
     recs = lines(M(), A("a"), R("a"))
-    trace = [{"op": "write", "path": "/x/r1.json", "data": base64.b64encode(b).decode()} for b in recs]
-    trace.insert(1, {"op": "fsync", "path": "/x/r1.json"})
+    trace = [{"op": "write", "path": "/x/fisk-ai/runs/r1.json", "data": base64.b64encode(b).decode()} for b in recs]
+    trace.insert(1, {"op": "fsync", "path": "/x/fisk-ai/runs/r1.json"})
     results, assistants = journal_index(trace, "r1", JournalLocation())
     assert results == {"a": 3} and assistants == [2]
 

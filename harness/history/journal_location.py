@@ -17,11 +17,9 @@ matches the rest of the template exactly, with ``{run_id}`` the run's id.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Mapping
 
 from harness.names import FISK_AI_V2
@@ -57,12 +55,12 @@ class JournalLocation:
         """True when the journal lies where the contract puts it (:data:`CONTRACT_JOURNAL`)."""
         return self.template == CONTRACT_JOURNAL
 
-    def path(self, values: Mapping[str, str]) -> Path:
+    def path(self, values: Mapping[str, str]) -> str:
         """Where the run's journal is: the template filled with ``values`` (``run_id`` and the trial's
         directories at least).  Raises ``KeyError`` naming a variable ``values`` lacks."""
-        return Path(self.template.format_map(values))
+        return self.template.format_map(values)
 
-    def in_store(self, state_home: str | Path, run_id: str) -> Path:
+    def in_store(self, state_home: object, run_id: str) -> str:
         """The journal of ``run_id`` in a store laid out under ``state_home`` alone (a crash state's or a
         mutated tail's fresh store): every directory variable is ``state_home``."""
         return self.path({**{v: str(state_home) for v in DIRECTORY_VARS}, "run_id": run_id})
@@ -73,7 +71,20 @@ class JournalLocation:
         ``{run_id}`` filled in and any other variable standing for one path component or more."""
         if not path:
             return False
-        return _pattern(self.template, run_id).fullmatch(posixpath.normpath(path)) is not None
+        return _pattern(self.template, run_id).fullmatch(_lexical(path)) is not None
+
+
+def _lexical(path: str) -> str:
+    """``path`` with empty and ``.`` components dropped and ``..`` taken back, as text (no file is looked at)."""
+    out: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == ".." and out and out[-1] != "..":
+            out.pop()
+        else:
+            out.append(part)
+    return ("/" if path.startswith("/") else "") + "/".join(out)
 
 
 @lru_cache(maxsize=256)

@@ -260,7 +260,7 @@ class Subject:
     def journal_path(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> Path:
         """Where this subject keeps ``cfg.run_id``'s journal in a trial (the ``journal`` template:
         :meth:`harness.history.journal_location.JournalLocation.path`)."""
-        return self.caps.journal.path(self.values(cfg, state_home=state_home, home=home, trial_dir=trial_dir))
+        return Path(self.caps.journal.path(self.values(cfg, state_home=state_home, home=home, trial_dir=trial_dir)))
 
     def write_files(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> list[Path]:
         """Write the ``files`` templates filled with ``cfg`` (the leg's configuration: a drifted resume gets

@@ -366,7 +366,7 @@ def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
             if target is not None and target.parent.is_dir():
                 target.write_bytes(data)
                 target.chmod(0o600)
-        p, crashed = state.prefix_n, ctx.ref.history.journal.in_store(home, ctx.run_id)
+        p, crashed = state.prefix_n, Path(ctx.ref.history.journal.in_store(home, ctx.run_id))
         results, assistants = space.index
         ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
         hist = ctx.ref.history

@@ -154,7 +154,7 @@ def status_answer(ctx: Recovery, m: Mutation, tmp: Path) -> Answer:
 
     runner, subject = ctx.runner, ctx.runner.subject
     state = tmp / "state"
-    _lay_journal(subject.caps.journal.in_store(state, ctx.run_id), state, m.data)
+    _lay_journal(Path(subject.caps.journal.in_store(state, ctx.run_id)), state, m.data)
     wl = ctx.workload
     cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
                     max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat,
@@ -207,7 +207,7 @@ def repair_history(ctx: Recovery, m: Mutation) -> History:
     ref_leg = ctx.ref.history.legs[-1]
     tmp = Path(tempfile.mkdtemp(prefix="fiskj-tail-", dir=ctx.runner.tmp_root))
     try:
-        _lay_journal(ctx.runner.subject.caps.journal.in_store(tmp / "state", ctx.run_id), tmp / "state", m.data)
+        _lay_journal(Path(ctx.runner.subject.caps.journal.in_store(tmp / "state", ctx.run_id)), tmp / "state", m.data)
         leg0 = Leg(index=0, kind="start", argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
                    t_end=ref_leg.t_end, trace=ref_leg.trace, journal=m.data, exit_code=ref_leg.exit_code,
                    fault=Fault(kind="tail", injected=True, detail={"mutation": m.id, **m.describe()}))
