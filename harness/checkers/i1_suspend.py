@@ -126,7 +126,8 @@ def check(history: History) -> Any:
                 exempt.append({"kind": "model_call", **row, "why": "not journaled before a crash earlier than the suspend"})
     evidence: dict[str, Any] = {"checked": len(suspended), "suspended_legs": [s.index for s in suspended]}
     if not view.decoded and suspended:
-        evidence["not_judged"] = (f"journal format {view.format}: whether a suspended journal ends with its suspend and "
+        evidence["not_judged"] = (f"journal format {view.format}: whether a suspended journal ends with its suspend "
+                                  "and "
                                   "what it journaled before it (only a repeat of work done in the suspended leg "
                                   "itself is judged)")
     if exempt:

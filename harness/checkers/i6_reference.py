@@ -36,7 +36,7 @@ reference run that ended wrong, judged as a trial) must end as its workload
 says (:func:`harness.history.ending.uninterrupted_end`):
 ``uninterrupted_run_ended_wrong`` otherwise.
 
-A journal fiskj does not fold (:attr:`JournalView.decoded <harness.checkers.journal_view.JournalView.decoded>` false: ``jsonl``;
+A journal fiskj does not fold (:class:`~harness.checkers.journal_view.JournalView` not ``decoded``: ``jsonl``;
 docs/subject.md "Journal formats") is judged by what an outside observer
 saw instead (:func:`_check_observed`): the same conversation states asked
 of the model, the same final reply, the same tools run and the same exit

@@ -196,7 +196,8 @@ class JournalView:
         return self._acks[leg.index]
 
     def writes(self, leg: Leg) -> list[dict[str, Any]]:
-        """``leg``'s events that changed the journal's bytes or name (:func:`harness.checkers._trace.journal_writes`)."""
+        """``leg``'s events that changed the journal's bytes or name
+        (:func:`harness.checkers._trace.journal_writes`)."""
         return journal_writes(self.history, leg)
 
     def journaled(self) -> Journaled | None:

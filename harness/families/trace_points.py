@@ -7,7 +7,6 @@ from typing import Any, Iterable
 
 from harness.history.journal_location import JournalLocation
 from harness.history.model import History
-from harness.names import FISK_AI_V2
 
 __all__ = ["pending_point", "pending_point_of", "write_count", "tool_use_ids"]
 
@@ -23,7 +22,7 @@ def pending_point_of(history: History, run_id: str) -> int | None:
     handed out when its journal is not fisk-ai v2; ``None`` with no leg."""
     if not history.legs:
         return None
-    ids = tool_use_ids(history) if history.journal_format != FISK_AI_V2 else []
+    ids = tool_use_ids(history) if not history.journal.decoded else []
     return pending_point(history.legs[0].trace, run_id, history.journal, ids)
 
 

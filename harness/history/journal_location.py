@@ -89,7 +89,7 @@ def _lexical(path: str) -> str:
 
 @lru_cache(maxsize=256)
 def _pattern(template: str, run_id: str) -> re.Pattern[str]:
-    """The regular expression of ``template``'s journal paths for ``run_id`` (see :meth:`JournalLocation.is_journal`)."""
+    """The regular expression of ``template``'s journal paths for ``run_id`` (:meth:`JournalLocation.is_journal`)."""
     cut = 0
     for m in _VAR.finditer(template):
         if m.group(1) in DIRECTORY_VARS:

@@ -337,7 +337,7 @@ class Runner:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 break
             before = journal.read_bytes() if journal.exists() else None
-            kind = start_or_resume(before, history.journal_format)
+            kind = start_or_resume(before, history.journal.format)
             probe = bool(drift) and kind == "resume" and probe_next
             if probe:
                 spec = {"kind": "none"}
@@ -461,4 +461,4 @@ class Runner:
         history.effects, ledger_notes = read_ledger(ledger)
         history.notes.extend(ledger_notes)
         history.probes = read_probes(probes_path(ledger))
-        history.final_state, history.final_error = fold_journal(journal, history.journal_format)
+        history.final_state, history.final_error = fold_journal(journal, history.journal.format)

@@ -95,7 +95,8 @@ class Capabilities:
     def limits(self) -> list[str]:
         """What the checkers cannot judge for this subject, one line each (said before a campaign starts):
         the invariants that do not apply, and what a journal the harness does not decode leaves unjudged."""
-        out = [f"{inv} not applicable: {why}" for inv, why in sorted(self.not_applicable, key=lambda kv: int(kv[0][1:]))]
+        out = [f"{inv} not applicable: {why}"
+               for inv, why in sorted(self.not_applicable, key=lambda kv: int(kv[0][1:]))]
         if not self.decoded:
             out.append(f"journal format {self.journal.format} (not decoded): I4 and I5 are judged line by line, I2 "
                        "and I3 by the lines each leg acknowledged after doing the work, I6 from outside (the "

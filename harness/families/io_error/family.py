@@ -82,7 +82,8 @@ class IoErrorFamily(FamilyBase):
         trace = reference.history.legs[0].trace
         out = []
         for op in params.ops:
-            calls = _spread(journal_calls(trace, run_id_for(scenario), reference.history.journal, op), params.max_points or count)
+            calls = _spread(journal_calls(trace, run_id_for(scenario), reference.history.journal, op),
+                            params.max_points or count)
             for action in params.errors:
                 if action == "short-write" and op != "write":
                     continue

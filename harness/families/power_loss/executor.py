@@ -57,7 +57,6 @@ from harness.families.power_loss.params import Params
 from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_mode, full_sample, judge_cheap, outcome_key
 from harness.history.model import CrashStateFacts, Effect, Fault, History, Leg, ModelCall
 from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
-from harness.names import FISK_AI_V2
 from harness.runner.leg import LegPlan, count_user_records, start_or_resume
 from harness.runner.leg import run_leg as run_leg_process
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
@@ -232,7 +231,7 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     if subject.files:
         subject.write_files(cfg, **where)
     before = journal.read_bytes() if journal.exists() else None
-    kind = start_or_resume(before, subject.journal_format)
+    kind = start_or_resume(before, subject.caps.journal.format)
     argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
     session = runner.server.open_session(wl.script)
     trace = tmp / f"trace-{index}.jsonl"
@@ -263,7 +262,7 @@ def recover(ctx: Recovery, tmp: Path, before: list[Leg], pre_calls: list[ModelCa
                       journal_format=ctx.runner.subject.journal_format, probes=probes,
                       journal_template=ctx.runner.subject.journal)
     history.final_state, history.final_error = fold_journal(history.journal.in_store(tmp / "state", ctx.run_id),
-                                                            history.journal_format)
+                                                            history.journal.format)
     return history
 
 
@@ -341,7 +340,8 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
                                sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
                                samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
     distinct = select_states(points, 0)
-    return Space(old_home, points, distinct, journal_index(trace, run_id, journal), len(trace), time.monotonic() - t0, leg)
+    return Space(old_home, points, distinct, journal_index(trace, run_id, journal), len(trace),
+                 time.monotonic() - t0, leg)
 
 
 def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
@@ -371,7 +371,7 @@ def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
         ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
         hist = ctx.ref.history
         calls = [c for c in hist.model_calls if c.leg == space.leg] if space.leg else hist.model_calls
-        if hist.journal_format == FISK_AI_V2:  # what the journal had taken in by the crash point
+        if hist.journal.decoded:  # what the journal had taken in by the crash point
             pre_effects = [e for e in hist.effects
                            if e.leg < space.leg or (e.leg == space.leg and e.tool_use_id in ran)]
             upto = [c for k, c in enumerate(calls) if k < len(assistants) and assistants[k] <= p]

@@ -241,7 +241,7 @@ def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subj
         muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
                               cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
                               zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
-                              mid_run=params.mid_run, interior=params.interior, fmt=runner.subject.journal_format))
+                              mid_run=params.mid_run, interior=params.interior, fmt=runner.subject.caps.journal.format))
         report.journal_bytes, report.mutations = len(journal), len(muts)
         if runner.subject.caps.fiskj_based:
             answers = reader_answers(muts, runner.subject, shared)
