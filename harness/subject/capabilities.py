@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.history.journal_location import JournalLocation
+from harness.history.journal_location import CONTRACT_JOURNAL, JournalLocation
 from harness.names import FISK_AI_V2, MUTANT_SUBJECT
 
 __all__ = ["Capabilities", "DRIFT_WORDS"]
@@ -111,8 +111,8 @@ class Capabilities:
         subject, or ``None`` when its journal lies there (:data:`harness.history.journal_location.CONTRACT_JOURNAL`)."""
         if self.journal.is_contract:
             return None
-        return (f"the {family} family lays out and crashes the store at $XDG_STATE_HOME/fisk-ai/runs/ID.json, "
-                f"and this subject's journal is {self.journal.template} (not supported yet)")
+        return (f"the {family} family lays out and crashes the store at {CONTRACT_JOURNAL}, and this subject's "
+                f"journal is {self.journal.template} (not supported yet)")
 
 
 def _this_python(exe: str) -> bool:

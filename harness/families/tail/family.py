@@ -141,7 +141,7 @@ class TailFamily(FamilyBase):
         muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
                               cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
                               zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
-                              mid_run=params.mid_run, interior=params.interior, fmt=reference.history.journal.format))
+                              mid_run=params.mid_run, interior=params.interior, fmt=reference.history.journal_format))
         if subject is None or subject.caps.fiskj_based:
             reader_muts = muts
         elif subject.caps.reading:  # asked through its status command
