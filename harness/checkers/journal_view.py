@@ -11,7 +11,6 @@ the subject's journal format or naming the journal's file:
 * :meth:`JournalView.acknowledged`: the lines a leg wrote and then fsynced (from its IO-seam trace);
 * :meth:`JournalView.journaled`: for a journal whose records are not decoded, whether a leg's journal
   kept the line that completed a piece of work (:class:`Journaled`);
-* :meth:`JournalView.state_files`: the files of the subject's state a crash state holds;
 * :attr:`JournalView.decoded`: whether records (seq, kind, fold) can be read at all.
 
 A line is the bytes up to and including a ``\\n`` (the final piece may lack it: a torn tail).
@@ -208,9 +207,3 @@ class JournalView:
         if self._journaled is None:
             self._journaled = Journaled(self)
         return self._journaled
-
-    def state_files(self) -> dict[str, bytes]:
-        """The files of the subject's state the history's crash state holds (path -> bytes; empty without
-        one), the journal among them (:meth:`is_journal`)."""
-        state = self.history.crash_state
-        return dict(state.files) if state is not None else {}
