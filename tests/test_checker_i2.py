@@ -3,7 +3,7 @@
 from synth import Engine
 
 from harness.checkers import i2_tool_reruns
-from harness.checkers._common import split_journal
+from harness.checkers.journal_view import split_journal
 from harness.history.model import Effect
 
 

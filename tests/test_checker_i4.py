@@ -8,7 +8,7 @@ from synth import Engine
 from test_crashstates import D, Trace, rec
 
 from harness.checkers import i4_acknowledged
-from harness.checkers._common import split_journal
+from harness.checkers.journal_view import split_journal
 from harness.checkers._trace import acknowledged
 from harness.families.power_loss.crashstates import crash_states
 from harness.history.model import CrashStateFacts, Fault, History, Leg, history_from_json, history_to_json

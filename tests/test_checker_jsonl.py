@@ -14,7 +14,7 @@ from synth import Engine
 
 from harness.checkers import check_all, i1_suspend, i2_tool_reruns, i3_model_repeats, i4_acknowledged, i5_readable
 from harness.checkers import i6_reference
-from harness.checkers._common import split_journal
+from harness.checkers.journal_view import split_journal
 from harness.history.jsonl import decode_json_line, holds_a_line
 from harness.history.model import history_from_json, history_to_json
 from harness.runner.leg import start_or_resume

@@ -173,13 +173,15 @@ def test_the_pending_point_is_the_fsync_of_the_first_batch_or_its_write_when_it_
     import base64
 
     from harness.families.trace_points import pending_point
+    from harness.history.journal_location import JournalLocation
 
     batch = base64.b64encode(b'{"protocol":"io.choria.fisk-ai.v1.session.assistant","x":"tool_use"}\n').decode()
     path = "/s/fisk-ai/runs/r.json"
     synced = [{"n": 1, "op": "write", "path": path, "data": batch}, {"n": 2, "op": "fsync", "path": path}]
-    assert pending_point(synced, "r") == 2
-    assert pending_point(synced[:1] + [{"n": 2, "op": "write", "path": path, "data": ""}], "r") == 1
-    assert pending_point([{"n": 1, "op": "write", "path": path, "data": ""}], "r") is None
+    journal = JournalLocation()
+    assert pending_point(synced, "r", journal) == 2
+    assert pending_point(synced[:1] + [{"n": 2, "op": "write", "path": path, "data": ""}], "r", journal) == 1
+    assert pending_point([{"n": 1, "op": "write", "path": path, "data": ""}], "r", journal) is None
 
 
 def test_a_race_trial_replays_alone_with_the_interleaving_it_drew(runner):

@@ -15,7 +15,6 @@ from synth import Engine
 
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.checkers import check_all
-from harness.checkers._trace import is_journal
 from harness.checkers.verdict import Verdict
 from harness.history.model import CrashAck, CrashStateFacts, History
 from harness.names import INVARIANTS
@@ -117,7 +116,7 @@ def test_the_timeline_marks_the_write_and_fsync_of_a_lost_record_and_the_lane_of
     assert tl["marked"] == 2 and tl["violations"][0]["kind"] == "lost"
     assert lanes[0]["exit"] == "SIGKILL" and lanes[1]["exit"] == "exit 0 (completed)"
     assert lanes[0]["locks"] and all(s[0] is not None and s[1] >= s[0] for s in lanes[0]["locks"])
-    writes = sum(1 for ev in leg0.trace if ev["op"] == "write" and is_journal(ev["path"], h.run_id))
+    writes = sum(1 for ev in leg0.trace if ev["op"] == "write" and h.journal.is_journal(ev["path"], h.run_id))
     assert sum(1 for ev in lanes[0]["events"] if ev["k"] == "write") == writes > 0
     assert min(lane["start"] for lane in tl["lanes"]) == 0        # relative to the first leg's start
 
@@ -245,7 +244,7 @@ def test_the_report_of_a_failing_campaign_draws_each_legs_lane_with_its_events_a
     for leg in history.legs:
         events = box["lanes"][str(leg.index)]["events"]
         kinds = [k for k, _, _ in events]
-        journal_writes = sum(1 for ev in leg.trace if ev["op"] == "write" and is_journal(ev["path"], history.run_id))
+        journal_writes = sum(1 for ev in leg.trace if ev["op"] == "write" and history.journal.is_journal(ev["path"], history.run_id))
         assert kinds.count("k-write") == journal_writes > 0
         assert kinds.count("k-fsync") == sum(1 for ev in leg.trace if ev["op"] == "fsync")
         assert kinds.count("k-model") == sum(1 for c in history.model_calls if c.leg == leg.index) > 0

@@ -8,6 +8,7 @@ from harness.checkers import check_all
 from harness.families.power_loss.crashstates import crash_points
 from harness.selftest.mutants import mutants, subject_for
 from harness.families.power_loss.executor import Params, journal_index, params_from, run_power_loss, select_states
+from harness.history.journal_location import JournalLocation
 from harness.runner.trial import Runner
 from harness.scenario.parse import parse_scenario
 
@@ -76,14 +77,14 @@ def test_the_full_sample_is_one_state_per_recovery_outcome_then_a_seeded_draw_an
     meta, assistant, result = lines(M(), A("a"), R("a"))
     t = Trace().create().append(meta, sync_dir=True).append(assistant).append(result).close()
     states = [s for p in crash_points(t.events, {}, {"/s", "/s/runs"}) for s in p.states]
-    run_id = "r"
-    keys = {outcome_key(s, run_id) for s in states}
-    full, outcomes = full_sample(states, run_id, resumes=3, cap=0, seed=1)
+    run_id, journal = "r", JournalLocation("{state_home}/runs/{run_id}.json")  # the trace's store: /s/runs
+    keys = {outcome_key(s, run_id, journal) for s in states}
+    full, outcomes = full_sample(states, run_id, resumes=3, cap=0, seed=1, journal=journal)
     assert outcomes == len(keys) and len(full) == min(len(states), outcomes + 3)
-    assert {outcome_key(s, run_id) for s in full} == keys  # every distinct outcome is resumed
+    assert {outcome_key(s, run_id, journal) for s in full} == keys  # every distinct outcome is resumed
     assert len(keys) > 4 and ("journal", meta + assistant, True) in keys  # kept bytes, and a torn tail cut
-    assert full == full_sample(states, run_id, resumes=3, cap=0, seed=1)[0]  # deterministic for the seed
-    capped, _ = full_sample(states, run_id, resumes=3, cap=2, seed=1)
+    assert full == full_sample(states, run_id, resumes=3, cap=0, seed=1, journal=journal)[0]  # deterministic for the seed
+    capped, _ = full_sample(states, run_id, resumes=3, cap=2, seed=1, journal=journal)
     assert len(capped) == 2
 
 
@@ -132,9 +133,9 @@ def test_the_journal_index_finds_tool_results_and_assistant_records_in_the_trace
     from builders import A, M, R, lines
 
     recs = lines(M(), A("a"), R("a"))
-    trace = [{"op": "write", "path": "/x/r1.json", "data": base64.b64encode(b).decode()} for b in recs]
-    trace.insert(1, {"op": "fsync", "path": "/x/r1.json"})
-    results, assistants = journal_index(trace, "r1")
+    trace = [{"op": "write", "path": "/x/fisk-ai/runs/r1.json", "data": base64.b64encode(b).decode()} for b in recs]
+    trace.insert(1, {"op": "fsync", "path": "/x/fisk-ai/runs/r1.json"})
+    results, assistants = journal_index(trace, "r1", JournalLocation())
     assert results == {"a": 3} and assistants == [2]
 
 

@@ -49,8 +49,8 @@ def test_the_mutant_subject_is_forked_like_the_reference_and_other_agents_are_no
     assert fork_server_enabled(default_subject())
     assert fork_server_enabled(parse_subject(MUTANT_SUBJECT))
     assert not fork_server_enabled(parse_subject("python3 -m myagent"))
-    assert default_subject().is_fiskj_based and parse_subject(MUTANT_SUBJECT).is_fiskj_based
-    assert not parse_subject("python3 -m myagent").is_fiskj_based
+    assert default_subject().caps.fiskj_based and parse_subject(MUTANT_SUBJECT).caps.fiskj_based
+    assert not parse_subject("python3 -m myagent").caps.fiskj_based
 
 
 def test_a_leg_is_forked_only_when_the_fork_child_does_what_the_fresh_process_would(monkeypatch):

@@ -46,7 +46,6 @@ from harness.campaign.shard import parse_shard, shard_positions
 from harness.campaign.stream import Next, TrialStream
 from harness.checkers import check_all
 from harness.errors import BrokenReference, SetupError
-from harness.names import FISK_AI_V2
 from harness.families.base import Planned
 from harness.families.registry import by_mode
 from harness.families.signals.faults import validate_schedule
@@ -54,7 +53,7 @@ from harness.families.signals.schedules import hypothesis_settings, seed_for
 from harness.runner.trial import Runner
 from harness.scenario.generate import expand_all
 from harness.scenario.model import Scenario
-from harness.subject.contract import CONTRACT_JOURNAL, Subject
+from harness.subject.contract import Subject
 from harness.workload.build import ledger_tool
 
 __all__ = [
@@ -71,67 +70,24 @@ __all__ = [
 ]
 
 
-#: Families that place journals or crash states at the contract's path (docs/subject.md), not a profile's.
-_STORE_LAYOUT_FAMILIES = ("power_loss", "tail")
-
-
 def not_applicable(subject: Subject) -> dict[str, str]:
-    """Invariant id -> why it does not apply to ``subject``: what its profile declares
-    (docs/subject.md "Subject profiles"), and I10 when it gives no status command."""
-    out = dict(subject.not_applicable)
-    if subject.status_args is None:
-        out.setdefault("I10", "the subject gives no status command to read its journal with "
-                              "(a profile's [reading], docs/subject.md)")
-    return out
+    """Invariant id -> why it does not apply to ``subject`` (:attr:`Capabilities.not_applicable
+    <harness.subject.capabilities.Capabilities.not_applicable>`: what its profile declares, and I10 when it
+    gives no status command)."""
+    return dict(subject.caps.not_applicable)
 
 
 def unsupported(subject: Subject, scenario: Scenario) -> str | None:
     """Why ``scenario`` cannot run against ``subject`` at all (a setup error), or ``None``: the subject's own
-    limits (a chat scenario for a subject that cannot chat), then its family's."""
-    if scenario.workload.chat_followups and not subject.chat:
-        return "a chat scenario, and this subject cannot run a chat (its profile says chat = false)"
-    if scenario.workload.chat_followups and subject.journal_format != FISK_AI_V2:
-        return (f"a chat scenario needs a {FISK_AI_V2} journal: the harness counts the follow-ups a journal "
-                f"holds to know which to send next, and this subject's journal format is {subject.journal_format}")
-    if subject.journal != CONTRACT_JOURNAL and by_mode(scenario.faults.family).name in _STORE_LAYOUT_FAMILIES:
-        return (f"the {scenario.faults.family} family lays out and crashes the store at "
-                f"$XDG_STATE_HOME/fisk-ai/runs/ID.json, and this subject's journal is {subject.journal} "
-                "(not supported yet)")
-    missing = [f for f in scenario.workload.drift if not _can_pass(subject, f)]
-    if missing:
-        return (f"a drift of {', '.join(missing)}, and this subject's resume command (and files) pass no "
-                f"{' nor '.join(_DRIFT_WORDS[f][0] for f in missing)}: a drifted resume would not differ from the "
-                "run (add the word to the profile's [commands] resume, or a [files] template)")
-    return by_mode(scenario.faults.family).unsupported(subject, scenario)
-
-
-#: Drift field -> the template words that pass it to a subject (any one of them will do).
-_DRIFT_WORDS = {"model": ("{model}",), "system": ("{system_args}", "{system_file}"), "tools": ("{tools_file}",),
-                "thinking": ("{thinking_args}", "{thinking}"), "max_tokens": ("{max_tokens}",),
-                "max_iterations": ("{max_iterations}",)}
-
-
-def _can_pass(subject: Subject, field: str) -> bool:
-    """Whether ``subject``'s resume command or its files templates carry the drift ``field`` to a resume."""
-    resume = subject.resume_args if subject.resume_config else subject.resume_args[:4]
-    text = " ".join(resume) + " " + " ".join(content for _, content in subject.files) + " " + " ".join(
-        path for path, _ in subject.files)
-    return any(word in text for word in _DRIFT_WORDS[field])
+    limits (:meth:`harness.subject.capabilities.Capabilities.refuses`), then its family's."""
+    return subject.caps.refuses(scenario.workload) or by_mode(scenario.faults.family).unsupported(subject, scenario)
 
 
 def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
-    """What cannot be done for ``subject``, one line each, known before any trial: invariants that do not
-    apply to it, and per scenario a family that cannot run at all (its scenarios become setup errors) or
-    runs only in part."""
-    out = [f"{inv} not applicable: {why}" for inv, why in sorted(not_applicable(subject).items(),
-                                                                  key=lambda kv: int(kv[0][1:]))]
-    if subject.journal_format != FISK_AI_V2:
-        out.append(f"journal format {subject.journal_format} (not decoded): I4 and I5 are judged line by line, I2 "
-                   "and I3 by the lines each leg acknowledged after doing the work, I6 from outside (the "
-                   "conversation states, the final reply, the tools run, the exit); not judged: whether a "
-                   "suspended journal ends with its suspend (I1), the fold's messages and counters (I6), "
-                   "whether a refused resume had a run it had to resume (I9 refused_resumable: the status a "
-                   "journal folds to)")
+    """What cannot be done for ``subject``, one line each, known before any trial: what the checkers cannot
+    judge for it (:meth:`harness.subject.capabilities.Capabilities.limits`), and per scenario a family that
+    cannot run at all (its scenarios become setup errors) or runs only in part."""
+    out = subject.caps.limits()
     for scenario in scenarios:
         family = by_mode(scenario.faults.family)
         why = unsupported(subject, scenario)

@@ -1,9 +1,8 @@
-"""Shared, pure helpers of the checkers: journal bytes as lines, legs, disruptions.
+"""Shared, pure helpers of the checkers: legs, disruptions, refusals, repeats.
 
-Nothing here does IO.  Journal snapshots are decoded in memory, line by line,
-with :func:`fiskj.codec.decode_record` (a ``jsonl`` journal's lines with
-:func:`decode_json_line`: one JSON value each); a line is the bytes up to and
-including a ``\\n`` (the final piece may lack it).
+Nothing here does IO.  How a checker reads the journal itself (its lines,
+the lines each leg acknowledged, whether its records are decoded) is
+:mod:`harness.checkers.journal_view`.
 
 Conventions every checker shares (the runner's side of the contract):
 
@@ -21,111 +20,19 @@ Conventions every checker shares (the runner's side of the contract):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from fiskj.codec import decode_record
-from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, tool_use_ids
+from fiskj.records import AssistantRecord, ToolResultRecord, tool_use_ids
 
-from harness.history.jsonl import JsonLine, decode_json_line
 from harness.history.model import History, Leg
-from harness.names import FISK_AI_V2
 
 __all__ = [
-    "Line", "Snapshot", "JsonLine", "decode_json_line", "split_journal", "excerpt", "legs_in_order", "leg_by_index",
-    "attribute", "Unattributable", "crash_kind", "is_tail", "is_refusal", "pending_ids", "previous_snapshot",
-    "nemesis_prefix_holds", "group_by_leg", "blame_repeat", "Journaled",
+    "excerpt", "legs_in_order", "leg_by_index", "attribute", "Unattributable", "crash_kind", "is_tail", "is_refusal",
+    "pending_ids", "previous_snapshot", "nemesis_prefix_holds", "group_by_leg", "blame_repeat",
 ]
 
 #: Longest excerpt of journal bytes put in evidence.
 EXCERPT = 160
-
-
-@dataclass
-class Line:
-    """One physical line of a journal snapshot (1-based ``number``, byte ``offset``)."""
-
-    number: int
-    offset: int
-    raw: bytes
-    complete: bool
-    seq: int | None = None
-    record: Any = None
-    error: str | None = None
-
-    @property
-    def end(self) -> int:
-        return self.offset + len(self.raw)
-
-    def brief(self) -> dict[str, Any]:
-        """The line as evidence: number, offset, length, seq, decode error and an excerpt."""
-        out: dict[str, Any] = {"line": self.number, "offset": self.offset, "length": len(self.raw)}
-        if self.seq is not None:
-            out["seq"] = self.seq
-        if self.error is not None:
-            out["error"] = self.error
-        out["excerpt"] = excerpt(self.raw)
-        return out
-
-
-@dataclass
-class Snapshot:
-    """A journal snapshot split into lines, each decoded independently."""
-
-    data: bytes
-    lines: list[Line] = field(default_factory=list)
-
-    def records(self) -> list[Any]:
-        """Decoded records in file order (lines that do not decode are skipped)."""
-        return [ln.record for ln in self.lines if ln.record is not None]
-
-    def by_seq(self, seq: int) -> list[Line]:
-        return [ln for ln in self.lines if ln.seq == seq]
-
-    def tool_result_ids(self) -> set[str]:
-        return {r.tool_use_id for r in self.records() if isinstance(r, ToolResultRecord)}
-
-    def assistant_count(self) -> int:
-        return sum(1 for r in self.records() if isinstance(r, AssistantRecord))
-
-    def last_record(self) -> Any:
-        recs = self.records()
-        return recs[-1] if recs else None
-
-    def ends_suspended(self) -> bool:
-        last = self.last_record()
-        return isinstance(last, TerminalRecord) and last.reason == "suspended"
-
-
-def split_journal(data: bytes | None, fmt: str = FISK_AI_V2) -> Snapshot:
-    """Split ``data`` on the byte ``\\n`` only and decode each complete line on its own.
-
-    ``fmt`` (:data:`harness.names.JOURNAL_FORMATS`): a ``fisk-ai-v2`` line decodes as a record
-    (:func:`fiskj.codec.decode_record`); a ``jsonl`` line as one JSON value (:class:`JsonLine`, no seq).
-    A line that does not decode keeps ``record`` ``None`` and says why in ``error``.
-    """
-    decode = decode_record if fmt == FISK_AI_V2 else decode_json_line
-    data = data or b""
-    snap = Snapshot(data)
-    off, number = 0, 0
-    while off < len(data):
-        nl = data.find(b"\n", off)
-        end = len(data) if nl == -1 else nl + 1
-        number += 1
-        line = Line(number, off, data[off:end], complete=nl != -1)
-        if not line.complete:  # as fiskj's reader: a final piece with no newline is torn
-            line.error = "incomplete final line (no newline): a torn tail"
-            snap.lines.append(line)
-            break
-        try:
-            rec = decode(line.raw)
-        except Exception as exc:  # noqa: BLE001 - any decode failure is evidence, not a crash
-            line.error = f"{type(exc).__name__}: {exc}"
-        else:
-            line.record, line.seq = rec, rec.seq
-        snap.lines.append(line)
-        off = end
-    return snap
 
 
 def excerpt(raw: bytes, limit: int = EXCERPT) -> str:
@@ -170,32 +77,6 @@ def group_by_leg(history: History, events: Iterable[Any], key: Callable[[Any], A
         li = attribute(history, ev.leg, ev.t, what(ev))
         groups.setdefault(key(ev), []).append((li, ev))
     return groups
-
-
-class Journaled:
-    """Whether a leg's journal holds the record that completed a piece of work, for a journal the
-    checkers do not decode (``jsonl``; docs/subject.md "Journal formats"): judged by the bytes.
-
-    The work (a tool execution, a model call) was done by leg ``leg`` at time ``t`` (monotonic ns); its
-    record is a line that leg acknowledged after ``t`` (:func:`harness.checkers._trace.acknowledged`)
-    holding one of ``markers`` (the tool_use id, or the reply's ids or text): a run journals what it
-    learned after learning it.  :meth:`lost` says whether leg ``i``'s snapshot lacks every such line.
-    """
-
-    def __init__(self, history: History, acks: dict[int, list[Any]]) -> None:
-        self._acks = acks
-        self._lines = {lg.index: {ln.raw for ln in split_journal(lg.journal, history.journal_format).lines}
-                       for lg in history.legs}
-
-    def lines(self, leg: int, t: int, markers: Iterable[bytes]) -> list[bytes]:
-        """The lines leg ``leg`` acknowledged after ``t`` holding one of ``markers``."""
-        marks = [m for m in markers if m]
-        return [a.line for a in self._acks.get(leg, []) if a.t is not None and a.t > t
-                and any(m in a.line for m in marks)]
-
-    def lost(self, i: int, lines: list[bytes]) -> bool:
-        """True when leg ``i``'s snapshot holds none of ``lines``."""
-        return not any(line in self._lines.get(i, set()) for line in lines)
 
 
 def crash_kind(leg: Leg | None) -> str | None:

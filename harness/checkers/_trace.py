@@ -18,7 +18,7 @@ from fiskj.codec import decode_record
 
 from harness.history.model import History, Leg
 
-__all__ = ["Ack", "Span", "events", "is_journal", "is_lock", "acknowledged", "lock_spans", "journal_writes",
+__all__ = ["Ack", "Span", "events", "is_lock", "acknowledged", "lock_spans", "journal_writes",
            "traced", "unsynced_appends"]
 
 
@@ -65,11 +65,6 @@ def traced(history: History) -> bool:
 
 def _basename(path: str) -> str:
     return path.rsplit("/", 1)[-1]  # trace paths are POSIX paths (docs/ioseam.md)
-
-
-def is_journal(path: str | None, run_id: str) -> bool:
-    """True when ``path`` names the journal of ``run_id`` (``<id>.json``, docs/spec.md section 1)."""
-    return bool(path) and _basename(path) == f"{run_id}.json"
 
 
 def is_lock(path: str | None, run_id: str) -> bool:
@@ -121,12 +116,13 @@ def acknowledged(history: History, leg: Leg) -> list[Ack]:
     journal, then acknowledged.  An ``ftruncate`` or ``O_TRUNC`` open drops
     the unterminated remainder.
     """
+    journal = history.journal
     acks: list[Ack] = []
     carry: dict[int, tuple[bytes, int | None, int]] = {}
     pending: dict[int, list[tuple[bytes, int | None, int]]] = {}
     for ev in events(leg):
         pid, op = ev["pid"], ev.get("op")
-        if not is_journal(ev.get("path"), history.run_id):
+        if not journal.is_journal(ev.get("path"), history.run_id):
             continue
         if op == "open" and "O_TRUNC" in (ev.get("flags") or []) or op == "ftruncate":
             carry.pop(pid, None)
@@ -162,11 +158,12 @@ def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
     an fsync that failed still counts as the attempt.  The last write of a
     killed leg is not counted (it may have died before its fsync).
     """
+    journal = history.journal
     out: list[dict[str, Any]] = []
     open_write: dict[int, dict[str, Any]] = {}
     clean_exit = leg.exit_signal is None and leg.exit_code is not None
     for ev in events(leg):
-        if not is_journal(ev.get("path"), history.run_id):
+        if not journal.is_journal(ev.get("path"), history.run_id):
             continue
         pid, op = ev["pid"], ev.get("op")
         if op == "write" and _data(ev) and not ev.get("error"):
@@ -185,12 +182,14 @@ def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
 
 def journal_writes(history: History, leg: Leg) -> list[dict[str, Any]]:
     """The leg's events that change the journal's bytes or name (write, ftruncate, O_TRUNC open, unlink, rename)."""
+    journal = history.journal
     out = []
     for ev in events(leg):
         op = ev.get("op")
-        if op == "rename" and (is_journal(ev.get("src"), history.run_id) or is_journal(ev.get("dst"), history.run_id)):
+        if op == "rename" and (journal.is_journal(ev.get("src"), history.run_id)
+                               or journal.is_journal(ev.get("dst"), history.run_id)):
             out.append(ev)
-        elif not is_journal(ev.get("path"), history.run_id):
+        elif not journal.is_journal(ev.get("path"), history.run_id):
             continue
         elif op in ("write", "ftruncate", "unlink") or (op == "open" and "O_TRUNC" in (ev.get("flags") or [])):
             if op == "write" and not _data(ev):

@@ -40,20 +40,21 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.fold import fold
 
-from harness.checkers._common import legs_in_order, split_journal
+from harness.checkers._common import legs_in_order
+from harness.checkers.journal_view import JournalView
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.history.model import History
-from harness.names import FISK_AI_V2
 
 INVARIANT = "I10"
 NAME = "the subject's own reading agrees with the journal"
 
 
-def _fold(journal: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
-    """fiskj's reading of ``journal``: ``({"status", "pending", "records"}, None)`` or ``(None, why not)``."""
+def _fold(view: JournalView, journal: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
+    """fiskj's reading of ``journal`` (bytes of ``view``'s decoded journal): ``({"status", "pending",
+    "records"}, None)`` or ``(None, why not)``."""
     if journal is None:
         return None, "no journal"
-    snap = split_journal(journal)
+    snap = view.lines(journal)
     bad = [ln for ln in snap.lines[:-1] if ln.record is None]
     if bad or (snap.lines and snap.lines[-1].complete and snap.lines[-1].record is None):
         return None, "a line does not decode (I5 judges it)"
@@ -75,11 +76,12 @@ def check(history: History) -> Any:
         ({"leg": leg.index}, leg.journal, leg.reading) for leg in legs_in_order(history) if leg.reading is not None]
     occasions += [({"leg": r["leg"], "while_held_at": r["at"]}, r["journal"].encode("latin-1")
                    if isinstance(r.get("journal"), str) else None, r["reading"]) for r in history.readings]
-    if occasions and history.journal_format != FISK_AI_V2:
-        return make(__name__, UNKNOWN, {"summary": f"{len(occasions)} reading(s) of a {history.journal_format} "
+    view = JournalView(history)
+    if occasions and not view.decoded:
+        return make(__name__, UNKNOWN, {"summary": f"{len(occasions)} reading(s) of a {view.format} "
                                                    "journal, which fiskj does not fold", "reason": "journal format"})
     for where, journal, reading in occasions:
-        ours, why = _fold(journal)
+        ours, why = _fold(view, journal)
         if ours is None:
             not_judged.append({**where, "reason": why})
             continue

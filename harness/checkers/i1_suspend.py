@@ -37,9 +37,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
-from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import attribute, is_tail, legs_in_order, pending_ids, previous_snapshot, split_journal
+from harness.checkers._common import attribute, is_tail, legs_in_order, pending_ids
+from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I1"
 NAME = "exactly-once after a clean suspend"
@@ -49,11 +49,12 @@ def _assistants_in(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
 
 
-def _destroyed_by_tail(legs: list[Any], start: int, after: list[tuple[int, Any]], gone: Any, fmt: str) -> int | None:
+def _destroyed_by_tail(legs: list[Any], start: int, after: list[tuple[int, Any]], gone: Any,
+                       view: JournalView) -> int | None:
     """The index of a tail-fault leg in ``[start, first repeat)`` whose snapshot lacks the evidence, else None."""
     first = min(li for li, _ in after)
     for leg in legs:
-        if start <= leg.index < first and is_tail(leg) and gone(split_journal(leg.journal, fmt)):
+        if start <= leg.index < first and is_tail(leg) and gone(view.at(leg)):
             return leg.index
     return None
 
@@ -66,17 +67,17 @@ def check(history: History) -> Any:
     violations: list[dict[str, Any]] = []
     exempt: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
-    fmt = history.journal_format
+    view = JournalView(history)
     for s in suspended:
-        snap = split_journal(s.journal, fmt)
-        if fmt == FISK_AI_V2 and not snap.ends_suspended():
+        snap = view.at(s)
+        if view.decoded and not snap.ends_suspended():
             last = snap.lines[-1].brief() if snap.lines else None
             violations.append({"kind": "suspend_not_journaled", "leg": s.index,
                                "detail": "exit 3 but the journal does not end with a suspended terminal record",
                                "last_line": last})
         unanswered, aseq = pending_ids(snap.records())
         if unanswered and aseq is not None:
-            prev = split_journal(previous_snapshot(history, s), fmt)
+            prev = view.before(s)
             mine = [ln.raw for ln in snap.by_seq(aseq)]
             if not any(ln.raw in mine for ln in prev.by_seq(aseq)):
                 violations.append({"kind": "suspended_mid_batch", "leg": s.index, "assistant_seq": aseq,
@@ -92,7 +93,7 @@ def check(history: History) -> Any:
             row = {"tool_use_id": tid, "suspend_leg": s.index,
                    "before": [{"leg": li, "attempt": e.attempt, "pid": e.pid, "t": e.t} for li, e in before],
                    "after": [{"leg": li, "attempt": e.attempt, "pid": e.pid, "t": e.t} for li, e in after]}
-            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: tid not in snap.tool_result_ids(), fmt)
+            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: tid not in snap.tool_result_ids(), view)
             if destroyed is not None:
                 exempt.append({"kind": "tool", **row, "why": f"a tail fault after leg {destroyed} removed its result"})
             elif tid in results or any(li == s.index for li, _ in before):
@@ -112,7 +113,7 @@ def check(history: History) -> Any:
             row = {"key": key, "suspend_leg": s.index, "turn": before[0][1].turn,
                    "before": [{"leg": li, "index": c.index, "t": c.t} for li, c in before],
                    "after": [{"leg": li, "index": c.index, "t": c.t} for li, c in after]}
-            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: snap.assistant_count() < k + 1, fmt)
+            destroyed = _destroyed_by_tail(legs, s.index, after, lambda snap: snap.assistant_count() < k + 1, view)
             if destroyed is not None:
                 exempt.append({"kind": "model_call", **row,
                                "why": f"a tail fault after leg {destroyed} removed its assistant record"})
@@ -124,8 +125,9 @@ def check(history: History) -> Any:
             else:
                 exempt.append({"kind": "model_call", **row, "why": "not journaled before a crash earlier than the suspend"})
     evidence: dict[str, Any] = {"checked": len(suspended), "suspended_legs": [s.index for s in suspended]}
-    if fmt != FISK_AI_V2 and suspended:
-        evidence["not_judged"] = (f"journal format {fmt}: whether a suspended journal ends with its suspend and "
+    if not view.decoded and suspended:
+        evidence["not_judged"] = (f"journal format {view.format}: whether a suspended journal ends with its suspend "
+                                  "and "
                                   "what it journaled before it (only a repeat of work done in the suspended leg "
                                   "itself is judged)")
     if exempt:

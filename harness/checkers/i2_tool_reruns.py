@@ -27,10 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
-from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import Journaled, blame_repeat, group_by_leg, leg_by_index, split_journal
-from harness.checkers._trace import acknowledged
+from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index
+from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I2"
 NAME = "at most one tool re-run per crash, only the one in flight"
@@ -42,9 +41,9 @@ def _ex(li: int, e: Any) -> dict[str, Any]:
 
 def check(history: History) -> Any:
     legs = leg_by_index(history)
-    decoded = history.journal_format == FISK_AI_V2
-    results = {i: split_journal(lg.journal, history.journal_format).tool_result_ids() for i, lg in legs.items()}
-    journaled = None if decoded else Journaled(history, {i: acknowledged(history, lg) for i, lg in legs.items()})
+    view = JournalView(history)
+    results = {i: view.at(lg).tool_result_ids() for i, lg in legs.items()}
+    journaled = view.journaled()
     groups = group_by_leg(history, history.effects, lambda e: e.tool_use_id,
                           lambda e: f"effect {e.tool_use_id}#{e.attempt}")
     used: dict[int, str] = {}

@@ -30,10 +30,9 @@ import json
 from typing import Any
 
 from harness.history.model import History
-from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import Journaled, blame_repeat, group_by_leg, leg_by_index, split_journal
-from harness.checkers._trace import acknowledged
+from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index
+from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I3"
 NAME = "at most one model call repeated per crash"
@@ -58,9 +57,9 @@ def reply_markers(reply: list[dict[str, Any]]) -> list[bytes]:
 
 def check(history: History) -> Any:
     legs = leg_by_index(history)
-    asst = {i: split_journal(lg.journal, history.journal_format).assistant_count() for i, lg in legs.items()}
-    journaled = (None if history.journal_format == FISK_AI_V2
-                 else Journaled(history, {i: acknowledged(history, lg) for i, lg in legs.items()}))
+    view = JournalView(history)
+    asst = {i: view.at(lg).assistant_count() for i, lg in legs.items()}
+    journaled = view.journaled()
     groups = group_by_leg(history, history.model_calls, lambda c: c.key, lambda c: f"model call {c.index}")
     used: dict[int, str] = {}
     attributed: list[dict[str, Any]] = []

@@ -39,7 +39,7 @@ delete, or create removing a journal whose first append failed) retires
 every record acknowledged before it (``retired_by_unlink``).  With no
 trace at all the verdict is unknown.
 
-A ``jsonl`` journal (``history.journal_format``; docs/subject.md "Journal
+A ``jsonl`` journal (:class:`~harness.checkers.journal_view.JournalView` not ``decoded``; docs/subject.md "Journal
 formats") has no seq: an acknowledged line is known by its byte offset and
 must stay there, byte for byte and a whole line of its own (bytes glued
 after a torn tail are ``changed``; ``offset_reacknowledged`` for two
@@ -68,13 +68,13 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from harness.names import FISK_AI_V2
 from harness.families.power_loss.crashstates import Ack as ModelAck
 from harness.families.power_loss.crashstates import CrashState, lost_acknowledged
 from harness.history.model import CrashStateFacts, History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import legs_in_order, split_journal
-from harness.checkers._trace import Ack, acknowledged, events, is_journal, traced, unsynced_appends
+from harness.checkers._common import legs_in_order
+from harness.checkers._trace import Ack, events, traced, unsynced_appends
+from harness.checkers.journal_view import JournalView
 
 #: The name of an acknowledged line's key in evidence: its seq (fisk-ai v2), or its byte offset (jsonl).
 _KEY = {False: "seq", True: "offset"}
@@ -94,13 +94,13 @@ def _due(ack: Ack, acker: Leg, snap_leg: Leg) -> bool:
     return acker.index < snap_leg.index
 
 
-def _truncations(history: History, legs: list[Leg], ack: Ack) -> list[dict[str, Any]]:
+def _truncations(view: JournalView, legs: list[Leg], ack: Ack) -> list[dict[str, Any]]:
     out = []
     for leg in legs:
         if leg.index < ack.leg:
             continue
         for ev in events(leg):
-            if not is_journal(ev.get("path"), history.run_id) or ev.get("error"):
+            if not view.is_journal(ev.get("path")) or ev.get("error"):
                 continue
             if leg.index == ack.leg and ev.get("n", 0) <= ack.fsync_n:
                 continue
@@ -123,7 +123,7 @@ def crash_state_of(facts: CrashStateFacts) -> CrashState:
 def _check_crash_state(facts: CrashStateFacts, history: History | None = None) -> Any:
     state = crash_state_of(facts)
     lost = lost_acknowledged(state)
-    cut = _lost_by_recovery(state, history, lost) if history is not None else []
+    cut = _lost_by_recovery(state, JournalView(history), lost) if history is not None else []
     summary = (f"{len(lost)} acknowledged write(s) missing from crash state {state.id}: {lost[0]}" if lost
                else f"{len(cut)} acknowledged write(s) of crash state {state.id} destroyed by its recovery: "
                     f"{cut[0]['detail']}" if cut
@@ -142,15 +142,15 @@ def _recovered(history: History) -> Leg | None:
     return legs[-1] if legs else None
 
 
-def _lost_by_recovery(state: CrashState, history: History, lost: list[str]) -> list[dict[str, Any]]:
+def _lost_by_recovery(state: CrashState, view: JournalView, lost: list[str]) -> list[dict[str, Any]]:
     """``lost_by_recovery``: a journal line acknowledged before the crash and present in the crash state that
     the recovery (the legs after the crash) did not keep, byte for byte at its offset, in the final journal."""
-    leg = _recovered(history)
+    leg = _recovered(view.history)
     if leg is None or lost:
         return []
     out = []
     for ack in state.acks:
-        if not is_journal(ack.path, history.run_id) or state.files.get(ack.path, b"")[ack.offset:ack.end] != ack.data:
+        if not view.is_journal(ack.path) or state.files.get(ack.path, b"")[ack.offset:ack.end] != ack.data:
             continue  # not the journal, or not in the crash state (the model's own judgement, above)
         now = leg.journal[ack.offset:ack.end] if leg.journal is not None else b""
         if now != ack.data:
@@ -161,7 +161,7 @@ def _lost_by_recovery(state: CrashState, history: History, lost: list[str]) -> l
     return out
 
 
-def _cut_below_acks(history: History, leg: Leg, expected: dict[Any, tuple[Ack, Leg]],
+def _cut_below_acks(view: JournalView, leg: Leg, expected: dict[Any, tuple[Ack, Leg]],
                     by_offset: bool) -> list[dict[str, Any]]:
     """``truncated_acknowledged``: an ``ftruncate`` (or ``O_TRUNC`` open) of the journal by ``leg`` below the
     end of a line acknowledged before it.  Even when the same bytes are written back afterwards (a resume
@@ -169,7 +169,7 @@ def _cut_below_acks(history: History, leg: Leg, expected: dict[Any, tuple[Ack, L
     between loses them.  Cutting a torn tail never goes below the last acknowledged line."""
     out: list[dict[str, Any]] = []
     for ev in events(leg):
-        if not is_journal(ev.get("path"), history.run_id) or ev.get("error"):
+        if not view.is_journal(ev.get("path")) or ev.get("error"):
             continue
         if ev.get("op") == "ftruncate" and ev.get("length") is not None:
             length = ev["length"]
@@ -191,17 +191,17 @@ def _cut_below_acks(history: History, leg: Leg, expected: dict[Any, tuple[Ack, L
     return out
 
 
-def _swallowed_io_errors(history: History, leg: Leg) -> list[dict[str, Any]]:
+def _swallowed_io_errors(view: JournalView, leg: Leg) -> list[dict[str, Any]]:
     """The leg's journal calls that succeeded after an injected IO error on the journal, and a completed exit."""
     trace = list(events(leg))
     failed = next((ev for ev in trace if ev.get("fault") and ev.get("error") and ev.get("op") in ("write", "fsync")
-                   and is_journal(ev.get("path"), history.run_id)), None)
+                   and view.is_journal(ev.get("path"))), None)
     if failed is None:
         return []
     out = []
     after = trace[trace.index(failed) + 1:]
     for ev in after:
-        if ev.get("op") in ("write", "fsync") and not ev.get("error") and is_journal(ev.get("path"), history.run_id):
+        if ev.get("op") in ("write", "fsync") and not ev.get("error") and view.is_journal(ev.get("path")):
             out.append({"kind": "io_error_swallowed", "leg": leg.index, "failed": _call(failed), "then": _call(ev),
                         "detail": f"leg {leg.index}: the journal's {failed.get('op')} failed with "
                                   f"{failed.get('error')} (n={failed.get('n')}), then a {ev.get('op')} of the "
@@ -218,7 +218,7 @@ def _overlap(a: Leg, b: Leg) -> bool:
     return bool(a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end)
 
 
-def _unobserved_changes(history: History, legs: list[Leg]) -> list[dict[str, Any]]:
+def _unobserved_changes(view: JournalView, legs: list[Leg]) -> list[dict[str, Any]]:
     """:func:`_unobserved_change` of every leg.  Legs that ran at the same time (a race's held leg and its
     rival) are replayed together, their calls merged in time order, and compared once, at the end of the
     last of them (before then another one may still write)."""
@@ -229,13 +229,13 @@ def _unobserved_changes(history: History, legs: list[Leg]) -> list[dict[str, Any
             continue  # not the last of its group to end
         first = min(legs.index(o) for o in group)
         prev = legs[first - 1] if first > 0 else None
-        u = _unobserved_change(history, prev, leg, group)
+        u = _unobserved_change(view, prev, leg, group)
         if u:
             out.append(u)
     return out
 
 
-def _unobserved_change(history: History, prev: Leg | None, leg: Leg,
+def _unobserved_change(view: JournalView, prev: Leg | None, leg: Leg,
                        group: list[Leg] | None = None) -> dict[str, Any] | None:
     """For a leg observed from outside: the journal bytes its observed writes, truncations and
     ``O_TRUNC`` opens make from what it found (the previous snapshot), when they differ from its own
@@ -252,7 +252,7 @@ def _unobserved_change(history: History, prev: Leg | None, leg: Leg,
         trace = sorted((ev for o in members for ev in events(o)), key=lambda ev: ev.get("t0", ev.get("t", 0)))
     data = bytearray(prev.journal or b"") if prev is not None else bytearray()
     for ev in trace:
-        if not is_journal(ev.get("path"), history.run_id) or (ev.get("error") and ev.get("op") != "write"):
+        if not view.is_journal(ev.get("path")) or (ev.get("error") and ev.get("op") != "write"):
             continue
         op = ev.get("op")
         if op == "open" and "O_TRUNC" in (ev.get("flags") or ()):
@@ -291,13 +291,14 @@ def check(history: History) -> Any:
     if history.crash_state is not None:
         return _check_crash_state(history.crash_state, history)
     legs = legs_in_order(history)
+    view = JournalView(history)
     if not traced(history):
         return make(__name__, UNKNOWN, {
             "summary": "no leg left an IO-seam trace: acknowledged records cannot be known",
             "reason": "no trace", "checked": 0})
-    acks_by_leg = {leg.index: acknowledged(history, leg) for leg in legs}
+    acks_by_leg = {leg.index: view.acknowledged(leg) for leg in legs}
     ackers = {leg.index: leg for leg in legs}
-    by_offset = history.journal_format != FISK_AI_V2  # a jsonl journal: a line is known by where it lies
+    by_offset = not view.decoded  # a jsonl journal: a line is known by where it lies
     expected: dict[int, tuple[Ack, Leg]] = {}
     violations: list[dict[str, Any]] = []
     destroyed: list[dict[str, Any]] = []
@@ -324,13 +325,13 @@ def check(history: History) -> Any:
                 continue
             expected.setdefault(key, (ack, ackers[ack.leg]))
         unlinks = [ev.get("n", 0) for ev in events(snap_leg) if ev.get("op") == "unlink" and not ev.get("error")
-                   and is_journal(ev.get("path"), history.run_id)]
+                   and view.is_journal(ev.get("path"))]
         if unlinks:
             for key in [k for k, (a, _) in expected.items() if not (a.leg == snap_leg.index and a.fsync_n > max(unlinks))]:
                 retired.append({_KEY[by_offset]: key, "unlink_leg": snap_leg.index, "unlink_n": max(unlinks)})
                 del expected[key]
-        violations += _cut_below_acks(history, snap_leg, expected, by_offset)
-        snap = split_journal(snap_leg.journal, history.journal_format)
+        violations += _cut_below_acks(view, snap_leg, expected, by_offset)
+        snap = view.at(snap_leg)
         for key in sorted(expected):
             ack, acker = expected[key]
             if not _due(ack, acker, snap_leg):
@@ -358,7 +359,7 @@ def check(history: History) -> Any:
             if at != -1:
                 host = next(ln for ln in snap.lines if ln.offset <= at < ln.end)
                 row["glued_into"] = host.brief()
-            cuts = _truncations(history, legs, ack)
+            cuts = _truncations(view, legs, ack)
             if cuts:
                 row["truncated_by"] = cuts
             what = f"the line at offset {key}" if by_offset else f"record seq {key}"
@@ -366,7 +367,7 @@ def check(history: History) -> Any:
                              f"{'changed' if lines else 'missing'} in the journal after leg {snap_leg.index}")
             violations.append(row)
     for leg in legs:
-        violations += _swallowed_io_errors(history, leg)
+        violations += _swallowed_io_errors(view, leg)
         for w in unsynced_appends(history, leg):
             violations.append({"kind": "append_not_synced", **w,
                                "detail": f"leg {leg.index} wrote the journal (n={w['n']}) and went on ({w['before']}) "
@@ -374,7 +375,7 @@ def check(history: History) -> Any:
     evidence: dict[str, Any] = {"checked": total, f"acknowledged_{_KEY[by_offset]}s": sorted(expected),
                                 "untraced_legs": [lg.index for lg in legs if not lg.trace]}
     if by_offset:
-        evidence["journal_format"] = history.journal_format
+        evidence["journal_format"] = view.format
     if unplaced:  # an acknowledged line nobody can look for is not a pass
         evidence.update(unplaced=unplaced, reason="write offset unknown",
                         summary=f"{len(unplaced)} acknowledged line(s) whose offset the trace does not give: "
@@ -390,7 +391,7 @@ def check(history: History) -> Any:
         return make(__name__, INVALID, evidence)
     if unplaced:
         return make(__name__, UNKNOWN, evidence)
-    unobserved = _unobserved_changes(history, legs)
+    unobserved = _unobserved_changes(view, legs)
     if unobserved:  # the observer missed how the journal changed: what it saw proves nothing
         evidence.update(unobserved=unobserved, reason="unobserved change",
                         summary=f"the journal after leg {unobserved[0]['leg']} is not what the observed writes "

@@ -33,7 +33,7 @@ Two more kinds of facts are judged here, when the history holds them:
   journal with no torn tail left (``torn_tail_left``: new records glued to
   the torn bytes, defect 1 of docs/spec.md section 16).
 
-A ``jsonl`` journal (``history.journal_format``; docs/subject.md "Journal
+A ``jsonl`` journal (:class:`~harness.checkers.journal_view.JournalView` not ``decoded``; docs/subject.md "Journal
 formats") is read at line level, with no fold: every complete line must be
 one JSON value (``corrupt`` otherwise, first per snapshot), a final line
 that is incomplete or not one is its torn tail, and the repair rule applies as above.
@@ -50,20 +50,20 @@ from fiskj.errors import FiskjError
 from fiskj.reader import JournalReader, read_state
 
 from harness.history.model import History
-from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
-from harness.checkers._trace import events, is_journal
+from harness.checkers._common import legs_in_order, nemesis_prefix_holds
+from harness.checkers._trace import events
+from harness.checkers.journal_view import JournalView
 from harness.checkers.i5_reader_answers import reader_violations
 
 INVARIANT = "I5"
 NAME = "journal always readable, at most one torn tail"
 
 
-def _holds_no_record(data: bytes, fmt: str) -> bool:
+def _holds_no_record(view: JournalView, data: bytes) -> bool:
     """True when fiskj's reader finds no complete record in ``data`` (and no corruption before one);
-    for a ``jsonl`` journal, when it holds no complete line."""
-    if fmt != FISK_AI_V2:
+    for a journal whose records are not decoded (``jsonl``), when it holds no complete line."""
+    if not view.decoded:
         return b"\n" not in data
     try:
         for _ in JournalReader(BufferedReader(BytesIO(data))):  # type: ignore[arg-type]
@@ -73,9 +73,9 @@ def _holds_no_record(data: bytes, fmt: str) -> bool:
     return True
 
 
-def _repairs(history: History) -> tuple[int, list[dict[str, Any]]]:
+def _repairs(view: JournalView) -> tuple[int, list[dict[str, Any]]]:
     """``(repairs judged, violations)``: each tail mutation with a ``good_size`` and the leg after it."""
-    legs = legs_in_order(history)
+    legs = legs_in_order(view.history)
     checked, out = 0, []
     for leg, nxt in zip(legs, legs[1:]):
         good = leg.fault.detail.get("good_size") if leg.fault.kind == "tail" else None
@@ -88,23 +88,23 @@ def _repairs(history: History) -> tuple[int, list[dict[str, Any]]]:
         if after != kept:
             out.append({"kind": "repair_changed_kept_bytes", **row,
                         "detail": f"repair: the kept bytes [0, {good}) changed"})
-        elif nxt is legs[-1] and (torn := _final_torn_tail(history, nxt.journal)):
+        elif nxt is legs[-1] and (torn := _final_torn_tail(view, nxt.journal)):
             out.append({"kind": "torn_tail_left", **row, "torn_tail": torn,
                         "detail": f"repair: the resumed journal still ends in a torn tail {torn}"})
     return checked, out
 
 
-def _clean_exits_with_torn_tails(history: History, torn: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _clean_exits_with_torn_tails(view: JournalView, torn: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Legs that wrote the journal, exited by themselves (no signal, no fault after them, alone in time)
     and left it ending in a torn tail: only a crash leaves a partial line, so the engine frames its records
     so that its own last line reads as torn (a missing final newline, a record split over writes)."""
     out = []
-    legs = legs_in_order(history)
+    legs = legs_in_order(view.history)
     for row in torn:
         leg = next(lg for lg in legs if lg.index == row["leg"])
         alone = not any(o is not leg and o.t_end and leg.t_end and o.t_start < leg.t_end and leg.t_start < o.t_end
                         for o in legs)
-        wrote = any(ev.get("op") == "write" and not ev.get("error") and is_journal(ev.get("path"), history.run_id)
+        wrote = any(ev.get("op") == "write" and not ev.get("error") and view.is_journal(ev.get("path"))
                     for ev in events(leg))
         if (leg.exit_signal is None and leg.exit_code is not None and not leg.timed_out and alone and wrote
                 and leg.fault.kind not in ("tail", "power_loss")
@@ -116,23 +116,23 @@ def _clean_exits_with_torn_tails(history: History, torn: list[dict[str, Any]]) -
     return out
 
 
-def _final_torn_tail(history: History, journal: bytes | None) -> Any:
+def _final_torn_tail(view: JournalView, journal: bytes | None) -> Any:
     """The torn tail the final journal still ends in, else ``None``: the fold's (fisk-ai v2), or for a
     ``jsonl`` journal its last line when it has no newline (``{"offset", "length"}``)."""
-    if history.journal_format == FISK_AI_V2:
-        return (history.final_state or {}).get("torn_tail")
-    lines = split_journal(journal, history.journal_format).lines
+    if view.decoded:
+        return (view.history.final_state or {}).get("torn_tail")
+    lines = view.lines(journal).lines
     if lines and (not lines[-1].complete or lines[-1].record is None):
         return {"offset": lines[-1].offset, "length": len(lines[-1].raw)}
     return None
 
 
-def _read_lines(history: History, leg: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _read_lines(view: JournalView, leg: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Read a ``jsonl`` snapshot at line level: ``(corrupt line row or None, torn tail or None)``.
 
     Every line but the last must be one JSON value; a final line that is incomplete or is not one is the
     torn tail (as fiskj's reader: docs/spec.md section 7)."""
-    snap = split_journal(leg.journal, history.journal_format)
+    snap = view.at(leg)
     torn = None
     for ln in snap.lines:
         if ln is snap.lines[-1] and (not ln.complete or ln.record is None):
@@ -151,15 +151,15 @@ def check(history: History) -> Any:
     torn: list[dict[str, Any]] = []
     noted: list[dict[str, Any]] = []
     checked = 0
-    fmt = history.journal_format
+    view = JournalView(history)
     for leg in legs_in_order(history):
         data = leg.journal
-        if data is None or _holds_no_record(data, fmt):
+        if data is None or _holds_no_record(view, data):
             noted.append({"leg": leg.index, "journal": "absent" if data is None else f"no complete record ({len(data)} bytes)"})
             continue
         checked += 1
-        if fmt != FISK_AI_V2:
-            bad, tail = _read_lines(history, leg)
+        if not view.decoded:
+            bad, tail = _read_lines(view, leg)
             if tail is not None:
                 torn.append(tail)
             if bad is not None:
@@ -172,8 +172,7 @@ def check(history: History) -> Any:
         try:
             state = read_state(data)
         except FiskjError as exc:
-            snap = split_journal(data)
-            line = _line_at(snap, exc)
+            line = _line_at(view.at(leg), exc)
             row: dict[str, Any] = {
                 "kind": "fold_error" if "Consistency" in type(exc).__name__ else "corrupt",
                 "leg": leg.index, "error": f"{type(exc).__name__}: {exc.message}",
@@ -190,13 +189,13 @@ def check(history: History) -> Any:
             continue
         if state.torn_tail is not None:
             torn.append({"leg": leg.index, **state.torn_tail.to_json(), "good_size": state.good_size})
-    repaired, repairs = _repairs(history)
-    repairs = _clean_exits_with_torn_tails(history, torn) + repairs
+    repaired, repairs = _repairs(view)
+    repairs = _clean_exits_with_torn_tails(view, torn) + repairs
     answered, answers = reader_violations(history)
     evidence: dict[str, Any] = {"checked": checked + repaired + answered, "torn_tails": torn}
-    if fmt != FISK_AI_V2:
-        evidence["journal_format"] = fmt
-        evidence["not_judged"] = f"journal format {fmt}: read at line level only (no fold)"
+    if not view.decoded:
+        evidence["journal_format"] = view.format
+        evidence["not_judged"] = f"journal format {view.format}: read at line level only (no fold)"
     if answered:
         evidence["reader_checked"] = answered
     if repaired:
@@ -217,7 +216,7 @@ def check(history: History) -> Any:
         evidence["summary"] = "; ".join(parts)
         evidence["violations"] = violations + repairs + answers
         return make(__name__, INVALID, evidence)
-    how = "read and folded" if fmt == FISK_AI_V2 else "read line by line (each line one JSON value)"
+    how = "read and folded" if view.decoded else "read line by line (each line one JSON value)"
     evidence["summary"] = f"{checked} journal snapshot(s) {how}; {len(torn)} torn tail(s) dropped" + (
         f"; {repaired} torn tail(s) repaired" if repaired else "") + (
         f"; {answered} reader answer(s) as labelled" if answered else "")

@@ -43,7 +43,7 @@ leg (``cut_off_tool_run``, from the effects ledger and the model log:
 rule 6), so an engine that runs it in every run is caught, not compared
 with itself.
 
-A journal fiskj does not fold (``history.journal_format`` ``jsonl``;
+A journal fiskj does not fold (:class:`~harness.checkers.journal_view.JournalView` not ``decoded``: ``jsonl``;
 docs/subject.md "Journal formats") is judged by what an outside observer
 saw instead (:func:`_check_observed`): the same conversation states asked
 of the model, the same final reply, the same tools run and the same exit
@@ -60,9 +60,10 @@ from fiskj.reader import read_state
 
 from harness.history.ending import completing_leg, cut_off_tool_runs, uninterrupted_end
 from harness.history.model import History, observed_result
-from harness.names import EXIT_COMPLETED, FISK_AI_V2
+from harness.names import EXIT_COMPLETED
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import is_refusal, legs_in_order, nemesis_prefix_holds
+from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I6"
 NAME = "result equals the uninterrupted reference run"
@@ -144,7 +145,7 @@ def _effects_missing(final: dict[str, Any], history: History) -> list[str]:
     return [tid for tid in answered if tid not in ran]
 
 
-def _check_observed(history: History) -> Any:
+def _check_observed(view: JournalView) -> Any:
     """I6 for a journal fiskj does not fold (``jsonl``): the run's result as seen from outside.
 
     Against the reference run's :func:`~harness.history.model.observed_result`: the same conversation
@@ -153,6 +154,7 @@ def _check_observed(history: History) -> Any:
     tools run (``tools``) and the same exit (``exit``) of its last leg, unless that leg's resume was
     refused (the resume of a completed run: whether the refusal was right only the fold could say).
     """
+    history = view.history
     ref = history.reference
     assert ref is not None
     if ref.model_calls and not ref.call_keys:
@@ -178,8 +180,8 @@ def _check_observed(history: History) -> Any:
     if not refused_end and got["exit_code"] != ref.exit_code:
         diffs.append({"path": "exit", "got": got["exit_code"], "want": ref.exit_code})
     evidence: dict[str, Any] = {"checked": 1, "source": "observed (model calls, effects ledger, exit)",
-                                "journal_format": history.journal_format,
-                                "not_judged": f"journal format {history.journal_format}: the journal's fold "
+                                "journal_format": view.format,
+                                "not_judged": f"journal format {view.format}: the journal's fold "
                                               "(messages, counters) is not compared" + (
                                                   "; the run ended on a refused resume, whose reason (a completed "
                                                   "run?) only the fold could tell" if refused_end else "")}
@@ -236,8 +238,9 @@ def check(history: History) -> Any:
         return make(__name__, UNKNOWN, {
             "summary": "the server varied its reply on a repeated call; the result may legitimately differ",
             "reason": "vary_on_repeat with a repeated model call"})
-    if history.journal_format != FISK_AI_V2:
-        return _check_observed(history)
+    view = JournalView(history)
+    if not view.decoded:
+        return _check_observed(view)
     with_journal = [lg for lg in legs_in_order(history) if lg.journal is not None]
     source: str
     if with_journal:

@@ -32,8 +32,9 @@ from typing import Any
 
 from harness.history.model import History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import legs_in_order, nemesis_prefix_holds, split_journal
-from harness.checkers._trace import Span, events, is_journal, journal_writes, lock_spans, traced
+from harness.checkers._common import legs_in_order, nemesis_prefix_holds
+from harness.checkers._trace import Span, events, lock_spans, traced
+from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I8"
 NAME = "one writer at a time"
@@ -59,10 +60,10 @@ def _ev(ev: dict[str, Any], leg: Leg) -> dict[str, Any]:
     return out
 
 
-def _lines(history: History, legs: list[Leg], violations: list[dict[str, Any]]) -> int:
-    checked = 0
+def _lines(view: JournalView, legs: list[Leg], violations: list[dict[str, Any]]) -> int:
+    checked, history = 0, view.history
     for leg in legs:
-        snap = split_journal(leg.journal, history.journal_format)
+        snap = view.at(leg)
         for ln in snap.lines[:-1]:
             checked += 1
             if ln.record is None and not nemesis_prefix_holds(history, leg, ln.end):
@@ -75,16 +76,17 @@ def _lines(history: History, legs: list[Leg], violations: list[dict[str, Any]]) 
 def check(history: History) -> Any:
     legs = legs_in_order(history)
     violations: list[dict[str, Any]] = []
-    lines = _lines(history, legs, violations)
+    view = JournalView(history)
+    lines = _lines(view, legs, violations)
     spans = {leg.index: lock_spans(history, leg) for leg in legs}
-    writes = {leg.index: journal_writes(history, leg) for leg in legs}
+    writes = {leg.index: view.writes(leg) for leg in legs}
     for leg in legs:
         for ev in writes[leg.index]:
             if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid"), observed="seq" in ev):
                 violations.append({"kind": "write_without_lock", **_ev(ev, leg),
                                    "detail": f"leg {leg.index} changed the journal ({ev.get('op')} n={ev.get('n')}) "
                                              "without holding the run lock"})
-        for ev in _finishing_calls(history, leg):
+        for ev in _finishing_calls(view, leg):
             if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid"), observed="seq" in ev):
                 violations.append({"kind": f"{ev.get('op')}_without_lock", **_ev(ev, leg),
                                    "detail": f"leg {leg.index} released the run lock before the {ev.get('op')} "
@@ -131,13 +133,13 @@ def check(history: History) -> Any:
     return make(__name__, VALID, evidence)
 
 
-def _finishing_calls(history: History, leg: Leg) -> list[dict[str, Any]]:
+def _finishing_calls(view: JournalView, leg: Leg) -> list[dict[str, Any]]:
     """The fsyncs and the close of each journal descriptor a process of ``leg`` wrote, after its first
     write: what a writer must still do under the lock (its appends are not acknowledged before them)."""
     written: set[tuple[Any, Any]] = set()
     out = []
     for ev in events(leg):
-        if not is_journal(ev.get("path"), history.run_id) or ev.get("error"):
+        if not view.is_journal(ev.get("path")) or ev.get("error"):
             continue
         key = (ev.get("pid"), ev.get("fd"))
         if ev.get("op") == "write":

@@ -51,10 +51,9 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 from harness.history.model import History, Leg
-from harness.names import FISK_AI_V2
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot, split_journal
-from harness.checkers._trace import journal_writes
+from harness.checkers._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot
+from harness.checkers.journal_view import JournalView, Snapshot
 
 #: The statuses whose run a resume continues (docs/spec.md section 12, rule 2; fisk-ai v2 does the same).
 RESUMED = ("open", "suspended", "error", "budget", "max_iterations")
@@ -70,9 +69,9 @@ def _first_difference(a: bytes, b: bytes) -> int:
     return min(len(a), len(b))
 
 
-def _torn_cut(journal: bytes | None, fmt: str) -> int | None:
-    """Offset of ``journal``'s torn final line (incomplete or unparsable), or ``None``."""
-    lines = split_journal(journal, fmt).lines
+def _torn_cut(snap: Snapshot) -> int | None:
+    """Offset of the snapshot's torn final line (incomplete or unparsable), or ``None``."""
+    lines = snap.lines
     if lines and lines[-1].record is None:
         return lines[-1].offset
     return None
@@ -104,9 +103,9 @@ def _work(history: History, leg: Leg) -> list[dict[str, Any]]:
 _LOCK_OR_GUARD = re.compile(r"locked|held by another|in use by|fingerprint|configuration", re.I)
 
 
-def _resumable_status(history: History, leg: Leg, legs: list[Leg], before: bytes | None, why: str) -> str | None:
+def _resumable_status(view: JournalView, leg: Leg, legs: list[Leg], before: bytes | None, why: str) -> str | None:
     """The status a refused resume's journal folded to when that run had to be resumed, else ``None``."""
-    if leg.kind != "resume" or history.journal_format != FISK_AI_V2 or not before or _overlaps(leg, legs):
+    if leg.kind != "resume" or not view.decoded or not before or _overlaps(leg, legs):
         return None
     if leg.fault.detail.get("expect") == "refused" or _LOCK_OR_GUARD.search(why):
         return None
@@ -119,6 +118,7 @@ def _resumable_status(history: History, leg: Leg, legs: list[Leg], before: bytes
 
 def check(history: History) -> Any:
     legs = legs_in_order(history)
+    view = JournalView(history)
     refused = [lg for lg in legs if is_refusal(lg)]
     violations: list[dict[str, Any]] = []
     undecided: list[dict[str, Any]] = []
@@ -136,12 +136,12 @@ def check(history: History) -> Any:
         why = (leg.stderr or "").strip().splitlines()[-1:] or [str(leg.fault.detail)]
         base = {"leg": leg.index, "exit_code": leg.exit_code, "refusal": why[0][:200]}
         before, after = previous_snapshot(history, leg), leg.journal
-        status = _resumable_status(history, leg, legs, before, why[0])
+        status = _resumable_status(view, leg, legs, before, why[0])
         if status is not None:
             violations.append({"kind": "refused_resumable", **base, "status_before": status,
                                "rule": "a run that is not completed is resumed (docs/spec.md section 12, rule 2)"})
-        cut = _torn_cut(before, history.journal_format)
-        changes = journal_writes(history, leg)
+        cut = _torn_cut(view.before(leg))
+        changes = view.writes(leg)
         if cut is not None and any(_is_repair(ev, cut) for ev in changes):
             repairs.append({"leg": leg.index, "cut_at": cut, "bytes_before": len(before or b"")})
         changes = [ev for ev in changes if not _is_repair(ev, cut)]
@@ -162,7 +162,7 @@ def check(history: History) -> Any:
             continue
         b, a = before or b"", after or b""
         at = _first_difference(b, a)
-        added = [ln.brief() for ln in split_journal(a, history.journal_format).lines if ln.end > at][:5]
+        added = [ln.brief() for ln in view.lines(a).lines if ln.end > at][:5]
         violations.append({"kind": "journal_changed", **base, "bytes_before": None if before is None else len(b),
                            "bytes_after": None if after is None else len(a), "first_difference": at,
                            "lines_after_difference": added})

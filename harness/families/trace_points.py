@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 from typing import Any, Iterable
 
+from harness.history.journal_location import JournalLocation
 from harness.history.model import History
-from harness.names import FISK_AI_V2
 
 __all__ = ["pending_point", "pending_point_of", "write_count", "tool_use_ids"]
 
@@ -22,14 +22,16 @@ def pending_point_of(history: History, run_id: str) -> int | None:
     handed out when its journal is not fisk-ai v2; ``None`` with no leg."""
     if not history.legs:
         return None
-    ids = tool_use_ids(history) if history.journal_format != FISK_AI_V2 else []
-    return pending_point(history.legs[0].trace, run_id, ids)
+    ids = tool_use_ids(history) if not history.journal.decoded else []
+    return pending_point(history.legs[0].trace, run_id, history.journal, ids)
 
 
-def pending_point(trace: list[dict[str, Any]], run_id: str, tool_ids: Iterable[str] = ()) -> int | None:
+def pending_point(trace: list[dict[str, Any]], run_id: str, journal: JournalLocation,
+                  tool_ids: Iterable[str] = ()) -> int | None:
     """The trace event ``n`` after which a kill leaves the run with a pending tool batch (pure): the fsync
     that acknowledged the first assistant record with tool calls, else (an engine that never fsyncs it)
-    that record's write; ``None`` when no such record was written.
+    that record's write; ``None`` when no such record was written.  ``journal``: where the subject keeps
+    ``run_id``'s journal (:attr:`harness.history.model.History.journal`).
 
     A fisk-ai v2 assistant record is known by its protocol; with ``tool_ids`` (the tool_use ids the model
     handed out, for a journal in a format the harness does not decode: docs/subject.md "Journal
@@ -38,8 +40,7 @@ def pending_point(trace: list[dict[str, Any]], run_id: str, tool_ids: Iterable[s
     ids = [i.encode() for i in tool_ids]
     write_n = None
     for ev in trace:
-        path = ev.get("path") or ""
-        if not path.endswith(f"/{run_id}.json") or ev.get("error"):
+        if not journal.is_journal(ev.get("path"), run_id) or ev.get("error"):
             continue
         if ev.get("op") == "write" and write_n is None:
             data = base64.b64decode(ev.get("data") or "")

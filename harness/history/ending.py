@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.model import History
-from harness.names import CUT_STOPS, EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, FISK_AI_V2, WORKLOAD_MAX_TOKENS
+from harness.names import CUT_STOPS, EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, WORKLOAD_MAX_TOKENS
 
 __all__ = ["BUDGET_ENDS", "ANSWER_TAIL", "uninterrupted_end", "answer_text", "printed_answer", "completing_leg",
            "cut_off_tool_runs"]
@@ -81,7 +81,7 @@ def uninterrupted_end(history: History) -> str | None:
         return "no leg ran"
     spec: dict[str, Any] = history.options.get("workload") or {}
     status = (history.final_state or {}).get("status")
-    if history.journal_format != FISK_AI_V2:  # not folded: its exit says how it ended
+    if not history.journal.decoded:  # not folded: its exit says how it ended
         capped = bool(spec.get("max_iterations")) or spec.get("max_tokens", WORKLOAD_MAX_TOKENS) != WORKLOAD_MAX_TOKENS
         status = {EXIT_COMPLETED: "completed", EXIT_SUSPENDED: "suspended",
                   EXIT_ERROR: BUDGET_ENDS[0] if capped else None}.get(last.exit_code)  # type: ignore[arg-type]
@@ -90,10 +90,10 @@ def uninterrupted_end(history: History) -> str | None:
             or (last.exit_code == EXIT_SUSPENDED and chat_end) \
             or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS) \
             or (last.exit_code == EXIT_ERROR and spec.get("final_stop")
-                and (status == "error" or history.journal_format != FISK_AI_V2)):
+                and (status == "error" or not history.journal.decoded)):
         return None
     how = f"exit {last.exit_code}" if last.exit_signal is None else f"signal {last.exit_signal}"
-    folded = (f"folded status {status!r}" if history.journal_format == FISK_AI_V2 and history.final_state
+    folded = (f"folded status {status!r}" if history.journal.decoded and history.final_state
               else f"journal unreadable ({(history.final_error or {}).get('message', 'no journal')})"
-              if history.journal_format == FISK_AI_V2 else f"journal format {history.journal_format}")
+              if history.journal.decoded else f"journal format {history.journal.format}")
     return f"the uninterrupted run did not end as its workload says ({how}; {folded})"

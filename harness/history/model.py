@@ -29,7 +29,9 @@ docs/spec.md section 15):
   role observed next to what the race expects; judged by
   :mod:`harness.checkers.race`;
 * ``journal_format``: the subject's journal format (:data:`harness.names.JOURNAL_FORMATS`), which
-  says how far the checkers can read its journal;
+  says how far the checkers can read its journal; ``journal_template``: the subject's journal path
+  template (:data:`harness.history.journal_location.CONTRACT_JOURNAL` unless its profile says otherwise);
+  together they are :attr:`History.journal`, the one answer to "is this path the run's journal";
 * ``readings`` (race ``readers-during-appends`` through the subject's own
   commands): the subject's reading taken while a writer leg was held at a
   sequence point, ``{"leg", "at", "journal" (latin-1 text), "reading"}``
@@ -41,6 +43,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.history.journal_location import CONTRACT_JOURNAL, JournalLocation
 from harness.names import FISK_AI_V2
 
 __all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "ReaderCheck", "CrashAck", "CrashStateFacts",
@@ -284,6 +287,12 @@ class History:
     readings: list[dict[str, Any]] = field(default_factory=list)
     journal_format: str = FISK_AI_V2
     probes: list[dict[str, Any]] = field(default_factory=list)
+    journal_template: str = CONTRACT_JOURNAL
+
+    @property
+    def journal(self) -> JournalLocation:
+        """Where the subject kept the run's journal and in what format (:class:`JournalLocation`)."""
+        return JournalLocation(self.journal_template, self.journal_format)
 
 
 def observed_result(history: History) -> dict[str, Any]:
@@ -338,6 +347,7 @@ def history_from_json(data: dict[str, Any]) -> History:
         readings=[dict(r) for r in data.get("readings", [])],
         journal_format=str(data.get("journal_format", FISK_AI_V2)),
         probes=[dict(p) for p in data.get("probes", [])],
+        journal_template=str(data.get("journal_template", CONTRACT_JOURNAL)),
     )
 
 

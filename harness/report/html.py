@@ -13,8 +13,8 @@ What it shows:
 * for each failing trial (invalid or unknown) kept in the results folder, at most :data:`MAX_TRIALS` of them
   (each group's reproducer first), a timeline with one lane per leg: the process from start to end (exit
   code or signal), its fault (kill, suspend, tail, power loss, io_error, hold, race), its journal writes,
-  fsyncs and other journal calls (:func:`harness.checkers._trace.is_journal`), directory fsyncs, failed
-  calls, the run-lock spans (:func:`harness.checkers._trace.lock_spans`), the model calls and the tool
+  fsyncs and other journal calls (:meth:`harness.history.journal_location.JournalLocation.is_journal`),
+  directory fsyncs, failed calls, the run-lock spans (:func:`harness.checkers._trace.lock_spans`), the model calls and the tool
   effects; times relative to the first leg's start.  What each violation's evidence names (a leg, a trace
   event ``n``, a journal ``seq``, a tool execution, a model call: :func:`evidence_marks`) is marked, and the
   evidence JSON is shown beside the timeline (click a violation to pick out its marks).

@@ -233,7 +233,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
         "limits": list(getattr(result, "limits", [])),
     }
     report["probes"] = probe_section(((t.scenario, t.probes) for t in result.trials),
-                                     applies=bool(getattr(result.subject, "is_fiskj_based", False)),
+                                     applies=result.subject is not None and result.subject.caps.fiskj_based,
                                      subject=result.subject.label)
     _group(report)  # again: the rows now carry their origin and commands
     return report

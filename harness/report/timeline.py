@@ -12,7 +12,8 @@ import re
 from typing import Any
 
 from harness.checkers._trace import events as trace_events
-from harness.checkers._trace import is_journal, is_lock, lock_spans
+from harness.checkers._trace import is_lock, lock_spans
+from harness.history.journal_location import JournalLocation
 from harness.history.model import History, Leg
 from harness.report.marks import _int, evidence_marks
 
@@ -105,10 +106,10 @@ def _base(path: Any) -> str:
     return str(path).rsplit("/", 1)[-1] if path else ""
 
 
-def _classify(ev: dict[str, Any], run_id: str) -> str | None:
+def _classify(ev: dict[str, Any], run_id: str, location: JournalLocation) -> str | None:
     op = ev.get("op")
-    journal = is_journal(ev.get("path"), run_id) or (
-        op == "rename" and (is_journal(ev.get("src"), run_id) or is_journal(ev.get("dst"), run_id)))
+    journal = location.is_journal(ev.get("path"), run_id) or (
+        op == "rename" and (location.is_journal(ev.get("src"), run_id) or location.is_journal(ev.get("dst"), run_id)))
     lock = is_lock(ev.get("path"), run_id)
     flags = ev.get("flags") or []
     if ev.get("fault") or (ev.get("error") and (journal or lock or op in ("fsync", "fdatasync", "fsync_dir", "write"))):
@@ -316,7 +317,7 @@ def timeline(history: History, verdicts: list[dict[str, Any]], *,
         for ev, t in zip(evs, times):
             n = ev.get("n")
             m = marks_of("ev", leg.index, n) if _int(n) else []
-            kind = _classify(ev, history.run_id) or ("other" if m else None)
+            kind = _classify(ev, history.run_id, history.journal) or ("other" if m else None)
             if kind is None:
                 other += 1
                 continue

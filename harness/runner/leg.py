@@ -469,7 +469,8 @@ def run_leg(plan: LegPlan, starter: LegStarter,
             suspend_outcome(leg)
     if outcome.fault_t is not None and leg.fault.injected:
         landed(leg, outcome.fault_t)
-    if plan.reading is not None and not outcome.timed_out and start_or_resume(leg.journal, starter.subject.journal_format) == "resume":
+    if plan.reading is not None and not outcome.timed_out \
+            and start_or_resume(leg.journal, starter.subject.caps.journal.format) == "resume":
         # (a journal with no complete record holds nothing to read: I10 would not judge it)
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))

@@ -93,7 +93,7 @@ def observe_by_default(subject: Subject, environ: dict[str, str] | None = None) 
     value = (os.environ if environ is None else environ).get("FISKJ_HARNESS_OBSERVE", "")
     if value in ("0", "1"):
         return value == "1"
-    return not (subject.is_reference or tuple(subject.argv[1:3]) == ("-m", "harness.selftest.subject"))
+    return not subject.caps.fiskj_based
 
 
 def run_id_for(scenario: Scenario) -> str:
@@ -264,7 +264,8 @@ class Runner:
         # With drift every resume is first a refused probe, so a faulted leg needs two legs.
         max_legs = scenario.trials.max_legs or (2 * len(schedule) + 4 if drift else len(schedule) + 3)
         history = History(scenario=scenario.name, seed=seed, schedule=[dict(f) for f in schedule], run_id=run_id,
-                          reference=reference, journal_format=self.subject.journal_format)
+                          reference=reference, journal_format=self.subject.journal_format,
+                          journal_template=self.subject.journal)
         history.options = {
             "subject": self.subject.spec(),
             "observer": "ptrace" if self.observe else "ioseam",
@@ -336,7 +337,7 @@ class Runner:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 break
             before = journal.read_bytes() if journal.exists() else None
-            kind = start_or_resume(before, history.journal_format)
+            kind = start_or_resume(before, history.journal.format)
             probe = bool(drift) and kind == "resume" and probe_next
             if probe:
                 spec = {"kind": "none"}
@@ -460,4 +461,4 @@ class Runner:
         history.effects, ledger_notes = read_ledger(ledger)
         history.notes.extend(ledger_notes)
         history.probes = read_probes(probes_path(ledger))
-        history.final_state, history.final_error = fold_journal(journal, history.journal_format)
+        history.final_state, history.final_error = fold_journal(journal, history.journal.format)

@@ -30,9 +30,12 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from harness.history.journal_location import CONTRACT_JOURNAL
+from harness.subject.capabilities import Capabilities
 from harness.names import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, MUTANT_ENV, MUTANT_SUBJECT,
                            PRELOAD_ENV)
 
@@ -46,8 +49,6 @@ __all__ = [
     "RunConfig",
     "default_subject",
     "parse_subject",
-    "journal_path",
-    "store_dir",
     "HARNESS_ENV",
     "fork_server_enabled",
     "with_fiskj_reading",
@@ -78,16 +79,6 @@ def probes_path(ledger: str | os.PathLike[str]) -> str:
     return str(Path(ledger).with_name("probes"))
 
 
-def store_dir(state_home: str | os.PathLike[str]) -> Path:
-    """The run store under an XDG state home: ``STATE_HOME/fisk-ai/runs``."""
-    return Path(state_home) / "fisk-ai" / "runs"
-
-
-def journal_path(state_home: str | os.PathLike[str], run_id: str) -> Path:
-    """The journal of ``run_id``: ``STATE_HOME/fisk-ai/runs/RUN_ID.json``."""
-    return store_dir(state_home) / f"{run_id}.json"
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """The configuration of one run, the same for every leg (it is the fingerprint).
@@ -116,7 +107,6 @@ CONTRACT_CONFIG = ("--model", "{model}", "--base-url", "{base_url}", "--tools", 
                    "{thinking_args}")
 CONTRACT_START = ("run", "--checkpoint", "--name", "{run_id}", *CONTRACT_CONFIG, "{chat_args}", "--", "{prompt}")
 CONTRACT_RESUME = ("run", "--resume", "{run_id}", "{force_args}", *CONTRACT_CONFIG)
-CONTRACT_JOURNAL = "{state_home}/fisk-ai/runs/{run_id}.json"
 #: outcome -> exit statuses of the contract (:mod:`harness.names`).
 OUTCOMES = ("completed", "suspended", "error", "refused")
 CONTRACT_EXITS = (("completed", (EXIT_COMPLETED,)), ("suspended", (EXIT_SUSPENDED,)), ("error", (EXIT_ERROR,)),
@@ -198,10 +188,10 @@ class Subject:
         """True for the mutant subject (``python -m harness.selftest.subject``: fiskj after ``$FISKJ_PRELOAD``)."""
         return tuple(self.argv[1:3]) == ("-m", MUTANT_SUBJECT)
 
-    @property
-    def is_fiskj_based(self) -> bool:
-        """True when the subject runs fiskj's own code: the reference or the mutant subject."""
-        return self.is_reference or self.is_mutant_subject
+    @cached_property
+    def caps(self) -> Capabilities:
+        """What this subject can do, computed once (:class:`harness.subject.capabilities.Capabilities`)."""
+        return Capabilities.of(self)
 
     @property
     def label(self) -> str:
@@ -268,9 +258,9 @@ class Subject:
         return [*self.argv, *self._words(self.status_args, self.values(cfg, **where))]
 
     def journal_path(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> Path:
-        """Where this subject keeps ``cfg.run_id``'s journal in a trial (the ``journal`` template)."""
-        return Path(self.journal.format_map(self.values(cfg, state_home=state_home, home=home,
-                                                        trial_dir=trial_dir)))
+        """Where this subject keeps ``cfg.run_id``'s journal in a trial (the ``journal`` template:
+        :meth:`harness.history.journal_location.JournalLocation.path`)."""
+        return Path(self.caps.journal.path(self.values(cfg, state_home=state_home, home=home, trial_dir=trial_dir)))
 
     def write_files(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> list[Path]:
         """Write the ``files`` templates filled with ``cfg`` (the leg's configuration: a drifted resume gets
@@ -401,7 +391,7 @@ def parse_subject(command: str | Sequence[str] | None) -> Subject:
             raise ValueError(f"--subject {command!r} sets variables but names no command")
         return default_subject()
     subject = Subject(argv=tuple(argv), extra_env=tuple(env))
-    return with_fiskj_reading(subject) if subject.is_fiskj_based else subject
+    return with_fiskj_reading(subject) if subject.caps.fiskj_based else subject
 
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -424,7 +414,7 @@ def fork_server_enabled(subject: Subject, environ: Mapping[str, str] | None = No
     base = os.environ if environ is None else environ
     if base.get("FISKJ_HARNESS_FORKSERVER", "1") == "0":
         return False
-    if os.path.realpath(subject.argv[0]) != os.path.realpath(sys.executable):
+    if not subject.caps.forkable:
         return False
     env = {**base, **dict(subject.extra_env)}
     if subject.is_reference and len(subject.argv) == 3:

@@ -21,7 +21,7 @@ import { bug, configureBugs } from './lib/bugs.mjs';
 import { configureFormat } from './lib/codec.mjs';
 import { acquireLock, releaseLock } from './lib/lock.mjs';
 import { AgentError, UsageError } from './lib/errors.mjs';
-import { Store, defaultStoreDir, loadJournal, validateRunId } from './lib/store.mjs';
+import { Store, defaultStoreDir, journalName, loadJournal, validateRunId } from './lib/store.mjs';
 import { loadTools } from './lib/tools.mjs';
 import { ModelClient, DEFAULT_BASE_URL } from './lib/model.mjs';
 import { Config, LineReader, exitCodeFor, resumeRun, startRun, DEFAULT_CALL_MAX_TOKENS } from './lib/loop.mjs';
@@ -169,7 +169,7 @@ function statusCommand(argv) {
   if (argv.length !== 1) throw new UsageError('usage: agent.mjs status ID');
   const runId = argv[0];
   validateRunId(runId);
-  const jpath = path.join(defaultStoreDir(), `${runId}.json`);
+  const jpath = path.join(defaultStoreDir(), journalName(runId));
   if (bug('reader-locks')) releaseLock(acquireLock(path.join(defaultStoreDir(), `${runId}.lock`), runId));
   const { folder } = loadJournal(jpath, runId); // no lock: a reader
   const s = folder.state();

@@ -22,13 +22,14 @@ from harness.families.base import FamilyBase, Planned
 from harness.families.io_error.params import MODES, Params
 from harness.families.signals.family import TrialExecutor
 from harness.families.signals.faults import validate_schedule
+from harness.history.journal_location import JournalLocation
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario
 
 __all__ = ["IO_ERROR", "IoErrorFamily", "journal_calls"]
 
 
-def journal_calls(trace: list[dict[str, Any]], run_id: str, op: str) -> list[int]:
+def journal_calls(trace: list[dict[str, Any]], run_id: str, journal: JournalLocation, op: str) -> list[int]:
     """The fault counts ``K`` that hit the journal's ``op`` calls in ``trace``: the position of each among the
     calls the fault counts (the IO seam counts its ``op`` calls; the observer counts system calls, so
     ``fsync`` there also counts the directory fsyncs, ``fsync_dir`` in the trace)."""
@@ -38,7 +39,7 @@ def journal_calls(trace: list[dict[str, Any]], run_id: str, op: str) -> list[int
     for ev in trace:
         if ev.get("op") in kinds:
             k += 1
-            if ev.get("op") == op and (ev.get("path") or "").endswith(f"/{run_id}.json") and not ev.get("error"):
+            if ev.get("op") == op and journal.is_journal(ev.get("path"), run_id) and not ev.get("error"):
                 out.append(k)
     return out
 
@@ -81,7 +82,8 @@ class IoErrorFamily(FamilyBase):
         trace = reference.history.legs[0].trace
         out = []
         for op in params.ops:
-            calls = _spread(journal_calls(trace, run_id_for(scenario), op), params.max_points or count)
+            calls = _spread(journal_calls(trace, run_id_for(scenario), reference.history.journal, op),
+                            params.max_points or count)
             for action in params.errors:
                 if action == "short-write" and op != "write":
                     continue

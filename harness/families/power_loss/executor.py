@@ -57,13 +57,13 @@ from harness.families.power_loss.params import Params
 from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_mode, full_sample, judge_cheap, outcome_key
 from harness.history.model import CrashStateFacts, Effect, Fault, History, Leg, ModelCall
 from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
-from harness.names import FISK_AI_V2
 from harness.runner.leg import LegPlan, count_user_records, start_or_resume
 from harness.runner.leg import run_leg as run_leg_process
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario, family_params
 from harness.workload.server import api_key
-from harness.subject.contract import RunConfig, Subject, journal_path, probes_path
+from harness.history.journal_location import JournalLocation
+from harness.subject.contract import RunConfig, Subject, probes_path
 from harness.workload.build import Workload, build_workload, write_tools_file
 
 __all__ = ["Params", "StateResult", "Report", "Recovery", "Space", "params_from", "select_states", "run_power_loss",
@@ -150,12 +150,14 @@ class Report:
                                for r in self.violations]}
 
 
-def journal_index(trace: list[dict[str, Any]], run_id: str) -> tuple[dict[str, int], list[int]]:
-    """Trace positions (0-based) of the journal writes: tool_use_id -> its tool_result, and the assistants in order."""
+def journal_index(trace: list[dict[str, Any]], run_id: str,
+                  journal: JournalLocation) -> tuple[dict[str, int], list[int]]:
+    """Trace positions (0-based) of the writes of ``run_id``'s ``journal``: tool_use_id -> its tool_result, and
+    the assistants in order."""
     results: dict[str, int] = {}
     assistants: list[int] = []
     for i, ev in enumerate(trace):
-        if ev.get("op") != "write" or os.path.basename(ev.get("path") or "") != f"{run_id}.json":
+        if ev.get("op") != "write" or not journal.is_journal(ev.get("path"), run_id):
             continue
         try:
             rec = decode_record(base64.b64decode(ev.get("data") or ""))
@@ -217,7 +219,6 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     runner, subject = ctx.runner, ctx.runner.subject
     state_home, ledger = tmp / "state", tmp / "ledger.jsonl"
     write_ledger(ledger, list(effects))
-    journal = journal_path(state_home, ctx.run_id)
     wl = ctx.workload
     cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
                     max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat,
@@ -226,10 +227,11 @@ def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()
     if home is not None:
         home.mkdir(exist_ok=True)
     where = {"state_home": str(state_home), "home": str(home or ""), "trial_dir": str(tmp)}
+    journal = subject.journal_path(cfg, **where)
     if subject.files:
         subject.write_files(cfg, **where)
     before = journal.read_bytes() if journal.exists() else None
-    kind = start_or_resume(before, subject.journal_format)
+    kind = start_or_resume(before, subject.caps.journal.format)
     argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
     session = runner.server.open_session(wl.script)
     trace = tmp / f"trace-{index}.jsonl"
@@ -257,9 +259,10 @@ def recover(ctx: Recovery, tmp: Path, before: list[Leg], pre_calls: list[ModelCa
                       effects=effects, reference=ctx.ref.reference, notes=notes,
                       model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
                       options={**ctx.ref.history.options, "family": fault["kind"]},
-                      journal_format=ctx.runner.subject.journal_format, probes=probes)
-    history.final_state, history.final_error = fold_journal(journal_path(tmp / "state", ctx.run_id),
-                                                            history.journal_format)
+                      journal_format=ctx.runner.subject.journal_format, probes=probes,
+                      journal_template=ctx.runner.subject.journal)
+    history.final_state, history.final_error = fold_journal(history.journal.in_store(tmp / "state", ctx.run_id),
+                                                            history.journal.format)
     return history
 
 
@@ -322,10 +325,11 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
     t0 = time.monotonic()
     leg = len(ref.history.legs) - 1 if params.crash_leg == "resume" else 0
     trace = ref.history.legs[leg].trace
-    jpath = next((ev["path"] for ev in trace if os.path.basename(ev.get("path") or "") == f"{run_id}.json"), None)
+    journal = ref.history.journal
+    jpath = next((ev["path"] for ev in trace if journal.is_journal(ev.get("path"), run_id)), None)
     if jpath is None:
         raise ValueError(f"the reference run's trace ({len(trace)} events) shows no write of the journal "
-                         f"{run_id}.json: power loss has nothing to simulate (is the leg observed?)")
+                         f"{journal.template}: power loss has nothing to simulate (is the leg observed?)")
     old_home = str(Path(jpath).parents[2])
     files: dict[str, bytes] = {}
     dirs = {old_home, str(Path(old_home).parent)}
@@ -336,7 +340,8 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
                                sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
                                samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
     distinct = select_states(points, 0)
-    return Space(old_home, points, distinct, journal_index(trace, run_id), len(trace), time.monotonic() - t0, leg)
+    return Space(old_home, points, distinct, journal_index(trace, run_id, journal), len(trace),
+                 time.monotonic() - t0, leg)
 
 
 def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
@@ -361,12 +366,12 @@ def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
             if target is not None and target.parent.is_dir():
                 target.write_bytes(data)
                 target.chmod(0o600)
-        p, crashed = state.prefix_n, journal_path(home, ctx.run_id)
+        p, crashed = state.prefix_n, Path(ctx.ref.history.journal.in_store(home, ctx.run_id))
         results, assistants = space.index
         ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
         hist = ctx.ref.history
         calls = [c for c in hist.model_calls if c.leg == space.leg] if space.leg else hist.model_calls
-        if hist.journal_format == FISK_AI_V2:  # what the journal had taken in by the crash point
+        if hist.journal.decoded:  # what the journal had taken in by the crash point
             pre_effects = [e for e in hist.effects
                            if e.leg < space.leg or (e.leg == space.leg and e.tool_use_id in ran)]
             upto = [c for k, c in enumerate(calls) if k < len(assistants) and assistants[k] <= p]
@@ -419,13 +424,13 @@ def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject:
         ctx = context(runner, scenario, shared)
         space = state_space(ctx.ref, ctx.run_id, params)
         distinct = space.distinct
-        fmt = runner.subject.journal_format
+        journal = runner.subject.caps.journal
         if params.max_states:
             chosen, report.outcomes = full_sample(distinct, ctx.run_id, resumes=params.resumes,
-                                                  cap=params.max_states, seed=params.seed, fmt=fmt)
+                                                  cap=params.max_states, seed=params.seed, journal=journal)
         else:
             chosen, report.outcomes = sorted(distinct, key=lambda s: (s.prefix_n, s.id)), \
-                len({outcome_key(s, ctx.run_id, fmt) for s in distinct})
+                len({outcome_key(s, ctx.run_id, journal) for s in distinct})
         report.build_seconds = space.build_seconds
         report.trace_events, report.crash_points = space.trace_events, len(space.points)
         report.states_built = sum(len(p.states) for p in space.points)

@@ -91,6 +91,7 @@ class PowerLossFamily(FamilyBase):
     """The power-loss family (see the module docstring); registered as :data:`POWER_LOSS`."""
 
     name = "power_loss"
+    lays_out_store = True
     modes = MODES
     Params = Params
 
@@ -142,8 +143,8 @@ class PowerLossFamily(FamilyBase):
         if params.max_states:
             cap = min(cap, params.max_states)
         if cap:
-            fmt = reference.history.journal_format
-            full, _ = full_sample(ordered, run_id, resumes=params.resumes, cap=cap, seed=params.seed, fmt=fmt)
+            full, _ = full_sample(ordered, run_id, resumes=params.resumes, cap=cap, seed=params.seed,
+                                  journal=reference.history.journal)
             out += [Planned([{"kind": "power_loss", "state": s.id, "prefix_n": s.prefix_n}], "crash-state", seed,
                             item=("full", [s], space), invariants=full_inv) for s in full]
         return out

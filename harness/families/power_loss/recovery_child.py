@@ -71,12 +71,14 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m harness.families.power_loss.recovery_child DIR RUN_ID", file=sys.stderr)
         return 2
     load_preload()
+    from fiskj.paths import journal_path  # after the preload, as every fiskj import here
+
     folder, run_id = args
     out = sys.stdout
     for name in sorted(os.listdir(folder)):
         store = os.path.join(folder, name)
         recovery = recover(store, run_id)
-        answer = read_back(os.path.join(store, f"{run_id}.json"))
+        answer = read_back(journal_path(store, run_id))  # fiskj's own store layout
         out.write(json.dumps({"file": name, "recovery": recovery, "answer": answer}) + "\n")
     out.flush()
     return 0

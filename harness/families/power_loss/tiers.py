@@ -47,8 +47,11 @@ from io import BufferedReader, BytesIO
 from pathlib import Path
 from typing import Any
 
+from fiskj.paths import journal_path as fiskj_journal_path
+
 from harness.checkers import VALID, Verdict, check_all
 from harness.families.power_loss.crashstates import CrashState
+from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, History, ReaderCheck
 from harness.names import FISK_AI_V2
 
@@ -62,11 +65,10 @@ MODES = ("recovery", "status", "model")
 _CHILD = "harness.families.power_loss.recovery_child"
 
 
-def journal_of(state: CrashState, run_id: str) -> bytes | None:
-    """The bytes of the run's journal (``RUN_ID.json``) in ``state``, or ``None`` when the state has none."""
-    name = f"{run_id}.json"
+def journal_of(state: CrashState, run_id: str, journal: JournalLocation = JournalLocation()) -> bytes | None:
+    """The bytes of ``run_id``'s ``journal`` in ``state``, or ``None`` when the state has none."""
     for path, data in state.files.items():
-        if os.path.basename(path) == name:
+        if journal.is_journal(path, run_id):
             return data
     return None
 
@@ -105,18 +107,18 @@ def _recovered(data: bytes, fmt: str) -> tuple[Any, ...]:
     return ("journal", data[:label["good_size"]], label["torn"] is not None)
 
 
-def outcome_key(state: CrashState, run_id: str, fmt: str = FISK_AI_V2) -> tuple:
+def outcome_key(state: CrashState, run_id: str, journal: JournalLocation = JournalLocation()) -> tuple:
     """The state's recovery outcome: what a resume starts from and does first (the journal a correct
     recovery leaves and whether it cuts a torn tail to get it, or the journal's absence with the
     directories that survived).  States with equal keys recover alike.  Pure."""
-    data = journal_of(state, run_id)
+    data = journal_of(state, run_id, journal)
     if data is None:
         return ("absent", frozenset(state.dirs))
-    return _recovered(data, fmt)
+    return _recovered(data, journal.format)
 
 
 def full_sample(states: list[CrashState], run_id: str, *, resumes: int, cap: int, seed: int,
-                fmt: str = FISK_AI_V2) -> tuple[list[CrashState], int]:
+                journal: JournalLocation = JournalLocation()) -> tuple[list[CrashState], int]:
     """The states that get a full resume, in (crash point, id) order, and how many distinct recovery
     outcomes ``states`` hold.  The first state of each outcome comes first; then ``resumes`` more, drawn
     with ``random.Random(f"power-loss-sample:{seed}")``; at most ``cap`` (0: no cap), outcomes spread
@@ -125,7 +127,7 @@ def full_sample(states: list[CrashState], run_id: str, *, resumes: int, cap: int
     seen: set[tuple] = set()
     reps: list[CrashState] = []
     for s in ordered:
-        k = outcome_key(s, run_id, fmt)
+        k = outcome_key(s, run_id, journal)
         if k not in seen:
             seen.add(k)
             reps.append(s)
@@ -142,10 +144,9 @@ def full_sample(states: list[CrashState], run_id: str, *, resumes: int, cap: int
 def cheap_mode(subject: Any, readings: bool = True) -> str:
     """How the cheap tier asks ``subject`` (:data:`MODES`): ``recovery`` for a fiskj-based subject,
     ``status`` for one with a status command (unless ``readings`` is off), else ``model``."""
-    if getattr(subject, "is_fiskj_based", False):
+    if subject.caps.fiskj_based:
         return "recovery"
-    if readings and getattr(subject, "status_args", None) is not None \
-            and getattr(subject, "journal_format", FISK_AI_V2) == FISK_AI_V2:
+    if readings and subject.caps.reading and subject.caps.decoded:
         return "status"
     return "model"
 
@@ -197,7 +198,7 @@ def _recovery_answers(ctx: Any, journals: list[bytes], tmp: Path) -> list[dict[s
     for i, data in enumerate(journals):
         store = folder / f"{i:06d}"
         store.mkdir(mode=0o700)
-        path = store / f"{ctx.run_id}.json"
+        path = Path(fiskj_journal_path(str(store), ctx.run_id))  # fiskj's own store layout: a fiskj-based subject
         path.write_bytes(data)
         path.chmod(0o600)
     env = subject.env(base_url=runner.server.base_url, api_key="fiskj-powerloss-recovery", state_home=str(tmp),
@@ -260,13 +261,14 @@ def cheap_answers(ctx: Any, journals: list[bytes], mode: str, tmp: Path) -> list
 
 
 def cheap_history(scenario: str, run_id: str, state: CrashState, check: ReaderCheck | None,
-                  fmt: str = FISK_AI_V2) -> History:
+                  journal: JournalLocation = JournalLocation()) -> History:
     """The facts of one state's cheap judgement: the state (I4) and, when the subject was asked, its answer
     next to the oracle's label (I5); no legs.  Its schedule replays it alone."""
     return History(scenario=scenario, seed=0,
                    schedule=[{"kind": "power_loss", "state": state.id, "prefix_n": state.prefix_n, "explore": False}],
                    run_id=run_id, crash_state=CrashStateFacts.of(state), reader_checks=[check] if check else [],
-                   options={"family": "power_loss", "tier": "cheap"}, journal_format=fmt)
+                   options={"family": "power_loss", "tier": "cheap"}, journal_format=journal.format,
+                   journal_template=journal.template)
 
 
 def judge_cheap(ctx: Any, states: list[CrashState], invariants: tuple[str, ...], *, mode: str,
@@ -280,11 +282,11 @@ def judge_cheap(ctx: Any, states: list[CrashState], invariants: tuple[str, ...],
     whose fork server legs are forked from, while a worker thread judges I4 on every state; then I5 on
     the answers."""
     t0 = time.monotonic()
-    fmt = ctx.runner.subject.journal_format
+    journal = ctx.runner.subject.caps.journal
     name = ctx.scenario.name
     out = Cheap(states=len(states), mode=mode)
     ask = mode != "model" and "I5" in invariants
-    journals = {s.id: journal_of(s, ctx.run_id) for s in states} if ask else {}
+    journals = {s.id: journal_of(s, ctx.run_id, journal) for s in states} if ask else {}
     labels: dict[bytes, dict[str, Any] | None] = {}
     if mode == "status":  # a process per journal: ask only those with an answer to judge
         for data in journals.values():
@@ -295,7 +297,7 @@ def judge_cheap(ctx: Any, states: list[CrashState], invariants: tuple[str, ...],
         asked = list(dict.fromkeys(d for d in journals.values() if d is not None))
     out.asked = len(asked)
     def judge_states() -> tuple[list[History], list[list[Verdict]]]:  # I4 on each state (pure)
-        histories = [cheap_history(name, ctx.run_id, s, None, fmt) for s in states]
+        histories = [cheap_history(name, ctx.run_id, s, None, journal) for s in states]
         return histories, [check_all(h, [i for i in invariants if i != "I5"]) for h in histories]
 
     # The subject is asked from this thread (its fork server is this thread's) while a worker judges I4.

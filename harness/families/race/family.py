@@ -57,11 +57,11 @@ READER_RACE = "readers-during-appends"
 def _black_box(subject: Any) -> tuple[str, ...]:
     """The races ``subject`` runs through its own commands: :data:`BLACK_BOX`, and :data:`READER_RACE` when
     it gives a reading command."""
-    return BLACK_BOX + ((READER_RACE,) if getattr(subject, "status_args", None) is not None else ())
+    return BLACK_BOX + ((READER_RACE,) if subject is not None and subject.caps.reading else ())
 
 
 def _fiskj_based(subject: Any) -> bool:
-    return subject is None or subject.is_reference or bool(dict(subject.extra_env).get(MUTANT_ENV))
+    return subject is None or subject.caps.fiskj_based
 
 
 

@@ -94,8 +94,9 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     # A resume after an earlier fault makes only what is left of the run, so an event counted over the whole
     # reference run mostly lands past its end.  A chain's later event kill therefore counts the resume's own
     # journal writes, in the first half of the reference's: the crash comes after it appended something.
+    journal, run_id = ref.history.journal, ref.history.run_id
     writes = sum(1 for ev in (ref.history.legs[0].trace if ref.history.legs else [])
-                 if ev.get("op") == "write" and str(ev.get("path", "")).endswith(".json"))
+                 if ev.get("op") == "write" and journal.is_journal(ev.get("path"), run_id))
 
     def later_event_kill() -> Any:
         if writes < 2:

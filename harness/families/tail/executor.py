@@ -109,8 +109,15 @@ def answer_for(path: str) -> Answer:
     return Answer("read", seqs, torn, reader.good_size)
 
 
-def fiskj_based(subject: Subject) -> bool:
-    return subject.is_reference or tuple(subject.argv[1:3]) == ("-m", "harness.selftest.subject")
+def _lay_journal(journal: Path, root: Path, data: bytes) -> None:
+    """Write ``data`` as the journal at ``journal`` (mode 0600), its folders from ``root`` down made 0700."""
+    journal.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+    for d in journal.parents:
+        if d == root.parent:
+            break
+        d.chmod(0o700)
+    journal.write_bytes(data)
+    journal.chmod(0o600)
 
 
 def reader_answers(muts: list[Mutation], subject: Subject, tmp: Path, timeout_s: float = 120.0) -> dict[str, Answer]:
@@ -147,13 +154,7 @@ def status_answer(ctx: Recovery, m: Mutation, tmp: Path) -> Answer:
 
     runner, subject = ctx.runner, ctx.runner.subject
     state = tmp / "state"
-    runs = state / "fisk-ai" / "runs"
-    runs.mkdir(parents=True, mode=0o700)
-    for d in (state, state / "fisk-ai"):
-        d.chmod(0o700)
-    journal = runs / f"{ctx.run_id}.json"
-    journal.write_bytes(m.data)
-    journal.chmod(0o600)
+    _lay_journal(Path(subject.caps.journal.in_store(state, ctx.run_id)), state, m.data)
     wl = ctx.workload
     cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
                     max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat,
@@ -206,13 +207,7 @@ def repair_history(ctx: Recovery, m: Mutation) -> History:
     ref_leg = ctx.ref.history.legs[-1]
     tmp = Path(tempfile.mkdtemp(prefix="fiskj-tail-", dir=ctx.runner.tmp_root))
     try:
-        runs = tmp / "state" / "fisk-ai" / "runs"
-        runs.mkdir(parents=True, mode=0o700)
-        for d in (tmp / "state", tmp / "state" / "fisk-ai"):
-            d.chmod(0o700)
-        journal = runs / f"{ctx.run_id}.json"
-        journal.write_bytes(m.data)
-        journal.chmod(0o600)
+        _lay_journal(Path(ctx.runner.subject.caps.journal.in_store(tmp / "state", ctx.run_id)), tmp / "state", m.data)
         leg0 = Leg(index=0, kind="start", argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
                    t_end=ref_leg.t_end, trace=ref_leg.trace, journal=m.data, exit_code=ref_leg.exit_code,
                    fault=Fault(kind="tail", injected=True, detail={"mutation": m.id, **m.describe()}))
@@ -246,9 +241,9 @@ def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subj
         muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
                               cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
                               zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
-                              mid_run=params.mid_run, interior=params.interior, fmt=runner.subject.journal_format))
+                              mid_run=params.mid_run, interior=params.interior, fmt=runner.subject.caps.journal.format))
         report.journal_bytes, report.mutations = len(journal), len(muts)
-        if fiskj_based(runner.subject):
+        if runner.subject.caps.fiskj_based:
             answers = reader_answers(muts, runner.subject, shared)
             history = reader_history(scenario.name, params.seed, ctx.run_id, muts, answers)
             report.reader_checked = len(history.reader_checks)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
-from harness.families.tail.executor import (CHECKED, fiskj_based, reader_answers, reader_history, repair_history,
+from harness.families.tail.executor import (CHECKED, reader_answers, reader_history, repair_history,
                                             resume_candidates, status_answer)
 from harness.families.power_loss.executor import context
 from harness.families.tail.bound import bounded, stratum
@@ -84,7 +84,7 @@ class _Executor:
 
     def run(self, planned: Planned) -> Ran:
         check, m = planned.item.check, planned.item.mutation
-        if check == "reader" and not fiskj_based(self.runner.subject):  # the subject's own status command
+        if check == "reader" and not self.runner.subject.caps.fiskj_based:  # the subject's own status command
             answer = status_answer(self.ctx, m, Path(tempfile.mkdtemp(dir=self.shared)))
             history = reader_history(self.scenario.name, planned.seed, self.ctx.run_id, [m], {m.id: answer})
         elif check == "reader":
@@ -102,6 +102,7 @@ class TailFamily(FamilyBase):
     """The tail family (see the module docstring); registered as :data:`TAIL`."""
 
     name = "tail"
+    lays_out_store = True
     modes = MODES
     Params = Params
 
@@ -117,13 +118,13 @@ class TailFamily(FamilyBase):
 
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject`` (said before the campaign starts)."""
-        if fiskj_based(subject):
+        if subject.caps.fiskj_based:
             return []
-        if getattr(subject, "status_args", None) is not None:
+        if subject.caps.reading:
             return ["tail reader checks ask the subject's status command, which says only whether it read a "
                     "journal and how many records (not the torn tail's offset nor a corrupt line's number); "
                     "journals with no complete record are not asked"]
-        if getattr(subject, "journal_format", "fisk-ai-v2") != "fisk-ai-v2":
+        if not subject.caps.decoded:
             return ["tail reader checks are not run: they ask a reader what a damaged journal holds, which only a "
                     "fisk-ai-v2 journal says; the resumes of the damaged journals are run and judged"]
         return ["tail reader checks need a fiskj-based subject or the subject's own status command (a "
@@ -141,9 +142,9 @@ class TailFamily(FamilyBase):
                               cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
                               zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
                               mid_run=params.mid_run, interior=params.interior, fmt=reference.history.journal_format))
-        if subject is None or fiskj_based(subject):
+        if subject is None or subject.caps.fiskj_based:
             reader_muts = muts
-        elif getattr(subject, "status_args", None) is not None:  # asked through its status command
+        elif subject.caps.reading:  # asked through its status command
             reader_muts = [m for m in muts if m.expect == "corrupt" or m.seqs]
         else:
             reader_muts = []

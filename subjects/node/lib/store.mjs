@@ -1,4 +1,4 @@
-// The store: $XDG_STATE_HOME/fisk-ai/runs/<id>.json (the journal) and <id>.lock.
+// The store: $XDG_STATE_HOME/fisk-ai/runs/<id>.json (the journal; see journalName) and <id>.lock.
 //
 // Writers (create, open) hold the run lock from before their first change of
 // the journal until they close it.  Each append is ONE write of the whole
@@ -32,6 +32,16 @@ export function defaultStoreDir(env = process.env) {
   const home = env.HOME;
   if (home && path.isAbsolute(home)) return path.join(home, '.local', 'state', 'fisk-ai', 'runs');
   throw new UsageError('no store directory: neither XDG_STATE_HOME nor HOME is an absolute path');
+}
+
+// The journal's file name: <id> and AGENT_JOURNAL_SUFFIX (default '.json'), so that a profile can name the
+// journal otherwise ([journal] path) and the harness must find it by the profile, not by the contract's name.
+export function journalName(runId, env = process.env) {
+  const suffix = env.AGENT_JOURNAL_SUFFIX || '.json';
+  if (!/^\.[A-Za-z0-9._-]{1,32}$/.test(suffix) || suffix === '.lock') {
+    throw new UsageError(`bad AGENT_JOURNAL_SUFFIX ${JSON.stringify(suffix)}: a dot, then 1-32 of [A-Za-z0-9._-], not .lock`);
+  }
+  return `${runId}${suffix}`;
 }
 
 const ioError = (what, p, e) => new StoreIOError(`${what} failed: ${e.code || e.message}`, { path: p });
@@ -200,7 +210,7 @@ export class Store {
     this.dir = dir;
   }
 
-  journalPath(runId) { return path.join(this.dir, `${runId}.json`); }
+  journalPath(runId) { return path.join(this.dir, journalName(runId)); }
 
   lockPath(runId) { return path.join(this.dir, `${runId}.lock`); }
 

@@ -1,0 +1,209 @@
+"""The one view of a history's journal the checkers read (pure: no IO).
+
+A checker builds one :class:`JournalView` of the history it judges and asks it, instead of branching on
+the subject's journal format or naming the journal's file:
+
+* :meth:`JournalView.is_journal`: whether a path the trace shows is the run's journal (the subject's
+  journal path template: :class:`harness.history.journal_location.JournalLocation`);
+* :meth:`JournalView.at`, :meth:`JournalView.before`, :meth:`JournalView.lines`: a snapshot split into
+  lines with their byte offsets, each decoded as a record when the format is known (fisk-ai v2,
+  :func:`fiskj.codec.decode_record`), else as one JSON value (``jsonl``, :func:`decode_json_line`);
+* :meth:`JournalView.acknowledged`: the lines a leg wrote and then fsynced (from its IO-seam trace);
+* :meth:`JournalView.journaled`: for a journal whose records are not decoded, whether a leg's journal
+  kept the line that completed a piece of work (:class:`Journaled`);
+* :attr:`JournalView.decoded`: whether records (seq, kind, fold) can be read at all.
+
+A line is the bytes up to and including a ``\\n`` (the final piece may lack it: a torn tail).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from fiskj.codec import decode_record
+from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord
+
+from harness.checkers._common import excerpt, previous_snapshot
+from harness.checkers._trace import Ack, acknowledged, journal_writes
+from harness.history.journal_location import JournalLocation
+from harness.history.jsonl import decode_json_line
+from harness.history.model import History, Leg
+from harness.names import FISK_AI_V2
+
+__all__ = ["Line", "Snapshot", "split_journal", "Journaled", "JournalView"]
+
+
+@dataclass
+class Line:
+    """One physical line of a journal snapshot (1-based ``number``, byte ``offset``)."""
+
+    number: int
+    offset: int
+    raw: bytes
+    complete: bool
+    seq: int | None = None
+    record: Any = None
+    error: str | None = None
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.raw)
+
+    def brief(self) -> dict[str, Any]:
+        """The line as evidence: number, offset, length, seq, decode error and an excerpt."""
+        out: dict[str, Any] = {"line": self.number, "offset": self.offset, "length": len(self.raw)}
+        if self.seq is not None:
+            out["seq"] = self.seq
+        if self.error is not None:
+            out["error"] = self.error
+        out["excerpt"] = excerpt(self.raw)
+        return out
+
+
+@dataclass
+class Snapshot:
+    """A journal snapshot split into lines, each decoded independently."""
+
+    data: bytes
+    lines: list[Line] = field(default_factory=list)
+
+    def records(self) -> list[Any]:
+        """Decoded records in file order (lines that do not decode are skipped)."""
+        return [ln.record for ln in self.lines if ln.record is not None]
+
+    def by_seq(self, seq: int) -> list[Line]:
+        return [ln for ln in self.lines if ln.seq == seq]
+
+    def tool_result_ids(self) -> set[str]:
+        return {r.tool_use_id for r in self.records() if isinstance(r, ToolResultRecord)}
+
+    def assistant_count(self) -> int:
+        return sum(1 for r in self.records() if isinstance(r, AssistantRecord))
+
+    def last_record(self) -> Any:
+        recs = self.records()
+        return recs[-1] if recs else None
+
+    def ends_suspended(self) -> bool:
+        last = self.last_record()
+        return isinstance(last, TerminalRecord) and last.reason == "suspended"
+
+
+def split_journal(data: bytes | None, fmt: str = FISK_AI_V2) -> Snapshot:
+    """Split ``data`` on the byte ``\\n`` only and decode each complete line on its own.
+
+    ``fmt`` (:data:`harness.names.JOURNAL_FORMATS`): a ``fisk-ai-v2`` line decodes as a record
+    (:func:`fiskj.codec.decode_record`); a ``jsonl`` line as one JSON value (:class:`JsonLine`, no seq).
+    A line that does not decode keeps ``record`` ``None`` and says why in ``error``.
+    """
+    decode = decode_record if fmt == FISK_AI_V2 else decode_json_line
+    data = data or b""
+    snap = Snapshot(data)
+    off, number = 0, 0
+    while off < len(data):
+        nl = data.find(b"\n", off)
+        end = len(data) if nl == -1 else nl + 1
+        number += 1
+        line = Line(number, off, data[off:end], complete=nl != -1)
+        if not line.complete:  # as fiskj's reader: a final piece with no newline is torn
+            line.error = "incomplete final line (no newline): a torn tail"
+            snap.lines.append(line)
+            break
+        try:
+            rec = decode(line.raw)
+        except Exception as exc:  # noqa: BLE001 - any decode failure is evidence, not a crash
+            line.error = f"{type(exc).__name__}: {exc}"
+        else:
+            line.record, line.seq = rec, rec.seq
+        snap.lines.append(line)
+        off = end
+    return snap
+
+
+class Journaled:
+    """Whether a leg's journal holds the record that completed a piece of work, for a journal the
+    checkers do not decode (``jsonl``; docs/subject.md "Journal formats"): judged by the bytes.
+
+    The work (a tool execution, a model call) was done by leg ``leg`` at time ``t`` (monotonic ns); its
+    record is a line that leg acknowledged after ``t`` (:meth:`JournalView.acknowledged`)
+    holding one of ``markers`` (the tool_use id, or the reply's ids or text): a run journals what it
+    learned after learning it.  :meth:`lost` says whether leg ``i``'s snapshot lacks every such line.
+    """
+
+    def __init__(self, view: "JournalView") -> None:
+        self._acks = {lg.index: view.acknowledged(lg) for lg in view.history.legs}
+        self._lines = {lg.index: {ln.raw for ln in view.at(lg).lines} for lg in view.history.legs}
+
+    def lines(self, leg: int, t: int, markers: Iterable[bytes]) -> list[bytes]:
+        """The lines leg ``leg`` acknowledged after ``t`` holding one of ``markers``."""
+        marks = [m for m in markers if m]
+        return [a.line for a in self._acks.get(leg, []) if a.t is not None and a.t > t
+                and any(m in a.line for m in marks)]
+
+    def lost(self, i: int, lines: list[bytes]) -> bool:
+        """True when leg ``i``'s snapshot holds none of ``lines``."""
+        return not any(line in self._lines.get(i, set()) for line in lines)
+
+
+class JournalView:
+    """How the checkers read ``history``'s journal: build one per check and ask it (module docstring).
+
+    Snapshots and acknowledged lines are computed once per leg and kept.
+    """
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self.location: JournalLocation = history.journal
+        self._at: dict[int, Snapshot] = {}
+        self._acks: dict[int, list[Ack]] = {}
+        self._journaled: Journaled | None = None
+
+    @property
+    def format(self) -> str:
+        """The journal's format (:data:`harness.names.JOURNAL_FORMATS`)."""
+        return self.location.format
+
+    @property
+    def decoded(self) -> bool:
+        """True when the journal's lines decode as records (fisk-ai v2): seqs, kinds and the fold are known."""
+        return self.location.decoded
+
+    def is_journal(self, path: str | None) -> bool:
+        """True when ``path`` (a trace path) is the run's journal
+        (:meth:`harness.history.journal_location.JournalLocation.is_journal`)."""
+        return self.location.is_journal(path, self.history.run_id)
+
+    def lines(self, data: bytes | None) -> Snapshot:
+        """``data`` (journal bytes) split into lines, decoded in the journal's format (:func:`split_journal`)."""
+        return split_journal(data, self.format)
+
+    def at(self, leg: Leg) -> Snapshot:
+        """The journal as the next leg found it after ``leg`` (``leg.journal``), split and decoded."""
+        if leg.index not in self._at:
+            self._at[leg.index] = self.lines(leg.journal)
+        return self._at[leg.index]
+
+    def before(self, leg: Leg) -> Snapshot:
+        """The journal as ``leg`` found it (the snapshot of the leg before it; empty for the first leg)."""
+        return self.lines(previous_snapshot(self.history, leg))
+
+    def acknowledged(self, leg: Leg) -> list[Ack]:
+        """The journal lines ``leg`` wrote and then fsynced (:func:`harness.checkers._trace.acknowledged`)."""
+        if leg.index not in self._acks:
+            self._acks[leg.index] = acknowledged(self.history, leg)
+        return self._acks[leg.index]
+
+    def writes(self, leg: Leg) -> list[dict[str, Any]]:
+        """``leg``'s events that changed the journal's bytes or name
+        (:func:`harness.checkers._trace.journal_writes`)."""
+        return journal_writes(self.history, leg)
+
+    def journaled(self) -> Journaled | None:
+        """For a journal whose records are not decoded: which work each leg's journal kept, by the lines the
+        legs acknowledged (:class:`Journaled`); ``None`` when records are decoded (ask the snapshots)."""
+        if self.decoded:
+            return None
+        if self._journaled is None:
+            self._journaled = Journaled(self)
+        return self._journaled

@@ -1,0 +1,105 @@
+"""Where a subject keeps a run's journal: a path template, and the one test of an observed path.  Pure.
+
+A subject's profile names its journal with a path template (docs/subject.md
+"Subject profiles", ``[journal] path``); the contract's is
+:data:`CONTRACT_JOURNAL`, ``{state_home}/fisk-ai/runs/{run_id}.json``.  This
+module is the only place that turns the template into a path
+(:meth:`JournalLocation.path`: "where is the run's journal") and the only place
+that says whether a path an agent opened, wrote or renamed is that journal
+(:meth:`JournalLocation.is_journal`).  Nothing else in the harness names a
+journal file.
+
+The trial's directories (``{state_home}``, ``{home}``, ``{trial_dir}``) differ
+between a trial and the fresh store a crash state is laid in, so
+:meth:`~JournalLocation.is_journal` takes any directory in their place and
+matches the rest of the template exactly, with ``{run_id}`` the run's id.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping
+
+from harness.names import FISK_AI_V2
+
+__all__ = ["CONTRACT_JOURNAL", "DIRECTORY_VARS", "JournalLocation"]
+
+#: The journal of the contract (docs/subject.md "Commands"; docs/spec.md section 1).
+CONTRACT_JOURNAL = "{state_home}/fisk-ai/runs/{run_id}.json"
+#: Template variables that stand for a trial's directories (any directory matches them).
+DIRECTORY_VARS = ("state_home", "home", "trial_dir")
+_VAR = re.compile(r"\{([a-z_]+)\}")
+
+
+@dataclass(frozen=True)
+class JournalLocation:
+    """A run's journal as a subject lays it out: a path ``template`` and the line ``format``.
+
+    ``template`` uses the variables of :data:`harness.subject.contract.TEMPLATE_VARS` and must name
+    ``{run_id}`` (the profile parser checks that: :func:`harness.subject.profile.parse_profile`);
+    ``format`` is one of :data:`harness.names.JOURNAL_FORMATS`.
+    """
+
+    template: str = CONTRACT_JOURNAL
+    format: str = FISK_AI_V2
+
+    @property
+    def decoded(self) -> bool:
+        """True when the harness decodes the journal's lines as records (fisk-ai v2, docs/spec.md section 1)."""
+        return self.format == FISK_AI_V2
+
+    @property
+    def is_contract(self) -> bool:
+        """True when the journal lies where the contract puts it (:data:`CONTRACT_JOURNAL`)."""
+        return self.template == CONTRACT_JOURNAL
+
+    def path(self, values: Mapping[str, str]) -> str:
+        """Where the run's journal is: the template filled with ``values`` (``run_id`` and the trial's
+        directories at least).  Raises ``KeyError`` naming a variable ``values`` lacks."""
+        return self.template.format_map(values)
+
+    def in_store(self, state_home: object, run_id: str) -> str:
+        """The journal of ``run_id`` in a store laid out under ``state_home`` alone (a crash state's or a
+        mutated tail's fresh store): every directory variable is ``state_home``."""
+        return self.path({**{v: str(state_home) for v in DIRECTORY_VARS}, "run_id": run_id})
+
+    def is_journal(self, path: str | None, run_id: str) -> bool:
+        """True when ``path`` (as the IO seam or the observer recorded it: a POSIX path, docs/ioseam.md)
+        is ``run_id``'s journal: it ends as the template does after its last directory variable, with
+        ``{run_id}`` filled in and any other variable standing for one path component or more."""
+        if not path:
+            return False
+        return _pattern(self.template, run_id).fullmatch(_lexical(path)) is not None
+
+
+def _lexical(path: str) -> str:
+    """``path`` with empty and ``.`` components dropped and ``..`` taken back, as text (no file is looked at)."""
+    out: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == ".." and out and out[-1] != "..":
+            out.pop()
+        else:
+            out.append(part)
+    return ("/" if path.startswith("/") else "") + "/".join(out)
+
+
+@lru_cache(maxsize=256)
+def _pattern(template: str, run_id: str) -> re.Pattern[str]:
+    """The regular expression of ``template``'s journal paths for ``run_id`` (:meth:`JournalLocation.is_journal`)."""
+    cut = 0
+    for m in _VAR.finditer(template):
+        if m.group(1) in DIRECTORY_VARS:
+            cut = m.end()
+    head = "(?:.*)?" if cut else ""
+    out, pos = [head], cut
+    for m in _VAR.finditer(template, cut):
+        out.append(re.escape(template[pos:m.start()]))
+        out.append(re.escape(run_id) if m.group(1) == "run_id" else r"[^\n]+?")
+        pos = m.end()
+    out.append(re.escape(template[pos:]))
+    return re.compile("".join(out))
+

@@ -1,0 +1,74 @@
+"""What a subject can do is decided once (harness/subject/capabilities.py) and read by families, campaign
+and report: fiskj-based, forkable, reading, journal location and format, chat, the drift its resume passes."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+from harness.campaign.campaign import not_applicable, subject_limits, unsupported
+from harness.families.registry import by_mode
+from harness.names import MUTANT_SUBJECT
+from harness.scenario.parse import load_scenario
+from harness.subject.contract import default_subject, parse_subject
+from harness.subject.profile import parse_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _workload(chat: int = 0, drift: tuple[str, ...] = ()) -> SimpleNamespace:
+    return SimpleNamespace(chat_followups=("more",) * chat, drift=drift)
+
+
+def test_the_reference_and_the_mutant_subject_are_fiskj_based_and_forkable_and_nothing_else_is():
+    ref, mutant = default_subject().caps, parse_subject(f"{sys.executable} -m {MUTANT_SUBJECT}").caps
+    assert ref.fiskj_based and ref.forkable and ref.reading and ref.decoded and ref.journal.is_contract
+    assert mutant.fiskj_based and mutant.forkable
+    other = parse_subject("python3 -m myagent").caps
+    assert not other.fiskj_based and not other.forkable and not other.reading
+    assert not parse_subject("/nowhere/python -m fiskj").caps.forkable      # fiskj, but not this interpreter
+
+
+def test_the_capabilities_are_computed_once_per_subject_and_again_for_a_changed_one():
+    subject = default_subject()
+    assert subject.caps is subject.caps                                     # cached on the subject
+    assert not replace(subject, status_args=None).caps.reading              # a changed subject: its own
+    assert "I10" in not_applicable(replace(subject, status_args=None))
+
+
+def test_a_profile_s_journal_chat_and_drift_are_its_capabilities():
+    subject = parse_profile('''
+name = "p"
+command = ["agent"]
+chat = false
+home = true
+[commands]
+start = ["start", "{run_id}", "--model", "{model}", "--", "{prompt}"]
+resume = ["resume", "{run_id}", "--model", "{model}"]
+[journal]
+path = "{home}/.agent/{run_id}.jsonl"
+format = "jsonl"
+''', "/p/profile.toml")
+    caps = subject.caps
+    assert not caps.chat and caps.drift == {"model"} and not caps.decoded and not caps.journal.is_contract
+    assert caps.journal.is_journal("/t/home/.agent/r1.jsonl", "r1")
+    assert caps.refuses(_workload(chat=1)).startswith("a chat scenario, and this subject cannot run a chat")
+    assert "a drift of tools" in caps.refuses(_workload(drift=("tools",)))
+    assert caps.refuses(_workload(drift=("model",))) is None
+    assert any(line.startswith("journal format jsonl (not decoded)") for line in caps.limits())
+    assert "(not supported yet)" in caps.store_layout_refusal("power_loss")
+    assert default_subject().caps.store_layout_refusal("power_loss") is None
+
+
+def test_the_families_that_lay_out_the_store_refuse_a_journal_elsewhere_and_the_campaign_says_so():
+    subject = parse_profile('name = "p"\ncommand = ["agent"]\n[journal]\npath = "{state_home}/a/{run_id}.log"\n',
+                            "/p/profile.toml")
+    power = load_scenario(ROOT / "scenarios" / "power-loss-basic.toml")
+    kill = load_scenario(ROOT / "scenarios" / "kill-every-event.toml")
+    assert by_mode(power.faults.family).lays_out_store and not by_mode(kill.faults.family).lays_out_store
+    assert "lays out and crashes the store" in unsupported(subject, power)
+    assert unsupported(subject, kill) is None and unsupported(default_subject(), power) is None
+    assert any(line.startswith("power-loss-basic: the power_loss family lays out")
+               for line in subject_limits([power, kill], subject))
