@@ -98,3 +98,15 @@ def test_a_gate_counts_down_to_its_budget_and_its_total_grows_with_its_fresh_dra
     show(50, 80, 0)                                  # the next draws planned more
     last = out.getvalue().split("\r")[-1]
     assert "50/80 trials, 0 failing, 1.7 trials/s, budget ends in 30 s" in last and "done in" not in last
+
+
+def test_when_first_violation_drops_the_trials_not_started_the_last_line_counts_those_that_ran():
+    out, clock = Tty(), Clock()
+    show = Progress(out, clock=clock)
+    show(0, 16, 0)
+    clock.now += 2
+    show(1, 16, 1)                      # a violation: the scenario's other 14 trials are dropped
+    clock.now += 1
+    show(2, 2, 1)                       # the one still running ends
+    last = out.getvalue().split("\r")[-1]
+    assert last.startswith("  2/2 trials, 1 failing, done in 3 s") and out.getvalue().endswith("\n"), last

@@ -73,13 +73,14 @@ class Progress:
 
     def __call__(self, done: int, total: int, failing: int) -> None:
         """Record the campaign's state: ``done`` of ``total`` trials ended, ``failing`` of them failed.  A call with
-        ``done`` 0 starts a new count (a campaign): its total is the one shown until the end, or a larger one
-        (a gate's trial stream plans more as its scenarios draw from fresh seeds)."""
+        ``done`` 0 starts a new count (a campaign).  ``total`` is the campaign's plan as it stands: it grows when a
+        gate's trial stream draws from fresh seeds and shrinks when ``--first-violation`` drops a scenario's
+        trials not started yet, so the last line says how many trials ran, never a plan that did not."""
         with self._lock:
             now = self.clock()
             if done == 0 or self.started is None:
                 self.started, self.total, self._last_status = now, int(total), now
-            self.total = max(self.total, int(total))  # a gate's fresh draws plan more as it goes
+            self.total = int(total)
             self.done, self.failing = int(done), int(failing)
             if self.tty:
                 end = "\n" if self.total and self.done >= self.total else ""
