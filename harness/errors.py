@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from fiskj.errors import FiskjError
 
-__all__ = ["HarnessError", "ScenarioError", "ProfileError", "SetupError", "ResultsError"]
+__all__ = ["HarnessError", "ScenarioError", "ProfileError", "SetupError", "SubjectDidNotStart", "BrokenReference",
+           "ResultsError"]
 
 
 class HarnessError(FiskjError):
@@ -55,6 +56,12 @@ class ProfileError(ScenarioError):
 
 class SetupError(HarnessError, RuntimeError):
     """The harness cannot run a trial (the subject does not start, the reference run fails, ...)."""
+
+
+class SubjectDidNotStart(SetupError):
+    """The subject never got going in a scenario's uninterrupted run: no journal, no model call (a missing
+    binary or module, a crash at start-up).  The message holds what the subject said on stderr and its
+    command.  A campaign finds it once, before any trial, and names it once for every scenario."""
 
 
 class BrokenReference(SetupError):

@@ -371,3 +371,18 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_any_work(tmp_pa
         err = capsys.readouterr().err
         assert code == 2 and f"{option} {value}: " in err and why in err, err
         assert "Traceback" not in err and not results.exists()  # nothing ran, no results folder was made
+
+
+def test_a_subject_that_cannot_start_is_found_once_and_its_error_shown_once(tmp_path, capsys):
+    from harness.cli.main import main
+
+    agent = tmp_path / "agent.py"
+    agent.write_text("import sys\nprint('Traceback-like start-up failure:\\n  line two of it', file=sys.stderr)\n"
+                     "open(sys.argv[0] + '.starts', 'a').write('x')\nsys.exit(1)\n")
+    code = main(["run", "--subject", f"{sys.executable} {agent}", "kill-random", "tails-basic", "suspend-clean",
+                 "--keep", "none"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert (out + err).count("line two of it") == 1, out + err            # the subject's own words, once
+    assert (tmp_path / "agent.py.starts").read_text() == "x"            # started once, not once per scenario
+    assert err.count("not run: the subject did not start") == 2 and "Traceback (most recent" not in err

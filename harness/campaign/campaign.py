@@ -45,7 +45,7 @@ from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.shard import parse_shard, shard_positions
 from harness.campaign.stream import Next, TrialStream
 from harness.checkers import check_all
-from harness.errors import BrokenReference, SetupError
+from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
 from harness.families.base import Planned
 from harness.families.registry import by_mode
 from harness.families.signals.faults import validate_schedule
@@ -319,22 +319,23 @@ class Campaign:
                 run.error = f"{run.scenario.path or run.scenario.name}: {why}"
         try:
             with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="fiskj-trial") as pool:
-                # 1. references, in parallel
-                futures = {pool.submit(lambda r: r.family.prepare(r.scenario, runner, runner.reference(r.scenario)),
-                                       run): run for run in runs
-                           if run.error is None and not run.skipped and run.family.needs_reference(run.scenario)}
+                # 1. references: the first alone (a subject that cannot start is found once, its error said
+                #    once, before any trial), then the others in parallel
+                wanted = [run for run in runs
+                          if run.error is None and not run.skipped and run.family.needs_reference(run.scenario)]
+                futures: dict[Any, ScenarioRun] = {}
                 uninterrupted: list[TrialResult] = []
-                for fut in interrupt.as_done(futures):
-                    run = futures[fut]
-                    try:
-                        run.reference = fut.result()
-                    except BrokenReference as exc:  # it ran and ended wrong: a verdict, not a setup error
-                        uninterrupted.append(self._judge_uninterrupted(run, exc, runner))
-                        run.skipped = True
-                        limits.append(f"{run.scenario.name}: its uninterrupted run ended wrong and is judged as a "
-                                      f"trial; no faulted trial runs (nothing sound to compare them with)")
-                    except SetupError as exc:
-                        run.error = str(exc)
+                for batch in (wanted[:1], wanted[1:]):
+                    submitted = {pool.submit(lambda r: r.family.prepare(r.scenario, runner,
+                                                                        runner.reference(r.scenario)), run): run
+                                 for run in batch}
+                    futures.update(submitted)
+                    dead = self._collect_references(submitted, runner, limits, uninterrupted)
+                    if dead is not None:  # every other scenario would fail the same way: not run, said once
+                        for run in wanted[1:]:
+                            run.error = (f"{run.scenario.name}: not run: the subject did not start (its error is "
+                                         f"the one given for {dead.scenario.name})")
+                        break
                 # 2. plans (pure; hypothesis draws: main thread only): draw 0 of each, the rest as they are due
                 stream = TrialStream([run for run in runs if not interrupt.requested()],
                                      lambda run, seed: self._draw(run, seed, runner), shard=self.shard,
@@ -375,6 +376,28 @@ class Campaign:
             out.interrupted = {"signal": interrupt.signal_name(interrupt.signum() or 2),  # type: ignore[attr-defined]
                                "planned": self.planned, "done": len(results)}
         return out
+
+    def _collect_references(self, submitted: dict[Any, ScenarioRun], runner: Runner, limits: list[str],
+                            uninterrupted: list[TrialResult]) -> ScenarioRun | None:
+        """Wait for the reference runs ``submitted`` (future -> run) and record each on its run: the reference,
+        or the uninterrupted run judged as a trial (:class:`BrokenReference`, appended to ``uninterrupted``),
+        or the run's ``error``.  Returns a run whose subject did not start (:class:`SubjectDidNotStart`), else
+        ``None``."""
+        dead = None
+        for fut in interrupt.as_done(submitted):
+            run = submitted[fut]
+            try:
+                run.reference = fut.result()
+            except BrokenReference as exc:  # it ran and ended wrong: a verdict, not a setup error
+                uninterrupted.append(self._judge_uninterrupted(run, exc, runner))
+                run.skipped = True
+                limits.append(f"{run.scenario.name}: its uninterrupted run ended wrong and is judged as a "
+                              f"trial; no faulted trial runs (nothing sound to compare them with)")
+            except SetupError as exc:
+                run.error = str(exc)
+                if isinstance(exc, SubjectDidNotStart) and dead is None:
+                    dead = run
+        return dead
 
     def _shrink_all(self, runs: list[ScenarioRun], results: list[TrialResult], runner: Runner) -> list[TrialResult]:
         out = []

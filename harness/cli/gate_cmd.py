@@ -107,4 +107,5 @@ def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, where: tuple[st
         out.write(line)
         if folder is not None:
             out.write(f"results: {folder}\n")
-    return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget")
+    return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget",
+                 shown=not args.quiet)

@@ -50,15 +50,19 @@ def _write_reports(report: dict[str, Any], args: argparse.Namespace,
 
 
 def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str,
-          error: str = "setup error") -> int:
+          error: str = "setup error", shown: bool = False) -> int:
     """The exit status of a finished command: 2 when there are ``errors`` (each printed as
     ``fiskj-harness: <error>: ...``) or nothing ``ran`` (``nothing_ran`` printed); else 0 when every checked
     invariant of ``report`` held, 1 when not.  An interrupted command: ``128 + signal`` (130, 143), said on
-    stderr with how many trials ran."""
+    stderr with how many trials ran.  ``shown``: the summary already printed the errors whole, so stderr
+    gets the first line of each (a subject's stack trace is shown once)."""
     from harness.report.report import exit_status
 
     for err in errors:
-        print(f"fiskj-harness: {error}: {err}", file=sys.stderr)
+        text = str(err)
+        if shown and "\n" in text:
+            text = text.split("\n", 1)[0].rstrip() + " ... (whole error: in the summary above)"
+        print(f"fiskj-harness: {error}: {text}", file=sys.stderr)
     if interrupt.requested():
         cut = (report.get("campaign") or {}).get("interrupted") or {}
         done = f" after {cut['done']} of {cut['planned']} planned trial(s)" if cut.get("planned") else ""
@@ -110,7 +114,7 @@ def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: 
             out.write(_results_line(results))
     elif results is not None:
         print(f"fiskj-harness: results in {results['folder']}", file=sys.stderr)
-    return _exit(report, result.errors, bool(result.trials), "no trial ran")
+    return _exit(report, result.errors, bool(result.trials), "no trial ran", shown=not args.quiet)
 
 
 def _results_line(results: dict[str, Any]) -> str:

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.errors import BrokenReference, SetupError
+from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
 from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
 from harness.history.ending import BUDGET_ENDS, printed_answer, uninterrupted_end
 from harness.history.model import History, Reference, observed_result
@@ -219,7 +219,7 @@ class Runner:
                        else f"exit {last.exit_code}")
                 said = (last.stderr.strip()[-600:] if last else "") or "(nothing on stderr)"
                 if last is None or (last.journal is None and not history.model_calls):
-                    raise SetupError(  # it never got going: what it said is the cause, not the missing journal
+                    raise SubjectDidNotStart(  # it never got going: what it said is the cause, not the missing journal
                         f"the subject did not run scenario {scenario.name!r} ({how}, no journal, no model call); "
                         f"its stderr: {said}; command: {' '.join(last.argv)[:300] if last else ''}",
                         path=scenario.path)
