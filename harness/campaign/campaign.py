@@ -45,8 +45,9 @@ from harness.errors import BrokenReference, SetupError
 from harness.names import FISK_AI_V2
 from harness.families.base import Planned
 from harness.families.registry import by_mode
-from harness.families.signals.faults import validate_schedule
-from harness.families.signals.schedules import hypothesis_settings, seed_for
+from harness.runner.faults import validate_schedule
+from harness.draws import hypothesis_settings
+from harness.families.signals.schedules import seed_for
 from harness.runner.trial import Runner
 from harness.scenario.generate import expand_all
 from harness.scenario.model import Scenario

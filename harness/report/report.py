@@ -68,7 +68,7 @@ from harness.campaign.reproduce import replay_command
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, Verdict, combine, verdict_from_json
 from harness.history.model import History, history_from_json
 from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_COUNTS, NOT_INJECTED, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
-from harness.report.faults import fault_counts
+from harness.history.faults import fault_counts
 from harness.report.groups import group_rows
 from harness.report.probes import merge_probe_sections, probe_lines, probe_section
 

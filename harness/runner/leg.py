@@ -31,7 +31,7 @@ from fiskj.codec import decode_record
 from harness.history.jsonl import holds_a_line
 from harness.names import EXIT_SUSPENDED, FISK_AI_V2
 
-from harness.families.signals.faults import event_action, history_fault
+from harness.runner.faults import event_action, history_fault
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BrokenReference, SetupError
-from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
+from harness.runner.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
 from harness.history.ending import BUDGET_ENDS, printed_answer, uninterrupted_end
 from harness.history.model import History, Reference, observed_result
 from harness.history.timeline import Timeline, leg_timeline
