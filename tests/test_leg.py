@@ -225,7 +225,7 @@ def test_a_reading_command_s_whole_output_is_parsed_however_long_and_only_its_ta
 
 
 def test_a_timed_fault_records_where_it_landed_and_an_early_suspend_is_counted_as_the_kill_it_was():
-    from harness.campaign.reproduce import exact_schedule
+    from harness.report.reproduce import exact_schedule
     from harness.history.model import Fault, Leg
     from harness.runner.leg import landed
     trace = [{"n": n, "pid": 7, "op": "write", "t": 100 * n} for n in range(1, 6)]

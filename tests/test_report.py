@@ -175,7 +175,7 @@ def test_one_function_writes_every_reproducer_and_one_every_replay_command():
     import shlex
     from types import SimpleNamespace
 
-    from harness.campaign.reproduce import replay_command, reproduce_command
+    from harness.report.reproduce import replay_command, reproduce_command
     from harness.selftest.mutants import subject_for
     from harness.subject.contract import default_subject, parse_subject
 

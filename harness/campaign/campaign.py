@@ -37,7 +37,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from harness.campaign import interrupt
-from harness.campaign.reproduce import exact_schedule, reproduce_command
+from harness.report.reproduce import exact_schedule, reproduce_command
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.shard import parse_shard, shard_positions
 from harness.checkers import check_all

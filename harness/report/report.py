@@ -64,7 +64,7 @@ import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from harness.campaign.reproduce import replay_command
+from harness.report.reproduce import replay_command
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, Verdict, combine, verdict_from_json
 from harness.history.model import History, history_from_json
 from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_COUNTS, NOT_INJECTED, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
@@ -176,7 +176,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
     errors) so that ``replay`` can re-run any trial; each ``runs`` row gets
     ``origin`` (and ``shrunk_from``), each violation ``reproduce_run`` (a
     self-contained ``fiskj-harness run ... --schedule`` command,
-    :func:`harness.campaign.reproduce.reproduce_command`).  Without a
+    :func:`harness.report.reproduce.reproduce_command`).  Without a
     report file the ``reproduce`` commands are the self-contained ones.
     """
     trials = []

@@ -53,7 +53,7 @@ def landed(leg: Leg, fault_t: int) -> None:
 
     ``fault.detail["landed_after_event"]``: the ``n`` of the last call the leg's trace shows completed
     before the fault (0: none), so a failure replays as an op-counted fault
-    (:func:`harness.campaign.reproduce.exact_schedule`).  A suspend the subject died of (the signal came
+    (:func:`harness.report.reproduce.exact_schedule`).  A suspend the subject died of (the signal came
     before it handled signals: still starting, or already exiting) is what it was, a kill:
     ``fault.kind`` becomes ``kill``, with ``detail["scheduled"] = "suspend"``.
     """
