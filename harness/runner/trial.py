@@ -435,8 +435,9 @@ class Runner:
         def rival() -> None:
             rival_leg, _ = run_leg(rival_plan, self.legs)
             history.legs.append(rival_leg)
-        return replace(plan, index=held, trace=place.tmp / f"trace-{held}.jsonl", env=self._env(place, held, traced=False),
-                       detail={"held_at": spec["at"], "rival": plan.index}), rival
+        held_plan = replace(plan, index=held, trace=place.tmp / f"trace-{held}.jsonl",
+                            env=self._env(place, held, traced=False), detail={"held_at": spec["at"], "rival": plan.index})
+        return held_plan, rival
 
     @staticmethod
     def _leg_end(history: History, workload: Workload, place: _Place, leg: Leg, outcome: LegOutcome,
