@@ -66,6 +66,7 @@ crash point.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from typing import Any
 
@@ -111,20 +112,9 @@ def _truncations(history: History, legs: list[Leg], ack: Ack) -> list[dict[str, 
     return out
 
 
-_NAMES: dict[bytes, str] = {}  # _record_name's answers: the same acknowledged lines recur in every later state
-
-
+@functools.lru_cache(maxsize=4096)  # the same acknowledged lines recur in every later crash state
 def _record_name(data: bytes) -> str:
-    """``"record seq 7 (tool_result)"`` when ``data`` is one journal line, else ``""`` (pure)."""
-    name = _NAMES.get(data)
-    if name is None:
-        if len(_NAMES) > 4096:
-            _NAMES.clear()
-        name = _NAMES[data] = _record_name_of(data)
-    return name
-
-
-def _record_name_of(data: bytes) -> str:
+    """``"record seq 7 (tool_result) "`` when ``data`` is one journal line, else ``""`` (pure)."""
     try:
         obj = json.loads(data)
     except ValueError:
