@@ -299,16 +299,16 @@ def read_layers(text: str) -> dict[str, int]:
             continue
         rank = int(cells[0])
         if rank <= last:
-            raise LayerTableError(f"Layers row {n}: rank {rank} after rank {last} (ranks increase down the table)")
+            raise LayerTableError(f"Layers section line {n}: rank {rank} after rank {last} (ranks increase down the table)")
         last = rank
         names = re.findall(r"`([^`]+)`", cells[-1])
         if not names:
-            raise LayerTableError(f"Layers row {n}: no module in its last cell")
+            raise LayerTableError(f"Layers section line {n}: no module in its last cell")
         for name in names:
             if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\.\*)?", name):
-                raise LayerTableError(f"Layers row {n}: {name!r} is not a module name (a.b or a.b.*)")
+                raise LayerTableError(f"Layers section line {n}: {name!r} is not a module name (a.b or a.b.*)")
             if name in out:
-                raise LayerTableError(f"Layers row {n}: {name} is placed twice (rank {out[name]} and {rank})")
+                raise LayerTableError(f"Layers section line {n}: {name} is placed twice (rank {out[name]} and {rank})")
             out[name] = rank
     if not out:
         raise LayerTableError("the '## Layers' section has no table rows")
