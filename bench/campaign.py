@@ -250,8 +250,10 @@ def bench_crash_states(*, explore: int = 8, rounds: int = 3, scenario_name: str 
     recovery and reading, I5) side by side with full resumes per second (``explore`` of them, the old way:
     a recovery leg each); and the cheap tier on a large state space (the no-fsync mutant's).  ``modes``:
     the names of the modes to run (default all of :data:`CRASH_STATE_MODES`)."""
-    from harness.families.power_loss.crashstates import crash_points, lost_acknowledged
+    from harness.checkers.i4_acknowledged import lost_acknowledged
+    from harness.families.power_loss.crashstates import crash_points
     from harness.families.power_loss.executor import Params, run_power_loss
+    from harness.history.model import CrashStateFacts
     from harness.runner.trial import Runner
     from harness.scenario.parse import bundled_scenario_dir, load_scenario, parse_scenario
     from harness.selftest.mutants import subject_for
@@ -272,7 +274,7 @@ def bench_crash_states(*, explore: int = 8, rounds: int = 3, scenario_name: str 
             n = 0
             for point in crash_points(trace, {}, {home, str(Path(home).parent)}, seed=1):
                 for state in point.states:
-                    lost_acknowledged(state)
+                    lost_acknowledged(CrashStateFacts.of(state))  # as I4 judges it: on the facts recorded
                     n += 1
             rates.append(n / (time.perf_counter() - t))
             states = n

@@ -1,7 +1,7 @@
 """The example CI workflow fails when it should: its own commands, run the way GitHub runs them.
 
-.github/workflows/durability-gate.yml is read with a small loader for the
-YAML it uses (PyYAML is not a dependency; :func:`load_yaml`), each ``run``
+.github/workflows/durability-gate.yml is read with PyYAML (the ``test`` extra;
+booleans as YAML 1.2 has them, so ``on`` is a key: :func:`load_yaml`), each ``run``
 step becomes a script run by its shell as GitHub runs it (``shell: bash`` is
 ``bash --noprofile --norc -eo pipefail {0}``; no shell at all is ``bash -e
 {0}``, where a failing command before ``| tee`` goes unnoticed), with the
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from drift_text import BROKEN, drift_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,151 +41,23 @@ DRIFT = drift_scenario("ci-drift")
 
 
 
-# --- a loader for the YAML the workflow uses ---------------------------------------------------------
+# --- reading the workflow as GitHub does --------------------------------------------------------------
 
 
-class YamlError(ValueError):
-    """A line the loader does not understand: ``path:line: message``."""
+class WorkflowLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans (only ``true`` and ``false``), as GitHub reads a workflow:
+    the ``on`` key stays the string ``"on"`` (YAML 1.1 would make it ``True``)."""
 
 
-def _strip_comment(text: str) -> str:
-    quote = None
-    for k, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-        elif ch == "#" and (k == 0 or text[k - 1] in " \t"):
-            return text[:k].rstrip()
-    return text.rstrip()
+WorkflowLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+WorkflowLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|false)$"), list("tf"))
 
 
-def _scalar(text: str) -> Any:
-    text = text.strip()
-    if text == "" or text == "~" or text == "null":
-        return None
-    if text[0] == '"' and text[-1] == '"':
-        return json.loads(text)
-    if text[0] == "'" and text[-1] == "'":
-        return text[1:-1].replace("''", "'")
-    if text[0] == "[" and text[-1] == "]":
-        inner = text[1:-1].strip()
-        return [_scalar(part) for part in inner.split(",")] if inner else []
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    if text in ("true", "false"):
-        return text == "true"
-    return text
-
-
-def load_yaml(text: str, path: str = "<yaml>") -> Any:
-    """Load the block-style YAML subset of a workflow: mappings, sequences (``- item``, ``- key: value``),
-    flow sequences of scalars, quoted and plain scalars, ``|`` and ``>`` block scalars, comments.  Keys stay
-    strings (``on`` is not true).  Raises :class:`YamlError` for anything else."""
-    raw = text.splitlines()
-    lines: list[tuple[int, int, str]] = []  # (line number, indent, content) of meaningful lines
-    for n, line in enumerate(raw, 1):
-        if "\t" in line[: len(line) - len(line.lstrip())]:
-            raise YamlError(f"{path}:{n}: a tab in the indentation")
-        content = _strip_comment(line)
-        if content.strip():
-            lines.append((n, len(line) - len(line.lstrip(" ")), content.strip()))
-    pos = 0
-
-    def block_scalar(style: str, parent_indent: int, after_line: int) -> str:
-        nonlocal pos
-        body: list[str] = []
-        indent = None
-        k = after_line  # index into raw (0-based) of the first line of the block
-        while k < len(raw):
-            line = raw[k]
-            if line.strip() == "":
-                body.append("")
-                k += 1
-                continue
-            ind = len(line) - len(line.lstrip(" "))
-            if ind <= parent_indent:
-                break
-            indent = ind if indent is None else indent
-            body.append(line[indent:])
-            k += 1
-        while pos < len(lines) and lines[pos][0] <= k:
-            pos += 1
-        while body and body[-1] == "":
-            body.pop()
-        end = "" if style.endswith("-") else "\n"  # "|-", ">-": no final newline
-        if style.startswith(">"):
-            out, para = [], []
-            for b in body:
-                if b == "":
-                    out.append(" ".join(para))
-                    para = []
-                else:
-                    para.append(b)
-            out.append(" ".join(para))
-            return "\n".join(out) + end
-        return "\n".join(body) + end
-
-    def value_after(rest: str, indent: int, line_no: int) -> Any:
-        if rest in ("|", "|-", ">", ">-"):
-            return block_scalar(rest, indent, line_no)
-        if rest:
-            return _scalar(rest)
-        if pos < len(lines) and lines[pos][1] > indent:
-            return node(lines[pos][1])
-        if pos < len(lines) and lines[pos][1] == indent and lines[pos][2].startswith("- "):
-            return node(indent)  # a sequence at the key's own indentation
-        return None
-
-    def mapping_entry(content: str, indent: int, line_no: int, into: dict[str, Any]) -> None:
-        m = re.match(r"^([^\s:\"'][^:]*?|\"[^\"]*\"|'[^']*'):(\s+(.*))?$", content)
-        if not m:
-            raise YamlError(f"{path}:{line_no}: not a 'key: value' line: {content!r}")
-        key = str(_scalar(m.group(1)))
-        if key in into:
-            raise YamlError(f"{path}:{line_no}: key {key!r} twice")
-        into[key] = value_after((m.group(3) or "").strip(), indent, line_no)
-
-    def node(indent: int) -> Any:
-        nonlocal pos
-        if lines[pos][2].startswith("- ") or lines[pos][2] == "-":
-            seq: list[Any] = []
-            while pos < len(lines) and lines[pos][1] == indent and lines[pos][2].startswith("-"):
-                line_no, _, content = lines[pos]
-                item = content[1:].strip()
-                pos += 1
-                if not item:
-                    seq.append(node(lines[pos][1]) if pos < len(lines) and lines[pos][1] > indent else None)
-                elif re.match(r"^[^\s\"'\[][^:]*:(\s|$)", item):
-                    entry: dict[str, Any] = {}
-                    inner = indent + 2
-                    mapping_entry(item, inner, line_no, entry)
-                    while pos < len(lines) and lines[pos][1] == inner and not lines[pos][2].startswith("- "):
-                        ln, _, c = lines[pos]
-                        pos += 1
-                        mapping_entry(c, inner, ln, entry)
-                    seq.append(entry)
-                else:
-                    seq.append(_scalar(item))
-            return seq
-        out: dict[str, Any] = {}
-        while pos < len(lines) and lines[pos][1] == indent:
-            line_no, _, content = lines[pos]
-            if content.startswith("- "):
-                break
-            pos += 1
-            mapping_entry(content, indent, line_no, out)
-        if pos < len(lines) and lines[pos][1] > indent:
-            raise YamlError(f"{path}:{lines[pos][0]}: unexpected indentation")
-        return out
-
-    if not lines:
-        return None
-    doc = node(lines[0][1])
-    if pos != len(lines):
-        raise YamlError(f"{path}:{lines[pos][0]}: unexpected line")
-    return doc
+def load_yaml(text: str) -> Any:
+    """``text`` loaded as a workflow (:class:`WorkflowLoader`); raises ``yaml.YAMLError`` naming the line."""
+    return yaml.load(text, Loader=WorkflowLoader)
 
 
 # --- running a step as GitHub does ---------------------------------------------------------------
@@ -261,7 +134,7 @@ def run_steps(workflow: dict[str, Any], name: str, workspace: Path, *, env: dict
 
 @pytest.fixture(scope="module")
 def workflow() -> dict[str, Any]:
-    return load_yaml(WORKFLOW.read_text(encoding="utf-8"), str(WORKFLOW))
+    return load_yaml(WORKFLOW.read_text(encoding="utf-8"))
 
 
 def _shim(bin_dir: Path, body: str) -> None:
@@ -282,10 +155,10 @@ def harness_on_path(tmp_path) -> dict[str, str]:
             "GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md")}
 
 
-# --- the loader itself ---------------------------------------------------------------------------
+# --- the loader ----------------------------------------------------------------------------------
 
 
-def test_the_loader_reads_the_subset_the_workflow_uses():
+def test_the_loader_reads_a_workflow_as_github_does():
     doc = load_yaml("""\
 # a comment
 on:
@@ -321,8 +194,10 @@ jobs:
     assert steps[0] == {"uses": "a/b@v1", "with": {"k": "v"}}
     assert steps[1]["run"] == 'echo one\necho "two # not a comment"\n'
     assert steps[2]["run"] == "folded line\n" and steps[3]["run"] == "plain"
-    with pytest.raises(YamlError, match=":2:"):
+    assert load_yaml("a: yes\nb: on\nc: true\n") == {"a": "yes", "b": "on", "c": True}  # YAML 1.2 booleans
+    with pytest.raises(yaml.YAMLError) as bad:
         load_yaml("a: 1\n  b: 2\n")
+    assert bad.value.problem_mark.line + 1 == 2  # the line it names
 
 
 # --- the workflow --------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 
 from harness.campaign.campaign import Campaign, TrialResult
-from harness.families.signals.schedules import draw_schedules, exhaustive_schedules, plan_schedules, schedule_strategy
+from harness.draws import seeded_draws
+from harness.families.signals.schedules import exhaustive_schedules, plan_schedules, schedule_strategy
 from harness.checkers import Verdict
 from harness.cli.main import main
 from harness.history.model import History, Reference
@@ -274,7 +275,7 @@ def test_exhaustive_crash_points_cover_every_event_and_are_sampled_beyond_the_ca
 
 def test_chains_and_suspends_follow_their_scenario():
     chain = parse_scenario('name = "c"\npurpose = "p"\n[faults]\nfamily = "chain"\nchain = ["suspend", "kill-event"]\n')
-    for sch in draw_schedules(schedule_strategy(chain, REF), 10, 3):
+    for sch in seeded_draws(schedule_strategy(chain, REF), 10, 3):
         assert [f["kind"] for f in sch] == ["suspend", "kill"]
         assert sch[0]["signal"] in ("SIGINT", "SIGTERM") and 1 <= sch[1]["event"] <= 30
 

@@ -10,7 +10,16 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.families.power_loss.crashstates import Simulator, crash_points, crash_states, lost_acknowledged
+from harness.checkers.i4_acknowledged import lost_acknowledged as lost_in_facts
+from harness.families.power_loss.crashstates import CrashState, Simulator, crash_points, crash_states
+from harness.history.model import CrashStateFacts
+
+
+
+def lost_acknowledged(state: CrashState) -> list[str]:
+    """I4's judgement of a crash state, on the facts the power-loss family records of it."""
+    return lost_in_facts(CrashStateFacts.of(state))
+
 
 D = "/s/runs"
 J = f"{D}/r.json"

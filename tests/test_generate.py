@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.campaign.reproduce import reproduce_command
+from harness.report.reproduce import reproduce_command
 from harness.cli.main import _Usage, resolve_scenarios
 from harness.scenario.generate import expand, split_draw
 from harness.report.results_dir import results_name

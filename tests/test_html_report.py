@@ -18,7 +18,7 @@ from harness.checkers import check_all
 from harness.checkers.verdict import Verdict
 from harness.history.model import CrashAck, CrashStateFacts, History
 from harness.names import INVARIANTS
-from harness.report.faults import fault_counts
+from harness.history.faults import fault_counts
 from harness.report.html import MAX_EXCERPT, evidence_marks, render_html, timeline, trial_view
 from harness.report.report import campaign_report, render_summary
 from harness.report.results_dir import load_trial, make_results_dir, write_html_report, write_results

@@ -1,4 +1,8 @@
-"""The import graph of fiskj/ and harness/ has no cycle, and the roles import only what they may.
+"""The import graph of fiskj/ and harness/ has no cycle, and no import runs up the layers.
+
+The layers are docs/architecture.md's table "Layers" (read from the doc, so
+the doc and the test cannot disagree): a module may import its own layer
+or a lower one (:func:`layer_violations`); every module must have a layer.
 
 The graph is read from the source with :mod:`ast`, never by importing (a
 module may do work when it is imported).  An edge ``A -> B`` is
@@ -29,7 +33,10 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 PACKAGES = ("fiskj", "harness")
 _ENTRY_POINT = re.compile(r"^((?:fiskj|harness)(?:\.[A-Za-z_]\w*)*):[A-Za-z_]\w*$")
 
@@ -152,7 +159,13 @@ class _Imports(ast.NodeVisitor):
 
 
 def import_graph() -> dict[str, list[Edge]]:
-    """module -> the edges out of it (sorted, one per distinct target: the first import of it)."""
+    """module -> the edges out of it (sorted, one per distinct target: the first import of it); a new dict
+    each call (the files are parsed once per test session)."""
+    return dict(_import_graph())
+
+
+@functools.lru_cache(maxsize=1)
+def _import_graph() -> dict[str, list[Edge]]:
     known = modules()
     graph: dict[str, list[Edge]] = {}
     for module, path in known.items():
@@ -265,6 +278,69 @@ def render(chain: list[Edge]) -> str:
     return names + "\n" + "\n".join(f"      {e.source} -> {e.target}: {e.where()}" for e in chain)
 
 
+class LayerTableError(ValueError):
+    """docs/architecture.md's "Layers" table is missing or malformed (what and where)."""
+
+
+def read_layers(text: str) -> dict[str, int]:
+    """The ``## Layers`` section's table of ``text``: module name (``a.b``, or ``a.b.*`` for a package and
+    everything under it) -> rank (1 = lowest).  A row is ``| rank | ... | modules |``: the first cell an
+    integer, the last the names in backticks.  Raises :class:`LayerTableError` when the section or its
+    rows are missing, a rank repeats or does not increase, or a name is placed twice."""
+    found = re.search(r"^## Layers[ \t]*$", text, re.M)
+    if found is None:
+        raise LayerTableError("no '## Layers' section")
+    section = text[found.end():].split("\n## ", 1)[0]
+    out: dict[str, int] = {}
+    last = 0
+    for n, line in enumerate(section.splitlines(), 1):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or not cells[0].isdigit():
+            continue
+        rank = int(cells[0])
+        if rank <= last:
+            raise LayerTableError(f"Layers section line {n}: rank {rank} after rank {last} (ranks increase down the table)")
+        last = rank
+        names = re.findall(r"`([^`]+)`", cells[-1])
+        if not names:
+            raise LayerTableError(f"Layers section line {n}: no module in its last cell")
+        for name in names:
+            if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\.\*)?", name):
+                raise LayerTableError(f"Layers section line {n}: {name!r} is not a module name (a.b or a.b.*)")
+            if name in out:
+                raise LayerTableError(f"Layers section line {n}: {name} is placed twice (rank {out[name]} and {rank})")
+            out[name] = rank
+    if not out:
+        raise LayerTableError("the '## Layers' section has no table rows")
+    return out
+
+
+def layer_of(module: str, layers: dict[str, int]) -> int | None:
+    """The rank of ``module``: its own name's, else that of the longest ``pkg.*`` covering it; None: unplaced."""
+    if module in layers:
+        return layers[module]
+    parts = module.split(".")
+    for k in range(len(parts), 0, -1):
+        rank = layers.get(".".join(parts[:k]) + ".*")
+        if rank is not None:
+            return rank
+    return None
+
+
+def layer_violations(graph: dict[str, list[Edge]], layers: dict[str, int]) -> tuple[list[Edge], list[str]]:
+    """The edges that import a higher layer than their own, and the modules no layer places."""
+    unplaced = sorted(m for m in graph if layer_of(m, layers) is None)
+    up = [e for edges in graph.values() for e in edges
+          if None not in (layer_of(e.source, layers), layer_of(e.target, layers))
+          and layer_of(e.target, layers) > layer_of(e.source, layers)]  # type: ignore[operator]
+    return up, unplaced
+
+
+def render_violation(edge: Edge, layers: dict[str, int]) -> str:
+    return (f"{edge.source} (layer {layer_of(edge.source, layers)}) imports {edge.target} "
+            f"(layer {layer_of(edge.target, layers)}): {edge.where()}")
+
+
 # --- the tests ---------------------------------------------------------------------------------
 
 
@@ -343,3 +419,87 @@ def test_each_shared_name_and_constant_is_defined_once():
     twice = {name: where for name in (*harness.names.__all__, *SHARED) if len(where := _definitions(name)) > 1}
     assert not twice, "defined more than once (import it from its one module):\n" + "\n".join(
         f"  {name}: {', '.join(where)}" for name, where in twice.items())
+
+
+# --- the layers ------------------------------------------------------------------------------------
+
+
+def test_no_import_runs_up_the_layers_of_the_architecture_doc():
+    layers = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    up, unplaced = layer_violations(import_graph(), layers)
+    assert not unplaced, ("modules the Layers table of docs/architecture.md does not place (add them to a row):\n"
+                          + "\n".join(f"  {m}" for m in unplaced))
+    assert not up, (f"{len(up)} import(s) against the layers of docs/architecture.md (move the shared thing to "
+                    "the lower layer):\n" + "\n".join(f"  {render_violation(e, layers)}" for e in up))
+
+
+def test_every_layer_of_the_doc_places_a_module():
+    """A row that names no existing module is a stale row (a package renamed or deleted)."""
+    graph = import_graph()
+    layers = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    stale = [name for name in layers
+             if not any(m == name or (name.endswith(".*") and (m == name[:-2] or m.startswith(name[:-1])))
+                        for m in graph)]
+    assert not stale, f"Layers rows name no module: {stale}"
+
+
+_TABLE = """# doc
+
+## Layers
+
+| rank | layer | modules |
+|---|---|---|
+| 1 | base | `p.base` |
+| 2 | middle | `p.mid.*` |
+| 3 | top | `p.top` `p.mid.late` |
+
+## Next
+"""
+
+
+def _graph(*pairs: tuple[str, str]) -> dict[str, list[Edge]]:
+    graph: dict[str, list[Edge]] = {}
+    for a, b in pairs:
+        graph.setdefault(a, []).append(Edge(a, b, f"{a}.py", 3, "import"))
+        graph.setdefault(b, [])
+    return graph
+
+
+def test_a_planted_import_up_the_layers_is_found_and_named():
+    layers = read_layers(_TABLE)
+    assert layers == {"p.base": 1, "p.mid.*": 2, "p.top": 3, "p.mid.late": 3}
+    assert layer_of("p.mid.x.y", layers) == 2 and layer_of("p.mid.late", layers) == 3  # the longest name wins
+    ok = _graph(("p.top", "p.mid.a"), ("p.mid.a", "p.base"), ("p.mid.late", "p.mid.a"), ("p.mid.a", "p.mid.b"))
+    assert layer_violations(ok, layers) == ([], [])
+    bad = _graph(("p.top", "p.mid.a"), ("p.base", "p.mid.a"), ("p.mid.a", "p.mid.late"), ("p.mid.a", "p.other"))
+    up, unplaced = layer_violations(bad, layers)
+    up.sort(key=lambda e: e.source)
+    assert [(e.source, e.target) for e in up] == [("p.base", "p.mid.a"), ("p.mid.a", "p.mid.late")]
+    assert unplaced == ["p.other"]
+    assert render_violation(up[0], layers) == "p.base (layer 1) imports p.mid.a (layer 2): p.base.py:3"
+
+
+def test_a_planted_function_level_import_against_the_real_layers_is_found():
+    """End to end: a checker that imports the campaign inside a function, parsed with ast, against the doc."""
+    layers = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    graph = import_graph()
+    src = "def f():\n    from harness.campaign import campaign\n    return campaign\n"
+    visitor = _Imports("harness.checkers.planted", ROOT / "harness" / "checkers" / "planted.py", False, modules())
+    visitor.visit(ast.parse(src))
+    graph["harness.checkers.planted"] = visitor.edges
+    up, unplaced = layer_violations(graph, layers)
+    assert unplaced == []
+    assert [(e.source, e.target, e.line) for e in up] == [("harness.checkers.planted", "harness.campaign.campaign", 2)]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("# doc\n", "no '## Layers' section"),
+    ("## Layers\n\nnone\n", "no table rows"),
+    ("## Layers\n| 2 | a | `x` |\n| 1 | b | `y` |\n", "rank 1 after rank 2"),
+    ("## Layers\n| 1 | a | `x` |\n| 2 | b | `x` |\n", "placed twice"),
+    ("## Layers\n| 1 | a | none |\n", "no module in its last cell"),
+    ("## Layers\n| 1 | a | `x/y.py` |\n", "not a module name"),
+])
+def test_a_malformed_layers_table_is_a_clear_error(text, message):
+    with pytest.raises(LayerTableError, match=re.escape(message)):
+        read_layers(text)

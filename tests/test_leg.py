@@ -1,4 +1,4 @@
-"""The signals family's faults as data (harness.families.signals.faults), and process-tree kills that leave nothing behind
+"""The leg runner's faults as data (harness.runner.faults), and process-tree kills that leave nothing behind
 (harness.runner.process, harness.runner.leg.drive)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from harness.families.signals.faults import (NOOP, fault_for_leg, history_fault, seam_fault, validate_fault,
+from harness.runner.faults import (NOOP, fault_for_leg, history_fault, seam_fault, validate_fault,
                                              validate_schedule)
 from harness.runner.leg import drive
 from harness.runner.process import enable_subreaper, kill_tree
@@ -225,7 +225,7 @@ def test_a_reading_command_s_whole_output_is_parsed_however_long_and_only_its_ta
 
 
 def test_a_timed_fault_records_where_it_landed_and_an_early_suspend_is_counted_as_the_kill_it_was():
-    from harness.campaign.reproduce import exact_schedule
+    from harness.report.reproduce import exact_schedule
     from harness.history.model import Fault, Leg
     from harness.runner.leg import landed
     trace = [{"n": n, "pid": 7, "op": "write", "t": 100 * n} for n in range(1, 6)]
@@ -250,6 +250,6 @@ def test_a_timed_fault_records_where_it_landed_and_an_early_suspend_is_counted_a
 
 def test_the_calls_an_event_fault_may_count_are_the_io_seam_s_ops():
     from fiskj.ioseam import OPS
-    from harness.families.signals.faults import EVENT_OPS
+    from harness.runner.faults import EVENT_OPS
 
     assert EVENT_OPS == OPS

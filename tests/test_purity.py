@@ -151,7 +151,7 @@ CHECKERS = tuple(sorted(f"harness.checkers.{p.stem}" for p in (HARNESS / "checke
 #: The pure fault generators of the families.
 GENERATORS = ("harness.families.power_loss.crashstates", "harness.families.tail.mutations", "harness.families.tail.bound",
               "harness.families.signals.schedules", "harness.families.race.catalog",
-              "harness.families.trace_points")
+              "harness.families.trace_points", "harness.draws")
 HARNESS_STDLIB = frozenset({"__future__", "base64", "binascii", "collections", "copy", "dataclasses", "enum",
                             "functools", "hashlib", "itertools", "json", "math", "operator", "re", "statistics",
                             "string", "typing", "zlib"})

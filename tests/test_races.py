@@ -140,7 +140,7 @@ def test_trace_events_carry_times_for_the_one_writer_check(driver, workdir):
 
 
 def test_a_trial_counts_one_race_fault_and_one_kill_per_killed_holder(driver, workdir):
-    from harness.report.faults import fault_counts
+    from harness.history.faults import fault_counts
     assert fault_counts(run_race_trial(None, "two-writers", 3, workdir, driver=driver).history) == {"race": 1}
     killed = run_race_trial(None, "holder-killed", 3, workdir, driver=driver, schedule="kill-at-call")
     assert fault_counts(killed.history) == {"race": 1, "kill": 1}

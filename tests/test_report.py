@@ -160,7 +160,7 @@ def test_a_trial_with_executions_and_no_rerun_is_a_real_i2_check_not_a_vacuous_o
 
 
 def test_the_fault_counts_of_a_history_are_its_faulted_legs_by_kind():
-    from harness.report.faults import fault_counts
+    from harness.history.faults import fault_counts
 
     h = Engine()
     h.leg(kill_after=4)
@@ -176,7 +176,7 @@ def test_one_function_writes_every_reproducer_and_one_every_replay_command():
     import shlex
     from types import SimpleNamespace
 
-    from harness.campaign.reproduce import replay_command, reproduce_command
+    from harness.report.reproduce import replay_command, reproduce_command
     from harness.selftest.mutants import subject_for
     from harness.subject.contract import default_subject, parse_subject
 

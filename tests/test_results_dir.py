@@ -14,7 +14,7 @@ from harness.cli.main import main
 from harness.errors import ResultsError
 from harness.history.model import CrashStateFacts
 from harness.names import INVARIANTS
-from harness.report.faults import fault_counts
+from harness.history.faults import fault_counts
 from harness.report.report import campaign_report, render_summary
 from harness.report.results_dir import (default_root, load_history, load_stored, make_results_dir, recheck,
                                         results_name, write_results)

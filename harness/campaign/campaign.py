@@ -40,7 +40,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from harness.campaign import interrupt
-from harness.campaign.reproduce import exact_schedule, reproduce_command
+from harness.report.reproduce import exact_schedule, reproduce_command
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.shard import parse_shard, shard_positions
 from harness.campaign.stream import Next, TrialStream
@@ -48,8 +48,9 @@ from harness.checkers import check_all
 from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
 from harness.families.base import Planned
 from harness.families.registry import by_mode
-from harness.families.signals.faults import validate_schedule
-from harness.families.signals.schedules import hypothesis_settings, seed_for
+from harness.runner.faults import validate_schedule
+from harness.draws import hypothesis_settings
+from harness.families.signals.schedules import seed_for
 from harness.runner.trial import Runner
 from harness.scenario.generate import expand_all
 from harness.scenario.model import Scenario

@@ -51,7 +51,7 @@ power-loss family; docs/persistence-model.md) is judged on the state
 instead: a write is acknowledged once the trace shows its call returned
 (the crash model's :class:`~harness.history.model.CrashAck` s), and each
 must be in the state, byte for byte, in a file that still has the inode it
-was written to (:func:`harness.families.power_loss.crashstates.lost_acknowledged`).
+was written to (:func:`lost_acknowledged`).
 Violations are ``lost`` with the model's message as ``detail``, and
 ``lost_by_recovery`` when a journal line the state kept is not in the
 final journal at its offset, byte for byte, after the recovery legs (a
@@ -66,10 +66,10 @@ crash point.
 from __future__ import annotations
 
 import base64
+import functools
+import json
 from typing import Any
 
-from harness.families.power_loss.crashstates import Ack as ModelAck
-from harness.families.power_loss.crashstates import CrashState, lost_acknowledged
 from harness.history.model import CrashStateFacts, History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import legs_in_order
@@ -112,16 +112,41 @@ def _truncations(view: JournalView, legs: list[Leg], ack: Ack) -> list[dict[str,
     return out
 
 
-def crash_state_of(facts: CrashStateFacts) -> CrashState:
-    """The crash model's :class:`CrashState` of recorded ``facts`` (docs/persistence-model.md)."""
-    acks = tuple(ModelAck(a.path, a.offset, a.end, bytes(a.data), a.ino, a.n, a.claimed) for a in facts.acks)
-    return CrashState(id=facts.id, prefix_n=facts.prefix_n, files=dict(facts.files), dirs=set(facts.dirs),
-                      lost_entries=list(facts.lost_entries), acknowledged=[(a.path, a.end) for a in acks],
-                      persisted=facts.persisted, acks=acks, inodes=dict(facts.inodes))
+@functools.lru_cache(maxsize=4096)  # the same acknowledged lines recur in every later crash state
+def _record_name(data: bytes) -> str:
+    """``"record seq 7 (tool_result) "`` when ``data`` is one journal line, else ``""`` (pure)."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return ""
+    if not isinstance(obj, dict) or "seq" not in obj:
+        return ""
+    kind = str(obj.get("protocol", "")).rsplit(".", 1)[-1] or "?"
+    return f"record seq {obj['seq']} ({kind}) "
 
 
-def _check_crash_state(facts: CrashStateFacts, history: History | None = None) -> Any:
-    state = crash_state_of(facts)
+def lost_acknowledged(state: CrashStateFacts) -> list[str]:
+    """The acknowledged writes missing from crash ``state`` (empty when I4 holds; docs/persistence-model.md),
+    one message each: the file, the record (when the bytes are one journal line), the bytes, the write and
+    the fsync that acknowledged it, and what the file holds there after the power loss.  A write is in the
+    state when a path that still has the inode it was written to holds its bytes at its offset."""
+    out = []
+    for ack in state.acks:
+        paths = [p for p, i in state.inodes.items() if i == ack.ino]
+        synced = f", acknowledged by n={ack.claimed}" if ack.claimed else ""
+        where = (f"{ack.path}: {_record_name(ack.data)}bytes {ack.offset}..{ack.end} acknowledged "
+                 f"(write n={ack.n}{synced})")
+        if not paths:
+            out.append(f"{where} but the file is gone (its directory entry was not made durable)")
+        elif not any(state.files[p][ack.offset:ack.end] == ack.data for p in paths):
+            size = max(len(state.files[p]) for p in paths)
+            what = (f"the file ends at byte {size}" if size <= ack.offset
+                    else "the file holds other bytes there")
+            out.append(f"{where} but not in the file: {what} (it was not durable when the power went)")
+    return out
+
+
+def _check_crash_state(state: CrashStateFacts, history: History | None = None) -> Any:
     lost = lost_acknowledged(state)
     cut = _lost_by_recovery(state, JournalView(history), lost) if history is not None else []
     summary = (f"{len(lost)} acknowledged write(s) missing from crash state {state.id}: {lost[0]}" if lost
@@ -142,7 +167,7 @@ def _recovered(history: History) -> Leg | None:
     return legs[-1] if legs else None
 
 
-def _lost_by_recovery(state: CrashState, view: JournalView, lost: list[str]) -> list[dict[str, Any]]:
+def _lost_by_recovery(state: CrashStateFacts, view: JournalView, lost: list[str]) -> list[dict[str, Any]]:
     """``lost_by_recovery``: a journal line acknowledged before the crash and present in the crash state that
     the recovery (the legs after the crash) did not keep, byte for byte at its offset, in the final journal."""
     leg = _recovered(view.history)

@@ -120,7 +120,7 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
             parsed = json.loads(args.schedule)
         except ValueError as exc:
             raise _Usage(f"--schedule is not JSON: {exc}") from None
-        from harness.families.signals.faults import FAULT_KINDS, validate_schedule
+        from harness.runner.faults import FAULT_KINDS, validate_schedule
         if not isinstance(parsed, list) or all(isinstance(f, dict) and f.get("kind", "none") in FAULT_KINDS
                                                for f in parsed):
             try:  # a kill/suspend/io-error schedule is checked here, before any scenario runs (others by their family)

@@ -233,6 +233,12 @@ class CrashStateFacts:
     lost_entries: list[str] = field(default_factory=list)
     persisted: str = ""
 
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary (file sizes instead of bytes; ``acknowledged``: ``[path, end]`` of each ack)."""
+        return {"id": self.id, "prefix_n": self.prefix_n, "persisted": self.persisted,
+                "files": {p: len(b) for p, b in sorted(self.files.items())}, "dirs": sorted(self.dirs),
+                "lost_entries": list(self.lost_entries), "acknowledged": [[a.path, a.end] for a in self.acks]}
+
     @classmethod
     def of(cls, state: Any) -> "CrashStateFacts":
         """The facts of a crash model's state (a :class:`harness.families.power_loss.crashstates.CrashState`)."""

@@ -38,7 +38,7 @@ __all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_tot
            "minimal_note"]
 
 #: The record kind in a journal excerpt (fisk-ai v2 lines name it in their protocol id), or in a checker's
-#: sentence about a record (``record seq 2 (assistant)``, harness/families/power_loss/crashstates.py).
+#: sentence about a record (``record seq 2 (assistant)``, harness/checkers/i4_acknowledged.py).
 _RECORD_KIND = (re.compile(r"fisk-ai\.v\d+\.session\.([a-z_]+)"), re.compile(r"\brecord seq \d+ \(([a-z_]+)\)"))
 #: Keys of a row's ``faults`` that count something other than injected faults.
 _NOT_FAULTS = (CRASH_STATES, CRASH_RESUMES, NOT_INJECTED)  # counts of states, and of faults that never fired

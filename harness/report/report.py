@@ -65,11 +65,11 @@ import textwrap
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from harness.campaign.reproduce import replay_command
+from harness.report.reproduce import replay_command
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, Verdict, combine, verdict_from_json
 from harness.history.model import History, history_from_json
 from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_COUNTS, NOT_INJECTED, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
-from harness.report.faults import fault_counts
+from harness.history.faults import fault_counts
 from harness.report.groups import group_rows
 from harness.report.probes import merge_probe_sections, probe_lines, probe_section
 
@@ -177,7 +177,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
     errors) so that ``replay`` can re-run any trial; each ``runs`` row gets
     ``origin`` (and ``shrunk_from``), each violation ``reproduce_run`` (a
     self-contained ``fiskj-harness run ... --schedule`` command,
-    :func:`harness.campaign.reproduce.reproduce_command`).  Without a
+    :func:`harness.report.reproduce.reproduce_command`).  Without a
     report file the ``reproduce`` commands are the self-contained ones.
     """
     trials = []

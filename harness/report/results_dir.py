@@ -237,7 +237,7 @@ def write_results(folder: Path, report: dict[str, Any], result: Any, *, keep: st
     at it.  Returns ``{"folder", "trials": folders written, "latest": bool, "html": its path,
     "html_error": why the HTML report could not be drawn (then it says so), else None}``.
     """
-    from harness.campaign.reproduce import replay_command
+    from harness.report.reproduce import replay_command
     from harness.report.portable import portable
     from harness.report.report import render_markdown, write_junit
 
@@ -294,7 +294,7 @@ def _write_html(folder: Path, report: dict[str, Any], failing: list[tuple[Any, P
     cannot be drawn must not cost the folder the rest: the page then says why, and so does the return value."""
     import html
 
-    from harness.campaign.reproduce import replay_command
+    from harness.report.reproduce import replay_command
     from harness.report.html import trial_view, write_html
 
     try:

@@ -31,7 +31,7 @@ from fiskj.codec import decode_record
 from harness.history.jsonl import holds_a_line
 from harness.names import EXIT_SUSPENDED, FISK_AI_V2
 
-from harness.families.signals.faults import event_action, history_fault
+from harness.runner.faults import event_action, history_fault
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
@@ -53,7 +53,7 @@ def landed(leg: Leg, fault_t: int) -> None:
 
     ``fault.detail["landed_after_event"]``: the ``n`` of the last call the leg's trace shows completed
     before the fault (0: none), so a failure replays as an op-counted fault
-    (:func:`harness.campaign.reproduce.exact_schedule`).  A suspend the subject died of (the signal came
+    (:func:`harness.report.reproduce.exact_schedule`).  A suspend the subject died of (the signal came
     before it handled signals: still starting, or already exiting) is what it was, a kill:
     ``fault.kind`` becomes ``kill``, with ``detail["scheduled"] = "suspend"``.
     """

@@ -35,15 +35,15 @@ import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
-from harness.families.signals.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
+from harness.runner.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
 from harness.history.ending import BUDGET_ENDS, printed_answer, uninterrupted_end
-from harness.history.model import History, Reference, observed_result
+from harness.history.model import History, Leg, Reference, observed_result
 from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
-from harness.runner.leg import LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
+from harness.runner.leg import LegOutcome, LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
@@ -68,8 +68,6 @@ def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str, syst
     (as the Messages API does), so a forced resume with drift gives the
     same conversation.
     """
-    from dataclasses import replace
-
     changes: dict[str, Any] = {}
     if "model" in drift:
         changes["model"] = cfg.model + "-drifted"
@@ -298,7 +296,7 @@ class Runner:
     def _legs(self, history: History, workload: Workload, tmp: Path, token: str, run_id: str,
               schedule: list[dict[str, Any]], max_legs: int, budget: float, drift: tuple[str, ...] = (),
               probe_completed: bool = False) -> None:
-        """Run the legs of one trial into ``history``.
+        """Run the legs of one trial into ``history``, then read back its ledger, probes and final journal.
 
         With ``drift`` (``[workload] drift``), every resume is first a
         *probe*: the resume command with the drifted configuration and no
@@ -306,27 +304,59 @@ class Runner:
         detail says ``expect: refused``).  The leg after a refused probe
         resumes with the drifted configuration and ``--force``.  Probes take
         no fault: the schedule's entries go to the other legs, in order.
+        With ``probe_completed`` (``[check] resume_after_completed``), a run
+        that ended is resumed once more (:meth:`_resume_after_end`).
         """
         deadline = time.monotonic() + budget
+        place = self._place(workload, tmp, token, run_id, drift)
+        done = self._run_legs(history, workload, place, schedule, max_legs, budget, deadline)
+        ended = history.legs[-1].exit_code if history.legs else None
+        if done and probe_completed and not workload.chat and deadline > time.monotonic() \
+                and (ended == EXIT_COMPLETED or (ended == EXIT_ERROR and workload.spec.final_stop)):
+            self._resume_after_end(history, place, ended, deadline)
+        if len(history.legs) < len(schedule) and done:
+            history.notes.append(f"schedule entries {len(history.legs)}..{len(schedule) - 1} unused: "
+                                 "the run completed first")
+        history.effects, ledger_notes = read_ledger(place.ledger)
+        history.notes.extend(ledger_notes)
+        history.probes = read_probes(probes_path(place.ledger))
+        history.final_state, history.final_error = fold_journal(place.journal, history.journal.format)
+
+    def _place(self, workload: Workload, tmp: Path, token: str, run_id: str, drift: tuple[str, ...]) -> _Place:
+        """Lay out a trial in ``tmp``: its state home (and home), ledger, tools files and run configurations."""
         state_home = tmp / "state"
         state_home.mkdir()
         home = tmp / "home" if self.subject.home else None
         if home is not None:
             home.mkdir()
-        ledger = tmp / "ledger.jsonl"
         tools = write_tools_file(tmp / "tools.json")
         cfg = RunConfig(run_id=run_id, model=workload.model, base_url=self.server.base_url, tools_file=tools,
                         max_tokens=workload.max_tokens, max_iterations=workload.max_iterations,
                         prompt=workload.prompt, chat=workload.chat, thinking=workload.thinking)
         where = {"state_home": str(state_home), "home": str(home or ""), "trial_dir": str(tmp)}
-        journal = self.subject.journal_path(cfg, **where)
-        reading = self.subject.status_argv(cfg, **where) if self.readings else None
-        system = tmp / "system-drifted.txt"
-        if "system" in drift:
-            system.write_text("You are a careful agent. (A system prompt the run did not start with.)\n")
-        drifted = drifted_config(cfg, drift, write_tools_file(tmp / "tools-drifted.json", drifted=True)
-                                 if "tools" in drift else tools, str(system)) if drift else cfg
-        done = False
+        drifted = cfg
+        if drift:
+            system = tmp / "system-drifted.txt"
+            if "system" in drift:
+                system.write_text("You are a careful agent. (A system prompt the run did not start with.)\n")
+            drifted_tools = write_tools_file(tmp / "tools-drifted.json", drifted=True) if "tools" in drift else tools
+            drifted = drifted_config(cfg, drift, drifted_tools, str(system))
+        return _Place(tmp=tmp, state_home=state_home, home=home, ledger=tmp / "ledger.jsonl", token=token, cfg=cfg,
+                      drifted=drifted, drift=drift, where=where, journal=self.subject.journal_path(cfg, **where),
+                      reading=self.subject.status_argv(cfg, **where) if self.readings else None)
+
+    def _env(self, place: _Place, index: int, fault: str | None = None, traced: bool = True) -> dict[str, str]:
+        """Leg ``index``'s environment: its model API key, the trial's directories and ledger, and (for a leg
+        the observer does not see) its IO-seam trace file (``traced``) and seam fault."""
+        trace = None if self.observe or not traced else str(place.tmp / f"trace-{index}.jsonl")
+        return self.subject.env(base_url=self.server.base_url, api_key=api_key(place.token, index),
+                                state_home=str(place.state_home), ledger=str(place.ledger), leg=index, trace=trace,
+                                fault=None if self.observe else fault,
+                                home=str(place.home) if place.home is not None else None)
+
+    def _run_legs(self, history: History, workload: Workload, place: _Place, schedule: list[dict[str, Any]],
+                  max_legs: int, budget: float, deadline: float) -> bool:
+        """Start or resume the run leg after leg until it ends; True when it ended as its workload says."""
         faulted = 0  # schedule entries handed out (probes take none)
         probe_next = True
         index = -1
@@ -335,130 +365,152 @@ class Runner:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
-                break
-            before = journal.read_bytes() if journal.exists() else None
+                return False
+            before = place.journal.read_bytes() if place.journal.exists() else None
             kind = start_or_resume(before, history.journal.format)
-            probe = bool(drift) and kind == "resume" and probe_next
-            if probe:
-                spec = {"kind": "none"}
-                argv = self.subject.resume_argv(drifted, **where)
-            else:
-                spec = fault_for_leg(schedule, faulted)
-                faulted += 1
-                if kind == "resume":
-                    argv = (self.subject.resume_argv(drifted, force=True, **where) if drift
-                            else self.subject.resume_argv(cfg, **where))
-                else:
-                    argv = self.subject.start_argv(cfg, **where)
-            if self.subject.files:
-                self.subject.write_files(drifted if drift and kind == "resume" else cfg, **where)
-            trace = tmp / f"trace-{index}.jsonl"
-            env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
-                                   state_home=str(state_home), ledger=str(ledger), leg=index,
-                                   trace=None if self.observe else str(trace),
-                                   fault=None if self.observe else seam_fault(spec),
-                                   home=str(home) if home is not None else None)
-            detail: dict[str, Any] = {}
-            if probe:
-                detail = {"drift": list(drift), "expect": "refused"}
-            elif drift and kind == "resume":
-                detail = {"drift": list(drift), "forced": True}
-            stdin = workload.stdin_for(count_user_records(before)) if workload.chat else None
-            plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault=spec, workdir=tmp, journal=journal,
-                           trace=trace, stdin=stdin, timeout_s=remaining, detail=detail,
-                           roots=(str(state_home),) + ((str(home),) if home is not None else ()), reading=reading)
-            rival_run: Any = None
-            if spec["kind"] == "hold" and spec.get("reader"):
-                # readers during appends: while this leg is held at its K-th write, the subject reads the run
-                if reading is None:
-                    raise SetupError("a reader race needs the subject's own reading command (a profile's [reading])")
-
-                def _read(at: int = int(spec["at"]), leg_index: int = index) -> None:
-                    data = journal.read_bytes() if journal.exists() else None
-                    raw = self.legs.read(reading, env, tmp, f"{leg_index}-at-{at}")
-                    history.readings.append({"leg": leg_index, "at": at,
-                                             "journal": data.decode("latin-1") if data is not None else None,
-                                             "reading": parse_reading(raw, self.subject.status_fields)})
-                rival_run = _read
-            elif spec["kind"] == "hold":
-                # A race: this leg waits at its sequence point while a rival running the same command
-                # (leg ``index``) runs to its end; the held leg is then released as leg ``index + 1``.
-                held_index = index + 1
-                rival_plan = replace(plan, fault={"kind": "none"}, detail={"rival_of": held_index})
-                plan = replace(plan, index=held_index, trace=tmp / f"trace-{held_index}.jsonl",
-                               env=self.subject.env(base_url=self.server.base_url,
-                                                    api_key=api_key(token, held_index), state_home=str(state_home),
-                                                    ledger=str(ledger), leg=held_index, trace=None, fault=None,
-                                                    home=str(home) if home is not None else None),
-                               detail={"held_at": spec["at"], "rival": index})
-
-                def _rival(rival_plan: LegPlan = rival_plan) -> None:
-                    rival_leg, _ = run_leg(rival_plan, self.legs)
-                    history.legs.append(rival_leg)
-                rival_run = _rival
-                index = held_index
+            probe = bool(place.drift) and kind == "resume" and probe_next
+            spec = {"kind": "none"} if probe else fault_for_leg(schedule, faulted)
+            faulted += 0 if probe else 1
+            plan = self._leg_plan(place, workload, index, kind, probe, spec, before, remaining)
+            plan, rival = self._hold(history, place, plan)
+            index = plan.index
             try:
-                leg, outcome = run_leg(plan, self.legs, rival_run)
+                leg, outcome = run_leg(plan, self.legs, rival)
             except (OSError, RuntimeError) as exc:
-                raise SetupError(f"cannot start the subject {argv[0]!r}: {exc}") from None
+                raise SetupError(f"cannot start the subject {plan.argv[0]!r}: {exc}") from None
             history.legs.append(leg)
-            if spec["kind"] == "hold" and not spec.get("reader") \
-                    and any(lg.exit_code == EXIT_COMPLETED for lg in history.legs[-2:]):
-                done = True  # the rival or the held leg completed the run
-                break
-            if outcome.timed_out:
-                history.notes.append(f"leg {index} hung: killed after the trial budget of {budget} s")
-                break
-            if spec["kind"] != "none" and not outcome.injected:
-                history.notes.append(f"leg {index}: fault {spec} not injected (the leg ended first)")
+            end = self._leg_end(history, workload, place, leg, outcome, spec, probe, budget)
             if probe:
-                if leg.exit_code == EXIT_USAGE:
-                    probe_next = False  # refused, as it must be: the next leg forces the resume
-                    continue
-                history.notes.append(f"leg {index}: a resume with drifted {', '.join(drift)} was not refused "
-                                     f"(exit {leg.exit_code} / signal {leg.exit_signal})")
-            elif drift and kind == "resume":
+                probe_next = end != "refused"  # refused, as it must be: the next leg forces the resume
+            elif place.drift and kind == "resume":
                 probe_next = True
-            if leg.exit_code == EXIT_COMPLETED:
-                done = True
-                break
-            if leg.exit_code == EXIT_SUSPENDED and workload.chat and not (spec["kind"] == "suspend" and outcome.injected):
-                done = True  # a chat run suspends at the end of its input: that is its normal end
-                break
-            if leg.exit_code == EXIT_ERROR and workload.spec.final_stop and not outcome.timed_out:
-                done = True  # the run ends with error at its cut-short last reply: as its workload says
-                break
-            if not outcome.injected and leg.exit_code != EXIT_SUSPENDED:
-                history.notes.append(f"leg {index} ended with exit {leg.exit_code} / signal {leg.exit_signal} "
-                                     f"and no fault injected: the run stops here")
-                break
+            if end in ("done", "stop"):
+                return end == "done"
+        history.notes.append(f"leg budget of {max_legs} spent before the run completed")
+        return False
+
+    def _leg_plan(self, place: _Place, workload: Workload, index: int, kind: str, probe: bool,
+                  spec: dict[str, Any], before: bytes | None, remaining: float) -> LegPlan:
+        """Leg ``index``: a start, a resume (forced with the drifted configuration after a refused probe) or a
+        drift probe, under fault ``spec``; the subject's files are written for it."""
+        cfg = place.drifted if place.drift and kind == "resume" else place.cfg
+        if probe:
+            argv = self.subject.resume_argv(place.drifted, **place.where)
+            detail: dict[str, Any] = {"drift": list(place.drift), "expect": "refused"}
+        elif kind == "resume":
+            argv = self.subject.resume_argv(cfg, force=True, **place.where) if place.drift \
+                else self.subject.resume_argv(cfg, **place.where)
+            detail = {"drift": list(place.drift), "forced": True} if place.drift else {}
         else:
-            history.notes.append(f"leg budget of {max_legs} spent before the run completed")
-        ended = history.legs[-1].exit_code if history.legs else None
-        if done and probe_completed and not workload.chat and deadline > time.monotonic() \
-                and (ended == EXIT_COMPLETED or (ended == EXIT_ERROR and workload.spec.final_stop)):
-            # [check] resume_after_completed: a completed run must refuse to resume, journal unchanged (I9);
-            # a run that ended with error at its cut-short last reply ends so again, with no model call and no
-            # tool run (docs/spec.md section 12, rules 2 and 6): I2, I3 and I6 judge that leg like any other
-            index = max(lg.index for lg in history.legs) + 1
-            env = self.subject.env(base_url=self.server.base_url, api_key=api_key(token, index),
-                                   state_home=str(state_home), ledger=str(ledger), leg=index,
-                                   trace=None if self.observe else str(tmp / f"trace-{index}.jsonl"), fault=None,
-                                   home=str(home) if home is not None else None)
-            if self.subject.files:
-                self.subject.write_files(cfg, **where)
-            plan = LegPlan(index=index, kind="resume", argv=self.subject.resume_argv(cfg, **where), env=env,
-                           fault={"kind": "none"}, workdir=tmp, journal=journal, trace=tmp / f"trace-{index}.jsonl",
-                           timeout_s=max(1.0, deadline - time.monotonic()),
-                           detail={"expect": "refused", "probe": "resume after completed"} if ended == EXIT_COMPLETED
-                           else {"expect": "error", "probe": "resume after error"},
-                           roots=(str(state_home),) + ((str(home),) if home is not None else ()), reading=None)
-            leg, _ = run_leg(plan, self.legs)
-            history.legs.append(leg)
-        if len(history.legs) < len(schedule) and done:
-            history.notes.append(f"schedule entries {len(history.legs)}..{len(schedule) - 1} unused: "
-                                 "the run completed first")
-        history.effects, ledger_notes = read_ledger(ledger)
-        history.notes.extend(ledger_notes)
-        history.probes = read_probes(probes_path(ledger))
-        history.final_state, history.final_error = fold_journal(journal, history.journal.format)
+            argv = self.subject.start_argv(place.cfg, **place.where)
+            detail = {}
+        if self.subject.files:
+            self.subject.write_files(cfg, **place.where)
+        stdin = workload.stdin_for(count_user_records(before)) if workload.chat else None
+        return LegPlan(index=index, kind=kind, argv=argv, env=self._env(place, index, seam_fault(spec)), fault=spec,
+                       workdir=place.tmp, journal=place.journal, trace=place.tmp / f"trace-{index}.jsonl",
+                       stdin=stdin, timeout_s=remaining, detail=detail, roots=place.roots, reading=place.reading)
+
+    def _hold(self, history: History, place: _Place, plan: LegPlan) -> tuple[LegPlan, Callable[[], None] | None]:
+        """For a ``hold`` fault, the rival that runs while ``plan``'s leg waits at its sequence point: the
+        subject's reading (``"reader": true``; readers during appends), else a leg running the same command
+        (recorded as leg ``plan.index``; the held leg becomes leg ``plan.index + 1``).  Else ``(plan, None)``."""
+        spec = plan.fault
+        if spec["kind"] != "hold":
+            return plan, None
+        if spec.get("reader"):
+            reading = place.reading
+            if reading is None:
+                raise SetupError("a reader race needs the subject's own reading command (a profile's [reading])")
+
+            def read(at: int = int(spec["at"]), leg_index: int = plan.index) -> None:
+                data = place.journal.read_bytes() if place.journal.exists() else None
+                raw = self.legs.read(reading, plan.env, place.tmp, f"{leg_index}-at-{at}")
+                history.readings.append({"leg": leg_index, "at": at,
+                                         "journal": data.decode("latin-1") if data is not None else None,
+                                         "reading": parse_reading(raw, self.subject.status_fields)})
+            return plan, read
+        held = plan.index + 1
+        rival_plan = replace(plan, fault={"kind": "none"}, detail={"rival_of": held})
+
+        def rival() -> None:
+            rival_leg, _ = run_leg(rival_plan, self.legs)
+            history.legs.append(rival_leg)
+        held_plan = replace(plan, index=held, trace=place.tmp / f"trace-{held}.jsonl",
+                            env=self._env(place, held, traced=False), detail={"held_at": spec["at"], "rival": plan.index})
+        return held_plan, rival
+
+    @staticmethod
+    def _leg_end(history: History, workload: Workload, place: _Place, leg: Leg, outcome: LegOutcome,
+                 spec: dict[str, Any], probe: bool, budget: float) -> str | None:
+        """What leg ``leg`` means for the run: ``"done"`` (it ended as its workload says), ``"stop"`` (it
+        cannot go on: hung, or ended with no fault), ``"refused"`` (a drift probe refused, as it must be),
+        or ``None`` (resume it); each surprise is a note in ``history``."""
+        index = leg.index
+        if spec["kind"] == "hold" and not spec.get("reader") \
+                and any(lg.exit_code == EXIT_COMPLETED for lg in history.legs[-2:]):
+            return "done"  # the rival or the held leg completed the run
+        if outcome.timed_out:
+            history.notes.append(f"leg {index} hung: killed after the trial budget of {budget} s")
+            return "stop"
+        if spec["kind"] != "none" and not outcome.injected:
+            history.notes.append(f"leg {index}: fault {spec} not injected (the leg ended first)")
+        if probe:
+            if leg.exit_code == EXIT_USAGE:
+                return "refused"
+            history.notes.append(f"leg {index}: a resume with drifted {', '.join(place.drift)} was not refused "
+                                 f"(exit {leg.exit_code} / signal {leg.exit_signal})")
+        if leg.exit_code == EXIT_COMPLETED:
+            return "done"
+        if leg.exit_code == EXIT_SUSPENDED and workload.chat and not (spec["kind"] == "suspend" and outcome.injected):
+            return "done"  # a chat run suspends at the end of its input: that is its normal end
+        if leg.exit_code == EXIT_ERROR and workload.spec.final_stop:
+            return "done"  # the run ends with error at its cut-short last reply: as its workload says
+        if not outcome.injected and leg.exit_code != EXIT_SUSPENDED:
+            history.notes.append(f"leg {index} ended with exit {leg.exit_code} / signal {leg.exit_signal} "
+                                 f"and no fault injected: the run stops here")
+            return "stop"
+        return None
+
+    def _resume_after_end(self, history: History, place: _Place, ended: int | None, deadline: float) -> None:
+        """``[check] resume_after_completed``: resume a run that ended once more.
+
+        A completed run must refuse to resume, journal unchanged (I9); a run
+        that ended with error at its cut-short last reply ends so again, with
+        no model call and no tool run (docs/spec.md section 12, rules 2 and
+        6): I2, I3 and I6 judge that leg like any other.
+        """
+        index = max(lg.index for lg in history.legs) + 1
+        if self.subject.files:
+            self.subject.write_files(place.cfg, **place.where)
+        plan = LegPlan(index=index, kind="resume", argv=self.subject.resume_argv(place.cfg, **place.where),
+                       env=self._env(place, index), fault={"kind": "none"}, workdir=place.tmp, journal=place.journal,
+                       trace=place.tmp / f"trace-{index}.jsonl", timeout_s=max(1.0, deadline - time.monotonic()),
+                       detail={"expect": "refused", "probe": "resume after completed"} if ended == EXIT_COMPLETED
+                       else {"expect": "error", "probe": "resume after error"}, roots=place.roots, reading=None)
+        leg, _ = run_leg(plan, self.legs)
+        history.legs.append(leg)
+
+
+@dataclass
+class _Place:
+    """Where one trial's legs run: its directories, its model session, the run's configurations (``drifted``:
+    the one a drifted resume uses; ``cfg`` when no drift), the subject's path templates' values (``where``),
+    its journal and its reading command (``None``: none, or readings off)."""
+
+    tmp: Path
+    state_home: Path
+    home: Path | None
+    ledger: Path
+    token: str
+    cfg: RunConfig
+    drifted: RunConfig
+    drift: tuple[str, ...]
+    where: dict[str, str]
+    journal: Path
+    reading: list[str] | None
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The directories an observed leg's operations are recorded under."""
+        return (str(self.state_home),) + ((str(self.home),) if self.home is not None else ())

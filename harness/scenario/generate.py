@@ -12,7 +12,7 @@ max_tokens or refusal, ending with error), a paused turn, cache tokens and think
 (outputs at the 16 MiB record limit are left to ``payload-variety``: a
 draw holding them takes ten times as long as the others).  The
 draws are a function of the scenario's ``[trials] seed`` alone
-(:func:`harness.families.signals.schedules.draw_schedules` collects them
+(:func:`harness.draws.seeded_draws` collects them
 with a seeded random source), so every machine and shard expands a
 scenario the same way.
 
@@ -30,6 +30,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from harness.draws import seeded_draws
 from harness.scenario.model import (ANSWER_STOP_REASONS, OUTPUT_KINDS, REPLY_BLOCKS, Scenario, WorkloadSpec)
 
 __all__ = ["workload_strategy", "draw_workloads", "expand", "expand_all", "derive", "split_draw", "DRAW_SEP"]
@@ -64,9 +65,7 @@ def workload_strategy() -> Any:
 
 def draw_workloads(n: int, seed: int) -> list[WorkloadSpec]:
     """``n`` workloads drawn from :func:`workload_strategy`, deterministically for ``seed``."""
-    from harness.families.signals.schedules import draw_schedules
-
-    drawn = draw_schedules(workload_strategy(), n, seed)
+    drawn = seeded_draws(workload_strategy(), n, seed)
     return [w if isinstance(w, WorkloadSpec) else WorkloadSpec() for w in drawn]
 
 

@@ -135,160 +135,215 @@ def parse_profile(text: str, path: str) -> Subject:
     unknown template variable, an exit status of no known outcome, an
     unsupported journal format or an unknown invariant id.
     """
-    doc = load_toml(text, path, ProfileError)
+    src = _ProfileText(text, path)  # each table in the order of docs/subject.md: the first mistake is named
+    name, argv, home, chat = _top_level(src)
+    env_set, env_unset = _env(src)
+    files = _files(src, home)
+    commands = _commands(src)
+    exits = _exits(src)
+    journal, fmt = _journal(src, home)
+    status_args, status_fields = _reading(src, fmt)
+    return Subject(argv=argv, extra_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
+                   journal_format=fmt, home=home, chat=chat, status_args=status_args, status_fields=status_fields,
+                   not_applicable=_not_applicable(src), files=files, name=name, profile=path)
 
-    def fail(section: str, key: str | None, message: str) -> ProfileError:
-        return located(ProfileError, text, path, section, key, message)
 
-    def table(name: str, allowed: set[str] | None) -> dict[str, Any]:
-        value = doc.get(name, {})
+class _ProfileText:
+    """A profile's parsed TOML with the checks every table shares; each mistake a located :class:`ProfileError`."""
+
+    def __init__(self, text: str, path: str) -> None:
+        self.text, self.path = text, path
+        self.doc = load_toml(text, path, ProfileError)
+
+    def fail(self, section: str, key: str | None, message: str) -> ProfileError:
+        """The error about ``key`` of table ``section`` (``""``: the top level), naming its line."""
+        return located(ProfileError, self.text, self.path, section, key, message)
+
+    def table(self, name: str, allowed: set[str] | None) -> dict[str, Any]:
+        """Table ``[name]`` (``{}`` when absent), its keys checked against ``allowed`` (None: any key)."""
+        value = self.doc.get(name, {})
         if not isinstance(value, dict):
-            raise fail("", name, f"expected a table [{name}], got {type(value).__name__}")
+            raise self.fail("", name, f"expected a table [{name}], got {type(value).__name__}")
         for key in value:
             if allowed is not None and key not in allowed:
-                raise fail(name, key, f"unknown key; [{name}] takes {', '.join(sorted(allowed))}")
+                raise self.fail(name, key, f"unknown key; [{name}] takes {', '.join(sorted(allowed))}")
         return value
 
-    def words(section: str, key: str, value: Any, *, nonempty: bool = True) -> tuple[str, ...]:
+    def words(self, section: str, key: str, value: Any, *, nonempty: bool = True) -> tuple[str, ...]:
+        """``value`` as a list of templates (:meth:`template`), non-empty unless ``nonempty`` is false."""
         if not isinstance(value, list) or not all(isinstance(w, str) for w in value) or (nonempty and not value):
-            raise fail(section, key, f"expected a{' non-empty' if nonempty else ''} list of strings, got {value!r}")
+            raise self.fail(section, key, f"expected a{' non-empty' if nonempty else ''} list of strings, "
+                                          f"got {value!r}")
         for w in value:
-            template(section, key, w)
+            self.template(section, key, w)
         return tuple(value)
 
-    def template(section: str, key: str, value: str) -> str:
+    def template(self, section: str, key: str, value: str) -> str:
+        """``value`` when it uses only :data:`TEMPLATE_VARS` (or is one of the spliced words)."""
         if value in _SPLICED:
             return value
         try:
             names = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
         except ValueError as exc:
-            raise fail(section, key, f"bad template {value!r}: {exc}") from None
+            raise self.fail(section, key, f"bad template {value!r}: {exc}") from None
         bad = [n for n in names if n not in TEMPLATE_VARS]
         if bad:
-            raise fail(section, key, f"unknown template variable(s) {bad} in {value!r}; "
-                                     f"known: {', '.join(TEMPLATE_VARS)} (and the words {{chat_args}}, {{force_args}}, {{system_args}}, {{thinking_args}})")
+            raise self.fail(section, key, f"unknown template variable(s) {bad} in {value!r}; known: "
+                                          f"{', '.join(TEMPLATE_VARS)} (and the words {', '.join(sorted(_SPLICED))})")
         return value
 
-    for key in doc:
+
+def _top_level(src: _ProfileText) -> tuple[str, tuple[str, ...], bool, bool]:
+    """The top-level keys: ``(name, argv, home, chat)``, the command prefix with ``{profile_dir}`` and
+    ``{python}`` filled in (``about`` is checked: a string, for people only)."""
+    for key in src.doc:
         if key not in _TOP:
-            raise fail("", key, f"unknown key; a profile takes {', '.join(sorted(_TOP))}")
-    name = doc.get("name", "")
+            raise src.fail("", key, f"unknown key; a profile takes {', '.join(sorted(_TOP))}")
+    name = src.doc.get("name", "")
     if not isinstance(name, str) or not name:
-        raise fail("", "name", "expected a non-empty string: the subject's name in reports")
-    if "command" not in doc:
-        raise fail("", None, "missing key 'command': the command prefix that starts the agent")
-    command = words("", "command", doc["command"])
+        raise src.fail("", "name", "expected a non-empty string: the subject's name in reports")
+    about = src.doc.get("about", "")
+    if not isinstance(about, str):
+        raise src.fail("", "about", f"expected a string, got {about!r}")
+    if "command" not in src.doc:
+        raise src.fail("", None, "missing key 'command': the command prefix that starts the agent")
+    command = src.words("", "command", src.doc["command"])
     for w in command:
         if {f for _, f, _, _ in string.Formatter().parse(w) if f} - {"profile_dir", "python"}:
-            raise fail("", "command", f"the command prefix may only use {{profile_dir}} and {{python}}: {w!r}")
-    flags = {}
+            raise src.fail("", "command", f"the command prefix may only use {{profile_dir}} and {{python}}: {w!r}")
+    flags = []
     for key in ("home", "chat"):
-        value = doc.get(key, key == "chat")
+        value = src.doc.get(key, key == "chat")
         if not isinstance(value, bool):
-            raise fail("", key, f"expected true or false, got {value!r}")
-        flags[key] = value
+            raise src.fail("", key, f"expected true or false, got {value!r}")
+        flags.append(value)
+    profile_dir = os.path.dirname(src.path)
+    argv = tuple(w.replace("{profile_dir}", profile_dir).replace("{python}", sys.executable) for w in command)
+    return name, argv, flags[0], flags[1]
 
+
+def _env(src: _ProfileText) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """``[env]``: the variables a leg sets (name, value) and those it removes (``false``)."""
     env_set, env_unset = [], []
-    for key, value in table("env", None).items():
+    for key, value in src.table("env", None).items():
         if not _ENV_NAME.match(key):
-            raise fail("env", key, "not a variable name")
+            raise src.fail("env", key, "not a variable name")
         if value is False:
             env_unset.append(key)
         elif isinstance(value, str):
             env_set.append((key, value))
         else:
-            raise fail("env", key, f"expected a string (set it) or false (remove it), got {value!r}")
+            raise src.fail("env", key, f"expected a string (set it) or false (remove it), got {value!r}")
+    return tuple(env_set), tuple(env_unset)
 
+
+def _files(src: _ProfileText, home: bool) -> tuple[tuple[str, str], ...]:
+    """``[files]``: (path template, content template) of each file written before every leg, in the trial's
+    directories (under ``{home}`` only with ``home = true``)."""
     files = []
-    for key, value in table("files", None).items():
-        template("files", key, key)
+    for key, value in src.table("files", None).items():
+        src.template("files", key, key)
         if not key.startswith(("{state_home}/", "{home}/", "{trial_dir}/")):
-            raise fail("files", key, "a file must be written in the trial's directories: start its path with "
-                                     "{state_home}/, {home}/ or {trial_dir}/")
-        if key.startswith("{home}/") and not flags["home"]:
-            raise fail("files", key, "a file under {home} needs home = true")
+            raise src.fail("files", key, "a file must be written in the trial's directories: start its path with "
+                                         "{state_home}/, {home}/ or {trial_dir}/")
+        if key.startswith("{home}/") and not home:
+            raise src.fail("files", key, "a file under {home} needs home = true")
         if not isinstance(value, str):
-            raise fail("files", key, f"expected the file's content as a string template, got {value!r}")
-        template("files", key, value)
+            raise src.fail("files", key, f"expected the file's content as a string template, got {value!r}")
+        src.template("files", key, value)
         files.append((key, value))
+    return tuple(files)
 
-    commands = table("commands", _COMMANDS)
-    start = words("commands", "start", commands["start"]) if "start" in commands else CONTRACT_START
-    resume = words("commands", "resume", commands["resume"]) if "resume" in commands else CONTRACT_RESUME
-    force_args = words("commands", "force_args", commands.get("force_args", ["--force"]), nonempty=False)
-    chat_args = words("commands", "chat_args", commands.get("chat_args", ["--chat"]), nonempty=False)
-    system_args = words("commands", "system_args", commands.get("system_args", list(Subject.system_args)),
-                        nonempty=False)
-    thinking_args = words("commands", "thinking_args", commands.get("thinking_args", list(Subject.thinking_args)),
-                          nonempty=False)
+
+def _commands(src: _ProfileText) -> dict[str, Any]:
+    """``[commands]``: the :class:`Subject` fields of the argument templates, the contract's where unset."""
+    commands = src.table("commands", _COMMANDS)
+
+    def args(key: str, default: Sequence[str]) -> tuple[str, ...]:
+        return src.words("commands", key, commands.get(key, list(default)), nonempty=False)
+
+    start = src.words("commands", "start", commands["start"]) if "start" in commands else CONTRACT_START
+    resume = src.words("commands", "resume", commands["resume"]) if "resume" in commands else CONTRACT_RESUME
+    spliced = {"force_args": args("force_args", ["--force"]), "chat_args": args("chat_args", ["--chat"]),
+               "system_args": args("system_args", Subject.system_args),
+               "thinking_args": args("thinking_args", Subject.thinking_args)}
     resume_prompt = commands.get("resume_prompt", "")
     if not isinstance(resume_prompt, str):
-        raise fail("commands", "resume_prompt", f"expected a string, got {resume_prompt!r}")
-    if "{run_id}" not in " ".join(resume) and "resume" in commands:
-        raise fail("commands", "resume", "the resume command must name the run: put {run_id} in it")
+        raise src.fail("commands", "resume_prompt", f"expected a string, got {resume_prompt!r}")
+    if "resume" in commands and "{run_id}" not in " ".join(resume):
+        raise src.fail("commands", "resume", "the resume command must name the run: put {run_id} in it")
+    return {"start_args": start, "resume_args": resume, **spliced, "resume_prompt": resume_prompt}
 
-    exits_doc = table("exit", set(OUTCOMES))
+
+def _exits(src: _ProfileText) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """``[exit]``: each outcome's exit statuses (an outcome left out of a given table has none); the
+    contract's when the table is absent.  A run must be able to complete."""
+    exits_doc = src.table("exit", set(OUTCOMES))
+    if not exits_doc:
+        return CONTRACT_EXITS
     exits = []
-    for outcome, default in CONTRACT_EXITS:
-        codes = exits_doc.get(outcome, list(default) if not exits_doc else [])
+    for outcome, _ in CONTRACT_EXITS:
+        codes = exits_doc.get(outcome, [])
         if not isinstance(codes, list) or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255
                                                   for c in codes):
-            raise fail("exit", outcome, f"expected a list of exit statuses (0-255), got {codes!r}")
+            raise src.fail("exit", outcome, f"expected a list of exit statuses (0-255), got {codes!r}")
         exits.append((outcome, tuple(codes)))
-    if exits_doc and not any(codes for outcome, codes in exits if outcome == "completed"):
-        raise fail("exit", "completed", "a run must be able to complete: give its exit status")
+    if not dict(exits)["completed"]:
+        raise src.fail("exit", "completed", "a run must be able to complete: give its exit status")
+    return tuple(exits)
 
-    journal = table("journal", _JOURNAL)
-    journal_path = journal.get("path", CONTRACT_JOURNAL)
-    if not isinstance(journal_path, str) or not journal_path:
-        raise fail("journal", "path", f"expected a path template, got {journal_path!r}")
-    template("journal", "path", journal_path)
-    if "{run_id}" not in journal_path:
-        raise fail("journal", "path", "the journal path must name the run: put {run_id} in it")
-    if not journal_path.startswith(("{state_home}", "{home}", "{trial_dir}")):
-        raise fail("journal", "path", "the journal must live in the trial's directories: start the path with "
-                                      "{state_home}, {home} or {trial_dir}")
-    if journal_path.startswith("{home}") and not flags["home"]:
-        raise fail("journal", "path", "a journal under {home} needs home = true")
+
+def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
+    """``[journal]``: the journal's path template (naming the run, in the trial's directories) and format."""
+    journal = src.table("journal", _JOURNAL)
+    path = journal.get("path", CONTRACT_JOURNAL)
+    if not isinstance(path, str) or not path:
+        raise src.fail("journal", "path", f"expected a path template, got {path!r}")
+    src.template("journal", "path", path)
+    if "{run_id}" not in path:
+        raise src.fail("journal", "path", "the journal path must name the run: put {run_id} in it")
+    if not path.startswith(("{state_home}", "{home}", "{trial_dir}")):
+        raise src.fail("journal", "path", "the journal must live in the trial's directories: start the path with "
+                                          "{state_home}, {home} or {trial_dir}")
+    if path.startswith("{home}") and not home:
+        raise src.fail("journal", "path", "a journal under {home} needs home = true")
     fmt = journal.get("format", FISK_AI_V2)
     if fmt not in JOURNAL_FORMATS:
-        raise fail("journal", "format", f"unsupported journal format {fmt!r}; known: {', '.join(JOURNAL_FORMATS)}")
+        raise src.fail("journal", "format", f"unsupported journal format {fmt!r}; known: {', '.join(JOURNAL_FORMATS)}")
+    return path, fmt
 
-    reading = table("reading", _READING)
-    status_args = None
-    fields: list[tuple[str, str]] = []
-    if reading:
-        if fmt != FISK_AI_V2:
-            raise fail("reading", None, f"a reading is compared with fiskj's fold of the journal (I10), which needs "
+
+def _reading(src: _ProfileText, fmt: str) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
+    """``[reading]``: the agent's own reading command (None: it has none) and where its JSON holds each
+    field (``status`` required); it needs a journal fiskj can fold (I10 compares the two)."""
+    reading = src.table("reading", _READING)
+    if not reading:
+        return None, ()
+    if fmt != FISK_AI_V2:
+        raise src.fail("reading", None, f"a reading is compared with fiskj's fold of the journal (I10), which needs "
                                         f"journal format {FISK_AI_V2!r}; this profile says {fmt!r}")
-        if "command" not in reading:
-            raise fail("reading", None, "missing key 'command': the command that prints the agent's reading")
-        status_args = words("reading", "command", reading["command"])
-        for key in ("status", "pending", "records"):
-            if key in reading:
-                value = reading[key]
-                if not isinstance(value, str) or not value:
-                    raise fail("reading", key, f"expected a dotted path into the reading's JSON, got {value!r}")
-                fields.append((key, value))
-        if not any(k == "status" for k, _ in fields):
-            raise fail("reading", "status", "missing: where the reading's JSON holds the run's status")
+    if "command" not in reading:
+        raise src.fail("reading", None, "missing key 'command': the command that prints the agent's reading")
+    command = src.words("reading", "command", reading["command"])
+    fields = []
+    for key in ("status", "pending", "records"):
+        if key in reading:
+            value = reading[key]
+            if not isinstance(value, str) or not value:
+                raise src.fail("reading", key, f"expected a dotted path into the reading's JSON, got {value!r}")
+            fields.append((key, value))
+    if "status" not in reading:
+        raise src.fail("reading", "status", "missing: where the reading's JSON holds the run's status")
+    return command, tuple(fields)
 
-    not_applicable = []
-    for inv, why in table("not_applicable", None).items():
+
+def _not_applicable(src: _ProfileText) -> tuple[tuple[str, str], ...]:
+    """``[not_applicable]``: (invariant id, reason) of each invariant that does not apply to this agent."""
+    out = []
+    for inv, why in src.table("not_applicable", None).items():
         if inv not in INVARIANTS:
-            raise fail("not_applicable", inv, f"unknown invariant; known: {', '.join(INVARIANTS)}")
+            raise src.fail("not_applicable", inv, f"unknown invariant; known: {', '.join(INVARIANTS)}")
         if not isinstance(why, str) or not why.strip():
-            raise fail("not_applicable", inv, "expected the reason, as a non-empty string")
-        not_applicable.append((inv, why.strip()))
-
-    about = doc.get("about", "")
-    if not isinstance(about, str):
-        raise fail("", "about", f"expected a string, got {about!r}")
-    profile_dir = os.path.dirname(path)
-    argv = tuple(w.replace("{profile_dir}", profile_dir).replace("{python}", sys.executable) for w in command)
-    return Subject(argv=argv, extra_env=tuple(env_set), env_unset=tuple(env_unset), start_args=start,
-                   resume_args=resume, chat_args=chat_args, force_args=force_args, resume_prompt=resume_prompt,
-                   system_args=system_args, thinking_args=thinking_args,
-                   exits=tuple(exits) if exits_doc else CONTRACT_EXITS, journal=journal_path, journal_format=fmt,
-                   home=flags["home"], chat=flags["chat"], status_args=status_args, status_fields=tuple(fields),
-                   not_applicable=tuple(not_applicable), files=tuple(files), name=name, profile=path)
+            raise src.fail("not_applicable", inv, "expected the reason, as a non-empty string")
+        out.append((inv, why.strip()))
+    return tuple(out)

@@ -21,8 +21,8 @@ from typing import Any
 from harness.families.base import FamilyBase, Planned
 from harness.families.io_error.params import MODES, Params
 from harness.families.signals.family import TrialExecutor
-from harness.families.signals.faults import validate_schedule
 from harness.history.journal_location import JournalLocation
+from harness.runner.faults import validate_schedule
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario
 

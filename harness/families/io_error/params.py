@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.families.signals.faults import IO_ERROR_OPS, IO_ERRORS
+from harness.runner.faults import IO_ERROR_OPS, IO_ERRORS
 from harness.scenario.fields import int_, key, list_of
 
 __all__ = ["Params", "MODES"]

@@ -28,20 +28,20 @@ A write is *acknowledged* once the trace shows its call returned (the next
 write to the file, its close, the end of a ``complete`` trace; never after a
 failed fsync).  A correct writer syncs first, so acknowledged bytes are in
 every later state; one that returns early (no fsync, fsync before write, no
-directory fsync) loses them in some state: I4, :func:`lost_acknowledged`.
+directory fsync) loses them in some state: I4
+(:func:`harness.checkers.i4_acknowledged.lost_acknowledged`, on the state's
+:class:`harness.history.model.CrashStateFacts`).
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
-import json
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points",
-           "crash_states", "lost_acknowledged"]
+__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states"]
 
 SECTOR_BYTES = 512
 
@@ -383,47 +383,3 @@ def crash_states(events: Iterable[dict[str, Any]], files: dict[str, bytes] | Non
                     continue
                 seen.add(key)
             yield state
-
-
-_NAMES: dict[bytes, str] = {}  # _record_name's answers: the same acknowledged lines recur in every later state
-
-
-def _record_name(data: bytes) -> str:
-    """``"record seq 7 (tool_result)"`` when ``data`` is one journal line, else ``""`` (pure)."""
-    name = _NAMES.get(data)
-    if name is None:
-        if len(_NAMES) > 4096:
-            _NAMES.clear()
-        name = _NAMES[data] = _record_name_of(data)
-    return name
-
-
-def _record_name_of(data: bytes) -> str:
-    try:
-        obj = json.loads(data)
-    except ValueError:
-        return ""
-    if not isinstance(obj, dict) or "seq" not in obj:
-        return ""
-    kind = str(obj.get("protocol", "")).rsplit(".", 1)[-1] or "?"
-    return f"record seq {obj['seq']} ({kind}) "
-
-
-def lost_acknowledged(state: CrashState) -> list[str]:
-    """The acknowledged writes missing from ``state`` (empty when I4 holds), one message each: the file,
-    the record (when the bytes are one journal line), the bytes, the write and the fsync that
-    acknowledged it, and what the file holds there after the power loss."""
-    out = []
-    for ack in state.acks:
-        paths = [p for p, i in state.inodes.items() if i == ack.ino]
-        synced = f", acknowledged by n={ack.claimed}" if ack.claimed else ""
-        where = (f"{ack.path}: {_record_name(ack.data)}bytes {ack.offset}..{ack.end} acknowledged "
-                 f"(write n={ack.n}{synced})")
-        if not paths:
-            out.append(f"{where} but the file is gone (its directory entry was not made durable)")
-        elif not any(state.files[p][ack.offset:ack.end] == ack.data for p in paths):
-            size = max(len(state.files[p]) for p in paths)
-            what = (f"the file ends at byte {size}" if size <= ack.offset
-                    else "the file holds other bytes there")
-            out.append(f"{where} but not in the file: {what} (it was not durable when the power went)")
-    return out

@@ -24,7 +24,7 @@ For a scenario (docs/persistence-model.md has the model):
    ``History.crash_state`` (:meth:`~harness.history.model.CrashStateFacts.of`),
    judged by :func:`harness.checkers.check_all`: I4 on the state
    (:mod:`harness.checkers.i4_acknowledged`, by the model's
-   :func:`~harness.families.power_loss.crashstates.lost_acknowledged`: an append is
+   :func:`~harness.checkers.i4_acknowledged.lost_acknowledged`: an append is
    acknowledged when the trace shows it returned, so a correct writer's
    window between its fsync and its directory fsync is no violation), the
    other invariants (I2, I3, I5, I6, I7, I10) on the recovery.  This module

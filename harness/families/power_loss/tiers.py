@@ -6,7 +6,7 @@ milliseconds a state; a state's own facts are judged in microseconds.  So
 (docs/persistence-model.md "Tiered exploration"):
 
 * **cheap tier**, every distinct crash state: the crash model's I4 on the
-  state (:func:`~harness.families.power_loss.crashstates.lost_acknowledged`,
+  state (:func:`~harness.checkers.i4_acknowledged.lost_acknowledged`,
   pure), and the subject's own recovery and reading of the state's journal,
   judged as I5 (:mod:`harness.checkers.i5_reader_answers`) against what
   fiskj's reader, the oracle of I5, reads in the same bytes

@@ -39,7 +39,7 @@ from harness.families.race.driver import RaceDriver
 from harness.families.race.params import MODES, Params
 from harness.families.race.run import races_of, run_race_trial
 from harness.families.trace_points import pending_point_of, write_count
-from harness.report.faults import fault_counts
+from harness.history.faults import fault_counts
 from harness.names import MUTANT_ENV, PRELOAD_ENV
 from harness.runner.trial import Runner, run_id_for
 from harness.scenario.model import Scenario

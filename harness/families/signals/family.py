@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
-from harness.families.signals.faults import validate_schedule
+from harness.runner.faults import validate_schedule
 from harness.families.signals.params import MODES, Params
 from harness.families.signals.schedules import params_of, plan_schedules, schedule_strategy, spread
-from harness.report.faults import fault_counts
+from harness.history.faults import fault_counts
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.families.signals.faults import SIGNALS
+from harness.runner.faults import SIGNALS
 from harness.scenario.fields import choice, int_, key, list_of
 
 __all__ = ["Params", "CHAIN_KINDS", "MODES"]

@@ -1,6 +1,6 @@
 """Fault schedules: how a campaign draws the faults of its trials.
 
-A schedule is a list of faults, one per leg (:mod:`harness.families.signals.faults`
+A schedule is a list of faults, one per leg (:mod:`harness.runner.faults`
 validates them).  Timed faults and event kills are drawn with
 :mod:`hypothesis` (so a failing schedule shrinks to a minimal one); event
 kills of the first leg are also enumerated exhaustively.  Everything here is
@@ -13,6 +13,7 @@ import random
 import zlib
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from harness.draws import seeded_draws
 from harness.families.signals.params import Params
 from harness.history.timeline import Timeline
 from harness.scenario.model import Scenario
@@ -22,8 +23,7 @@ if TYPE_CHECKING:  # an annotation only: this generator does no IO
 
 T = TypeVar("T")
 
-__all__ = ["spread", "params_of", "schedule_strategy", "hypothesis_settings", "draw_schedules", "exhaustive_schedules", "plan_schedules",
-           "seed_for"]
+__all__ = ["spread", "params_of", "schedule_strategy", "exhaustive_schedules", "plan_schedules", "seed_for"]
 
 
 def params_of(scenario: Scenario) -> Params:
@@ -128,41 +128,6 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     return st.lists(leg, min_size=1, max_size=faults.legs)
 
 
-def hypothesis_settings(max_examples: int, shrink: bool) -> Any:
-    from hypothesis import HealthCheck, Phase, settings
-
-    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
-    return settings(max_examples=max_examples, database=None, phases=phases, deadline=None,
-                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False, derandomize=False)
-
-
-def draw_schedules(strategy: Any, count: int, seed: int) -> list[list[dict[str, Any]]]:
-    """Draw ``count`` schedules from ``strategy``, deterministically for ``seed``.
-
-    Uses ``hypothesis.find`` with a predicate that only collects (generate
-    phase only, no database).  When the strategy has fewer distinct values
-    than ``count``, the draws repeat cyclically.
-    """
-    from hypothesis import find
-    from hypothesis.errors import NoSuchExample
-
-    seen: list[list[dict[str, Any]]] = []
-
-    def collect(value: list[dict[str, Any]]) -> bool:
-        seen.append(value)
-        return False
-
-    if count <= 0:
-        return []
-    try:
-        find(strategy, collect, settings=hypothesis_settings(count, shrink=False), random=random.Random(seed))
-    except NoSuchExample:
-        pass
-    if not seen:
-        return [[] for _ in range(count)]
-    return [seen[i % len(seen)] for i in range(count)]
-
-
 def exhaustive_schedules(events: int, cap: int, seed: int,
                          signals: tuple[str, ...] | None = None) -> list[list[dict[str, Any]]]:
     """Single-leg crash points: a kill before seam event 1 and after each event ``1..events``; with
@@ -219,5 +184,5 @@ def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int)
             return plan
     rest = count - len(plan)
     if rest > 0:
-        plan += [(sch, "hypothesis") for sch in draw_schedules(schedule_strategy(scenario, ref), rest, s)]
+        plan += [(sch, "hypothesis") for sch in seeded_draws(schedule_strategy(scenario, ref), rest, s)]
     return plan

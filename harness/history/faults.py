@@ -1,4 +1,4 @@
-"""Fault counts: how many faults of each kind a trial injected, as a report counts them.
+"""Fault counts: how many faults of each kind a trial's history shows injected (families and report count alike).
 
 A trial's ``faults`` (``TrialResult.faults``, a report row's ``faults``)
 maps a kind of :data:`harness.names.FAULT_COUNTS` (or ``crash_states``,

@@ -1,4 +1,4 @@
-"""The signals family's faults as data: one fault per leg (pure: no IO).
+"""The leg runner's faults as data: one fault per leg, as the families schedule them (pure: no IO).
 
 A *schedule* is a list with one fault per leg (leg 0 is the start, later
 legs are resumes); legs past its end get no fault.  A fault is a dict:
