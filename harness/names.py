@@ -61,7 +61,7 @@ HARNESS_USAGE = 2
 # --- faults ------------------------------------------------------------------------------------
 
 # Family names and modes have one source, the family registry (harness.families.registry); race
-# names the race family's catalog (harness.families.race.catalog.RACES).
+# names the race family's params (harness.families.race.params.RACES).
 
 #: The injected faults a report counts, by kind, in the order its summary prints them (a trial's
 #: ``faults``: ``kill`` and ``suspend`` legs, ``tail`` mutations, ``power_loss`` states, ``race`` trials).

@@ -35,7 +35,7 @@ from harness.families.signals.faults import event_action, history_fault
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
-from harness.observer.ops import KINDS
+from harness.observer.ops import KINDS, entry_order
 from harness.observer.trace import ops_to_trace
 from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
 from harness.subject.contract import CONTRACT_EXITS, Subject
@@ -134,6 +134,15 @@ def observer_faults(spec: dict[str, Any]) -> list[str]:
             raise ValueError(f"event kill op {op!r} is not an observed op (known: {', '.join(KINDS)})")
         value += f":{op}"
     return [value]
+
+
+def lock_point(ops: Any) -> int | None:
+    """The sequence point K (1-based, among the ops a ``hold`` counts: :data:`HOLD_KINDS`, in entry order)
+    of the first lock in the observed ``ops`` (pure), or ``None`` when they hold no lock: a hold at K for
+    ``K <= lock_point`` stops the leg before it holds the lock."""
+    kinds = set(HOLD_KINDS.split(","))
+    points = [op for op in entry_order(ops) if not op.lifecycle and op.op in kinds]
+    return next((k for k, op in enumerate(points, start=1) if op.op in ("flock", "lock")), None)
 
 
 def _hold(proc: Any, timeout: float) -> bool:
@@ -449,7 +458,9 @@ def run_leg(plan: LegPlan, starter: LegStarter,
     leg.fault.detail.update(plan.detail)
     leg.journal = plan.journal.read_bytes() if plan.journal.exists() else None
     if starter.observe:
-        leg.trace = ops_to_trace(proc.ops()) if log.exists() else []
+        ops = proc.ops() if log.exists() else []
+        leg.trace = ops_to_trace(ops)
+        leg.lock_point = lock_point(ops) if hold else None  # lookups and reads are logged for a held leg only
     else:
         leg.trace = read_trace(plan.trace) if plan.trace is not None else []
     if plan.fault.get("kind") == "io_error":  # injected when a call of the leg failed with it

@@ -1,10 +1,9 @@
 """A leg's preload: the module named in ``$FISKJ_PRELOAD``, imported by name before the agent starts.
 
 The one mechanism by which a child process of the harness is changed
-before it runs: the mutant subject (``python -m harness.selftest.subject``),
-a leg forked by the fork server (:mod:`harness.subject.forkserver`) and a
-race agent (:mod:`harness.families.race.agent`) each call :func:`load_preload`
-first.  The module does its work on import (a mutant of
+before it runs: the mutant subject (``python -m harness.selftest.subject``)
+and a leg forked by the fork server (:mod:`harness.subject.forkserver`) each
+call :func:`load_preload` first.  The module does its work on import (a mutant of
 :mod:`harness.selftest.mutants` patches fiskj there), so it exists in that
 child only, never in the harness.  Nothing here knows which modules exist:
 the name comes from the leg's environment (:meth:`harness.subject.contract.Subject.env`,
