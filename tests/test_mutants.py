@@ -15,12 +15,12 @@ import pytest
 
 from fiskj import fingerprint, loop, store
 from harness.cli.main import main
-from harness.families.race.catalog import RACES
+from harness.families.race.params import RACES
 from harness.names import MUTANTS_PACKAGE
 from harness.selftest import mutants as registry
 from harness.selftest.mutants import MODULES, RACE_MUTANTS, mutants, subject_for, with_preload
 from harness.selftest.run import all_mutants, render_table, run_mutant
-from harness.selftest.targets import TARGETS, Target
+from harness.selftest.targets import TARGETS, UNIT_TESTED, Target
 from harness.subject.contract import parse_subject
 
 #: The bug classes of issue 7 item 4, each with the mutant that reintroduces it.
@@ -49,8 +49,10 @@ def test_there_are_at_least_14_mutants_one_per_bug_class_and_each_has_a_target()
     assert len(names) >= 14
     assert set(BUG_CLASSES.values()) <= set(names)
     assert len({defect for defect, _ in names.values()}) == len(names), "two mutants share a bug class"
-    assert set(TARGETS) == set(names), "harness/selftest/targets.py must name a campaign for every mutant"
-    assert set(RACE_MUTANTS) <= {m.name for m in mutants()} and len(RACE_MUTANTS) == 10
+    assert set(TARGETS) | set(UNIT_TESTED) == set(names), \
+        "harness/selftest/targets.py must name a campaign (or the unit tests) for every mutant"
+    assert not set(TARGETS) & set(UNIT_TESTED)
+    assert set(RACE_MUTANTS) <= {m.name for m in mutants()} and len(RACE_MUTANTS) == 7
     assert len(MODULES) == len(mutants()) == len(names)
 
 
@@ -139,8 +141,7 @@ def test_each_mutant_is_caught_by_the_campaign_that_targets_it(name):
     # a bug the uninterrupted run already shows needs no fault to reproduce (noop-baseline's targets)
     faults = 0 if TARGETS[name].scenario == "noop-baseline" else 1
     assert result.invariants and result.first_detection_s is not None and result.shrunk_length >= faults
-    if name not in RACE_MUTANTS:
-        assert f"FISKJ_MUTANT={name}" in result.reproduce
+    assert f"FISKJ_MUTANT={name}" in result.reproduce  # a race too runs the mutant subject's own commands
 
 
 def test_a_mutant_its_campaign_cannot_catch_is_reported_not_caught_and_the_command_exits_1(monkeypatch, capsys):
@@ -174,6 +175,7 @@ def test_the_mutants_command_lists_every_mutant_with_its_target_and_what_it_brea
     assert "power-loss-basic (I4)" in no_fsync and "never fsynced" in no_fsync
     ended = next(r for r in rows if r.startswith("ended-leg-not-resumable "))
     assert ended.endswith("is refused instead of resumed")  # the whole defect, not its first line
+    assert "tests/test_lock.py (unit tests)" in next(r for r in rows if r.startswith("lockf "))
     assert not [m for m in set(sys.modules) - before if m.startswith(MUTANTS_PACKAGE + ".")]  # (importing one patches fiskj)
 
 

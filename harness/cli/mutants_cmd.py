@@ -49,7 +49,7 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
         from pathlib import Path
 
         import harness.selftest.mutants as package
-        from harness.selftest.targets import TARGETS
+        from harness.selftest.targets import TARGETS, UNIT_TESTED
 
         rows = []
         for name in args.names or known:
@@ -60,7 +60,9 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
                            and any(isinstance(t, ast.Name) and t.id == "DEFECT" for t in node.targets)
                            and isinstance(node.value, ast.Constant)), "")
             target = TARGETS.get(name)
-            rows.append((name, f"{target.scenario} ({', '.join(target.expect)})" if target else "(no target)", defect))
+            where = (f"{target.scenario} ({', '.join(target.expect)})" if target else
+                     f"{UNIT_TESTED[name]} (unit tests)" if name in UNIT_TESTED else "(no target)")
+            rows.append((name, where, defect))
         a = max(len(r[0]) for r in rows + [("mutant", "", "")])
         b = max(len(r[1]) for r in rows + [("", "target (invariants)", "")])
         for row in [("mutant", "target (invariants)", "what it breaks")] + rows:

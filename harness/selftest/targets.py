@@ -1,6 +1,7 @@
 """Which campaign must catch which mutant: the data of the mutant self-test (``fiskj-harness mutants``).
 
-One :class:`Target` per mutant of :mod:`harness.selftest.mutants`: the
+One :class:`Target` per mutant of :mod:`harness.selftest.mutants` (but those of
+:data:`UNIT_TESTED`, which unit tests catch): the
 bundled scenario whose fault family targets the mutant's bug class, how
 many trials (and with which campaign seed) the self-test runs at first,
 and the invariants expected to catch it (documentation: the self-test
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Target", "TARGETS", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT", "JSONL_SUBJECT",
+__all__ = ["Target", "TARGETS", "UNIT_TESTED", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT", "JSONL_SUBJECT",
            "JSONL_TARGETS", "JSONL_NOT_CAUGHT", "JSONL_SAME_PATH"]
 
 
@@ -51,16 +52,15 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("fingerprint-ignores-model", "drift-refused", 6, ("I9",)),
     # the bug the suite found, caught by its regression scenario (scenarios/regressions/)
     Target("create-not-reclaimed", "regressions/regression-kill-every-event-i6-2f917387", 1, ("I6",), shrink=0),
-    # the run lock and the store under concurrency: the race family (its own verdict and I2, I4, I8, I9)
-    Target("fold-before-lock", "race-two-resumers", 9, ("race", "I2")),
-    Target("create-no-excl", "race-two-creates", 9, ("race", "I4")),
-    Target("release-before-last-append", "race-two-writers", 12, ("race", "I8")),
-    Target("lockf", "race-lock-survives-other-fds", 3, ("race",)),
-    Target("no-cloexec", "race-lock-survives-other-fds", 3, ("race",)),
-    Target("stale-lock-file", "race-holder-killed", 6, ("race",)),
-    Target("blocking-lock", "race-two-writers", 12, ("race",)),
-    Target("torn-tail-is-corrupt", "race-readers-during-appends", 6, ("race", "I5")),
-    Target("reader-locks", "race-readers-during-appends", 6, ("race",)),
+    # the run lock and the store under concurrency: the race family, legs held at sequence points
+    Target("fold-before-lock", "race-two-resumers", 9, ("I2", "I5")),
+    Target("create-no-excl", "race-two-creates", 9, ("I2", "I4", "I5")),
+    Target("release-before-last-append", "race-two-writers", 12, ("I8",)),
+    Target("stale-lock-file", "race-holder-killed", 6, ("I6", "I8")),
+    Target("blocking-lock", "race-two-writers", 12, ("I8",)),
+    Target("reader-locks", "race-readers-during-appends", 6, ("I10",)),
+    # a reader that calls a torn tail corruption: the tail family gives the reader torn journals (I5)
+    Target("torn-tail-is-corrupt", "tails-basic", 4, ("I5", "I6")),
     # IO errors injected from outside: the io_error family (I4: nothing that failed is acknowledged)
     Target("fsync-error-retried", "io-errors", 6, ("I4",)),
     # the engine's own reading of its journal: the subject's status command as an oracle (I10)
@@ -111,6 +111,12 @@ TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("ended-leg-not-resumable", "max-tokens-kill", 4, ("I9",), shrink=0),
     # --- end of the issue 15 block ------------------------------------------------------------------------
 )}
+
+#: Mutants no campaign can catch, each caught instead by the unit tests named (mutant -> test module): the
+#: run lock's semantics inside its holder (a ``lockf`` lock that the close of another descriptor drops, a
+#: lock descriptor a tool child inherits) show only to a test that controls the holder process.  The mutant
+#: self-test runs no campaign for them; the test module applies each and asserts it is caught.
+UNIT_TESTED: dict[str, str] = {"lockf": "tests/test_lock.py", "no-cloexec": "tests/test_lock.py"}
 
 
 #: The foreign subject (subjects/node/, no code of ours inside) and its bug variants

@@ -1,8 +1,8 @@
 """Mutant ``blocking-lock``: ``flock`` without ``LOCK_NB``: a second writer waits instead of being refused.
 
 A busy lock must be ``RunLocked`` at once (docs/spec.md section 10,
-rule 2).  Caught by the race ``two-writers`` (the refusal does not come at
-once: the agent is blocked).
+rule 2).  Caught by the race ``two-writers`` (the rival meets the lock while the held writer holds it,
+and waits in ``flock`` until it is killed: I8 ``waited_for_lock``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 fisk-ai's defect 3 (docs/spec.md section 16; section 11): two creators can
 both pass the check, and the second treats the first's records as its own.
-Caught by the race ``two-creates`` (both paused at their first open): the
-race's own checks (exactly one create wins) and I4.
+Caught by the race ``two-creates`` (one creator held before its lock while
+the other creates and completes the run): it writes a second meta over the
+winner's records (I4, I5) and runs the tools again (I2).
 """
 
 from __future__ import annotations

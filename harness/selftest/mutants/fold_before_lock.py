@@ -3,9 +3,9 @@
 fisk-ai's defect 2 (docs/spec.md section 16; section 12, rule 1): a second
 resumer that folded while the first was still running continues from a
 stale state and re-runs tools that already ran.  Caught by the race
-``two-resumers`` (the loser paused at its lock until the winner is done):
-the race's own checks (exactly one resumer proceeds, each unanswered tool
-runs once) and I2.
+``two-resumers`` (one resumer held at a sequence point between its
+unlocked read and its lock while the other completes the run): it runs the
+tools again (I2) and appends to a run that ended (I5).
 """
 
 from __future__ import annotations

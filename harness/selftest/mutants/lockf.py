@@ -2,17 +2,18 @@
 
 A record lock belongs to the process and vanishes when any descriptor of
 the file closes (docs/spec.md section 10, rule 1).  The seam's own call
-tables are patched, so traces still show the calls as ``flock``.  Caught
-by the race ``lock-survives-other-fds`` (the holder opens and closes the
-lock file: the other writer is not refused).
+tables are patched, so traces still show the calls as ``flock``.  fiskj's
+commands never close another descriptor of the lock file while they hold
+it, so no campaign sees it: the unit tests of tests/test_lock.py catch it
+(field case F18: the holder opens and closes the lock file, and the other
+writer is not refused).
 """
 
 from __future__ import annotations
 
 NAME = "lockf"
 DEFECT = "the run lock is fcntl.lockf, dropped when any descriptor of the lock file closes"
-FAMILY = "race"
-RACE = "lock-survives-other-fds"
+FAMILY = "unit"
 
 
 def _lockf_call(fd: int, operation: int) -> None:

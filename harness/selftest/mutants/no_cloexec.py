@@ -3,16 +3,17 @@
 Tool subprocesses must not inherit the lock (docs/spec.md section 10,
 rule 3): a child that outlives its SIGKILLed holder keeps the run locked.
 Python opens descriptors close-on-exec (PEP 446); the patch undoes that.
-Caught by the race ``lock-survives-other-fds`` (the other writer cannot
-take the run over).
+fiskj's tools run with ``close_fds`` (subprocess's default), so no campaign
+sees it: the unit tests of tests/test_lock.py catch it (field case F18: a
+long-lived child that inherits every inheritable descriptor outlives its
+SIGKILLed holder, and the other writer cannot take the run over).
 """
 
 from __future__ import annotations
 
 NAME = "no-cloexec"
 DEFECT = "the lock descriptor is not close-on-exec: a tool child keeps the run locked"
-FAMILY = "race"
-RACE = "lock-survives-other-fds"
+FAMILY = "unit"
 
 
 def apply() -> None:

@@ -4,8 +4,8 @@ Load and List read without taking the lock (docs/spec.md section 10; the
 design: "Load and List do not lock, since they only read"): a reader that
 locks fails with RunLocked whenever a writer holds the run, which is
 exactly when a user asks for its status.  Caught by the race
-``readers-during-appends``: the race agent's poller (the reference) or the
-subject's own status command while a writer is held (a foreign subject).
+``readers-during-appends``: the subject's own status command, run while a
+writer is held before a write, fails (I10).
 """
 
 from __future__ import annotations

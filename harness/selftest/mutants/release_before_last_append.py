@@ -2,7 +2,8 @@
 
 The lock must be held from before a writer's first change of the journal
 until after its last (docs/spec.md section 10, rule 1).  Caught by the race
-``two-writers`` (B runs a session in the gap): I4, I5 and I8.
+``two-writers``: the held writer appends its terminal record after its
+unlock (I8).
 """
 
 from __future__ import annotations

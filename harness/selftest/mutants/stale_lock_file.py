@@ -3,7 +3,7 @@
 The kernel drops a lock when its holder dies; a marker file stays behind
 (docs/spec.md section 10, rule 3), so a SIGKILLed holder leaves the run
 locked.  Caught by the race ``holder-killed`` (the next writer cannot take
-the run over).
+the run over: the run stays unfinished, I6, I8).
 """
 
 from __future__ import annotations

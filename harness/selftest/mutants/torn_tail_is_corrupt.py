@@ -1,17 +1,17 @@
 """Mutant ``torn-tail-is-corrupt``: ``load`` and ``list`` raise on a partial last line.
 
 A writer's partial last line is a torn tail to a reader that does not
-lock, never an error (docs/spec.md section 10, rule 5).  Caught by the race
-``readers-during-appends`` (writes split at sequence points: the poller
-sees false corruption).
+lock, never an error (docs/spec.md section 10, rule 5).  fiskj writes a
+record in one write, so a race's reader never sees half a line; the tail
+family (``tails-basic``) gives the reader torn journals: it answers
+corruption where the journal holds a torn tail (I5).
 """
 
 from __future__ import annotations
 
 NAME = "torn-tail-is-corrupt"
 DEFECT = "load and list raise on a partial last line instead of reporting a torn tail"
-FAMILY = "race"
-RACE = "readers-during-appends"
+FAMILY = "tail"
 
 
 def apply() -> None:
