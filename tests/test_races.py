@@ -46,18 +46,16 @@ def prepared(runner):
     for race in RACES:
         sc = scenario(race)
         out[race] = (sc, RACE.prepare(sc, runner, runner.reference(sc)))
-    return out
+    yield out
+    for _, prep in out.values():
+        prep.runner.close()  # what an executor does when the campaign is done with it
 
 
 def run(prepared, runner, race, schedule):
     """One trial of ``race`` on the reference under ``schedule``, through the family's executor."""
     sc, prep = prepared[race]
     (planned,) = RACE.plan(sc, prep, 1, 1, [schedule])
-    ex = RACE.open(sc, runner, prep)
-    try:
-        return ex.run(planned), planned
-    finally:
-        ex.close()
+    return RACE.open(sc, runner, prep).run(planned), planned  # (the fixture closes the prepared runner)
 
 
 def holding(prep):

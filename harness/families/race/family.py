@@ -66,7 +66,7 @@ def _observed(runner: Runner) -> Runner | None:
     if runner.observe:
         return None
     return Runner(runner.subject, runner.server, tmp_root=runner.tmp_root, keep_dirs=runner.keep_dirs,
-                  fork_server=False, observe=True, readings=runner.readings)
+                  observe=True, readings=runner.readings)
 
 
 class _Executor:
@@ -122,10 +122,17 @@ class RaceFamily(FamilyBase):
 
     def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
-        """:func:`harness.families.race.plan.plan_races` from the prepared run (pure)."""
-        return plan_races(scenario, reference.history if reference is not None else None, count, seed, schedules,
-                          run_id=run_id_for(scenario), start_lock=getattr(reference, "start_lock", None),
-                          resume_lock=getattr(reference, "resume_lock", None))
+        """:func:`harness.families.race.plan.plan_races` from the prepared run (pure; when it raises, the
+        prepared observed runner, which no executor will close, is closed)."""
+        try:
+            return plan_races(scenario, reference.history if reference is not None else None, count, seed,
+                              schedules, run_id=run_id_for(scenario),
+                              start_lock=getattr(reference, "start_lock", None),
+                              resume_lock=getattr(reference, "resume_lock", None))
+        except ValueError:
+            if isinstance(reference, Prepared) and reference.runner is not None:
+                reference.runner.close()
+            raise
 
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
         return _Executor(scenario, runner, reference.runner if isinstance(reference, Prepared) else None)
