@@ -77,8 +77,8 @@ SEED_STEP = 1000
 
 # --- preloads and mutants ------------------------------------------------------------------------
 
-#: A module a leg imports first, by name, before the agent starts (the mutant subject, a forked
-#: leg and a race agent honour it; the module applies its patch on import).
+#: A module a leg imports first, by name, before the agent starts (the mutant subject and a forked
+#: leg honour it; the module applies its patch on import).
 PRELOAD_ENV = "FISKJ_PRELOAD"
 #: The user-facing name of a mutant (``FISKJ_MUTANT=no-fsync``): reproducers and reports carry it;
 #: :mod:`harness.selftest.mutants` maps it to the module for :data:`PRELOAD_ENV`.

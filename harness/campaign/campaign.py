@@ -156,8 +156,8 @@ class Campaign:
     every planned trial before sharding (main thread), drops the ones it refuses from the plan; ``admit(scenario)``
     -> bool, asked on a trial's thread just before it starts, leaves the trial unrun (no result) when refused.
     ``skip_unsupported``: a scenario that cannot apply to the subject (:func:`unsupported`) is not run and
-    said so in the limits (``NOT RUN``), not a setup error (the default bundled set, where a race of fiskj's
-    own store is in the set whatever the subject); otherwise it is a setup error (exit 2).
+    said so in the limits (``NOT RUN``), not a setup error (the default bundled set, where the reader race is in
+    the set whatever the subject, which may give no reading command); otherwise it is a setup error (exit 2).
     """
 
     def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,

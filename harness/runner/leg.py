@@ -2,8 +2,8 @@
 
 A *leg* is one agent process of a trial (leg 0 starts the run, later legs
 resume it; docs/subject.md).  Every family starts its legs here: the
-signals family's trials (:mod:`harness.runner.trial`), the power-loss and
-tail recovery legs, and the race agents (:meth:`LegStarter.start_piped`).
+signals family's and the race family's trials (:mod:`harness.runner.trial`),
+and the power-loss and tail recovery legs.
 :func:`run_leg` starts one leg (forked from this thread's fork server, or a
 fresh process in a new session), applies the leg's fault (:func:`drive`),
 waits, kills and reaps its whole tree (:mod:`harness.runner.process`) and
@@ -365,13 +365,6 @@ class LegStarter:
             stdout = ""
         return {"argv": [module, *args], "exit_code": code, "stdout": stdout, "stderr": tail_text(err),
                 "timed_out": timed_out}
-
-    @staticmethod
-    def start_piped(argv: list[str], env: dict[str, str], err: str) -> subprocess.Popen:
-        """Start an agent process that talks over pipes (the race agents): stdin and stdout are pipes, unbuffered."""
-        with open(err, "wb") as fe:
-            return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fe, env=env,
-                                    close_fds=True, bufsize=0)
 
     def close(self) -> None:
         """Stop every fork server this starter started; idempotent."""

@@ -4,9 +4,8 @@ For each mutant (:mod:`harness.selftest.mutants`, one module each), the
 campaign its :class:`~harness.selftest.targets.Target` names runs with the
 mutant's subject (:func:`harness.selftest.mutants.subject_for`):
 ``python -m harness.selftest.subject`` with ``FISKJ_PRELOAD`` naming the
-mutant's module (and ``FISKJ_MUTANT`` its name) in the agent's environment
-(for the race family the race agents get them), so the patch exists in the
-child processes only and the checkers judge histories without knowing
+mutant's module (and ``FISKJ_MUTANT`` its name) in the agent's environment,
+so the patch exists in the child processes only and the checkers judge histories without knowing
 which mutant ran.  A mutant is *caught* when a trial has an ``invalid``
 checked invariant (an ``unknown`` is not a catch).
 

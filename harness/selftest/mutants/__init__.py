@@ -3,13 +3,14 @@
 A mutant is one module of this package: its docstring says the bug, its
 constants say ``NAME`` (the user-facing name, ``FISKJ_MUTANT=NAME``),
 ``DEFECT`` (the bug class it reintroduces), ``FAMILY`` (the fault family
-that must catch it) and, for the race family, ``RACE`` (the race that
-must); its ``apply()`` monkeypatches :mod:`fiskj`, and the module calls it
+that must catch it, or ``unit`` for one only unit tests catch:
+:data:`harness.selftest.targets.UNIT_TESTED`) and, for the race family,
+``RACE`` (the race that must); its ``apply()`` monkeypatches :mod:`fiskj`, and the module calls it
 when it is imported.  So a mutant module is a *preload*: a child process
 applies it by importing it by name, from ``$FISKJ_PRELOAD``
 (:mod:`harness.subject.preload`): the mutant subject
-(``python -m harness.selftest.subject``), a leg forked by the fork server
-and a race agent all do just that.  The harness never imports one (that
+(``python -m harness.selftest.subject``) and a leg forked by the fork
+server both do just that.  The harness never imports one (that
 would patch the harness): this registry reads the constants from the
 module's source, and :func:`subject_for` names the module in the
 subject's environment, with the mutant's name beside it for reproducers
@@ -38,16 +39,16 @@ there too.
 | ``counters-in-memory`` | tokens spent and iteration restart at zero on resume | kill, budget end (I6) |
 | ``fingerprint-ignores-model`` | the resume guard ignores the model field | suspend, drift (I9) |
 | ``create-not-reclaimed`` | a journal left empty by a crashed create is never reclaimed | kill, regression (I6) |
-| ``fold-before-lock`` | ``open`` folds, then locks (defect 2) | race ``two-resumers`` (race, I2) |
-| ``create-no-excl`` | ``create`` checks existence, then opens without ``O_EXCL`` (defect 3) | race ``two-creates`` (race, I4) |
+| ``fold-before-lock`` | ``open`` folds, then locks (defect 2) | race ``two-resumers`` (I2, I5) |
+| ``create-no-excl`` | ``create`` checks existence, then opens without ``O_EXCL`` (defect 3) | race ``two-creates`` (I2, I4, I5) |
 | ``release-before-last-append`` | the lock is released before the terminal record is appended | race ``two-writers`` (I8) |
-| ``lockf`` | the run lock is a ``lockf`` record lock: closing any descriptor of the lock file drops it | race ``lock-survives-other-fds`` |
-| ``no-cloexec`` | the lock descriptor is inherited by tool subprocesses | race ``lock-survives-other-fds`` |
+| ``lockf`` | the run lock is a ``lockf`` record lock: closing any descriptor of the lock file drops it | unit tests, tests/test_lock.py |
+| ``no-cloexec`` | the lock descriptor is inherited by tool subprocesses | unit tests, tests/test_lock.py |
 | ``fsync-error-retried`` | a failed fsync is retried into success and the append acknowledged | io_error (I4) |
-| ``stale-lock-file`` | the lock is an ``O_EXCL`` marker file a SIGKILLed holder leaves behind | race ``holder-killed`` |
-| ``blocking-lock`` | ``flock`` without ``LOCK_NB``: a second writer waits instead of being refused | race ``two-writers`` |
-| ``torn-tail-is-corrupt`` | ``load``/``list`` raise on a partial last line | race ``readers-during-appends`` |
-| ``reader-locks`` | ``load`` takes the run lock: reading a run that is being written fails | race ``readers-during-appends`` |
+| ``stale-lock-file`` | the lock is an ``O_EXCL`` marker file a SIGKILLed holder leaves behind | race ``holder-killed`` (I6, I8) |
+| ``blocking-lock`` | ``flock`` without ``LOCK_NB``: a second writer waits instead of being refused | race ``two-writers`` (I8) |
+| ``torn-tail-is-corrupt`` | ``load``/``list`` raise on a partial last line | tail (I5) |
+| ``reader-locks`` | ``load`` takes the run lock: reading a run that is being written fails | race ``readers-during-appends`` (I10) |
 | ``resume-skips-completed`` | a resumed leg that completes does not journal ``completed`` | kill (I6) |
 | ``pending-turn-not-counted`` | a resume numbers iterations without the pending turn | kill (I6) |
 | ``recall-after-final-answer`` | a resume asks the model again for a journaled final answer | kill (I3, I6) |

@@ -57,8 +57,7 @@ def replace_flock(call: Callable[[int, int], None]) -> None:
     """Make ``call`` the IO seam's ``flock``, traced or not, so that traces still show it as ``flock``.
 
     Patches the seam's own call tables and configures the seam again from
-    the environment, so that :func:`fiskj.ioseam.configure` (called again
-    per trial by a race agent) keeps it.  Shared by ``lockf`` and
+    the environment, so that a later :func:`fiskj.ioseam.configure` keeps it.  Shared by ``lockf`` and
     ``blocking-lock``.
     """
     from fiskj import ioseam
