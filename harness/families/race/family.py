@@ -15,7 +15,8 @@ then released.  Faults are tied to observed events, never to time.
   model (fisk-ai defect 2: I2, I3, I5).
 * ``two-writers``: the same sequence points seen from the writer that holds
   the run: the rival must be refused at once, change no byte (I8, I9) and never
-  wait on the lock (a blocked rival leaves the run unfinished: I6).
+  wait in the lock until it is killed (I8 ``waited_for_lock``); the run still
+  ends as the uninterrupted one did (I6).
 * ``two-creates``: both create the run, K over the creator's points up to and
   past its lock; the held one must not touch the winner's journal (a create
   without ``O_EXCL`` does, defect 3: I2, I4, I5).
@@ -27,9 +28,10 @@ then released.  Faults are tied to observed events, never to time.
   or calls a half line corrupt answers wrong).
 
 Plan (pure, :mod:`harness.families.race.plan`): trial ``i`` runs race
-``i mod len(races)`` at its next K; a replay names its schedule.  :meth:`RaceFamily.prepare` runs the uninterrupted
-run observed (a fiskj-based subject's legs are not observed by default) and one
-resume of it, so the plan knows each leg's ``lock_point``.
+``i mod len(races)`` at its next K; a replay names its schedule.
+:meth:`RaceFamily.prepare` runs the uninterrupted run observed (a fiskj-based
+subject's legs are not observed by default) and probes a start and a resume of
+it, so the plan knows where each leg asks for its lock (``lock_point``).
 """
 
 from __future__ import annotations

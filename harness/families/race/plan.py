@@ -98,6 +98,7 @@ def plan_races(scenario: Scenario, history: History | None, count: int, seed: in
             points = hold_points(locks[race], race == "two-writers")
             at = points[(k - 1) % len(points)] if points else k
             schedule = ([pending] if race != "two-creates" else []) + [{"kind": "hold", "at": at}]
+            # two writers end as the uninterrupted run did, whichever held the run (I6)
             judged += ("I6",) if race == "two-writers" and "I6" not in invariants else ()
         out.append(Planned(schedule, f"race-{race}", seed, invariants=judged))
     return out
