@@ -64,7 +64,7 @@ HARNESS_USAGE = 2
 # --- faults ------------------------------------------------------------------------------------
 
 # Family names and modes have one source, the family registry (harness.families.registry); race
-# names the race family's catalog (harness.families.race.catalog.RACES).
+# names the race family's params (harness.families.race.params.RACES).
 
 #: The injected faults a report counts, by kind, in the order its summary prints them (a trial's
 #: ``faults``: ``kill`` and ``suspend`` legs, ``tail`` mutations, ``power_loss`` states, ``race`` trials).
@@ -81,7 +81,7 @@ SEED_STEP = 1000
 # --- preloads and mutants ------------------------------------------------------------------------
 
 #: A module a leg imports first, by name, before the agent starts, then calls its ``preload(environ)`` hook
-#: (the mutant subject, a forked leg, a family's child and a race agent honour it: :mod:`harness.subject.preload`).
+#: (the mutant subject, a forked leg and a family's child honour it: :mod:`harness.subject.preload`).
 PRELOAD_ENV = "FISKJ_PRELOAD"
 #: The user-facing name of a mutant (``FISKJ_MUTANT=no-fsync``): reproducers and reports carry it;
 #: the preload :data:`MUTANT_PRELOAD` applies the row of that name.

@@ -161,3 +161,17 @@ def test_a_writer_that_releases_the_lock_before_its_last_fsync_or_close_is_caugh
 def test_record_locks_kept_whole_and_open_file_description_locks_are_held_like_flock():
     assert i8_one_writer.check(_record_locker("F_SETLKW", closes_other_fd=False)).status == "valid"
     assert i8_one_writer.check(_record_locker("F_OFD_SETLK", closes_other_fd=True)).status == "valid"
+
+
+def test_a_second_writer_that_waits_in_flock_until_it_is_killed_is_caught_and_a_refused_one_is_not():
+    # docs/spec.md section 10, rule 2: a busy lock is RunLocked at once (the blocking-lock mutant waits instead)
+    m, a, r = lines(M(), A("a"), R("a"))
+    first = _writer(0, 10, 100, 200, [(150, a), (170, r)], lock_t=110, unlock_t=190)
+    waiting = _writer(1, 11, 120, 300, [], lock_t=125, lock_error="KILLED")
+    waiting.timed_out, waiting.exit_code, waiting.exit_signal = True, None, "SIGKILL"
+    v = i8_one_writer.check(_history(first, waiting, journal=m + a + r))
+    assert v.status == "invalid", v.evidence
+    (found,) = v.evidence["violations"]
+    assert found["kind"] == "waited_for_lock" and found["leg"] == 1 and found["op"] == "flock"
+    waiting.timed_out = False  # killed inside the call by a fault, not left hanging: not a wait on the lock
+    assert i8_one_writer.check(_history(first, waiting, journal=m + a + r)).status == "valid"

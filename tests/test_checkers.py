@@ -68,11 +68,11 @@ def test_a_verdict_round_trips_through_json_and_rejects_a_bad_status():
         Verdict("I4", "n", "maybe", {}, "c")
 
 
-def test_the_race_verdict_is_judged_only_when_asked_for_by_id():
+def test_races_are_judged_by_the_numbered_invariants_only_there_is_no_race_verdict():
     h = Engine().finish()
-    assert "race" not in [v.invariant for v in check_all(h)]
-    (v,) = check_all(h, ["RACE"])
-    assert v.invariant == "race" and v.status == "unknown" and v.evidence["reason"] == "no race facts"
+    assert [v.invariant for v in check_all(h)] == list(INVARIANTS)
+    with pytest.raises(ValueError, match="unknown invariant"):
+        check_all(h, ["race"])
 
 
 def test_there_is_one_verdict_type_and_every_checker_builds_it_under_its_registered_id():

@@ -3,6 +3,7 @@
 import pytest
 
 from harness.campaign.campaign import Campaign
+from harness.families.race import RACES
 from harness.families.registry import FAMILIES, MODES, by_mode
 from harness.runner.trial import Runner
 from harness.scenario.parse import bundled_scenario_dir, load_scenario
@@ -125,12 +126,11 @@ def test_a_family_that_cannot_run_for_a_subject_is_a_setup_error_named_before_an
     assert [line.split(":")[0] for line in limits] == ["I10 not applicable", "race-readers-during-appends",
                                                        "tails-basic"]
     assert "status command" in limits[0] and "reader checks" in limits[2]
-    assert result.trials == [] and len(result.errors) == 1 and "need the race agent" in result.errors[0]
+    assert result.trials == [] and len(result.errors) == 1 and "reading command" in result.errors[0]
     assert result.limits == limits[:2]  # I10, and the scenario that cannot run (also an error)
-    # the reference races through the race agent: all but I10, which only the subject's own readings judge
-    assert subject_limits([scenario("race-readers-during-appends"), scenario("tails-basic")], default_subject()) == [
-        "race-readers-during-appends: I10 (the subject's own reading) is not judged: these races run fiskj's race "
-        "agent, which has no reading command to ask (the race verdict judges its readers)"]
+    # the reference races through its own commands like any subject, its reading command included: no limit
+    races = [scenario(f"race-{race}") for race in RACES]
+    assert subject_limits(races + [scenario("tails-basic")], default_subject()) == []
 
 
 def test_io_errors_at_every_journal_write_and_fsync_leave_the_reference_valid_and_name_their_call(runner):
@@ -184,15 +184,16 @@ def test_the_pending_point_is_the_fsync_of_the_first_batch_or_its_write_when_it_
     assert pending_point([{"n": 1, "op": "write", "path": path, "data": ""}], "r", journal) is None
 
 
-def test_a_race_trial_replays_alone_with_the_interleaving_it_drew(runner):
+def test_a_race_trial_replays_alone_with_the_sequence_point_it_held(runner):
     first = Campaign([scenario("race-two-creates")], trials=1, seed=3, runner=runner, shrink_budget=0,
                      keep_histories=True).run().trials
     (drawn,) = first
-    assert drawn.schedule[0]["kind"] == "race" and drawn.schedule[0]["schedule"]   # the interleaving, named
+    assert drawn.schedule[-1]["kind"] == "hold" and drawn.schedule[-1]["at"] >= 1   # the sequence point, named
     again = Campaign([scenario("race-two-creates")], seed=3, runner=runner, shrink_budget=0, keep_histories=True,
                      schedules=[drawn.schedule], origin="replay").run().trials
-    steps = lambda t: [(s["leg"], s["step"], s.get("op")) for s in t.history.schedule if s["step"] == "send"]
-    assert [t.schedule for t in again] == [drawn.schedule] and steps(again[0]) == steps(drawn)
+    legs = lambda t: [(lg.index, lg.kind, lg.exit_code, lg.fault.kind, lg.fault.detail.get("held_at"))
+                      for lg in t.history.legs]
+    assert [t.schedule for t in again] == [drawn.schedule] and legs(again[0]) == legs(drawn)
 
 
 def test_a_timed_kill_replays_alone_as_the_op_counted_kill_it_landed_as(runner):

@@ -102,13 +102,13 @@ def test_a_bundled_scenario_that_cannot_apply_is_not_run_and_said_in_the_default
     from harness.scenario.parse import load_scenario
     from harness.subject.profile import load_profile
 
-    subject = load_profile(ROOT / "subjects" / "node" / "profile.toml")
-    fiskj_only = load_scenario(ROOT / "scenarios" / "race-lock-survives-other-fds.toml")   # races fiskj's store
-    quiet = Campaign([fiskj_only], subject=subject, skip_unsupported=True).run()            # the bundled set
+    subject = load_profile(ROOT / JSONL_SUBJECT)   # its profile gives no reading command
+    readers = load_scenario(ROOT / "scenarios" / "race-readers-during-appends.toml")   # reads the run mid-append
+    quiet = Campaign([readers], subject=subject, skip_unsupported=True).run()            # the bundled set
     assert quiet.errors == [] and quiet.trials == []
-    assert any("race-lock-survives-other-fds: NOT RUN for this subject" in line for line in quiet.limits)
-    named = Campaign([fiskj_only], subject=subject).run()                                  # asked for by name
-    assert len(named.errors) == 1 and "need the race agent" in named.errors[0]
+    assert any("race-readers-during-appends: NOT RUN for this subject" in line for line in quiet.limits)
+    named = Campaign([readers], subject=subject).run()                                  # asked for by name
+    assert len(named.errors) == 1 and "reading command" in named.errors[0]
 
 
 @pytest.mark.parametrize("who", ["reference", "foreign"])

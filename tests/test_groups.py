@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 from synth import Engine
 
 from harness.checkers import check_all
-from harness.report.groups import group_key, group_rows, involved, minimal_note
+from harness.report.groups import fault_kinds, group_key, group_rows, involved, minimal_note
 from harness.report.report import build_report, merge_reports, render_markdown, render_summary, write_junit
 
 
@@ -61,8 +61,8 @@ def test_the_key_names_the_operation_or_record_kind_where_the_evidence_has_one()
     assert involved({"kind": "lost", "detail": "runs/x.json: record seq 2 (assistant) bytes 507..850 ..."}) == \
         "record assistant"
     assert involved({"kind": "reader_answer", "mutation": {"id": "m3", "kind": "cut"}}) == "mutation cut"
-    row = {"schedule": [{"kind": "race", "race": "two-writers", "schedule": "a"}]}
-    assert involved({"kind": "not_exactly_one"}, row) == "race two-writers"
+    row = {"schedule": [{"kind": "hold", "at": 3}], "faults": {"race": 1}, "family": "race"}   # a race trial
+    assert involved({"kind": "waited_for_lock", "op": "flock"}, row) == "op flock" and fault_kinds(row) == "race"
     assert involved({"kind": "unattributed_rerun", "tool_use_id": "t1"}) == ""
     base = {"invariant": "I8", "faults": {"kill": 1, "crash_states": 9}}
     a = dict(base, evidence={"violations": [{"kind": "write_without_lock", "op": "write"}]})

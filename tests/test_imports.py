@@ -372,7 +372,7 @@ def test_there_is_no_import_cycle_in_fiskj_and_harness():
 
 
 def test_the_subject_and_the_families_never_import_the_selftest():
-    """The mutant subject, the fork server and the race agent load a preload by name (``FISKJ_PRELOAD``)."""
+    """The mutant subject and the fork server apply a preload by name (``FISKJ_PRELOAD``)."""
     bad = [e for m, edges in import_graph().items() for e in edges
            if m.startswith(("harness.subject", "harness.families")) and e.target.startswith("harness.selftest")]
     assert not bad, "\n".join(f"  {e.source} -> {e.target}: {e.where()}" for e in bad)

@@ -12,14 +12,19 @@ import pytest
 from fiskj import ioseam
 from fiskj.errors import RunLocked, StoreIOError, UnsafeFile
 from fiskj.lock import acquire
+from harness.selftest.mutants import mutant_env
+from harness.selftest.mutants import UNIT, mutants
 
 
 pytestmark = pytest.mark.usefixtures("plain_seam")
 
 
 # A holder process: takes the lock, then does what argv[2] says, prints "ready", waits for stdin EOF.
+# Its preload ($FISKJ_PRELOAD: a mutant of harness/selftest/mutants) is applied first, if it has one.
 HOLDER = r"""
 import os, subprocess, sys
+from harness.subject.preload import load_preload
+load_preload()
 from fiskj.lock import acquire
 path, mode = sys.argv[1], sys.argv[2]
 lock = acquire(path, "r1")
@@ -38,8 +43,8 @@ sys.stdin.read()
 """
 
 
-def start_holder(path, mode="hold"):
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), mode],
+def start_holder(path, mode="hold", env=None):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), mode], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = proc.stdout.readline()
     child_pid = None
@@ -106,28 +111,56 @@ def test_field_case_f14_a_second_process_is_refused_and_gets_the_lock_after_the_
     assert tries_lock(path)
 
 
-def test_field_case_f18_the_lock_survives_other_descriptors_closing_and_a_child_exiting(tmp_path):
-    path = tmp_path / "r1.lock"
-    holder, _ = start_holder(path, "touch")
+def survives_other_fds(path, env=None):
+    """F18: whether the lock stays held while its holder reads the journal and the lock file through other
+    descriptors, closes them and runs a child that exits (and is free once the holder is SIGKILLed)."""
+    holder, _ = start_holder(path, "touch", env)
     try:
-        assert not tries_lock(path)
+        held = not tries_lock(path)
     finally:
         kill(holder)
     assert tries_lock(path)
+    return held
 
 
-def test_field_case_f18_a_tool_child_does_not_inherit_the_lock(tmp_path):
-    path = tmp_path / "r1.lock"
-    holder, child_pid = start_holder(path, "child")
+def free_despite_a_live_child(path, env=None):
+    """F18: whether a SIGKILLed holder's lock is free at once although a long-lived child it started (which
+    inherits every inheritable descriptor) still runs."""
+    holder, child_pid = start_holder(path, "child", env)
     try:
         kill(holder)
-        assert tries_lock(path)  # the child still runs, yet the lock is free
-        os.kill(child_pid, 0)
+        os.kill(child_pid, 0)  # the child still runs
+        return tries_lock(path)
     finally:
         try:
             os.kill(child_pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_field_case_f18_the_lock_survives_other_descriptors_closing_and_a_child_exiting(tmp_path):
+    assert survives_other_fds(tmp_path / "r1.lock")
+
+
+def test_field_case_f18_a_tool_child_does_not_inherit_the_lock(tmp_path):
+    assert free_despite_a_live_child(tmp_path / "r1.lock")
+
+
+#: The lock's mutants no campaign can catch (rows of family ``unit`` in harness/selftest/mutants.py), each with the F18
+#: property above that it breaks.
+LOCK_MUTANTS = {"lockf": survives_other_fds, "no-cloexec": free_despite_a_live_child}
+
+
+def test_every_mutant_left_to_unit_tests_is_one_of_the_lock_s_and_is_tested_here():
+    unit = mutants(UNIT)
+    assert {m.name for m in unit} == set(LOCK_MUTANTS) and {m.scenario for m in unit} == {"tests/test_lock.py"}
+
+
+@pytest.mark.parametrize("name", sorted(LOCK_MUTANTS))
+def test_each_lock_mutant_is_caught_by_the_f18_test_of_the_property_it_breaks(tmp_path, name):
+    env = {**os.environ, **dict(mutant_env(name))}  # the mutant applies in the holder process only
+    assert not LOCK_MUTANTS[name](tmp_path / "r1.lock", env), f"{name} was not caught"
+    assert all(prop(tmp_path / f"{prop.__name__}.lock") for prop in LOCK_MUTANTS.values())  # fiskj's own lock
 
 
 def test_a_lock_file_deleted_and_recreated_before_the_flock_is_detected_and_the_new_file_locked(tmp_path, monkeypatch):

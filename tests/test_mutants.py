@@ -18,12 +18,12 @@ import pytest
 
 from fiskj import fingerprint, loop, store
 from harness.cli.main import main
-from harness.families.race.catalog import RACES
+from harness.families.race.params import RACES
 from harness.names import MUTANT_PRELOAD
 from harness.scenario.parse import bundled_scenario_dir
 from harness.selftest import mutants as registry
 from harness.selftest import patches
-from harness.selftest.mutants import MUTANTS, get, mutants, race_mutants, subject_for, with_preload
+from harness.selftest.mutants import MUTANTS, UNIT, get, mutants, race_mutants, subject_for, with_preload
 from harness.selftest.run import render_table, run_mutant
 from harness.subject.contract import parse_subject
 
@@ -57,10 +57,13 @@ def test_there_are_at_least_14_mutants_one_per_bug_class_and_each_has_a_target()
     assert len(NAMES) >= 14
     assert set(BUG_CLASSES.values()) <= set(NAMES)
     assert len({m.defect for m in MUTANTS}) == len(NAMES), "two mutants share a bug class"
-    for m in MUTANTS:  # every row names a bundled scenario that must catch it, and what should
+    for m in MUTANTS:  # every row names a bundled scenario that must catch it and what should, or its unit tests
+        if m.family == UNIT:
+            assert (Path(__file__).parents[1] / m.scenario).is_file() and not m.expect, m
+            continue
         assert (Path(bundled_scenario_dir()) / f"{m.scenario}.toml").is_file(), m
         assert m.trials >= 1 and m.expect and m.defect and m.family, m
-    assert set(RACE_MUTANTS) <= set(NAMES) and len(RACE_MUTANTS) == 10
+    assert set(RACE_MUTANTS) <= set(NAMES) and len(RACE_MUTANTS) == 7
     assert len(set(NAMES)) == len(MUTANTS) == len(mutants())
 
 
@@ -158,7 +161,7 @@ def test_the_preload_applies_the_mutant_named_in_the_environment_and_patches_fis
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(NAMES))
+@pytest.mark.parametrize("name", sorted(m.name for m in MUTANTS if m.family != UNIT))
 def test_each_mutant_is_caught_by_the_campaign_that_targets_it(name):
     result = run_mutant(name, budget_s=45.0, jobs=2)
     assert not result.errors, result.errors
@@ -166,8 +169,7 @@ def test_each_mutant_is_caught_by_the_campaign_that_targets_it(name):
     # a bug the uninterrupted run already shows needs no fault to reproduce (noop-baseline's targets)
     faults = 0 if get(name).scenario == "noop-baseline" else 1
     assert result.invariants and result.first_detection_s is not None and result.shrunk_length >= faults
-    if name not in RACE_MUTANTS:
-        assert f"FISKJ_MUTANT={name}" in result.reproduce
+    assert f"FISKJ_MUTANT={name}" in result.reproduce  # a race too runs the mutant subject's own commands
 
 
 def test_a_mutant_its_campaign_cannot_catch_is_reported_not_caught_and_the_command_exits_1(monkeypatch, capsys):
@@ -205,6 +207,7 @@ def test_the_mutants_command_lists_every_mutant_with_its_target_and_what_it_brea
     ended = next(r for r in rows if r.startswith("ended-leg-not-resumable "))
     assert ended.endswith("is refused instead of resumed")  # the whole defect, not its first line
     assert snapshot["snap"]() == before                    # nothing applied: listing calls no patch
+    assert "tests/test_lock.py (unit tests)" in next(r for r in rows if r.startswith("lockf "))
 
 
 def test_mutants_are_applied_in_the_agent_processes_only():

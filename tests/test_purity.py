@@ -150,7 +150,7 @@ CHECKERS = tuple(sorted(f"harness.checkers.{p.stem}" for p in (HARNESS / "checke
                         if p.stem != "__init__")) + ("harness.checkers", "harness.history.model", "harness.history.jsonl", "harness.history.journal_location", "harness.history.ending", "harness.names")
 #: The pure fault generators of the families.
 GENERATORS = ("harness.families.power_loss.crashstates", "harness.families.tail.mutations", "harness.families.tail.bound",
-              "harness.families.signals.schedules", "harness.families.race.catalog",
+              "harness.families.signals.schedules", "harness.families.race.plan",
               "harness.families.trace_points", "harness.draws")
 HARNESS_STDLIB = frozenset({"__future__", "base64", "binascii", "collections", "copy", "dataclasses", "enum",
                             "functools", "hashlib", "itertools", "json", "math", "operator", "re", "statistics",
@@ -273,7 +273,6 @@ def test_the_checkers_judge_every_kind_of_history_without_touching_a_file():
 import builtins, io, json, os, sys
 sys.path.insert(0, "tests")
 from synth import Engine
-from test_checker_race import GOOD, RAN_ONCE, history as race_history
 from test_checker_i4 import _crash_history
 from test_checker_i5 import _reader_history, _reference_answer
 from test_crashstates import D, Trace, rec
@@ -283,8 +282,7 @@ from harness.families.power_loss.crashstates import crash_states
 eng = Engine([["a", "b"], []])
 eng.leg(kill_after=5, torn=True)
 eng.leg(suspend_at=0)
-histories = [(eng.finish(), None), (_reader_history(_reference_answer), ["I5"]),
-             (race_history(*GOOD, effects=RAN_ONCE), ["race"])]
+histories = [(eng.finish(), None), (_reader_history(_reference_answer), ["I5"])]
 histories += [(_crash_history(s), ["I4"]) for s in crash_states(
     Trace().create().append(rec(1), sync_dir=True).close().events, {}, {"/s", D})]
 

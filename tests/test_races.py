@@ -1,251 +1,263 @@
-"""The race nemesis (harness/races/): every race passes on the reference, every broken variant is caught.
+"""The race family (harness/families/race/): every subject races through its own commands under the one leg
+runner; the reference passes every race, every broken variant of the lock and the store is caught.
 
-The agents run in a tmpfs scratch directory when there is one: the races
-test locking and ordering, not durability, and fsync on a real disk costs
-milliseconds per append.
+A trial holds one leg at a sequence point (its K-th lookup, read, open or lock of the store, observed from
+outside) while a rival leg running the same command runs to its end; the invariants judge the history.
 """
 
-import base64
-import json
+import dataclasses
 import os
-import tempfile
 
 import pytest
 
-import fiskj.journal
-import fiskj.lock
-import fiskj.store
-from harness.history.model import history_from_json, history_to_json
+from harness.campaign.campaign import Campaign
 from harness.checkers import check_all
-from harness.selftest.mutants import race_mutants
-from harness.families.race import (AT_ONCE_MS, INVARIANTS_BY_RACE, RACES, SCHEDULES, RaceDriver, race_summary, races_of,
-                           run_race_trial, run_races)
-from harness.scenario.parse import load_scenario
-from harness.families.race.family import RACE
-from harness.subject.contract import default_subject
+from harness.families.race import RACE, RACES, races_of
+from harness.families.race.family import Prepared
+from harness.families.race.plan import LOCKED_POINTS, NEVER, hold_points
+from harness.history.model import history_from_json, history_to_json
+from harness.names import EXIT_COMPLETED
+from harness.history.faults import fault_counts
+from harness.runner.trial import Runner
+from harness.scenario.parse import load_scenario, parse_scenario
+from harness.selftest.mutants import get, race_mutants, subject_for
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SEEDS_PER_SCHEDULE = 2
 MUTANTS = race_mutants()
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFUSED = 2
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        d = tempfile.mkdtemp(prefix="fiskj-races-", dir="/dev/shm")
-        yield d
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
-    else:
-        yield str(tmp_path_factory.mktemp("races"))
+
+def scenario(race, **trials):
+    sc = load_scenario(os.path.join(ROOT, "scenarios", f"race-{race}.toml"))
+    return dataclasses.replace(sc, trials=dataclasses.replace(sc.trials, **trials)) if trials else sc
 
 
 @pytest.fixture(scope="module")
-def driver():
-    with RaceDriver() as d:
-        yield d
+def runner():
+    with Runner() as r:  # the reference, as `fiskj-harness run` runs it (its legs are not observed by default)
+        yield r
 
 
-def kinds(result, invariant="race"):
-    """The violation kinds of one verdict of ``result``."""
-    (verdict,) = [v for v in result.verdicts if v.invariant == invariant]
-    return {v["kind"] for v in verdict.evidence.get("violations", [])}
-
-
-def status(result, invariant):
-    return {v.invariant: v.status for v in result.verdicts}[invariant]
-
-
-# --- the reference passes ---------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("race", RACES)
-def test_each_race_passes_on_the_reference_under_every_schedule(race, driver, workdir):
-    results = []
-    for schedule in SCHEDULES[race]:
-        for seed in range(SEEDS_PER_SCHEDULE):
-            result = run_race_trial(None, race, seed, workdir, driver=driver, schedule=schedule)
-            assert result.ok, result.summary() + "\n" + json.dumps(result.reproducer(), indent=1)[:3000]
-            assert {v.invariant for v in result.verdicts} == set(INVARIANTS_BY_RACE[race]) | {"race"}
-            results.append(result)
-    summary = race_summary(results)
-    assert summary["by_race"][race]["valid"] == len(results)
-    for name, stats in summary["latency_ms"].items():
-        assert stats["max"] <= AT_ONCE_MS, (name, stats)
-
-
-def test_a_second_writer_is_refused_at_once_and_changes_no_byte(driver, workdir):
-    result = run_race_trial(None, "two-writers", 7, workdir, driver=driver, schedule="holder-mid-append")
-    assert result.ok, result.summary()
-    setup, a, b = result.history.legs
-    assert (a.fault.detail["outcome"], b.fault.detail["outcome"]) == ("ok", "refused")
-    assert "RunLocked" in b.fault.detail["error"] and b.exit_code == 1
-    assert not [ev for ev in b.trace if ev.get("op") in ("write", "ftruncate")]
-    assert max(result.metrics["refusal_ms"]) <= AT_ONCE_MS
-
-
-def test_of_two_resumers_exactly_one_proceeds_and_each_tool_runs_once(driver, workdir):
-    result = run_race_trial(None, "two-resumers", 3, workdir, driver=driver, schedule="loser-waits-at-lock")
-    assert result.ok, result.summary()
-    outcomes = sorted(leg.fault.detail["outcome"] for leg in result.history.legs[1:])
-    assert outcomes == ["ok", "refused"]
-    ids = [e.tool_use_id for e in result.history.effects]
-    assert ids and len(ids) == len(set(ids))
-
-
-def test_of_two_creates_exactly_one_wins_and_all_its_records_land(driver, workdir):
-    result = run_race_trial(None, "two-creates", 5, workdir, driver=driver, schedule="both-paused-at-first-open")
-    assert result.ok, result.summary()
-    legs = result.history.legs
-    winner = next(leg for leg in legs if leg.fault.detail["outcome"] == "ok")
-    loser = next(leg for leg in legs if leg.fault.detail["outcome"] == "refused")
-    assert "RunExists" in loser.fault.detail["error"]
-    assert result.history.final_state["records"] == result.history.final_state["last_seq"]
-    assert winner.journal == legs[-1].journal
-
-
-def test_the_next_writer_takes_over_at_once_after_the_holder_is_killed_mid_write(driver, workdir):
-    result = run_race_trial(None, "holder-killed", 11, workdir, driver=driver, schedule="kill-mid-write")
-    assert result.ok, result.summary()
-    holder, nxt = result.history.legs[1:]
-    assert holder.exit_signal == "SIGKILL" and holder.crashed
-    assert nxt.fault.detail["outcome"] == "ok"
-    assert max(result.metrics["takeover_ms"]) <= AT_ONCE_MS
-
-
-def test_readers_see_a_half_written_line_as_a_torn_tail(driver, workdir):
-    result = run_race_trial(None, "readers-during-appends", 2, workdir, driver=driver, schedule="split-writes")
-    assert result.ok, result.summary()
-    observed = [s for s in result.history.schedule if s["step"] == "observed"]
-    assert observed and all(s["load"]["torn"] is not None for s in observed)
-    poller = result.history.legs[1]
-    assert poller.fault.detail["poll"]["loops"] > 0
-
-
-def test_a_split_write_is_one_write_event_in_the_trace(driver, workdir):
-    result = run_race_trial(None, "readers-during-appends", 2, workdir, driver=driver, schedule="split-writes")
-    writer = result.history.legs[2]
-    merged = [ev for ev in writer.trace if ev.get("split") == "merged"]
-    assert merged
-    for ev in merged:
-        data = base64.b64decode(ev["data"])
-        assert data.endswith(b"\n") and data.count(b"\n") == 1 and ev["len"] == len(data)
-
-
-def test_trace_events_carry_times_for_the_one_writer_check(driver, workdir):
-    result = run_race_trial(None, "two-writers", 1, workdir, driver=driver, schedule="free")
-    for leg in result.history.legs:
-        assert leg.trace and all("t" in ev and ev["t0"] <= ev["t1"] for ev in leg.trace)
-
-
-def test_a_trial_counts_one_race_fault_and_one_kill_per_killed_holder(driver, workdir):
-    from harness.history.faults import fault_counts
-    assert fault_counts(run_race_trial(None, "two-writers", 3, workdir, driver=driver).history) == {"race": 1}
-    killed = run_race_trial(None, "holder-killed", 3, workdir, driver=driver, schedule="kill-at-call")
-    assert fault_counts(killed.history) == {"race": 1, "kill": 1}
-
-
-def test_a_trial_is_replayed_by_its_race_and_seed(driver, workdir):
-    first = run_race_trial(None, "two-creates", 42, workdir, driver=driver)
-    again = run_race_trial(None, "two-creates", 42, workdir, driver=driver)
-    assert first.schedule == again.schedule
-    steps = lambda r: [(s["leg"], s["step"], s.get("op")) for s in r.history.schedule if s["step"] == "send"]
-    assert steps(first) == steps(again)
-
-
-def test_a_race_history_round_trips_through_json_with_the_same_verdicts(driver, workdir):
-    result = run_race_trial(None, "holder-killed", 4, workdir, driver=driver)
-    again = history_from_json(json.loads(json.dumps(history_to_json(result.history))))
-    wanted = list(INVARIANTS_BY_RACE["holder-killed"])
-    assert [v.status for v in check_all(again, wanted)] == [v.status for v in result.verdicts if v.invariant != "race"]
-    assert result.to_json()["status"] == "valid"
-    # the race's own verdict is judged from the facts in the history too (harness.checkers.race)
-    assert again.race == result.history.race and again.race.expectations
-    assert [v.to_json() for v in check_all(again, wanted + ["race"])] == [v.to_json() for v in result.verdicts]
-    assert result.verdicts[-1].checker == "harness.checkers.race"
-
-
-def test_a_race_records_facts_and_judges_nothing_itself(driver, workdir):
-    with RaceDriver("lockf", at_once_timeout_s=0.5, spares=0, start=2) as d:
-        result = run_race_trial(None, "lock-survives-other-fds", 3, workdir, driver=d, schedule="fds-and-children")
-    facts = result.history.race
-    assert facts.race == "lock-survives-other-fds" and facts.schedule == "fds-and-children"
-    probes = [f for f in facts.expectations if f["name"] == "refused"]
-    assert probes and all({"expected", "observed", "leg", "holder", "what"} <= set(f) for f in probes)
-    assert any(f["observed"]["answer"].get("ok") for f in probes)  # lockf: the probe got the lock
-    (race,) = [v for v in result.verdicts if v.invariant == "race"]
-    assert race.status == "invalid" and race == check_all(result.history, ["race"])[0]
-
-
-def test_run_races_cycles_through_the_scenario_races(driver, workdir):
-    scenario = load_scenario(os.path.join(ROOT, "scenarios", "race-two-creates.toml"))
-    results = run_races(scenario, 100, workdir, trials=3, driver=driver)
-    assert [r.race for r in results] == ["two-creates"] * 3 and [r.seed for r in results] == [100, 101, 102]
-    assert all(r.ok for r in results), [r.summary() for r in results]
-    # the race agent's trials judge the race's invariants; the others (I10: the subject's own readings) are
-    # judged through a subject's own commands, and said as a limit for the race agent
-    assert {v.invariant for v in results[0].verdicts} == set(INVARIANTS_BY_RACE["two-creates"]) | {"race"}
-
-
-def test_every_race_has_a_scenario_that_parses():
+@pytest.fixture(scope="module")
+def prepared(runner):
+    """Each race's scenario with what its plan is made from (the reference run observed, the lock points)."""
+    out = {}
     for race in RACES:
-        scenario = load_scenario(os.path.join(ROOT, "scenarios", f"race-{race}.toml"))
-        assert scenario.faults.family == "race"
-        assert races_of(scenario) == [race]
-        extra = set(scenario.check.invariants) - set(INVARIANTS_BY_RACE[race])
-        assert set(INVARIANTS_BY_RACE[race]) <= set(scenario.check.invariants)
-        said = " ".join(RACE.cannot(default_subject(), scenario))   # the race agent says what it does not judge
-        assert all(inv in said for inv in extra), (race, extra, said)
+        sc = scenario(race)
+        out[race] = (sc, RACE.prepare(sc, runner, runner.reference(sc)))
+    yield out
+    for _, prep in out.values():
+        prep.runner.close()  # what an executor does when the campaign is done with it
 
 
-def test_an_unknown_race_or_schedule_is_refused(workdir):
+def run(prepared, runner, race, schedule):
+    """One trial of ``race`` on the reference under ``schedule``, through the family's executor."""
+    sc, prep = prepared[race]
+    (planned,) = RACE.plan(sc, prep, 1, 1, [schedule])
+    return RACE.open(sc, runner, prep).run(planned), planned  # (the fixture closes the prepared runner)
+
+
+def holding(prep):
+    """The first sequence point at which a resumer holds the run (just past its lock)."""
+    return prep.resume_lock + 1
+
+
+# --- the plan ---------------------------------------------------------------------------------------------
+
+
+def test_every_race_has_a_scenario_that_parses_and_names_it():
+    for race in RACES:
+        sc = scenario(race)
+        assert sc.faults.family == "race" and races_of(sc) == [race]
+    assert races_of(parse_scenario('name = "race-all"\npurpose = "y"\n[faults]\nfamily = "race"\n')) == list(RACES)
+
+
+def test_an_unknown_race_is_refused():
     with pytest.raises(ValueError, match="unknown race"):
-        run_race_trial(None, "three-writers", 1, workdir)
-    with RaceDriver(spares=0) as d, pytest.raises(ValueError, match="has no schedule"):
-        run_race_trial(None, "two-writers", 1, workdir, driver=d, schedule="never")
+        races_of(type("S", (), {"raw": {"faults": {"races": ["three-writers"]}}, "name": "x"})())
 
 
-# --- broken variants are caught ---------------------------------------------------------------------
+def test_every_read_open_and_lookup_a_resumer_makes_before_it_holds_the_lock_is_a_point_the_plan_reaches(prepared):
+    # docs/spec.md section 12, rule 1 and section 16 defect 2: a resume that reads the journal unlocked at any
+    # layer (the CLI's own look at the fingerprint included) is held at each of those reads in some trial
+    for race in ("two-resumers", "two-writers", "two-creates"):
+        sc, prep = prepared[race]
+        lock = prep.start_lock if race == "two-creates" else prep.resume_lock
+        assert lock and lock > 2, (race, lock)  # the CLI's look, the open, the lock file: more than the lock
+        plan = RACE.plan(sc, prep, sc.trials.count, 1, None)
+        held = {p.schedule[-1]["at"] for p in plan}
+        assert set(range(1, lock + 1)) | set(range(lock + 1, lock + 1 + LOCKED_POINTS)) == held, race
+        assert all(p.schedule[-1]["kind"] == "hold" for p in plan)
+    assert hold_points(3) == [3, 2, 1] + list(range(4, 4 + LOCKED_POINTS))
+    assert hold_points(3, holding_first=True)[:LOCKED_POINTS] == list(range(4, 4 + LOCKED_POINTS))
+    assert hold_points(None) == []
 
-# mutant -> (race, schedule, the verdicts that must be invalid, race-verdict kinds that must appear)
+
+def test_the_plan_cycles_through_the_scenario_races_and_is_a_function_of_its_inputs(prepared):
+    sc, prep = prepared["two-resumers"]
+    both = dataclasses.replace(sc, raw={**sc.raw, "faults": {"family": "race", "races": ["two-resumers",
+                                                                                         "holder-killed"]}})
+    plan = RACE.plan(both, prep, 4, 100, None)
+    assert [p.origin for p in plan] == ["race-two-resumers", "race-holder-killed"] * 2
+    assert all(p.seed == 100 for p in plan)
+    assert [p.schedule for p in plan] == [p.schedule for p in RACE.plan(both, prep, 4, 100, None)]
+    # holder-killed: the run's pending batch, then the resumer killed after its K-th durability call (I6 judges
+    # the takeover: a lock that outlived its holder leaves the run unfinished)
+    assert plan[1].schedule[-1] == {"kind": "kill", "event": 1, "when": "after"} and "I6" in plan[1].invariants
+    # a replay plans exactly the schedules it is given
+    (again,) = RACE.plan(sc, prep, 9, 5, [plan[0].schedule])
+    assert again.schedule == plan[0].schedule and again.origin == "explicit"
+
+
+def test_the_reference_campaign_says_no_limit_for_races_and_judges_i10(runner):
+    from harness.campaign.campaign import subject_limits
+
+    scenarios = [scenario(race) for race in RACES]
+    assert subject_limits(scenarios, runner.subject) == []
+    assert all("I10" in sc.check.invariants for sc in scenarios if races_of(sc) != ["holder-killed"])
+
+
+def test_a_probe_is_held_at_a_point_no_leg_reaches_and_runs_to_its_end(prepared):
+    _, prep = prepared["two-creates"]
+    assert isinstance(prep, Prepared) and prep.runner is not None and prep.runner.observe
+    assert NEVER > 1 << 20 and prep.history.legs[0].exit_code == EXIT_COMPLETED
+
+
+# --- the reference passes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("race", RACES)
+def test_each_race_passes_on_the_reference(race, runner):
+    sc = scenario(race)
+    result = Campaign([sc], trials=3, seed=1, jobs=2, runner=runner, shrink_budget=0).run()
+    assert not result.errors and len(result.trials) == 3
+    assert not result.violations, [t.failed for t in result.trials]
+    judged = {v.invariant for t in result.trials for v in t.verdicts}
+    assert set(sc.check.invariants) <= judged and "race" not in judged
+    assert not [line for line in result.limits if "race" in line]
+
+
+def test_a_second_writer_is_refused_at_once_and_changes_no_byte(prepared, runner):
+    sc, prep = prepared["two-writers"]
+    planned = RACE.plan(sc, prep, 1, 1, None)[0]  # two-writers: held first where it holds the run
+    assert planned.schedule[-1] == {"kind": "hold", "at": holding(prep)}
+    ran, planned = run(prepared, runner, "two-writers", planned.schedule)
+    killed, rival, held = ran.history.legs
+    assert held.fault.kind == "hold" and held.fault.detail["rival"] == rival.index and held.exit_code == 0
+    # refused at once while the held leg holds the run (fiskj: RunLocked, exit 1), never waiting for it
+    assert rival.exit_code not in (None, 0) and "RunLocked" in rival.stderr and not rival.timed_out
+    assert not [ev for ev in rival.trace if ev.get("op") in ("write", "ftruncate")]
+    assert rival.journal == killed.journal  # the held leg had not written yet: the rival changed no byte
+    assert {v.invariant: v.status for v in check_all(ran.history, list(planned.invariants))} == {
+        i: "valid" for i in planned.invariants}
+
+
+def test_of_two_resumers_exactly_one_proceeds_and_each_tool_runs_once(prepared, runner):
+    sc, prep = prepared["two-resumers"]
+    for at in (prep.resume_lock, holding(prep)):  # held just before its lock, and holding it
+        ran, planned = run(prepared, runner, "two-resumers",
+                           [RACE.plan(sc, prep, 1, 1, None)[0].schedule[0], {"kind": "hold", "at": at}])
+        _, rival, held = ran.history.legs
+        # the other is refused: the run is completed (exit 2), or held by the proceeding one (RunLocked)
+        (loser,) = [lg for lg in (rival, held) if lg.exit_code != 0]
+        assert loser.exit_code == REFUSED or "RunLocked" in loser.stderr, (at, loser.exit_code, loser.stderr)
+        ids = [e.tool_use_id for e in ran.history.effects]
+        assert ids and len(ids) == len(set(ids)), ids
+        assert all(v.status == "valid" for v in check_all(ran.history, list(planned.invariants)))
+
+
+def test_of_two_creates_exactly_one_wins_and_all_its_records_land(prepared, runner):
+    sc, prep = prepared["two-creates"]
+    ran, _ = run(prepared, runner, "two-creates", [{"kind": "hold", "at": prep.start_lock}])
+    rival, held = ran.history.legs
+    assert rival.exit_code == 0 and held.exit_code not in (None, 0) and "RunExists" in held.stderr
+    assert held.journal == rival.journal  # the refused creator changed no byte of the winner's journal
+    assert ran.history.final_state["status"] == "completed"
+    assert len(ran.history.final_state["messages"]) == len(prep.reference.state["messages"])
+
+
+def test_the_next_writer_takes_over_at_once_after_the_holder_is_killed(prepared, runner):
+    sc, prep = prepared["holder-killed"]
+    planned = RACE.plan(sc, prep, 3, 1, None)[2]
+    ran, _ = run(prepared, runner, "holder-killed", planned.schedule)
+    assert [lg.exit_signal for lg in ran.history.legs[:2]] == ["SIGKILL", "SIGKILL"]
+    assert ran.history.legs[-1].exit_code == EXIT_COMPLETED
+    assert fault_counts(ran.history) == {"kill": 2} and ran.faults["race"] == 1
+    assert all(v.status == "valid" for v in check_all(ran.history, list(planned.invariants)))
+
+
+def test_readers_during_appends_read_the_run_while_the_writer_is_held_and_agree(prepared, runner):
+    sc, prep = prepared["readers-during-appends"]
+    ran, planned = run(prepared, runner, "readers-during-appends",
+                       [{"kind": "hold", "at": 3, "ops": "write", "reader": True}])
+    (reading,) = ran.history.readings
+    assert reading["at"] == 3 and reading["journal"] and not reading["reading"].get("error")
+    assert "I10" in planned.invariants
+    (i10,) = check_all(ran.history, ["I10"])
+    assert i10.status == "valid", i10.evidence
+
+
+def test_trace_events_of_a_race_carry_times_for_the_one_writer_check(prepared, runner):
+    sc, prep = prepared["two-writers"]
+    ran, _ = run(prepared, runner, "two-writers", RACE.plan(sc, prep, 1, 1, None)[0].schedule)
+    for leg in ran.history.legs:
+        assert leg.trace and all(ev["t0"] <= ev["t"] for ev in leg.trace if ev.get("error") != "KILLED")
+
+
+def test_a_race_history_round_trips_through_json_with_the_same_verdicts(prepared, runner):
+    sc, prep = prepared["two-resumers"]
+    planned = RACE.plan(sc, prep, 1, 1, None)[0]
+    ran, _ = run(prepared, runner, "two-resumers", planned.schedule)
+    again = history_from_json(history_to_json(ran.history))
+    wanted = list(planned.invariants)
+    assert [v.to_json() for v in check_all(again, wanted)] == [v.to_json() for v in check_all(ran.history, wanted)]
+    assert again.legs[-1].lock_point == ran.history.legs[-1].lock_point
+
+
+# --- broken variants are caught ---------------------------------------------------------------------------
+
+# mutant -> (race, trials of its plan that must reach a catch, the verdicts that must be invalid there)
 CAUGHT = {
-    "fold-before-lock": ("two-resumers", "loser-waits-at-lock", {"I2", "I5", "race"}, {"not_exactly_one", "tool_runs"}),
-    "create-no-excl": ("two-creates", "both-paused-at-first-open", {"I4", "I5", "race"}, {"not_exactly_one"}),
-    "release-before-last-append": ("two-writers", "release-gap", {"I4", "I5", "I8"}, set()),
-    "unlock-before-close": ("two-writers", "holder-idle", {"I8"}, set()),
-    "lockf": ("lock-survives-other-fds", "fds-and-children", {"race"}, {"not_refused"}),
-    "no-cloexec": ("lock-survives-other-fds", "fds-and-children", {"race"}, {"not_taken_over"}),
-    "stale-lock-file": ("holder-killed", "kill-mid-write", {"race"}, {"not_taken_over"}),
-    "blocking-lock": ("two-writers", "holder-idle", {"race"}, {"blocked"}),
-    "torn-tail-is-corrupt": ("readers-during-appends", "split-writes", {"race"}, {"false_corruption"}),
-    "reader-locks": ("readers-during-appends", "split-writes", {"race"}, set()),  # a reader refused, or the writer
-    "torn-tail-not-cut": ("holder-killed", "kill-mid-write", {"I4", "I5"}, set()),  # harness.selftest.mutants (defect 1)
+    "fold-before-lock": ("two-resumers", 1, {"I2", "I5"}),
+    "create-no-excl": ("two-creates", 1, {"I2", "I4", "I5"}),
+    "release-before-last-append": ("two-writers", 1, {"I8"}),
+    "unlock-before-close": ("two-writers", 1, {"I8"}),
+    "stale-lock-file": ("holder-killed", 1, {"I6", "I8"}),
+    "blocking-lock": ("two-writers", 1, {"I8"}),  # the rival waits in flock: waited_for_lock
+    "reader-locks": ("readers-during-appends", 2, {"I10"}),  # the status command fails while the writer holds
 }
 
 
-def test_every_race_mutant_is_listed_as_caught():
+def test_every_race_mutant_is_listed_as_caught_by_its_race():
     assert set(MUTANTS) <= set(CAUGHT)
     for name, mutant in MUTANTS.items():
-        assert mutant.race == CAUGHT[name][0]
+        assert mutant.race == CAUGHT[name][0] and get(name).scenario == f"race-{mutant.race}"
 
 
 @pytest.mark.parametrize("mutant", sorted(CAUGHT))
-def test_each_broken_variant_is_caught_by_its_race(mutant, workdir):
-    race, schedule, invalid, race_kinds = CAUGHT[mutant]
-    with RaceDriver(mutant, at_once_timeout_s=0.5, spares=0, start=2) as d:
-        result = run_race_trial(None, race, 3, workdir, driver=d, schedule=schedule)
-    assert not result.ok, result.summary()
-    statuses = {v.invariant: v.status for v in result.verdicts}
-    assert {i for i in invalid if statuses[i] != "invalid"} == set(), result.summary()
-    assert race_kinds <= kinds(result), result.summary()
-    assert result.reproducer()["mutant"] == mutant and result.reproducer()["steps"]
+def test_each_broken_variant_is_caught_by_its_race(mutant):
+    race, trials, invalid = CAUGHT[mutant]
+    sc = scenario(race, timeout_s=8)  # a rival that waits on the lock is killed at the trial's end
+    with Runner(subject_for(mutant)) as runner:
+        result = Campaign([sc], trials=trials, seed=1, jobs=1, runner=runner, shrink_budget=0,
+                          first_violation=True).run()
+    assert not result.errors, result.errors
+    assert result.violations, f"{mutant} not caught in {len(result.trials)} trial(s)"
+    (first, *_) = result.violations
+    statuses = {v.invariant: v.status for v in first.verdicts}
+    assert {i for i in invalid if statuses.get(i) != "invalid"} == set(), statuses
+    assert f"FISKJ_MUTANT={mutant}" in first.reproduce
 
 
-def test_mutants_patch_the_child_processes_only(workdir):
+def test_mutants_patch_the_legs_only():
+    import fiskj.journal
+    import fiskj.lock
+    import fiskj.store
+
     before = (fiskj.store.FileStore.open, fiskj.store.FileStore.create, fiskj.journal.Journal.append,
               fiskj.lock.acquire)
-    with RaceDriver("fold-before-lock", spares=0, start=2) as d:
-        run_race_trial(None, "two-resumers", 1, workdir, driver=d, schedule="together")
+    with Runner(subject_for("fold-before-lock")) as runner:
+        Campaign([scenario("two-resumers")], trials=1, seed=1, jobs=1, runner=runner, shrink_budget=0).run()
     assert (fiskj.store.FileStore.open, fiskj.store.FileStore.create, fiskj.journal.Journal.append,
             fiskj.lock.acquire) == before

@@ -207,7 +207,7 @@ def test_the_family_keys_are_exactly_the_parameters_their_families_read():
     from dataclasses import fields
 
     from harness.families.power_loss.params import Params as PowerLossParams
-    from harness.families.race.catalog import RACES
+    from harness.families.race.params import RACES
     from harness.families.race.params import Params as RaceParams
     from harness.families.registry import FAMILIES
     from harness.scenario.parse import FAMILY_KEYS

@@ -132,17 +132,6 @@ def test_a_forked_leg_starts_with_every_module_a_run_loads_lazily_already_import
     assert {"fiskj.store", "fiskj.journal", "fiskj.loop", "http.client", "urllib.request", "email.utils"} <= loaded
 
 
-def test_a_race_agent_imports_its_preload_before_it_says_ready():
-    proc = subprocess.Popen([sys.executable, "-m", "harness.families.race.agent"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=_env(FISKJ_PRELOAD=VISIBLE, FISKJ_MUTANT="named", PYTHONUNBUFFERED="1"))
-    out, err = proc.communicate(b"", timeout=60)            # end of input: the agent exits
-    text = out.decode()
-    assert proc.returncode == 0, err.decode()
-    ready = json.loads(text.strip().splitlines()[-1])
-    assert text.index(ZEN) < text.index('"event":"ready"') and ready["mutant"] == "named"
-
-
 def test_the_contract_s_exit_statuses_are_fiskj_s_own():
     import fiskj.cli
 

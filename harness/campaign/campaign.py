@@ -122,8 +122,8 @@ class Campaign:
     ``max_draws``: at most that many draws per scenario; ``on_round(k, live)``: called as round ``k``
     starts (main thread).
     ``skip_unsupported``: a scenario that cannot apply to the subject (:func:`unsupported`) is not run and
-    said so in the limits (``NOT RUN``), not a setup error (the default bundled set, where a race of fiskj's
-    own store is in the set whatever the subject); otherwise it is a setup error (exit 2).
+    said so in the limits (``NOT RUN``), not a setup error (the default bundled set, where the reader race is in
+    the set whatever the subject, which may give no reading command); otherwise it is a setup error (exit 2).
     """
 
     def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,

@@ -1,8 +1,7 @@
 """The checkers: the only judges of a :class:`~harness.history.model.History`.
 
 One module per invariant of docs/spec.md section 15 (ids ``I1`` .. ``I10``,
-listed in :data:`INVARIANTS`), plus :mod:`.race` (id ``race``: the race
-family's own expectations, judged only when asked for).  Each module
+listed in :data:`INVARIANTS`).  Each module
 exposes ``INVARIANT`` (the id), ``NAME`` and ``check(history) -> Verdict``,
 and states in its docstring the invariant's normative text and how it is
 judged from the history.
@@ -28,26 +27,25 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers import (i1_suspend, i2_tool_reruns, i3_model_repeats, i4_acknowledged, i5_readable,
-                              i6_reference, i7_conversation, i8_one_writer, i9_refusal, i10_reading, race)
-from harness.checkers.verdict import (CHECKERS, EXTRA, INVALID, INVARIANTS, STATUSES, UNKNOWN, VALID, Verdict, combine, make,
+                              i6_reference, i7_conversation, i8_one_writer, i9_refusal, i10_reading)
+from harness.checkers.verdict import (CHECKERS, INVALID, INVARIANTS, STATUSES, UNKNOWN, VALID, Verdict, combine, make,
                                       verdict_from_json)
 from harness.history.model import History, history_from_json
 
-__all__ = ["VALID", "INVALID", "UNKNOWN", "STATUSES", "INVARIANTS", "EXTRA", "Verdict", "check_all",
+__all__ = ["VALID", "INVALID", "UNKNOWN", "STATUSES", "INVARIANTS", "Verdict", "check_all",
            "verdict_from_json", "combine", "make"]
 
 #: id -> checker module (``check`` is looked up at call time).
 _MODULES: dict[str, Any] = {
     "I1": i1_suspend, "I2": i2_tool_reruns, "I3": i3_model_repeats, "I4": i4_acknowledged, "I5": i5_readable,
     "I6": i6_reference, "I7": i7_conversation, "I8": i8_one_writer, "I9": i9_refusal, "I10": i10_reading,
-    "race": race,
 }
-_TABLE = {**CHECKERS, **EXTRA}
+_TABLE = CHECKERS
 
 
 def _id(inv: str) -> str:
-    """``inv`` as registered (``i4`` -> ``I4``, ``RACE`` -> ``race``); an unknown id upper-cased."""
-    return next((c for c in (inv, inv.upper(), inv.lower()) if c in _TABLE), inv.upper())
+    """``inv`` as registered (``i4`` -> ``I4``)."""
+    return inv.upper()
 
 
 def _where(exc: BaseException, frames: int = 3) -> str:
@@ -65,7 +63,7 @@ def check_all(history: History | dict[str, Any], invariants: list[str] | None = 
     """Run the checkers of ``invariants`` (default: ``I1`` .. ``I10``, in id order) on ``history``.
 
     docs/spec.md section 15.  ``history`` may be a :class:`History` or its
-    JSON form.  Ids are ``I1`` .. ``I10`` (any case) and ``race``.  Unknown
+    JSON form.  Ids are ``I1`` .. ``I10`` (any case).  Unknown
     ids raise ``ValueError`` naming the known ones.  A checker that raises,
     or returns something that is not a :class:`Verdict` for its id, yields
     an ``unknown`` verdict whose evidence holds the error and the last

@@ -24,6 +24,11 @@ How it is judged.
   another holds the lock (``write_under_foreign_lock``).  This needs event
   times ``t``; without them such a pair makes the verdict unknown.  Legs
   that never overlap in time cannot have two writers at once.
+* Refused at once (observed traces): a leg the runner had to kill because it
+  never ended, whose observed calls under the store end in a lock it was
+  still waiting in (``error: KILLED``), waited for a busy lock instead of
+  being refused (``waited_for_lock``; docs/spec.md section 10, rule 2).  A
+  race's rival meets the lock while the held leg holds it, so it must end.
 """
 
 from __future__ import annotations
@@ -92,6 +97,7 @@ def check(history: History) -> Any:
                                    "detail": f"leg {leg.index} released the run lock before the {ev.get('op')} "
                                              f"(n={ev.get('n')}) of a journal descriptor it had written: another "
                                              "writer could take over while its appends were not yet durable"})
+        violations += _waited(history, leg)
     undecided: list[dict[str, Any]] = []
     pairs = 0
     if not traced(history):
@@ -131,6 +137,16 @@ def check(history: History) -> Any:
     evidence["summary"] = (f"{lines} line(s) whole; {evidence['journal_changes']} journal change(s) all under the lock; "
                            f"{pairs} concurrent writer pair(s)")
     return make(__name__, VALID, evidence)
+
+
+def _waited(history: History, leg: Leg) -> list[dict[str, Any]]:
+    """``waited_for_lock``: ``leg`` timed out inside a lock call under the store (it never returned)."""
+    if not leg.timed_out:
+        return []
+    return [{"kind": "waited_for_lock", **_ev(ev, leg),
+             "detail": f"leg {leg.index} waited in {ev.get('op')} (n={ev.get('n')}) of the run lock until it was "
+                       "killed: a busy lock must be refused at once (RunLocked), never waited for"}
+            for ev in events(leg) if ev.get("op") in ("flock", "lock") and ev.get("error") == "KILLED"]
 
 
 def _finishing_calls(view: JournalView, leg: Leg) -> list[dict[str, Any]]:

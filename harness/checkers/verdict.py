@@ -6,8 +6,7 @@ unknown, never valid.  Every family's results are :class:`Verdict` s made
 by a module of :mod:`harness.checkers`; no family builds its own.
 
 The ids a verdict names: ``I1`` .. ``I10`` (:data:`INVARIANTS`, the table of
-docs/spec.md section 15) and ``race`` (:data:`EXTRA`, the race family's own
-expectations, judged by :mod:`harness.checkers.race`).
+docs/spec.md section 15).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 
 from harness.names import INVARIANTS
 
-__all__ = ["VALID", "INVALID", "UNKNOWN", "STATUSES", "INVARIANTS", "CHECKERS", "EXTRA", "Verdict", "verdict_from_json",
+__all__ = ["VALID", "INVALID", "UNKNOWN", "STATUSES", "INVARIANTS", "CHECKERS", "Verdict", "verdict_from_json",
            "combine", "make"]
 
 VALID, INVALID, UNKNOWN = "valid", "invalid", "unknown"
@@ -37,12 +36,6 @@ CHECKERS: dict[str, tuple[str, str]] = {
     "I9": ("i9_refusal", "a refused resume appends nothing"),
     "I10": ("i10_reading", "the subject's own reading agrees with the journal"),
 }
-
-#: Verdicts judged only when asked for by id (never by default): id -> (checker module, name).
-EXTRA: dict[str, tuple[str, str]] = {
-    "race": ("race", "race outcome as expected (refusal, one winner, takeover)"),
-}
-
 
 @dataclass
 class Verdict:
@@ -99,10 +92,10 @@ def make(module: str, status: str, evidence: dict[str, Any]) -> Verdict:
     """The verdict of checker ``module`` (``harness.checkers.<name>``), with the id and name it is registered under.
 
     Every checker builds its answer here, so the id and the name of an
-    invariant are written once (:data:`CHECKERS`, :data:`EXTRA`).
+    invariant are written once (:data:`CHECKERS`).
     """
-    for inv, (modname, name) in {**CHECKERS, **EXTRA}.items():
+    for inv, (modname, name) in CHECKERS.items():
         if module == f"harness.checkers.{modname}":
             return Verdict(inv, name, status, evidence, module)
     raise ValueError(f"{module} is not a registered checker; known: "
-                     f"{', '.join(m for m, _ in {**CHECKERS, **EXTRA}.values())}")
+                     f"{', '.join(m for m, _ in CHECKERS.values())}")

@@ -46,7 +46,8 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
     if unknown:
         raise _Usage(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(known)}")
     if getattr(args, "list", False):
-        rows = [(m.name, f"{m.scenario} ({', '.join(m.expect)})", m.defect) for m in map(get, args.names or known)]
+        rows = [(m.name, f"{m.scenario} (unit tests)" if m.family == UNIT else f"{m.scenario} ({', '.join(m.expect)})",
+                 m.defect) for m in map(get, args.names or known)]
         a = max(len(r[0]) for r in rows + [("mutant", "", "")])
         b = max(len(r[1]) for r in rows + [("", "target (invariants)", "")])
         for row in [("mutant", "target (invariants)", "what it breaks")] + rows:

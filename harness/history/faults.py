@@ -5,7 +5,7 @@ maps a kind of :data:`harness.names.FAULT_COUNTS` (or ``crash_states``,
 :data:`harness.names.CRASH_STATES`) to a count.  A family that runs legs
 under signals counts the faulted legs of the history (:func:`fault_counts`);
 the others count their own (one ``tail`` mutation, one ``power_loss``
-state, one ``race``).
+state, one ``race`` per race trial).
 """
 
 from __future__ import annotations

@@ -25,9 +25,6 @@ docs/spec.md section 15):
 * ``crash_state`` (power-loss family): the :class:`CrashStateFacts` of the
   crash state leg 0 lost power into: the files it holds and the writes the
   trace model counts as acknowledged (docs/persistence-model.md); judged as I4;
-* ``race`` (race family): the :class:`RaceFacts` of a race trial, what each
-  role observed next to what the race expects; judged by
-  :mod:`harness.checkers.race`;
 * ``journal_format``: the subject's journal format (:data:`harness.names.JOURNAL_FORMATS`), which
   says how far the checkers can read its journal; ``journal_template``: the subject's journal path
   template (:data:`harness.history.journal_location.CONTRACT_JOURNAL` unless its profile says otherwise);
@@ -47,7 +44,7 @@ from harness.history.journal_location import CONTRACT_JOURNAL, JournalLocation
 from harness.names import FISK_AI_V2
 
 __all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "ReaderCheck", "CrashAck", "CrashStateFacts",
-           "RaceFacts", "History", "observed_result", "history_to_json", "history_from_json"]
+           "History", "observed_result", "history_to_json", "history_from_json"]
 
 
 @dataclass
@@ -123,7 +120,11 @@ class Leg:
     contract's, docs/subject.md "Subject profiles"); ``reading`` is the
     subject's own reading of the journal after the leg
     (:func:`harness.history.readers.parse_reading`), ``None`` when it gives
-    none.
+    none.  ``lock_point`` (observed legs): the sequence point K at which the leg
+    asks for its first lock, counted like a race's ``hold`` (its lookups, reads,
+    opens and locks under the store, :data:`harness.runner.leg.HOLD_KINDS`):
+    a hold at ``1..lock_point`` stops the leg before it holds the run; ``None``
+    when it took no lock or was not held (only a held leg's lookups and reads are observed).
     """
 
     index: int
@@ -142,6 +143,7 @@ class Leg:
     timed_out: bool = False
     raw_exit_code: int | None = None
     reading: dict[str, Any] | None = None
+    lock_point: int | None = None
 
     @property
     def crashed(self) -> bool:
@@ -248,25 +250,6 @@ class CrashStateFacts:
 
 
 @dataclass
-class RaceFacts:
-    """What one race trial expected and observed (race family; docs/spec.md sections 10 and 11).
-
-    ``race`` and ``schedule`` name it; ``setup_error`` says why the race
-    could not be set up (then nothing was raced).  ``expectations``: one
-    JSON dict per expectation the race's script met, in order, each with
-    ``name`` (what is expected, e.g. ``refused``, ``one_winner``,
-    ``at_once``), ``expected`` and ``observed`` (raw: an answer, a count, a
-    time, a journal digest) and the context its message needs (``leg``,
-    ``what``, ...).  :mod:`harness.checkers.race` judges them.
-    """
-
-    race: str
-    schedule: str
-    expectations: list[dict[str, Any]] = field(default_factory=list)
-    setup_error: str | None = None
-
-
-@dataclass
 class History:
     """Everything one trial observed; the checkers' only input.
 
@@ -289,7 +272,6 @@ class History:
     options: dict[str, Any] = field(default_factory=dict)
     reader_checks: list[ReaderCheck] = field(default_factory=list)
     crash_state: CrashStateFacts | None = None
-    race: RaceFacts | None = None
     readings: list[dict[str, Any]] = field(default_factory=list)
     journal_format: str = FISK_AI_V2
     probes: list[dict[str, Any]] = field(default_factory=list)
@@ -349,7 +331,6 @@ def history_from_json(data: dict[str, Any]) -> History:
         notes=list(data.get("notes", [])), options=dict(data.get("options", {})),
         reader_checks=[ReaderCheck(**c) for c in data.get("reader_checks", [])],
         crash_state=_crash_state_from_json(data.get("crash_state")),
-        race=RaceFacts(**data["race"]) if data.get("race") else None,
         readings=[dict(r) for r in data.get("readings", [])],
         journal_format=str(data.get("journal_format", FISK_AI_V2)),
         probes=[dict(p) for p in data.get("probes", [])],

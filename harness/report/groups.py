@@ -56,13 +56,12 @@ def first_violation(row: dict[str, Any]) -> dict[str, Any]:
 
 def involved(violation: dict[str, Any], row: dict[str, Any] | None = None) -> str:
     """The operation or record kind ``violation`` names, as ``"op fsync"``, ``"record assistant"``,
-    ``"mutation cut"`` or ``"race two-writers"``; ``""`` when its evidence names none.
+    ``"mutation cut"``; ``""`` when its evidence names none (``row``, the trial's row, is not read).
 
     Looked for in this order: the violation's own ``op`` (a traced call: I8, I4's truncations), the ``op``
     of the call that ``failed`` (an IO error swallowed, I4), the record kind of a journal line it quotes
     (``...session.assistant`` in an excerpt, ``record seq 2 (assistant)`` in a detail), the ``kind`` of a
-    tail ``mutation`` (I5), and, for a race
-    trial, the race its ``schedule`` names (``row``).
+    tail ``mutation`` (I5).
     """
     op = violation.get("op")
     if isinstance(op, str) and op:
@@ -79,9 +78,6 @@ def involved(violation: dict[str, Any], row: dict[str, Any] | None = None) -> st
     mutation = violation.get("mutation")
     if isinstance(mutation, dict) and isinstance(mutation.get("kind"), str):
         return f"mutation {mutation['kind']}"
-    for entry in (row or {}).get("schedule") or []:
-        if isinstance(entry, dict) and entry.get("kind") == "race" and isinstance(entry.get("race"), str):
-            return f"race {entry['race']}"
     return ""
 
 

@@ -253,9 +253,6 @@ def _trial_section(view: TrialView, tl: dict[str, Any], number: int) -> str:
         cs = h.crash_state
         notes.append(f"crash state {cs.id}: the first {cs.prefix_n} traced call(s) applied; persisted: "
                      f"{cs.persisted or '-'}; lost entries: {', '.join(cs.lost_entries) or 'none'}")
-    if h.race is not None:
-        notes.append(f"race {h.race.race} ({h.race.schedule})" + (f": setup error {h.race.setup_error}"
-                                                                  if h.race.setup_error else ""))
     if notes:
         info.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     items = []

@@ -11,7 +11,7 @@ failure message, the mutant self-test's table)::
 ``--schedule`` is the trial's own schedule, which names that one trial in
 every family, so the command re-runs it alone: the faults of a signals
 trial (a timed kill as the op-counted kill it landed as,
-:func:`exact_schedule`), a race's interleaving, a power-loss crash state,
+:func:`exact_schedule`), a race's held sequence point, a power-loss crash state,
 a tail check and its mutation, an IO error's call.  Without it the
 scenario's whole plan runs with the seed.  ``--subject``
 is written for any subject but the plain reference, with its variables

@@ -473,14 +473,13 @@ class StoredTrial:
 
     @property
     def invariants(self) -> list[str]:
-        """The invariants the campaign judged in this trial (``trial.json``), else I1..I10 (and ``race`` for a
-        race trial)."""
+        """The invariants the campaign judged in this trial (``trial.json``), else I1..I10."""
         from harness.names import INVARIANTS
 
         given = self.info.get("invariants")
         if given is not None:
             return list(given)
-        return list(INVARIANTS) + (["race"] if self.history.race is not None else [])
+        return list(INVARIANTS)
 
 
 def load_trial(folder: str | os.PathLike[str]) -> StoredTrial:

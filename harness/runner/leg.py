@@ -2,8 +2,8 @@
 
 A *leg* is one agent process of a trial (leg 0 starts the run, later legs
 resume it; docs/subject.md).  Every family starts its legs here: the
-signals family's trials (:mod:`harness.runner.trial`), the power-loss and
-tail recovery legs, and the race agents (:meth:`LegStarter.start_piped`).
+signals family's and the race family's trials (:mod:`harness.runner.trial`),
+and the power-loss and tail recovery legs.
 :func:`run_leg` starts one leg (forked from this thread's fork server, or a
 fresh process in a new session), applies the leg's fault (:func:`drive`),
 waits, kills and reaps its whole tree (:mod:`harness.runner.process`) and
@@ -35,7 +35,7 @@ from harness.runner.faults import event_action, history_fault
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
-from harness.observer.ops import KINDS
+from harness.observer.ops import KINDS, entry_order
 from harness.observer.trace import ops_to_trace
 from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
 from harness.subject.contract import CONTRACT_EXITS, Subject
@@ -134,6 +134,15 @@ def observer_faults(spec: dict[str, Any]) -> list[str]:
             raise ValueError(f"event kill op {op!r} is not an observed op (known: {', '.join(KINDS)})")
         value += f":{op}"
     return [value]
+
+
+def lock_point(ops: Any) -> int | None:
+    """The sequence point K (1-based, among the ops a ``hold`` counts: :data:`HOLD_KINDS`, in entry order)
+    of the first lock in the observed ``ops`` (pure), or ``None`` when they hold no lock: a hold at K for
+    ``K <= lock_point`` stops the leg before it holds the lock."""
+    kinds = set(HOLD_KINDS.split(","))
+    points = [op for op in entry_order(ops) if not op.lifecycle and op.op in kinds]
+    return next((k for k, op in enumerate(points, start=1) if op.op in ("flock", "lock")), None)
 
 
 def _hold(proc: Any, timeout: float) -> bool:
@@ -357,13 +366,6 @@ class LegStarter:
         return {"argv": [module, *args], "exit_code": code, "stdout": stdout, "stderr": tail_text(err),
                 "timed_out": timed_out}
 
-    @staticmethod
-    def start_piped(argv: list[str], env: dict[str, str], err: str) -> subprocess.Popen:
-        """Start an agent process that talks over pipes (the race agents): stdin and stdout are pipes, unbuffered."""
-        with open(err, "wb") as fe:
-            return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fe, env=env,
-                                    close_fds=True, bufsize=0)
-
     def close(self) -> None:
         """Stop every fork server this starter started; idempotent."""
         with self._lock:
@@ -449,7 +451,9 @@ def run_leg(plan: LegPlan, starter: LegStarter,
     leg.fault.detail.update(plan.detail)
     leg.journal = plan.journal.read_bytes() if plan.journal.exists() else None
     if starter.observe:
-        leg.trace = ops_to_trace(proc.ops()) if log.exists() else []
+        ops = proc.ops() if log.exists() else []
+        leg.trace = ops_to_trace(ops)
+        leg.lock_point = lock_point(ops) if hold else None  # lookups and reads are logged for a held leg only
     else:
         leg.trace = read_trace(plan.trace) if plan.trace is not None else []
     if plan.fault.get("kind") == "io_error":  # injected when a call of the leg failed with it

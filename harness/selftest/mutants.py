@@ -34,7 +34,7 @@ from harness.selftest.patches import fingerprint, lock, loop, reader, store, tai
 if TYPE_CHECKING:
     from harness.subject.contract import Subject
 
-__all__ = ["ENV", "Mutant", "MUTANTS", "mutants", "race_mutants", "get", "mutant_env", "subject_for",
+__all__ = ["ENV", "UNIT", "Mutant", "MUTANTS", "mutants", "race_mutants", "get", "mutant_env", "subject_for",
            "with_preload", "preload", "apply"]
 
 #: Environment variable naming a mutant, as users and reproducers write it (:data:`harness.names.MUTANT_ENV`).
@@ -50,7 +50,8 @@ class Mutant:
     catch it; ``scenario``: the bundled scenario that must (``kill-random``,
     ``regressions/NAME``); ``trials``: the trials of its first campaign, with
     campaign ``seed`` (``None``: the scenario's own); ``expect``: the
-    invariants expected to catch it (``race`` is the race verdict);
+    invariants expected to catch it; a mutant of family :data:`UNIT` is caught by the unit tests of the
+    module its ``scenario`` names, not by a campaign (the self-test runs none for it);
     ``patch``: called with no argument in the child, it breaks fiskj there;
     ``shrink``: the trials a shrink may run.
     """
@@ -72,6 +73,8 @@ class Mutant:
 
 
 M = Mutant
+#: The family of a mutant no campaign can show, caught by the unit tests its row names.
+UNIT = "unit"
 #: Every mutant, in the self-test's order:
 #: ``M(name, defect, family, scenario, trials, expect, patch[, seed][, shrink])``.
 MUTANTS: tuple[Mutant, ...] = (
@@ -108,25 +111,29 @@ MUTANTS: tuple[Mutant, ...] = (
     M("create-not-reclaimed", "a journal left empty by a crashed create is refused as an existing run instead of "
       "reclaimed", "kill", "regressions/regression-kill-every-event-i6-2f917387", 1, ("I6",),
       store.create_not_reclaimed, shrink=0),
-    # the run lock and the store under concurrency: the race family (its own verdict and I2, I4, I8, I9)
+    # the run lock and the store under concurrency: the race family, legs held at sequence points
     M("fold-before-lock", "resume folds the journal before taking the lock (docs/spec.md section 16, defect 2)",
-      "race", "race-two-resumers", 9, ("race", "I2"), lock.fold_before_lock),
+      "race", "race-two-resumers", 9, ("I2", "I5"), lock.fold_before_lock),
     M("create-no-excl", "create checks existence, then opens without O_EXCL (docs/spec.md section 16, defect 3)",
-      "race", "race-two-creates", 9, ("race", "I4"), store.create_without_excl),
+      "race", "race-two-creates", 9, ("I2", "I4", "I5"), store.create_without_excl),
     M("release-before-last-append", "the run lock is released before the last (terminal) append",
-      "race", "race-two-writers", 12, ("race", "I8"), lock.release_before_last_append),
-    M("lockf", "the run lock is fcntl.lockf, dropped when any descriptor of the lock file closes",
-      "race", "race-lock-survives-other-fds", 3, ("race",), lock.lockf),
-    M("no-cloexec", "the lock descriptor is not close-on-exec: a tool child keeps the run locked",
-      "race", "race-lock-survives-other-fds", 3, ("race",), lock.inheritable_lock),
+      "race", "race-two-writers", 12, ("I8",), lock.release_before_last_append),
     M("stale-lock-file", "the lock is an O_EXCL marker file that a SIGKILLed holder leaves behind",
-      "race", "race-holder-killed", 6, ("race",), lock.marker_file_lock),
+      "race", "race-holder-killed", 6, ("I6", "I8"), lock.marker_file_lock),
     M("blocking-lock", "flock without LOCK_NB: the second writer waits instead of failing at once",
-      "race", "race-two-writers", 12, ("race",), lock.blocking_flock),
-    M("torn-tail-is-corrupt", "load and list raise on a partial last line instead of reporting a torn tail",
-      "race", "race-readers-during-appends", 6, ("race", "I5"), tails.torn_tail_is_corrupt),
+      "race", "race-two-writers", 12, ("I8",), lock.blocking_flock),
     M("reader-locks", "load takes the run lock: reading a run that is being written fails (RunLocked)",
-      "race", "race-readers-during-appends", 6, ("race",), lock.reader_locks),
+      "race", "race-readers-during-appends", 6, ("I10",), lock.reader_locks),
+    # a reader that calls a torn tail corruption: the tail family gives the reader torn journals (I5)
+    M("torn-tail-is-corrupt", "load and list raise on a partial last line instead of reporting a torn tail",
+      "tail", "tails-basic", 4, ("I5", "I6"), tails.torn_tail_is_corrupt),
+    # the run lock's semantics inside its holder: fiskj's commands never close another descriptor of the lock
+    # file while they hold it, and run their tools with close_fds, so no campaign can show these two; the unit
+    # tests of tests/test_lock.py apply each and assert it is caught (field case F18)
+    M("lockf", "the run lock is fcntl.lockf, dropped when any descriptor of the lock file closes",
+      UNIT, "tests/test_lock.py", 0, (), lock.lockf),
+    M("no-cloexec", "the lock descriptor is not close-on-exec: a tool child keeps the run locked",
+      UNIT, "tests/test_lock.py", 0, (), lock.inheritable_lock),
     # the lock is held until the writer's last fsync and close (I8)
     M("unlock-before-close", "the run lock is released before the journal's descriptor is closed",
       "race", "race-two-writers", 4, ("I8",), lock.unlock_before_close),

@@ -5,7 +5,7 @@ campaign of its target scenario runs with the mutant's subject
 (:func:`harness.selftest.mutants.subject_for`): ``python -m
 harness.selftest.subject`` with ``FISKJ_MUTANT`` naming the mutant and
 ``FISKJ_PRELOAD`` the preload that applies it, in the agent's environment
-(for the race family the race agents get them), so the patch exists in the
+so the patch exists in the
 child processes only and the checkers judge histories without knowing
 which mutant ran.  A mutant is *caught* when a trial has an ``invalid``
 checked invariant (an ``unknown`` is not a catch).
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from harness.names import SEED_STEP
-from harness.selftest.mutants import Mutant, get, mutants, subject_for
+from harness.selftest.mutants import UNIT, Mutant, get, mutants, subject_for
 
 __all__ = ["MutantResult", "run_mutant", "run_selftest", "render_table", "results_json"]
 
@@ -75,6 +75,10 @@ def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | Non
 
     target = get(mutant) if isinstance(mutant, str) else mutant
     out = MutantResult(target.name, target.defect, target.family, target.scenario, False)
+    if target.family == UNIT:
+        out.errors.append(f"no campaign can catch {target.name}: the unit tests of {target.scenario} catch it "
+                          "(pytest)")
+        return out
     started = time.monotonic()
     try:
         path = Path(scenario_dir or bundled_scenario_dir()) / f"{target.scenario}.toml"
@@ -132,12 +136,13 @@ def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | Non
 
 def run_selftest(names: list[str] | None = None, *, budget_s: float = 600.0, jobs: int | None = None,
                  on_result: Callable[[MutantResult], None] | None = None) -> list[MutantResult]:
-    """Run :func:`run_mutant` for ``names`` (default: every mutant), sharing ``budget_s`` between them.
+    """Run :func:`run_mutant` for ``names`` (default: every mutant a campaign catches, all but those of family
+    :data:`harness.selftest.mutants.UNIT`), sharing ``budget_s`` between them.
 
     Each mutant gets an equal share of what is left when its turn comes.
     ``on_result`` is called after each mutant (for progress output).
     """
-    names = list(names) if names else [m.name for m in mutants()]
+    names = list(names) if names else [m.name for m in mutants() if m.family != UNIT]
     started = time.monotonic()
     results = []
     for k, name in enumerate(names):

@@ -2,9 +2,8 @@
 
 The one mechanism by which a child process of the harness is changed
 before it runs: the mutant subject (``python -m harness.selftest.subject``),
-a leg forked by the fork server (:mod:`harness.subject.forkserver`), a
-family's reader or recovery child and a race agent
-(:mod:`harness.families.race.agent`) each call :func:`load_preload` first.
+a leg forked by the fork server (:mod:`harness.subject.forkserver`) and a
+family's reader or recovery child each call :func:`load_preload` first.
 It imports the module and calls its ``preload(environ)`` with the child's
 environment: the mutants' table (:mod:`harness.selftest.mutants`) applies
 there the mutant named in ``$FISKJ_MUTANT``, explicitly, in that child

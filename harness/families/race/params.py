@@ -1,16 +1,18 @@
-"""``[faults]`` keys of the race family: its TOML schema (docs/scenarios.md "[faults]")."""
+"""``[faults]`` keys of the race family: its TOML schema (docs/scenarios.md "[faults]"), and the races."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.families.race.catalog import RACES
 from harness.scenario.fields import key, list_of
 
-__all__ = ["Params", "MODES"]
+__all__ = ["Params", "MODES", "RACES"]
 
 #: The ``[faults] family`` values this family runs.
 MODES = ("race",)
+
+#: The races, in the order a campaign cycles through them (:mod:`harness.families.race.family`).
+RACES = ("two-writers", "two-resumers", "two-creates", "holder-killed", "readers-during-appends")
 
 
 @dataclass(frozen=True)
