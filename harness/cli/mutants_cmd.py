@@ -37,7 +37,7 @@ def add_mutants_parser(sub: Any) -> argparse.ArgumentParser:
 
 def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness mutants``: run the mutant self-test; 0 when every mutant is caught, else 1."""
-    from harness.selftest.mutants import get, mutants
+    from harness.selftest.mutants import UNIT, get, mutants
     from harness.selftest.run import render_table, results_json, run_selftest
 
     out = out or sys.stdout
