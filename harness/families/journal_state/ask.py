@@ -1,0 +1,185 @@
+"""The cheap question of the journal-state engine: what does the subject make of these journal bytes?
+
+One way to ask, whatever generated the bytes (a crash state, a tail
+mutation) and whatever the subject (:func:`cheap_mode`):
+
+* ``recovery`` (a fiskj-based subject): one child, forked with the
+  subject's preload (:mod:`harness.families.journal_state.reader_child`),
+  reads each journal with fiskj's reader, runs the subject's recovery on it
+  (open under the run lock, cut a torn tail, close) and reads it back;
+* ``status`` (a profile with a ``[reading]`` command): the subject's own
+  status command reads each journal, laid alone in a fresh store (no
+  repair);
+* ``model`` (neither, a journal format the oracle cannot read, or
+  ``--no-readings``): the subject is not asked.
+
+Every distinct journal is asked once (an answer is a function of the
+bytes).  :func:`reader_check` records an answer next to the label it must
+match (docs/spec.md section 7) as a :class:`~harness.history.model.ReaderCheck`,
+a fact the I5 checker judges (:mod:`harness.checkers.i5_reader_answers`).
+The family chooses the ``question`` its label answers (:data:`QUESTIONS`):
+``read``, what the reader reads in the bytes (the tail family's, whose
+labels say where the torn tail is), or ``recovery``, what the journal holds
+after the subject's recovery (the power-loss family's: no torn tail left).
+A status command answers ``read`` only.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+from dataclasses import dataclass, replace
+from io import BufferedReader, BytesIO
+from pathlib import Path
+from typing import Any
+
+from harness.families.journal_state.executor import Context, lay
+from harness.families.journal_state.reader_child import Answer
+from harness.history.model import ReaderCheck
+from harness.history.readers import parse_reading
+from harness.names import FISK_AI_V2
+
+__all__ = ["MODES", "QUESTIONS", "Asked", "cheap_mode", "expected_reading", "expected", "ask", "answers",
+           "reader_check"]
+
+#: How the subject is asked (module docstring).
+MODES = ("recovery", "status", "model")
+#: What a label says the answer must be: the reading of the bytes, or the journal after the recovery.
+QUESTIONS = ("read", "recovery")
+_CHILD = "harness.families.journal_state.reader_child"
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The subject's answers on one journal: ``read``, its reading of the bytes as laid; ``after``, its
+    reading after its own recovery (``Answer.recovery`` says what the recovery did), ``None`` when the
+    subject was asked through its status command (which repairs nothing)."""
+
+    read: Answer
+    after: Answer | None = None
+
+
+def cheap_mode(subject: Any, readings: bool = True) -> str:
+    """How ``subject`` is asked (:data:`MODES`): ``recovery`` for a fiskj-based subject, ``status`` for one
+    with a status command and a fisk-ai-v2 journal (unless ``readings`` is off), else ``model``."""
+    if getattr(subject, "is_fiskj_based", False):
+        return "recovery"
+    if readings and getattr(subject, "status_args", None) is not None \
+            and getattr(subject, "journal_format", FISK_AI_V2) == FISK_AI_V2:
+        return "status"
+    return "model"
+
+
+def expected_reading(data: bytes) -> dict[str, Any]:
+    """What fiskj's reader (in this process: the oracle of I5) reads in journal bytes ``data``, as a
+    :class:`~harness.history.model.ReaderCheck` label: ``kind`` ``clean``/``torn`` (``seqs``,
+    ``good_size``, ``torn`` ``[offset, length]``), ``corrupt`` (``line``, ``offset``) or ``error``
+    (another reader error: no label).  Pure (docs/spec.md section 7)."""
+    from fiskj.errors import CorruptJournal, FiskjError
+    from fiskj.reader import JournalReader
+
+    reader = JournalReader(BufferedReader(BytesIO(data)))  # type: ignore[arg-type]
+    try:
+        seqs = [r.seq for r in reader]
+    except CorruptJournal as exc:
+        return {"kind": "corrupt", "seqs": [], "good_size": 0, "torn": None, "line": exc.line,
+                "offset": getattr(exc, "offset", None)}
+    except FiskjError as exc:
+        return {"kind": "error", "seqs": [], "good_size": 0, "torn": None, "line": exc.line, "offset": None,
+                "message": f"{type(exc).__name__}: {exc}"}
+    torn = [reader.torn_tail.offset, reader.torn_tail.length] if reader.torn_tail else None
+    return {"kind": "torn" if torn else "clean", "seqs": seqs, "good_size": reader.good_size, "torn": torn,
+            "line": None, "offset": None}
+
+
+def expected(label: dict[str, Any], mode: str, question: str) -> dict[str, Any] | None:
+    """What the subject asked in ``mode`` must answer about a journal labelled ``label`` for ``question``,
+    or ``None`` when there is nothing to judge: an ``error`` label, or a status command on a journal with
+    no complete record (it may say anything: no run).  After a recovery a torn tail behind a record is
+    gone (docs/spec.md section 7: the resume cuts it before it appends)."""
+    if label["kind"] == "error":
+        return None
+    if mode == "status" and label["kind"] != "corrupt" and not label["seqs"]:
+        return None
+    if mode == "recovery" and question == "recovery" and label["kind"] == "torn" and label["seqs"]:
+        return {**label, "kind": "clean", "torn": None}
+    return dict(label)
+
+
+def _child_answers(ctx: Context, journals: list[bytes], tmp: Path) -> list[Asked]:
+    """The forked reader child's answers on ``journals`` (one child for all, each laid in its own folder)."""
+    runner = ctx.runner
+    folder = tmp / "states"
+    folder.mkdir(mode=0o700)
+    for i, data in enumerate(journals):
+        lay(ctx, folder / f"{i:06d}", journal=data)
+    env = ctx.subject.env(base_url=runner.server.base_url, api_key="fiskj-journal-state", state_home=str(tmp),
+                          ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None)
+    raw = runner.legs.run_module(_CHILD, [str(folder), ctx.run_id], env, tmp, "reader",
+                                 timeout_s=max(60.0, len(journals) * 0.5))
+    rows: dict[int, Asked] = {}
+    for line in raw["stdout"].splitlines():
+        try:
+            row = json.loads(line)
+            after = replace(Answer.from_json(row["after"]), recovery=str(row["recovery"]))
+            rows[int(row["file"])] = Asked(Answer.from_json(row["read"]), after)
+        except (ValueError, KeyError, TypeError):
+            continue
+    missing = Answer("error", message=f"no answer from the reader child (exit {raw['exit_code']}): "
+                                      f"{raw['stderr'][-300:]}")
+    return [rows.get(i, Asked(missing, missing)) for i in range(len(journals))]
+
+
+def _status_answer(ctx: Context, data: bytes, tmp: Path) -> Asked:
+    """The subject's status command's reading of ``data`` laid as its journal in a fresh store in ``tmp``."""
+    runner, subject = ctx.runner, ctx.subject
+    tmp.mkdir(mode=0o700)
+    where = lay(ctx, tmp, journal=data)
+    argv = subject.status_argv(ctx.config(), **where)
+    assert argv is not None, "a status answer needs a subject with a status command (cheap_mode 'status')"
+    env = subject.env(base_url=runner.server.base_url, api_key="fiskj-journal-state", state_home=where["state_home"],
+                      ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None, home=where["home"] or None)
+    reading = parse_reading(runner.legs.read(argv, env, tmp, "state"), subject.status_fields)
+    if reading["error"]:
+        return Asked(Answer("error", via="status",
+                            message=f"{reading['error']}; stderr: {str(reading.get('stderr', ''))[-200:]}"))
+    return Asked(Answer("read", via="status", records=reading.get("records")))
+
+
+def ask(ctx: Context, journals: list[bytes], mode: str, tmp: Path) -> list[Asked]:
+    """The subject's answers on each of ``journals`` (distinct bytes), asked in ``mode`` (``recovery`` or
+    ``status``; :func:`cheap_mode`) in stores laid under ``tmp`` (an empty folder); never raises for the
+    subject's behaviour.  Raises ``ValueError`` for mode ``model`` (there is no one to ask)."""
+    if mode not in ("recovery", "status"):
+        raise ValueError(f"journal states are asked in mode 'recovery' or 'status', not {mode!r}")
+    if not journals:
+        return []
+    if mode == "recovery":
+        return _child_answers(ctx, journals, tmp)
+    jobs = min(len(journals), os.cpu_count() or 1)
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(lambda ij: _status_answer(ctx, ij[1], tmp / f"s{ij[0]:06d}"), enumerate(journals)))
+
+
+def answers(ctx: Context, labels: dict[bytes, dict[str, Any]], mode: str, question: str,
+            tmp: Path) -> dict[bytes, Asked]:
+    """The subject's answers on each distinct journal of ``labels`` (bytes -> label) that has something to
+    judge for ``question`` (:func:`expected`), asked in ``mode`` in stores laid under ``tmp``; ``{}`` in mode
+    ``model``.  Never raises for the subject's behaviour."""
+    if mode == "model":
+        return {}
+    wanted = [data for data, label in labels.items() if expected(label, mode, question) is not None]
+    return dict(zip(wanted, ask(ctx, wanted, mode, tmp)))
+
+
+def reader_check(name: str, kind: str, size: int, label: dict[str, Any], asked: Asked | None, mode: str,
+                 question: str) -> ReaderCheck | None:
+    """The fact of one asked journal (``name``, ``kind``, ``size`` bytes): the answer to ``question``
+    (:data:`QUESTIONS`; a status command's answers ``read``) next to what it must be (:func:`expected`),
+    or ``None`` when there is nothing to judge (not asked, or no expectation)."""
+    want = expected(label, mode, question)
+    if want is None or asked is None:
+        return None
+    answer = asked.after if question == "recovery" and asked.after is not None else asked.read
+    return ReaderCheck(name, kind, size, want, answer.to_json())

@@ -1,0 +1,136 @@
+"""``python -m harness.families.journal_state.reader_child DIR RUN_ID``: a fiskj-based subject's answers on journal states.
+
+The one cheap question of the journal-state engine
+(:mod:`harness.families.journal_state.ask`) to a fiskj-based subject.  Each
+folder ``DIR/NAME`` holds one journal state laid by
+:func:`harness.families.journal_state.executor.lay`: its state home
+``DIR/NAME/state``, the journal where :func:`harness.subject.contract.journal_path`
+puts ``RUN_ID``'s.  For each, in order, this child
+
+1. reads the journal with fiskj's reader (:func:`answer_for`: what a
+   reader answers about damaged bytes, docs/spec.md section 7);
+2. runs the subject's own recovery and nothing more
+   (:func:`recover`: :meth:`fiskj.store.FileStore.open` takes the run lock,
+   reads and folds the journal, cuts a torn tail and fsyncs, what
+   ``run --resume`` does before its first append), then closes it;
+3. reads the journal back (what the recovery left).
+
+It prints one JSON line per folder::
+
+    {"file": NAME, "read": ANSWER, "recovery": "repaired" | "opened" | "refused: Kind: message", "after": ANSWER}
+
+where an ANSWER is :meth:`Answer.to_json`.  It runs with the subject's
+environment, forked from the fork server (:meth:`harness.runner.leg.LegStarter.run_module`)
+or started afresh, so a mutant's preload (``$FISKJ_PRELOAD``) applies here
+and only here.  It imports nothing of the harness but the preload loader
+(fiskj is imported inside the functions, after the preload patched it), so
+a forked child starts in a few milliseconds.  Exit 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any, BinaryIO
+
+from harness.subject.contract import journal_path, store_dir
+from harness.subject.preload import load_preload
+
+__all__ = ["Answer", "answer_for", "recover", "main"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a subject said about a journal: ``kind`` ``"read"`` (``seqs``, ``torn``, ``good_size``),
+    ``"corrupt"`` (``line``), or ``"error"`` (any other failure; ``message``).  ``via``: ``"reader"``
+    (fiskj's reader under the subject's preload, this module) or ``"status"`` (a subject's status command,
+    docs/subject.md "Subject profiles", which says only whether it read the journal and, when its profile
+    maps it, how many ``records``).  ``recovery``: for a reading after the subject's recovery, what the
+    recovery did (``repaired``, ``opened``, ``refused: ...``), else ``None``."""
+
+    kind: str
+    seqs: tuple[int, ...] = ()
+    torn: tuple[int, int] | None = None
+    good_size: int | None = None
+    line: int | None = None
+    message: str = ""
+    via: str = "reader"
+    records: int | None = None
+    recovery: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The answer as a JSON fact (lists for ``seqs`` and ``torn``; no ``recovery`` key when ``None``)."""
+        raw = asdict(self)
+        raw["seqs"] = list(self.seqs)
+        raw["torn"] = list(self.torn) if self.torn else None
+        if self.recovery is None:
+            del raw["recovery"]
+        return raw
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "Answer":
+        """The inverse of :meth:`to_json`; raises ``TypeError``/``KeyError`` for a dict that is no answer."""
+        return cls(**{**raw, "seqs": tuple(raw.get("seqs") or ()),
+                      "torn": tuple(raw["torn"]) if raw.get("torn") else None})
+
+
+def answer_for(source: str | os.PathLike[str] | BinaryIO) -> Answer:
+    """What this process's fiskj reader says about the journal at ``source`` (a path or a binary buffer;
+    never raises: a missing file or a reader that crashes is an ``error`` answer)."""
+    from fiskj.errors import CorruptJournal, FiskjError  # after the preload: a mutant patches these modules
+    from fiskj.reader import JournalReader
+
+    try:
+        reader = JournalReader(source)
+        seqs = tuple(r.seq for r in reader)
+    except CorruptJournal as exc:
+        return Answer("corrupt", line=exc.line, message=str(exc))
+    except FiskjError as exc:
+        return Answer("error", line=exc.line, message=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a reader that crashes is a wrong answer, not ours
+        return Answer("error", message=f"reader crashed: {type(exc).__name__}: {exc}")
+    torn = (reader.torn_tail.offset, reader.torn_tail.length) if reader.torn_tail else None
+    return Answer("read", seqs, torn, reader.good_size)
+
+
+def recover(store: str | os.PathLike[str], run_id: str) -> str:
+    """Open run ``run_id`` of run store ``store`` for appending (the resume's recovery), then close it;
+    says what happened: ``repaired`` (a torn tail cut), ``opened``, or ``refused: Kind: message``."""
+    from fiskj.errors import FiskjError
+    from fiskj.store import FileStore
+
+    try:
+        journal = FileStore(str(store)).open(run_id)
+    except FiskjError as exc:
+        return f"refused: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a recovery that crashes is an answer too
+        return f"refused: crashed: {type(exc).__name__}: {exc}"
+    repaired = journal.repaired_tail is not None
+    journal.close()
+    return "repaired" if repaired else "opened"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read, recover and read back every journal state of DIR (see the module docstring)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or not os.path.isdir(args[0]):
+        print("usage: python -m harness.families.journal_state.reader_child DIR RUN_ID", file=sys.stderr)
+        return 2
+    load_preload()
+    folder, run_id = args
+    for name in sorted(os.listdir(folder)):
+        home = os.path.join(folder, name, "state")
+        path = journal_path(home, run_id)
+        read = answer_for(path)
+        recovery = recover(store_dir(home), run_id)
+        after = answer_for(path)
+        row = {"file": name, "read": read.to_json(), "recovery": recovery, "after": after.to_json()}
+        sys.stdout.write(json.dumps(row) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
