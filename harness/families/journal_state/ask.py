@@ -39,6 +39,7 @@ from harness.families.journal_state.reader_child import Answer
 from harness.history.model import ReaderCheck
 from harness.history.readers import parse_reading
 from harness.names import FISK_AI_V2
+from harness.subject.contract import journal_path
 
 __all__ = ["MODES", "QUESTIONS", "Asked", "cheap_mode", "expected_reading", "expected", "ask", "answers",
            "reader_check"]
@@ -108,12 +109,17 @@ def expected(label: dict[str, Any], mode: str, question: str) -> dict[str, Any] 
 
 
 def _child_answers(ctx: Context, journals: list[bytes], tmp: Path) -> list[Asked]:
-    """The forked reader child's answers on ``journals`` (one child for all, each laid in its own folder)."""
+    """The forked reader child's answers on ``journals`` (one child for all).  Each journal is laid alone
+    in a fresh run store (all fiskj's store needs: a folder holding the journal, one ``mkdir`` a state)."""
     runner = ctx.runner
-    folder = tmp / "states"
+    folder = tmp / "stores"
     folder.mkdir(mode=0o700)
+    name = journal_path("", ctx.run_id).name
     for i, data in enumerate(journals):
-        lay(ctx, folder / f"{i:06d}", journal=data)
+        store = folder / f"{i:06d}"
+        store.mkdir(mode=0o700)
+        (store / name).write_bytes(data)
+        (store / name).chmod(0o600)
     env = ctx.subject.env(base_url=runner.server.base_url, api_key="fiskj-journal-state", state_home=str(tmp),
                           ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None)
     raw = runner.legs.run_module(_CHILD, [str(folder), ctx.run_id], env, tmp, "reader",
@@ -134,9 +140,8 @@ def _child_answers(ctx: Context, journals: list[bytes], tmp: Path) -> list[Asked
 def _status_answer(ctx: Context, data: bytes, tmp: Path) -> Asked:
     """The subject's status command's reading of ``data`` laid as its journal in a fresh store in ``tmp``."""
     runner, subject = ctx.runner, ctx.subject
-    tmp.mkdir(mode=0o700)
     where = lay(ctx, tmp, journal=data)
-    argv = subject.status_argv(ctx.config(), **where)
+    argv = subject.status_argv(ctx.config, **where)
     assert argv is not None, "a status answer needs a subject with a status command (cheap_mode 'status')"
     env = subject.env(base_url=runner.server.base_url, api_key="fiskj-journal-state", state_home=where["state_home"],
                       ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None, home=where["home"] or None)

@@ -24,6 +24,8 @@ Nothing here builds a verdict.
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -61,6 +63,7 @@ class Context:
         """The agent under test."""
         return self.runner.subject
 
+    @functools.cached_property
     def config(self) -> RunConfig:
         """The run's configuration (the same for every leg: it is the fingerprint)."""
         wl = self.workload
@@ -76,7 +79,7 @@ class Context:
 
     def journal(self, tmp: Path) -> Path:
         """Where the subject keeps the run's journal in a state laid in ``tmp`` (its profile's template)."""
-        return self.subject.journal_path(self.config(), **self.where(tmp))
+        return self.subject.journal_path(self.config, **self.where(tmp))
 
 
 def context(runner: Runner, scenario: Scenario, shared: Path, ref: ReferenceRun | None = None) -> Context:
@@ -122,18 +125,21 @@ class StateExecutor:
         shutil.rmtree(self.shared, ignore_errors=True)
 
 
-def _mkdirs(root: Path, rel: Path) -> None:
-    """Make ``root/rel`` and every missing folder between them, each ``0700``."""
-    path = root
-    for part in rel.parts:
-        path = path / part
-        if not path.is_dir():
-            path.mkdir(mode=0o700)
+def _mkdirs(root: str, rel: str, made: set[str]) -> None:
+    """Make folder ``rel`` under ``root`` and every missing one between them, each ``0700``; ``made``: the
+    relative folders made so far (``""`` is ``root``), updated."""
+    parts = [p for p in rel.split(os.sep) if p and p != "."]
+    for i in range(1, len(parts) + 1):
+        sub = os.sep.join(parts[:i])
+        if sub not in made:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.join(root, sub), 0o700)
+            made.add(sub)
 
 
 def lay(ctx: Context, tmp: Path, *, journal: bytes | None = None, files: Mapping[str, bytes] | None = None,
         dirs: Iterable[str] = ()) -> dict[str, str]:
-    """Lay a journal state in ``tmp`` (a fresh folder): its state home ``tmp/state`` and the subject's home.
+    """Lay a journal state in ``tmp`` (an empty or new folder): its state home ``tmp/state`` and the subject's home.
 
     ``dirs`` and ``files`` are paths relative to the state home (a crash
     state's); a file whose folder is not among them (nor made for the
@@ -143,24 +149,27 @@ def lay(ctx: Context, tmp: Path, *, journal: bytes | None = None, files: Mapping
     the subject's ``files`` templates written in them.
     """
     where = ctx.where(tmp)
-    state = Path(where["state_home"])
-    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state = where["state_home"]
+    tmp.mkdir(mode=0o700, exist_ok=True)
+    os.mkdir(state, 0o700)
     if where["home"]:
-        Path(where["home"]).mkdir(mode=0o700, exist_ok=True)
+        os.makedirs(where["home"], 0o700, exist_ok=True)
+    made = {""}
     for d in sorted(dirs, key=len):
-        _mkdirs(state, Path(d))
+        _mkdirs(state, d, made)
     laid = dict(files or {})
     if journal is not None:
-        path = ctx.journal(tmp)
-        _mkdirs(state, path.parent.relative_to(state))
-        laid[str(path.relative_to(state))] = journal
+        rel = os.path.relpath(ctx.journal(tmp), state)
+        _mkdirs(state, os.path.dirname(rel), made)
+        laid[rel] = journal
     for rel, data in laid.items():
-        target = state / rel
-        if target.parent.is_dir():
-            target.write_bytes(data)
-            target.chmod(0o600)
+        if os.path.dirname(os.path.normpath(rel)) in made:  # its folder survived
+            target = os.path.join(state, rel)
+            with open(target, "wb") as f:
+                f.write(data)
+            os.chmod(target, 0o600)
     if ctx.subject.files:
-        ctx.subject.write_files(ctx.config(), **where)
+        ctx.subject.write_files(ctx.config, **where)
     return where
 
 
@@ -179,7 +188,7 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
     runner, subject = ctx.runner, ctx.subject
     ledger = tmp / "ledger.jsonl"
     write_ledger(ledger, list(pre_effects))
-    cfg, where = ctx.config(), ctx.where(tmp)
+    cfg, where = ctx.config, ctx.where(tmp)
     journal = ctx.journal(tmp)
     index = len(before)
     data = journal.read_bytes() if journal.exists() else None

@@ -2,10 +2,9 @@
 
 The one cheap question of the journal-state engine
 (:mod:`harness.families.journal_state.ask`) to a fiskj-based subject.  Each
-folder ``DIR/NAME`` holds one journal state laid by
-:func:`harness.families.journal_state.executor.lay`: its state home
-``DIR/NAME/state``, the journal where :func:`harness.subject.contract.journal_path`
-puts ``RUN_ID``'s.  For each, in order, this child
+folder ``DIR/NAME`` is a run store holding one journal state: ``RUN_ID``'s
+journal, named as :func:`harness.subject.contract.journal_path` names it.
+For each, in order, this child
 
 1. reads the journal with fiskj's reader (:func:`answer_for`: what a
    reader answers about damaged bytes, docs/spec.md section 7);
@@ -32,10 +31,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from harness.subject.contract import journal_path, store_dir
+from harness.subject.contract import journal_path
 from harness.subject.preload import load_preload
 
 __all__ = ["Answer", "answer_for", "recover", "main"]
@@ -62,11 +61,11 @@ class Answer:
 
     def to_json(self) -> dict[str, Any]:
         """The answer as a JSON fact (lists for ``seqs`` and ``torn``; no ``recovery`` key when ``None``)."""
-        raw = asdict(self)
-        raw["seqs"] = list(self.seqs)
-        raw["torn"] = list(self.torn) if self.torn else None
-        if self.recovery is None:
-            del raw["recovery"]
+        raw = {"kind": self.kind, "seqs": list(self.seqs), "torn": list(self.torn) if self.torn else None,
+               "good_size": self.good_size, "line": self.line, "message": self.message, "via": self.via,
+               "records": self.records}
+        if self.recovery is not None:
+            raw["recovery"] = self.recovery
         return raw
 
     @classmethod
@@ -120,11 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     load_preload()
     folder, run_id = args
+    journal = journal_path("", run_id).name
     for name in sorted(os.listdir(folder)):
-        home = os.path.join(folder, name, "state")
-        path = journal_path(home, run_id)
+        store = os.path.join(folder, name)
+        path = os.path.join(store, journal)
         read = answer_for(path)
-        recovery = recover(store_dir(home), run_id)
+        recovery = recover(store, run_id)
         after = answer_for(path)
         row = {"file": name, "read": read.to_json(), "recovery": recovery, "after": after.to_json()}
         sys.stdout.write(json.dumps(row) + "\n")

@@ -29,6 +29,7 @@ the checkers judge them (:func:`harness.checkers.check_all`).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import random
 import tempfile
@@ -52,10 +53,15 @@ __all__ = ["CHEAP_CHECKED", "Cheap", "journal_of", "outcome_key", "full_sample",
 CHEAP_CHECKED = ("I4", "I5")
 
 
+@functools.lru_cache(maxsize=64)
+def _journal_name(run_id: str) -> str:
+    return journal_path("", run_id).name
+
+
 def journal_of(state: CrashState, run_id: str) -> bytes | None:
     """The bytes of the run's journal in ``state`` (the file named as :func:`harness.subject.contract.journal_path`
     names it), or ``None`` when the state has none."""
-    name = journal_path("", run_id).name
+    name = _journal_name(run_id)
     for path, data in state.files.items():
         if os.path.basename(path) == name:
             return data
@@ -163,7 +169,7 @@ def judge_cheap(ctx: Context, states: list[CrashState], invariants: tuple[str, .
     out = Cheap(states=len(states), mode=mode)
     asking = mode != "model" and "I5" in invariants
     journals = {s.id: journal_of(s, ctx.run_id) for s in states} if asking else {}
-    labels = {data: expected_reading(data) for data in journals.values() if data is not None}
+    labels = {data: expected_reading(data) for data in dict.fromkeys(journals.values()) if data is not None}
 
     def judge_states() -> tuple[list[History], list[list[Verdict]]]:  # I4 on each state (pure)
         histories = [cheap_history(name, ctx.run_id, s, None, fmt) for s in states]
