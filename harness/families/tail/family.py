@@ -51,7 +51,7 @@ INTERIOR_CHECKED = ("I2", "I3", "I4", "I5", "I7", "I8")
 @dataclass(frozen=True)
 class TailItem:
     """A planned tail trial's own object (``Planned.item``): its ``check`` (``reader``, ``resume``) of
-    ``mutation``; ``batch``: the reader checks' mutations of the same plan, which one reader child answers
+    ``mutation``; ``batch``: the reader checks' mutations of the same plan, which the subject is asked about
     together; ``space``: every trial this run's mutations allow, from which :meth:`TailFamily.bound`
     chooses (set on the trials of a plan only)."""
 
