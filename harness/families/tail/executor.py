@@ -51,7 +51,7 @@ from harness.runner.trial import Runner
 from harness.scenario.model import Scenario, family_params
 from harness.subject.contract import Subject
 
-__all__ = ["Params", "Report", "params_from", "ask_mutations", "reader_history", "run_tails", "resume_candidates",
+__all__ = ["Params", "Report", "params_from", "mutations_for", "ask_mutations", "reader_history", "run_tails", "resume_candidates",
            "repair_history"]
 
 #: Invariants judged on a repair's history (those the scenario checks; I5, which judges the repair, always).
@@ -88,6 +88,16 @@ class Report:
         out = asdict(self)
         out.update(family="tail", faults={"tail": self.reader_checked + self.resumes})
         return out
+
+
+def mutations_for(journal: bytes, params: Params, fmt: str) -> list[Mutation]:
+    """The labelled mutations of ``journal`` (a journal of format ``fmt``) that ``params`` asks for (pure;
+    :func:`harness.families.tail.mutations.mutations`, whose ``ValueError`` for a journal that is not clean
+    it raises)."""
+    return list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
+                          cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
+                          zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
+                          mid_run=params.mid_run, interior=params.interior, fmt=fmt))
 
 
 def ask_mutations(ctx: Context, muts: list[Mutation], mode: str, tmp: Path) -> dict[bytes, Asked]:
@@ -162,10 +172,7 @@ def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subj
         t0 = time.monotonic()
         ctx = context(runner, scenario, shared)
         journal = ctx.ref.history.legs[-1].journal or b""
-        muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
-                              cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
-                              zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
-                              mid_run=params.mid_run, interior=params.interior, fmt=runner.subject.journal_format))
+        muts = mutations_for(journal, params, runner.subject.journal_format)
         report.journal_bytes, report.mutations = len(journal), len(muts)
         mode = cheap_mode(runner.subject)
         if mode != "model":

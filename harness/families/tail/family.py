@@ -35,8 +35,9 @@ from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.journal_state.ask import Asked, cheap_mode, expected
 from harness.families.journal_state.executor import StateExecutor
 from harness.families.tail.bound import bounded, stratum
-from harness.families.tail.executor import CHECKED, ask_mutations, reader_history, repair_history, resume_candidates
-from harness.families.tail.mutations import Mutation, mutations
+from harness.families.tail.executor import (CHECKED, ask_mutations, mutations_for, reader_history, repair_history,
+                                            resume_candidates)
+from harness.families.tail.mutations import Mutation
 from harness.families.tail.params import MODES, Params
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario, family_params
@@ -135,10 +136,7 @@ class TailFamily(FamilyBase):
         when a schedule names no trial of this run."""
         params = self.params(scenario, count, seed)
         journal = reference.history.legs[-1].journal or b""
-        muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
-                              cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
-                              zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
-                              mid_run=params.mid_run, interior=params.interior, fmt=reference.history.journal_format))
+        muts = mutations_for(journal, params, reference.history.journal_format)
         mode = "recovery" if subject is None else cheap_mode(subject)  # those the subject is asked about
         reader_muts = [m for m in muts if mode != "model" and expected(m.expected(), mode, "read") is not None]
         total = journal.count(b"\n")
