@@ -8,15 +8,15 @@ For a scenario (docs/persistence-model.md has the model):
    (:func:`state_space`: the distinct ones, round-robin over crash points);
 3. **cheap tier**, every distinct state (:mod:`harness.families.power_loss.tiers`):
    the crash model's I4 on the state, and the subject's own recovery and
-   reading of its journal, judged as I5;
+   reading of its journal, asked the journal-state engine's one way
+   (:mod:`harness.families.journal_state.ask`), judged as I5;
 4. **full tier**, a sample (the first state of every distinct recovery
    outcome, then a seeded draw; :func:`~harness.families.power_loss.tiers.full_sample`):
-   per state, its files are written into a fresh state home, and one
-   recovery leg runs the subject (``run --resume``, or ``run --checkpoint``
-   when no complete record survived) against a new session of the fake model
-   server, with the effects ledger holding the reference run's effects
-   before the crash point (the tool in flight counts as run)
-   (:func:`explore_state`);
+   per state, its files are laid in a fresh state home and the engine
+   resumes it (:func:`harness.families.journal_state.executor.resume`: one
+   leg, ``run --resume``, or a start when no complete record survived),
+   with the effects ledger holding the reference run's effects before the
+   crash point (the tool in flight counts as run) (:func:`explore_state`);
 5. each full resume becomes a :class:`~harness.history.model.History`: leg 0 is the
    reference leg cut at the crash point (fault ``power_loss``, journal = the
    state's), leg 1 the recovery, and the state's facts (its files and the
