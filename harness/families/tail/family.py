@@ -78,7 +78,10 @@ class _Executor(StateExecutor):
         self._lock = threading.Lock()
 
     def _answers(self, planned: Planned) -> dict[bytes, Asked]:
-        """The subject's answers on every reader mutation of the plan, asked once for all."""
+        """The subject's answers: on every reader mutation of the plan, asked once for all by one forked
+        reader; through a status command (a process a journal), on this trial's mutation alone."""
+        if self.mode != "recovery":
+            return ask_mutations(self.ctx, [planned.item.mutation], self.mode, Path(tempfile.mkdtemp(dir=self.shared)))
         with self._lock:
             if self._asked is None:
                 self._asked = ask_mutations(self.ctx, list(planned.item.batch), self.mode,
