@@ -31,23 +31,25 @@ timeout_s = 60
 ''')
 
 
-def test_the_forked_reader_reads_recovers_and_reads_back_each_journal_once(server, tmp_path):
+def test_the_forked_reader_answers_a_reading_or_the_journal_after_the_subject_s_recovery(server, tmp_path):
     with Runner(server=server) as runner, workspace(runner, None, "fiskj-test-") as (runner, shared):
         ctx = context(runner, SCENARIO, shared)
         clean = ctx.ref.history.legs[-1].journal
         torn = clean + b'{"seq": 99, "ty'
         corrupt = b"#garbage\n" + clean
-        intact, cut, refused = ask(ctx, [clean, torn, corrupt], "recovery", tmp_path)
-    assert intact.read.kind == "read" and intact.after.recovery == "opened" and intact.read.torn is None
+        (tmp_path / "read").mkdir(), (tmp_path / "recovery").mkdir()
+        intact, cut, bad = ask(ctx, [clean, torn, corrupt], "recovery", "read", tmp_path / "read")
+        intact2, cut2, bad2 = ask(ctx, [clean, torn, corrupt], "recovery", "recovery", tmp_path / "recovery")
+    assert intact.kind == "read" and intact.torn is None and intact.recovery is None and intact2.recovery == "opened"
     # the torn tail, as read and after the subject's own recovery cut it
-    assert cut.read.torn == (len(clean), len(torn) - len(clean)) and cut.after.recovery == "repaired"
-    assert cut.after.torn is None and cut.after.seqs == cut.read.seqs == intact.read.seqs
-    assert refused.read.kind == "corrupt" and refused.read.line == 1 and refused.after.recovery.startswith("refused")
+    assert cut.torn == (len(clean), len(torn) - len(clean)) and cut2.recovery == "repaired"
+    assert cut2.torn is None and cut2.seqs == cut.seqs == intact.seqs == intact2.seqs
+    assert bad.kind == bad2.kind == "corrupt" and bad.line == 1 and bad2.recovery.startswith("refused")
     # each answer is judged against its question's label: the reading (tail), the journal after recovery (power loss)
     label = expected_reading(torn)
     read = reader_check("t", "cut", len(torn), label, cut, "recovery", "read")
-    after = reader_check("t", "cut", len(torn), label, cut, "recovery", "recovery")
-    assert read.expected["torn"] == list(cut.read.torn) and read.answer["torn"] == list(cut.read.torn)
+    after = reader_check("t", "cut", len(torn), label, cut2, "recovery", "recovery")
+    assert read.expected["torn"] == list(cut.torn) and read.answer["torn"] == list(cut.torn)
     assert after.expected["torn"] is None and after.answer["recovery"] == "repaired"
 
 
@@ -56,13 +58,17 @@ def test_a_recovery_that_leaves_the_torn_tail_is_seen_in_the_answer_after_it(ser
             workspace(runner, None, "fiskj-test-") as (runner, shared):
         ctx = context(runner, SCENARIO, shared)
         clean = ctx.ref.history.legs[-1].journal
-        (cut,) = ask(ctx, [clean + b'{"seq"'], "recovery", tmp_path)
-    assert cut.read.torn is not None and cut.after.torn == cut.read.torn and cut.after.recovery == "opened"
+        (tmp_path / "read").mkdir(), (tmp_path / "recovery").mkdir()
+        (read,) = ask(ctx, [clean + b'{"seq"'], "recovery", "read", tmp_path / "read")
+        (after,) = ask(ctx, [clean + b'{"seq"'], "recovery", "recovery", tmp_path / "recovery")
+    assert read.torn is not None and after.torn == read.torn and after.recovery == "opened"
 
 
 def test_there_is_no_one_to_ask_in_model_mode_and_a_status_command_is_not_asked_about_an_empty_run():
     with pytest.raises(ValueError, match="asked in mode 'recovery' or 'status', not 'model'"):
-        ask(None, [b"x"], "model", None)  # type: ignore[arg-type]
+        ask(None, [b"x"], "model", "read", None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not 'fold'"):
+        ask(None, [b"x"], "recovery", "fold", None)  # type: ignore[arg-type]
     empty = expected_reading(b'{"seq"')
     assert empty["kind"] == "torn" and not empty["seqs"]
     assert expected(empty, "status", "read") is None and expected(empty, "recovery", "recovery") == empty

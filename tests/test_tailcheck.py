@@ -65,7 +65,7 @@ def test_the_answer_child_reports_torn_and_corrupt_files(server, tmp_path):
     muts = [m for m in mutations(data, random_cuts=2, flips=4) if m.kind in ("intact", "zeros", "flip")]
     with Runner(default_subject(), server=server) as runner, workspace(runner, None, "fiskj-test-") as (_, shared):
         asked = ask_mutations(context(runner, SCENARIO, shared), muts, "recovery", tmp_path)
-    answers = {m.id: asked[m.data].read for m in muts}
+    answers = {m.id: asked[m.data] for m in muts}
     assert answers["intact"].kind == "read" and answers["intact"].seqs == (1, 2, 3, 4)
     assert answers["zeros4096+nl"].torn == (len(data), 4097)
     assert {answers[m.id].kind for m in muts if m.expect == "corrupt"} <= {"corrupt"}

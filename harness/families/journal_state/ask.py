@@ -5,23 +5,23 @@ mutation) and whatever the subject (:func:`cheap_mode`):
 
 * ``recovery`` (a fiskj-based subject): one child, forked with the
   subject's preload (:mod:`harness.families.journal_state.reader_child`),
-  reads each journal with fiskj's reader, runs the subject's recovery on it
-  (open under the run lock, cut a torn tail, close) and reads it back;
+  answers about every journal, each laid in a fresh run store;
 * ``status`` (a profile with a ``[reading]`` command): the subject's own
   status command reads each journal, laid alone in a fresh store (no
   repair);
 * ``model`` (neither, a journal format the oracle cannot read, or
   ``--no-readings``): the subject is not asked.
 
-Every distinct journal is asked once (an answer is a function of the
-bytes).  :func:`reader_check` records an answer next to the label it must
-match (docs/spec.md section 7) as a :class:`~harness.history.model.ReaderCheck`,
-a fact the I5 checker judges (:mod:`harness.checkers.i5_reader_answers`).
-The family chooses the ``question`` its label answers (:data:`QUESTIONS`):
-``read``, what the reader reads in the bytes (the tail family's, whose
-labels say where the torn tail is), or ``recovery``, what the journal holds
-after the subject's recovery (the power-loss family's: no torn tail left).
-A status command answers ``read`` only.
+The family chooses the ``question`` its labels answer (:data:`QUESTIONS`):
+``read``, what the subject's reader reads in the bytes (the tail family's,
+whose labels say where the torn tail is), or ``recovery``, what the journal
+holds after the subject's own recovery (the power-loss family's: no torn
+tail left behind a record).  A status command answers ``read`` only (it
+repairs nothing).  Every distinct journal is asked once (an answer is a
+function of the bytes).  :func:`reader_check` records an answer next to the
+label it must match (docs/spec.md section 7) as a
+:class:`~harness.history.model.ReaderCheck`, a fact the I5 checker judges
+(:mod:`harness.checkers.i5_reader_answers`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-from dataclasses import dataclass, replace
 from io import BufferedReader, BytesIO
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from harness.history.readers import parse_reading
 from harness.names import FISK_AI_V2
 from harness.subject.contract import journal_path
 
-__all__ = ["MODES", "QUESTIONS", "Asked", "cheap_mode", "expected_reading", "expected", "ask", "answers",
+__all__ = ["MODES", "QUESTIONS", "cheap_mode", "expected_reading", "expected", "ask", "answers",
            "reader_check"]
 
 #: How the subject is asked (module docstring).
@@ -49,16 +48,6 @@ MODES = ("recovery", "status", "model")
 #: What a label says the answer must be: the reading of the bytes, or the journal after the recovery.
 QUESTIONS = ("read", "recovery")
 _CHILD = "harness.families.journal_state.reader_child"
-
-
-@dataclass(frozen=True)
-class Asked:
-    """The subject's answers on one journal: ``read``, its reading of the bytes as laid; ``after``, its
-    reading after its own recovery (``Answer.recovery`` says what the recovery did), ``None`` when the
-    subject was asked through its status command (which repairs nothing)."""
-
-    read: Answer
-    after: Answer | None = None
 
 
 def cheap_mode(subject: Any, readings: bool = True) -> str:
@@ -108,9 +97,9 @@ def expected(label: dict[str, Any], mode: str, question: str) -> dict[str, Any] 
     return dict(label)
 
 
-def _child_answers(ctx: Context, journals: list[bytes], tmp: Path) -> list[Asked]:
-    """The forked reader child's answers on ``journals`` (one child for all).  Each journal is laid alone
-    in a fresh run store (all fiskj's store needs: a folder holding the journal, one ``mkdir`` a state)."""
+def _child_answers(ctx: Context, journals: list[bytes], question: str, tmp: Path) -> list[Answer]:
+    """The forked reader child's answers to ``question`` on ``journals`` (one child for all).  Each journal is
+    laid alone in a fresh run store (all fiskj's store needs: a folder holding the journal, one ``mkdir``)."""
     runner = ctx.runner
     folder = tmp / "stores"
     folder.mkdir(mode=0o700)
@@ -122,22 +111,21 @@ def _child_answers(ctx: Context, journals: list[bytes], tmp: Path) -> list[Asked
         (store / name).chmod(0o600)
     env = ctx.subject.env(base_url=runner.server.base_url, api_key="fiskj-journal-state", state_home=str(tmp),
                           ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None)
-    raw = runner.legs.run_module(_CHILD, [str(folder), ctx.run_id], env, tmp, "reader",
+    raw = runner.legs.run_module(_CHILD, [str(folder), ctx.run_id, question], env, tmp, "reader",
                                  timeout_s=max(60.0, len(journals) * 0.5))
-    rows: dict[int, Asked] = {}
+    rows: dict[int, Answer] = {}
     for line in raw["stdout"].splitlines():
         try:
             row = json.loads(line)
-            after = replace(Answer.from_json(row["after"]), recovery=str(row["recovery"]))
-            rows[int(row["file"])] = Asked(Answer.from_json(row["read"]), after)
+            rows[int(row["file"])] = Answer.from_json(row["answer"])
         except (ValueError, KeyError, TypeError):
             continue
     missing = Answer("error", message=f"no answer from the reader child (exit {raw['exit_code']}): "
                                       f"{raw['stderr'][-300:]}")
-    return [rows.get(i, Asked(missing, missing)) for i in range(len(journals))]
+    return [rows.get(i, missing) for i in range(len(journals))]
 
 
-def _status_answer(ctx: Context, data: bytes, tmp: Path) -> Asked:
+def _status_answer(ctx: Context, data: bytes, tmp: Path) -> Answer:
     """The subject's status command's reading of ``data`` laid as its journal in a fresh store in ``tmp``."""
     runner, subject = ctx.runner, ctx.subject
     where = lay(ctx, tmp, journal=data)
@@ -147,44 +135,46 @@ def _status_answer(ctx: Context, data: bytes, tmp: Path) -> Asked:
                       ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None, home=where["home"] or None)
     reading = parse_reading(runner.legs.read(argv, env, tmp, "state"), subject.status_fields)
     if reading["error"]:
-        return Asked(Answer("error", via="status",
-                            message=f"{reading['error']}; stderr: {str(reading.get('stderr', ''))[-200:]}"))
-    return Asked(Answer("read", via="status", records=reading.get("records")))
+        return Answer("error", via="status",
+                      message=f"{reading['error']}; stderr: {str(reading.get('stderr', ''))[-200:]}")
+    return Answer("read", via="status", records=reading.get("records"))
 
 
-def ask(ctx: Context, journals: list[bytes], mode: str, tmp: Path) -> list[Asked]:
-    """The subject's answers on each of ``journals`` (distinct bytes), asked in ``mode`` (``recovery`` or
-    ``status``; :func:`cheap_mode`) in stores laid under ``tmp`` (an empty folder); never raises for the
-    subject's behaviour.  Raises ``ValueError`` for mode ``model`` (there is no one to ask)."""
+def ask(ctx: Context, journals: list[bytes], mode: str, question: str, tmp: Path) -> list[Answer]:
+    """The subject's answers to ``question`` (:data:`QUESTIONS`) on each of ``journals`` (distinct bytes),
+    asked in ``mode`` (``recovery`` or ``status``, :func:`cheap_mode`; a status command answers ``read``)
+    in stores laid under ``tmp`` (an empty folder); never raises for the subject's behaviour.  Raises
+    ``ValueError`` for mode ``model`` (there is no one to ask) or a question not in :data:`QUESTIONS`."""
     if mode not in ("recovery", "status"):
         raise ValueError(f"journal states are asked in mode 'recovery' or 'status', not {mode!r}")
+    if question not in QUESTIONS:
+        raise ValueError(f"a journal state is asked one of {QUESTIONS}, not {question!r}")
     if not journals:
         return []
     if mode == "recovery":
-        return _child_answers(ctx, journals, tmp)
+        return _child_answers(ctx, journals, question, tmp)
     jobs = min(len(journals), os.cpu_count() or 1)
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         return list(pool.map(lambda ij: _status_answer(ctx, ij[1], tmp / f"s{ij[0]:06d}"), enumerate(journals)))
 
 
 def answers(ctx: Context, labels: dict[bytes, dict[str, Any]], mode: str, question: str,
-            tmp: Path) -> dict[bytes, Asked]:
-    """The subject's answers on each distinct journal of ``labels`` (bytes -> label) that has something to
-    judge for ``question`` (:func:`expected`), asked in ``mode`` in stores laid under ``tmp``; ``{}`` in mode
+            tmp: Path) -> dict[bytes, Answer]:
+    """The subject's answers to ``question`` on each distinct journal of ``labels`` (bytes -> label) that has
+    something to judge (:func:`expected`), asked in ``mode`` in stores laid under ``tmp``; ``{}`` in mode
     ``model``.  Never raises for the subject's behaviour."""
     if mode == "model":
         return {}
     wanted = [data for data, label in labels.items() if expected(label, mode, question) is not None]
-    return dict(zip(wanted, ask(ctx, wanted, mode, tmp)))
+    return dict(zip(wanted, ask(ctx, wanted, mode, question, tmp)))
 
 
-def reader_check(name: str, kind: str, size: int, label: dict[str, Any], asked: Asked | None, mode: str,
+def reader_check(name: str, kind: str, size: int, label: dict[str, Any], answer: Answer | None, mode: str,
                  question: str) -> ReaderCheck | None:
-    """The fact of one asked journal (``name``, ``kind``, ``size`` bytes): the answer to ``question``
-    (:data:`QUESTIONS`; a status command's answers ``read``) next to what it must be (:func:`expected`),
-    or ``None`` when there is nothing to judge (not asked, or no expectation)."""
+    """The fact of one asked journal (``name``, ``kind``, ``size`` bytes): the ``answer`` to ``question``
+    next to what it must be (:func:`expected`), or ``None`` when there is nothing to judge (not asked, or
+    no expectation)."""
     want = expected(label, mode, question)
-    if want is None or asked is None:
+    if want is None or answer is None:
         return None
-    answer = asked.after if question == "recovery" and asked.after is not None else asked.read
     return ReaderCheck(name, kind, size, want, answer.to_json())

@@ -1,29 +1,28 @@
-"""``python -m harness.families.journal_state.reader_child DIR RUN_ID``: a fiskj-based subject's answers on journal states.
+"""``python -m harness.families.journal_state.reader_child DIR RUN_ID QUESTION``: a fiskj-based subject's answers.
 
 The one cheap question of the journal-state engine
 (:mod:`harness.families.journal_state.ask`) to a fiskj-based subject.  Each
 folder ``DIR/NAME`` is a run store holding one journal state: ``RUN_ID``'s
 journal, named as :func:`harness.subject.contract.journal_path` names it.
-For each, in order, this child
+For each, in order, this child answers QUESTION:
 
-1. reads the journal with fiskj's reader (:func:`answer_for`: what a
-   reader answers about damaged bytes, docs/spec.md section 7);
-2. runs the subject's own recovery and nothing more
-   (:func:`recover`: :meth:`fiskj.store.FileStore.open` takes the run lock,
-   reads and folds the journal, cuts a torn tail and fsyncs, what
-   ``run --resume`` does before its first append), then closes it;
-3. reads the journal back (what the recovery left).
+* ``read``: what fiskj's reader reads in the journal (:func:`answer_for`:
+  what a reader answers about damaged bytes, docs/spec.md section 7);
+* ``recovery``: what the journal holds after the subject's own recovery
+  and nothing more (:func:`recover`: :meth:`fiskj.store.FileStore.open`
+  takes the run lock, reads and folds the journal, cuts a torn tail and
+  fsyncs, what ``run --resume`` does before its first append; then it is
+  closed), read back with fiskj's reader.
 
-It prints one JSON line per folder::
-
-    {"file": NAME, "read": ANSWER, "recovery": "repaired" | "opened" | "refused: Kind: message", "after": ANSWER}
-
-where an ANSWER is :meth:`Answer.to_json`.  It runs with the subject's
-environment, forked from the fork server (:meth:`harness.runner.leg.LegStarter.run_module`)
+It prints one JSON line per folder: ``{"file": NAME, "answer": ANSWER}``,
+an ANSWER being :meth:`Answer.to_json` (after a recovery, its ``recovery``
+says what the recovery did).  It runs with the subject's environment,
+forked from the fork server (:meth:`harness.runner.leg.LegStarter.run_module`)
 or started afresh, so a mutant's preload (``$FISKJ_PRELOAD``) applies here
 and only here.  It imports nothing of the harness but the preload loader
-(fiskj is imported inside the functions, after the preload patched it), so
-a forked child starts in a few milliseconds.  Exit 2 on a usage error.
+and the contract's names (fiskj is imported inside the functions, after the
+preload patched it), so a forked child starts in a few milliseconds.  Exit 2
+on a usage error.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 from harness.subject.contract import journal_path
@@ -112,22 +111,19 @@ def recover(store: str | os.PathLike[str], run_id: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Read, recover and read back every journal state of DIR (see the module docstring)."""
+    """Answer QUESTION about every journal state of DIR (see the module docstring)."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or not os.path.isdir(args[0]):
-        print("usage: python -m harness.families.journal_state.reader_child DIR RUN_ID", file=sys.stderr)
+    if len(args) != 3 or not os.path.isdir(args[0]) or args[2] not in ("read", "recovery"):
+        print("usage: python -m harness.families.journal_state.reader_child DIR RUN_ID read|recovery", file=sys.stderr)
         return 2
     load_preload()
-    folder, run_id = args
+    folder, run_id, question = args
     journal = journal_path("", run_id).name
     for name in sorted(os.listdir(folder)):
         store = os.path.join(folder, name)
-        path = os.path.join(store, journal)
-        read = answer_for(path)
-        recovery = recover(store, run_id)
-        after = answer_for(path)
-        row = {"file": name, "read": read.to_json(), "recovery": recovery, "after": after.to_json()}
-        sys.stdout.write(json.dumps(row) + "\n")
+        recovery = recover(store, run_id) if question == "recovery" else None
+        answer = replace(answer_for(os.path.join(store, journal)), recovery=recovery)
+        sys.stdout.write(json.dumps({"file": name, "answer": answer.to_json()}) + "\n")
     sys.stdout.flush()
     return 0
 

@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.checkers import INVALID, UNKNOWN, VALID, check_all
-from harness.families.journal_state.ask import Asked, answers, cheap_mode, reader_check
+from harness.families.journal_state.ask import answers, cheap_mode, reader_check
 from harness.families.journal_state.executor import Context, context, lay, resume, workspace
+from harness.families.journal_state.reader_child import Answer
 from harness.families.tail.mutations import Mutation, mutations
 from harness.families.tail.params import Params
 from harness.history.model import Fault, History, Leg
@@ -100,13 +101,13 @@ def mutations_for(journal: bytes, params: Params, fmt: str) -> list[Mutation]:
                           mid_run=params.mid_run, interior=params.interior, fmt=fmt))
 
 
-def ask_mutations(ctx: Context, muts: list[Mutation], mode: str, tmp: Path) -> dict[bytes, Asked]:
+def ask_mutations(ctx: Context, muts: list[Mutation], mode: str, tmp: Path) -> dict[bytes, Answer]:
     """The subject's answers on the distinct journals of ``muts``, asked in ``mode`` (:func:`cheap_mode`) in
     stores laid under ``tmp`` (:func:`harness.families.journal_state.ask.answers`, the ``read`` question)."""
     return answers(ctx, {m.data: m.expected() for m in muts}, mode, "read", tmp)
 
 
-def reader_history(scenario: str, seed: int, run_id: str, muts: list[Mutation], asked: dict[bytes, Asked],
+def reader_history(scenario: str, seed: int, run_id: str, muts: list[Mutation], asked: dict[bytes, Answer],
                    mode: str) -> History:
     """The facts of the reader checks: each mutation's label next to the subject's answer, asked in
     ``mode`` (judged as I5; :func:`harness.families.journal_state.ask.reader_check`).

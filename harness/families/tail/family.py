@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
-from harness.families.journal_state.ask import Asked, cheap_mode, expected
+from harness.families.journal_state.ask import cheap_mode, expected
 from harness.families.journal_state.executor import StateExecutor
+from harness.families.journal_state.reader_child import Answer
 from harness.families.tail.bound import bounded, stratum
 from harness.families.tail.executor import (CHECKED, ask_mutations, mutations_for, reader_history, repair_history,
                                             resume_candidates)
@@ -74,10 +75,10 @@ class _Executor(StateExecutor):
     def __init__(self, scenario: Scenario, runner: Runner) -> None:
         super().__init__(scenario, runner, prefix="fiskj-tails-")
         self.mode = cheap_mode(runner.subject)
-        self._asked: dict[bytes, Asked] | None = None
+        self._asked: dict[bytes, Answer] | None = None
         self._lock = threading.Lock()
 
-    def _answers(self, planned: Planned) -> dict[bytes, Asked]:
+    def _answers(self, planned: Planned) -> dict[bytes, Answer]:
         """The subject's answers: on every reader mutation of the plan, asked once for all by one forked
         reader; through a status command (a process a journal), on this trial's mutation alone."""
         if self.mode != "recovery":
