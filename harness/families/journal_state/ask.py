@@ -31,7 +31,7 @@ import json
 import os
 from io import BufferedReader, BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from harness.families.journal_state.executor import Context, lay
 from harness.families.journal_state.reader_child import Answer
@@ -158,14 +158,17 @@ def ask(ctx: Context, journals: list[bytes], mode: str, question: str, tmp: Path
         return list(pool.map(lambda ij: _status_answer(ctx, ij[1], tmp / f"s{ij[0]:06d}"), enumerate(journals)))
 
 
-def answers(ctx: Context, labels: dict[bytes, dict[str, Any]], mode: str, question: str,
-            tmp: Path) -> dict[bytes, Answer]:
-    """The subject's answers to ``question`` on each distinct journal of ``labels`` (bytes -> label) that has
-    something to judge (:func:`expected`), asked in ``mode`` in stores laid under ``tmp``; ``{}`` in mode
-    ``model``.  Never raises for the subject's behaviour."""
+def answers(ctx: Context, journals: Iterable[bytes], mode: str, question: str, tmp: Path,
+            labels: Mapping[bytes, dict[str, Any]] | None = None) -> dict[bytes, Answer]:
+    """The subject's answers to ``question`` on each distinct journal of ``journals``, asked in ``mode`` in
+    stores laid under ``tmp``; ``{}`` in mode ``model``.  ``labels`` (bytes -> label), when given: only the
+    journals with something to judge (:func:`expected`) are asked (worth it for a status command, a
+    process a journal; a forked reader answers a whole batch at once).  Never raises for the subject's
+    behaviour."""
     if mode == "model":
         return {}
-    wanted = [data for data, label in labels.items() if expected(label, mode, question) is not None]
+    wanted = [data for data in dict.fromkeys(journals)
+              if labels is None or expected(labels[data], mode, question) is not None]
     return dict(zip(wanted, ask(ctx, wanted, mode, question, tmp)))
 
 

@@ -169,16 +169,22 @@ def judge_cheap(ctx: Context, states: list[CrashState], invariants: tuple[str, .
     out = Cheap(states=len(states), mode=mode)
     asking = mode != "model" and "I5" in invariants
     journals = {s.id: journal_of(s, ctx.run_id) for s in states} if asking else {}
-    labels = {data: expected_reading(data) for data in dict.fromkeys(journals.values()) if data is not None}
+    distinct = [data for data in dict.fromkeys(journals.values()) if data is not None]
+    # a status command is a process a journal: it is asked only about those with something to judge; the
+    # forked reader answers every distinct journal at once, while a worker judges I4 and labels them
+    labels = {data: expected_reading(data) for data in distinct} if mode == "status" else {}
 
-    def judge_states() -> tuple[list[History], list[list[Verdict]]]:  # I4 on each state (pure)
+    def judge_states() -> tuple[list[History], list[list[Verdict]]]:  # I4 on each state, and the labels (pure)
         histories = [cheap_history(name, ctx.run_id, s, None, fmt) for s in states]
-        return histories, [check_all(h, [i for i in invariants if i != "I5"]) for h in histories]
+        verdicts = [check_all(h, [i for i in invariants if i != "I5"]) for h in histories]
+        labels.update((data, expected_reading(data)) for data in distinct if data not in labels)
+        return histories, verdicts
 
     with tempfile.TemporaryDirectory(prefix="fiskj-powerloss-cheap-", dir=tmp_root) as tmp, \
             concurrent.futures.ThreadPoolExecutor(1) as pool:
         pending = pool.submit(judge_states)
-        asked = answers(ctx, labels, mode, "recovery", Path(tmp)) if asking else {}
+        asked = answers(ctx, distinct, mode, "recovery", Path(tmp), labels if mode == "status" else None) \
+            if asking else {}
         histories, verdicts = pending.result()
     out.asked = len(asked)
     for s, history, found in zip(states, histories, verdicts):

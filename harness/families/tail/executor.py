@@ -104,7 +104,7 @@ def mutations_for(journal: bytes, params: Params, fmt: str) -> list[Mutation]:
 def ask_mutations(ctx: Context, muts: list[Mutation], mode: str, tmp: Path) -> dict[bytes, Answer]:
     """The subject's answers on the distinct journals of ``muts``, asked in ``mode`` (:func:`cheap_mode`) in
     stores laid under ``tmp`` (:func:`harness.families.journal_state.ask.answers`, the ``read`` question)."""
-    return answers(ctx, {m.data: m.expected() for m in muts}, mode, "read", tmp)
+    return answers(ctx, [m.data for m in muts], mode, "read", tmp, {m.data: m.expected() for m in muts})
 
 
 def reader_history(scenario: str, seed: int, run_id: str, muts: list[Mutation], asked: dict[bytes, Answer],
