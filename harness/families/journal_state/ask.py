@@ -33,6 +33,9 @@ from io import BufferedReader, BytesIO
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from fiskj.errors import CorruptJournal, FiskjError
+from fiskj.reader import JournalReader
+
 from harness.families.journal_state.executor import Context, lay
 from harness.families.journal_state.reader_child import Answer
 from harness.history.model import ReaderCheck
@@ -66,9 +69,6 @@ def expected_reading(data: bytes) -> dict[str, Any]:
     :class:`~harness.history.model.ReaderCheck` label: ``kind`` ``clean``/``torn`` (``seqs``,
     ``good_size``, ``torn`` ``[offset, length]``), ``corrupt`` (``line``, ``offset``) or ``error``
     (another reader error: no label).  Pure (docs/spec.md section 7)."""
-    from fiskj.errors import CorruptJournal, FiskjError
-    from fiskj.reader import JournalReader
-
     reader = JournalReader(BufferedReader(BytesIO(data)))  # type: ignore[arg-type]
     try:
         seqs = [r.seq for r in reader]
