@@ -10,8 +10,8 @@ from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 from harness.checkers import i5_readable
 from harness.checkers.journal_view import split_journal
-from harness.families.tail.executor import answer_for
-from harness.families.tail.mutations import Answer, mutations
+from harness.families.journal_state.reader_child import Answer, answer_for
+from harness.families.tail.mutations import mutations
 from harness.history.model import Fault, History, Leg, ReaderCheck, history_from_json, history_to_json
 
 

@@ -45,8 +45,10 @@ def test_every_crash_state_of_the_reference_is_judged_cheaply_and_a_sample_recov
 
 def _cheap(runner, scenario, **params):
     """The cheap tier alone on every distinct crash state of ``scenario``'s run by ``runner``'s subject."""
-    from harness.families.power_loss.executor import context, state_space, workspace
-    from harness.families.power_loss.tiers import cheap_mode, judge_cheap
+    from harness.families.journal_state.ask import cheap_mode
+    from harness.families.journal_state.executor import context, workspace
+    from harness.families.power_loss.executor import state_space
+    from harness.families.power_loss.tiers import judge_cheap
 
     with workspace(runner, None, "fiskj-test-") as (runner, shared):
         ctx = context(runner, scenario, shared)

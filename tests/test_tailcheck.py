@@ -14,7 +14,9 @@ from harness.selftest.mutants import subject_for
 from harness.runner.trial import Runner
 from harness.scenario.parse import parse_scenario
 from harness.subject.contract import default_subject
-from harness.families.tail.executor import Params, answer_for, params_from, reader_answers, resume_candidates, run_tails
+from harness.families.journal_state.executor import context, workspace
+from harness.families.journal_state.reader_child import answer_for
+from harness.families.tail.executor import Params, ask_mutations, params_from, resume_candidates, run_tails
 from harness.families.tail.mutations import mutations
 
 SCENARIO = parse_scenario('''
@@ -58,10 +60,12 @@ def test_a_reader_mutant_is_caught_by_the_answers_of_its_own_child(server, name,
     assert any(expected in v["reason"] for v in report.reader_violations)
 
 
-def test_the_answer_child_reports_torn_and_corrupt_files(tmp_path):
+def test_the_answer_child_reports_torn_and_corrupt_files(server, tmp_path):
     data = journal(M(), A("a"), R("a"), T())
     muts = [m for m in mutations(data, random_cuts=2, flips=4) if m.kind in ("intact", "zeros", "flip")]
-    answers = reader_answers(muts, default_subject(), tmp_path)
+    with Runner(default_subject(), server=server) as runner, workspace(runner, None, "fiskj-test-") as (_, shared):
+        asked = ask_mutations(context(runner, SCENARIO, shared), muts, "recovery", tmp_path)
+    answers = {m.id: asked[m.data] for m in muts}
     assert answers["intact"].kind == "read" and answers["intact"].seqs == (1, 2, 3, 4)
     assert answers["zeros4096+nl"].torn == (len(data), 4097)
     assert {answers[m.id].kind for m in muts if m.expect == "corrupt"} <= {"corrupt"}

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from builders import A, M, R, T, journal
 from harness.checkers.i5_reader_answers import answer_problem
-from harness.families.tail.executor import answer_for
-from harness.families.tail.mutations import Answer, line_spans, mutations
+from harness.families.journal_state.reader_child import Answer, answer_for
+from harness.families.tail.mutations import line_spans, mutations
 
 J = journal(M(), A("a", "b"), R("a"), R("b", content="x" * 700), A(text="two files"), T())
 

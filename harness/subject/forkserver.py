@@ -133,7 +133,7 @@ class ForkServer:
         (``/dev/null``); ``stdout``/``stderr`` file paths (truncated).  The
         leg runs in a new session (its pid is its process group).  ``main``:
         a module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`
-        (the power-loss family's recovery child), after the preload.
+        (the journal-state engine's reader child), after the preload.
         """
         self.start()
         assert self._proc is not None and self._proc.stdin is not None

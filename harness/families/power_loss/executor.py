@@ -8,15 +8,15 @@ For a scenario (docs/persistence-model.md has the model):
    (:func:`state_space`: the distinct ones, round-robin over crash points);
 3. **cheap tier**, every distinct state (:mod:`harness.families.power_loss.tiers`):
    the crash model's I4 on the state, and the subject's own recovery and
-   reading of its journal, judged as I5;
+   reading of its journal, asked the journal-state engine's one way
+   (:mod:`harness.families.journal_state.ask`), judged as I5;
 4. **full tier**, a sample (the first state of every distinct recovery
    outcome, then a seeded draw; :func:`~harness.families.power_loss.tiers.full_sample`):
-   per state, its files are written into a fresh state home, and one
-   recovery leg runs the subject (``run --resume``, or ``run --checkpoint``
-   when no complete record survived) against a new session of the fake model
-   server, with the effects ledger holding the reference run's effects
-   before the crash point (the tool in flight counts as run)
-   (:func:`explore_state`);
+   per state, its files are laid in a fresh state home and the engine
+   resumes it (:func:`harness.families.journal_state.executor.resume`: one
+   leg, ``run --resume``, or a start when no complete record survived),
+   with the effects ledger holding the reference run's effects before the
+   crash point (the tool in flight counts as run) (:func:`explore_state`);
 5. each full resume becomes a :class:`~harness.history.model.History`: leg 0 is the
    reference leg cut at the crash point (fault ``power_loss``, journal = the
    state's), leg 1 the recovery, and the state's facts (its files and the
@@ -39,35 +39,30 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import contextlib
 import os
-import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, ToolResultRecord
 
 from harness.checkers import INVALID, VALID, Verdict, check_all
+from harness.families.journal_state.ask import cheap_mode
+from harness.families.journal_state.executor import Context, context, lay, resume, workspace
 from harness.families.power_loss.crashstates import CrashState, crash_points
 from harness.families.power_loss.params import Params
-from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_mode, full_sample, judge_cheap, outcome_key
-from harness.history.model import CrashStateFacts, Effect, Fault, History, Leg, ModelCall
-from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
-from harness.runner.leg import LegPlan, count_user_records, start_or_resume
-from harness.runner.leg import run_leg as run_leg_process
-from harness.runner.trial import ReferenceRun, Runner, run_id_for
-from harness.scenario.model import Scenario, family_params
-from harness.workload.server import api_key
+from harness.families.power_loss.tiers import CHEAP_CHECKED, full_sample, judge_cheap, outcome_key
 from harness.history.journal_location import JournalLocation
-from harness.subject.contract import RunConfig, Subject, probes_path
-from harness.workload.build import Workload, build_workload, write_tools_file
+from harness.history.model import CrashStateFacts, Fault, History, Leg
+from harness.runner.trial import ReferenceRun, Runner
+from harness.scenario.model import Scenario, family_params
+from harness.subject.contract import Subject
 
-__all__ = ["Params", "StateResult", "Report", "Recovery", "Space", "params_from", "select_states", "run_power_loss",
-           "context", "run_leg", "recover", "journal_index", "workspace", "state_space", "explore_state"]
+__all__ = ["Params", "StateResult", "Report", "Space", "params_from", "select_states", "run_power_loss",
+           "journal_index", "state_space", "explore_state"]
 
 #: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
 CHECKED = ("I2", "I3", "I5", "I6", "I7", "I10")
@@ -196,103 +191,6 @@ def select_states(points: list[Any], max_states: int) -> list[CrashState]:
 
 
 @dataclass
-class Recovery:
-    """Shared context of the recovery legs of one campaign (one per scenario and subject)."""
-
-    runner: Runner
-    scenario: Scenario
-    ref: ReferenceRun
-    workload: Workload
-    tools_file: str
-    run_id: str
-    timeout_s: float
-
-
-def run_leg(ctx: Recovery, tmp: Path, index: int = 1, effects: list[Effect] = ()) -> tuple[Leg, list[ModelCall]]:
-    """Run one recovery leg in ``tmp`` (whose ``state`` dir holds the store): resume, or start if no journal.
-
-    The ledger (``tmp/ledger.jsonl``) is first filled with ``effects``.
-    Returns the leg (journal and trace after it) and the model calls it
-    made.  The leg starts through the one leg runner
-    (:func:`harness.runner.leg.run_leg`).
-    """
-    runner, subject = ctx.runner, ctx.runner.subject
-    state_home, ledger = tmp / "state", tmp / "ledger.jsonl"
-    write_ledger(ledger, list(effects))
-    wl = ctx.workload
-    cfg = RunConfig(run_id=ctx.run_id, model=wl.model, base_url=runner.server.base_url, tools_file=ctx.tools_file,
-                    max_tokens=wl.max_tokens, max_iterations=wl.max_iterations, prompt=wl.prompt, chat=wl.chat,
-                    thinking=wl.thinking)
-    home = tmp / "home" if subject.home else None
-    if home is not None:
-        home.mkdir(exist_ok=True)
-    where = {"state_home": str(state_home), "home": str(home or ""), "trial_dir": str(tmp)}
-    journal = subject.journal_path(cfg, **where)
-    if subject.files:
-        subject.write_files(cfg, **where)
-    before = journal.read_bytes() if journal.exists() else None
-    kind = start_or_resume(before, subject.caps.journal.format)
-    argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
-    session = runner.server.open_session(wl.script)
-    trace = tmp / f"trace-{index}.jsonl"
-    env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
-                      state_home=str(state_home), ledger=str(ledger), leg=index,
-                      trace=None if runner.observe else str(trace), home=str(home) if home is not None else None)
-    plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault={"kind": "none"}, workdir=tmp, journal=journal,
-                   trace=trace, stdin=wl.stdin_for(count_user_records(before)) if wl.chat else None,
-                   timeout_s=ctx.timeout_s, roots=(str(state_home),),
-                   reading=subject.status_argv(cfg, **where) if runner.readings else None)
-    try:
-        leg, _ = run_leg_process(plan, runner.legs)
-    finally:
-        calls = runner.server.close_session(session.token)
-    return leg, calls
-
-
-def recover(ctx: Recovery, tmp: Path, before: list[Leg], pre_calls: list[ModelCall], pre_effects: list[Effect],
-            fault: dict[str, Any]) -> History:
-    """Run the recovery leg in ``tmp`` after the legs ``before`` (the last one faulted) and return the history."""
-    leg1, calls = run_leg(ctx, tmp, len(before), pre_effects)
-    effects, notes = read_ledger(tmp / "ledger.jsonl")
-    probes = read_probes(probes_path(tmp / "ledger.jsonl"))
-    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[*before, leg1],
-                      effects=effects, reference=ctx.ref.reference, notes=notes,
-                      model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
-                      options={**ctx.ref.history.options, "family": fault["kind"]},
-                      journal_format=ctx.runner.subject.journal_format, probes=probes,
-                      journal_template=ctx.runner.subject.journal)
-    history.final_state, history.final_error = fold_journal(history.journal.in_store(tmp / "state", ctx.run_id),
-                                                            history.journal.format)
-    return history
-
-
-def context(runner: Runner, scenario: Scenario, shared: Path, ref: ReferenceRun | None = None) -> Recovery:
-    """The :class:`Recovery` context of ``scenario`` (``ref``: the reference the crash states come from, default
-    its uninterrupted run; the tools file goes to ``shared``)."""
-    return Recovery(runner, scenario, ref or runner.reference(scenario), build_workload(scenario),
-                    write_tools_file(shared / "tools.json"), run_id_for(scenario), scenario.trials.timeout_s)
-
-
-@contextlib.contextmanager
-def workspace(runner: Runner | None, subject: Subject | None, prefix: str) -> Iterator[tuple[Runner, Path]]:
-    """The runner and the shared temporary directory of one family campaign (power loss, tail).
-
-    Yields ``(runner, shared)``: ``runner``, else a new :class:`Runner` of
-    ``subject`` that is closed at the end, and a fresh directory named
-    ``prefix...`` under its ``tmp_root``, removed at the end.
-    """
-    own = runner is None
-    runner = runner or Runner(subject)
-    shared = Path(tempfile.mkdtemp(prefix=prefix, dir=runner.tmp_root))
-    try:
-        yield runner, shared
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
-        if own:
-            runner.close()
-
-
-@dataclass
 class Space:
     """The crash states of a reference run (pure, from its trace; docs/persistence-model.md).
 
@@ -344,29 +242,24 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
                  time.monotonic() - t0, leg)
 
 
-def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
-    """Lay ``state``'s files in a fresh state home, run one recovery leg, and return the two-leg history
-    with the state's facts (``History.crash_state``).  Judges nothing."""
+def explore_state(ctx: Context, state: CrashState, space: Space) -> History:
+    """Lay ``state``'s files in a fresh state home (:func:`harness.families.journal_state.executor.lay`),
+    resume it (:func:`~harness.families.journal_state.executor.resume`), and return the history with the
+    state's facts (``History.crash_state``).  Judges nothing."""
     ref_leg = ctx.ref.history.legs[space.leg]
     prior = list(ctx.ref.history.legs[:space.leg])
     old_home = space.old_home
-    tmp = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-", dir=ctx.runner.tmp_root))
-    try:
-        home = tmp / "state"
-        home.mkdir(mode=0o700)
 
-        def local(path: str) -> Path | None:
-            return home / path[len(old_home) + 1:] if path.startswith(old_home + "/") else None
+    def local(path: str) -> str | None:
+        return path[len(old_home) + 1:] if path.startswith(old_home + "/") else None
 
-        for d in sorted(state.dirs, key=len):
-            if local(d) is not None:
-                local(d).mkdir(mode=0o700, parents=True, exist_ok=True)  # type: ignore[union-attr]
-        for path, data in state.files.items():
-            target = local(path)
-            if target is not None and target.parent.is_dir():
-                target.write_bytes(data)
-                target.chmod(0o600)
-        p, crashed = state.prefix_n, Path(ctx.ref.history.journal.in_store(home, ctx.run_id))
+    files = {local(p): data for p, data in state.files.items() if local(p) is not None}
+    dirs = [d for d in (local(p) for p in state.dirs) if d is not None]
+    with tempfile.TemporaryDirectory(prefix="fiskj-powerloss-", dir=ctx.runner.tmp_root,
+                                     ignore_cleanup_errors=True) as name:
+        tmp = Path(name)
+        lay(ctx, tmp, files=files, dirs=dirs)  # type: ignore[arg-type]
+        p, crashed = state.prefix_n, ctx.journal(tmp)
         results, assistants = space.index
         ran = {tid for tid, i in results.items() if i <= p}  # written before the crash, or in flight
         hist = ctx.ref.history
@@ -386,10 +279,8 @@ def explore_state(ctx: Recovery, state: CrashState, space: Space) -> History:
                                detail={"state": state.id, "persisted": state.persisted,
                                        "lost_entries": state.lost_entries}),
                    journal=crashed.read_bytes() if crashed.exists() else None)
-        history = recover(ctx, tmp, [*prior, leg0], pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
-        history.crash_state = CrashStateFacts.of(state)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        history = resume(ctx, tmp, [*prior, leg0], pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
+    history.crash_state = CrashStateFacts.of(state)
     return history
 
 
@@ -402,7 +293,7 @@ def _time_of(prefix: list[dict[str, Any]], start: int) -> int:
     return start
 
 
-def _explore(ctx: Recovery, state: CrashState, space: Space, invariants: tuple[str, ...]) -> StateResult:
+def _explore(ctx: Context, state: CrashState, space: Space, invariants: tuple[str, ...]) -> StateResult:
     t0 = time.monotonic()
     history = explore_state(ctx, state, space)
     verdicts = check_all(history, ["I4", *invariants])

@@ -17,7 +17,8 @@ deterministic for the seed, explored in two tiers
   a seeded sample of ``resumes`` more
   (:func:`~harness.families.power_loss.tiers.full_sample`), each laid in a
   fresh store and recovered by one resume of the agent to its end
-  (:func:`harness.families.power_loss.executor.explore_state`), judged for
+  (:func:`harness.families.power_loss.executor.explore_state`, through the
+  journal-state engine, :mod:`harness.families.journal_state`), judged for
   the scenario's invariants (``[{"kind": "power_loss", "state": ID, "prefix_n": N}]``).
 
 ``--trials N`` bounds the plan: at most N trials, the cheap ones first
@@ -28,16 +29,15 @@ the full resumes in the rest (and at most ``max_states`` when the file sets it).
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
-from harness.families.power_loss.executor import CHECKED, context, explore_state, state_space
+from harness.families.journal_state.ask import cheap_mode
+from harness.families.journal_state.executor import StateExecutor
+from harness.families.power_loss.executor import CHECKED, explore_state, state_space
 from harness.families.power_loss.params import MODES, Params
-from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, cheap_mode, full_sample, judge_cheap
+from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, full_sample, judge_cheap
 from harness.families.trace_points import pending_point_of
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario, family_params
@@ -54,11 +54,8 @@ def batches(states: int, count: int, batch_states: int) -> list[tuple[int, int]]
     return [(i * states // n, (i + 1) * states // n) for i in range(n)]
 
 
-class _Executor:
-    def __init__(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> None:
-        self.scenario, self.runner = scenario, runner
-        self.shared = Path(tempfile.mkdtemp(prefix="fiskj-powerloss-tools-", dir=runner.tmp_root))
-        self.ctx = context(runner, scenario, self.shared, reference)
+class _Executor(StateExecutor):
+    """Runs a cheap batch or a full resume of a planned trial (the journal-state engine's executor)."""
 
     def run(self, planned: Planned) -> Any:
         tier, states, space = planned.item
@@ -82,9 +79,6 @@ class _Executor:
         schedule = history.schedule if cheap.first is not None else planned.schedule
         history.schedule = schedule
         return Ran(history, {"power_loss": 1, "crash_states": cheap.states}, schedule=schedule)
-
-    def close(self) -> None:
-        shutil.rmtree(self.shared, ignore_errors=True)
 
 
 class PowerLossFamily(FamilyBase):
@@ -150,7 +144,7 @@ class PowerLossFamily(FamilyBase):
         return out
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
-        return _Executor(scenario, runner, reference)
+        return _Executor(scenario, runner, reference, prefix="fiskj-powerloss-tools-")
 
 
 def _replayed(schedules: list[list[dict[str, Any]]], ordered: list[Any], space: Any, seed: int,

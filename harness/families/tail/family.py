@@ -10,20 +10,21 @@ the reference journal, deterministic for the seed.  Two kinds of trial:
 
 Each trial's schedule names its mutation
 (``[{"kind": "tail", "check": "reader" | "resume", "mutation": ID}]``), so a
-replay re-runs that one alone: its reader child is asked about that one
+replay re-runs that one alone: the subject is asked about that one
 mutation, its resume is that one mutation's (any resumable torn mutation of
 the run replays, not only the ``resume_checks`` planned).  ``--trials N``
 bounds the plan to ``N`` trials (:meth:`TailFamily.bound`,
 :mod:`harness.families.tail.bound`); without it the plan is the whole one.
-Reader checks need a fiskj-based subject (they run fiskj's reader with the
-subject's mutant) or the subject's own status command; for any other
-subject the plan holds resume trials only and the campaign says so before
-it starts.
+Both kinds run through the journal-state engine (:mod:`harness.families.journal_state`),
+the power-loss family's too: a reader trial is its cheap tier (the one way
+to ask, :mod:`harness.families.journal_state.ask`: fiskj's reader forked
+with the subject's mutant, or the subject's own status command), a resume
+its full tier.  For a subject that cannot be asked the plan holds resume
+trials only and the campaign says so before it starts.
 """
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import threading
 from dataclasses import dataclass, field, replace
@@ -31,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.families.base import FamilyBase, Planned, Ran
-from harness.families.tail.executor import (CHECKED, reader_answers, reader_history, repair_history,
-                                            resume_candidates, status_answer)
-from harness.families.power_loss.executor import context
+from harness.families.journal_state.ask import cheap_mode, expected
+from harness.families.journal_state.executor import StateExecutor
+from harness.families.journal_state.reader_child import Answer
 from harness.families.tail.bound import bounded, stratum
-from harness.families.tail.mutations import Mutation, mutations
+from harness.families.tail.executor import (CHECKED, ask_mutations, mutations_for, reader_history, repair_history,
+                                            resume_candidates)
+from harness.families.tail.mutations import Mutation
 from harness.families.tail.params import MODES, Params
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario, family_params
@@ -50,7 +53,7 @@ INTERIOR_CHECKED = ("I2", "I3", "I4", "I5", "I7", "I8")
 @dataclass(frozen=True)
 class TailItem:
     """A planned tail trial's own object (``Planned.item``): its ``check`` (``reader``, ``resume``) of
-    ``mutation``; ``batch``: the reader checks' mutations of the same plan, which one reader child answers
+    ``mutation``; ``batch``: the reader checks' mutations of the same plan, which the subject is asked about
     together; ``space``: every trial this run's mutations allow, from which :meth:`TailFamily.bound`
     chooses (set on the trials of a plan only)."""
 
@@ -66,36 +69,35 @@ def _settle(plan: list[Planned], space: tuple[Planned, ...]) -> list[Planned]:
     return [replace(p, item=replace(p.item, batch=batch, space=space)) for p in plan]
 
 
-class _Executor:
+class _Executor(StateExecutor):
+    """Runs a planned reader check (the cheap tier) or resume (the full tier) of a mutation."""
+
     def __init__(self, scenario: Scenario, runner: Runner) -> None:
-        self.scenario, self.runner = scenario, runner
-        self.shared = Path(tempfile.mkdtemp(prefix="fiskj-tails-", dir=runner.tmp_root))
-        self.ctx = context(runner, scenario, self.shared)
-        self._answers: dict[str, Any] | None = None
+        super().__init__(scenario, runner, prefix="fiskj-tails-")
+        self.mode = cheap_mode(runner.subject)
+        self._asked: dict[bytes, Answer] | None = None
         self._lock = threading.Lock()
 
-    def _answer(self, planned: Planned) -> Any:
-        """The subject's reader's answer on every planned mutation, asked once in one child process."""
+    def _answers(self, planned: Planned) -> dict[bytes, Answer]:
+        """The subject's answers: on every reader mutation of the plan, asked once for all by one forked
+        reader; through a status command (a process a journal), on this trial's mutation alone."""
+        if self.mode != "recovery":
+            return ask_mutations(self.ctx, [planned.item.mutation], self.mode, Path(tempfile.mkdtemp(dir=self.shared)))
         with self._lock:
-            if self._answers is None:
-                self._answers = reader_answers(list(planned.item.batch), self.runner.subject,
-                                               Path(tempfile.mkdtemp(dir=self.shared)))
-            return self._answers
+            if self._asked is None:
+                self._asked = ask_mutations(self.ctx, list(planned.item.batch), self.mode,
+                                            Path(tempfile.mkdtemp(dir=self.shared)))
+            return self._asked
 
     def run(self, planned: Planned) -> Ran:
         check, m = planned.item.check, planned.item.mutation
-        if check == "reader" and not self.runner.subject.caps.fiskj_based:  # the subject's own status command
-            answer = status_answer(self.ctx, m, Path(tempfile.mkdtemp(dir=self.shared)))
-            history = reader_history(self.scenario.name, planned.seed, self.ctx.run_id, [m], {m.id: answer})
-        elif check == "reader":
-            history = reader_history(self.scenario.name, planned.seed, self.ctx.run_id, [m], self._answer(planned))
+        if check == "reader":
+            history = reader_history(self.scenario.name, planned.seed, self.ctx.run_id, [m], self._answers(planned),
+                                     self.mode)
         else:
             history = repair_history(self.ctx, m)
         history.seed, history.schedule = planned.seed, planned.schedule
         return Ran(history, {"tail": 1})
-
-    def close(self) -> None:
-        shutil.rmtree(self.shared, ignore_errors=True)
 
 
 class TailFamily(FamilyBase):
@@ -118,9 +120,10 @@ class TailFamily(FamilyBase):
 
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject`` (said before the campaign starts)."""
-        if subject.caps.fiskj_based:
+        mode = cheap_mode(subject)
+        if mode == "recovery":
             return []
-        if subject.caps.reading:
+        if mode == "status":
             return ["tail reader checks ask the subject's status command, which says only whether it read a "
                     "journal and how many records (not the torn tail's offset nor a corrupt line's number); "
                     "journals with no complete record are not asked"]
@@ -138,16 +141,9 @@ class TailFamily(FamilyBase):
         when a schedule names no trial of this run."""
         params = self.params(scenario, count, seed)
         journal = reference.history.legs[-1].journal or b""
-        muts = list(mutations(journal, seed=params.seed, random_cuts=params.random_cuts, flips=params.flips,
-                              cut_every_offset_of_last_record=params.cut_every_offset_of_last_record,
-                              zero_tail_bytes=params.zero_tail_bytes, garbage_tails=params.garbage_tails,
-                              mid_run=params.mid_run, interior=params.interior, fmt=reference.history.journal_format))
-        if subject is None or subject.caps.fiskj_based:
-            reader_muts = muts
-        elif subject.caps.reading:  # asked through its status command
-            reader_muts = [m for m in muts if m.expect == "corrupt" or m.seqs]
-        else:
-            reader_muts = []
+        muts = mutations_for(journal, params, reference.history.journal.format)
+        mode = "recovery" if subject is None else cheap_mode(subject)  # those the subject is asked about
+        reader_muts = [m for m in muts if mode != "model" and expected(m.expected(), mode, "read") is not None]
         total = journal.count(b"\n")
         resume = tuple(i for i in CHECKED if i in scenario.check.invariants or i == "I5")
         # interior damage: the resume must refuse it and change nothing; the run cannot end, so no I6

@@ -27,7 +27,7 @@ dropped and reported as ``(offset, length)`` with every record before it
 kept; a cut exactly at a line end is **clean** (the records before it, no
 torn tail); an unparsable line that is not the last is **corrupt**, an error
 naming its 1-based line (docs/spec.md section 7).  The tail family
-records a reader's :class:`Answer` (:meth:`Answer.to_json`) next to the
+records a reader's answer (:class:`harness.families.journal_state.reader_child.Answer`) next to the
 label (:meth:`Mutation.expected`) as a fact of the history
 (:class:`~harness.history.model.ReaderCheck`); the I5 checker
 (:mod:`harness.checkers.i5_reader_answers`) judges it, so that a reader
@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from harness.names import FISK_AI_V2
 
-__all__ = ["Mutation", "Answer", "mutations", "line_spans"]
+__all__ = ["Mutation", "mutations", "line_spans"]
 
 
 @dataclass(frozen=True)
@@ -78,30 +78,6 @@ class Mutation:
         ``corrupt``), ``seqs``, ``good_size``, ``torn``, ``line``, ``offset``."""
         return {"kind": self.expect, "seqs": list(self.seqs), "good_size": self.good_size,
                 "torn": list(self.torn) if self.torn else None, "line": self.line, "offset": self.offset}
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What a reader said: ``kind`` ``"read"`` (``seqs``, ``torn``, ``good_size``), ``"corrupt"``
-    (``line``), or ``"error"`` (any other failure; ``message``).  ``via`` ``"status"``: the answer is a
-    subject's status command's (docs/subject.md "Subject profiles"), which says only whether it read
-    the journal and, when its profile maps it, how many ``records``."""
-
-    kind: str
-    seqs: tuple[int, ...] = ()
-    torn: tuple[int, int] | None = None
-    good_size: int | None = None
-    line: int | None = None
-    message: str = ""
-    via: str = "reader"
-    records: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The answer as a JSON fact (lists for ``seqs`` and ``torn``)."""
-        raw = asdict(self)
-        raw["seqs"] = list(self.seqs)
-        raw["torn"] = list(self.torn) if self.torn else None
-        return raw
 
 
 def line_spans(journal: bytes) -> list[tuple[int, int]]:
