@@ -6,6 +6,8 @@ back), one way to lay them in a fresh store, one resume; the families keep only 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.families.journal_state.ask import ask, expected, expected_reading, reader_check
@@ -14,7 +16,7 @@ from harness.history.model import Fault, Leg
 from harness.runner.trial import Runner
 from harness.scenario.parse import parse_scenario
 from harness.selftest.mutants import subject_for
-from harness.subject.contract import journal_path
+from harness.subject.contract import CONTRACT_JOURNAL
 
 SCENARIO = parse_scenario('''
 name = "journal-state-test"
@@ -78,7 +80,7 @@ def test_there_is_no_one_to_ask_in_model_mode_and_a_status_command_is_not_asked_
 def test_a_laid_crash_state_keeps_only_files_whose_folder_survived_and_a_resume_completes_the_run(server):
     with Runner(server=server) as runner, workspace(runner, None, "fiskj-test-") as (runner, shared):
         ctx = context(runner, SCENARIO, shared)
-        rel = journal_path("", ctx.run_id)
+        rel = Path(CONTRACT_JOURNAL.format(state_home=".", run_id=ctx.run_id))  # under the state home
         data = ctx.ref.history.legs[-1].journal
         cut = data[:data.index(b"\n") + 1]  # the meta record alone
         where = lay(ctx, shared / "a", files={str(rel): cut, "lost/x": b"x"}, dirs=[str(rel.parent)])

@@ -141,7 +141,7 @@ class TailFamily(FamilyBase):
         when a schedule names no trial of this run."""
         params = self.params(scenario, count, seed)
         journal = reference.history.legs[-1].journal or b""
-        muts = mutations_for(journal, params, reference.history.journal.format)
+        muts = mutations_for(journal, params, reference.history.journal_format)
         mode = "recovery" if subject is None else cheap_mode(subject)  # those the subject is asked about
         reader_muts = [m for m in muts if mode != "model" and expected(m.expected(), mode, "read") is not None]
         total = journal.count(b"\n")
