@@ -209,6 +209,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # run its tool call: the resume after the end shows it in every trial
     M("cut-off-turn-run-on-resume", "a resume settles a turn cut off by max_tokens (or refused) as a tool turn: its "
       "tools run", "kill", "max-tokens-kill", 4, ("I6",), loop.run_cut_off_turn, shrink=0),
+    # fisk-ai runs the tool call of a reply cut off by max_tokens and completes the run: every run shows it, the
+    # uninterrupted one included, so the workload's own rule catches it, not a comparison with that run (I6)
+    M("cut-off-turn-run", "the tool calls of a reply cut off by max_tokens run, and the run goes on to complete",
+      "kill", "max-tokens-kill", 1, ("I6",), partial(loop.run_cut_off_turn, fresh_too=True), shrink=0),
     # fisk-ai resumes every run that is not completed: refusing one that ended with error is I9 refused_resumable
     M("ended-leg-not-resumable", "a run whose last leg ended with error, budget or max_iterations is refused "
       "instead of resumed", "kill", "max-tokens-kill", 4, ("I9",), fingerprint.refuse_ended_legs, shrink=0),

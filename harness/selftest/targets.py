@@ -64,6 +64,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
     Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",)),
+    Target("cut-off-turn-run", "max-tokens-kill", 1, ("I6",)),
     Target("ended-leg-not-resumable", "max-tokens-kill", 4, ("I9",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
@@ -99,6 +100,7 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
     Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",)),
+    Target("cut-off-turn-run", "max-tokens-kill", 1, ("I6",)),
 )}
 #: Variants whose catch reads nothing of the journal's format (crash states and IO errors judged on bytes and
 #: calls (I4), the lock (I8), the refusal of a drifted resume (I9)): the fisk-ai v2 self-test of the same

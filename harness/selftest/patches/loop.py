@@ -224,13 +224,14 @@ def settled_answer_not_printed() -> None:
             self.output = output
 
 
-def run_cut_off_turn() -> None:
+def run_cut_off_turn(fresh_too: bool = False) -> None:
     """``_Run._settle`` of a journaled reply that stopped on ``max_tokens`` or ``refusal`` settles it as
-    ``tool_use``: its tool calls run (section 12, rule 6 never runs them)."""
+    ``tool_use``: its tool calls run (section 12, rule 6 never runs them); ``fresh_too``: a reply just
+    received too, so every run goes on past its cut-off reply and completes (what fisk-ai does)."""
 
     @wrap(loop._Run, "_settle")
     def _settle(original: Any, self: Any, message: Any, stop: Any, *, done: Any = None, fresh: bool) -> Any:
-        if not fresh and stop in ("max_tokens", "refusal"):
+        if (fresh_too or not fresh) and stop in ("max_tokens", "refusal"):
             stop = "tool_use"
         return original(self, message, stop, done=done, fresh=fresh)
 

@@ -229,6 +229,7 @@ class Run {
   // Rule 3: what a journaled assistant turn means; run its tools (rule 4).
   async settle(message, stop, { done = new Map(), fresh }) {
     if (!fresh && (stop === 'max_tokens' || stop === 'refusal') && bug('cut-off-turn-run-on-resume')) stop = 'tool_use';
+    if ((stop === 'max_tokens' || stop === 'refusal') && bug('cut-off-turn-run')) stop = 'tool_use';
     if (stop === 'max_tokens') throw new End('error', 'model reply cut off (stop_reason max_tokens); its tool calls were not run');
     if (stop === 'refusal') throw new End('error', 'the model refused (stop_reason refusal)');
     const blocks = (Array.isArray(message.content) ? message.content : [])
