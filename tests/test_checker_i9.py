@@ -84,6 +84,17 @@ def test_a_concurrent_refused_leg_with_no_trace_is_unknown():
     assert i9_refusal.check(eng.h).status == "unknown"
 
 
+def test_a_concurrent_refused_leg_observed_from_outside_with_an_empty_trace_did_nothing_and_is_judged():
+    # race-two-creates: the outside observer logs every call of the leg; an empty log is "did nothing"
+    eng = _completed_then_refused()
+    leg = eng.h.legs[1]
+    leg.trace = []
+    leg.t_start = eng.h.legs[0].t_start + 1
+    eng.h.options["observer"] = "ptrace"
+    v = i9_refusal.check(eng.h)
+    assert v.status == "valid" and v.evidence["refused_legs"] == [1], v.evidence
+
+
 def test_field_case_f17_a_drifted_resume_that_was_not_refused_is_caught():
     eng = Engine([["a"], []])
     eng.leg(kill_after=4)                       # killed in the batch

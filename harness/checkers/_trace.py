@@ -19,7 +19,7 @@ from fiskj.codec import decode_record
 from harness.history.model import History, Leg
 
 __all__ = ["Ack", "Span", "events", "is_lock", "acknowledged", "lock_spans", "journal_writes",
-           "traced", "unsynced_appends"]
+           "traced", "observed", "unsynced_appends"]
 
 
 @dataclass
@@ -61,6 +61,13 @@ class Span:
 def traced(history: History) -> bool:
     """True when at least one leg left an IO-seam trace."""
     return any(leg.trace for leg in history.legs)
+
+
+def observed(history: History, leg: Leg) -> bool:
+    """True when what ``leg`` did to the store is known: it left a trace, or it ran under the outside observer
+    (``history.options["observer"] == "ptrace"``), whose log holds every call of the leg's process tree, so
+    an empty trace means the leg made no call on the store ("observed, did nothing"), never "untraced"."""
+    return bool(leg.trace) or history.options.get("observer") == "ptrace"
 
 
 def _basename(path: str) -> str:

@@ -54,6 +54,7 @@ from harness.history.model import History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot
 from harness.checkers.journal_view import JournalView, Snapshot
+from harness.checkers._trace import observed
 
 #: The statuses whose run a resume continues (docs/spec.md section 12, rule 2; fisk-ai v2 does the same).
 RESUMED = ("open", "suspended", "error", "budget", "max_iterations")
@@ -153,7 +154,7 @@ def check(history: History) -> Any:
         if work:
             violations.append({"kind": "did_work", **base, "work": work[:10]})
         if _overlaps(leg, legs) or leg.fault.kind in ("tail", "power_loss"):
-            if not leg.trace:
+            if not observed(history, leg):
                 undecided.append({**base, "why": "overlapped another leg and left no IO-seam trace"
                                   if _overlaps(leg, legs) else f"its snapshot is after a {leg.fault.kind} fault "
                                   "and it left no IO-seam trace"})
