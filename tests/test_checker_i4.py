@@ -266,6 +266,32 @@ def test_a_journal_that_changed_in_ways_the_observer_did_not_see_makes_i4_unknow
     assert hidden.status == "unknown" and hidden.evidence["unobserved"][0]["first_difference"] == len(rec)
 
 
+def test_a_write_killed_inside_the_kernel_is_decided_from_the_bytes_on_disk_one_verdict_either_way():
+    from builders import M, lines
+
+    rec = b"".join(lines(M(run_id="r")))
+    nxt = b'{"seq":2,"protocol":"x"}\n'
+    path = "/s/fisk-ai/runs/r.json"
+
+    def killed_in_write(data_on_disk: bytes) -> History:
+        trace = [{"n": 1, "seq": 1, "pid": 7, "op": "open", "path": path, "fd": 3, "flags": ["O_WRONLY", "O_CREAT"],
+                  "created": True},
+                 {"n": 2, "seq": 2, "pid": 7, "op": "write", "path": path, "fd": 3, "offset": 0, "len": len(rec),
+                  "data": base64.b64encode(rec).decode()},
+                 {"n": 3, "seq": 3, "pid": 7, "op": "fsync", "path": path, "fd": 3},
+                 {"n": 4, "seq": 4, "pid": 7, "op": "write", "path": path, "fd": 3, "offset": len(rec), "len": 0,
+                  "data": "", "error": "KILLED", "count": len(nxt)}]  # SIGKILL inside: its bytes never logged
+        leg = Leg(index=0, kind="start", argv=["agent"], exit_signal="SIGKILL", trace=trace, journal=data_on_disk,
+                  fault=Fault(kind="kill", injected=True))
+        return History(scenario="s", seed=1, schedule=[], run_id="r", legs=[leg])
+
+    for on_disk in (rec, rec + nxt[:7], rec + nxt):   # the kernel wrote none, some or all of it
+        v = i4_acknowledged.check(killed_in_write(on_disk))
+        assert v.status == "valid", (len(on_disk), v.evidence)
+    beyond = i4_acknowledged.check(killed_in_write(rec + nxt + b"more"))  # more than the call could write
+    assert beyond.status == "unknown" and beyond.evidence["unobserved"][0]["first_difference"] == len(rec + nxt)
+
+
 def _observed_leg(index, pid, t_start, t_end, writes, journal, *, fault=None):
     """An observed leg (events carry the observer's ``seq``) writing ``writes`` [(t, offset, bytes)] with an fsync
     after each, and leaving ``journal`` on disk."""

@@ -78,6 +78,9 @@ def test_every_counted_op_is_one_event_numbered_in_entry_order_and_a_call_that_n
     assert trace[1]["offset"] == 10 and base64.b64decode(trace[1]["data"]) == b"hi" and trace[1]["t"] == 6
     assert trace[2]["error"] == "KILLED" and trace[3]["error"] == "EEXIST" and trace[3]["flags"][1] == "O_CREAT"
     assert error_name(0) is None and error_name(5) == "EIO" and error_name(512) == "ERESTART512"
+    (cut,) = ops_to_trace([Op("write", seq=1, pid=1, tid=1, path="/s/j", fd=5, off=4, count=30, ret=None, errno=0,
+                              t0=1, t1=2)])
+    assert (cut["error"], cut["offset"], cut["len"], cut["count"]) == ("KILLED", 4, 0, 30)  # 0..30 bytes written
 
 
 @pytest.mark.parametrize("bad", [None, 0])

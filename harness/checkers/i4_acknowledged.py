@@ -266,7 +266,9 @@ def _unobserved_change(view: JournalView, prev: Leg | None, leg: Leg,
     ``O_TRUNC`` opens make from what it found (the previous snapshot), when they differ from its own
     snapshot (a write the observer did not see: ``mmap``, io_uring, a rename onto the journal); else ``None``.
     ``group``: the legs that ran at the same time as it (itself included), whose calls are replayed
-    together in time order.  Legs whose journal a fault replaced (tail, power loss) are not checked."""
+    together in time order.  A write its process was SIGKILLed inside (``error: KILLED``, its bytes never
+    logged) wrote some prefix of its ``count`` bytes or none: the bytes on disk in that range decide which,
+    so identical runs give one verdict whatever the kernel did.  Legs whose journal a fault replaced (tail, power loss) are not checked."""
     members = group or [leg]
     trace = list(events(leg))
     if not trace or "seq" not in trace[0] or leg.fault.kind in ("tail", "power_loss") or leg.journal is None:
@@ -276,10 +278,14 @@ def _unobserved_change(view: JournalView, prev: Leg | None, leg: Leg,
             return None
         trace = sorted((ev for o in members for ev in events(o)), key=lambda ev: ev.get("t0", ev.get("t", 0)))
     data = bytearray(prev.journal or b"") if prev is not None else bytearray()
+    killed: list[tuple[int, int]] = []
     for ev in trace:
         if not view.is_journal(ev.get("path")) or (ev.get("error") and ev.get("op") != "write"):
             continue
         op = ev.get("op")
+        if op == "write" and ev.get("error") == "KILLED" and ev.get("offset") is not None:
+            killed.append((ev["offset"], int(ev.get("count") or 0)))  # its bytes were never logged
+            continue
         if op == "open" and "O_TRUNC" in (ev.get("flags") or ()):
             del data[:]
         elif op == "open" and ev.get("created"):
@@ -294,6 +300,10 @@ def _unobserved_change(view: JournalView, prev: Leg | None, leg: Leg,
             data[off:off + len(chunk)] = chunk
         elif op in ("rename", "unlink", "link"):
             return None  # the journal's name moved: the replay cannot follow it
+    for off, count in killed:  # SIGKILL inside write(2): the kernel wrote some prefix of it, decided on disk
+        k = max(0, min(count, len(leg.journal) - off))
+        data.extend(bytes(max(0, off + k - len(data))))
+        data[off:off + k] = leg.journal[off:off + k]
     if bytes(data) == leg.journal:
         return None
     at = next((i for i, (a, b) in enumerate(zip(data, leg.journal)) if a != b), min(len(data), len(leg.journal)))

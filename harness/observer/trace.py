@@ -49,6 +49,8 @@ def _event(n: int, op: Op) -> dict[str, Any]:
     elif kind == "write":
         data = op.data or b""
         ev.update(offset=op.off, len=len(data), data=base64.b64encode(data).decode("ascii"))
+        if op.ret is None and op.count is not None:  # killed inside: the kernel wrote 0..count bytes, unknown
+            ev["count"] = op.count
     elif kind in ("fsync", "fdatasync") and op.dir:
         ev["op"] = "fsync_dir"
     elif kind == "ftruncate":
