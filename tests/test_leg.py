@@ -154,6 +154,17 @@ def test_a_fault_due_after_the_exit_is_not_injected():
     assert outcome.returncode == 0 and outcome.exit_signal is None and not outcome.injected
 
 
+def test_a_kill_sent_as_the_leg_was_ending_by_itself_is_not_injected(monkeypatch):
+    import harness.runner.leg as leg_module
+
+    proc = start("import sys; sys.exit(0)", stdout=None)
+    proc.wait()                                                          # it has ended (not yet reaped by drive)
+    monkeypatch.setattr(leg_module, "wait_for_exit", lambda p, t: p.returncode is not None and t > 0.5)
+    outcome = drive(proc, {"kind": "kill", "after_ms": 1.0}, t0=time.monotonic(), timeout=30)
+    assert outcome.returncode == 0 and outcome.exit_signal is None
+    assert not outcome.injected and outcome.fault_t is None              # no live leg was killed: no reproducer
+
+
 def test_a_suspend_signals_the_agent_and_waits_for_its_clean_exit():
     proc = start(SUSPENDER)
     assert proc.stdout.readline() == b"ready\n"

@@ -161,7 +161,8 @@ class LegOutcome:
     ``returncode``: the exit status, or ``None`` when killed by a signal;
     ``exit_signal``: the signal name (``"SIGKILL"``) or ``None``;
     ``injected``: the scheduled fault was delivered (a timed fault whose time
-    came after the exit is not); ``timed_out``: the leg hit its deadline and
+    came after the exit is not, nor a kill sent as the leg was ending by itself: its exit status says it
+    did not die of the kill; such a fault is no reproducer); ``timed_out``: the leg hit its deadline and
     was killed; ``t_end``: ``time.monotonic_ns()`` when the exit was seen;
     ``fault_t``: ``time.monotonic_ns()`` when a timed fault was delivered (else ``None``).
     """
@@ -215,6 +216,8 @@ def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegO
         reap_group(proc.pid)  # tools orphaned by a self-kill (IO seam), if any
     t_end = time.monotonic_ns()
     rc = proc.returncode
+    if kind == "kill" and injected and rc != -signal.SIGKILL:  # it had ended by itself: the kill hit no live leg
+        injected, fault_t = False, None
     if rc is not None and rc < 0:
         if kind == "kill" and "event" in spec and -rc == signal.SIGKILL:
             injected = True
