@@ -61,17 +61,17 @@ class IoErrorFamily(FamilyBase):
     Params = Params
     resumes = True
 
-
-
     def check_schedule(self, schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
         return validate_schedule(schedule)
 
-
-
     def fixed_plan(self, scenario: Scenario) -> bool:
         return self.params(scenario).max_points > 0 or scenario.faults.schedule is not None
 
+    def bound(self, scenario: Scenario, plan: list[Planned], n: int, seed: int) -> list[Planned]:
+        """``--trials N``: ``n`` of the plan's failing calls (every op and error kind times the calls), evenly
+        spaced over it, the first and the last kept."""
+        return _spread(plan, n)
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
@@ -96,7 +96,6 @@ class IoErrorFamily(FamilyBase):
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> TrialExecutor:
         return TrialExecutor(scenario, runner)
-
 
 
 #: The registered instance.
