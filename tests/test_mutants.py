@@ -231,3 +231,9 @@ def test_no_target_row_is_written_twice_a_duplicate_would_silently_replace_the_f
             rows = [call.args[0].value for call in ast.walk(node.value)
                     if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Target"]
             assert len(rows) == len(set(rows)) == len(getattr(targets, node.target.id)), node.target.id
+
+
+def test_a_misspelt_mutant_name_is_refused_with_the_closest_one():
+    with pytest.raises(KeyError, match="did you mean 'no-fsync'"):
+        get("no-fsyn")
+    assert main(["mutants", "no-fsyn", "--list"]) == 2

@@ -131,3 +131,16 @@ def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit,
 def test_a_missing_profile_file_is_a_typed_error(tmp_path):
     with pytest.raises(ProfileError, match="no such profile file"):
         load_profile(tmp_path / "nope.toml")
+
+
+def test_a_misspelt_profile_key_or_invariant_is_refused_with_the_closest_known_one(tmp_path):
+    from harness.errors import ProfileError
+    from harness.subject.profile import load_profile
+
+    for text, hint in (('name = "x"\ncommand = ["a"]\n[comands]\n', "did you mean 'commands'"),
+                       ('name = "x"\ncommand = ["a"]\n[commands]\nresum = ["run"]\n', "did you mean 'resume'"),
+                       ('name = "x"\ncommand = ["a"]\n[not_applicable]\nI11 = "why"\n', "did you mean")):
+        path = tmp_path / "p.toml"
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(ProfileError, match=hint):
+            load_profile(path)

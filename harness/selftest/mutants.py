@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from harness.names import MUTANT_ENV, MUTANT_PRELOAD, MUTANT_SUBJECT, PRELOAD_ENV
 from harness.selftest.patches import fingerprint, lock, loop, reader, store, tails
+from harness.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from harness.subject.contract import Subject
@@ -247,7 +248,8 @@ def get(name: str) -> Mutant:
     for mutant in MUTANTS:
         if mutant.name == name:
             return mutant
-    raise KeyError(f"unknown mutant {name!r}; known: {', '.join(m.name for m in MUTANTS)}")
+    names = [m.name for m in MUTANTS]
+    raise KeyError(f"unknown mutant {name!r}{did_you_mean(name, names)}; known: {', '.join(names)}")
 
 
 def mutant_env(name: str) -> tuple[tuple[str, str], ...]:

@@ -63,6 +63,7 @@ from harness.errors import ProfileError
 from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
+from harness.suggest import did_you_mean
 from harness.tomlwhere import load_toml, located
 
 __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject", "JOURNAL_FORMATS",
@@ -166,7 +167,8 @@ class _ProfileText:
             raise self.fail("", name, f"expected a table [{name}], got {type(value).__name__}")
         for key in value:
             if allowed is not None and key not in allowed:
-                raise self.fail(name, key, f"unknown key; [{name}] takes {', '.join(sorted(allowed))}")
+                raise self.fail(name, key, f"unknown key{did_you_mean(key, allowed)}; [{name}] takes "
+                                           f"{', '.join(sorted(allowed))}")
         return value
 
     def words(self, section: str, key: str, value: Any, *, nonempty: bool = True) -> tuple[str, ...]:
@@ -198,7 +200,7 @@ def _top_level(src: _ProfileText) -> tuple[str, tuple[str, ...], bool, bool]:
     ``{python}`` filled in (``about`` is checked: a string, for people only)."""
     for key in src.doc:
         if key not in _TOP:
-            raise src.fail("", key, f"unknown key; a profile takes {', '.join(sorted(_TOP))}")
+            raise src.fail("", key, f"unknown key{did_you_mean(key, _TOP)}; a profile takes {', '.join(sorted(_TOP))}")
     name = src.doc.get("name", "")
     if not isinstance(name, str) or not name:
         raise src.fail("", "name", "expected a non-empty string: the subject's name in reports")
@@ -342,7 +344,8 @@ def _not_applicable(src: _ProfileText) -> tuple[tuple[str, str], ...]:
     out = []
     for inv, why in src.table("not_applicable", None).items():
         if inv not in INVARIANTS:
-            raise src.fail("not_applicable", inv, f"unknown invariant; known: {', '.join(INVARIANTS)}")
+            raise src.fail("not_applicable", inv, f"unknown invariant{did_you_mean(inv, INVARIANTS)}; known: "
+                                                  f"{', '.join(INVARIANTS)}")
         if not isinstance(why, str) or not why.strip():
             raise src.fail("not_applicable", inv, "expected the reason, as a non-empty string")
         out.append((inv, why.strip()))
