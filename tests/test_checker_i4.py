@@ -185,6 +185,21 @@ def test_every_crash_state_of_a_correct_writer_holds_every_acknowledged_write():
     assert last.checker == "harness.checkers.i4_acknowledged"
 
 
+def test_a_journal_lost_with_an_unsynced_parent_folder_blames_the_folder_s_entry_not_the_journal_s():
+    # defect 4: the store folder is made (mkdir -p) but its entry never fsynced in its parent; the journal's own
+    # entry is fsynced in the new folder, so what a power loss drops is the folder, and the summary says so
+    t = Trace().mkdir(D).create().append(rec(1), sync_dir=True).append(rec(2))
+    found = crash_states(t.events, {}, {"/s"})
+    bad = [v for v in (i4_acknowledged.check(_crash_history(s)) for s in found) if v.status == "invalid"]
+    assert bad
+    detail = bad[0].evidence["violations"][0]["detail"]
+    assert f"lost mkdir {D}" in detail and "a folder above it" in detail, detail
+    own = [v for v in (i4_acknowledged.check(_crash_history(s))          # the journal's own entry unsynced
+                       for s in crash_states(Trace().create().append(rec(1)).events, {}, {"/s", D}))
+           if v.status == "invalid"]
+    assert own and "its directory entry was not made durable: lost create" in own[0].evidence["violations"][0]["detail"]
+
+
 def test_a_crash_state_of_a_writer_with_no_directory_fsync_loses_an_acknowledged_write():
     t = Trace().create().append(rec(1)).append(rec(2))        # F09: the new journal's name never made durable
     bad = [v for v in (i4_acknowledged.check(_crash_history(s)) for s in crash_states(t.events, {}, {"/s", D}))

@@ -125,6 +125,17 @@ def _record_name(data: bytes) -> str:
     return f"record seq {obj['seq']} ({kind}) "
 
 
+def _why_gone(state: CrashStateFacts, path: str) -> str:
+    """Which lost name operations took ``path`` away: a folder above it whose entry was never made durable
+    (``mkdir``), or the file's own entry (``create``, ``rename``), as the crash state recorded them."""
+    above = [e for e in state.lost_entries if e.startswith("mkdir ") and path.startswith(e[len("mkdir "):] + "/")]
+    if above:
+        return f"the entry of a folder above it was not made durable: lost {', '.join(above)}"
+    own = [e for e in state.lost_entries if e.split(" ", 1)[-1].split(" -> ")[-1] == path]
+    return (f"its directory entry was not made durable: lost {', '.join(own)}" if own
+            else "its directory entry was not made durable")
+
+
 def lost_acknowledged(state: CrashStateFacts) -> list[str]:
     """The acknowledged writes missing from crash ``state`` (empty when I4 holds; docs/persistence-model.md),
     one message each: the file, the record (when the bytes are one journal line), the bytes, the write and
@@ -137,7 +148,7 @@ def lost_acknowledged(state: CrashStateFacts) -> list[str]:
         where = (f"{ack.path}: {_record_name(ack.data)}bytes {ack.offset}..{ack.end} acknowledged "
                  f"(write n={ack.n}{synced})")
         if not paths:
-            out.append(f"{where} but the file is gone (its directory entry was not made durable)")
+            out.append(f"{where} but the file is gone ({_why_gone(state, ack.path)})")
         elif not any(state.files[p][ack.offset:ack.end] == ack.data for p in paths):
             size = max(len(state.files[p]) for p in paths)
             what = (f"the file ends at byte {size}" if size <= ack.offset
