@@ -88,12 +88,12 @@ from harness.cli.gate_cmd import add_gate_parser
 from harness.cli.merge_cmd import add_merge_parser
 from harness.cli.mutants_cmd import add_mutants_parser
 from harness.cli.replay_cmd import add_replay_parser
-from harness.cli.reporting import _finish, _progress, _shrink_lines, _write_json  # noqa: F401 - re-exported
-from harness.cli.resolve import _gate_scenarios, resolve_scenarios, subject_of  # noqa: F401 - re-exported
+from harness.cli.reporting import _finish, _progress, _shrink_lines
+from harness.cli.resolve import resolve_scenarios, subject_of
 from harness.cli.streams import SafeStream
 from harness.names import HARNESS_USAGE
 
-__all__ = ["main", "build_parser", "resolve_scenarios", "subject_of", "version_text"]
+__all__ = ["main", "build_parser", "version_text"]
 
 
 def version_text() -> str:
