@@ -355,7 +355,7 @@ class Campaign:
             if not interrupt.installed():  # a library caller: its KeyboardInterrupt, now that all is ended
                 interrupt.clear()
                 raise KeyboardInterrupt
-            out.interrupted = {"signal": interrupt.signal_name(interrupt.signum() or 2),  # type: ignore[attr-defined]
+            out.interrupted = {"signal": interrupt.signal_text(),  # type: ignore[attr-defined]
                                "planned": self.planned, "done": len(results)}
         return out
 

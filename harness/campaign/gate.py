@@ -99,7 +99,7 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
         except interrupt.Interrupted as exc:  # it came before the first trial: nothing ran
             result = CampaignResult(trials=[], errors=[], scenarios=[], elapsed_s=clock() - started, jobs=campaign.jobs,
                                     subject=runner.subject)
-            result.interrupted = {"signal": interrupt.signal_name(exc.signum), "planned": 0,  # type: ignore[attr-defined]
+            result.interrupted = {"signal": interrupt.signal_text(exc.signum), "planned": 0,  # type: ignore[attr-defined]
                                   "done": 0}
     finished = clock() - started
     log = _round_log(result, campaign.stream.waiting() if campaign.stream is not None else 0)

@@ -1,38 +1,15 @@
-"""The power-loss family: crash states of a traced run, each judged cheaply, a sample recovered in full.
+"""The power-loss family's state space and a crash state's full resume (the tiers: :mod:`.family`, :mod:`.tiers`).
 
-For a scenario (docs/persistence-model.md has the model):
-
-1. the reference run (:meth:`harness.runner.trial.Runner.reference`: the workload
-   once, uninterrupted, ``FISKJ_IOSEAM_TRACE`` set) gives the trace;
-2. :mod:`harness.families.power_loss.crashstates` enumerates its crash states
-   (:func:`state_space`: the distinct ones, round-robin over crash points);
-3. **cheap tier**, every distinct state (:mod:`harness.families.power_loss.tiers`):
-   the crash model's I4 on the state, and the subject's own recovery and
-   reading of its journal, asked the journal-state engine's one way
-   (:mod:`harness.families.journal_state.ask`), judged as I5;
-4. **full tier**, a sample (the first state of every distinct recovery
-   outcome, then a seeded draw; :func:`~harness.families.power_loss.tiers.full_sample`):
-   per state, its files are laid in a fresh state home and the engine
-   resumes it (:func:`harness.families.journal_state.executor.resume`: one
-   leg, ``run --resume``, or a start when no complete record survived),
-   with the effects ledger holding the reference run's effects before the
-   crash point (the tool in flight counts as run) (:func:`explore_state`);
-5. each full resume becomes a :class:`~harness.history.model.History`: leg 0 is the
-   reference leg cut at the crash point (fault ``power_loss``, journal = the
-   state's), leg 1 the recovery, and the state's facts (its files and the
-   writes the trace model counts as acknowledged) are recorded as
-   ``History.crash_state`` (:meth:`~harness.history.model.CrashStateFacts.of`),
-   judged by :func:`harness.checkers.check_all`: I4 on the state
-   (:mod:`harness.checkers.i4_acknowledged`, by the model's
-   :func:`~harness.checkers.i4_acknowledged.lost_acknowledged`: an append is
-   acknowledged when the trace shows it returned, so a correct writer's
-   window between its fsync and its directory fsync is no violation), the
-   other invariants (I2, I3, I5, I6, I7, I10) on the recovery.  This module
-   builds no verdict.
-
-The family (:mod:`harness.families.power_loss.family`) plans and runs both
-tiers as campaign trials; parameters come from the scenario's ``[faults]``
-table (:class:`~harness.families.power_loss.params.Params`).
+:func:`state_space` enumerates the crash states of the reference run's trace under docs/persistence-model.md
+(:mod:`harness.families.power_loss.crashstates`; the distinct ones round-robin over crash points, pure).
+:func:`explore_state` lays a state's files in a fresh state home and resumes it through the journal-state
+engine (:func:`harness.families.journal_state.executor.resume`), the effects ledger holding the reference
+run's effects before the crash point (the tool in flight counts as run); its history's leg 0 is the
+reference leg cut at the crash point (fault ``power_loss``, the state's journal), leg 1 the recovery, and
+``History.crash_state`` the state's facts (:meth:`~harness.history.model.CrashStateFacts.of`), which I4
+judges by the model (:func:`~harness.checkers.i4_acknowledged.lost_acknowledged`: an append is acknowledged
+when the trace shows it returned); the other invariants (:data:`CHECKED`) judge the recovery.  This module
+builds no verdict.
 """
 
 from __future__ import annotations
