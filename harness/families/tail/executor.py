@@ -1,34 +1,14 @@
-"""The tail family: a real run's journal, mutated by the tail nemesis, read and resumed.
+"""The tail family's IO, through the journal-state engine (the plan: :mod:`harness.families.tail.family`).
 
-For a scenario:
-
-1. the reference run's final journal (:meth:`harness.runner.trial.Runner.reference`)
-   is mutated by :func:`harness.families.tail.mutations.mutations` (cuts at every offset of
-   the last record and at random offsets, zero and garbage tails, byte flips);
-2. **reader** (the cheap tier): every mutation is laid in a fresh store and
-   the subject is asked about it the journal-state engine's one way
-   (:mod:`harness.families.journal_state.ask`: a fiskj-based subject's
-   reader forked with its preload, so a mutant's ``FISKJ_PRELOAD`` applies
-   there and only there, or the subject's own status command); each answer
-   is recorded next to the mutation's label as a fact of a history
-   (:func:`reader_history`, ``History.reader_checks``) that the I5 checker
-   judges (torn tail with offset and length, or corruption naming the
-   line: :mod:`harness.checkers.i5_reader_answers`);
-3. **repair** (the full tier): for up to ``resume_checks`` torn mutations
-   whose run is resumable, the mutated journal is laid in a fresh store and
-   resumed to completion (:func:`harness.families.journal_state.executor.resume`);
-   the history (leg 0: the reference leg with a ``tail`` fault
-   whose detail is the mutation's label, leg 1: the resume) is judged by
-   the checkers (I2 to I7: no acknowledged record lost or glued, readable,
-   the reference result; I5 also judges the repair itself: the kept bytes
-   ``[0, good_size)`` unchanged and no torn tail left: defect 1 of docs/spec.md
-   section 16).
-
-This module builds no verdict: the checkers (:func:`harness.checkers.check_all`)
-judge every history it records.
-
-Reader checks need a subject the engine can ask (:func:`~harness.families.journal_state.ask.cheap_mode`:
-fiskj-based, or with a status command); other subjects get the repair checks only.
+:func:`mutations_for`: the labelled mutations of the reference run's final journal
+(:mod:`harness.families.tail.mutations`); :func:`ask_mutations` and :func:`reader_history`: the cheap tier,
+the subject asked about each mutation the engine's one way (:mod:`harness.families.journal_state.ask`) and
+each answer recorded beside its label (``History.reader_checks``, judged as I5 by
+:mod:`harness.checkers.i5_reader_answers`); :func:`resume_candidates` and :func:`repair_history`: the full
+tier, a torn mutation laid in a fresh store and resumed to completion (leg 0: the reference leg with a
+``tail`` fault naming the mutation, leg 1: the resume; I5 also judges the repair: the kept bytes
+``[0, good_size)`` unchanged and no torn tail left, defect 1 of docs/spec.md section 16).  This module
+builds no verdict.
 """
 
 from __future__ import annotations
