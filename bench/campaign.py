@@ -253,7 +253,8 @@ def _power_loss_tiers(scenario: Any, runner: Any) -> dict[str, Any]:
     """One power-loss campaign of ``scenario`` by ``runner``'s subject (its reference already run), its tiers'
     figures: crash states judged cheaply (``judged``, ``judged_per_s`` by the cheap tier's own clock,
     shared by the campaign's threads, ``journals_asked``, ``cheap_mode``) and full resumes (``explored``, ``explored_per_s``: resumes over
-    their summed wall time shared by the campaign's threads; ``outcomes``: distinct recovery outcomes)."""
+    their summed wall time shared by the campaign's threads; ``outcomes``: distinct recovery outcomes); and
+    the state space (``distinct``, ``built``, ``crash_points``, ``trace_events``)."""
     from harness.campaign.campaign import Campaign
     from harness.families.power_loss.executor import state_space
     from harness.families.power_loss.family import POWER_LOSS
@@ -276,7 +277,8 @@ def _power_loss_tiers(scenario: Any, runner: Any) -> dict[str, Any]:
     return {"judged": judged, "judged_per_s": round(judged / seconds, 1) if seconds else None,
             "journals_asked": sum(c["asked"] for c in cheap), "cheap_mode": cheap[0]["mode"] if cheap else "none",
             "explored": len(full), "explored_per_s": round(len(full) / wall, 1) if wall else None,
-            "outcomes": outcomes}
+            "outcomes": outcomes, "distinct": len(space.distinct), "built": sum(len(p.states) for p in space.points),
+            "crash_points": len(space.points), "trace_events": space.trace_events}
 
 
 def bench_crash_states(*, explore: int = 8, rounds: int = 3, scenario_name: str = "power-loss-basic",
