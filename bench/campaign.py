@@ -250,33 +250,36 @@ def _with_faults(scenario: Any, **keys: Any) -> Any:
 
 
 def _power_loss_tiers(scenario: Any, runner: Any) -> dict[str, Any]:
-    """One power-loss campaign of ``scenario`` by ``runner``'s subject (its reference already run), its tiers'
-    figures: crash states judged cheaply (``judged``, ``judged_per_s`` by the cheap tier's own clock,
-    shared by the campaign's threads, ``journals_asked``, ``cheap_mode``) and full resumes (``explored``, ``explored_per_s``: resumes over
-    their summed wall time shared by the campaign's threads; ``outcomes``: distinct recovery outcomes); and
-    the state space (``distinct``, ``built``, ``crash_points``, ``trace_events``)."""
+    """The power-loss family of ``scenario`` by ``runner``'s subject (its reference already run), each tier
+    a campaign of its own so that neither competes with the other for the CPU: the cheap tier (``--trials
+    1``: one batch of every distinct state, no full resume; ``judged``, ``judged_per_s`` by the tier's own
+    clock, ``journals_asked``, ``cheap_mode``), then the full sample's resumes replayed by their schedules
+    (``explored``, ``explored_per_s`` over the wall time of that campaign's trials; ``outcomes``: distinct recovery
+    outcomes); and the state space (``distinct``, ``built``, ``crash_points``, ``trace_events``)."""
     from harness.campaign.campaign import Campaign
     from harness.families.power_loss.executor import state_space
     from harness.families.power_loss.family import POWER_LOSS
     from harness.families.power_loss.tiers import full_sample
     from harness.runner.trial import run_id_for
 
-    campaign = Campaign([scenario], runner=runner, shrink_budget=0, keep_histories=True)
-    result = campaign.run()
-    if result.errors:
-        raise RuntimeError(f"the power-loss bench campaign failed to run: {result.errors}")
-    cheap = [t.history.options["cheap"] for t in result.trials if "cheap" in t.history.options]
-    full = [t.elapsed_s for t in result.trials if "cheap" not in t.history.options]
+    result = Campaign([scenario], runner=runner, trials=1, shrink_budget=0, keep_histories=True).run()
+    if result.errors or len(result.trials) != 1:
+        raise RuntimeError(f"the power-loss bench's cheap tier did not run as one batch: {result.errors}")
+    cheap = result.trials[0].history.options["cheap"]
     params = POWER_LOSS.params(scenario)
     space = state_space(result.scenarios[0].reference, run_id_for(scenario), params)
-    _, outcomes = full_sample(space.distinct, run_id_for(scenario), resumes=params.resumes, cap=params.max_states,
-                              seed=params.seed, journal=runner.subject.caps.journal)
-    judged = sum(c["states"] for c in cheap)
-    seconds = sum(c["seconds"] for c in cheap) / max(1, min(campaign.jobs, len(cheap)))
-    wall = sum(full) / max(1, min(campaign.jobs, len(full)))
-    return {"judged": judged, "judged_per_s": round(judged / seconds, 1) if seconds else None,
-            "journals_asked": sum(c["asked"] for c in cheap), "cheap_mode": cheap[0]["mode"] if cheap else "none",
-            "explored": len(full), "explored_per_s": round(len(full) / wall, 1) if wall else None,
+    chosen, outcomes = full_sample(space.distinct, run_id_for(scenario), resumes=params.resumes,
+                                   cap=params.max_states, seed=params.seed, journal=runner.subject.caps.journal)
+    schedules = [[{"kind": "power_loss", "state": s.id, "prefix_n": s.prefix_n}] for s in chosen]
+    ticks: list[float] = []  # progress is called as the trials start (after the plan) and as each one ends
+    full = Campaign([scenario], runner=runner, schedules=schedules, shrink_budget=0,
+                    progress=lambda *_: ticks.append(time.perf_counter())).run()
+    wall = ticks[-1] - ticks[0]
+    if full.errors:
+        raise RuntimeError(f"the power-loss bench's full resumes did not run: {full.errors}")
+    return {"judged": cheap["states"], "judged_per_s": round(cheap["states"] / cheap["seconds"], 1),
+            "journals_asked": cheap["asked"], "cheap_mode": cheap["mode"],
+            "explored": len(full.trials), "explored_per_s": round(len(full.trials) / wall, 1),
             "outcomes": outcomes, "distinct": len(space.distinct), "built": sum(len(p.states) for p in space.points),
             "crash_points": len(space.points), "trace_events": space.trace_events}
 
