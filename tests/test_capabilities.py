@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness.campaign.campaign import not_applicable, subject_limits, unsupported
+from harness.campaign.campaign import subject_limits, unsupported
 from harness.families.registry import by_mode
 from harness.names import MUTANT_SUBJECT
 from harness.scenario.parse import load_scenario
@@ -35,7 +35,7 @@ def test_the_capabilities_are_computed_once_per_subject_and_again_for_a_changed_
     subject = default_subject()
     assert subject.caps is subject.caps                                     # cached on the subject
     assert not replace(subject, status_args=None).caps.reading              # a changed subject: its own
-    assert "I10" in not_applicable(replace(subject, status_args=None))
+    assert "I10" in dict(replace(subject, status_args=None).caps.not_applicable)
 
 
 def test_a_profile_s_journal_chat_and_drift_are_its_capabilities():

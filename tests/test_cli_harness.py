@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from harness.campaign.campaign import Campaign, TrialResult
+from harness.campaign.campaign import Campaign
+from harness.campaign.result import TrialResult
 from harness.draws import seeded_draws
 from harness.families.signals.schedules import exhaustive_schedules, plan_schedules, schedule_strategy
 from harness.checkers import Verdict
@@ -208,7 +209,7 @@ def test_a_subject_naming_an_unknown_mutant_is_a_usage_error(files, capsys):
 
 
 def test_a_mutant_named_by_its_user_facing_name_runs_with_its_preload():
-    from harness.cli.main import subject_of
+    from harness.cli.resolve import subject_of
     from harness.selftest.mutants import subject_for
 
     assert subject_of(f"FISKJ_MUTANT=no-fsync {sys.executable} -m harness.selftest.subject") == subject_for("no-fsync")
@@ -218,7 +219,7 @@ def test_a_mutant_named_by_its_user_facing_name_runs_with_its_preload():
 
 
 def test_the_bundled_scenarios_are_the_default():
-    from harness.cli.main import resolve_scenarios
+    from harness.cli.resolve import resolve_scenarios
 
     names = {s.name for s in resolve_scenarios([])}
     assert {"noop-baseline", "kill-random", "kill-every-event", "suspend-clean", "chain-crash-during-resume"} <= names
@@ -226,7 +227,7 @@ def test_the_bundled_scenarios_are_the_default():
 
 
 def test_a_bundled_name_wins_over_a_local_folder_of_that_name_unless_given_as_a_path(tmp_path, monkeypatch):
-    from harness.cli.main import resolve_scenarios
+    from harness.cli.resolve import resolve_scenarios
 
     local = tmp_path / "kill-random"
     local.mkdir()
@@ -237,7 +238,8 @@ def test_a_bundled_name_wins_over_a_local_folder_of_that_name_unless_given_as_a_
 
 
 def test_an_unknown_scenario_name_is_refused_with_the_closest_bundled_names():
-    from harness.cli.main import _Usage, resolve_scenarios
+    from harness.cli.arguments import _Usage
+    from harness.cli.resolve import resolve_scenarios
 
     with pytest.raises(_Usage, match="did you mean 'kill-random'"):
         resolve_scenarios(["kill-randm"])
@@ -318,7 +320,7 @@ def test_a_failing_trial_is_shrunk_to_a_minimal_schedule(monkeypatch):
 
 
 def test_a_shrink_of_a_single_fault_is_reported_as_already_minimal_not_as_shrunk():
-    from harness.cli.main import _shrink_lines
+    from harness.cli.reporting import _shrink_lines
 
     one = {"scenario": "s", "from_trial": 2, "trial": 9, "schedule": [{"kind": "kill", "after_ms": 1.0}],
            "from_schedule": [{"kind": "kill", "after_ms": 7.0}], "reproduce": "fiskj-harness run s"}

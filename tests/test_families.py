@@ -3,7 +3,7 @@
 import pytest
 
 from harness.campaign.campaign import Campaign
-from harness.families.race import RACES
+from harness.families.race.params import RACES
 from harness.families.registry import FAMILIES, MODES, by_mode
 from harness.runner.trial import Runner
 from harness.scenario.parse import bundled_scenario_dir, load_scenario

@@ -9,7 +9,8 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from harness.cli.main import _gate_scenarios, main, subject_of
+from harness.cli.main import main
+from harness.cli.resolve import _gate_scenarios, subject_of
 from harness.campaign.gate import gate_report, render_gate_markdown, run_gate
 from harness.cli.resolve import resolve_scenarios
 from harness.campaign.result import ScenarioRun

@@ -3,7 +3,8 @@
 import pytest
 
 from harness.report.reproduce import reproduce_command
-from harness.cli.main import _Usage, resolve_scenarios
+from harness.cli.arguments import _Usage
+from harness.cli.resolve import resolve_scenarios
 from harness.scenario.generate import expand, split_draw
 from harness.report.results_dir import results_name
 from harness.scenario.parse import parse_scenario

@@ -6,12 +6,14 @@ back), one way to lay them in a fresh store, one resume; the families keep only 
 
 from __future__ import annotations
 
+from contextlib import closing
+
 from pathlib import Path
 
 import pytest
 
 from harness.families.journal_state.ask import ask, expected, expected_reading, reader_check
-from harness.families.journal_state.executor import context, lay, resume, workspace
+from harness.families.journal_state.executor import StateExecutor, lay, resume
 from harness.history.model import Fault, Leg
 from harness.runner.trial import Runner
 from harness.scenario.parse import parse_scenario
@@ -34,8 +36,8 @@ timeout_s = 60
 
 
 def test_the_forked_reader_answers_a_reading_or_the_journal_after_the_subject_s_recovery(server, tmp_path):
-    with Runner(server=server) as runner, workspace(runner, None, "fiskj-test-") as (runner, shared):
-        ctx = context(runner, SCENARIO, shared)
+    with Runner(server=server) as runner, closing(StateExecutor(SCENARIO, runner)) as ex:
+        ctx = ex.ctx
         clean = ctx.ref.history.legs[-1].journal
         torn = clean + b'{"seq": 99, "ty'
         corrupt = b"#garbage\n" + clean
@@ -57,8 +59,8 @@ def test_the_forked_reader_answers_a_reading_or_the_journal_after_the_subject_s_
 
 def test_a_recovery_that_leaves_the_torn_tail_is_seen_in_the_answer_after_it(server, tmp_path):
     with Runner(subject_for("torn-tail-not-cut"), server=server) as runner, \
-            workspace(runner, None, "fiskj-test-") as (runner, shared):
-        ctx = context(runner, SCENARIO, shared)
+            closing(StateExecutor(SCENARIO, runner)) as ex:
+        ctx = ex.ctx
         clean = ctx.ref.history.legs[-1].journal
         (tmp_path / "read").mkdir(), (tmp_path / "recovery").mkdir()
         (read,) = ask(ctx, [clean + b'{"seq"'], "recovery", "read", tmp_path / "read")
@@ -78,8 +80,8 @@ def test_there_is_no_one_to_ask_in_model_mode_and_a_status_command_is_not_asked_
 
 
 def test_a_laid_crash_state_keeps_only_files_whose_folder_survived_and_a_resume_completes_the_run(server):
-    with Runner(server=server) as runner, workspace(runner, None, "fiskj-test-") as (runner, shared):
-        ctx = context(runner, SCENARIO, shared)
+    with Runner(server=server) as runner, closing(StateExecutor(SCENARIO, runner)) as ex:
+        ctx, shared = ex.ctx, ex.shared
         rel = Path(CONTRACT_JOURNAL.format(state_home=".", run_id=ctx.run_id))  # under the state home
         data = ctx.ref.history.legs[-1].journal
         cut = data[:data.index(b"\n") + 1]  # the meta record alone

@@ -1,18 +1,25 @@
-"""harness.families.power_loss.executor: crash states of a real traced run, recovered by real resumes, and the mutants it catches."""
+"""harness.families.power_loss: crash states of a real traced run, judged cheaply and recovered by real resumes in a
+campaign, and the mutants it catches."""
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import pytest
 
+from harness.campaign.campaign import Campaign
 from harness.checkers import check_all
 from harness.families.power_loss.crashstates import crash_points
 from harness.selftest.mutants import mutants, subject_for
-from harness.families.power_loss.executor import Params, journal_index, params_from, run_power_loss, select_states
+from harness.families.journal_state.executor import StateExecutor
+from harness.families.power_loss.executor import journal_index, select_states, state_space
+from harness.families.power_loss.family import POWER_LOSS
+from harness.families.power_loss.params import Params
 from harness.history.journal_location import JournalLocation
-from harness.runner.trial import Runner
+from harness.runner.trial import Runner, run_id_for
 from harness.scenario.parse import parse_scenario
 
-SCENARIO = parse_scenario('''
+TOML = '''
 name = "power-loss-test"
 purpose = "a small run for the power-loss tests"
 [workload]
@@ -20,38 +27,54 @@ turns = 1
 tools_per_turn = 2
 [faults]
 family = "power_loss"
+resumes = 2
 [trials]
 count = 40
 seed = 3
 timeout_s = 60
-''')
+'''
+SCENARIO = parse_scenario(TOML)
+
+
+def campaign(runner, scenario):
+    """``scenario``'s power-loss campaign by ``runner``'s subject: (its cheap trials, its full resumes, its
+    crash-state space), every history kept."""
+    result = Campaign([scenario], runner=runner, shrink_budget=0, keep_histories=True).run()
+    assert not result.errors, result.errors
+    (run,) = result.scenarios
+    cheap = [t for t in result.trials if "cheap" in t.history.options]
+    full = [t for t in result.trials if "cheap" not in t.history.options]
+    return cheap, full, state_space(run.reference, run_id_for(scenario), POWER_LOSS.params(scenario))
 
 
 def test_every_crash_state_of_the_reference_is_judged_cheaply_and_a_sample_recovers_to_the_reference_result(server):
+    from harness.families.power_loss.tiers import full_sample
+
     with Runner(server=server) as runner:
-        report = run_power_loss(SCENARIO, runner=runner, params=Params(max_states=40, resumes=2, seed=3))
-    data = report.to_json()
-    assert report.ok, data["violations"][:2]
-    counts = data["crash_states"]
-    assert report.states_judged == report.states_distinct >= 15 and counts["cheap_mode"] == "recovery"
-    assert 0 < counts["journals_asked"] <= counts["judged"] and counts["judged_per_s"] > 0
+        cheap, full, space = campaign(runner, SCENARIO)
+    assert not [(t.schedule, t.failed, t.unknown) for t in cheap + full if t.failed or t.unknown]
+    counts = [t.history.options["cheap"] for t in cheap]
+    judged, asked = sum(c["states"] for c in counts), sum(c["asked"] for c in counts)
+    assert judged == len(space.distinct) >= 15 and {c["mode"] for c in counts} == {"recovery"}
+    assert 0 < asked <= judged and sum(c["seconds"] for c in counts) > 0
     # the full sample: the first state of every distinct recovery outcome, and 2 more
-    assert report.states_explored == min(report.outcomes + 2, report.states_distinct) < report.states_distinct
-    assert data["faults"] == {"power_loss": report.states_judged}
-    assert counts["built"] >= counts["distinct"] and counts["built_per_s"] > 1000
-    assert counts["explored_per_s"] > 0 and counts["crash_points"] == counts["trace_events"] + 1
-    assert {v.invariant for r in report.results for v in r.verdicts} == {"I2", "I3", "I4", "I5", "I6", "I7", "I10"}
+    _, outcomes = full_sample(space.distinct, run_id_for(SCENARIO), resumes=2, cap=40, seed=3,
+                              journal=runner.subject.caps.journal)
+    assert len(full) == min(outcomes + 2, len(space.distinct)) < len(space.distinct)
+    assert sum(t.faults["crash_states"] for t in cheap) == judged and all(t.faults["power_loss"] == 1 for t in cheap)
+    built = sum(len(p.states) for p in space.points)
+    assert built >= len(space.distinct) and built / space.build_seconds > 1000
+    assert all(t.elapsed_s > 0 for t in full) and len(space.points) == space.trace_events + 1
+    assert {v.invariant for t in full for v in t.verdicts} == {"I2", "I3", "I4", "I5", "I6", "I7", "I10"}
 
 
 def _cheap(runner, scenario, **params):
     """The cheap tier alone on every distinct crash state of ``scenario``'s run by ``runner``'s subject."""
     from harness.families.journal_state.ask import cheap_mode
-    from harness.families.journal_state.executor import context, workspace
-    from harness.families.power_loss.executor import state_space
     from harness.families.power_loss.tiers import judge_cheap
 
-    with workspace(runner, None, "fiskj-test-") as (runner, shared):
-        ctx = context(runner, scenario, shared)
+    with closing(StateExecutor(scenario, runner)) as ex:
+        ctx = ex.ctx
         space = state_space(ctx.ref, ctx.run_id, Params(**params))
         return judge_cheap(ctx, space.distinct, ("I4", "I5"), mode=cheap_mode(runner.subject),
                            tmp_root=runner.tmp_root)
@@ -93,24 +116,28 @@ def test_the_full_sample_is_one_state_per_recovery_outcome_then_a_seeded_draw_an
 POWER_LOSS_MUTANTS = [m.name for m in mutants() if m.family == "power_loss"]
 
 
+#: The mutant runs: one cheap batch and one full resume.
+ONE_RESUME = parse_scenario(TOML.replace("resumes = 2", "resumes = 0\nmax_states = 1"))
+
+
 @pytest.mark.parametrize("name", POWER_LOSS_MUTANTS)
 def test_a_store_that_acknowledges_before_durability_is_caught_by_i4(server, name):
     with Runner(subject_for(name), server=server) as runner:
-        report = run_power_loss(SCENARIO, runner=runner, params=Params(max_states=1, resumes=0, jobs=2))
-    assert not report.ok
-    lost = [r for r in report.violations if "I4" in r.violated]
-    assert lost, report.to_json()["verdicts"]
+        cheap, full, _ = campaign(runner, ONE_RESUME)
+    assert len(full) <= 1
+    lost = [t for t in cheap + full if "I4" in t.failed]
+    assert lost, [(t.schedule, t.failed) for t in cheap + full]
     i4 = next(v for v in lost[0].verdicts if v.invariant == "I4")
     evidence = i4.evidence
     assert "acknowledged" in evidence["summary"] and evidence["state"]["prefix_n"] >= 1
     # one I4: the shared checker judged the crash state's facts, recorded in the history; the cheap tier
     # catches it by itself (no full resume needed)
     assert i4.checker == "harness.checkers.i4_acknowledged"
-    assert any("I4" in r.violated for r in report.cheap)
-    explored = [r for r in lost if r.history is not None]
+    assert any("I4" in t.failed for t in cheap)
+    explored = [t for t in lost if t in full]
     if explored:
         facts = explored[0].history.crash_state
-        assert facts is not None and facts.id == explored[0].state["id"] and facts.acks
+        assert facts is not None and facts.id == explored[0].schedule[0]["state"] and facts.acks
         assert check_all(explored[0].history, ["I4"])[0] == next(v for v in explored[0].verdicts if v.invariant == "I4")
 
 
@@ -142,8 +169,9 @@ def test_the_journal_index_finds_tool_results_and_assistant_records_in_the_trace
 
 
 def test_parameters_come_from_the_faults_table_else_from_the_trials():
-    assert params_from(SCENARIO) == Params(max_states=40, seed=3)
+    assert POWER_LOSS.params(SCENARIO) == Params(max_states=40, resumes=2, seed=3)
     assert Params().resumes == 8 and Params().batch_states == 1024
     raw = parse_scenario('name = "p"\npurpose = "p"\n[trials]\ncount = 5\n[faults]\nfamily = "power_loss"\n'
                          'sector_bytes = 4096\nmax_states = 9\n')
-    assert params_from(raw, jobs=1) == Params(max_states=9, seed=1, sector_bytes=4096, jobs=1)
+    assert POWER_LOSS.params(raw) == Params(max_states=9, seed=1, sector_bytes=4096)
+    assert POWER_LOSS.params(raw, count=7, seed=4) == Params(max_states=9, seed=4, sector_bytes=4096)

@@ -12,7 +12,9 @@ import pytest
 
 from harness.campaign.campaign import Campaign
 from harness.checkers import check_all
-from harness.families.race import RACE, RACES, races_of
+from harness.families.race.family import RACE
+from harness.families.race.params import RACES
+from harness.families.race.plan import races_of
 from harness.families.race.family import Prepared
 from harness.families.race.plan import LOCKED_POINTS, NEVER, hold_points
 from harness.history.model import history_from_json, history_to_json

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from types import SimpleNamespace
 
 import pytest
@@ -14,12 +15,13 @@ from harness.selftest.mutants import subject_for
 from harness.runner.trial import Runner
 from harness.scenario.parse import parse_scenario
 from harness.subject.contract import default_subject
-from harness.families.journal_state.executor import context, workspace
+from harness.families.journal_state.executor import StateExecutor
 from harness.families.journal_state.reader_child import answer_for
-from harness.families.tail.executor import Params, ask_mutations, params_from, resume_candidates, run_tails
+from harness.families.tail.executor import ask_mutations, mutations_for, resume_candidates
+from harness.families.tail.params import Params
 from harness.families.tail.mutations import mutations
 
-SCENARIO = parse_scenario('''
+TOML = '''
 name = "tails-test"
 purpose = "a small run for the tail tests"
 [workload]
@@ -31,40 +33,62 @@ family = "tail"
 count = 4
 seed = 2
 timeout_s = 60
-''')
+'''
+SCENARIO = parse_scenario(TOML)
+
+
+def campaign(runner, scenario):
+    """``scenario``'s tail campaign by ``runner``'s subject, every history kept: (its reader trials, its resume
+    trials of torn tails, its resume trials of interior damage, the mutations of its reference journal)."""
+    result = Campaign([scenario], runner=runner, shrink_budget=0, keep_histories=True).run()
+    assert not result.errors, result.errors
+    journal = result.scenarios[0].reference.history.legs[-1].journal
+    muts = mutations_for(journal, TAIL.params(scenario), "fisk-ai-v2")
+    interior = {m.id for m in muts if m.kind == "interior"}
+    reader = [t for t in result.trials if t.schedule[0]["check"] == "reader"]
+    resumes = [t for t in result.trials if t.schedule[0]["check"] == "resume"]
+    return (reader, [t for t in resumes if t.schedule[0]["mutation"] not in interior],
+            [t for t in resumes if t.schedule[0]["mutation"] in interior], muts)
+
+
+def reasons(trials):
+    """The I5 reader-answer violations' reasons of ``trials``."""
+    return [v["reason"] for t in trials for verdict in t.verdicts if verdict.invariant == "I5"
+            for v in verdict.evidence.get("violations", []) if v.get("kind") == "reader_answer"]
 
 
 def test_the_reference_reads_every_mutation_right_and_repairs_every_torn_tail(server):
     with Runner(server=server) as runner:
-        report = run_tails(SCENARIO, runner=runner, params=Params(resume_checks=4, seed=2))
-    data = report.to_json()
-    assert report.ok, (data["reader_violations"][:2], data["resume_violations"][:2])
-    assert report.reader_checked == report.mutations > 100 and report.resumes == 4
-    assert data["faults"] == {"tail": report.mutations + 4}
+        reader, torn, interior, muts = campaign(runner, SCENARIO)
+    assert not [(t.schedule, t.failed, t.unknown) for t in reader + torn + interior if t.failed or t.unknown]
+    assert len(reader) == len(muts) > 100 and len(torn) == 4
+    assert len(interior) == sum(m.kind == "interior" for m in muts)
+    assert all(t.faults == {"tail": 1} for t in reader + torn + interior)
 
 
 def test_a_torn_tail_not_cut_before_the_append_is_caught_when_the_resume_glues_to_it(server):
     with Runner(subject_for("torn-tail-not-cut"), server=server) as runner:
-        report = run_tails(SCENARIO, runner=runner, params=Params(resume_checks=2, jobs=2))
-    assert report.reader_violations == [] and len(report.resume_violations) == 2
-    problems = " ".join(p for v in report.resume_violations for p in v["problems"])
+        reader, torn, _, _ = campaign(runner, parse_scenario(TOML.replace("count = 4", "count = 2")))
+    assert not [t for t in reader if t.failed] and len(torn) == 2 and all(t.failed for t in torn)
+    problems = " ".join(f"{v.invariant}: {v.summary}" for t in torn for v in t.verdicts if v.status == "invalid")
     assert "I4" in problems and "torn tail" in problems
 
 
 @pytest.mark.parametrize("name, expected", [("reader-tolerates-corruption", "is corrupt"),
                                             ("reader-drops-final-record", "expected records seq")])
 def test_a_reader_mutant_is_caught_by_the_answers_of_its_own_child(server, name, expected):
+    no_resumes = parse_scenario(TOML.replace('family = "tail"', 'family = "tail"\nresume_checks = 0'))
     with Runner(subject_for(name), server=server) as runner:
-        report = run_tails(SCENARIO, runner=runner, params=Params(resume_checks=0))
-    assert report.reader_violations and report.resumes == 0
-    assert any(expected in v["reason"] for v in report.reader_violations)
+        reader, torn, _, _ = campaign(runner, no_resumes)
+    assert [t for t in reader if t.failed] and torn == []
+    assert any(expected in r for r in reasons(reader))
 
 
 def test_the_answer_child_reports_torn_and_corrupt_files(server, tmp_path):
     data = journal(M(), A("a"), R("a"), T())
     muts = [m for m in mutations(data, random_cuts=2, flips=4) if m.kind in ("intact", "zeros", "flip")]
-    with Runner(default_subject(), server=server) as runner, workspace(runner, None, "fiskj-test-") as (_, shared):
-        asked = ask_mutations(context(runner, SCENARIO, shared), muts, "recovery", tmp_path)
+    with Runner(default_subject(), server=server) as runner, closing(StateExecutor(SCENARIO, runner)) as ex:
+        asked = ask_mutations(ex.ctx, muts, "recovery", tmp_path)
     answers = {m.id: asked[m.data] for m in muts}
     assert answers["intact"].kind == "read" and answers["intact"].seqs == (1, 2, 3, 4)
     assert answers["zeros4096+nl"].torn == (len(data), 4097)
@@ -87,8 +111,10 @@ def test_resume_candidates_are_resumable_torn_mutations_spread_over_kinds():
 
 
 def test_parameters_come_from_the_faults_table_else_from_the_trials():
-    assert params_from(SCENARIO) == Params(resume_checks=4, seed=2)
-    assert params_from(SCENARIO, flips=3).flips == 3
+    assert TAIL.params(SCENARIO) == Params(resume_checks=4, seed=2)
+    assert TAIL.params(SCENARIO, count=9, seed=5) == Params(resume_checks=9, seed=5)
+    flips = parse_scenario(TOML.replace('family = "tail"', 'family = "tail"\nflips = 3\nresume_checks = 1'))
+    assert TAIL.params(flips, count=9) == Params(flips=3, resume_checks=1, seed=2)  # the file's keys win
 
 
 # --- the plan: bounded by --trials, replayed one trial alone (pure: a journal stands for the reference run) ---

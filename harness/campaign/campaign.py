@@ -42,7 +42,6 @@ from typing import Any, Callable
 from harness.campaign import interrupt
 from harness.report.reproduce import exact_schedule, reproduce_command
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
-from harness.campaign.shard import parse_shard, shard_positions
 from harness.campaign.stream import Next, TrialStream
 from harness.checkers import check_all
 from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
@@ -57,25 +56,7 @@ from harness.scenario.model import Scenario
 from harness.subject.contract import Subject
 from harness.workload.build import ledger_tool
 
-__all__ = [
-    "TrialResult",
-    "ScenarioRun",
-    "CampaignResult",
-    "Campaign",
-    "reproduce_command",
-    "subject_limits",
-    "not_applicable",
-    "unsupported",
-    "shard_positions",
-    "parse_shard",
-]
-
-
-def not_applicable(subject: Subject) -> dict[str, str]:
-    """Invariant id -> why it does not apply to ``subject`` (:attr:`Capabilities.not_applicable
-    <harness.subject.capabilities.Capabilities.not_applicable>`: what its profile declares, and I10 when it
-    gives no status command)."""
-    return dict(subject.caps.not_applicable)
+__all__ = ["Campaign", "subject_limits", "unsupported"]
 
 
 def unsupported(subject: Subject, scenario: Scenario) -> str | None:
@@ -179,7 +160,7 @@ class Campaign:
         t = time.monotonic()
         ran = self._executor(run, runner).run(planned)
         wanted = planned.invariants if planned.invariants is not None else scenario.check.invariants
-        skip = not_applicable(runner.subject)
+        skip = dict(runner.subject.caps.not_applicable)
         invariants = tuple(i for i in wanted if i not in skip)
         verdicts = check_all(ran.history, list(invariants))
         schedule = ran.schedule if ran.schedule is not None else planned.schedule
@@ -266,7 +247,7 @@ class Campaign:
         ``uninterrupted``, no fault; I6 says how it should have ended: :mod:`harness.history.ending`)."""
         history = broken.history
         history.options["uninterrupted"] = True
-        skip = not_applicable(runner.subject)
+        skip = dict(runner.subject.caps.not_applicable)
         invariants = tuple(i for i in run.scenario.check.invariants if i not in skip)
         verdicts = check_all(history, list(invariants))
         return TrialResult(index=0, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=0,
@@ -368,13 +349,13 @@ class Campaign:
             r.index = i
         out = CampaignResult(trials=results, errors=errors, scenarios=runs, elapsed_s=time.monotonic() - started,
                              jobs=self.jobs, subject=runner.subject, limits=limits,
-                             not_applicable=not_applicable(runner.subject))
+                             not_applicable=dict(runner.subject.caps.not_applicable))
         out.interrupted = None  # type: ignore[attr-defined]  # --- interruption (issue 16 item 6)
         if interrupt.requested():
             if not interrupt.installed():  # a library caller: its KeyboardInterrupt, now that all is ended
                 interrupt.clear()
                 raise KeyboardInterrupt
-            out.interrupted = {"signal": interrupt.signal_name(interrupt.signum() or 2),  # type: ignore[attr-defined]
+            out.interrupted = {"signal": interrupt.signal_text(),  # type: ignore[attr-defined]
                                "planned": self.planned, "done": len(results)}
         return out
 

@@ -1,28 +1,11 @@
 """The CI durability gate: the bundled and regression scenarios as one campaign with a deadline and a seed stream.
 
-A gate is a :class:`harness.campaign.campaign.Campaign` whose trial stream
-(:mod:`harness.campaign.stream`, the one scheduler) has a deadline and a
-seed stream (docs/scenarios.md "The CI gate"):
-
-* its scenarios' plans are interleaved trial by trial: round ``k`` gives
-  every scenario still in the stream its ``k``-th trial before any gets its
-  ``(k+1)``-th, exhaustive and fixed plans included (round 0 is draw 0's
-  first trial of each: every scenario gets a trial whatever the budget);
-* a scenario whose plan is spent draws its next one from a fresh seed,
-  ``seed + j * SEED_STEP`` for its ``j``-th draw (``seed``: ``--seed``, else
-  its ``trials.seed``), keeping only trials no earlier draw planned; one
-  whose draws bring nothing new three times in a row is *spent*;
-* no trial starts after the deadline, ``budget_s`` after the start (once
-  round 0 has started whole); a trial that started is not cut short, and a
-  failure found is shrunk after it.
-
-The workload is the scenario's own in every draw (its ``[workload] seed``),
-so every trial replays from its scenario file, its seed and its schedule.
-What a draw holds is a function of the scenario and ``j`` alone, never of
-timings, so the shards of a gate are disjoint and together are the
-unsharded gate up to where each shard's deadline came.  An interruption
-(SIGINT, SIGTERM: :mod:`harness.campaign.interrupt`) ends the gate as it
-ends a campaign; the result says in which round.
+A gate is a :class:`harness.campaign.campaign.Campaign` whose trial stream (:mod:`harness.campaign.stream`,
+the one scheduler: round ``k`` gives every live scenario its ``k``-th trial before any its ``(k+1)``-th; a
+spent plan is drawn again from ``seed + j * SEED_STEP``) has a deadline: no trial starts ``budget_s`` after
+the start, once round 0 has started whole (docs/scenarios.md "The CI gate").  This module runs it and
+reports it: budget, trials per scenario, seeds reached, rounds (:func:`gate_report`, the Markdown summary and
+the one-line summary).
 """
 
 from __future__ import annotations
@@ -99,7 +82,7 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
         except interrupt.Interrupted as exc:  # it came before the first trial: nothing ran
             result = CampaignResult(trials=[], errors=[], scenarios=[], elapsed_s=clock() - started, jobs=campaign.jobs,
                                     subject=runner.subject)
-            result.interrupted = {"signal": interrupt.signal_name(exc.signum), "planned": 0,  # type: ignore[attr-defined]
+            result.interrupted = {"signal": interrupt.signal_text(exc.signum), "planned": 0,  # type: ignore[attr-defined]
                                   "done": 0}
     finished = clock() - started
     log = _round_log(result, campaign.stream.waiting() if campaign.stream is not None else 0)

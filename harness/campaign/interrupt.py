@@ -41,7 +41,9 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Interrupted", "handling", "installed", "requested", "signum", "signal_name", "exit_status",
+from harness.runner.process import signal_name
+
+__all__ = ["Interrupted", "handling", "installed", "requested", "signum", "signal_text", "exit_status",
            "note", "clear", "cooperative", "deferred", "raising", "as_done", "check", "descendants",
            "kill_descendants", "end_processes", "end_trials", "private_tmp_root", "TMP_ENV"]
 
@@ -80,14 +82,6 @@ class _State:
 _state = _State()
 
 
-def signal_name(signum: int) -> str:
-    """``SIGINT`` for 2, ``SIGTERM`` for 15, ``SIG<n>`` for a number without a name."""
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"SIG{signum}"
-
-
 def exit_status(signum: int) -> int:
     """The exit status of a command interrupted by ``signum``: ``128 + signum`` (130 SIGINT, 143 SIGTERM)."""
     return 128 + int(signum)
@@ -101,6 +95,11 @@ def requested() -> bool:
 def signum() -> int | None:
     """The first signal received, or ``None``."""
     return _state.signum
+
+
+def signal_text(num: int | None = None) -> str:
+    """The name of signal ``num``, default the first received (``SIGINT`` when none was): ``SIGTERM``."""
+    return signal_name(num or _state.signum or signal.SIGINT)
 
 
 def installed() -> bool:

@@ -91,7 +91,7 @@ class CampaignResult:
     could not do for this subject, one line each, known before the first
     trial (never a silent skip); ``not_applicable``: invariant id -> why it
     does not apply to this subject (never judged, never counted valid,
-    :func:`harness.campaign.campaign.not_applicable`).
+    :attr:`harness.subject.capabilities.Capabilities.not_applicable`).
     """
 
     trials: list[TrialResult]

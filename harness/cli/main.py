@@ -1,72 +1,17 @@
 """The ``fiskj-harness`` command: campaigns, replay, the CI gate, shard merging and the mutant self-test.
 
-``fiskj-harness run [SCENARIO...] [--trials N] [--seed S] [--jobs J] [--subject CMD]
-[--report-json FILE] [--junit FILE] [--schedule JSON] [--shard I/N] [--save-regression DIR]
-[--results DIR] [--keep failures|all|none]``:
-run a campaign (default: every bundled ``scenarios/*.toml``), show its
-progress on stderr (:mod:`harness.cli.progress`: the total and an ETA on a
-terminal, a status line every 10 s elsewhere) and a summary table at the end
-(violations grouped by cause, :mod:`harness.report.groups`).
-``--shard I/N`` runs shard I (0-based) of N of the campaign's trials;
-``--save-regression DIR`` writes one scenario file per violation from its
-shrunk schedule (:mod:`harness.campaign.regressions`).  Every campaign
-writes a results folder (``fiskj-results/NAME/TIME/``, :mod:`harness.report.results_dir`,
-docs/results.md): its reports and, per failing trial (every trial with
-``--keep all``), the trial's history, journals, traces, output, effects and
-model calls; ``--keep none`` writes none, ``--results DIR`` chooses the root.
+The commands, their options and exit statuses are the README's ("Everyday commands") and docs/ci.md's
+(exit statuses; interruption: SIGINT/SIGTERM stop launching trials, end the running ones, write the
+partial report marked ``"interrupted"`` and exit 130/143 without a traceback,
+:mod:`harness.campaign.interrupt`); the results folder is docs/results.md's.  ``--subject`` may name a
+mutant as reproducers write it (``FISKJ_MUTANT=no-fsync python -m harness.selftest.subject``).
 
-``fiskj-harness check DIR``: judge the histories stored in a results folder
-(or one trial folder) again with the current checkers, running nothing;
-exit status as a campaign's.
-
-``fiskj-harness replay REPORT --trial K``: re-run trial K of a JSON report
-(same scenario, seed, schedule and subject) and judge it again; the report
-may have been moved (its scenarios are found by bundled name or relative to
-it, :mod:`harness.report.portable`).
-
-``fiskj-harness gate [--budget SECONDS] [--junit FILE] [--summary FILE]``:
-the bundled and regression scenarios as one campaign with a deadline and a
-seed stream: their plans interleaved trial by trial, each drawn again from a
-fresh seed when spent, until the budget ends (:mod:`harness.campaign.gate`,
-:mod:`harness.cli.gate_cmd`); the Markdown summary is also appended to
-``$GITHUB_STEP_SUMMARY`` when that is set.
-
-``fiskj-harness merge REPORT... [--report-json OUT]``: combine the JSON
-reports of shards into one report and one verdict; only one complete set of
-shards of one campaign merges (:func:`harness.campaign.shard.check_shard_set`).
-
-``fiskj-harness mutants [NAME...] [--json] [--budget SECONDS]``: the
-mutant self-test (:mod:`harness.selftest.run`): exit 0 when every mutant is
-caught, 1 when one is not.
-
-``--subject`` may name a mutant by its user-facing name, as reproducers
-write it (``FISKJ_MUTANT=no-fsync python -m harness.selftest.subject``):
-the mutant's preload is added (:func:`harness.selftest.mutants.with_preload`).
-
-Exit status (:mod:`harness.names`): 0 every checked invariant held; 1 a
-violation (or an undecided ``unknown`` verdict, which is not a pass); 2 a
-usage or setup error (bad arguments, a scenario that does not parse, a
-reference run that does not complete, a subject that does not start, shard
-reports that are not one complete set); 130 interrupted by SIGINT (Ctrl-C),
-143 by SIGTERM.
-
-Interruption (:mod:`harness.campaign.interrupt`, docs/ci.md): SIGINT or
-SIGTERM during ``run``, ``gate``, ``replay`` or ``mutants`` stops launching
-trials, ends the running ones (their processes killed), writes the partial
-report marked ``"interrupted": true`` (JSON, JUnit, Markdown, the results
-folder), removes the trial directories and exits 130 or 143, without a
-traceback, also when stdout or stderr is a closed pipe.
-
-``fiskj-harness --version`` prints the version (:data:`fiskj.__version__`,
-the package's one version constant).
-
-This module holds ``run``, the parser and the entry point; each other
-subcommand is a module of its own (its arguments, run and reports:
-:mod:`harness.cli.check_cmd`, :mod:`harness.cli.replay_cmd`,
-:mod:`harness.cli.gate_cmd`, :mod:`harness.cli.merge_cmd`,
-:mod:`harness.cli.mutants_cmd`), over what they share: the arguments
-(:mod:`harness.cli.arguments`), the scenarios and subject they name
-(:mod:`harness.cli.resolve`) and what a command shows, writes and exits with
+This module holds ``run`` (a campaign of the named scenarios, default every bundled one, with progress on
+stderr, :mod:`harness.cli.progress`, and a summary grouped by cause), the parser and the entry point; each
+other subcommand is a module of its own (its arguments, run and reports: :mod:`harness.cli.check_cmd`,
+:mod:`harness.cli.replay_cmd`, :mod:`harness.cli.gate_cmd`, :mod:`harness.cli.merge_cmd`,
+:mod:`harness.cli.mutants_cmd`), over what they share: the arguments (:mod:`harness.cli.arguments`), the
+scenarios and subject they name (:mod:`harness.cli.resolve`) and what a command shows, writes and exits with
 (:mod:`harness.cli.reporting`).
 """
 
@@ -88,12 +33,12 @@ from harness.cli.gate_cmd import add_gate_parser
 from harness.cli.merge_cmd import add_merge_parser
 from harness.cli.mutants_cmd import add_mutants_parser
 from harness.cli.replay_cmd import add_replay_parser
-from harness.cli.reporting import _finish, _progress, _shrink_lines, _write_json  # noqa: F401 - re-exported
-from harness.cli.resolve import _gate_scenarios, resolve_scenarios, subject_of  # noqa: F401 - re-exported
+from harness.cli.reporting import _finish, _progress, _shrink_lines
+from harness.cli.resolve import resolve_scenarios, subject_of
 from harness.cli.streams import SafeStream
 from harness.names import HARNESS_USAGE
 
-__all__ = ["main", "build_parser", "resolve_scenarios", "subject_of", "version_text"]
+__all__ = ["main", "build_parser", "version_text"]
 
 
 def version_text() -> str:
@@ -249,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 with interrupt.deferred():
                     interrupt.end_processes()
                     code = interrupt.exit_status(interrupt.signum() or 2)
-                    print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}",
+                    print(f"fiskj-harness: interrupted by {interrupt.signal_text()}",
                           file=sys.stderr)
                     return code
     finally:
@@ -290,13 +235,13 @@ def _main(argv: list[str] | None) -> int:
             code = HARNESS_USAGE
         except KeyboardInterrupt as exc:  # a signal outside a campaign's waits: before the first trial, ...
             interrupt.note(getattr(exc, "signum", 2))
-            print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}", file=sys.stderr)
+            print(f"fiskj-harness: interrupted by {interrupt.signal_text()}", file=sys.stderr)
         except RuntimeError as exc:  # a signal while a module was being imported: Python wraps it in its error
             cause = _interruption(exc)
             if cause is None:
                 raise
             interrupt.note(getattr(cause, "signum", 2))
-            print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}", file=sys.stderr)
+            print(f"fiskj-harness: interrupted by {interrupt.signal_text()}", file=sys.stderr)
         if interrupt.requested():  # the command wrote its partial reports and said so; nothing may outlive it
             with interrupt.deferred():
                 interrupt.end_processes()

@@ -72,13 +72,13 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
             total = len(args.names or known)
             if args.json:
                 doc = json.loads(results_json(results))
-                doc.update(interrupted=True, signal=interrupt.signal_name(interrupt.signum() or 2), planned=total)
+                doc.update(interrupted=True, signal=interrupt.signal_text(), planned=total)
                 out.write(json.dumps(doc, indent=1) + "\n")
             else:
                 out.write(render_table(results))
-                out.write(f"INTERRUPTED by {interrupt.signal_name(interrupt.signum() or 2)}: {len(results)} of "
+                out.write(f"INTERRUPTED by {interrupt.signal_text()}: {len(results)} of "
                           f"{total} mutant(s) run; this table is partial\n")
-            print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}", file=sys.stderr)
+            print(f"fiskj-harness: interrupted by {interrupt.signal_text()}", file=sys.stderr)
             return interrupt.exit_status(interrupt.signum() or 2)
         out.write(results_json(results) + "\n" if args.json else render_table(results))
         return HARNESS_VALID if all(r.caught for r in results) else HARNESS_VIOLATION

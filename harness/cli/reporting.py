@@ -68,7 +68,7 @@ def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str
         done = f" after {cut['done']} of {cut['planned']} planned trial(s)" if cut.get("planned") else ""
         where = f"; partial report: {report['report_path']}" if report.get("report_path") not in (None, "REPORT") \
             else ""
-        print(f"fiskj-harness: interrupted by {interrupt.signal_name(interrupt.signum() or 2)}{done}{where}",
+        print(f"fiskj-harness: interrupted by {interrupt.signal_text()}{done}{where}",
               file=sys.stderr)
         return interrupt.exit_status(interrupt.signum() or 2)
     if errors:

@@ -29,11 +29,12 @@ of :data:`MAX_EXCERPT` characters, output tails of :data:`MAX_OUTPUT` characters
 
 This module is the page (the tables, the groups, the trial sections); a trial's timeline data is built by
 :mod:`harness.report.timeline` (what evidence names: :mod:`harness.report.marks`), and the legend, style sheet
-and script are :mod:`harness.report.html_assets`.
+and script are static files in ``harness/report/assets/`` (read once, by :func:`assets`).
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import os
@@ -43,7 +44,6 @@ from typing import Any, Iterable
 from urllib.parse import quote
 
 from harness.history.model import History
-from harness.report.html_assets import _CSS, _JS, _LEGEND
 from harness.report.marks import evidence_marks
 from harness.report.timeline import (MAX_EVENTS_PER_LANE, MAX_EVIDENCE_CHARS, MAX_EXCERPT, MAX_VIOLATIONS, _json_text,
                                      timeline)
@@ -279,6 +279,15 @@ def _trial_section(view: TrialView, tl: dict[str, Any], number: int) -> str:
     return head + "".join(info) + box + "".join(outputs) + "</section>"
 
 
+@functools.cache
+def assets() -> tuple[str, str, str]:
+    """The page's static text, inlined so it needs no network: (style sheet, script that draws each trial's
+    timeline from the page's JSON block, timeline legend), from ``harness/report/assets/``."""
+    folder = Path(__file__).with_name("assets")
+    return tuple(  # type: ignore[return-value]
+        (folder / name).read_text(encoding="utf-8") for name in ("report.css", "report.js", "legend.html"))
+
+
 def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: str | None = None,
                 max_trials: int = MAX_TRIALS, kept: int | None = None) -> str:
     """The whole report page (one self-contained HTML document) of ``report`` (a
@@ -295,6 +304,7 @@ def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: st
                               "violations": [{"id": x["id"], "invariant": x["invariant"], "kind": x["kind"]}
                                              for x in tl["violations"]]}
                              for v, tl in zip(shown, timelines)]}
+    css, js, legend = assets()
     name = title or "fiskj-harness report"
     names = sorted((report.get("scenarios") or {}).keys())
     if names and not title:
@@ -307,13 +317,13 @@ def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: st
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; "
         "style-src 'unsafe-inline'; img-src data:\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(name)}</title><style>{_CSS}</style></head>\n<body>",
+        f"<title>{_e(name)}</title><style>{css}</style></head>\n<body>",
         f"<h1>{_e(name)}</h1>",
         '<section id="campaign"><h2>Campaign</h2>', _campaign(report), "</section>\n",
         '<section id="groups"><h2>Violations by cause</h2>', _groups(report, drawn), "</section>\n",
-        '<section id="trials"><h2>Failing trials</h2>', trials_note, _LEGEND, "\n".join(sections), "</section>\n",
+        '<section id="trials"><h2>Failing trials</h2>', trials_note, legend, "\n".join(sections), "</section>\n",
         f'<script id="fiskj-data" type="application/json">{_script_json(payload)}</script>\n',
-        f"<script>{_JS}</script>\n</body></html>\n"])
+        f"<script>{js}</script>\n</body></html>\n"])
 
 
 def write_html(path: str | os.PathLike[str], report: dict[str, Any], views: Iterable[TrialView], **kw: Any) -> Path:

@@ -30,7 +30,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 from harness.history.model import Effect, History, Leg, ModelCall
 from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
@@ -41,7 +41,7 @@ from harness.subject.contract import RunConfig, Subject, probes_path
 from harness.workload.build import Workload, build_workload, write_tools_file
 from harness.workload.server import api_key
 
-__all__ = ["Context", "context", "workspace", "StateExecutor", "lay", "resume"]
+__all__ = ["Context", "context", "StateExecutor", "lay", "resume"]
 
 
 @dataclass
@@ -87,25 +87,6 @@ def context(runner: Runner, scenario: Scenario, shared: Path, ref: ReferenceRun 
     run, IO on first use; the tools file is written to ``shared``)."""
     return Context(runner, scenario, ref or runner.reference(scenario), build_workload(scenario),
                    write_tools_file(shared / "tools.json"), run_id_for(scenario), scenario.trials.timeout_s)
-
-
-@contextlib.contextmanager
-def workspace(runner: Runner | None, subject: Subject | None, prefix: str) -> Iterator[tuple[Runner, Path]]:
-    """The runner and the shared temporary directory of one family run outside a campaign.
-
-    Yields ``(runner, shared)``: ``runner``, else a new :class:`Runner` of
-    ``subject`` that is closed at the end, and a fresh directory named
-    ``prefix...`` under its ``tmp_root``, removed at the end.
-    """
-    own = runner is None
-    runner = runner or Runner(subject)
-    shared = Path(tempfile.mkdtemp(prefix=prefix, dir=runner.tmp_root))
-    try:
-        yield runner, shared
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
-        if own:
-            runner.close()
 
 
 class StateExecutor:

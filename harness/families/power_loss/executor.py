@@ -1,148 +1,40 @@
-"""The power-loss family: crash states of a traced run, each judged cheaply, a sample recovered in full.
+"""The power-loss family's state space and a crash state's full resume (the tiers: :mod:`.family`, :mod:`.tiers`).
 
-For a scenario (docs/persistence-model.md has the model):
-
-1. the reference run (:meth:`harness.runner.trial.Runner.reference`: the workload
-   once, uninterrupted, ``FISKJ_IOSEAM_TRACE`` set) gives the trace;
-2. :mod:`harness.families.power_loss.crashstates` enumerates its crash states
-   (:func:`state_space`: the distinct ones, round-robin over crash points);
-3. **cheap tier**, every distinct state (:mod:`harness.families.power_loss.tiers`):
-   the crash model's I4 on the state, and the subject's own recovery and
-   reading of its journal, asked the journal-state engine's one way
-   (:mod:`harness.families.journal_state.ask`), judged as I5;
-4. **full tier**, a sample (the first state of every distinct recovery
-   outcome, then a seeded draw; :func:`~harness.families.power_loss.tiers.full_sample`):
-   per state, its files are laid in a fresh state home and the engine
-   resumes it (:func:`harness.families.journal_state.executor.resume`: one
-   leg, ``run --resume``, or a start when no complete record survived),
-   with the effects ledger holding the reference run's effects before the
-   crash point (the tool in flight counts as run) (:func:`explore_state`);
-5. each full resume becomes a :class:`~harness.history.model.History`: leg 0 is the
-   reference leg cut at the crash point (fault ``power_loss``, journal = the
-   state's), leg 1 the recovery, and the state's facts (its files and the
-   writes the trace model counts as acknowledged) are recorded as
-   ``History.crash_state`` (:meth:`~harness.history.model.CrashStateFacts.of`),
-   judged by :func:`harness.checkers.check_all`: I4 on the state
-   (:mod:`harness.checkers.i4_acknowledged`, by the model's
-   :func:`~harness.checkers.i4_acknowledged.lost_acknowledged`: an append is
-   acknowledged when the trace shows it returned, so a correct writer's
-   window between its fsync and its directory fsync is no violation), the
-   other invariants (I2, I3, I5, I6, I7, I10) on the recovery.  This module
-   builds no verdict.
-
-The report counts crash states built, judged cheaply and recovered in full,
-each with its rate (what ``fiskj-harness`` and ``bench/`` report).
-Parameters come from the scenario's ``[faults]`` table (:class:`Params`).
+:func:`state_space` enumerates the crash states of the reference run's trace under docs/persistence-model.md
+(:mod:`harness.families.power_loss.crashstates`; the distinct ones round-robin over crash points, pure).
+:func:`explore_state` lays a state's files in a fresh state home and resumes it through the journal-state
+engine (:func:`harness.families.journal_state.executor.resume`), the effects ledger holding the reference
+run's effects before the crash point (the tool in flight counts as run); its history's leg 0 is the
+reference leg cut at the crash point (fault ``power_loss``, the state's journal), leg 1 the recovery, and
+``History.crash_state`` the state's facts (:meth:`~harness.history.model.CrashStateFacts.of`), which I4
+judges by the model (:func:`~harness.checkers.i4_acknowledged.lost_acknowledged`: an append is acknowledged
+when the trace shows it returned); the other invariants (:data:`CHECKED`) judge the recovery.  This module
+builds no verdict.
 """
 
 from __future__ import annotations
 
 import base64
-import concurrent.futures
-import os
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, ToolResultRecord
 
-from harness.checkers import INVALID, VALID, Verdict, check_all
-from harness.families.journal_state.ask import cheap_mode
-from harness.families.journal_state.executor import Context, context, lay, resume, workspace
+from harness.families.journal_state.executor import Context, lay, resume
 from harness.families.power_loss.crashstates import CrashState, crash_points
 from harness.families.power_loss.params import Params
-from harness.families.power_loss.tiers import CHEAP_CHECKED, full_sample, judge_cheap, outcome_key
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
-from harness.runner.trial import ReferenceRun, Runner
-from harness.scenario.model import Scenario, family_params
-from harness.subject.contract import Subject
+from harness.runner.trial import ReferenceRun
 
-__all__ = ["Params", "StateResult", "Report", "Space", "params_from", "select_states", "run_power_loss",
-           "journal_index", "state_space", "explore_state"]
+__all__ = ["CHECKED", "Space", "select_states", "journal_index", "state_space", "explore_state"]
 
 #: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
 CHECKED = ("I2", "I3", "I5", "I6", "I7", "I10")
-
-
-def params_from(scenario: Scenario, **overrides: Any) -> Params:
-    """:class:`Params` of ``scenario``: ``[faults]`` keys named as the fields, else ``max_states`` =
-    ``trials.count`` and ``seed`` = ``trials.seed``; non-None ``overrides`` win."""
-    return family_params(Params, scenario, {"max_states": scenario.trials.count, "seed": scenario.trials.seed},
-                         overrides)
-
-
-@dataclass
-class StateResult:
-    """One explored crash state: its summary, the verdicts, the history when a verdict is not valid."""
-
-    state: dict[str, Any]
-    verdicts: list[Verdict]
-    seconds: float
-    history: History | None = None
-
-    @property
-    def violated(self) -> list[str]:
-        return [v.invariant for v in self.verdicts if v.status == INVALID]
-
-
-@dataclass
-class Report:
-    """What one power-loss campaign of a scenario did and found.
-
-    ``states_judged``/``judge_seconds``: the cheap tier (every distinct
-    state; ``cheap_mode``, ``journals_asked``: distinct journals the subject
-    recovered or read); ``states_explored``/``explore_seconds``: the full
-    resumes (``outcomes``: distinct recovery outcomes among the states);
-    ``results``: the full resumes' results; ``cheap``: the cheap tier's
-    states not judged valid."""
-
-    scenario: str
-    subject: list[str]
-    trace_events: int = 0
-    crash_points: int = 0
-    states_built: int = 0
-    build_seconds: float = 0.0
-    states_distinct: int = 0
-    states_judged: int = 0
-    judge_seconds: float = 0.0
-    journals_asked: int = 0
-    cheap_mode: str = "model"
-    outcomes: int = 0
-    states_explored: int = 0
-    explore_seconds: float = 0.0
-    results: list[StateResult] = field(default_factory=list)
-    cheap: list[StateResult] = field(default_factory=list)
-
-    @property
-    def violations(self) -> list[StateResult]:
-        return [r for r in self.results + self.cheap if r.violated]
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations and all(v.status == VALID for r in self.results + self.cheap
-                                           for v in r.verdicts)
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON report: counts, both tiers' rates, ``faults`` (``power_loss``: states judged) and violations."""
-        rate = lambda n, s: round(n / s, 1) if s > 0 else None  # noqa: E731
-        return {"scenario": self.scenario, "subject": self.subject, "family": "power_loss",
-                "faults": {"power_loss": self.states_judged},
-                "crash_states": {"trace_events": self.trace_events, "crash_points": self.crash_points,
-                                 "built": self.states_built, "built_per_s": rate(self.states_built, self.build_seconds),
-                                 "distinct": self.states_distinct, "outcomes": self.outcomes,
-                                 "judged": self.states_judged, "judged_per_s": rate(self.states_judged, self.judge_seconds),
-                                 "cheap_mode": self.cheap_mode, "journals_asked": self.journals_asked,
-                                 "explored": self.states_explored,
-                                 "explored_per_s": rate(self.states_explored, self.explore_seconds)},
-                "verdicts": {inv: sum(1 for r in self.results + self.cheap for v in r.verdicts
-                                      if v.invariant == inv and v.status == INVALID) for inv in ("I4",) + CHECKED},
-                "violations": [{"state": r.state, "invariants": r.violated,
-                                "evidence": [v.to_json() for v in r.verdicts if v.status == INVALID]}
-                               for r in self.violations]}
 
 
 def journal_index(trace: list[dict[str, Any]], run_id: str,
@@ -291,60 +183,3 @@ def _time_of(prefix: list[dict[str, Any]], start: int) -> int:
         if isinstance(t, int):
             return t
     return start
-
-
-def _explore(ctx: Context, state: CrashState, space: Space, invariants: tuple[str, ...]) -> StateResult:
-    t0 = time.monotonic()
-    history = explore_state(ctx, state, space)
-    verdicts = check_all(history, ["I4", *invariants])
-    result = StateResult(state.describe(), verdicts, time.monotonic() - t0)
-    if any(v.status != VALID for v in verdicts):
-        result.history = history
-    return result
-
-
-def run_power_loss(scenario: Scenario, *, runner: Runner | None = None, subject: Subject | None = None,
-                   params: Params | None = None) -> Report:
-    """Run the whole power-loss family of ``scenario`` outside a campaign (tests, benchmarks), tiered: every
-    distinct state judged cheaply, the full sample (``params.max_states`` = 0: every distinct state)
-    recovered in full; returns a :class:`Report` judged by :func:`harness.checkers.check_all` (never raises
-    for a bad agent)."""
-    params = params or params_from(scenario)
-    with workspace(runner, subject, "fiskj-powerloss-tools-") as (runner, shared):
-        report = Report(scenario.name, list(runner.subject.argv))
-        ctx = context(runner, scenario, shared)
-        space = state_space(ctx.ref, ctx.run_id, params)
-        distinct = space.distinct
-        journal = runner.subject.caps.journal
-        if params.max_states:
-            chosen, report.outcomes = full_sample(distinct, ctx.run_id, resumes=params.resumes,
-                                                  cap=params.max_states, seed=params.seed, journal=journal)
-        else:
-            chosen, report.outcomes = sorted(distinct, key=lambda s: (s.prefix_n, s.id)), \
-                len({outcome_key(s, ctx.run_id, journal) for s in distinct})
-        report.build_seconds = space.build_seconds
-        report.trace_events, report.crash_points = space.trace_events, len(space.points)
-        report.states_built = sum(len(p.states) for p in space.points)
-        report.states_distinct = len(distinct)
-        mode = cheap_mode(runner.subject, runner.readings)
-        runner.legs.prepare()  # this thread's fork server, started before the clock
-        cheap = judge_cheap(ctx, sorted(distinct, key=lambda s: (s.prefix_n, s.id)),
-                            tuple(i for i in CHEAP_CHECKED if i == "I4" or i in scenario.check.invariants),
-                            mode=mode, tmp_root=runner.tmp_root)
-        report.states_judged, report.judge_seconds = cheap.states, cheap.seconds
-        report.cheap_mode, report.journals_asked = cheap.mode, cheap.asked
-        report.cheap = [StateResult(s.describe(), verdicts, 0.0) for s, verdicts in cheap.violating]
-        invariants = tuple(i for i in CHECKED if i in scenario.check.invariants)
-        t0 = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(params.jobs or os.cpu_count() or 1) as pool:
-            futures = [pool.submit(_explore, ctx, s, space, invariants) for s in chosen]
-            for future in concurrent.futures.as_completed(futures):
-                report.results.append(future.result())
-                if params.stop_on_violation and report.results[-1].violated:
-                    for f in futures:
-                        f.cancel()
-                    break
-        report.explore_seconds = time.monotonic() - t0
-        report.states_explored = len(report.results)
-        report.results.sort(key=lambda r: (r.state["prefix_n"], r.state["id"]))
-    return report

@@ -14,7 +14,7 @@ MODES = ("power_loss",)
 
 @dataclass(frozen=True)
 class Params:
-    """The power-loss keys (defaults when absent); ``seed`` and ``jobs`` are not file keys.
+    """The power-loss keys (defaults when absent); ``seed`` is not a file key.
 
     Exploration is tiered (docs/persistence-model.md "Tiered exploration"):
     every distinct crash state gets the cheap judgement (the crash model's
@@ -33,7 +33,7 @@ class Params:
     violating state; ``crash_leg``: which leg loses power: ``start`` (the
     run's first leg) or ``resume`` (the resume of a run killed with a
     pending batch, its journal already durable); ``seed``: default
-    ``trials.seed``; ``jobs``: recoveries in parallel (0: CPU count).
+    ``trials.seed``.
     """
 
     max_states: int = field(default=64, metadata=key(int_(0)))
@@ -44,6 +44,5 @@ class Params:
     samples: int = field(default=64, metadata=key(int_(0)))
     zero_fill: bool = field(default=True, metadata=key(bool_))
     seed: int = 1
-    jobs: int = 0
     stop_on_violation: bool = field(default=False, metadata=key(bool_))
     crash_leg: str = field(default="start", metadata=key(choice("start", "resume")))

@@ -29,7 +29,6 @@ the checkers judge them (:func:`harness.checkers.check_all`).
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import random
 import tempfile
 import time

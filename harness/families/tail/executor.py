@@ -1,94 +1,32 @@
-"""The tail family: a real run's journal, mutated by the tail nemesis, read and resumed.
+"""The tail family's IO, through the journal-state engine (the plan: :mod:`harness.families.tail.family`).
 
-For a scenario:
-
-1. the reference run's final journal (:meth:`harness.runner.trial.Runner.reference`)
-   is mutated by :func:`harness.families.tail.mutations.mutations` (cuts at every offset of
-   the last record and at random offsets, zero and garbage tails, byte flips);
-2. **reader** (the cheap tier): every mutation is laid in a fresh store and
-   the subject is asked about it the journal-state engine's one way
-   (:mod:`harness.families.journal_state.ask`: a fiskj-based subject's
-   reader forked with its preload, so a mutant's ``FISKJ_PRELOAD`` applies
-   there and only there, or the subject's own status command); each answer
-   is recorded next to the mutation's label as a fact of a history
-   (:func:`reader_history`, ``History.reader_checks``) that the I5 checker
-   judges (torn tail with offset and length, or corruption naming the
-   line: :mod:`harness.checkers.i5_reader_answers`);
-3. **repair** (the full tier): for up to ``resume_checks`` torn mutations
-   whose run is resumable, the mutated journal is laid in a fresh store and
-   resumed to completion (:func:`harness.families.journal_state.executor.resume`);
-   the history (leg 0: the reference leg with a ``tail`` fault
-   whose detail is the mutation's label, leg 1: the resume) is judged by
-   the checkers (I2 to I7: no acknowledged record lost or glued, readable,
-   the reference result; I5 also judges the repair itself: the kept bytes
-   ``[0, good_size)`` unchanged and no torn tail left: defect 1 of docs/spec.md
-   section 16).
-
-This module builds no verdict: the checkers (:func:`harness.checkers.check_all`)
-judge every history it records.
-
-Reader checks need a subject the engine can ask (:func:`~harness.families.journal_state.ask.cheap_mode`:
-fiskj-based, or with a status command); other subjects get the repair checks only.
+:func:`mutations_for`: the labelled mutations of the reference run's final journal
+(:mod:`harness.families.tail.mutations`); :func:`ask_mutations` and :func:`reader_history`: the cheap tier,
+the subject asked about each mutation the engine's one way (:mod:`harness.families.journal_state.ask`) and
+each answer recorded beside its label (``History.reader_checks``, judged as I5 by
+:mod:`harness.checkers.i5_reader_answers`); :func:`resume_candidates` and :func:`repair_history`: the full
+tier, a torn mutation laid in a fresh store and resumed to completion (leg 0: the reference leg with a
+``tail`` fault naming the mutation, leg 1: the resume; I5 also judges the repair: the kept bytes
+``[0, good_size)`` unchanged and no torn tail left, defect 1 of docs/spec.md section 16).  This module
+builds no verdict.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import os
 import tempfile
-import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-from harness.checkers import INVALID, UNKNOWN, VALID, check_all
-from harness.families.journal_state.ask import answers, cheap_mode, reader_check
-from harness.families.journal_state.executor import Context, context, lay, resume, workspace
+from harness.families.journal_state.ask import answers, reader_check
+from harness.families.journal_state.executor import Context, lay, resume
 from harness.families.journal_state.reader_child import Answer
 from harness.families.tail.mutations import Mutation, mutations
 from harness.families.tail.params import Params
 from harness.history.model import Fault, History, Leg
-from harness.runner.trial import Runner
-from harness.scenario.model import Scenario, family_params
-from harness.subject.contract import Subject
 
-__all__ = ["Params", "Report", "params_from", "mutations_for", "ask_mutations", "reader_history", "run_tails", "resume_candidates",
-           "repair_history"]
+__all__ = ["CHECKED", "mutations_for", "ask_mutations", "reader_history", "resume_candidates", "repair_history"]
 
 #: Invariants judged on a repair's history (those the scenario checks; I5, which judges the repair, always).
 CHECKED = ("I2", "I3", "I4", "I5", "I6", "I7", "I10")
-
-
-def params_from(scenario: Scenario, **overrides: Any) -> Params:
-    """:class:`Params` of ``scenario`` (``[faults]`` keys named as the fields; ``resume_checks`` = ``trials.count``)."""
-    return family_params(Params, scenario, {"seed": scenario.trials.seed, "resume_checks": scenario.trials.count},
-                         overrides)
-
-
-@dataclass
-class Report:
-    """What one tail campaign of a scenario did and found."""
-
-    scenario: str
-    subject: list[str]
-    journal_bytes: int = 0
-    mutations: int = 0
-    reader_checked: int = 0
-    reader_violations: list[dict[str, Any]] = field(default_factory=list)
-    unknowns: list[dict[str, Any]] = field(default_factory=list)  # verdicts (JSON) that could not be reached
-    resumes: int = 0
-    resume_violations: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.reader_violations and not self.resume_violations and not self.unknowns
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.update(family="tail", faults={"tail": self.reader_checked + self.resumes})
-        return out
 
 
 def mutations_for(journal: bytes, params: Params, fmt: str) -> list[Mutation]:
@@ -150,50 +88,3 @@ def repair_history(ctx: Context, m: Mutation) -> History:
                    fault=Fault(kind="tail", injected=True, detail={"mutation": m.id, **m.describe()}))
         return resume(ctx, Path(tmp), [leg0], list(ctx.ref.history.model_calls), list(ctx.ref.history.effects),
                       {"kind": "tail", "mutation": m.id})
-
-
-def _repair(ctx: Context, m: Mutation) -> dict[str, Any] | None:
-    """Resume the run from ``m``'s journal; return a violation dict, or None when all is well."""
-    history = repair_history(ctx, m)
-    verdicts = check_all(history, [i for i in CHECKED if i in ctx.scenario.check.invariants or i == "I5"])
-    problems = [f"{v.invariant}: {v.summary}" for v in verdicts if v.status == INVALID]
-    if not problems:
-        return None
-    return {"mutation": m.describe(), "problems": problems, "exit_code": history.legs[1].exit_code,
-            "stderr": history.legs[1].stderr[-600:],
-            "verdicts": [v.to_json() for v in verdicts if v.status not in (VALID,)]}
-
-
-def run_tails(scenario: Scenario, *, runner: Runner | None = None, subject: Subject | None = None,
-              params: Params | None = None) -> Report:
-    """Run the tail family of ``scenario``; returns a :class:`Report` (never raises for a bad agent)."""
-    params = params or params_from(scenario)
-    with workspace(runner, subject, "fiskj-tails-") as (runner, shared):
-        report = Report(scenario.name, list(runner.subject.argv))
-        t0 = time.monotonic()
-        ctx = context(runner, scenario, shared)
-        journal = ctx.ref.history.legs[-1].journal or b""
-        muts = mutations_for(journal, params, runner.subject.caps.journal.format)
-        report.journal_bytes, report.mutations = len(journal), len(muts)
-        mode = cheap_mode(runner.subject)
-        if mode != "model":
-            asked = ask_mutations(ctx, muts, mode, Path(tempfile.mkdtemp(dir=shared)))
-            history = reader_history(scenario.name, params.seed, ctx.run_id, muts, asked, mode)
-            report.reader_checked = len(history.reader_checks)
-            (verdict,) = check_all(history, ["I5"])
-            if verdict.status == UNKNOWN:
-                report.unknowns.append(verdict.to_json())
-            elif verdict.status == INVALID:
-                report.reader_violations += [{"mutation": v["mutation"], "reason": v["reason"], "answer": v["answer"]}
-                                             for v in verdict.evidence["violations"] if v["kind"] == "reader_answer"]
-        else:
-            report.notes.append("reader checks skipped: the subject has no reader the harness can ask")
-        total = journal.count(b"\n")
-        chosen = resume_candidates(muts, total, params.resume_checks)
-        with concurrent.futures.ThreadPoolExecutor(params.jobs or os.cpu_count() or 1) as pool:
-            for violation in pool.map(lambda m: _repair(ctx, m), chosen):
-                report.resumes += 1
-                if violation is not None:
-                    report.resume_violations.append(violation)
-    report.seconds = time.monotonic() - t0
-    return report

@@ -14,7 +14,7 @@ MODES = ("tail",)
 
 @dataclass(frozen=True)
 class Params:
-    """The tail keys (defaults when absent); ``seed`` (default ``trials.seed``) and ``jobs`` are not file keys.
+    """The tail keys (defaults when absent); ``seed`` (default ``trials.seed``) is not a file key.
 
     ``resume_checks`` defaults to ``trials.count``.
     """
@@ -28,4 +28,3 @@ class Params:
     interior: bool = field(default=True, metadata=key(bool_))
     resume_checks: int = field(default=8, metadata=key(int_(0)))
     seed: int = 1
-    jobs: int = 0

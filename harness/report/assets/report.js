@@ -1,53 +1,3 @@
-"""The HTML report's static text: the timeline legend (SVG), the style sheet and the script that draws each
-trial's timeline from the page's JSON block (inline, so the page needs no network)."""
-
-from __future__ import annotations
-
-_LEGEND = (
-    '<div class="legend"><svg viewBox="0 0 900 22" width="900" height="22" aria-hidden="true">'
-    '<rect x="2" y="6" width="30" height="10" class="proc"/><text x="36" y="15">process</text>'
-    '<rect x="100" y="8" width="30" height="6" class="lockspan"/><text x="134" y="15">run lock held</text>'
-    '<rect x="230" y="5" width="3" height="12" class="ev k-write"/><text x="238" y="15">journal write</text>'
-    '<rect x="330" y="3" width="2" height="16" class="ev k-fsync"/><text x="337" y="15">fsync</text>'
-    '<rect x="385" y="5" width="2" height="12" class="ev k-dirsync"/><text x="392" y="15">dir fsync</text>'
-    '<rect x="460" y="5" width="4" height="12" class="ev k-jop"/><text x="468" y="15">other journal call</text>'
-    '<path d="M590,7 l8,8 M598,7 l-8,8" class="ev k-error"/><text x="603" y="15">failed call</text>'
-    '<circle cx="690" cy="11" r="4.5" class="ev k-model"/><text x="698" y="15">model call</text>'
-    '<path d="M775,16 l5,-10 l5,10 z" class="ev k-effect"/><text x="790" y="15">tool effect</text>'
-    '<path d="M858,5 l6,6 l-6,6 l-6,-6 z" class="ev k-fault"/><text x="868" y="15">fault</text>'
-    '</svg><span class="note"> red outline: named by the evidence</span></div>')
-
-_CSS = """
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#222;max-width:1500px}
-h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;margin-top:1.6em}h4{margin:.3em 0}
-code,pre{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace}pre{white-space:pre-wrap;word-break:break-all;
-background:#f6f6f6;padding:.4em;margin:.2em 0;max-height:26em;overflow:auto}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:center}
-tbody th{text-align:left}td.ok{background:#e8f5e9}td.bad{background:#ffcdd2}td.warn{background:#fff3cd}
-td.na{color:#999}tr.total{font-weight:bold}.verdict.valid b{color:#2e7d32}.verdict.invalid b{color:#c62828}
-.verdict.unknown b{color:#b26a00}.bad{color:#c62828}.warn{color:#b26a00}.note{color:#666;font-size:.9em}
-.group{border-left:4px solid #c62828;padding:.2em .8em;margin:.8em 0;background:#fffafa}
-.trial{border-top:2px solid #999;margin-top:1.5em}
-.tl-wrap{display:flex;gap:1em;align-items:flex-start}.tl-main{flex:3;min-width:0}
-.side{flex:1;min-width:18em;max-width:32em}.viols{padding-left:1.4em}.viols pre{max-height:16em}
-button.viol{font-weight:bold;cursor:pointer;border:1px solid #c62828;background:#fff;border-radius:3px}
-button.viol.on{background:#c62828;color:#fff}.vsum{font-size:.9em;color:#444}
-.tl svg{width:100%;height:auto;user-select:none;display:block}.tl text{font-size:11px;fill:#333}
-.tl .axis line{stroke:#ddd}.tl .axis text{fill:#777;font-size:10px}
-.lane-bg{fill:#fafafa;stroke:#e0e0e0}.lane.marked .lane-bg{fill:#fff5f5;stroke:#c62828;stroke-width:1.5}
-.proc{fill:#cfd8dc;stroke:#90a4ae}.lockspan{fill:#ffe082;stroke:#c8a200;opacity:.85}
-.exit.ok{fill:#2e7d32}.exit.bad{fill:#c62828;font-weight:bold}.exit.warn{fill:#b26a00}
-.ev{cursor:pointer}.k-write{fill:#1e88e5}.k-fsync{fill:#2e7d32}.k-dirsync{fill:#00897b}.k-jop{fill:#6a1b9a}
-.k-lock{fill:#8d6e63}.k-other{fill:#9e9e9e}.k-error{stroke:#b71c1c;stroke-width:2;fill:none}
-.k-model{fill:#8e24aa}.k-effect{fill:#fb8c00}.k-fault{fill:#d50000}
-.ev.marked{stroke:#d50000;stroke-width:2.5}.markline{stroke:#d50000;stroke-width:1;stroke-dasharray:2,2;opacity:.6}
-.tl.focus .ev{opacity:.2}.tl.focus .ev.hl{opacity:1;stroke:#000;stroke-width:3}
-.tl.focus .lane.hl .lane-bg{stroke:#000;stroke-width:2.5}
-.brush{fill:rgba(30,136,229,.15);stroke:#1e88e5}.lanelabel{cursor:zoom-in}
-.legend{margin:.5em 0}.legend text{font-size:11px}
-"""
-
-_JS = r"""
 (function () {
   "use strict";
   var NS = "http://www.w3.org/2000/svg";
@@ -251,4 +201,3 @@ _JS = r"""
   });
   document.body.setAttribute("data-timelines-drawn", String(drawn));
 })();
-"""
