@@ -134,8 +134,8 @@ def test_a_family_that_cannot_run_for_a_subject_is_a_setup_error_named_before_an
 
 
 def test_io_errors_at_every_journal_write_and_fsync_leave_the_reference_valid_and_name_their_call(runner):
-    trials = family_trials("io-errors", 2, runner)
-    assert trials and all(not t.failed and not t.unknown for t in trials)
+    trials = family_trials("io-errors", 4, runner)  # --trials 4: one failing call of each class
+    assert trials and all(not t.failed and not t.unknown for t in trials) and len(trials) == 4
     ops = {(t.schedule[0]["op"], t.schedule[0]["action"]) for t in trials}
     assert ops == {("write", "eio"), ("write", "enospc"), ("fsync", "eio"), ("fsync", "enospc")}
     assert all(t.faults.get("io_error") == 1 for t in trials)  # every planned error was injected

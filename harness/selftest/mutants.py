@@ -11,8 +11,8 @@ that calls it.  Defects 1 to 5 are fisk-ai's (docs/spec.md section 16).
 A mutant reaches a child by name: its subject (:func:`subject_for`,
 ``python -m harness.selftest.subject``) carries ``FISKJ_MUTANT=NAME`` and
 ``FISKJ_PRELOAD=harness.selftest.mutants``, and every child process of a
-leg (the mutant subject, a leg forked by the fork server, a family's
-reader or recovery child, a race agent) loads that preload
+leg (the mutant subject, a leg forked by the fork server, the
+journal-state reader child) loads that preload
 (:mod:`harness.subject.preload`), which calls :func:`preload`: it looks the
 name up here and calls the row's patch.  Importing this module, or a patch
 module, changes nothing; the harness reads the table and never calls a

@@ -69,9 +69,17 @@ class IoErrorFamily(FamilyBase):
         return self.params(scenario).max_points > 0 or scenario.faults.schedule is not None
 
     def bound(self, scenario: Scenario, plan: list[Planned], n: int, seed: int) -> list[Planned]:
-        """``--trials N``: ``n`` of the plan's failing calls (every op and error kind times the calls), evenly
-        spaced over it, the first and the last kept."""
-        return _spread(plan, n)
+        """``--trials N``: ``n`` of the plan's failing calls, taken class by class (each op and error kind
+        in turn, so every class runs once ``n`` reaches their number), each class's calls evenly spaced, the
+        first and the last kept; the plan's order is kept."""
+        if len(plan) <= n:
+            return plan
+        classes: dict[tuple[str, str], list[Planned]] = {}
+        for p in plan:
+            classes.setdefault((p.schedule[0].get("op", ""), p.schedule[0].get("action", "")), []).append(p)
+        share = {k: n // len(classes) + (i < n % len(classes)) for i, k in enumerate(classes)}
+        keep = {id(p) for k, group in classes.items() for p in _spread(group, share[k]) if share[k]}
+        return [p for p in plan if id(p) in keep]
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:

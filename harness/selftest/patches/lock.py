@@ -73,7 +73,7 @@ def unlock_before_close() -> None:
 
 def _replace_flock(call: Callable[[int, int], None]) -> None:
     """Make ``call`` the IO seam's ``flock``, traced or not, and configure the seam again from the environment
-    (so that a later :func:`fiskj.ioseam.configure`, as a race agent makes per trial, keeps it)."""
+    (so that a later :func:`fiskj.ioseam.configure` keeps it)."""
     ioseam._PLAIN["flock"] = call
     ioseam._TRACED["flock"] = ioseam._fd_call("flock", call)
     ioseam.configure(os.environ.get(ioseam.TRACE_ENV) or None, os.environ.get(ioseam.FAULT_ENV) or None)
