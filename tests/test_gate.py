@@ -151,6 +151,27 @@ def test_the_stream_gives_every_scenario_its_kth_trial_before_any_gets_its_next_
     assert [seed for _, _, seed, _ in odd] == [1001, 3001, 5001]
 
 
+def test_a_draw_0_trial_left_is_told_until_the_first_draw_is_handed_out():
+    runs, stream, _ = _stream({"a": lambda seed: [[{"kind": "kill", "event": seed + i}] for i in range(2)],
+                               "b": lambda seed: [[{"kind": "kill", "event": seed}]]}, seed_stream=True)
+    left = []
+    for _ in range(4):
+        left.append(stream.first_draw_left())
+        stream.next()
+    assert left == [True, True, True, False]       # a0, b0, a1 are draw 0; then b's draw 1
+
+
+def test_with_whole_first_draw_a_spent_budget_still_runs_the_first_draw_whole_and_no_more():
+    from harness.campaign.campaign import Campaign
+
+    scenario = parse_scenario(KILL)
+    ran = {whole: Campaign([scenario], trials=3, jobs=1, shrink_budget=0, seed_stream=True, budget_s=0.0,
+                           whole_first_draw=whole).run() for whole in (False, True)}
+    assert len(ran[False].trials) == 1                                       # round 0 only
+    assert len(ran[True].trials) == 3 and {t.draw for t in ran[True].trials} == {0}
+    assert ran[True].scenarios[0].seeds == [scenario.trials.seed]
+
+
 def fixed_plan(scenario):
     return by_mode(scenario.faults.family).fixed_plan(scenario)
 

@@ -101,7 +101,8 @@ class Campaign:
     once round 0 has started whole (a running trial is not cut short); ``seed_stream``: a scenario whose
     plan is spent draws its next one with a fresh seed (seed + j * SEED_STEP) until the deadline;
     ``max_draws``: at most that many draws per scenario; ``on_round(k, live)``: called as round ``k``
-    starts (main thread).
+    starts (main thread).  What the mutant self-test adds (:mod:`harness.selftest.run`): ``whole_first_draw``,
+    the deadline stops no trial of a scenario's draw 0 (its first plan runs whole, whatever the budget).
     ``skip_unsupported``: a scenario that cannot apply to the subject (:func:`unsupported`) is not run and
     said so in the limits (``NOT RUN``), not a setup error (the default bundled set, where the reader race is in
     the set whatever the subject, which may give no reading command); otherwise it is a setup error (exit 2).
@@ -115,7 +116,8 @@ class Campaign:
                  shard: tuple[int, int] | None = None, first_violation: bool = False,
                  skip_unsupported: bool = False, budget_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic, seed_stream: bool = False,
-                 max_draws: int | None = None, on_round: Callable[[int, int], None] | None = None) -> None:
+                 max_draws: int | None = None, on_round: Callable[[int, int], None] | None = None,
+                 whole_first_draw: bool = False) -> None:
         if shard is not None:
             i, n = shard
             if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
@@ -137,7 +139,7 @@ class Campaign:
         self.first_violation = first_violation
         self.skip_unsupported = skip_unsupported
         self.budget_s, self.clock, self.seed_stream, self.max_draws = budget_s, clock, seed_stream, max_draws
-        self.on_round = on_round
+        self.on_round, self.whole_first_draw = on_round, whole_first_draw
         self.started = 0.0
         self.planned = 0
         self.stream: TrialStream | None = None
@@ -189,10 +191,13 @@ class Campaign:
 
     def _may_start(self, stream: TrialStream, deadline: float | None) -> bool:
         """Whether another trial may start: no interruption, and round 0 is not over (it runs whole, so every
-        scenario gets a first trial whatever the budget) or the deadline has not come."""
+        scenario gets a first trial whatever the budget), or with ``whole_first_draw`` a trial of a draw 0 is
+        left, or the deadline has not come."""
         if interrupt.requested():
             return False
         if deadline is None or (stream.round == 0 and stream.waiting()):
+            return True
+        if self.whole_first_draw and stream.first_draw_left():
             return True
         return self.clock() < deadline
 

@@ -151,6 +151,10 @@ class TrialStream:
         """Scenarios still in the stream that have not had their trial of the current round."""
         return sum(1 for lane in self._lanes if not lane.run.ended and lane.run.started <= self.round)
 
+    def first_draw_left(self) -> bool:
+        """Whether a scenario still in the stream has a trial of its draw 0 not handed out yet."""
+        return any(j == 0 for lane in self._lanes if not lane.run.ended for _, j in lane.queue)
+
     def stop(self, run: ScenarioRun) -> None:
         """Take ``run`` out of the stream (its trials not handed out yet are dropped: ``--first-violation``)."""
         for lane in self._lanes:

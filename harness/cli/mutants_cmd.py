@@ -26,7 +26,8 @@ def add_mutants_parser(sub: Any) -> argparse.ArgumentParser:
     mutants.add_argument("names", nargs="*", metavar="NAME", help="mutants to run (default: all)")
     mutants.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     mutants.add_argument("--budget", type=_seconds, default=600.0, metavar="SECONDS",
-                         help="time shared by the mutants for extra rounds (each runs its first campaign; default 600)")
+                         help="time shared by the mutants for draws from further seeds (each runs its first draw "
+                              "whole; default 600)")
     mutants.add_argument("--jobs", type=positive_int, metavar="J", help="parallel trials per campaign")
     mutants.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     mutants.add_argument("--list", action="store_true",

@@ -10,14 +10,16 @@ child processes only and the checkers judge histories without knowing
 which mutant ran.  A mutant is *caught* when a trial has an ``invalid``
 checked invariant (an ``unknown`` is not a catch).
 
-A mutant not caught by its first campaign is tried again with the next
-campaign seeds while its share of ``budget_s`` lasts.  Per mutant the
+Each mutant's campaign runs its first draw (the row's ``trials`` at its
+seed) whole, then draws from the next seeds while its share of
+``budget_s`` lasts, and stops at its first violating trial.  Per mutant the
 self-test reports: caught (yes/no), by which invariants, the time to the
-first detection (seconds from the start of its campaign until the first
+first detection (seconds from the start of its self-test until the first
 violating trial was judged; for families whose trials run inside one
-executor, the sum of the trial times up to it), the length of the shrunk
-schedule (faults in the smallest failing schedule, the shrink result when
-there is one), trials run and the reproducer of the first violation.
+executor, the sum of the trial times up to it, if earlier), the length of
+the shrunk schedule (faults in the smallest failing schedule, the shrink
+result when there is one), trials run, draws made and the reproducer of
+the first violation.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from harness.names import SEED_STEP
 from harness.selftest.mutants import UNIT, Mutant, get, mutants, subject_for
 
 __all__ = ["MutantResult", "run_mutant", "run_selftest", "render_table", "results_json"]
@@ -64,9 +65,12 @@ def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | Non
     """Run the self-test of ``mutant`` (a name, or a row run as given: another target, seed or shrink bound);
     never raises for a campaign that fails to set up (see ``errors``); raises ``KeyError`` for an unknown name.
 
-    ``budget_s``: the time after which no further round starts (the first
-    always runs).  ``jobs``: parallel trials per campaign.  ``scenario_dir``:
-    where the target's scenario lives (default the bundled ``scenarios/``).
+    One campaign (:class:`harness.campaign.campaign.Campaign`, its trial stream the one scheduler) with the
+    row's seed, ``trials`` a draw, shrink bound, a seed stream (a spent draw is followed by the next seed's,
+    ``seed + j * SEED_STEP``) and ``first_violation`` (it stops at the first violating trial).
+    ``budget_s``: seconds from the call after which no trial starts, except that the first draw (the row's
+    ``trials`` at its seed) always runs whole.  ``jobs``: parallel trials.  ``scenario_dir``: where the
+    target's scenario lives (default the bundled ``scenarios/``).  ``rounds`` in the result: the draws made.
     """
     from pathlib import Path
 
@@ -86,50 +90,40 @@ def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | Non
     except Exception as exc:  # a missing scenario is an error of the self-test, never a pass
         out.errors.append(f"{type(exc).__name__}: {exc}")
         return out
-    base_seed = target.seed if target.seed is not None else scenario.trials.seed
-    subject = subject_for(target.name)
+    seed = target.seed if target.seed is not None else scenario.trials.seed
+    first: list[float] = []
+
+    def progress(done: int, total: int, failing: int) -> None:
+        if failing and not first:
+            first.append(time.monotonic() - t0)
+
     from harness.runner.trial import Runner
 
-    with Runner(subject=subject) as runner:
-        while True:
-            seed = base_seed + out.rounds * SEED_STEP
-            first: list[float] = []
-            t0 = time.monotonic()
-
-            def progress(done: int, total: int, failing: int, _first: list[float] = first, _t0: float = t0) -> None:
-                if failing and not _first:
-                    _first.append(time.monotonic() - _t0)
-
-            result = Campaign([scenario], trials=target.trials, seed=seed, jobs=jobs, runner=runner,
-                              progress=progress, shrink_budget=target.shrink, first_violation=True).run()
-            out.rounds += 1
-            out.trials += len(result.trials)
-            out.errors += [e for e in result.errors if e not in out.errors]
-            violating = result.violations
-            if violating:
-                out.caught = True
-                out.invariants = sorted({inv for t in violating for inv in t.failed},
-                                        key=lambda i: (not i.startswith("I"), i))
-                ordered = sorted(result.trials, key=lambda t: t.index)
-                cumulative, until_first = 0.0, None
-                for t in ordered:
-                    cumulative += t.elapsed_s
-                    if t.failed:
-                        until_first = cumulative
-                        break
-                # The progress callback sees a family executor's trials only when it returns: take the
-                # earlier of the two measures.
-                detection = min([x for x in (first[0] if first else None, until_first) if x is not None],
-                                default=None)
-                out.first_detection_s = round((t0 - started) + (detection or 0.0), 3)  # earlier rounds included
-                shrunk = [t for t in violating if t.origin == "shrink"]
-                best = min(shrunk or violating, key=lambda t: (_faults(t.schedule), t.index))
-                out.shrunk_length = _faults(best.schedule)
-                first_bad = min(violating, key=lambda t: t.index)
-                out.reproduce = first_bad.reproduce  # its --subject carries FISKJ_MUTANT and FISKJ_PRELOAD
+    with Runner(subject=subject_for(target.name)) as runner:
+        t0 = time.monotonic()
+        result = Campaign([scenario], trials=target.trials, seed=seed, jobs=jobs, runner=runner, progress=progress,
+                          shrink_budget=target.shrink, first_violation=True, seed_stream=True,
+                          budget_s=max(budget_s - (t0 - started), 0.0), whole_first_draw=True).run()
+    out.rounds = sum(len(run.seeds) for run in result.scenarios)
+    out.trials = len(result.trials)
+    out.errors += [e for e in result.errors if e not in out.errors]
+    violating = result.violations
+    if violating:
+        out.caught = True
+        out.invariants = sorted({inv for t in violating for inv in t.failed}, key=lambda i: (not i.startswith("I"), i))
+        cumulative, until_first = 0.0, None
+        for t in sorted(result.trials, key=lambda t: t.index):
+            cumulative += t.elapsed_s
+            if t.failed:
+                until_first = cumulative
                 break
-            if result.errors or time.monotonic() - started >= budget_s:
-                break
+        # The progress callback sees a family executor's trials only when it returns: take the earlier of the two.
+        detection = min([x for x in (first[0] if first else None, until_first) if x is not None], default=None)
+        out.first_detection_s = round((t0 - started) + (detection or 0.0), 3)
+        shrunk = [t for t in violating if t.origin == "shrink"]
+        best = min(shrunk or violating, key=lambda t: (_faults(t.schedule), t.index))
+        out.shrunk_length = _faults(best.schedule)
+        out.reproduce = min(violating, key=lambda t: t.index).reproduce  # --subject: FISKJ_MUTANT, FISKJ_PRELOAD
     out.elapsed_s = round(time.monotonic() - started, 3)
     return out
 
