@@ -1,12 +1,6 @@
 """I10 the subject's own reading of its journal agrees with the journal.
 
-Normative text (docs/spec.md section 15): when the subject gives a status
-command (docs/subject.md "Subject profiles"), its reading of the journal
-after every leg (the run's status, the unanswered tool_use ids of a
-pending batch, the number of records) equals what fiskj's fold of the same
-bytes yields (docs/spec.md section 8).  A subject that lists a resumed and
-then crashed run as ``suspended`` (fisk-ai defect 5), that misses a pending
-batch, or that cannot read a journal fiskj reads, fails it.
+Normative text: docs/spec.md section 15, I10 (the status command: docs/subject.md "Subject profiles").
 
 How it is judged.  For each leg with a reading (``Leg.reading``, taken
 after the leg ended, on the bytes ``Leg.journal`` holds), and each reading

@@ -1,9 +1,6 @@
 """I1 exactly-once after a clean suspend.
 
-Normative text: a clean suspend (SIGINT or SIGTERM, honoured at a loop
-boundary where nothing is in flight) is exactly-once: the terminal
-``suspended`` record marks the boundary, and resuming never repeats a model
-call or a tool call that had completed before the suspend.
+Normative text: docs/spec.md section 15, I1 (the suspend itself: section 13).
 
 How it is judged.  A *suspended leg* S is one that exited with status 3.
 For each S:

@@ -1,9 +1,6 @@
 """I2 at most one tool re-run per crash, and only the one in flight.
 
-Normative text: a crash resumes from the last recorded event, so at most
-one tool call is repeated per crash: the one in flight when the process
-died, whose side effect completed but whose result never reached the
-journal.  Resume reuses journaled results and re-runs only unanswered tools.
+Normative text: docs/spec.md section 15, I2.
 
 How it is judged, from the effects ledger (each execution: tool_use_id,
 attempt, leg).  Executions of one id are ordered by (attempt, t); every

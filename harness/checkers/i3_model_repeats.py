@@ -1,9 +1,6 @@
 """I3 at most one model call repeated per crash.
 
-Normative text: a crash resumes from the last recorded event; the model
-call in flight when the process died (answered, but its assistant record
-not yet acknowledged in the journal) may be made again, once per crash.
-Every other model call happens exactly once.
+Normative text: docs/spec.md section 15, I3.
 
 How it is judged, from the fake server's calls (request ``key``, ``leg``).
 The key is the conversation's state (the scripted turn asked for, from the

@@ -1,9 +1,6 @@
 """I4 no acknowledged record is lost.
 
-Normative text: an append is acknowledged when its write and then an fsync
-of the journal have returned.  An acknowledged record is never lost: it
-stays in the journal, byte for byte, at its seq, through crashes, torn
-tails, resumes and power loss.
+Normative text: docs/spec.md section 15, I4 (acknowledged: section 9).
 
 How it is judged.  From each leg's IO-seam trace, the journal lines the leg
 wrote and then fsynced are its acknowledged records (decoded for their seq).

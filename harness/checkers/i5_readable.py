@@ -1,10 +1,6 @@
 """I5 the journal is always readable, with at most one torn tail.
 
-Normative text: reading a journal drops exactly one unparsable final line
-(a torn tail, which only the last append can leave); an unparsable line
-anywhere else is corruption.  Whatever the faults, a journal written by
-the engine reads and folds: at most one torn tail, no corruption, no fold
-(consistency) error.
+Normative text: docs/spec.md section 15, I5 (torn tail and corruption: section 7).
 
 How it is judged.  Every leg's journal snapshot is read in memory with
 fiskj's own reader and fold (:func:`fiskj.reader.read_state` on the

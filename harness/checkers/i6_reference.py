@@ -1,8 +1,6 @@
 """I6 the result equals the uninterrupted reference run's.
 
-Normative text: suspending, crashing and resuming change nothing a user can
-see: the resumed run's final conversation, counters (model calls, tool
-calls, tokens) and final answer equal those of the same run done in one go.
+Normative text: docs/spec.md section 15, I6.
 
 How it is judged.  The final state is the fold of the last leg's journal
 (:func:`fiskj.reader.read_state` on the bytes, ``to_json()``), or

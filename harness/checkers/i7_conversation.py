@@ -1,13 +1,6 @@
 """I7 the conversation is well-formed at every model call.
 
-Normative text: every request the agent sends to the model is a valid
-Messages API conversation: it starts with a user message and roles
-alternate (one exception: a paused turn, stop reason ``pause_turn``, and
-its continuation are two assistant messages in a row, which the API reads
-as one turn); every tool_use of an assistant message is answered by exactly
-one tool_result in the user message right after it; no tool_result is
-orphaned (answers no tool_use of the message before it) or duplicated; no
-tool_use is left unanswered when the model is called.
+Normative text: docs/spec.md section 15, I7.
 
 How it is judged: for each :class:`~harness.history.model.ModelCall`, its
 ``messages`` (the request as the fake server received it) are walked once.

@@ -1,9 +1,6 @@
 """I8 one writer at a time.
 
-Normative text: at most one process writes a run's journal at any time.
-A writer holds the run's exclusive ``flock`` on ``<id>.lock`` from before
-its first change of the journal until after its last; a second writer is
-refused at once; lines of two writers never interleave.
+Normative text: docs/spec.md section 15, I8 (the lock: section 10).
 
 How it is judged.
 

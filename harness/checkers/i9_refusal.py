@@ -1,12 +1,6 @@
 """I9 a refused resume appends nothing.
 
-Normative text: a resume (or create) that is refused, because the
-fingerprint differs, the run is completed, or another process holds the
-run, changes nothing: the journal is byte-identical before and after, and
-no model call or tool runs.  A run that ended in ``error``, ``budget`` or
-``max_iterations`` is not refused (docs/spec.md section 12, rule 2, as
-fisk-ai): its resume appends that leg's own terminal record and is judged
-by the other invariants, not here.
+Normative text: docs/spec.md section 15, I9 (what is refused: section 12).
 
 How it is judged.  A *refused leg* exited 1 or 2 and its fault detail or
 stderr mentions a refusal (``refus``, ``locked``, ``held by another``,

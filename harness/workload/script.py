@@ -6,73 +6,17 @@ reasoning blocks); :meth:`Script.position` says which turn answers a conversatio
 HTTP server that serves it is :mod:`harness.workload.server`; the request checks are
 :mod:`harness.workload.requests`.
 
-Which turn answers a request: the conversation's *state*, never the number
-of its messages.  The script's turns fall into segments, each ending with
-a final answer (a turn without tools); a chat run's follow-up opens the
-next segment.  Walking the request's messages in order:
-
-* an assistant message with no tool_use block whose text contains the
-  scripted final answer of the current segment closes that segment;
-* the first user message after that which asks something (non-blank text,
-  or any block other than a tool_result) is the follow-up that opens the
-  next segment; user text anywhere else (an agent's "continue" or
-  "interrupted" note) changes nothing;
-* every tool_result, in any user message, answers the scripted tool id it
-  names (``toolu_<seed>_<turn>_<k>``, any ``_r<n>`` suffix).
-
-The request is then answered by the current segment's first tool turn
-whose tool ids are not all answered, else by its final answer.  A request
-with nothing left to answer (the segment is closed and no follow-up came,
-the follow-ups outnumber the segments, or a segment without a final answer
-is done) gets ``"(script exhausted)"``, turn index ``len(turns)``.  So a
-resumed agent gets the same reply for the same progress, however it
-rebuilt the conversation (a synthetic assistant message, a replayed or
-annotated history): see :meth:`Script.position`.
-
-Past the script the segments go on: an assistant message without tool_use
-whose text holds ``"(script exhausted)"`` closes a segment that has no
-scripted final answer (the segments after the last one, and a last one
-that ends in tools), and the next follow-up opens another.  So each new
-user turn of a finished session (an agent that continues a completed
-session with a new turn) is a new state with its own key, never a repeat of
-an earlier one; asking again without a new turn is the same state.
-
-A *pause turn* (``Turn.pause``: a server tool the provider paused,
-stop reason ``pause_turn``) counts like a tool turn of its segment; it is
-answered once an assistant message of the request holds its
-``server_tool_use`` block (``srvtoolu_<seed>_<turn>_0``): the agent sent
-the paused turn back to be continued.
-
-The state's ``key`` (:func:`request_key`, the hash of segment and turn)
-identifies a model call for checker I3: two calls with one key asked the
-model the same thing.  With ``vary_on_repeat`` the n-th repeat of a key
-gets other text and fresh ids.  Tool ids are deterministic:
-``toolu_<seed>_<turn>_<k>`` (with ``_r<n>`` appended for the n-th repeat
-under ``vary_on_repeat``), and every tool input carries its own
-``tool_use_id`` (a command tool sees only its input) and the call's
-output spec, if any, under ``out`` (:mod:`harness.workload.payloads`).
-Usage is deterministic per turn: ``100 + 10 x turn`` input tokens, ``20 +
-7 x tools`` output tokens, and the script's ``cache_tokens`` (0 by
-default) as cache counts: ``cache_read_input_tokens = cache_tokens + 10 x
-turn``, ``cache_creation_input_tokens = cache_tokens // 10 + turn``.
-
-A reply's blocks, in order: a signed ``thinking`` block (``Turn.thinking``;
-or, for a request with thinking on, :meth:`Script.thinking_text`'s default: a
-model with thinking on starts every reply with one),
-a ``redacted_thinking`` block (``Turn.redacted``), the text, a
-``server_tool_use`` with its ``web_search_tool_result`` (``Turn.web_search``,
-and every pause turn), then the ``tool_use`` blocks.  The stop reason is
-``tool_use`` with tools, ``pause_turn`` for a pause turn, else the turn's
-``stop`` (``end_turn``, or ``stop_sequence`` with :data:`STOP_SEQUENCE`).
-A thinking block's ``signature`` and a redacted block's ``data`` are
-opaque strings that name their turn and repeat and hold a MAC of the seed
-(and the thinking text) (:func:`opaque`); a request that sends one back
-altered is refused (:func:`harness.workload.requests.check_reasoning`).
-A request that asks for the thinking text omitted (``"display":
-"omitted"``) gets the block with empty ``thinking`` and a signature over
-the empty text, as the API returns it.  A request with ``tool_choice``
-``none`` gets the turn's text without its tool_use blocks (stop reason
-``end_turn``): see :meth:`Script.reply`.
+Which turn answers a request (the conversation's *state*, never the number
+of its messages: segments closed by final answers, follow-ups, answered
+tool ids, paused turns, past the script), the usage counts and a reply's
+blocks, stop reason, signatures and ``tool_choice`` handling are specified
+in docs/subject.md "The model"; :meth:`Script.position` and
+:meth:`Script.reply` implement it.  The state's ``key`` (:func:`request_key`,
+the hash of segment and turn) identifies a model call for checker I3.
+Tool ids are ``toolu_<seed>_<turn>_<k>`` (``_r<n>`` appended for the n-th
+repeat under ``vary_on_repeat``); a signature's MAC is :func:`opaque`, its
+check :func:`harness.workload.requests.check_reasoning`; the stop sequence
+is :data:`STOP_SEQUENCE`.
 """
 
 from __future__ import annotations
