@@ -6,53 +6,10 @@ wrong type or out of range, or a TOML syntax error raises
 :class:`ScenarioError`, which names the file, the line and the key (the line
 is found by scanning the text, since :mod:`tomllib` does not keep positions).
 
-Shape (every key but ``name`` and ``purpose`` is optional; defaults below)::
-
-    name = "kill-random"                 # str, required, [A-Za-z0-9_.-]+
-    purpose = "one line"                 # str, required
-
-    [workload]
-    turns = 3              # int >= 0: tool-calling turns before the final answer
-    tools_per_turn = 2     # int >= 1: max tool_use blocks per turn (1..k drawn per turn)
-    tool_ms = 5            # number >= 0 or [min, max]: how long each tool sleeps (ms)
-    model_ms = 0           # number >= 0: how long the fake model server takes per reply (ms)
-    chat_followups = 0     # int >= 0: follow-up lines fed to a --chat run
-    max_tokens = 1000000   # int >= 1: the run's token budget (--max-tokens)
-    max_iterations = 0     # int >= 0: --max-iterations; 0 = enough for the script + 5
-    vary_on_repeat = false # bool: a repeated model request gets a different reply
-    seed = 1               # int: seed of the scripted conversation (tool counts, ids)
-    drift = []             # fingerprint fields changed on resume: "model", "max_tokens",
-                           # "max_iterations", "tools"; a drifted resume must be refused
-                           # (I9), the next one is forced (--force) and must proceed
-    outputs = []           # tool output kinds cycled over the tool calls: "plain", "unicode",
-                           # "separators", "controls", "json", "binary", "error", "surrogates"
-    limit_outputs = []     # "under", "over": one more tool turn, outputs at the record limit
-    reply_blocks = []      # lists of "thinking", "redacted_thinking", "web_search", cycled over replies
-    answer_stop_reasons = []  # "end_turn", "stop_sequence", cycled over the final answers
-    final_stop = ""        # "max_tokens" or "refusal": the last reply stops so, the run ends with error
-    pause_turn = false     # a pause_turn reply (a server tool paused) before the last final answer
-    cache_tokens = 0       # int >= 0: cache tokens each reply reports (usage)
-    thinking = ""          # "adaptive" or "enabled:N" (N >= 1024): the run's thinking mode, every leg
-    generate = 0           # int >= 0: N workloads drawn by hypothesis replace the keys above
-                           # (harness.scenario.generate; scenarios NAME.w0 .. NAME.wN-1)
-
-    [faults]
-    family = "kill"        # a mode of a registered family (harness.families.registry.MODES)
-    schedule = [...]       # one explicit schedule run by every trial, e.g.
-                           # [{kind = "kill", event = 7}] (regression scenarios)
-    # every other key belongs to the family: the fields of its Params dataclass
-    # (harness/families/<name>/params.py; FAMILY_KEYS here)
-
-    [trials]
-    count = 20             # int >= 1: trials per campaign (``--trials`` overrides)
-    seed = 1               # int: default campaign seed for this scenario (``--seed`` overrides)
-    timeout_s = 60         # number > 0: wall-clock budget of one trial (seconds)
-    max_legs = 0           # int >= 0: leg budget; 0 = faulted legs + 3
-
-    [check]
-    invariants = ["I1", ...]  # ids of docs/spec.md that must hold (default: all)
-
-The full, normative key reference is docs/scenarios.md.
+The tables are ``[workload]`` (the scripted conversation: :class:`WorkloadSpec`), ``[faults]`` (``family``,
+an explicit ``schedule``, and the family's own keys, the fields of its ``Params``: ``FAMILY_KEYS``), ``[trials]``
+and ``[check]``; only ``name`` and ``purpose`` are required.  The full, normative key reference (types,
+units, defaults, which family takes which key) is docs/scenarios.md.
 """
 
 from __future__ import annotations

@@ -1,45 +1,8 @@
 """Subject profiles: a TOML file that says how to run a real agent under the harness, without a wrapper.
 
-docs/subject.md "Subject profiles" is the reference; in short::
-
-    name = "my-agent"
-    command = ["node", "{profile_dir}/agent.mjs"]   # the command prefix
-    home = true                 # each trial gets its own $HOME (TRIAL/home)
-    chat = false                # the agent cannot take follow-ups on stdin
-
-    [env]                       # per leg: a string sets, false removes an inherited variable
-    NODE_EXTRA_CA_CERTS = false
-
-    [files]                     # written before every leg ({{ and }} are literal braces)
-    "{trial_dir}/agent.json" = '{{"model": "{model}", "max_tokens": {max_tokens}}}'
-
-    [commands]                  # argument templates after the prefix (default: docs/subject.md)
-    start = ["run", "--name", "{run_id}", "--", "{prompt}"]
-    resume = ["run", "--resume", "{run_id}", "{force_args}", "--", "{resume_prompt}"]
-    force_args = ["--force"]
-    chat_args = ["--chat"]
-    system_args = ["--system", "{system_file}"]     # spliced where {system_args} stands (a drifted system prompt)
-    thinking_args = ["--thinking", "{thinking}"]   # spliced where {thinking_args} stands (a drifted thinking mode)
-    resume_prompt = "continue"
-
-    [exit]                      # exit statuses of each outcome (one status may serve several)
-    completed = [0]
-    suspended = [0]
-    error = [1]
-    refused = [1]
-
-    [journal]
-    path = "{home}/.local/state/my-agent/{run_id}.json"
-    format = "fisk-ai-v2"
-
-    [reading]                   # the agent's own reading of a journal (judged by I10)
-    command = ["status", "{run_id}"]
-    status = "status"           # dotted paths into the JSON object it prints
-    pending = "pending.unanswered"
-    records = "records"
-
-    [not_applicable]            # invariants that do not apply to this agent, with the reason
-    I1 = "the agent has no suspend"
+docs/subject.md "Subject profiles" is the reference: every table and key (``name``, ``command``, ``home``,
+``chat``, ``[env]``, ``[files]``, ``[commands]``, ``[exit]``, ``[journal]``, ``[reading]``, ``[not_applicable]``),
+with an example.
 
 Templates use ``{name}`` for :data:`harness.subject.contract.TEMPLATE_VARS`;
 a word that is exactly ``{chat_args}`` or ``{force_args}`` is replaced by

@@ -2,48 +2,14 @@
 
 An agent that takes its tools from MCP servers (Claude Code shows them as
 ``mcp__<server>__<tool>``) cannot run the command-line ledger tool; this
-server gives it the same tools: the names, input schema and descriptions of
-:mod:`harness.workload.tools`, and for each ``tools/call`` the same effect
-and answer as :mod:`harness.workload.ledger_tool` (its docstring is the
-contract): the ledger line is made by the same function
-(:func:`harness.workload.ledger_tool.append_entry`: flock, count, one write,
-fsync, close), and only then does the call sleep ``sleep_ms`` and answer.
-
-Run as::
-
-    python -I -m harness.workload.mcp_server --ledger PATH [--leg N] [--transport stdio|http] [--drifted]
-
-Everything it needs is on its command line, so it depends on neither the
-agent's working directory nor its environment (``-I``): ``--ledger`` is the
-effects ledger (an absolute path), ``--leg`` the leg index written in every
-line (the harness renders the agent's MCP configuration before each leg:
-:mod:`harness.workload.mcp_setup`; -1 when not given).  ``attempt`` is
-counted from the ledger under its lock, as the ledger tool does, so it is
-right across kills and resumes; ``pid`` is this server's (with stdio a child
-of the agent, in its process tree, killed with it).
-
-Transports: ``stdio`` (the default; the agent starts the server from its MCP
-configuration and talks over its stdin and stdout) and ``http``
-(streamable HTTP, stateless, JSON responses: the harness starts it; it binds
-``127.0.0.1`` on a free port, prints one line ``{"url": URL}`` on stdout
-once it accepts connections, and serves until its stdin reaches end of file,
-then exits without waiting for calls still in flight, whose lines are
-written; or until SIGTERM or SIGINT).
-
-The ledger line's ``tool_use_id`` is the call's ``tool_use_id`` argument
-(the fake model puts the tool_use block's id there), else the id the agent
-sends in the call's ``_meta`` (:data:`AGENT_ID_KEYS`; Claude Code sends
-``claudecode/toolUseId``), as the ledger tool falls back to
-``$FISKJ_TOOL_USE_ID``.
-
-Answers, as fiskj shows a command tool's result: the ledger tool's stdout as
-text; with ``fail`` or an ``out`` error, a result with ``isError`` and its
-stderr (or stdout) as text.  A call that cannot have its effect gets an MCP
-error and leaves no ledger line: an unknown tool or bad arguments
-(``-32602``, the message names the argument), a ledger that cannot be opened
-(``-32603``).  A ledger that cannot be written after it was opened is also
-``-32603`` (the line may be there without its fsync, as with the ledger
-tool's exit status 3).
+server gives it the same tools (:mod:`harness.workload.tools`) with the same
+effect and answer as :mod:`harness.workload.ledger_tool` (its docstring is
+the contract), the ledger line made by the same function
+(:func:`harness.workload.ledger_tool.append_entry`) before the call sleeps
+and answers.  Its command line, transports (``stdio``, ``http``), the
+ledger line's ``tool_use_id`` (the argument, else :data:`AGENT_ID_KEYS` in
+``_meta``) and its answers and MCP errors are specified in docs/subject.md
+"Tools over MCP".
 """
 
 from __future__ import annotations
