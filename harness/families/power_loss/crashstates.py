@@ -1,36 +1,13 @@
 """Power-loss crash states of one traced run, in the manner of ALICE and CrashMonkey.  Pure (no IO).
 
 Input: a run's IO-seam trace (docs/ioseam.md) and the file tree before it.
-Output: the file trees a power loss could leave.  Persistence model (long
-form: docs/persistence-model.md):
-
-(a) A write is durable once an fsync/fdatasync of its file completes after
-    it.  A later write may be lost or persisted partly, in ``sector_bytes``
-    sectors aligned to file offsets, in any subset; a persisted sector past
-    a lost one extends the size over zeros.
-(b) A new directory entry (create, mkdir, rename, unlink) is durable only
-    once its parent directory (both, for a rename) was fsynced after it;
-    until then it may be absent (a created file vanishes with its data, a
-    rename is undone); an absent directory takes everything below it.
-    Directories the trace did not create existed before it.
-(c) ftruncate (and O_TRUNC) is durable after the file's fsync.
-(d) ``zero_fill``: one more state per crash point with every unsynced file
-    at its new size but zeros for its unsynced bytes (ext4 writeback, F03).
-A failed call changes nothing, except the bytes a short write left.
-
-Crash points are the trace's prefixes (``prefix_n`` events applied, 0..len).
-The unsynced window is a list of units (an unsynced entry, a sector of an
-unsynced write, an unsynced truncate); each subset is a crash state: all of
-them up to ``exhaustive_units`` units, else ``samples`` drawn from
-``random.Random(f"{seed}:{prefix_n}")`` (plus "none" and "all").
-
-A write is *acknowledged* once the trace shows its call returned (the next
-write to the file, its close, the end of a ``complete`` trace; never after a
-failed fsync).  A correct writer syncs first, so acknowledged bytes are in
-every later state; one that returns early (no fsync, fsync before write, no
-directory fsync) loses them in some state: I4
-(:func:`harness.checkers.i4_acknowledged.lost_acknowledged`, on the state's
-:class:`harness.history.model.CrashStateFacts`).
+Output: the file trees a power loss could leave (:class:`CrashState`).  The
+persistence model it implements (rules (a) data, (b) names, (c) truncation,
+(d) ``zero_fill``; crash points as trace prefixes, the unsynced window's
+units enumerated up to ``exhaustive_units`` else sampled; which writes are
+acknowledged, judged by :func:`harness.checkers.i4_acknowledged.lost_acknowledged`
+on the state's :class:`harness.history.model.CrashStateFacts`) is specified
+in docs/persistence-model.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """Tiered exploration of power-loss crash states: a cheap judgement of every state, a full resume of a sample.
 
-A full resume (:func:`harness.families.power_loss.executor.explore_state`:
-the agent run to its end, tools and model calls included) costs tens of
-milliseconds a state; a state's own facts are judged in microseconds.  So
-(docs/persistence-model.md "Tiered exploration"):
-
-* **cheap tier**, every distinct crash state: the crash model's I4 on the
-  state (:func:`~harness.checkers.i4_acknowledged.lost_acknowledged`,
-  pure), and the subject's own recovery and reading of the state's journal,
-  judged as I5 (:mod:`harness.checkers.i5_reader_answers`) against what
-  fiskj's reader, the oracle of I5, reads in the same bytes
-  (:func:`~harness.families.journal_state.ask.expected_reading`).  The
-  subject is asked the journal-state engine's one way
-  (:mod:`harness.families.journal_state.ask`): a fiskj-based subject's
-  recovery must leave the oracle's records with no torn tail (a journal
-  with no complete record, or a corrupt one, must be left as it is); a
-  status command must read the oracle's number of records, or refuse a
-  corrupt journal (no repair: the cut is judged only on the full resumes);
-  a subject with neither gets the crash model's I4 alone.
-* **full tier**, a sample (:func:`full_sample`): the first state of every
-  distinct recovery outcome (:func:`outcome_key`: what a resume starts
-  from), then a seeded draw of ``resumes`` more, at most ``cap``.
+The tiers are specified in docs/persistence-model.md "Tiered exploration": the
+**cheap tier** judges every distinct crash state (the crash model's I4 on the
+state, :func:`~harness.checkers.i4_acknowledged.lost_acknowledged`, and the
+subject's recovery or reading of its journal asked the journal-state engine's
+one way, :mod:`harness.families.journal_state.ask`, judged as I5 by
+:mod:`harness.checkers.i5_reader_answers` against
+:func:`~harness.families.journal_state.ask.expected_reading`); the **full
+tier** resumes a sample (:func:`full_sample`: the first state of every
+distinct recovery outcome, :func:`outcome_key`, then a seeded draw of
+``resumes`` more, at most ``cap``) through
+:func:`harness.families.power_loss.executor.explore_state`.
 
 Nothing here builds a verdict: :func:`cheap_history` records the facts and
 the checkers judge them (:func:`harness.checkers.check_all`).
