@@ -17,18 +17,8 @@ so it is active wherever fiskj is installed.  Three ways in:
 
 * :func:`run_durability_campaign`, the same function without pytest.
 
-Scenarios are bundled names (``kill-random``), ``.toml`` files or
-directories, as for ``fiskj-harness run``; none means every bundled
-scenario.  ``subject`` is the agent's command prefix (docs/subject.md); the
-``--durability-subject`` option (or the ``durability_subject`` ini value)
-sets it for every test that does not name one, so one test file can check
-several implementations; ``--durability-trials`` and ``--durability-seed``
-(or the ``durability_seed`` ini value) do the same for the trial count and
-the campaign seed (a failure's reproducer names its seed: run the test again
-with that seed to see the same trials).  The failure message lists each violation (the
-invariant, scenario, seed, schedule and a summary of the evidence) with the
-``fiskj-harness run ... --schedule`` command that re-runs exactly that
-trial; the JSON report is written to the test's temporary directory.
+Scenarios, the ``--durability-subject``, ``--durability-trials`` and ``--durability-seed`` options (and
+their ini values) and the failure message are described in docs/scenarios.md "pytest".
 """
 
 from __future__ import annotations

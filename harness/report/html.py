@@ -5,25 +5,12 @@ failing trial (docs/results.md "The HTML report").
 needs nothing but a browser: no network, no external script, style sheet or font (a Content-Security-Policy
 forbids any fetch); the timelines are SVG drawn by a small inline script from a JSON block in the page.
 
-What it shows:
-
-* the campaign: verdict, trials, faults, and a table of scenario x invariant verdict counts;
-* the violation groups (:mod:`harness.report.groups`): cause, count, trials, smallest reproducer, example
-  evidence;
-* for each failing trial (invalid or unknown) kept in the results folder, at most :data:`MAX_TRIALS` of them
-  (each group's reproducer first), a timeline with one lane per leg: the process from start to end (exit
-  code or signal), its fault (kill, suspend, tail, power loss, io_error, hold, race), its journal writes,
-  fsyncs and other journal calls (:meth:`harness.history.journal_location.JournalLocation.is_journal`),
-  directory fsyncs, failed calls, the run-lock spans (:func:`harness.checkers._trace.lock_spans`), the model calls and the tool
-  effects; times relative to the first leg's start.  What each violation's evidence names (a leg, a trace
-  event ``n``, a journal ``seq``, a tool execution, a model call: :func:`evidence_marks`) is marked, and the
-  evidence JSON is shown beside the timeline (click a violation to pick out its marks).
-
-Everything taken from a history (journal bytes, output, tool ids, paths) is untrusted: it is escaped into
-the page's HTML (:func:`html.escape`) or its JSON block (no ``<``, ``>``, ``&`` left in it), and the script
-only ever sets it as text.  Size is bounded: :data:`MAX_EVENTS_PER_LANE` events per lane (every marked
-event, fault, failed call, model call and tool effect kept first; the page says when it capped), excerpts
-of :data:`MAX_EXCERPT` characters, output tails of :data:`MAX_OUTPUT` characters.
+What it shows (the campaign table, the violation groups of :mod:`harness.report.groups`, a timeline per
+failing trial with its lanes and marks) and its bounds (at most :data:`MAX_TRIALS` trials,
+:data:`MAX_EVENTS_PER_LANE` events per lane, excerpts of :data:`MAX_EXCERPT` and output tails of
+:data:`MAX_OUTPUT` characters) are described in docs/results.md "The HTML report".  Everything taken from a
+history is untrusted: it is escaped into the page's HTML (:func:`html.escape`) or its JSON block (no ``<``,
+``>``, ``&`` left in it), and the script only ever sets it as text.
 
 :func:`harness.report.results_dir.write_html_report` writes the report of a stored results folder again.
 
