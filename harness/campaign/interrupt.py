@@ -1,18 +1,8 @@
 """Clean interruption of a campaign: Ctrl-C (SIGINT) or SIGTERM stops launching trials and ends the running ones.
 
-What ``fiskj-harness`` does on SIGINT or SIGTERM (docs/ci.md "Interruption"):
-
-1. no trial is launched any more (pending trials are cancelled);
-2. the trials that are running end: every process the campaign started (agent
-   legs, their tools, fork servers, observers) is killed with SIGKILL and
-   reaped, and their threads finish; their half-run trials are not judged;
-3. the partial report is written, marked ``"interrupted": true`` (JSON, JUnit,
-   Markdown and the results folder, when on);
-4. the trial directories are removed: the command makes its trial directories
-   under a private folder of its own (:func:`private_tmp_root`, inside
-   ``$FISKJ_HARNESS_TMP`` or ``/dev/shm``) and removes that folder at the end;
-5. the command exits ``128 + signal``: 130 for SIGINT, 143 for SIGTERM, with
-   no traceback.
+What ``fiskj-harness`` does on SIGINT or SIGTERM (no trial launched, the running ones' processes killed and
+reaped and their half-run trials not judged, the partial report marked ``"interrupted": true``, the trial
+directories under :func:`private_tmp_root` removed, exit ``128 + signal``) is docs/ci.md "Interruption".
 
 How a signal is taken (:func:`handling`, installed by the command line only):
 the first SIGINT or SIGTERM is recorded; while a campaign waits for its

@@ -1,20 +1,11 @@
 """Which ledger tool the agents run: the compiled fast path (``ledger_tool.c``) or the Python script.
 
-The script (harness/workload/ledger_tool.py) is the contract and its one
-full implementation.  The compiled tool does the work itself only for the
-inputs the harness's own workload sends, and hands anything else to the
-script before any effect (it execs ``PYTHON -I -S SCRIPT NAME`` with the
-input it read as its stdin): so it is run as ``[BINARY, PYTHON, SCRIPT, NAME]``.
-A fast-path run costs about 1 ms of CPU against about 20 ms for
-``python -I -S ledger_tool.py``, most of which is the interpreter start;
-docs/subject.md "The tools".
-
-The choice is :func:`ledger_tool_choice`, and ``$FISKJ_LEDGER_TOOL`` overrides it:
-
-- unset, empty or ``auto``: the compiled tool when it can be built, else the
-  script (the choice's ``reason`` says why);
-- ``c``: the compiled tool, and a :class:`LedgerBuildError` when it cannot be built;
-- ``python``: the script.
+The script (harness/workload/ledger_tool.py) is the contract and its one full implementation; the
+compiled tool, run as ``[BINARY, PYTHON, SCRIPT, NAME]``, is a fast path for the inputs the harness's own
+workload sends (about 1 ms of CPU against about 20 ms for the script) and hands any other input to the script
+before any effect: docs/subject.md "The tools", which also gives ``$FISKJ_LEDGER_TOOL`` (``auto``, the
+default, ``c`` or ``python``; ``c`` raises :class:`LedgerBuildError` when it cannot be built).  The choice is
+:func:`ledger_tool_choice` (its ``reason`` says why).
 
 The binary is built as the observer's tracer is (harness/observer/build.py):
 once per source version, into ``$XDG_CACHE_HOME/fiskj`` (``~/.cache/fiskj``)
