@@ -2,9 +2,9 @@
 
 One module per invariant of docs/spec.md section 15 (ids ``I1`` .. ``I10``,
 listed in :data:`INVARIANTS`).  Each module
-exposes ``INVARIANT`` (the id), ``NAME`` and ``check(history) -> Verdict``,
-and states in its docstring the invariant's normative text and how it is
-judged from the history.
+exposes ``INVARIANT`` (the id), ``NAME`` and ``check(history) -> Verdict``;
+its docstring points to the invariant's normative text and states how it is
+judged from the history (its violations' kinds and evidence).
 
 A family (signals, tail, power loss, race) only records facts in the
 history; the checkers turn facts into verdicts.  A checker answers
