@@ -1,23 +1,10 @@
 """Giving an agent the workload's tools over MCP: its MCP configuration for a leg, and the HTTP server.
 
-An agent that takes tools from MCP servers is given ours
-(:mod:`harness.workload.mcp_server`) in one of two ways, the
-:class:`McpSpec`'s ``transport``:
-
-- ``stdio``: the agent starts the server itself from its configuration, as
-  ``[PYTHON, "-I", "-m", "harness.workload.mcp_server", "--ledger", LEDGER,
-  "--leg", LEG]`` (:func:`server_command`); the server is then a child of the
-  agent, killed with it;
-- ``http``: the harness starts the server for the leg (:class:`HttpMcpServer`,
-  streamable HTTP on ``127.0.0.1`` at a free port) and the configuration
-  names its URL.
-
-Either way the configuration is rendered before each leg (the leg index is
-in every ledger line) as the ``mcpServers`` JSON that Claude Code reads from
-``--mcp-config FILE`` (:func:`mcp_config`)::
-
-    {"mcpServers": {"fiskj": {"type": "stdio", "command": PYTHON, "args": [...], "env": {}}}}
-    {"mcpServers": {"fiskj": {"type": "http", "url": "http://127.0.0.1:PORT/mcp"}}}
+An agent that takes tools from MCP servers is given ours (:mod:`harness.workload.mcp_server`) by the
+:class:`McpSpec`'s ``transport``: ``stdio``, the agent starts it from its configuration
+(:func:`server_command`), or ``http``, the harness starts it for the leg (:class:`HttpMcpServer`).  Either
+way the configuration is rendered before each leg as the ``mcpServers`` JSON Claude Code reads from
+``--mcp-config FILE`` (:func:`mcp_config`); both forms are in docs/subject.md "Tools over MCP".
 
 The runner's one call per leg is :func:`open_leg` (write the file, start the
 HTTP server when there is one; close it after the leg).  How the agent shows
