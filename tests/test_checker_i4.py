@@ -261,19 +261,28 @@ def test_an_engine_that_stops_at_a_failed_fsync_is_valid():
     assert v.status == "valid", v.evidence
 
 
+_OBSERVED_PATH = "/s/fisk-ai/runs/r.json"
+
+
+def _observed_append(rec: bytes, *more: dict, **leg_fields) -> Leg:
+    """A leg observed from outside that creates the journal, appends ``rec`` and fsyncs it, then makes the
+    calls ``more`` (``n`` and ``seq`` given in order); ``leg_fields`` set the Leg's (``journal``, exits)."""
+    path = _OBSERVED_PATH
+    trace = [{"op": "open", "path": path, "fd": 3, "flags": ["O_WRONLY", "O_CREAT"], "created": True},
+             {"op": "write", "path": path, "fd": 3, "offset": 0, "len": len(rec),
+              "data": base64.b64encode(rec).decode()},
+             {"op": "fsync", "path": path, "fd": 3}, *more]
+    trace = [{"n": i, "seq": i, "pid": 7, **ev} for i, ev in enumerate(trace, 1)]
+    return Leg(index=0, kind="start", argv=["agent"], trace=trace, **leg_fields)
+
+
 def test_a_journal_that_changed_in_ways_the_observer_did_not_see_makes_i4_unknown_never_valid():
     from builders import M, lines
 
     rec = b"".join(lines(M(run_id="r")))
-    path = "/s/fisk-ai/runs/r.json"
 
     def observed(data_on_disk: bytes) -> History:
-        trace = [{"n": 1, "seq": 1, "pid": 7, "op": "open", "path": path, "fd": 3, "flags": ["O_WRONLY", "O_CREAT"],
-                  "created": True},
-                 {"n": 2, "seq": 2, "pid": 7, "op": "write", "path": path, "fd": 3, "offset": 0, "len": len(rec),
-                  "data": base64.b64encode(rec).decode()},
-                 {"n": 3, "seq": 3, "pid": 7, "op": "fsync", "path": path, "fd": 3}]
-        leg = Leg(index=0, kind="start", argv=["agent"], exit_code=0, trace=trace, journal=data_on_disk)
+        leg = _observed_append(rec, exit_code=0, journal=data_on_disk)
         return History(scenario="s", seed=1, schedule=[], run_id="r", legs=[leg])
 
     assert i4_acknowledged.check(observed(rec)).status == "valid"
@@ -286,18 +295,12 @@ def test_a_write_killed_inside_the_kernel_is_decided_from_the_bytes_on_disk_one_
 
     rec = b"".join(lines(M(run_id="r")))
     nxt = b'{"seq":2,"protocol":"x"}\n'
-    path = "/s/fisk-ai/runs/r.json"
 
     def killed_in_write(data_on_disk: bytes) -> History:
-        trace = [{"n": 1, "seq": 1, "pid": 7, "op": "open", "path": path, "fd": 3, "flags": ["O_WRONLY", "O_CREAT"],
-                  "created": True},
-                 {"n": 2, "seq": 2, "pid": 7, "op": "write", "path": path, "fd": 3, "offset": 0, "len": len(rec),
-                  "data": base64.b64encode(rec).decode()},
-                 {"n": 3, "seq": 3, "pid": 7, "op": "fsync", "path": path, "fd": 3},
-                 {"n": 4, "seq": 4, "pid": 7, "op": "write", "path": path, "fd": 3, "offset": len(rec), "len": 0,
-                  "data": "", "error": "KILLED", "count": len(nxt)}]  # SIGKILL inside: its bytes never logged
-        leg = Leg(index=0, kind="start", argv=["agent"], exit_signal="SIGKILL", trace=trace, journal=data_on_disk,
-                  fault=Fault(kind="kill", injected=True))
+        cut = {"op": "write", "path": _OBSERVED_PATH, "fd": 3, "offset": len(rec), "len": 0, "data": "",
+               "error": "KILLED", "count": len(nxt)}  # SIGKILL inside: its bytes never logged
+        leg = _observed_append(rec, cut, exit_signal="SIGKILL", journal=data_on_disk,
+                               fault=Fault(kind="kill", injected=True))
         return History(scenario="s", seed=1, schedule=[], run_id="r", legs=[leg])
 
     for on_disk in (rec, rec + nxt[:7], rec + nxt):   # the kernel wrote none, some or all of it
