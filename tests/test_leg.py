@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -264,3 +265,44 @@ def test_the_calls_an_event_fault_may_count_are_the_io_seam_s_ops():
     from harness.runner.faults import EVENT_OPS
 
     assert EVENT_OPS == OPS
+
+
+def test_waiting_for_a_process_leaves_no_descriptor_behind():
+    # a campaign waits for thousands of processes (legs, readings, reader children): a pidfd left open each
+    # ran the harness past FD_SETSIZE, where select() failed and held race legs hung (issue 26 trial)
+    from harness.runner.process import wait_for_exit
+
+    def pidfds() -> int:
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                n += os.readlink(f"/proc/self/fd/{fd}").startswith("anon_inode:[pidfd]")
+            except OSError:  # the descriptor listdir itself used, closed since
+                pass
+        return n
+
+    before = pidfds()
+    for _ in range(20):
+        proc = subprocess.Popen(["true"])
+        assert not wait_for_exit(proc, 0) or proc.returncode == 0   # a first look opens the pidfd
+        assert wait_for_exit(proc, 10)
+    assert pidfds() == before
+
+
+def test_a_hold_the_tracer_cannot_report_is_the_harness_s_error_never_a_hang_charged_to_the_subject():
+    from harness.observer.errors import ControlError, ControlTimeout
+    from harness.runner.leg import _hold
+
+    class Proc:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def wait_paused(self, timeout):
+            if self.exc:
+                raise self.exc
+
+    assert _hold(Proc(None), 1.0) is True
+    assert _hold(Proc(ControlError("the tracer closed its control channel")), 1.0) is False  # the leg ended
+    assert _hold(Proc(ControlTimeout("no thread paused")), 1.0) is False                   # it hung first
+    with pytest.raises(ValueError):                                                         # the harness failed
+        _hold(Proc(ValueError("filedescriptor out of range in select()")), 1.0)

@@ -99,9 +99,11 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
         if self._ctl_r is None:
             raise ControlError("no control channel: spawn with control=True")
         deadline = None if timeout is None else time.monotonic() + timeout
+        poller = select.poll()  # not select(): a campaign's descriptors may number over FD_SETSIZE (1024)
+        poller.register(self._ctl_r, select.POLLIN)
         while b"\n" not in self._ctl_buf:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([self._ctl_r], [], [], left)[0]:
+            if not poller.poll(None if left is None else left * 1000.0):
                 raise ControlTimeout(f"no thread paused within {timeout} s")
             chunk = os.read(self._ctl_r, 4096)
             if not chunk:

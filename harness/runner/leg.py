@@ -35,6 +35,7 @@ from harness.runner.faults import event_action, history_fault
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
+from harness.observer.errors import ControlError
 from harness.observer.ops import KINDS, entry_order
 from harness.observer.trace import ops_to_trace
 from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
@@ -146,11 +147,13 @@ def lock_point(ops: Any) -> int | None:
 
 
 def _hold(proc: Any, timeout: float) -> bool:
-    """Wait until ``proc`` stops at its sequence point; False when it ended (or hung) before reaching it."""
+    """Wait until ``proc`` stops at its sequence point; False when it ended (or hung) before reaching it.
+    Any other failure to hear from the tracer is the harness's, never the subject's: it is raised
+    (``RuntimeError``), so no held leg is left paused and then charged with a hang."""
     try:
         proc.wait_paused(timeout)
         return True
-    except Exception:  # noqa: BLE001 - the leg ended first: the sequence point does not exist in this run
+    except ControlError:  # the leg ended first (or hung): the sequence point does not exist in this run
         return False
 
 

@@ -50,16 +50,19 @@ def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
 
     ``proc`` is a :class:`subprocess.Popen` or anything with its own
     ``wait_for_exit(timeout)`` (:class:`harness.subject.forkserver.ForkedProcess`).
-    Uses a pidfd (no sleep-polling); falls back to :meth:`Popen.wait`.
+    Uses a pidfd (no sleep-polling), closed as soon as the process is reaped (a campaign starts thousands:
+    an open pidfd each would run the harness out of descriptors); falls back to :meth:`Popen.wait`.
     ``timeout`` ``None`` waits forever; <= 0 only checks.
     """
     if proc.returncode is not None:
+        close_pidfd(proc)
         return True
     own = getattr(proc, "wait_for_exit", None)
     if own is not None:  # a forked leg (harness.subject.forkserver.ForkedProcess)
         return bool(own(None if timeout is None else max(timeout, 0.0)))
     if timeout is None:
         proc.wait()
+        close_pidfd(proc)
         return True
     pidfd = getattr(proc, "_fiskj_pidfd", None)
     if pidfd is None and hasattr(os, "pidfd_open"):
@@ -81,6 +84,7 @@ def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
         remaining = deadline - time.monotonic()
         if poller.poll(max(remaining, 0) * 1000.0):
             proc.wait()
+            close_pidfd(proc)
             return True
         if remaining <= 0:
             return False

@@ -113,9 +113,11 @@ class ForkServer:
         assert self._proc is not None and self._proc.stdout is not None
         fd = self._proc.stdout.fileno()
         deadline = None if timeout is None else time.monotonic() + timeout
+        poller = select.poll()  # not select(): a campaign's descriptors may number over FD_SETSIZE (1024)
+        poller.register(fd, select.POLLIN)
         while b"\n" not in self._buf:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            ready, _, _ = select.select([fd], [], [], remaining)
+            ready = poller.poll(None if remaining is None else remaining * 1000.0)
             if not ready:
                 return None
             chunk = os.read(fd, 65536)
