@@ -173,5 +173,9 @@ def test_a_second_writer_that_waits_in_flock_until_it_is_killed_is_caught_and_a_
     assert v.status == "invalid", v.evidence
     (found,) = v.evidence["violations"]
     assert found["kind"] == "waited_for_lock" and found["leg"] == 1 and found["op"] == "flock"
+    held = next(ev for ev in waiting.trace if ev.get("op") == "flock")
+    held["fault"] = "pause"    # the harness held it there (a race's sequence point): the wait was the harness's
+    assert i8_one_writer.check(_history(first, waiting, journal=m + a + r)).status == "valid"
+    del held["fault"]
     waiting.timed_out = False  # killed inside the call by a fault, not left hanging: not a wait on the lock
     assert i8_one_writer.check(_history(first, waiting, journal=m + a + r)).status == "valid"

@@ -137,13 +137,15 @@ def check(history: History) -> Any:
 
 
 def _waited(history: History, leg: Leg) -> list[dict[str, Any]]:
-    """``waited_for_lock``: ``leg`` timed out inside a lock call under the store (it never returned)."""
+    """``waited_for_lock``: ``leg`` timed out inside a lock call under the store (it never returned); not
+    a call the harness itself held there (a race's ``pause`` at its sequence point: the wait was ours)."""
     if not leg.timed_out:
         return []
     return [{"kind": "waited_for_lock", **_ev(ev, leg),
              "detail": f"leg {leg.index} waited in {ev.get('op')} (n={ev.get('n')}) of the run lock until it was "
                        "killed: a busy lock must be refused at once (RunLocked), never waited for"}
-            for ev in events(leg) if ev.get("op") in ("flock", "lock") and ev.get("error") == "KILLED"]
+            for ev in events(leg) if ev.get("op") in ("flock", "lock") and ev.get("error") == "KILLED"
+            and "pause" not in str(ev.get("fault") or "").split(",")]
 
 
 def _finishing_calls(view: JournalView, leg: Leg) -> list[dict[str, Any]]:
