@@ -94,7 +94,8 @@ def test_check_judges_the_stored_histories_again_and_says_which_verdicts_changed
     assert "trial 1 kill-batch seed=4: I2 invalid" in out and "violations: 1 in 1 group(s) by cause" in out
     assert "judged 1 stored trial(s) of the campaign's 3" in out and "0 verdict set(s) changed" in out
     assert main(["check", str(tmp_path / "kill-batch")]) == 1      # the name's folder: its latest
-    capsys.readouterr()
+    out = capsys.readouterr().out
+    assert str(folder.resolve()) in out and "latest" not in out     # reproducers name the folder, not the link
     # a verdict stored as valid that the checkers now find invalid is said to have changed
     info_path = written["trials"][0] / "trial.json"
     info = json.loads(info_path.read_text())

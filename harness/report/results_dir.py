@@ -522,7 +522,7 @@ def load_stored(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | No
     if (p / HISTORY_FILE).exists():
         return p, None, [load_trial(p)]
     if not (p / TRIALS_DIR).is_dir() and not (p / REPORT_FILE).exists() and (p / LATEST).is_dir():
-        p = p / LATEST
+        p = p.joinpath(LATEST).resolve()  # the folder it points at now: what is printed must not move with it
     if not (p / TRIALS_DIR).is_dir() and not (p / REPORT_FILE).exists():
         raise ResultsError(f"not a results folder: it has no {REPORT_FILE}, no {TRIALS_DIR}/ and no {HISTORY_FILE} "
                            "(fiskj-harness run writes them, docs/results.md)", path=str(p))
