@@ -309,6 +309,17 @@ def test_a_write_killed_inside_the_kernel_is_decided_from_the_bytes_on_disk_one_
     beyond = i4_acknowledged.check(killed_in_write(rec + nxt + b"more"))  # more than the call could write
     assert beyond.status == "unknown" and beyond.evidence["unobserved"][0]["first_difference"] == len(rec + nxt)
 
+    def appending(data_on_disk: bytes) -> History:  # an O_APPEND write: the observer logs offset -1 at entry
+        cut = {"op": "write", "path": _OBSERVED_PATH, "fd": 3, "offset": -1, "len": 0, "data": "",
+               "error": "KILLED", "count": len(nxt)}
+        leg = _observed_append(rec, cut, exit_signal="SIGKILL", journal=data_on_disk,
+                               fault=Fault(kind="kill", injected=True))
+        return History(scenario="s", seed=1, schedule=[], run_id="r", legs=[leg])
+
+    for on_disk in (rec, rec + nxt[:5], rec + nxt):   # (seen in a full Node.js campaign: all 229 bytes written)
+        v = i4_acknowledged.check(appending(on_disk))
+        assert v.status == "valid", (len(on_disk), v.evidence)
+
 
 def _observed_leg(index, pid, t_start, t_end, writes, journal, *, fault=None):
     """An observed leg (events carry the observer's ``seq``) writing ``writes`` [(t, offset, bytes)] with an fsync

@@ -309,6 +309,7 @@ def _unobserved_change(view: JournalView, prev: Leg | None, leg: Leg,
         elif op in ("rename", "unlink", "link"):
             return None  # the journal's name moved: the replay cannot follow it
     for off, count in killed:  # SIGKILL inside write(2): the kernel wrote some prefix of it, decided on disk
+        off = off if off >= 0 else len(data)  # -1: an O_APPEND write, whose offset is the file's end
         k = max(0, min(count, len(leg.journal) - off))
         data.extend(bytes(max(0, off + k - len(data))))
         data[off:off + k] = leg.journal[off:off + k]
