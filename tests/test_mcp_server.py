@@ -271,12 +271,15 @@ def test_a_tool_name_template_is_checked():
 @pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_claude_code_lists_and_calls_our_tools_over_mcp(tmp_path, transport):
-    """Claude Code itself (``$FISKJ_CLAUDE_CODE``: its ``claude`` binary, e.g. from
-    ``npm install --prefix DIR @anthropic-ai/claude-code@2.1.328``) against the fake model: it runs every
-    scripted call of our MCP tools, each one ledger line of this leg."""
-    claude = os.environ.get("FISKJ_CLAUDE_CODE")
-    if not claude:
-        pytest.skip("FISKJ_CLAUDE_CODE (the path of a claude binary) is not set")
+    """Claude Code itself (the pinned one scripts/install-claude-code.sh installs, or ``$FISKJ_CLAUDE_CODE``: a
+    ``claude`` binary) against the fake model: it runs every scripted call of our MCP tools, each one ledger
+    line of this leg."""
+    from test_claude_code_client import CLAUDE
+
+    if not os.access(CLAUDE, os.X_OK):
+        pytest.skip(f"Claude Code is not installed at {CLAUDE}: run scripts/install-claude-code.sh "
+                    "(or set FISKJ_CLAUDE_CODE to a claude binary)")
+    claude = str(CLAUDE)
     spec = McpSpec(transport=transport)
     workload = build_workload(WorkloadSpec(seed=5, turns=2, tools_per_turn=2), "cc-mcp", tool_name=spec.tool_template())
     ledger, home = tmp_path / "ledger.jsonl", tmp_path / "home"
