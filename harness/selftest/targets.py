@@ -55,6 +55,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("recall-after-final-answer", "kill-after-answer", 30, ("I3", "I6")),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
+    Target("blocking-lock", "race-two-writers", 2, ("I8",)),
     Target("completed-never-written", "noop-baseline", 1, ("I6",)),
     Target("newline-first", "noop-baseline", 1, ("I5", "I6")),
     Target("fingerprint-ignores-system", "drift-system", 6, ("I9",)),
@@ -91,6 +92,7 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("recall-after-final-answer", "kill-after-answer", 30, ("I3",)),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
+    Target("blocking-lock", "race-two-writers", 2, ("I8",)),
     Target("completed-never-written", "kill-every-event", 6, ("I9",)),
     Target("newline-first", "noop-baseline", 2, ("I5",)),
     Target("fingerprint-ignores-system", "drift-system", 6, ("I9",)),
@@ -105,8 +107,8 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
 #: Variants whose catch reads nothing of the journal's format (crash states and IO errors judged on bytes and
 #: calls (I4), the lock (I8), the refusal of a drifted resume (I9)): the fisk-ai v2 self-test of the same
 #: variant (FOREIGN_TARGETS) runs the same checker code, so the test suite runs only the others in jsonl.
-JSONL_SAME_PATH = frozenset({"no-dir-fsync", "store-dir-not-durable", "fsync-error-swallowed", "unlock-before-close",
-                             "fingerprint-ignores-system", "fingerprint-ignores-thinking"})
+JSONL_SAME_PATH = frozenset({"blocking-lock", "no-dir-fsync", "store-dir-not-durable", "fsync-error-swallowed",
+                             "unlock-before-close", "fingerprint-ignores-system", "fingerprint-ignores-thinking"})
 #: Variants the jsonl subject cannot be caught for, and why (each needs what a jsonl profile cannot give).
 JSONL_NOT_CAUGHT: dict[str, str] = {
     "status-stays-suspended": "its own status reading is wrong: I10 compares a reading with fiskj's fold, which "

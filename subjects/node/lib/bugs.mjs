@@ -19,6 +19,7 @@ export const BUGS = {
   'pending-turn-not-counted': 'a resume numbers iterations without counting the pending assistant turn',
   'recall-after-final-answer': 'a resume asks the model again when the journal already holds the final answer',
   'complete-torn-line-kept': 'open cuts a torn final line only when it lacks its newline: appends follow a whole bad line',
+  'blocking-lock': 'the run lock is taken with a blocking flock (no -n): a second writer waits instead of being refused',
   'unlock-before-close': 'the run lock is released before the journal descriptor is closed',
   'completed-never-written': 'no run ever journals its completed terminal record (the plain run itself ends wrong)',
   'newline-first': 'records are framed newline-first: the last record never ends in its newline and reads as torn',

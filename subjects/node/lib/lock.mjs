@@ -38,7 +38,8 @@ export function acquireLock(path, runId) {
       const st = fs.fstatSync(fd);
       if (!st.isFile()) throw new StoreIOError(`the lock file of run ${runId} is not a regular file`, { path });
       if ((st.mode & 0o777) !== 0o600) fs.fchmodSync(fd, 0o600);
-      const r = spawnSync(FLOCK, ['-x', '-n', '-E', String(CONFLICT), '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] });
+      const how = bug('blocking-lock') ? ['-x'] : ['-x', '-n'];
+      const r = spawnSync(FLOCK, [...how, '-E', String(CONFLICT), '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] });
       if (r.error) {
         throw new StoreIOError(`cannot run flock(1) (util-linux) to lock run ${runId}: ${r.error.code || r.error.message}`, { path });
       }
