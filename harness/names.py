@@ -20,7 +20,7 @@ __all__ = [
 # --- invariants ----------------------------------------------------------------------------------
 
 #: Invariant ids of docs/spec.md section 15 (docs/architecture.md "Invariants").
-INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10")
+INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11")
 
 # --- journal formats -----------------------------------------------------------------------------
 

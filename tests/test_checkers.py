@@ -15,7 +15,7 @@ from harness.history.model import History, ModelCall, history_from_json, history
 
 def test_check_all_runs_every_invariant_in_id_order():
     verdicts = check_all(Engine().finish())
-    assert [v.invariant for v in verdicts] == list(INVARIANTS) == [f"I{i}" for i in range(1, 11)]
+    assert [v.invariant for v in verdicts] == list(INVARIANTS) == [f"I{i}" for i in range(1, 12)]
     assert all(v.status == "valid" for v in verdicts), [v.evidence for v in verdicts if v.status != "valid"]
     assert all(v.checker.startswith("harness.checkers.i") and isinstance(v.evidence["summary"], str) for v in verdicts)
 
@@ -25,8 +25,8 @@ def test_check_all_can_be_limited_to_some_invariants():
 
 
 def test_an_unknown_invariant_id_is_a_usage_error_naming_the_known_ones():
-    with pytest.raises(ValueError, match="I11.*known: I1, I2"):
-        check_all(Engine().finish(), ["I11"])
+    with pytest.raises(ValueError, match="I12.*known: I1, I2"):
+        check_all(Engine().finish(), ["I12"])
 
 
 def test_a_checker_that_raises_is_unknown_never_valid(monkeypatch):

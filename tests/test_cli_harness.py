@@ -106,7 +106,7 @@ def test_a_tiny_campaign_runs_end_to_end_and_exits_0(files, capsys):
     assert {"trials", "faults", "invariants", "violations"} <= set(report)
     assert report["trials"] == 5 and report["violations"] == [] and report["verdict"] == "valid"
     assert set(report["faults"]) >= {"kill", "suspend", "tail", "power_loss", "race"}
-    assert set(report["invariants"]) == {f"I{i}" for i in range(1, 11)}
+    assert set(report["invariants"]) == {f"I{i}" for i in range(1, 12)}
     assert report["campaign"]["scenarios"]["tiny-noop"] == str(files / "tiny-noop.toml")
     assert [r["origin"] for r in report["runs"]].count("noop") == 2
     assert "I6" in out and "verdict: VALID" in out

@@ -32,7 +32,7 @@ def test_a_campaign_of_valid_trials_is_valid_and_exits_0():
     assert report["faults"] == {"kill": 2, "suspend": 2, "tail": 0, "power_loss": 0, "race": 0, "crash_states": 0}
     assert report["invariants"]["I1"] == {"name": "exactly-once after a clean suspend", "checked": 2, "valid": 2,
                                           "vacuous": 0, "invalid": 0, "unknown": 0}
-    assert list(report["invariants"]) == [f"I{i}" for i in range(1, 11)]
+    assert list(report["invariants"]) == [f"I{i}" for i in range(1, 12)]
     assert report["trials_per_s"] == 4.0 and report["violations"] == []
     assert report["scenarios"]["kill-batch"]["trials"] == 2
     assert report["runs"][1] == {"trial": 1, "scenario": "kill-batch", "seed": 2, "schedule": _trial()["schedule"],
@@ -80,7 +80,7 @@ def test_the_summary_is_a_fixed_width_table_with_faults_invariants_and_reproduce
     assert "verdict: INVALID" in text
     assert "faults: kill 2  suspend 2  tail 0  power_loss 0  race 0" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("I")]
-    assert len(rows) == 10 and len({len(r) for r in rows}) == 1
+    assert len(rows) == 11 and len({len(r) for r in rows}) == 1
     assert rows[0].split()[-5:] == ["2", "1", "0", "1", "0"]
     assert "reproduce: fiskj-harness replay rep.json --trial 1" in text
 
@@ -96,7 +96,7 @@ def test_junit_has_a_testcase_per_scenario_invariant_that_held_and_one_failure_p
     assert {c.get("name") for c in failed} == {g["title"] for g in report["groups"]} == \
         {"I1 tool_rerun [kill+suspend]", "I2 unattributed_rerun [kill+suspend]"}    # 2 groups of 2 trials each
     assert {c.get("classname") for c in failed} == {"fiskj-harness.suspend"}
-    assert int(suite.get("failures")) == 2 and suite.get("tests") == str(len(cases)) == "20"   # 10 + 8 held + 2
+    assert int(suite.get("failures")) == 2 and suite.get("tests") == str(len(cases)) == "22"   # 11 + 9 held + 2
     i1 = next(c for c in failed if c.get("name").startswith("I1 "))
     assert "2 trial(s) invalid in suspend" in i1.find("failure").get("message")
     assert "tool_rerun" in i1.find("failure").text and "fiskj-harness replay" in i1.find("failure").text

@@ -1,6 +1,6 @@
 """The checkers: the only judges of a :class:`~harness.history.model.History`.
 
-One module per invariant of docs/spec.md section 15 (ids ``I1`` .. ``I10``,
+One module per invariant of docs/spec.md section 15 (ids ``I1`` .. ``I11``,
 listed in :data:`INVARIANTS`).  Each module
 exposes ``INVARIANT`` (the id), ``NAME`` and ``check(history) -> Verdict``;
 its docstring points to the invariant's normative text and states how it is
@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers import (i1_suspend, i2_tool_reruns, i3_model_repeats, i4_acknowledged, i5_readable,
-                              i6_reference, i7_conversation, i8_one_writer, i9_refusal, i10_reading)
+                              i6_reference, i7_conversation, i8_one_writer, i9_refusal, i10_reading,
+                              i11_workload)
 from harness.checkers.verdict import (CHECKERS, INVALID, INVARIANTS, STATUSES, UNKNOWN, VALID, Verdict, combine, make,
                                       verdict_from_json)
 from harness.history.model import History, history_from_json
@@ -39,6 +40,7 @@ __all__ = ["VALID", "INVALID", "UNKNOWN", "STATUSES", "INVARIANTS", "Verdict", "
 _MODULES: dict[str, Any] = {
     "I1": i1_suspend, "I2": i2_tool_reruns, "I3": i3_model_repeats, "I4": i4_acknowledged, "I5": i5_readable,
     "I6": i6_reference, "I7": i7_conversation, "I8": i8_one_writer, "I9": i9_refusal, "I10": i10_reading,
+    "I11": i11_workload,
 }
 _TABLE = CHECKERS
 
@@ -60,10 +62,10 @@ def _where(exc: BaseException, frames: int = 3) -> str:
 
 
 def check_all(history: History | dict[str, Any], invariants: list[str] | None = None) -> list[Verdict]:
-    """Run the checkers of ``invariants`` (default: ``I1`` .. ``I10``, in id order) on ``history``.
+    """Run the checkers of ``invariants`` (default: ``I1`` .. ``I11``, in id order) on ``history``.
 
     docs/spec.md section 15.  ``history`` may be a :class:`History` or its
-    JSON form.  Ids are ``I1`` .. ``I10`` (any case).  Unknown
+    JSON form.  Ids are ``I1`` .. ``I11`` (any case).  Unknown
     ids raise ``ValueError`` naming the known ones.  A checker that raises,
     or returns something that is not a :class:`Verdict` for its id, yields
     an ``unknown`` verdict whose evidence holds the error and the last

@@ -5,7 +5,7 @@ docs/spec.md section 15 ("Invariants"): a checker answers ``valid``,
 unknown, never valid.  Every family's results are :class:`Verdict` s made
 by a module of :mod:`harness.checkers`; no family builds its own.
 
-The ids a verdict names: ``I1`` .. ``I10`` (:data:`INVARIANTS`, the table of
+The ids a verdict names: ``I1`` .. ``I11`` (:data:`INVARIANTS`, the table of
 docs/spec.md section 15).
 """
 
@@ -35,6 +35,7 @@ CHECKERS: dict[str, tuple[str, str]] = {
     "I8": ("i8_one_writer", "one writer at a time"),
     "I9": ("i9_refusal", "a refused resume appends nothing"),
     "I10": ("i10_reading", "the subject's own reading agrees with the journal"),
+    "I11": ("i11_workload", "the run is faithful to its workload"),
 }
 
 @dataclass

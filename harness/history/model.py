@@ -59,7 +59,8 @@ class ModelCall:
     ``leg`` is the leg index from the API key
     (``fiskj-<token>-leg<L>``) when known, else -1; ``reply`` the content
     blocks returned; ``stream``: the client asked for server-sent events; ``stop``: the reply's
-    ``stop_reason`` (``""`` in histories written before it was recorded).
+    ``stop_reason`` (``""`` in histories written before it was recorded); ``usage``: the reply's ``usage``
+    as sent (``{}`` in histories written before it was recorded; judged by I11).
     """
 
     index: int
@@ -71,6 +72,7 @@ class ModelCall:
     leg: int = -1
     stream: bool = False
     stop: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

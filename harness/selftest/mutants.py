@@ -214,6 +214,12 @@ MUTANTS: tuple[Mutant, ...] = (
     # uninterrupted one included, so the workload's own rule catches it, not a comparison with that run (I6)
     M("cut-off-turn-run", "the tool calls of a reply cut off by max_tokens run, and the run goes on to complete",
       "kill", "max-tokens-kill", 1, ("I6",), partial(loop.run_cut_off_turn, fresh_too=True), shrink=0),
+    # a defect in every run, the uninterrupted one included, so I6's comparison cannot see it: the workload's
+    # own oracle (I11: the usage the model sent, the budget's turn) catches it in every trial
+    M("drops-cache-usage", "the loop ignores the cache token counts the model reports: journaled without them and "
+      "not counted toward the budget", "kill", "payload-cache-budget", 1, ("I11",), loop.cache_usage_ignored, shrink=0),
+    M("budget-one-turn-late", "the budget check does not count the reply it settles: a run ends on its budget one "
+      "reply late", "kill", "budget-end-kill", 1, ("I11",), loop.budget_one_turn_late, shrink=0),
     # fisk-ai resumes every run that is not completed: refusing one that ended with error is I9 refused_resumable
     M("ended-leg-not-resumable", "a run whose last leg ended with error, budget or max_iterations is refused "
       "instead of resumed", "kill", "max-tokens-kill", 4, ("I9",), fingerprint.refuse_ended_legs, shrink=0),

@@ -66,6 +66,9 @@ class Capabilities:
         if not reading:
             na.setdefault("I10", "the subject gives no status command to read its journal with "
                                  "(a profile's [reading], docs/subject.md)")
+        if subject.journal_format != FISK_AI_V2:
+            na.setdefault("I11", "its journal's records are not decoded (journal format "
+                                 f"{subject.journal_format}): what it journaled of each reply is not judged")
         return cls(fiskj_based=fiskj_based, forkable=fiskj_based and len(argv) == 3 and _this_python(argv[0]),
                    reading=reading, journal=JournalLocation(subject.journal, subject.journal_format),
                    chat=subject.chat, drift=drift, not_applicable=tuple(na.items()))

@@ -150,7 +150,7 @@ class Session:
                                                     omit_thinking=request.omit_thinking,
                                                     tools=request.tool_choice != "none")
             call = ModelCall(index=index, t=t, key=key, turn=pos.turn, messages=messages, reply=blocks, leg=leg,
-                             stream=stream, stop=stop or "")
+                             stream=stream, stop=stop or "", usage=dict(usage))
             self.calls.append(call)
             first = blocks[0]["type"] if blocks else ""
             for b in blocks:

@@ -14,7 +14,7 @@ from harness.selftest.patches import wrap
 __all__ = ["result_before_tool", "assistant_after_tools", "suspend_mid_batch", "rerun_answered_tools",
            "counters_from_zero", "pending_turn_not_counted", "completed_never_written", "resume_skips_completed",
            "recall_final_answer", "settled_answer_not_printed", "run_cut_off_turn", "strip_inherited_thinking",
-           "cache_counters_not_folded"]
+           "cache_counters_not_folded", "cache_usage_ignored", "budget_one_turn_late"]
 
 
 def _on_new_run(change: Callable[[Any, Any, Any], None]) -> None:
@@ -262,3 +262,35 @@ def cache_counters_not_folded() -> None:
         self._c["cache_create_tokens"] -= record.cache_create_tokens or 0
 
     fold._RULES = fold._compile(fold.TRANSITIONS)  # the table holds the methods it was compiled with
+
+
+def cache_usage_ignored() -> None:
+    """The loop reads a reply's usage without its cache counts (``cache_read_input_tokens``,
+    ``cache_creation_input_tokens``): it journals and counts toward the budget only input and output tokens."""
+
+    @wrap(loop, "complete_with_retries")
+    def complete_with_retries(original: Any, *args: Any, **kwargs: Any) -> Any:
+        response = original(*args, **kwargs)
+        usage = {k: v for k, v in response["usage"].items() if not k.startswith("cache_")}
+        return {**response, "usage": usage}
+
+
+def budget_one_turn_late() -> None:
+    """``_Run._settle`` checks the budget against the tokens spent before the reply it settles (the reply's own
+    usage counts from the next check on): a run ends on its budget one reply late."""
+
+    @wrap(loop._Run, "_call_model")
+    def _call_model(original: Any, self: Any) -> Any:
+        before = self.tokens
+        out = original(self)
+        self._mutant_turn_tokens = self.tokens - before
+        return out
+
+    @wrap(loop._Run, "_settle")
+    def _settle(original: Any, self: Any, *args: Any, **kwargs: Any) -> Any:
+        turn, self._mutant_turn_tokens = getattr(self, "_mutant_turn_tokens", 0), 0
+        self.tokens -= turn
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.tokens += turn
