@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fiskj-harness",
         description="Crash-consistency campaigns for agent run journals: kill and suspend agents, "
-                    "judge every trial against invariants I1..I10, shrink failures.",
+                    "judge every trial against invariants I1..I11, shrink failures.",
         epilog="exit status: 0 all invariants held (mutants: every mutant caught), 1 violation or unknown verdict "
                "(mutants: one not caught), 2 usage or setup error, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM "
                "(the partial report is written, marked interrupted)")

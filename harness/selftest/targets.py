@@ -67,6 +67,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",)),
     Target("cut-off-turn-run", "max-tokens-kill", 1, ("I6",)),
     Target("ended-leg-not-resumable", "max-tokens-kill", 4, ("I9",)),
+    Target("drops-cache-usage", "payload-cache-budget", 1, ("I11",)),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -111,6 +112,8 @@ JSONL_SAME_PATH = frozenset({"blocking-lock", "no-dir-fsync", "store-dir-not-dur
                              "unlock-before-close", "fingerprint-ignores-system", "fingerprint-ignores-thinking"})
 #: Variants the jsonl subject cannot be caught for, and why (each needs what a jsonl profile cannot give).
 JSONL_NOT_CAUGHT: dict[str, str] = {
+    "drops-cache-usage": "the usage it journals is wrong in every run, the uninterrupted one included: I11 reads "
+                         "each record's usage, which needs a fisk-ai-v2 journal",
     "status-stays-suspended": "its own status reading is wrong: I10 compares a reading with fiskj's fold, which "
                               "needs a fisk-ai-v2 journal",
     "reader-locks": "its status command locks: races with readers need a reading command, which needs a "

@@ -31,6 +31,7 @@ export const BUGS = {
   'ended-leg-not-resumable': 'a run whose last leg ended with error, budget or max_iterations is refused, not resumed (and records after such a terminal read as corrupt)',
   'cut-off-turn-run-on-resume': 'a resume settles a turn cut off by max_tokens (or refused) as a tool turn: its tools run',
   'cut-off-turn-run': 'the tool calls of a reply cut off by max_tokens run, and the run goes on to complete (what fisk-ai does)',
+  'drops-cache-usage': 'the cache token counts of a reply\'s usage are ignored: not journaled, not counted toward the budget',
   'nul-block-ends-journal': 'the reader takes a line of NUL bytes inside the journal for its end (and open cuts there)',
 };
 

@@ -209,7 +209,8 @@ class Run {
       if (e instanceof ModelError) throw new End('error', `model error: ${e.message}`);
       throw e;
     }
-    const usage = response.usage;
+    const usage = bug('drops-cache-usage') ? { input_tokens: response.usage.input_tokens, output_tokens: response.usage.output_tokens }
+      : response.usage;
     const message = { role: 'assistant', content: response.content };
     const payload = { iteration: this.iteration, message };
     if (typeof response.stop_reason === 'string') payload.stop_reason = response.stop_reason;
