@@ -139,7 +139,7 @@ def test_a_misspelt_profile_key_or_invariant_is_refused_with_the_closest_known_o
 
     for text, hint in (('name = "x"\ncommand = ["a"]\n[comands]\n', "did you mean 'commands'"),
                        ('name = "x"\ncommand = ["a"]\n[commands]\nresum = ["run"]\n', "did you mean 'resume'"),
-                       ('name = "x"\ncommand = ["a"]\n[not_applicable]\nI11 = "why"\n', "did you mean")):
+                       ('name = "x"\ncommand = ["a"]\n[not_applicable]\nI12 = "why"\n', "did you mean")):
         path = tmp_path / "p.toml"
         path.write_text(text, encoding="utf-8")
         with pytest.raises(ProfileError, match=hint):
