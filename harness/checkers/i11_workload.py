@@ -1,26 +1,12 @@
-"""I11 the run is faithful to its workload: an oracle from outside the engine, not from its own reference run.
+"""I11 the run is faithful to its workload (docs/spec.md section 15, I11: the rules and violation kinds).
 
-Normative text: docs/spec.md section 15, I11.  I6 compares a trial with the same engine's uninterrupted run,
-so a defect present in both is invisible to it; I11 judges the final journal (the last leg's snapshot, as I6)
-against what the fake model sent (``history.model_calls``: replies, stop reasons, ``usage``) and the
-workload's limits (``history.options``: ``workload.max_tokens``, ``workload.max_iterations`` or
-``script_turns`` + 5, ``chat``, ``drift``).  Violations:
-
-* ``reply_not_sent``: an assistant record whose reply (tool_use ids and text) no model call sent;
-* ``usage_differs``: an assistant record whose ``in_tokens``, ``out_tokens``, ``cache_read_tokens``,
-  ``cache_create_tokens`` (absent = 0) are not the reply's ``usage`` as sent;
-* ``ran_past_end``: assistant records after the reply at which the run must end (section 12 rule 6 for a cut
-  reply, I11's budget and cap rules, a final answer outside a chat);
-* ``tool_run_past_budget``: a tool of the reply that ended the run on its budget ran or was journaled;
-* ``ended_wrong`` / ``ended_early``: the journal ends ``completed``, ``budget`` or ``max_iterations`` where the
-  workload says another end, or says the run goes on;
-* ``final_answer_not_scripted``: a completed run's answer is the server's reply to a conversation past the
-  script (turn >= ``script_turns``).
-
-The tokens a reply adds are the model's ``usage`` (the journal's when no call matches).  With the budget or the
-cap drifted (``[workload] drift``), the forced legs run with the value + 1: either end is accepted.  A journal
-the harness does not decode (``jsonl``) is not judged (valid, ``checked: 0``, ``not_judged``; the campaign
-lists I11 as not applicable for such a subject), nor is a history without model calls or a final journal.
+Judged on the last leg's journal (as I6) against the fake model's calls (``history.model_calls``: replies,
+stop reasons, ``usage``) and the workload's limits (``history.options``: ``workload.max_tokens``,
+``workload.max_iterations`` or ``script_turns`` + 5, ``chat``, ``drift``: a drifted budget or cap gives the
+forced legs the value + 1, so either end is accepted).  A record is matched to the calls that sent its reply
+by its tool_use ids and text; the tokens it adds are the model's.  Not judged (valid, ``checked: 0``,
+``not_judged``): a journal the harness does not decode (the campaign lists I11 as not applicable then), a
+history without a model call or a journal.
 """
 
 from __future__ import annotations
