@@ -115,7 +115,7 @@ def test_a_tiny_campaign_runs_end_to_end_and_exits_0(files, capsys):
     assert probes["applies"] and "resume.after_suspend" in probes["reached"]
     assert probes["reached"]["resume.after_suspend"]["scenarios"] == ["tiny-suspend"]
     assert "open.refused.unsafe_file" in probes["unreached"] and "code probes: " in out
-    assert ET.parse(junit).getroot().find("testsuite").get("tests") == "20"
+    assert ET.parse(junit).getroot().find("testsuite").get("tests") == "22"
     # the progress (stderr is not a terminal here): one total, the whole campaign's, said when done
     assert "fiskj-harness: 5/5 trials, 0 failing, done in" in err and "/4 trials" not in err
 
