@@ -118,9 +118,11 @@ def test_a_chat_answer_does_not_end_the_run():
     assert kinds(run([1, 0, 1, 0], 4, "suspended", chat=True)) == ("valid", [])
 
 
-def test_a_final_answer_to_a_conversation_past_the_script_is_caught():
+def test_a_final_answer_that_is_not_the_script_s_last_turn_is_caught():
     h = run([1, 0], 2, "completed")
-    h.options["script_turns"] = 1
+    h.options["script_turns"] = 1              # the reply to a conversation past the script
+    assert kinds(h) == ("invalid", ["final_answer_not_scripted"])
+    h.options["script_turns"] = 3              # a tool turn answered without tools (tool_choice none)
     assert kinds(h) == ("invalid", ["final_answer_not_scripted"])
 
 

@@ -108,11 +108,12 @@ def _ending(history: History, recs: list[Any], turns: list[tuple[int, str | None
         elif status in DECIDED and why != status and k == len(turns) - 1:
             out.append({"kind": "ended_wrong", "status": status, "want": why, "detail":
                         f"the run ended {status} after reply {k}, where its workload ends it {why} ({said})"})
-        if status == "completed" and why == "completed" and calls[k] is not None and \
-                calls[k].turn >= history.options.get("script_turns", float("inf")):
+        final = history.options.get("script_turns", 0) - 1  # a run's answer is its script's last turn
+        if status == "completed" and why == "completed" and calls[k] is not None and final >= 0 \
+                and calls[k].turn != final:
             out.append({"kind": "final_answer_not_scripted", "call": calls[k].index, "detail":
-                        f"the run's final answer is model call {calls[k].index}'s reply to a conversation past the "
-                        f"script, not the script's answer"})
+                        f"the run's final answer is model call {calls[k].index}'s reply to turn {calls[k].turn}, "
+                        f"not the script's answer (turn {final})"})
         if not out:
             return []
         found.append(out)
@@ -151,7 +152,7 @@ def check(history: History) -> Any:
     violations += _ending(history, recs, turns, status, calls)
     evidence: dict[str, Any] = {"checked": len(turns), "status": status, "source": f"journal after leg {last.index}"}
     if violations:
-        evidence.update(violations=violations, summary="; ".join(dict.fromkeys(v["kind"] for v in violations))
+        evidence.update(violations=violations[:20], summary="; ".join(dict.fromkeys(v["kind"] for v in violations))
                         + ": " + violations[0]["detail"])
         return make(__name__, INVALID, evidence)
     evidence["summary"] = (f"{len(turns)} repl(ies) journaled as the model sent them (usage included); the run "
