@@ -89,7 +89,7 @@ def test_a_value_of_the_wrong_type_names_the_key_and_its_line(tmp_path):
 @pytest.mark.parametrize("old,new,key", [
     ("legs = 2", "legs = 0", "faults.legs"),
     ('family = "kill"', 'family = "flood"', "faults.family"),
-    ('invariants = ["I2", "I4"]', 'invariants = ["I11"]', "check.invariants"),
+    ('invariants = ["I2", "I4"]', 'invariants = ["I12"]', "check.invariants"),
     ("tool_ms = [1, 5]", "tool_ms = [5, 1]", "workload.tool_ms"),
     ("tool_ms = [1, 5]", "tool_ms = [1, 5]\nvary_on_repeat = 1", "workload.vary_on_repeat"),
 ])
