@@ -35,7 +35,7 @@ from typing import Any
 from harness.names import CRASH_RESUMES, CRASH_STATES, NOT_INJECTED
 
 __all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_total", "group_rows", "group_title",
-           "minimal_note"]
+           "invariant_order", "minimal_note"]
 
 #: The record kind in a journal excerpt (fisk-ai v2 lines name it in their protocol id), or in a checker's
 #: sentence about a record (``record seq 2 (assistant)``, harness/checkers/i4_acknowledged.py).
@@ -196,9 +196,10 @@ def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = N
         out.append(group)
     # causes before consequences: invariants in their order (a re-run, I2, or a lost record, I4, before the
     # unreadable journal or the different result it leads to, I5 and I6), then the biggest group first
-    out.sort(key=lambda g: (_inv_order(g["key"]["invariant"]), -g["count"], g["title"]))
+    out.sort(key=lambda g: (invariant_order(g["key"]["invariant"]), -g["count"], g["title"]))
     return out
 
 
-def _inv_order(inv: str) -> tuple[int, str]:
+def invariant_order(inv: str) -> tuple[int, str]:
+    """Sort key of an invariant id: I1 .. I10 in their order, then any other name."""
     return (int(inv[1:]), inv) if inv[:1] == "I" and inv[1:].isdigit() else (1 << 30, inv)

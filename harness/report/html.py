@@ -1,23 +1,7 @@
-"""The HTML report: one self-contained file with the campaign table, the violation groups and a timeline per
-failing trial (docs/results.md "The HTML report").
+"""The HTML report: one self-contained page (campaign table, violation groups, a timeline per failing trial).
 
-``report.html`` is written into every results folder (:func:`harness.report.results_dir.write_results`).  It
-needs nothing but a browser: no network, no external script, style sheet or font (a Content-Security-Policy
-forbids any fetch); the timelines are SVG drawn by a small inline script from a JSON block in the page.
-
-What it shows (the campaign table, the violation groups of :mod:`harness.report.groups`, a timeline per
-failing trial with its lanes and marks) and its bounds (at most :data:`MAX_TRIALS` trials,
-:data:`MAX_EVENTS_PER_LANE` events per lane, excerpts of :data:`MAX_EXCERPT` and output tails of
-:data:`MAX_OUTPUT` characters) are described in docs/results.md "The HTML report".  Everything taken from a
-history is untrusted: it is escaped into the page's HTML (:func:`html.escape`) or its JSON block (no ``<``,
-``>``, ``&`` left in it), and the script only ever sets it as text.
-
-:func:`harness.report.results_dir.write_html_report` writes the report of a stored results folder again.
-
-This module is the page (the tables, the groups, the trial sections); a trial's timeline data is built by
-:mod:`harness.report.timeline` (what evidence names: :mod:`harness.report.marks`), and the legend, style sheet
-and script are static files in ``harness/report/assets/`` (read once, by :func:`assets`).
-"""
+What it shows, its bounds and its escaping are docs/results.md "The HTML report"; a trial's timeline data is
+:mod:`harness.report.timeline`'s, the legend, style sheet and script are ``harness/report/assets/``."""
 
 from __future__ import annotations
 
@@ -70,10 +54,6 @@ class TrialView:
         return "invalid" if "invalid" in statuses else "unknown" if "unknown" in statuses else "valid"
 
 
-def _verdict_json(v: Any) -> dict[str, Any]:
-    return v.to_json() if hasattr(v, "to_json") else dict(v)
-
-
 def trial_view(trial: Any, *, folder: str | os.PathLike[str] | None = None, replay: str | None = None) -> TrialView:
     """A :class:`TrialView` of a :class:`harness.campaign.result.TrialResult` (attributes ``index``,
     ``history``, ``verdicts``, ...) or of a trial dict (:func:`harness.report.results_dir.recheck`'s: keys
@@ -84,7 +64,7 @@ def trial_view(trial: Any, *, folder: str | os.PathLike[str] | None = None, repl
         raise ValueError("a trial without a history has no timeline")
     number = get("trial", get("index"))
     judged = get("invariants") or ()  # a TrialResult: only the invariants the campaign judged count
-    verdicts = [_verdict_json(v) for v in get("verdicts") or []]
+    verdicts = [v.to_json() if hasattr(v, "to_json") else dict(v) for v in get("verdicts") or []]
     if judged:
         verdicts = [v for v in verdicts if v.get("invariant") in judged]
     return TrialView(trial=int(number if number is not None else 0), scenario=str(get("scenario") or history.scenario),
@@ -161,36 +141,27 @@ def _campaign(report: dict[str, Any]) -> str:
 
 
 def _groups(report: dict[str, Any], drawn: set[int]) -> str:
-    from harness.report.groups import group_rows
+    from harness.report.report import group_sections, reproducer_text
+
+    def link(t: Any, text: str) -> str:
+        return f'<a href="#trial-{_e(t)}">{_e(text)}</a>' if t in drawn else _e(text)
 
     out = []
-    for title, rows_key, groups_key in (("Violations", "violations", "groups"),
-                                        ("Unknown verdicts", "unknowns", "unknown_groups")):
-        rows = report.get(rows_key) or []
-        if not rows:
-            continue
-        groups = report.get(groups_key)
-        if not isinstance(groups, list):
-            groups = group_rows(rows, report.get("runs") or [])
-        out.append(f"<h3>{title}: {len(rows)} in {len(groups)} group(s) by cause</h3>")
+    for title, _, rows, groups in group_sections(report):
+        out.append(f"<h3>{_e(title[:1].upper() + title[1:])}: {len(rows)} in {len(groups)} group(s) by cause</h3>")
         for n, g in enumerate(groups, 1):
             rep, ex = g.get("reproducer") or {}, g.get("example") or {}
             trials = g.get("trials") or []
-            links = ", ".join(f'<a href="#trial-{_e(t)}">{_e(t)}</a>' if t in drawn else _e(t) for t in trials[:60])
-            if len(trials) > 60:
-                links += f" ... ({len(trials) - 60} more)"
-            rtrial = rep.get("trial")
-            rlink = f'<a href="#trial-{_e(rtrial)}">trial {_e(rtrial)}</a>' if rtrial in drawn else f"trial {_e(rtrial)}"
+            links = ", ".join(link(t, str(t)) for t in trials[:60]) + (
+                f" ... ({len(trials) - 60} more)" if len(trials) > 60 else "")
             out.append(
                 f'<div class="group" data-group="{n}"><h4>[{n}] {_e(g.get("title", ""))}: {_e(g.get("count", 0))} '
                 f"trial(s) in {_e(', '.join(g.get('scenarios') or []))}</h4>"
                 f"<p>{_e(g.get('name', ''))}</p><p>trials: {links}</p>"
-                f"<p>smallest reproducer: {rlink} ({_e(rep.get('faults', 0))} fault(s)"
-                + (f", {_e(rep['legs'])} leg(s)" if rep.get("legs") is not None else "")
-                + f", seed {_e(rep.get('seed'))}), {_e(rep.get('minimal', ''))}</p>"
+                f"<p>smallest reproducer: {link(rep.get('trial'), reproducer_text(rep))}</p>"
                 f"<p>schedule: <code>{_e(json.dumps(rep.get('schedule'), default=str)[:400])}</code></p>"
-                + (f"<p>replay: <code>{_e(rep['reproduce'])}</code></p>" if rep.get("reproduce") else "")
-                + (f"<p>self-contained: <code>{_e(rep['reproduce_run'])}</code></p>" if rep.get("reproduce_run") else "")
+                + "".join(f"<p>{label}: <code>{_e(rep[key])}</code></p>" for label, key in
+                          (("replay", "reproduce"), ("self-contained", "reproduce_run")) if rep.get(key))
                 + f"<details><summary>example: trial {_e(ex.get('trial'))}: {_e(str(ex.get('summary', ''))[:300])}"
                 f"</summary><pre>{_e(_json_text(ex.get('evidence')))}</pre></details></div>")
     if not out:
