@@ -1,22 +1,11 @@
-"""Clean interruption of a campaign: Ctrl-C (SIGINT) or SIGTERM stops launching trials and ends the running ones.
+"""Clean interruption of a campaign: Ctrl-C (SIGINT) or SIGTERM stops launching trials and ends the running ones
+(what the command does: docs/ci.md "Interruption").
 
-What ``fiskj-harness`` does on SIGINT or SIGTERM (no trial launched, the running ones' processes killed and
-reaped and their half-run trials not judged, the partial report marked ``"interrupted": true``, the trial
-directories under :func:`private_tmp_root` removed, exit ``128 + signal``) is docs/ci.md "Interruption".
-
-How a signal is taken (:func:`handling`, installed by the command line only):
-the first SIGINT or SIGTERM is recorded; while a campaign waits for its
-trials (:func:`cooperative`, :func:`as_done`) that is all, and the campaign
-acts on it at its next wake-up (a tenth of a second at most); anywhere else
-(loading scenarios, shrinking in the main thread) it raises
-:class:`Interrupted`, a :class:`KeyboardInterrupt`.  Later signals are only
-recorded, so that the partial report is written whatever is pressed.
-:func:`deferred` holds even the first one back (writing the reports after
-the trials).
-
-Without :func:`handling` (a campaign run from pytest or a program) a
-``KeyboardInterrupt`` that reaches :func:`as_done` ends the running trials
-the same way and is raised again when the campaign has cleaned up.
+:func:`handling` (the command line only) records the first signal; inside :func:`cooperative` (a campaign's
+waits, :func:`as_done`) that is all, and the campaign acts on it within :data:`POLL_S`; elsewhere it raises
+:class:`Interrupted`, a ``KeyboardInterrupt``.  Later signals are only recorded; :func:`deferred` holds even
+the first back (writing the reports).  Without :func:`handling`, a ``KeyboardInterrupt`` reaching
+:func:`as_done` ends the running trials the same way and is raised again once the campaign cleaned up.
 """
 
 from __future__ import annotations

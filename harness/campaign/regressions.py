@@ -1,17 +1,5 @@
-"""Regression scenarios: one scenario file per bug the suite found, written from its shrunk reproducer.
-
-``fiskj-harness run --save-regression DIR`` calls :func:`save_regressions`
-after a campaign: for each scenario and each set of invariants violated
-together, it takes the smallest failing schedule (the fewest faults; the
-shrink result, when the campaign shrank one, wins a tie)
-and writes a self-contained scenario file to ``DIR``: the source
-scenario's workload written out in full, its fault family with
-``[faults] schedule`` set to that schedule, the trial's seed, its checked
-invariants, and a comment block with the violation and the command that
-reproduced it.  The file loads with :func:`harness.scenario.parse.load_scenario`;
-``fiskj-harness run FILE`` replays the trial, and ``fiskj-harness gate``
-runs every file of ``scenarios/regressions/``.  A file that exists is never
-overwritten (the name carries a hash of the schedule).
+"""Regression scenarios: one scenario file per bug the suite found, written from its shrunk reproducer
+(``run --save-regression DIR``; docs/scenarios.md "Regression scenarios").
 """
 
 from __future__ import annotations

@@ -1,35 +1,8 @@
 """The trial stream: the one scheduler of a campaign, which interleaves its scenarios' plans trial by trial.
 
-Every campaign (``run``, ``gate``, ``mutants``, replay) hands out its trials
-through a :class:`TrialStream`.  Round ``k`` is the pass in which every live
-scenario gets its ``k``-th trial (0-based): no scenario gets its
-``(k+1)``-th before every live one got its ``k``-th, whatever its plan (an
-exhaustive or fixed plan included); within a round the scenarios go in the
-campaign's order.
-
-A scenario's trials come from *draws*: draw ``j`` is its family's plan
-drawn with seed ``seed + j * SEED_STEP`` (:data:`harness.names.SEED_STEP`;
-``seed`` is the campaign's, else the scenario's ``trials.seed``).  Draw 0
-is made when the stream is built.  With ``seed_stream`` (the CI gate), a
-scenario whose draw is spent draws the next one.  A *fixed* plan (one
-that does not grow with the count: :meth:`harness.families.base.Family.fixed_plan`,
-e.g. every crash point of a run, an explicit schedule, crash states, tail
-mutations) keeps only the trials no earlier draw of the scenario planned,
-compared by content (:func:`trial_content`), so a redrawn exhaustive plan
-brings nothing and a seeded sample brings new crash states, cuts or crash
-points; a scenario whose :data:`SPENT_AFTER` draws in a row bring nothing
-new is *spent* and leaves the stream.  A growing plan (hypothesis-drawn
-schedules, timed faults, races) is run as drawn: its repeats land at other
-moments.  Without ``seed_stream`` a scenario leaves it when draw 0 is
-spent.  A shard ``(i, n)`` keeps positions ``i, i + n, ...`` of each
-scenario's trials, its draws one after the other
-(:func:`harness.campaign.shard.shard_positions`; with one draw, positions of
-its plan); the draws do not depend on what ran, so shards of a gate are
-disjoint and together are the unsharded gate.
-
-The stream is pure apart from the ``draw`` callable it is given (a family's
-plan is pure too); it neither runs trials nor reads a clock: the campaign
-asks it for the next trial while it may start one.
+Rounds, draws from fresh seeds, fixed plans compared by content, spent scenarios and shards are
+docs/scenarios.md "The CI gate".  Pure apart from the ``draw`` callable it is given: it neither runs
+trials nor reads a clock; the campaign asks it for the next trial while it may start one.
 """
 
 from __future__ import annotations
