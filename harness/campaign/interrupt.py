@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from harness.runner.process import signal_name
@@ -47,15 +48,15 @@ class Interrupted(KeyboardInterrupt):
         return exit_status(self.signum)
 
 
+@dataclass
 class _State:
     """The process's interruption state (the signal handler and the main thread share it)."""
 
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.event = threading.Event()
-        self.installed = 0
-        self.cooperative = 0
-        self.deferred = 0
+    signum: int | None = None
+    event: threading.Event = field(default_factory=threading.Event)
+    installed: int = 0
+    cooperative: int = 0
+    deferred: int = 0
 
 
 _state = _State()
@@ -140,13 +141,22 @@ def handling(keep: bool = False) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def cooperative() -> Iterator[None]:
-    """While in force a signal is only recorded: the code polls :func:`requested` (a campaign's waits)."""
-    _state.cooperative += 1
+def _held(kind: str) -> Iterator[None]:
+    setattr(_state, kind, getattr(_state, kind) + 1)
     try:
         yield
     finally:
-        _state.cooperative -= 1
+        setattr(_state, kind, getattr(_state, kind) - 1)
+
+
+def cooperative() -> contextlib.AbstractContextManager[None]:
+    """While in force a signal is only recorded: the code polls :func:`requested` (a campaign's waits)."""
+    return _held("cooperative")
+
+
+def deferred() -> contextlib.AbstractContextManager[None]:
+    """While in force a signal is only recorded, never raised (writing the reports); see :func:`requested`."""
+    return _held("deferred")
 
 
 @contextlib.contextmanager
@@ -158,16 +168,6 @@ def raising() -> Iterator[None]:
         yield
     finally:
         _state.cooperative = saved
-
-
-@contextlib.contextmanager
-def deferred() -> Iterator[None]:
-    """While in force a signal is only recorded, never raised (writing the reports); see :func:`requested`."""
-    _state.deferred += 1
-    try:
-        yield
-    finally:
-        _state.deferred -= 1
 
 
 def check() -> None:
@@ -290,18 +290,6 @@ def end_trials(pool: Any, futures: Iterable[Future], spare: set[int] | frozenset
 # --- trial directories -----------------------------------------------------------------------
 
 
-def _tmp_parent() -> str | None:
-    """Where a Runner would put trial directories: ``$FISKJ_HARNESS_TMP``, else ``/dev/shm`` when writable,
-    else the system's temporary folder (``None``); as :class:`harness.runner.trial.Runner` chooses."""
-    given = os.environ.get(TMP_ENV)
-    if given:
-        return given
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return None
-
-
 @contextlib.contextmanager
 def private_tmp_root(enabled: bool = True) -> Iterator[str | None]:
     """Make one folder ``fiskj-harness-*`` where the trial directories of this command go (``$FISKJ_HARNESS_TMP``
@@ -312,7 +300,9 @@ def private_tmp_root(enabled: bool = True) -> Iterator[str | None]:
     if not enabled:
         yield None
         return
-    parent = _tmp_parent()
+    from harness.runner.trial import _default_tmp_root  # where a Runner would put them
+
+    parent = os.environ.get(TMP_ENV) or _default_tmp_root()
     with deferred():  # a signal between the mkdir and the ``try`` below would leave the folder behind
         try:
             root = tempfile.mkdtemp(prefix="fiskj-harness-", dir=parent)

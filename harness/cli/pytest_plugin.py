@@ -107,7 +107,7 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
 
     from harness.campaign.campaign import Campaign
     from harness.cli.arguments import _Usage
-    from harness.cli.reporting import _write_json
+    from harness.report.results_dir import write_json
     from harness.cli.resolve import resolve_scenarios, subject_of
     from harness.report.report import campaign_report
 
@@ -119,7 +119,7 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
     result = Campaign(loaded, trials=trials, seed=seed, jobs=jobs, subject=agent, shrink_budget=shrink_budget).run()
     report = campaign_report(result, report_json)
     if report_json:
-        _write_json(report_json, report)
+        write_json(report_json, report)
     outcome = CampaignOutcome(report=report, result=result, report_path=report_json,
                               reproducers=[row.get("reproduce_run") or row["reproduce"]
                                            for row in report.get("violations", [])])
