@@ -1,29 +1,6 @@
-"""Violations grouped by cause: one group per (invariant, rule, fault kind, what is involved).
-
-A campaign that finds one bug usually finds it many times: every trial whose
-schedule reaches the bug violates the same invariant the same way.  A report
-shows each cause once, as a *group*, with how many rows it holds, its
-smallest reproducer and one full example; the individual rows stay in the
-JSON report (``violations``, ``unknowns``) and in the results folder
-(docs/results.md).
-
-The group key of a report row (a ``violations`` or ``unknowns`` row of
-:func:`harness.report.report.build_report`) is, from what the row holds:
-
-* ``invariant``: the verdict's id (``I2``, ``race``);
-* ``kind``: the rule broken, the ``kind`` of the evidence's first violation
-  (:mod:`harness.checkers`: every invalid verdict lists ``violations``, each
-  with a ``kind``, in the order they happened); for an unknown verdict, its
-  ``reason``;
-* ``faults``: the kinds of fault the trial injected (``kill``, ``suspend``,
-  ``kill+suspend``, ``tail``, ``power_loss``, ``race``: the row's
-  ``faults``), else its family, else ``none``;
-* ``involved``: the operation or record kind the first violation names
-  where its evidence has one (:func:`involved`), else ``""``.
-
-The smallest reproducer of a group is its row with the fewest faults, then
-the fewest legs, then the smallest seed (then the lowest trial number).
-Pure: no IO.
+"""Violations grouped by cause: one group per (invariant, rule, fault kind, what is involved), with its count,
+smallest reproducer and one full example (the key and the reproducer's order: docs/results.md "Violations
+grouped by cause").  Pure: no IO.
 """
 
 from __future__ import annotations

@@ -1,22 +1,5 @@
-"""Portable reports: where a report's scenarios and subject profile are, so it replays from anywhere.
-
-A JSON report records the scenario files a campaign ran (``campaign.scenarios``:
-name -> the path as it ran) and the subject (``campaign.subject``: the argv
-the user gave, the profile file, or ``null`` for the reference).  Written to
-a file (:func:`portable`), it also records *references* that survive the
-report being moved or copied to another machine:
-
-* ``campaign.scenario_refs``: name -> ``{"bundled": "kill-random"}`` for a
-  scenario bundled under ``scenarios/`` (found again by name wherever the
-  harness is installed), ``{"file": "../my/scenario.toml"}`` for another
-  file, relative to the report's own folder;
-* ``campaign.subject_ref`` (a profile subject only): ``{"bundled":
-  "node/profile.toml"}`` for a profile under the repository's ``subjects/``,
-  else ``{"file": PATH}`` relative to the report's folder.
-
-:func:`scenario_path` and :func:`subject_profile` read them back (replay):
-the reference first, then the path as it ran (absolute, or relative to the
-working directory, then to the report's folder).
+"""Portable reports: where a report's scenarios and subject profile are, so it replays from anywhere
+(``campaign.scenario_refs``, ``campaign.subject_ref``: docs/results.md "Portable reports").
 """
 
 from __future__ import annotations
