@@ -1,11 +1,5 @@
-"""``fiskj-harness gate``: its arguments, its run (:func:`harness.campaign.gate.run_gate`) and its reports.
-
-The gate is one campaign with a deadline and a seed stream (docs/scenarios.md "The CI gate"): its
-scenarios' plans interleaved trial by trial, a spent plan drawn again from a fresh seed, no trial started
-after ``--budget``.  Its reports: the terminal summary and one line on what the budget bought (rounds,
-trials per scenario, seeds reached), ``--report-json``, ``--junit`` (the same in its ``<properties>``),
-``--summary`` (also appended to ``$GITHUB_STEP_SUMMARY``) and a results folder as ``run`` writes
-(docs/results.md; ``--keep none``: none).
+"""``fiskj-harness gate``: its arguments, its run (:func:`harness.campaign.gate.run_gate`) and its reports
+(docs/scenarios.md "The CI gate").
 """
 
 from __future__ import annotations

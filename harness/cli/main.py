@@ -1,18 +1,7 @@
-"""The ``fiskj-harness`` command: campaigns, replay, the CI gate, shard merging and the mutant self-test.
-
-The commands, their options and exit statuses are the README's ("Everyday commands") and docs/ci.md's
-(exit statuses; interruption: SIGINT/SIGTERM stop launching trials, end the running ones, write the
-partial report marked ``"interrupted"`` and exit 130/143 without a traceback,
-:mod:`harness.campaign.interrupt`); the results folder is docs/results.md's.  ``--subject`` may name a
-mutant as reproducers write it (``FISKJ_MUTANT=no-fsync python -m harness.selftest.subject``).
-
-This module holds ``run`` (a campaign of the named scenarios, default every bundled one, with progress on
-stderr, :mod:`harness.cli.progress`, and a summary grouped by cause), the parser and the entry point; each
-other subcommand is a module of its own (its arguments, run and reports: :mod:`harness.cli.check_cmd`,
-:mod:`harness.cli.replay_cmd`, :mod:`harness.cli.gate_cmd`, :mod:`harness.cli.merge_cmd`,
-:mod:`harness.cli.mutants_cmd`), over what they share: the arguments (:mod:`harness.cli.arguments`), the
-scenarios and subject they name (:mod:`harness.cli.resolve`) and what a command shows, writes and exits with
-(:mod:`harness.cli.reporting`).
+"""The ``fiskj-harness`` command: ``run`` (a campaign with progress and a summary grouped by cause), the parser
+and the entry point.  Each other subcommand is a module of its own (``*_cmd.py``) over what they share:
+:mod:`harness.cli.arguments`, :mod:`harness.cli.resolve`, :mod:`harness.cli.reporting`.  The commands,
+options and exit statuses are the README's "Everyday commands" and docs/ci.md's (interruption: 130/143).
 """
 
 from __future__ import annotations

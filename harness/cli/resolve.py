@@ -14,19 +14,11 @@ __all__ = ["resolve_scenarios", "subject_of"]
 
 
 def resolve_scenarios(args: list[str]) -> list[Any]:
-    """Load the scenarios named on the command line.
-
-    Each argument is a ``.toml`` file, a directory (its ``*.toml``), or the
-    name of a bundled scenario (``kill-random`` for
-    ``scenarios/kill-random.toml``), optionally followed by ``@wK``: draw K
-    of a generated scenario (``[workload] generate``, which expands into its
-    draws ``NAME.wK``: :mod:`harness.scenario.generate`).  No argument:
-    every bundled scenario.  A bare name (no ``/``, no ``.toml``) of a bundled
-    scenario is that scenario even when a local file or folder has the same
-    name (write ``./NAME`` for the local one); an unknown name is refused
-    with the bundled names closest to it.
-    Returns :class:`harness.scenario.parse.Scenario` objects; raises
-    :class:`harness.scenario.parse.ScenarioError` (file, line, key) or ``_Usage``.
+    """Load the scenarios named on the command line: ``.toml`` files, directories (their ``*.toml``), bundled
+    scenario names (``kill-random``: a bare bundled name wins over a local file of that name; ``./NAME`` is the
+    local one), each optionally with ``@wK`` (draw K of a generated scenario, :mod:`harness.scenario.generate`);
+    none: every bundled scenario.  Raises :class:`harness.scenario.parse.ScenarioError` (file, line, key) or
+    ``_Usage`` (an unknown name, with the bundled names closest to it).
     """
     from harness.scenario.generate import expand_all, split_draw
     from harness.scenario.parse import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
