@@ -1,10 +1,5 @@
-"""The observer's log as values: :class:`Op` and :func:`parse_ops`.  Pure: no IO.
-
-One JSON object per line (docs/observer.md).  Op lines (``seq`` set) are
-written when the call completed (or its thread died), so the file is in
-completion order; :func:`entry_order` sorts them by ``seq``, the order the
-calls entered the kernel.  Lifecycle lines (``spawn``, ``exec``, ``exit``,
-``end``) have no ``seq``.
+"""The observer's log as values: :class:`Op` and :func:`parse_ops` (its lines: docs/observer.md "The log").
+Pure: no IO.
 """
 
 from __future__ import annotations
