@@ -202,14 +202,19 @@ def as_done(futures: Iterable[Future]) -> Iterator[Future]:
 # --- ending what runs ------------------------------------------------------------------------
 
 
-def descendants() -> set[int]:
-    """The pids of every process below this one (children, their children, ...)."""
+def _children() -> list[Any]:
+    """Every process below this one (psutil), ``[]`` when they cannot be listed."""
     import psutil
 
     try:
-        return {p.pid for p in psutil.Process().children(recursive=True)}
+        return psutil.Process().children(recursive=True)
     except psutil.Error:
-        return set()
+        return []
+
+
+def descendants() -> set[int]:
+    """The pids of every process below this one (children, their children, ...)."""
+    return {p.pid for p in _children()}
 
 
 def kill_descendants(spare: set[int] | frozenset[int] = frozenset()) -> list[int]:
@@ -218,55 +223,31 @@ def kill_descendants(spare: set[int] | frozenset[int] = frozenset()) -> list[int
     import psutil
 
     killed = []
-    try:
-        found = psutil.Process().children(recursive=True)
-    except psutil.Error:
-        return killed
-    for proc in found:
-        if proc.pid in spare:
-            continue
-        try:
-            proc.kill()
-            killed.append(proc.pid)
-        except psutil.Error:
-            pass
+    for proc in _children():
+        if proc.pid not in spare:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                killed.append(proc.pid)
     return killed
-
-
-def _reap_children() -> None:
-    """Reap every exited child of this process (zombies), without waiting."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def end_processes(spare: set[int] | frozenset[int] = frozenset(), timeout_s: float = 5.0) -> list[int]:
     """Kill every process below this one but ``spare`` and reap them, until none is left or ``timeout_s``
     passed; returns the pids killed.  Called when the trials' threads are done (an exited child nobody
     waits for is reaped here: none is left as a zombie)."""
-    import psutil
-
     deadline = time.monotonic() + timeout_s
     killed: list[int] = []
     while True:
         killed += kill_descendants(spare)
-        if not spare:
-            _reap_children()
-        else:
-            for pid in [p for p in killed if p not in spare]:
-                try:
+        if spare:
+            for pid in killed:
+                with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
+        else:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0]:  # every exited child, without waiting
                     pass
-        try:
-            left = [p for p in psutil.Process().children(recursive=True) if p.pid not in spare]
-        except psutil.Error:
-            left = []
-        if not left or time.monotonic() > deadline:
+        if not [p for p in _children() if p.pid not in spare] or time.monotonic() > deadline:
             return killed
         time.sleep(0.02)
 
