@@ -12,7 +12,7 @@ from typing import Any
 from harness.names import CRASH_RESUMES, CRASH_STATES, NOT_INJECTED
 
 __all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_total", "group_rows", "group_title",
-           "invariant_order", "minimal_note"]
+           "invariant_order", "key_trials", "minimal_note"]
 
 #: The record kind in a journal excerpt (fisk-ai v2 lines name it in their protocol id), or in a checker's
 #: sentence about a record (``record seq 2 (assistant)``, harness/checkers/i4_acknowledged.py).
@@ -180,3 +180,14 @@ def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = N
 def invariant_order(inv: str) -> tuple[int, str]:
     """Sort key of an invariant id: I1 .. I10 in their order, then any other name."""
     return (int(inv[1:]), inv) if inv[:1] == "I" and inv[1:].isdigit() else (1 << 30, inv)
+
+
+def key_trials(report: dict[str, Any]) -> list[int]:
+    """The trials a report's groups (``groups``, then ``unknown_groups``) point at: each group's smallest
+    reproducer and its example, in group order, each once."""
+    out: list[int] = []
+    for g in (report.get("groups") or []) + (report.get("unknown_groups") or []):
+        for t in ((g.get("reproducer") or {}).get("trial"), (g.get("example") or {}).get("trial")):
+            if isinstance(t, int) and t not in out:
+                out.append(t)
+    return out

@@ -171,13 +171,9 @@ def _groups(report: dict[str, Any], drawn: set[int]) -> str:
 
 def _order(views: list[TrialView], report: dict[str, Any]) -> list[TrialView]:
     """Failing trials, each group's reproducer and example first, then in trial order."""
-    first: list[int] = []
-    for key in ("groups", "unknown_groups"):
-        for g in report.get(key) or []:
-            for t in ((g.get("reproducer") or {}).get("trial"), (g.get("example") or {}).get("trial")):
-                if isinstance(t, int) and t not in first:
-                    first.append(t)
-    rank = {t: i for i, t in enumerate(first)}
+    from harness.report.groups import key_trials
+
+    rank = {t: i for i, t in enumerate(key_trials(report))}
     failing = [v for v in views if v.status != "valid"]
     return sorted(failing, key=lambda v: (rank.get(v.trial, len(rank)), v.trial))
 

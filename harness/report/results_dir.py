@@ -6,6 +6,7 @@ Its layout is docs/results.md "The results folder"; ``fiskj-harness check DIR`` 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -52,8 +53,7 @@ def default_root(environ: typing.Mapping[str, str] | None = None) -> str:
 
 def _safe(name: str) -> str:
     """``name`` as one path component: runs of other characters than letters, digits and ``._+-`` become ``_``."""
-    out = _UNSAFE.sub("_", name).strip("._") or "unnamed"
-    return out[:100]
+    return (_UNSAFE.sub("_", name).strip("._") or "unnamed")[:100]
 
 
 def results_name(scenario_names: list[str]) -> str:
@@ -86,11 +86,9 @@ def make_results_dir(root: str | os.PathLike[str], name: str, now: datetime | No
     try:
         for n in range(1000):
             folder = parent / (stamp if n == 0 else f"{stamp}-{n}")
-            try:
+            with contextlib.suppress(FileExistsError):
                 folder.mkdir()
                 return folder
-            except FileExistsError:
-                continue
     except OSError as exc:
         raise ResultsError(f"cannot create the results folder: {exc.strerror or exc}", path=str(parent)) from None
     raise ResultsError("cannot create the results folder: 1000 folders of the same time exist", path=str(parent))
@@ -108,10 +106,8 @@ def update_latest(folder: Path) -> bool:
         os.replace(tmp, link)
         return True
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
         return False
 
 
@@ -243,13 +239,12 @@ PER_GROUP = 10
 
 
 def _per_group(report: dict[str, Any], per_group: int) -> set[int]:
-    """The trial numbers a results folder keeps: per group (``groups``, ``unknown_groups``) its smallest
-    reproducer, its example and its first ``per_group`` trials."""
-    out: set[int] = set()
+    """The trial numbers a results folder keeps: per group its smallest reproducer, its example and its first
+    ``per_group`` trials."""
+    from harness.report.groups import key_trials
+
+    out = set(key_trials(report))
     for group in (report.get("groups") or []) + (report.get("unknown_groups") or []):
-        for t in ((group.get("reproducer") or {}).get("trial"), (group.get("example") or {}).get("trial")):
-            if isinstance(t, int):
-                out.add(t)
         out.update(t for t in (group.get("trials") or [])[:per_group] if isinstance(t, int))
     return out
 
