@@ -285,13 +285,11 @@ class Campaign:
         out = CampaignResult(trials=results, errors=errors, scenarios=runs, elapsed_s=time.monotonic() - started,
                              jobs=self.jobs, subject=runner.subject, limits=limits,
                              not_applicable=dict(runner.subject.caps.not_applicable))
-        out.interrupted = None  # type: ignore[attr-defined]  # --- interruption (issue 16 item 6)
         if interrupt.requested():
             if not interrupt.installed():  # a library caller: its KeyboardInterrupt, now that all is ended
                 interrupt.clear()
                 raise KeyboardInterrupt
-            out.interrupted = {"signal": interrupt.signal_text(),  # type: ignore[attr-defined]
-                               "planned": self.planned, "done": len(results)}
+            out.interrupted = {"signal": interrupt.signal_text(), "planned": self.planned, "done": len(results)}
         return out
 
     def _collect_references(self, submitted: dict[Any, ScenarioRun], runner: Runner, limits: list[str],

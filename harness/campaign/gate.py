@@ -69,9 +69,8 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
             result = campaign.run()
         except interrupt.Interrupted as exc:  # it came before the first trial: nothing ran
             result = CampaignResult(trials=[], errors=[], scenarios=[], elapsed_s=clock() - started, jobs=campaign.jobs,
-                                    subject=runner.subject)
-            result.interrupted = {"signal": interrupt.signal_text(exc.signum), "planned": 0,  # type: ignore[attr-defined]
-                                  "done": 0}
+                                    subject=runner.subject, interrupted={"signal": interrupt.signal_text(exc.signum),
+                                                                         "planned": 0, "done": 0})
     finished = clock() - started
     log = _round_log(result, campaign.stream.waiting() if campaign.stream is not None else 0)
     for row in log:  # a round's seconds: from its start to the next one's (the last: to the end)
@@ -79,8 +78,8 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
         end = starts[k + 1] if k + 1 < len(starts) else finished
         row["started_s"] = round(starts[k], 3) if k < len(starts) else None
         row["seconds"] = round(max(end - (starts[k] if k < len(starts) else end), 0.0), 3)
-    if getattr(result, "interrupted", None):
-        result.interrupted["round"] = len(log)  # type: ignore[attr-defined]
+    if result.interrupted:
+        result.interrupted["round"] = len(log)
     ran = {r.scenario.name: r for r in result.scenarios}
     plan = [_plan_row(s, ran.get(s.name), result) for s in scenarios]
     return GateResult(result=result, budget_s=budget_s, plan=plan, round_log=log, shard=shard, base_seed=seed)

@@ -74,8 +74,8 @@ class ScenarioRun:
 class CampaignResult:
     """The outcome of :meth:`harness.campaign.campaign.Campaign.run`: ``trials`` in index order, setup
     ``errors`` (one line each), per scenario bookkeeping, wall time, how it ran (``jobs``, ``subject``),
-    ``limits`` (what could not be done for this subject, said before the first trial) and
-    ``not_applicable`` (invariant id -> why it is never judged for this subject)."""
+    ``limits`` (what could not be done for this subject, said before the first trial),
+    ``not_applicable`` (invariant id -> why it is never judged for this subject) and ``interrupted``."""
 
     trials: list[TrialResult]
     errors: list[str]
@@ -85,6 +85,7 @@ class CampaignResult:
     subject: Subject
     limits: list[str] = field(default_factory=list)
     not_applicable: dict[str, str] = field(default_factory=dict)
+    interrupted: dict[str, Any] | None = None  # {"signal", "planned", "done"} when a signal cut it short
 
     @property
     def violations(self) -> list[TrialResult]:

@@ -125,7 +125,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
          "origin": t.origin, "shrunk_from": t.shrunk_from, "reproduce_run": t.reproduce,
          "history_notes": t.history.notes if t.history is not None else None}
         for t in result.trials], report_path=report_path, elapsed_s=result.elapsed_s)
-    cut = getattr(result, "interrupted", None)  # {"signal", "planned", "done"} of an interrupted campaign
+    cut = result.interrupted
     report["interrupted"] = bool(cut)
     plain = _plain_reference(result.subject)
     report["campaign"] = {
