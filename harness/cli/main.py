@@ -207,11 +207,8 @@ def _main(argv: list[str] | None) -> int:
             print(f"fiskj-harness: {exc}; the harness needs its extras: from a clone of the repository, "
                   "pip install -e '.[harness]'", file=sys.stderr)
             code = HARNESS_USAGE
-        except KeyboardInterrupt as exc:  # a signal outside a campaign's waits: before the first trial, ...
-            interrupt.note(getattr(exc, "signum", 2))
-            print(f"fiskj-harness: interrupted by {interrupt.signal_text()}", file=sys.stderr)
-        except RuntimeError as exc:  # a signal while a module was being imported: Python wraps it in its error
-            cause = _interruption(exc)
+        except (KeyboardInterrupt, RuntimeError) as exc:  # a signal outside a campaign's waits, or in an import
+            cause = _interruption(exc)  # (a signal while a module is imported comes wrapped in Python's RuntimeError)
             if cause is None:
                 raise
             interrupt.note(getattr(cause, "signum", 2))

@@ -133,11 +133,7 @@ def _trace_event(ev: dict[str, Any], kind: str, t: int) -> tuple[dict[str, Any],
     op, n = ev.get("op"), ev.get("n")
     d: dict[str, Any] = {k: ev[k] for k in ("n", "pid", "op", "fd", "offset", "len", "length", "flags", "operation",
                                              "cmd", "error", "fault", "t0", "t") if k in ev}
-    if ev.get("path"):
-        d["path"] = str(ev["path"])[-200:]
-    for k in ("src", "dst"):
-        if ev.get(k):
-            d[k] = str(ev[k])[-200:]
+    d.update({k: str(ev[k])[-200:] for k in ("path", "src", "dst") if ev.get(k)})
     seqs: list[int] = []
     label = f"{op} n={n}"
     if op == "write":
