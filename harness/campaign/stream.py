@@ -83,18 +83,12 @@ def trial_content(planned: Planned) -> str:
 
 
 class TrialStream:
-    """Hands out the trials of ``runs`` round by round (see the module docstring).
-
-    ``draw(run, seed)`` -> the scenario's plan drawn with ``seed`` (a list of :class:`Planned`; it may raise
-    ``ValueError`` or :class:`harness.errors.SetupError`, which becomes the scenario's ``error``: it leaves
-    the stream and its error is in :attr:`errors`).  ``fixed(run)``: whether its plan is fixed (a fresh draw
-    keeps only new trials; default: every plan).  ``shard``: ``(i, n)`` or ``None``.  ``seed_stream``:
-    draw again from a fresh seed when a draw is spent; ``max_draws``: at most that many draws per
-    scenario (``None``: no bound).  ``on_round(k, live)``: called when round ``k`` starts, with the number
-    of scenarios still in the stream.  Draw 0 of every run without ``error`` or ``skipped`` is made here.
-    Each run's bookkeeping is kept on it: ``plan`` (every trial drawn, all shards), ``seeds`` (one per
-    draw), ``started`` (trials handed out), ``ended`` (why it left the stream: ``plan``, ``spent``,
-    ``stopped``, ``error``, ``draws``; ``""`` while in it).  Single-threaded: the campaign's main thread.
+    """Hands out the trials of ``runs`` round by round.  ``draw(run, seed)``: the scenario's plan with ``seed``
+    (a ``ValueError`` or :class:`harness.errors.SetupError` becomes the run's ``error``, in :attr:`errors`);
+    ``fixed(run)``: its plan is fixed (a fresh draw keeps only new trials); ``shard``, ``seed_stream``,
+    ``max_draws``, ``on_round(k, live)`` as :class:`harness.campaign.campaign.Campaign`'s.  Each run keeps its
+    bookkeeping: ``plan`` (every trial drawn, all shards), ``seeds`` (one per draw), ``started``, ``ended``
+    (why it left: ``plan``, ``spent``, ``stopped``, ``error``, ``draws``; ``""`` while in it).  Main thread only.
     """
 
     def __init__(self, runs: list[ScenarioRun], draw: Callable[[ScenarioRun, int], list[Planned]], *,

@@ -135,20 +135,10 @@ def group_title(group: dict[str, Any]) -> str:
 
 
 def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Group report rows (``violations`` or ``unknowns``) by :func:`group_key`.
-
-    ``runs``: the report's ``runs`` rows, for the origin of a shrunk trial and the faults of the trial it
-    shrank.  Returns the groups in invariant order (I1 .. I10, then the others: causes such as a lost
-    record before their consequences such as a different result), most rows first within one invariant,
-    each a dict::
-
-        {"key": {"invariant", "kind", "faults", "involved"}, "title": str, "count": rows in the group,
-         "trials": [trial numbers], "scenarios": [names], "name": the invariant's name,
-         "reproducer": {"trial", "scenario", "seed", "schedule", "faults", "legs", "origin",
-                        "reproduce", "reproduce_run", "minimal"},
-         "example": the reproducer's full row (evidence and all)}
-
-    Never raises for a row missing keys: what is missing is left out or counted as unknown.
+    """Group report rows (``violations`` or ``unknowns``) by :func:`group_key`; ``runs``: the report's ``runs``
+    rows (a shrunk trial's origin, the faults of the trial it shrank).  Returns the groups (their fields:
+    docs/results.md "Violations grouped by cause") in invariant order, causes before consequences, most rows
+    first within one invariant.  Never raises for a row missing keys: what is missing is left out.
     """
     by_run = {_int(r["trial"]): r for r in runs or [] if isinstance(r, dict) and "trial" in r}
     buckets: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
