@@ -103,17 +103,15 @@ def _counts_cell(c: dict[str, Any] | None) -> str:
 
 
 def _campaign(report: dict[str, Any]) -> str:
+    from harness.report.report import fault_line, interrupted_line, rate_text
+
     verdict = str(report.get("verdict", "unknown"))
     camp = report.get("campaign") or {}
-    rate = report.get("trials_per_s")
-    faults = report.get("faults") or {}
     out = [f'<p class="verdict {_e(verdict)}">verdict: <b id="verdict">{_e(verdict.upper())}</b></p>',
-           f"<p>{_e(report.get('trials', 0))} trial(s) in {float(report.get('elapsed_s') or 0):.1f} s"
-           + (f" ({float(rate):.1f} trials/s)" if rate else "")
-           + (f"; subject: {_e(camp['subject_name'])}" if camp.get("subject_name") else "") + "</p>",
-           "<p>faults: " + _e(", ".join(f"{k} {v}" for k, v in faults.items())) + "</p>"]
+           f"<p>{_e(rate_text(report))}" + (f"; subject: {_e(camp['subject_name'])}" if camp.get("subject_name")
+                                           else "") + "</p>", f"<p>faults: {_e(fault_line(report))}</p>"]
     if report.get("interrupted"):
-        out.append('<p class="warn">interrupted: this report is partial</p>')
+        out.append(f'<p class="warn">{_e(interrupted_line(report))}</p>')
     for title, key in (("setup errors", "errors"), ("limits for this subject", "limits")):
         if camp.get(key):
             out.append(f"<p>{title}:</p><ul>" + "".join(f"<li>{_e(x)}</li>" for x in camp[key]) + "</ul>")

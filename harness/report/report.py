@@ -20,7 +20,8 @@ from harness.report.groups import group_rows, invariant_order
 from harness.report.probes import merge_probe_sections, probe_lines, probe_section
 
 __all__ = ["FORMAT", "build_report", "campaign_report", "render_summary", "write_junit", "render_markdown",
-           "merge_reports", "exit_status", "empty_scenario", "group_sections", "reproducer_text"]
+           "merge_reports", "exit_status", "empty_scenario", "group_sections", "reproducer_text", "fault_line",
+           "interrupted_line", "rate_text"]
 
 FORMAT = "fiskj-harness-report/1"
 #: ``vacuous``: valid verdicts with nothing to judge (``checked: 0`` in their evidence).
@@ -257,11 +258,12 @@ def reproducer_text(rep: dict[str, Any]) -> str:
             + (f", {legs} leg(s)" if legs is not None else "") + f", seed {rep.get('seed')}), {rep.get('minimal')}")
 
 
-def _fault_line(report: dict[str, Any]) -> str:
+def fault_line(report: dict[str, Any]) -> str:
+    """The injected faults by kind, with the crash states judged and resumed beside ``power_loss``."""
     f = report.get("faults", {})
     parts = [f"{fam} {f.get(fam, 0)}" for fam in FAULT_COUNTS]
-    said = [text for key, text in ((CRASH_STATES, "crash states judged"), (CRASH_RESUMES, "resumed in full"))
-            if f.get(key) for text in [f"{f[key]} {text}"]]
+    said = [f"{f[key]} {what}" for key, what in ((CRASH_STATES, "crash states judged"),
+                                                 (CRASH_RESUMES, "resumed in full")) if f.get(key)]
     if said:
         spent = report.get("power_loss_s")
         parts[FAULT_COUNTS.index("power_loss")] += (f" ({', '.join(said)}"
@@ -289,7 +291,7 @@ def _clip(text: str, width: int) -> str:
     return head + " .. " + tail
 
 
-def _rate(report: dict[str, Any], note: str = "") -> str:
+def rate_text(report: dict[str, Any], note: str = "") -> str:
     """``12 trial(s)NOTE in 3.0 s (4.0 trials/s)``."""
     rate = report.get("trials_per_s")
     return (f"{report.get('trials', 0)} trial(s){note} in {report.get('elapsed_s', 0):.1f} s"
@@ -302,13 +304,13 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     shrinks = sum(1 for r in report.get("runs", []) if r.get("origin") == "shrink")
     camp = report.get("campaign") or {}
     errors, limits = camp.get("errors") or [], camp.get("limits") or []
-    lines = [f"fiskj-harness: {_rate(report, f' ({shrinks} of them shrinking a failure)' if shrinks else '')}"
+    lines = [f"fiskj-harness: {rate_text(report, f' ({shrinks} of them shrinking a failure)' if shrinks else '')}"
              + f"   verdict: {str(report.get('verdict')).upper()}"
              + (" (PARTIAL: interrupted)" if report.get("interrupted") else "")
              + (f" + {len(errors)} setup error(s), listed below (exit 2)" if errors else ""),
-             f"faults: {_fault_line(report)}"]
+             f"faults: {fault_line(report)}"]
     if report.get("interrupted"):
-        lines.append(_interrupted_line(report))
+        lines.append(interrupted_line(report))
     lines.append("")
     for title, given in ((f"limits for this subject ({len(limits)}):", limits),
                          (f"setup errors ({len(errors)}; exit 2):", errors)):
@@ -356,7 +358,7 @@ def _where_all(report: dict[str, Any]) -> str:
     return "not shown; --report-json FILE writes all of them"
 
 
-def _interrupted_line(report: dict[str, Any]) -> str:
+def interrupted_line(report: dict[str, Any]) -> str:
     """``INTERRUPTED by SIGINT after 37 of 200 planned trial(s): this report is partial``."""
     cut = (report.get("campaign") or {}).get("interrupted") or {}
     after = f" after {cut['done']} of {cut['planned']} planned trial(s)" if cut.get("planned") else ""
@@ -419,7 +421,7 @@ def write_junit(report: dict[str, Any], path: str, properties: list[tuple[str, s
                        f"{json.dumps(ex.get('evidence'), default=str)[:4000]}")
     if report.get("interrupted"):  # a partial campaign is never a pass
         case("fiskj-harness.campaign", "campaign interrupted", "0.000", "error", type="interrupted",
-             message=_interrupted_line(report))
+             message=interrupted_line(report))
     for attr, key in (("tests", "tests"), ("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
         suite.set(attr, str(counts[key]))
     suite.set("time", f"{report.get('elapsed_s', 0.0):.3f}")
@@ -433,9 +435,9 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
     """A Markdown summary (for ``$GITHUB_STEP_SUMMARY``): verdict, faults, invariants, violations."""
     mark = {VALID: "✅ valid", INVALID: "❌ invalid", UNKNOWN: "⚠️ unknown"}.get(report.get("verdict"), "?")
     out = ["## fiskj-harness: " + mark + (" (partial: interrupted)" if report.get("interrupted") else ""), "",
-           _rate(report), ""]
+           rate_text(report), ""]
     if report.get("interrupted"):
-        out += [f"**⚠️ {_interrupted_line(report)}**", ""]
+        out += [f"**⚠️ {interrupted_line(report)}**", ""]
     out += ["| fault | count |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in report.get("faults", {}).items()]
     out += ["", *(f"- {_md(line.strip())}" for line in probe_lines(report.get("probes"), width=1 << 20))]  # one bullet each
