@@ -385,12 +385,9 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def load_history(path: str | os.PathLike[str]) -> History:
-    """Read a stored history (``history.json``, :func:`harness.history.model.history_to_json`'s form).
-
-    Every field is checked against :class:`harness.history.model.History` before it is built.  Raises
-    :class:`ResultsError` naming the file and the field (``legs[1].fault.kind``) for a file that cannot be
-    read, is not JSON, or does not hold a history.
-    """
+    """Read a stored history (``history.json``), every field checked against :class:`History` before it is
+    built.  Raises :class:`ResultsError` naming the file and the field (``legs[1].fault.kind``) for a file that
+    cannot be read, is not JSON, or does not hold a history."""
     p = Path(path)
     data = _read_json(p, "history")
     try:
@@ -418,9 +415,7 @@ class StoredTrial:
         from harness.names import INVARIANTS
 
         given = self.info.get("invariants")
-        if given is not None:
-            return list(given)
-        return list(INVARIANTS)
+        return list(INVARIANTS if given is None else given)
 
 
 def load_trial(folder: str | os.PathLike[str]) -> StoredTrial:
@@ -483,12 +478,9 @@ def load_stored(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | No
 
 
 def recheck(trials: list[StoredTrial]) -> list[dict[str, Any]]:
-    """Judge each stored trial again with the current checkers (:func:`harness.checkers.check_all`) on the
-    invariants it was judged on.  Returns the trials in the form :func:`harness.report.report.build_report`
-    takes, each with ``stored``: the stored verdicts' statuses by invariant (``{}`` when none were stored).
-
-    Raises :class:`ResultsError` for a trial that names an invariant the checkers do not know.
-    """
+    """Judge each stored trial again with the current checkers on the invariants it was judged on.  Returns the
+    trials as :func:`harness.report.report.build_report` takes them, each with ``stored``: the stored verdicts'
+    statuses by invariant.  Raises :class:`ResultsError` for an invariant the checkers do not know."""
     from harness.checkers import check_all
 
     out = []
