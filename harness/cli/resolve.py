@@ -23,20 +23,15 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
     from harness.scenario.generate import expand_all, split_draw
     from harness.scenario.parse import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
 
-    def _bundled(arg: str) -> Path | None:  # the bundled scenario a bare name names
-        if os.sep in arg or arg.endswith(".toml") or arg.startswith("."):
-            return None
+    def _bundled(arg: str) -> Path | None:  # the bundled scenario of that name (``.toml`` optional), if any
         try:
-            candidate = bundled_scenario_dir() / f"{arg}.toml"
+            candidate = bundled_scenario_dir() / f"{arg.removesuffix('.toml')}.toml"
         except ScenarioError:
             return None
         return candidate if candidate.exists() else None
 
     def _named(arg: str) -> bool:  # a file, a directory or a bundled scenario by that very name
-        try:
-            return Path(arg).exists() or (bundled_scenario_dir() / f"{arg.removesuffix('.toml')}.toml").exists()
-        except ScenarioError:
-            return Path(arg).exists()
+        return Path(arg).exists() or _bundled(arg) is not None
 
     def _unknown(arg: str) -> _Usage:
         try:
@@ -70,7 +65,8 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
     for arg in args:
         p = Path(arg)
         bundled = _bundled(arg)
-        if bundled is not None:  # a bundled name wins over a local folder or file of that name
+        bare = os.sep not in arg and not arg.endswith(".toml") and not arg.startswith(".")
+        if bundled is not None and (bare or not p.exists()):  # a bare bundled name wins over a local one
             paths.append(bundled)
         elif p.is_dir():
             found = sorted(p.glob("*.toml"))
@@ -80,13 +76,7 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
         elif p.exists():
             paths.append(p)
         else:
-            try:
-                candidate = bundled_scenario_dir() / (arg if arg.endswith(".toml") else arg + ".toml")
-            except ScenarioError:
-                candidate = None
-            if candidate is None or not candidate.exists():
-                raise _unknown(arg)
-            paths.append(candidate)
+            raise _unknown(arg)
     scenarios = expand_all([load_scenario(p) for p in paths])  # a generated scenario: one per drawn workload
     names: dict[str, str] = {}
     for s in scenarios:
