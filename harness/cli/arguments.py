@@ -8,7 +8,8 @@ import argparse
 import os
 from pathlib import Path
 
-__all__ = ["add_common_options", "add_report_options", "add_results_options", "check_output_paths", "OUTPUT_FILE_OPTIONS"]
+__all__ = ["add_common_options", "add_report_options", "add_results_options", "check_output_paths",
+           "OUTPUT_FILE_OPTIONS"]
 
 #: The options of every subcommand that name a file the command writes at its end (attribute, option).
 OUTPUT_FILE_OPTIONS = (("report_json", "--report-json"), ("junit", "--junit"), ("summary", "--summary"),

@@ -79,7 +79,7 @@ def fault_total(row: dict[str, Any]) -> int:
 
 
 def group_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
-    """``(invariant, kind, faults, involved)`` of a report row (module docstring)."""
+    """``(invariant, kind, faults, involved)`` of a report row (docs/results.md "Violations grouped by cause")."""
     first = first_violation(row)
     kind = first.get("kind")
     if not isinstance(kind, str) or not kind:

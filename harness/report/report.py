@@ -451,7 +451,8 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
             rep, ex = group["reproducer"], group["example"]
             summary = _md(_clip(str(ex.get("summary", "")), 200))
             out.append(f"| {n} | **{_md(group['title'])}** | {group['count']} | {_md(', '.join(group['scenarios']))} | "
-                       f"{_md(reproducer_text(rep))}: `{_md(str(rep.get('reproduce')))}` | trial {ex.get('trial')}: {summary} |")
+                       f"{_md(reproducer_text(rep))}: `{_md(str(rep.get('reproduce')))}` | "
+                       f"trial {ex.get('trial')}: {summary} |")
         if len(groups) > max_violations:
             out.append(f"\n... {len(groups) - max_violations} more group(s) ({_where_all(report)})")
     return "\n".join(out) + "\n"

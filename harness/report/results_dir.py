@@ -128,8 +128,8 @@ def _jsonl(path: Path, rows: list[Any]) -> None:
 
 def write_trial(trials_dir: Path, trial: Any, *, width: int = 4, replay: str | None = None) -> Path:
     """Write one judged trial (a :class:`harness.campaign.result.TrialResult` with its ``history``) into
-    ``trials_dir/NNNN-SCENARIO/`` (module docstring); returns that folder.  ``replay``: the command that
-    replays it from the report.  Raises ``ValueError`` for a trial without a history."""
+    ``trials_dir/NNNN-SCENARIO/`` (docs/results.md "The results folder"); returns that folder.  ``replay``: the
+    command that replays it from the report.  Raises ``ValueError`` for a trial without a history."""
     from harness.checkers.verdict import combine
     from harness.history.readers import KEEP_OUTPUT
 
@@ -467,11 +467,8 @@ def load_stored(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | No
         report = _read_json(p / REPORT_FILE, "report")
         if not isinstance(report, dict):
             raise ResultsError(f"expected an object, found {_found(report)}", path=str(p / REPORT_FILE))
-    trials = []
-    if (p / TRIALS_DIR).is_dir():
-        for d in sorted((p / TRIALS_DIR).iterdir()):
-            if d.is_dir():
-                trials.append(load_trial(d))
+    found = sorted((p / TRIALS_DIR).iterdir()) if (p / TRIALS_DIR).is_dir() else []
+    trials = [load_trial(d) for d in found if d.is_dir()]
     trials.sort(key=lambda t: (t.info.get("trial") if isinstance(t.info.get("trial"), int) else 1 << 62,
                                t.folder.name))
     return p, report, trials
