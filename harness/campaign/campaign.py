@@ -51,6 +51,21 @@ def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
     return out
 
 
+def _judged(run: ScenarioRun, planned: Planned, history: Any, runner: Runner, index: int, *,
+            schedule: list[dict[str, Any]], faults: dict[str, int], family: str, started: float | None) -> TrialResult:
+    """``history`` judged on ``planned``'s invariants (else the scenario's) less those not applicable to the
+    subject, as trial ``index`` (``started``: its start by ``time.monotonic``; ``None``: no time spent)."""
+    skip = dict(runner.subject.caps.not_applicable)
+    wanted = planned.invariants if planned.invariants is not None else run.scenario.check.invariants
+    invariants = tuple(i for i in wanted if i not in skip)
+    return TrialResult(index=index, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=planned.seed,
+                       schedule=schedule, origin=planned.origin, verdicts=check_all(history, list(invariants)),
+                       history=history, elapsed_s=0.0 if started is None else time.monotonic() - started,
+                       reproduce=reproduce_command(run.scenario, planned.seed, schedule, runner.subject),
+                       invariants=invariants, faults=faults, family=family,
+                       probes=tuple(sorted({p["probe"] for p in history.probes})))
+
+
 class Campaign:
     """Runs trials of ``scenarios`` on ``jobs`` threads and shrinks failures (docs/architecture.md "A campaign").
 
@@ -378,21 +393,6 @@ class Campaign:
         # A copy: the minimal schedule may be one of the campaign's own trials.
         return replace(result, origin="shrink", shrunk_from=target.index)
 
-
-
-def _judged(run: ScenarioRun, planned: Planned, history: Any, runner: Runner, index: int, *,
-            schedule: list[dict[str, Any]], faults: dict[str, int], family: str, started: float | None) -> TrialResult:
-    """``history`` judged on ``planned``'s invariants (else the scenario's) less those not applicable to the
-    subject, as trial ``index`` (``started``: its start by ``time.monotonic``; ``None``: no time spent)."""
-    skip = dict(runner.subject.caps.not_applicable)
-    wanted = planned.invariants if planned.invariants is not None else run.scenario.check.invariants
-    invariants = tuple(i for i in wanted if i not in skip)
-    return TrialResult(index=index, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=planned.seed,
-                       schedule=schedule, origin=planned.origin, verdicts=check_all(history, list(invariants)),
-                       history=history, elapsed_s=0.0 if started is None else time.monotonic() - started,
-                       reproduce=reproduce_command(run.scenario, planned.seed, schedule, runner.subject),
-                       invariants=invariants, faults=faults, family=family,
-                       probes=tuple(sorted({p["probe"] for p in history.probes})))
 
 
 def _canon(schedule: list[dict[str, Any]]) -> str:
