@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import quote
 
+from harness.checkers.verdict import combine
 from harness.history.model import History
 from harness.report.marks import evidence_marks
 from harness.report.timeline import (MAX_EVENTS_PER_LANE, MAX_EVIDENCE_CHARS, MAX_EXCERPT, MAX_VIOLATIONS, _json_text,
@@ -50,8 +51,7 @@ class TrialView:
     @property
     def status(self) -> str:
         """``invalid`` when a verdict is invalid, else ``unknown`` when one is, else ``valid``."""
-        statuses = {v.get("status") for v in self.verdicts}
-        return "invalid" if "invalid" in statuses else "unknown" if "unknown" in statuses else "valid"
+        return combine([v.get("status") for v in self.verdicts])
 
 
 def trial_view(trial: Any, *, folder: str | os.PathLike[str] | None = None, replay: str | None = None) -> TrialView:
