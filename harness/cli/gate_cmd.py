@@ -13,8 +13,7 @@ from fiskj.cli_common import positive_int
 
 from harness.campaign import interrupt
 from harness.cli.arguments import _seconds, _shard, add_common_options, add_results_options
-from harness.cli.reporting import (_exit, _progress, _results_folder, _results_place, _write_folder, _write_reports,
-                                   _write_summary)
+from harness.cli.reporting import _finish, _progress, _results_folder, _results_place, _write_folder, _write_summary
 from harness.cli.resolve import _gate_scenarios, subject_of
 
 __all__ = ["BUDGET_HELP", "add_gate_parser", "cmd_gate"]
@@ -83,16 +82,11 @@ def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, place: Any) -> 
     folder = _results_folder(place)
     report = gate_report(gate, args.report_json or (str(folder / "report.json") if folder is not None else None))
     if folder is not None:
-        report["campaign"]["results"] = str(folder)
-    _write_reports(report, args, gate_properties(report))
+        report["campaign"]["results"] = str(folder)  # before --report-json is written
     _write_summary(render_gate_markdown(report), args.summary)
     line = render_gate_line(report)
+    results = None
     if folder is not None:
-        _write_folder(folder, report, gate.result, args, render_summary(report) + line)
-    if not args.quiet:
-        out.write(render_summary(report))
-        out.write(line)
-        if folder is not None:
-            out.write(f"results: {folder}\n")
-    return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget",
-                 shown=not args.quiet)
+        results = _write_folder(folder, report, gate.result, args, render_summary(report) + line)
+    return _finish(report, gate.result, args, out, results, extra=line, nothing_ran="no trial ran within the budget",
+                   properties=gate_properties(report))

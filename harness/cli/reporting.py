@@ -94,18 +94,20 @@ def _shrink_lines(report: dict[str, Any]) -> str:
 
 
 def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any,
-            results: dict[str, Any] | None = None) -> int:
+            results: dict[str, Any] | None = None, *, extra: str = "", nothing_ran: str = "no trial ran",
+            properties: list[tuple[str, str]] | None = None) -> int:
+    """What a campaign command shows and writes at its end: ``--report-json``/``--junit`` (with the suite's
+    ``properties``), the summary, the shrinks, ``extra`` and the results folder; returns the exit status."""
     from harness.report.report import render_summary
 
-    _write_reports(report, args)
+    _write_reports(report, args, properties)
     if not args.quiet:
-        out.write(render_summary(report))
-        out.write(_shrink_lines(report))
+        out.write(render_summary(report) + _shrink_lines(report) + extra)
         if results is not None:
             out.write(_results_line(results))
     elif results is not None:
         print(f"fiskj-harness: results in {results['folder']}", file=sys.stderr)
-    return _exit(report, result.errors, bool(result.trials), "no trial ran", shown=not args.quiet)
+    return _exit(report, result.errors, bool(result.trials), nothing_ran, shown=not args.quiet)
 
 
 def _results_place(args: argparse.Namespace, scenarios: list[Any]) -> tuple[str, str, datetime] | None:
