@@ -157,14 +157,13 @@ def write_trial(trials_dir: Path, trial: Any, *, width: int = 4, replay: str | N
     for leg in history.legs:
         d = legs_dir / f"{leg.index}-{_safe(leg.kind)}"
         d.mkdir(parents=True, exist_ok=True)
-        meta = {k: getattr(leg, k) for k in ("index", "kind", "argv", "pid", "t_start", "t_end", "exit_code",
-                                             "exit_signal", "timed_out", "raw_exit_code", "reading")}
-        meta["fault"] = vars(leg.fault)
-        meta["journal_bytes"] = None if leg.journal is None else len(leg.journal)
-        meta["trace_events"] = len(leg.trace)
-        meta["output"] = (f"stdout.txt and stderr.txt hold the last {KEEP_OUTPUT} characters of the leg's output "
-                          "(the history keeps no more; --keep-dirs keeps the trial's own files)")
-        write_json(d / "leg.json", meta)
+        write_json(d / "leg.json", {
+            **{k: getattr(leg, k) for k in ("index", "kind", "argv", "pid", "t_start", "t_end", "exit_code",
+                                            "exit_signal", "timed_out", "raw_exit_code", "reading")},
+            "fault": vars(leg.fault), "journal_bytes": None if leg.journal is None else len(leg.journal),
+            "trace_events": len(leg.trace),
+            "output": (f"stdout.txt and stderr.txt hold the last {KEEP_OUTPUT} characters of the leg's output "
+                       "(the history keeps no more; --keep-dirs keeps the trial's own files)")})
         if leg.journal is not None:  # no file: the journal did not exist after this leg
             (d / "journal.jsonl").write_bytes(leg.journal)
         _jsonl(d / "trace.jsonl", leg.trace)
