@@ -1,31 +1,5 @@
-"""A campaign: many trials over scenarios, in parallel, with shrinking of failures.
-
-Every fault family is run the same way (:class:`harness.families.base.Family`,
-found in :mod:`harness.families.registry` by the scenario's ``[faults] family``):
-
-1. the scenario's uninterrupted run, once, when the family needs it
-   (:meth:`harness.runner.trial.Runner.reference`); a scenario whose
-   reference fails is a setup error, named in the result;
-2. the family's plan (pure, deterministic for the seed): one
-   :class:`~harness.families.base.Planned` per trial (``--schedule`` and
-   replay give explicit schedules instead); a shard keeps positions
-   ``i, i + n, ...`` of every plan (:func:`harness.campaign.shard.shard_positions`);
-3. the trials run on ``jobs`` threads (the work is in subprocesses), handed
-   out round by round by the one scheduler, :mod:`harness.campaign.stream`
-   (every scenario's ``k``-th trial before any one's ``(k+1)``-th; the CI
-   gate adds a deadline and a seed stream); the family's executor records a
-   history, and :func:`harness.checkers.check_all` judges it (checkers are
-   the only judges);
-4. for a family that shrinks (the signals family), a hypothesis-drawn
-   trial that violated an invariant is shrunk: ``find`` runs again with the
-   same seed (re-walking the same draws, answered from the results already
-   in hand) and then shrinks, running new trials for new candidates until
-   ``shrink_budget`` trials were spent.  The minimal failing schedule is
-   kept as an extra trial (``origin = "shrink"``).
-
-Every trial is reproducible from (scenario, seed, schedule): the run is a
-function of the scenario and the schedule; the seed only chose the schedule.
-"""
+"""A campaign: many trials over scenarios, in parallel, with shrinking of failures (docs/architecture.md
+"A campaign")."""
 
 from __future__ import annotations
 
@@ -77,35 +51,36 @@ def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
     return out
 
 
-class Campaign:
-    """Runs trials of ``scenarios`` on ``jobs`` threads and shrinks failures.
+def _judged(run: ScenarioRun, planned: Planned, history: Any, runner: Runner, index: int, *,
+            schedule: list[dict[str, Any]], faults: dict[str, int], family: str, started: float | None) -> TrialResult:
+    """``history`` judged on ``planned``'s invariants (else the scenario's) less those not applicable to the
+    subject, as trial ``index`` (``started``: its start by ``time.monotonic``; ``None``: no time spent)."""
+    skip = dict(runner.subject.caps.not_applicable)
+    wanted = planned.invariants if planned.invariants is not None else run.scenario.check.invariants
+    invariants = tuple(i for i in wanted if i not in skip)
+    return TrialResult(index=index, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=planned.seed,
+                       schedule=schedule, origin=planned.origin, verdicts=check_all(history, list(invariants)),
+                       history=history, elapsed_s=0.0 if started is None else time.monotonic() - started,
+                       reproduce=reproduce_command(run.scenario, planned.seed, schedule, runner.subject),
+                       invariants=invariants, faults=faults, family=family,
+                       probes=tuple(sorted({p["probe"] for p in history.probes})))
 
-    ``trials``: per-scenario count (default each scenario's
-    ``trials.count``; given, it also bounds a plan that does not grow with the count:
-    :meth:`harness.families.base.Family.bound`); ``seed``: campaign seed (default each scenario's
-    ``trials.seed``); ``subject``: the agent (default reference);
-    ``progress``: called as ``progress(done, total, violations)`` from
-    the main thread; ``shrink_budget``: trials a shrink may run (0: no
-    shrinking); ``keep_histories``: keep every history, not only failing
-    ones; ``schedules``: explicit schedules to run instead of a plan (for
-    ``--schedule`` and replay), applied to every scenario, with origin
-    ``origin``; ``shard``: ``(i, n)`` runs only shard ``i`` of ``n``
-    (0-based): the trials at positions ``p`` of each scenario's plan with
-    ``p % n == i``, so ``n`` shards are disjoint and together run the whole
-    campaign, whatever the family; ``first_violation``: a scenario's trials not started yet are dropped
-    once one of its trials fails (``--first-violation``, the self-test: it asks "caught?", not "how often?").
-    Trials start in round order (:class:`harness.campaign.stream.TrialStream`: every scenario's ``k``-th
-    before any one's ``(k+1)``-th), each when one of the ``jobs`` threads is free; a trial's ``index`` is
-    the order it started in.  What the CI gate adds (:mod:`harness.campaign.gate`): ``budget_s``, seconds
-    by ``clock`` (default ``time.monotonic``) from the start of :meth:`run` after which no trial starts
-    once round 0 has started whole (a running trial is not cut short); ``seed_stream``: a scenario whose
-    plan is spent draws its next one with a fresh seed (seed + j * SEED_STEP) until the deadline;
-    ``max_draws``: at most that many draws per scenario; ``on_round(k, live)``: called as round ``k``
-    starts (main thread).  What the mutant self-test adds (:mod:`harness.selftest.run`): ``whole_first_draw``,
-    the deadline stops no trial of a scenario's draw 0 (its first plan runs whole, whatever the budget).
-    ``skip_unsupported``: a scenario that cannot apply to the subject (:func:`unsupported`) is not run and
-    said so in the limits (``NOT RUN``), not a setup error (the default bundled set, where the reader race is in
-    the set whatever the subject, which may give no reading command); otherwise it is a setup error (exit 2).
+
+class Campaign:
+    """Runs trials of ``scenarios`` on ``jobs`` threads and shrinks failures (docs/architecture.md "A campaign").
+
+    ``trials``: per-scenario count (default each scenario's ``trials.count``; given, it also bounds a fixed
+    plan: :meth:`harness.families.base.Family.bound`); ``seed``: campaign seed (default each scenario's);
+    ``subject``: the agent (default the reference; ``runner``: a Runner to use instead); ``progress``:
+    ``progress(done, planned, failing)``, main thread; ``shrink_budget``: trials a shrink may run (0: none);
+    ``keep_histories``: keep every history, not only failing ones; ``schedules``: explicit schedules run
+    instead of a plan, with origin ``origin``; ``shard``: ``(i, n)``, 0-based; ``first_violation``: drop a
+    scenario's trials not started yet once one fails; ``skip_unsupported``: a scenario that cannot apply
+    (:func:`unsupported`) is ``NOT RUN``, not a setup error.  The gate's: ``budget_s`` (seconds by
+    ``clock`` after which no trial starts, once round 0 has started whole), ``seed_stream`` (a spent plan
+    is drawn again from a fresh seed), ``max_draws``, ``on_round(k, live)``; the self-test's
+    ``whole_first_draw`` (the deadline stops no trial of a draw 0).  Raises ``ValueError`` for a bad
+    ``shard`` or ``schedules``.
     """
 
     def __init__(self, scenarios: list[Scenario], *, trials: int | None = None, seed: int | None = None,
@@ -158,22 +133,13 @@ class Campaign:
 
     def _judge(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int) -> TrialResult:
         """Run one planned trial through its family's executor and judge its history with the checkers."""
-        scenario = run.scenario
         t = time.monotonic()
         ran = self._executor(run, runner).run(planned)
-        wanted = planned.invariants if planned.invariants is not None else scenario.check.invariants
-        skip = dict(runner.subject.caps.not_applicable)
-        invariants = tuple(i for i in wanted if i not in skip)
-        verdicts = check_all(ran.history, list(invariants))
         schedule = ran.schedule if ran.schedule is not None else planned.schedule
         if any("landed_after_event" in leg.fault.detail for leg in ran.history.legs):
             schedule = exact_schedule(schedule, ran.history.legs)  # timed kills replay as op-counted ones
-        result = TrialResult(index=index, scenario=scenario.name, scenario_path=scenario.path, seed=planned.seed,
-                             schedule=schedule, origin=planned.origin, verdicts=verdicts, history=ran.history,
-                             elapsed_s=time.monotonic() - t,
-                             reproduce=reproduce_command(scenario, planned.seed, schedule, runner.subject),
-                             invariants=invariants, faults=ran.faults, family=run.family.name,
-                             probes=tuple(sorted({p["probe"] for p in ran.history.probes})))
+        result = _judged(run, planned, ran.history, runner, index, schedule=schedule, faults=ran.faults,
+                         family=run.family.name, started=t)
         if not (result.failed or result.unknown or self.keep_histories):  # results folder: keep undecided ones too
             result.history = None
         return result
@@ -247,32 +213,11 @@ class Campaign:
             interrupt.end_trials(pool, [*references, *running], spare)
         return [r for r in slots if r is not None]
 
-    def _judge_uninterrupted(self, run: ScenarioRun, broken: BrokenReference, runner: Runner) -> TrialResult:
-        """The scenario's uninterrupted run, which ended wrong, judged as a trial like any other (origin
-        ``uninterrupted``, no fault; I6 says how it should have ended: :mod:`harness.history.ending`)."""
-        history = broken.history
-        history.options["uninterrupted"] = True
-        skip = dict(runner.subject.caps.not_applicable)
-        invariants = tuple(i for i in run.scenario.check.invariants if i not in skip)
-        verdicts = check_all(history, list(invariants))
-        return TrialResult(index=0, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=0,
-                           schedule=[], origin="uninterrupted", verdicts=verdicts, history=history, elapsed_s=0.0,
-                           reproduce=reproduce_command(run.scenario, 0, [], runner.subject),
-                           invariants=invariants, faults={}, family="none",
-                           probes=tuple(sorted({p["probe"] for p in history.probes})))
-
     def run(self) -> CampaignResult:
-        """Run the campaign; returns a :class:`CampaignResult`.  Never raises for a failing agent.
-
-        A scenario whose reference run fails, or whose family cannot plan or
-        open its executor, is recorded in ``errors`` and skipped.
-
-        Interruption (:mod:`harness.campaign.interrupt`): after SIGINT or SIGTERM
-        no trial is launched, the running ones are ended (their processes
-        killed, their half-run trials dropped) and the result holds the trials
-        judged so far, with ``interrupted`` ``{"signal", "planned", "done"}``
-        (``None`` when not interrupted).  Without the command line's handlers
-        the ``KeyboardInterrupt`` is raised again once that is done.
+        """Run the campaign; returns a :class:`CampaignResult`.  Never raises for a failing agent: a scenario
+        that cannot run is recorded in ``errors``.  After SIGINT or SIGTERM (docs/ci.md "Interruption") the
+        result holds the trials judged so far and ``interrupted`` ``{"signal", "planned", "done"}``; without
+        the command line's handlers the ``KeyboardInterrupt`` is raised again once all is ended.
         """
         with interrupt.cooperative():  # --- interruption (issue 16 item 6): a signal is acted on where it waits
             return self._run()
@@ -355,13 +300,11 @@ class Campaign:
         out = CampaignResult(trials=results, errors=errors, scenarios=runs, elapsed_s=time.monotonic() - started,
                              jobs=self.jobs, subject=runner.subject, limits=limits,
                              not_applicable=dict(runner.subject.caps.not_applicable))
-        out.interrupted = None  # type: ignore[attr-defined]  # --- interruption (issue 16 item 6)
         if interrupt.requested():
             if not interrupt.installed():  # a library caller: its KeyboardInterrupt, now that all is ended
                 interrupt.clear()
                 raise KeyboardInterrupt
-            out.interrupted = {"signal": interrupt.signal_text(),  # type: ignore[attr-defined]
-                               "planned": self.planned, "done": len(results)}
+            out.interrupted = {"signal": interrupt.signal_text(), "planned": self.planned, "done": len(results)}
         return out
 
     def _collect_references(self, submitted: dict[Any, ScenarioRun], runner: Runner, limits: list[str],
@@ -376,7 +319,9 @@ class Campaign:
             try:
                 run.reference = fut.result()
             except BrokenReference as exc:  # it ran and ended wrong: a verdict, not a setup error
-                uninterrupted.append(self._judge_uninterrupted(run, exc, runner))
+                exc.history.options["uninterrupted"] = True  # I6 says how it should have ended (history.ending)
+                uninterrupted.append(_judged(run, Planned([], "uninterrupted", 0), exc.history, runner, 0, schedule=[],
+                                             faults={}, family="none", started=None))
                 run.skipped = True
                 limits.append(f"{run.scenario.name}: its uninterrupted run ended wrong and is judged as a "
                               f"trial; no faulted trial runs (nothing sound to compare them with)")

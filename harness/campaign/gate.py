@@ -1,11 +1,5 @@
-"""The CI durability gate: the bundled and regression scenarios as one campaign with a deadline and a seed stream.
-
-A gate is a :class:`harness.campaign.campaign.Campaign` whose trial stream (:mod:`harness.campaign.stream`,
-the one scheduler: round ``k`` gives every live scenario its ``k``-th trial before any its ``(k+1)``-th; a
-spent plan is drawn again from ``seed + j * SEED_STEP``) has a deadline: no trial starts ``budget_s`` after
-the start, once round 0 has started whole (docs/scenarios.md "The CI gate").  This module runs it and
-reports it: budget, trials per scenario, seeds reached, rounds (:func:`gate_report`, the Markdown summary and
-the one-line summary).
+"""The CI durability gate: the bundled and regression scenarios as one campaign with a deadline and a seed
+stream (docs/scenarios.md "The CI gate"); its run and its reports (budget, rounds, trials per scenario, seeds).
 """
 
 from __future__ import annotations
@@ -55,16 +49,10 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
              trial_progress: Callable[[int, int, int], None] | None = None, max_draws: int | None = None,
              keep_histories: bool = False, skip_unsupported: bool = False,
              clock: Callable[[], float] = time.monotonic) -> GateResult:
-    """Run the gate over ``scenarios`` (see the module docstring); returns a :class:`GateResult`.
-
-    ``budget_s``: seconds by ``clock`` (round 0 runs whole whatever it is); ``seed``: replaces every
-    scenario's ``trials.seed`` as the seed of its draw 0; ``progress``: called with one line as each round
-    starts; ``trial_progress``: the campaign's ``progress(done, planned so far, failing)``; ``max_draws``:
-    at most that many draws per scenario (tests); ``keep_histories``: keep every trial's history (``--keep
-    all``); ``skip_unsupported``: a scenario that cannot apply to the subject is said ``NOT RUN`` in the
-    limits, not a setup error (the default bundled set); ``clock``: the deadline's time source (a test's
-    fake clock).
-    """
+    """Run the gate over ``scenarios``; returns a :class:`GateResult`.  ``budget_s``: seconds by ``clock``
+    (round 0 runs whole whatever it is); ``seed``: every scenario's draw-0 seed; ``progress``: called with a
+    line as each round starts; ``trial_progress``: the campaign's ``progress``; the rest as
+    :class:`harness.campaign.campaign.Campaign`'s."""
     started = clock()
     starts: list[float] = []  # when each round started, seconds by ``clock`` from the start
 
@@ -81,9 +69,8 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
             result = campaign.run()
         except interrupt.Interrupted as exc:  # it came before the first trial: nothing ran
             result = CampaignResult(trials=[], errors=[], scenarios=[], elapsed_s=clock() - started, jobs=campaign.jobs,
-                                    subject=runner.subject)
-            result.interrupted = {"signal": interrupt.signal_text(exc.signum), "planned": 0,  # type: ignore[attr-defined]
-                                  "done": 0}
+                                    subject=runner.subject, interrupted={"signal": interrupt.signal_text(exc.signum),
+                                                                         "planned": 0, "done": 0})
     finished = clock() - started
     log = _round_log(result, campaign.stream.waiting() if campaign.stream is not None else 0)
     for row in log:  # a round's seconds: from its start to the next one's (the last: to the end)
@@ -91,8 +78,8 @@ def run_gate(scenarios: list[Scenario], *, budget_s: float, jobs: int | None = N
         end = starts[k + 1] if k + 1 < len(starts) else finished
         row["started_s"] = round(starts[k], 3) if k < len(starts) else None
         row["seconds"] = round(max(end - (starts[k] if k < len(starts) else end), 0.0), 3)
-    if getattr(result, "interrupted", None):
-        result.interrupted["round"] = len(log)  # type: ignore[attr-defined]
+    if result.interrupted:
+        result.interrupted["round"] = len(log)
     ran = {r.scenario.name: r for r in result.scenarios}
     plan = [_plan_row(s, ran.get(s.name), result) for s in scenarios]
     return GateResult(result=result, budget_s=budget_s, plan=plan, round_log=log, shard=shard, base_seed=seed)
@@ -143,14 +130,10 @@ def _plan_row(scenario: Scenario, run: ScenarioRun | None, result: CampaignResul
 
 def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
     """The JSON report of a gate: the campaign report plus ``gate`` (budget, rounds, ``round_log``, seed rule,
-    shard, per-scenario ``plan``), and each ``runs`` row's ``round`` and ``draw``.
-
-    Every scenario appears under ``scenarios``, also one that ran no trial
-    within the budget (``trials`` 0, each checked invariant with ``checked``
-    0), so the JUnit file has a (skipped) test case for it.
-    """
+    shard, per-scenario ``plan``) and each ``runs`` row's ``round`` and ``draw``.  A scenario that ran no
+    trial is under ``scenarios`` too (each checked invariant with ``checked`` 0: a skipped JUnit case)."""
     from harness.checkers.verdict import CHECKERS
-    from harness.report.report import campaign_report
+    from harness.report.report import campaign_report, empty_scenario
 
     report = campaign_report(gate.result, report_path)
     streamed = {t.index: t for t in gate.result.trials if t.round is not None}
@@ -158,13 +141,11 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
         if row.get("trial") in streamed:
             row["round"], row["draw"] = streamed[row["trial"]].round, streamed[row["trial"]].draw
     for row in gate.plan:
-        sc = report["scenarios"].setdefault(row["scenario"], {"trials": 0, "invalid_trials": 0, "unknown_trials": 0,
-                                                             "duration_s": 0.0, "invariants": {}})
+        sc = report["scenarios"].setdefault(row["scenario"], empty_scenario())
         run = next((r for r in gate.result.scenarios if r.scenario.name == row["scenario"]), None)
-        checked = run.scenario.check.invariants if run is not None else ()
-        for inv in checked:
+        for inv in run.scenario.check.invariants if run is not None else ():
             sc["invariants"].setdefault(inv, {"name": CHECKERS.get(inv, ("", inv))[1], "checked": 0, "valid": 0,
-                                              "invalid": 0, "unknown": 0})
+                                              "vacuous": 0, "invalid": 0, "unknown": 0})
         if row.get("error"):
             sc["error"] = row["error"]
     report["gate"] = {"budget_s": gate.budget_s, "rounds": gate.rounds, "seed": gate.base_seed, "seed_step": SEED_STEP,

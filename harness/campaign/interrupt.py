@@ -1,22 +1,11 @@
-"""Clean interruption of a campaign: Ctrl-C (SIGINT) or SIGTERM stops launching trials and ends the running ones.
+"""Clean interruption of a campaign: Ctrl-C (SIGINT) or SIGTERM stops launching trials and ends the running ones
+(what the command does: docs/ci.md "Interruption").
 
-What ``fiskj-harness`` does on SIGINT or SIGTERM (no trial launched, the running ones' processes killed and
-reaped and their half-run trials not judged, the partial report marked ``"interrupted": true``, the trial
-directories under :func:`private_tmp_root` removed, exit ``128 + signal``) is docs/ci.md "Interruption".
-
-How a signal is taken (:func:`handling`, installed by the command line only):
-the first SIGINT or SIGTERM is recorded; while a campaign waits for its
-trials (:func:`cooperative`, :func:`as_done`) that is all, and the campaign
-acts on it at its next wake-up (a tenth of a second at most); anywhere else
-(loading scenarios, shrinking in the main thread) it raises
-:class:`Interrupted`, a :class:`KeyboardInterrupt`.  Later signals are only
-recorded, so that the partial report is written whatever is pressed.
-:func:`deferred` holds even the first one back (writing the reports after
-the trials).
-
-Without :func:`handling` (a campaign run from pytest or a program) a
-``KeyboardInterrupt`` that reaches :func:`as_done` ends the running trials
-the same way and is raised again when the campaign has cleaned up.
+:func:`handling` (the command line only) records the first signal; inside :func:`cooperative` (a campaign's
+waits, :func:`as_done`) that is all, and the campaign acts on it within :data:`POLL_S`; elsewhere it raises
+:class:`Interrupted`, a ``KeyboardInterrupt``.  Later signals are only recorded; :func:`deferred` holds even
+the first back (writing the reports).  Without :func:`handling`, a ``KeyboardInterrupt`` reaching
+:func:`as_done` ends the running trials the same way and is raised again once the campaign cleaned up.
 """
 
 from __future__ import annotations
@@ -29,6 +18,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from harness.runner.process import signal_name
@@ -58,15 +48,15 @@ class Interrupted(KeyboardInterrupt):
         return exit_status(self.signum)
 
 
+@dataclass
 class _State:
     """The process's interruption state (the signal handler and the main thread share it)."""
 
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.event = threading.Event()
-        self.installed = 0
-        self.cooperative = 0
-        self.deferred = 0
+    signum: int | None = None
+    event: threading.Event = field(default_factory=threading.Event)
+    installed: int = 0
+    cooperative: int = 0
+    deferred: int = 0
 
 
 _state = _State()
@@ -151,13 +141,22 @@ def handling(keep: bool = False) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def cooperative() -> Iterator[None]:
-    """While in force a signal is only recorded: the code polls :func:`requested` (a campaign's waits)."""
-    _state.cooperative += 1
+def _held(kind: str) -> Iterator[None]:
+    setattr(_state, kind, getattr(_state, kind) + 1)
     try:
         yield
     finally:
-        _state.cooperative -= 1
+        setattr(_state, kind, getattr(_state, kind) - 1)
+
+
+def cooperative() -> contextlib.AbstractContextManager[None]:
+    """While in force a signal is only recorded: the code polls :func:`requested` (a campaign's waits)."""
+    return _held("cooperative")
+
+
+def deferred() -> contextlib.AbstractContextManager[None]:
+    """While in force a signal is only recorded, never raised (writing the reports); see :func:`requested`."""
+    return _held("deferred")
 
 
 @contextlib.contextmanager
@@ -169,16 +168,6 @@ def raising() -> Iterator[None]:
         yield
     finally:
         _state.cooperative = saved
-
-
-@contextlib.contextmanager
-def deferred() -> Iterator[None]:
-    """While in force a signal is only recorded, never raised (writing the reports); see :func:`requested`."""
-    _state.deferred += 1
-    try:
-        yield
-    finally:
-        _state.deferred -= 1
 
 
 def check() -> None:
@@ -213,14 +202,19 @@ def as_done(futures: Iterable[Future]) -> Iterator[Future]:
 # --- ending what runs ------------------------------------------------------------------------
 
 
-def descendants() -> set[int]:
-    """The pids of every process below this one (children, their children, ...)."""
+def _children() -> list[Any]:
+    """Every process below this one (psutil), ``[]`` when they cannot be listed."""
     import psutil
 
     try:
-        return {p.pid for p in psutil.Process().children(recursive=True)}
+        return psutil.Process().children(recursive=True)
     except psutil.Error:
-        return set()
+        return []
+
+
+def descendants() -> set[int]:
+    """The pids of every process below this one (children, their children, ...)."""
+    return {p.pid for p in _children()}
 
 
 def kill_descendants(spare: set[int] | frozenset[int] = frozenset()) -> list[int]:
@@ -229,55 +223,31 @@ def kill_descendants(spare: set[int] | frozenset[int] = frozenset()) -> list[int
     import psutil
 
     killed = []
-    try:
-        found = psutil.Process().children(recursive=True)
-    except psutil.Error:
-        return killed
-    for proc in found:
-        if proc.pid in spare:
-            continue
-        try:
-            proc.kill()
-            killed.append(proc.pid)
-        except psutil.Error:
-            pass
+    for proc in _children():
+        if proc.pid not in spare:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                killed.append(proc.pid)
     return killed
-
-
-def _reap_children() -> None:
-    """Reap every exited child of this process (zombies), without waiting."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def end_processes(spare: set[int] | frozenset[int] = frozenset(), timeout_s: float = 5.0) -> list[int]:
     """Kill every process below this one but ``spare`` and reap them, until none is left or ``timeout_s``
     passed; returns the pids killed.  Called when the trials' threads are done (an exited child nobody
     waits for is reaped here: none is left as a zombie)."""
-    import psutil
-
     deadline = time.monotonic() + timeout_s
     killed: list[int] = []
     while True:
         killed += kill_descendants(spare)
-        if not spare:
-            _reap_children()
-        else:
-            for pid in [p for p in killed if p not in spare]:
-                try:
+        if spare:
+            for pid in killed:
+                with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
+        else:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0]:  # every exited child, without waiting
                     pass
-        try:
-            left = [p for p in psutil.Process().children(recursive=True) if p.pid not in spare]
-        except psutil.Error:
-            left = []
-        if not left or time.monotonic() > deadline:
+        if not [p for p in _children() if p.pid not in spare] or time.monotonic() > deadline:
             return killed
         time.sleep(0.02)
 
@@ -301,18 +271,6 @@ def end_trials(pool: Any, futures: Iterable[Future], spare: set[int] | frozenset
 # --- trial directories -----------------------------------------------------------------------
 
 
-def _tmp_parent() -> str | None:
-    """Where a Runner would put trial directories: ``$FISKJ_HARNESS_TMP``, else ``/dev/shm`` when writable,
-    else the system's temporary folder (``None``); as :class:`harness.runner.trial.Runner` chooses."""
-    given = os.environ.get(TMP_ENV)
-    if given:
-        return given
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return None
-
-
 @contextlib.contextmanager
 def private_tmp_root(enabled: bool = True) -> Iterator[str | None]:
     """Make one folder ``fiskj-harness-*`` where the trial directories of this command go (``$FISKJ_HARNESS_TMP``
@@ -323,7 +281,9 @@ def private_tmp_root(enabled: bool = True) -> Iterator[str | None]:
     if not enabled:
         yield None
         return
-    parent = _tmp_parent()
+    from harness.runner.trial import _default_tmp_root  # where a Runner would put them
+
+    parent = os.environ.get(TMP_ENV) or _default_tmp_root()
     with deferred():  # a signal between the mkdir and the ``try`` below would leave the folder behind
         try:
             root = tempfile.mkdtemp(prefix="fiskj-harness-", dir=parent)

@@ -1,17 +1,5 @@
-"""Regression scenarios: one scenario file per bug the suite found, written from its shrunk reproducer.
-
-``fiskj-harness run --save-regression DIR`` calls :func:`save_regressions`
-after a campaign: for each scenario and each set of invariants violated
-together, it takes the smallest failing schedule (the fewest faults; the
-shrink result, when the campaign shrank one, wins a tie)
-and writes a self-contained scenario file to ``DIR``: the source
-scenario's workload written out in full, its fault family with
-``[faults] schedule`` set to that schedule, the trial's seed, its checked
-invariants, and a comment block with the violation and the command that
-reproduced it.  The file loads with :func:`harness.scenario.parse.load_scenario`;
-``fiskj-harness run FILE`` replays the trial, and ``fiskj-harness gate``
-runs every file of ``scenarios/regressions/``.  A file that exists is never
-overwritten (the name carries a hash of the schedule).
+"""Regression scenarios: one scenario file per bug the suite found, written from its shrunk reproducer
+(``run --save-regression DIR``; docs/scenarios.md "Regression scenarios").
 """
 
 from __future__ import annotations
@@ -68,21 +56,14 @@ def _size(schedule: list[dict[str, Any]]) -> tuple[int, str]:
 
 
 def pick_regressions(trials: list[Any]) -> list[Any]:
-    """The trials to save: per (scenario, violated invariants), the failing trial with the fewest faults
-    (the shrink result when it is among them).
-
-    ``trials`` are :class:`harness.campaign.result.TrialResult` objects (only
-    failing ones are considered).  Returns them in campaign order.
-    """
+    """The trials to save of ``trials`` (TrialResults): per (scenario, violated invariants) the failing one with
+    the fewest faults, then the shrink result, then the earliest; in campaign order."""
     groups: dict[tuple[str, str | None, tuple[str, ...]], list[Any]] = {}
     for t in trials:
         if t.failed:
             groups.setdefault((t.scenario, t.scenario_path, tuple(sorted(t.failed))), []).append(t)
-    chosen = []
-    for members in groups.values():
-        # the fewest faults; among equals the shrink result, then the earliest trial
-        chosen.append(min(members, key=lambda t: (_size(t.schedule)[0], t.origin != "shrink", _size(t.schedule)[1],
-                                                  t.index)))
+    chosen = [min(members, key=lambda t: (_size(t.schedule)[0], t.origin != "shrink", _size(t.schedule)[1], t.index))
+              for members in groups.values()]
     return sorted(chosen, key=lambda t: t.index)
 
 
@@ -136,11 +117,10 @@ def regression_text(scenario: Scenario, trial: Any, name: str) -> str:
             value = int(value)
         if key == "drift" and not value:
             continue
-        lines.append(f"{key} = {toml_value(list(value) if isinstance(value, tuple) else value)}")
+        lines.append(f"{key} = {toml_value(value)}")
     faults = scenario.faults
     lines += ["", "[faults]", f"family = {toml_value(faults.family)}"]
-    for key, value in _family_keys(faults):
-        lines.append(f"{key} = {toml_value(list(value) if isinstance(value, tuple) else value)}")
+    lines += [f"{key} = {toml_value(value)}" for key, value in _family_keys(faults)]
     lines.append(f"schedule = {toml_value(list(trial.schedule))}")
     lines += ["", "[trials]", f"count = {count}", f"seed = {int(trial.seed)}"]
     if scenario.trials.timeout_s != TrialSpec().timeout_s:
@@ -152,12 +132,9 @@ def regression_text(scenario: Scenario, trial: Any, name: str) -> str:
 
 
 def save_regressions(result: Any, directory: str | Path) -> list[Path]:
-    """Write one regression scenario per picked violation of campaign ``result`` into ``directory``.
-
-    ``result`` is a :class:`harness.campaign.result.CampaignResult`.  Each file is
-    checked by loading it back.  Returns the paths written (a file that
-    already exists with the same name is kept as it is and returned too).
-    """
+    """Write one regression scenario per picked violation of campaign ``result`` (a CampaignResult) into
+    ``directory``, each checked by loading it back; returns the paths (a file of that name that exists is
+    kept as it is, and returned too)."""
     out_dir = Path(directory)
     by_name = {(r.scenario.name, r.scenario.path): r.scenario for r in result.scenarios}
     written = []

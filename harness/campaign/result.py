@@ -14,23 +14,13 @@ __all__ = ["TrialResult", "ScenarioRun", "CampaignResult"]
 
 @dataclass
 class TrialResult:
-    """One judged trial.
-
-    ``index``: position in the campaign (0-based, the ``--trial K`` of
-    replay); ``scenario``/``scenario_path``: which scenario; ``seed``: the
-    seed its schedule was drawn from; ``schedule``: what names the trial
-    exactly (the fault per leg; a crash state; a tail mutation; a race);
-    ``origin``: ``exhaustive``, ``hypothesis``, ``noop``, ``shrink``,
-    ``explicit``, ``replay``, ``crash-state``, ...; ``verdicts``: the
-    checkers' answers (:class:`harness.checkers.verdict.Verdict`);
-    ``history``: kept for failing trials, invalid or unknown (and all
-    trials with ``keep_histories``), else ``None``; ``shrunk_from``: for a shrink
-    result, the index of the trial it shrank; ``elapsed_s``: wall time;
-    ``family``: the fault family that ran it; ``probes``: the code probes
-    its legs reached (sorted names, :mod:`fiskj.probes`; kept for every trial); ``round``: it was its
-    scenario's ``round``-th trial, 0-based, from its draw ``draw`` (0: its plan for its count; ``j``: drawn with
-    seed + j * SEED_STEP) (:mod:`harness.campaign.stream`; both ``None``: not from the stream).
-    """
+    """One judged trial: ``index`` (its place in the campaign, replay's ``--trial K``), its scenario, the seed
+    its ``schedule`` was drawn from (the schedule names the trial exactly), ``origin`` (``exhaustive``,
+    ``hypothesis``, ``shrink``, ``replay``, ``crash-state``, ...), the checkers' ``verdicts`` on the
+    ``invariants`` judged, ``history`` (kept for invalid or unknown trials, or all with ``keep_histories``;
+    else ``None``), ``shrunk_from`` (a shrink's source trial), ``elapsed_s``, ``faults`` (per kind),
+    ``family``, ``probes`` (the code probes its legs reached), and its ``round`` and ``draw`` in the trial
+    stream (``None``: not from the stream)."""
 
     index: int
     scenario: str
@@ -82,17 +72,10 @@ class ScenarioRun:
 
 @dataclass
 class CampaignResult:
-    """The outcome of :meth:`harness.campaign.campaign.Campaign.run`.
-
-    ``trials``: every judged trial in index order; ``errors``: setup errors
-    (a scenario whose reference run failed, a family that cannot run), one
-    line each; ``scenarios``: per scenario bookkeeping; ``elapsed_s``:
-    wall time; ``jobs``, ``subject``: how it ran; ``limits``: what a family
-    could not do for this subject, one line each, known before the first
-    trial (never a silent skip); ``not_applicable``: invariant id -> why it
-    does not apply to this subject (never judged, never counted valid,
-    :attr:`harness.subject.capabilities.Capabilities.not_applicable`).
-    """
+    """The outcome of :meth:`harness.campaign.campaign.Campaign.run`: ``trials`` in index order, setup
+    ``errors`` (one line each), per scenario bookkeeping, wall time, how it ran (``jobs``, ``subject``),
+    ``limits`` (what could not be done for this subject, said before the first trial),
+    ``not_applicable`` (invariant id -> why it is never judged for this subject) and ``interrupted``."""
 
     trials: list[TrialResult]
     errors: list[str]
@@ -102,13 +85,9 @@ class CampaignResult:
     subject: Subject
     limits: list[str] = field(default_factory=list)
     not_applicable: dict[str, str] = field(default_factory=dict)
+    interrupted: dict[str, Any] | None = None  # {"signal", "planned", "done"} when a signal cut it short
 
     @property
     def violations(self) -> list[TrialResult]:
         """Trials with at least one invalid checked invariant."""
         return [t for t in self.trials if t.failed]
-
-    @property
-    def trials_per_second(self) -> float:
-        """Judged trials per wall-clock second."""
-        return len(self.trials) / self.elapsed_s if self.elapsed_s > 0 else 0.0

@@ -1,11 +1,6 @@
-"""Sharding a campaign: shard ``i`` of ``n`` runs plan positions ``i, i + n, ...`` of every scenario, any family.
-
-``fiskj-harness merge`` makes one verdict of the reports of the shards, and
-only of a complete set (:func:`check_shard_set`): every shard ``0/N`` ..
-``N-1/N`` of one campaign exactly once (the same kind of report, ``run`` or
-``gate``, the same scenarios, seeds and subject), none interrupted.  A CI job
-that failed to upload its shard would otherwise make a verdict over half the
-trials look like the whole campaign's.
+"""Sharding a campaign: shard ``i`` of ``n`` runs plan positions ``i, i + n, ...`` of every scenario, any family;
+``merge`` takes only one complete set of shards of one campaign, none interrupted (docs/scenarios.md
+"Shards and merge").
 """
 
 from __future__ import annotations

@@ -1,35 +1,8 @@
 """The trial stream: the one scheduler of a campaign, which interleaves its scenarios' plans trial by trial.
 
-Every campaign (``run``, ``gate``, ``mutants``, replay) hands out its trials
-through a :class:`TrialStream`.  Round ``k`` is the pass in which every live
-scenario gets its ``k``-th trial (0-based): no scenario gets its
-``(k+1)``-th before every live one got its ``k``-th, whatever its plan (an
-exhaustive or fixed plan included); within a round the scenarios go in the
-campaign's order.
-
-A scenario's trials come from *draws*: draw ``j`` is its family's plan
-drawn with seed ``seed + j * SEED_STEP`` (:data:`harness.names.SEED_STEP`;
-``seed`` is the campaign's, else the scenario's ``trials.seed``).  Draw 0
-is made when the stream is built.  With ``seed_stream`` (the CI gate), a
-scenario whose draw is spent draws the next one.  A *fixed* plan (one
-that does not grow with the count: :meth:`harness.families.base.Family.fixed_plan`,
-e.g. every crash point of a run, an explicit schedule, crash states, tail
-mutations) keeps only the trials no earlier draw of the scenario planned,
-compared by content (:func:`trial_content`), so a redrawn exhaustive plan
-brings nothing and a seeded sample brings new crash states, cuts or crash
-points; a scenario whose :data:`SPENT_AFTER` draws in a row bring nothing
-new is *spent* and leaves the stream.  A growing plan (hypothesis-drawn
-schedules, timed faults, races) is run as drawn: its repeats land at other
-moments.  Without ``seed_stream`` a scenario leaves it when draw 0 is
-spent.  A shard ``(i, n)`` keeps positions ``i, i + n, ...`` of each
-scenario's trials, its draws one after the other
-(:func:`harness.campaign.shard.shard_positions`; with one draw, positions of
-its plan); the draws do not depend on what ran, so shards of a gate are
-disjoint and together are the unsharded gate.
-
-The stream is pure apart from the ``draw`` callable it is given (a family's
-plan is pure too); it neither runs trials nor reads a clock: the campaign
-asks it for the next trial while it may start one.
+Rounds, draws from fresh seeds, fixed plans compared by content, spent scenarios and shards are
+docs/scenarios.md "The CI gate".  Pure apart from the ``draw`` callable it is given: it neither runs
+trials nor reads a clock; the campaign asks it for the next trial while it may start one.
 """
 
 from __future__ import annotations
@@ -110,18 +83,12 @@ def trial_content(planned: Planned) -> str:
 
 
 class TrialStream:
-    """Hands out the trials of ``runs`` round by round (see the module docstring).
-
-    ``draw(run, seed)`` -> the scenario's plan drawn with ``seed`` (a list of :class:`Planned`; it may raise
-    ``ValueError`` or :class:`harness.errors.SetupError`, which becomes the scenario's ``error``: it leaves
-    the stream and its error is in :attr:`errors`).  ``fixed(run)``: whether its plan is fixed (a fresh draw
-    keeps only new trials; default: every plan).  ``shard``: ``(i, n)`` or ``None``.  ``seed_stream``:
-    draw again from a fresh seed when a draw is spent; ``max_draws``: at most that many draws per
-    scenario (``None``: no bound).  ``on_round(k, live)``: called when round ``k`` starts, with the number
-    of scenarios still in the stream.  Draw 0 of every run without ``error`` or ``skipped`` is made here.
-    Each run's bookkeeping is kept on it: ``plan`` (every trial drawn, all shards), ``seeds`` (one per
-    draw), ``started`` (trials handed out), ``ended`` (why it left the stream: ``plan``, ``spent``,
-    ``stopped``, ``error``, ``draws``; ``""`` while in it).  Single-threaded: the campaign's main thread.
+    """Hands out the trials of ``runs`` round by round.  ``draw(run, seed)``: the scenario's plan with ``seed``
+    (a ``ValueError`` or :class:`harness.errors.SetupError` becomes the run's ``error``, in :attr:`errors`);
+    ``fixed(run)``: its plan is fixed (a fresh draw keeps only new trials); ``shard``, ``seed_stream``,
+    ``max_draws``, ``on_round(k, live)`` as :class:`harness.campaign.campaign.Campaign`'s.  Each run keeps its
+    bookkeeping: ``plan`` (every trial drawn, all shards), ``seeds`` (one per draw), ``started``, ``ended``
+    (why it left: ``plan``, ``spent``, ``stopped``, ``error``, ``draws``; ``""`` while in it).  Main thread only.
     """
 
     def __init__(self, runs: list[ScenarioRun], draw: Callable[[ScenarioRun, int], list[Planned]], *,

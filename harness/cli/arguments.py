@@ -8,7 +8,8 @@ import argparse
 import os
 from pathlib import Path
 
-__all__ = ["add_common_options", "add_results_options", "check_output_paths", "OUTPUT_FILE_OPTIONS"]
+__all__ = ["add_common_options", "add_report_options", "add_results_options", "check_output_paths",
+           "OUTPUT_FILE_OPTIONS"]
 
 #: The options of every subcommand that name a file the command writes at its end (attribute, option).
 OUTPUT_FILE_OPTIONS = (("report_json", "--report-json"), ("junit", "--junit"), ("summary", "--summary"),
@@ -19,15 +20,21 @@ class _Usage(Exception):
     """A usage or setup error: printed as one line, exit 2."""
 
 
+def add_report_options(p: argparse.ArgumentParser, of: str = "",
+                       quiet: str = "no progress line, no summary table") -> None:
+    """Add ``--report-json``, ``--junit`` (``of``: what they report, in their help) and ``-q`` (``quiet``: its help)."""
+    p.add_argument("--report-json", metavar="FILE", help=f"write the JSON report{of} here")
+    p.add_argument("--junit", metavar="FILE", help=f"write JUnit XML{of} here (a test case per scenario and invariant)")
+    p.add_argument("-q", "--quiet", action="store_true", help=quiet)
+
+
 def add_common_options(p: argparse.ArgumentParser) -> None:
-    """Add the options every campaign command (``run``, ``replay``, ``gate``) has: ``--subject``,
-    ``--report-json``, ``--junit``, ``-q`` and ``--keep-dirs``."""
+    """Add the options every campaign command (``run``, ``replay``, ``gate``) has: ``--subject``, the report
+    options (:func:`add_report_options`) and ``--keep-dirs``."""
     p.add_argument("--subject", metavar="CMD|PROFILE.toml",
                    help="the agent: a subject profile (PROFILE.toml, docs/subject.md \"Subject profiles\") or a "
                         "command prefix that takes the contract's command line; default: python -m fiskj")
-    p.add_argument("--report-json", metavar="FILE", help="write the JSON report here")
-    p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a test case per scenario and invariant)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress line, no summary table")
+    add_report_options(p)
     p.add_argument("--keep-dirs", action="store_true",
                    help="keep each trial's directory (journal, ledger, observed calls, leg output) and name it "
                         "in the violation's notes (agent-leg trials; FISKJ_HARNESS_KEEP_DIRS=1)")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.cli.arguments import _Usage
+from harness.cli.arguments import _Usage, add_report_options
 from harness.cli.reporting import _exit, _write_reports
 
 __all__ = ["add_check_parser", "cmd_check"]
@@ -24,9 +24,7 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
     check.add_argument("dir", metavar="DIR",
                        help="a results folder (fiskj-results/NAME/TIME, or fiskj-results/NAME for its latest), "
                             "a trial folder (.../trials/NNNN-NAME) or a history.json")
-    check.add_argument("--report-json", metavar="FILE", help="write the JSON report of the new verdicts here")
-    check.add_argument("--junit", metavar="FILE", help="write JUnit XML of the new verdicts here")
-    check.add_argument("-q", "--quiet", action="store_true", help="no summary table (the verdict lines stay)")
+    add_report_options(check, " of the new verdicts", quiet="no summary table (the verdict lines stay)")
     check.set_defaults(func=cmd_check)
     return check
 

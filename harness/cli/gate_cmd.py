@@ -1,11 +1,5 @@
-"""``fiskj-harness gate``: its arguments, its run (:func:`harness.campaign.gate.run_gate`) and its reports.
-
-The gate is one campaign with a deadline and a seed stream (docs/scenarios.md "The CI gate"): its
-scenarios' plans interleaved trial by trial, a spent plan drawn again from a fresh seed, no trial started
-after ``--budget``.  Its reports: the terminal summary and one line on what the budget bought (rounds,
-trials per scenario, seeds reached), ``--report-json``, ``--junit`` (the same in its ``<properties>``),
-``--summary`` (also appended to ``$GITHUB_STEP_SUMMARY``) and a results folder as ``run`` writes
-(docs/results.md; ``--keep none``: none).
+"""``fiskj-harness gate``: its arguments, its run (:func:`harness.campaign.gate.run_gate`) and its reports
+(docs/scenarios.md "The CI gate").
 """
 
 from __future__ import annotations
@@ -13,14 +7,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime, timezone
 from typing import Any
 
 from fiskj.cli_common import positive_int
 
 from harness.campaign import interrupt
 from harness.cli.arguments import _seconds, _shard, add_common_options, add_results_options
-from harness.cli.reporting import _exit, _progress, _write_reports, _write_summary
+from harness.cli.reporting import _finish, _progress, _results_folder, _results_place, _write_folder, _write_summary
 from harness.cli.resolve import _gate_scenarios, subject_of
 
 __all__ = ["BUDGET_HELP", "add_gate_parser", "cmd_gate"]
@@ -60,52 +53,40 @@ def cmd_gate(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness gate``: the bundled and regression scenarios, spending ``--budget``; returns the exit
     status."""
     from harness.campaign.gate import run_gate
-    from harness.report.results_dir import default_root, results_name, results_parent
 
     out = out or sys.stdout
     scenarios = _gate_scenarios(args.scenarios)
     subject = subject_of(args.subject)
-    keep = getattr(args, "keep", "none")
-    root, name = getattr(args, "results", None) or default_root(), results_name([s.name for s in scenarios])
-    if keep != "none":
-        results_parent(root, name)  # a root that cannot be written is said before the trials
-    started = datetime.now(timezone.utc)
+    place = _results_place(args, scenarios)
     progress = _progress(args, final=False)  # each round says its own start
     if progress is not None:
         progress.ends_at = progress.clock() + args.budget  # its ETA is the budget's end
     say = None if progress is None else (lambda line: progress.say(f"fiskj-harness gate: {line}"))
     try:
         gate = run_gate(scenarios, budget_s=args.budget, jobs=args.jobs, subject=subject, shard=args.shard,
-                        seed=args.seed, progress=say, trial_progress=progress, keep_histories=keep == "all",
+                        seed=args.seed, progress=say, trial_progress=progress, keep_histories=args.keep == "all",
                         skip_unsupported=not args.scenarios)  # the bundled set: what cannot apply is said, not run
     finally:
         if progress is not None:
             progress.close()
     with interrupt.deferred():
-        return _gate_reports(args, gate, out, (root, name, started) if keep != "none" else None)
+        return _gate_reports(args, gate, out, place)
 
 
-def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, where: tuple[str, str, datetime] | None) -> int:
+def _gate_reports(args: argparse.Namespace, gate: Any, out: Any, place: Any) -> int:
     """The reports of a gate run (results folder, JSON, JUnit, Markdown summary, the terminal summary and
     the gate's line); returns the exit status."""
     from harness.campaign.gate import gate_properties, gate_report, render_gate_line, render_gate_markdown
     from harness.report.report import render_summary
-    from harness.report.results_dir import make_results_dir, write_results
 
-    folder = make_results_dir(where[0], where[1], where[2]) if where is not None else None
+    folder = _results_folder(place)
     report = gate_report(gate, args.report_json or (str(folder / "report.json") if folder is not None else None))
     if folder is not None:
-        report["campaign"]["results"] = str(folder)
-    _write_reports(report, args, gate_properties(report))
+        report["campaign"]["results"] = str(folder)  # before --report-json is written
     _write_summary(render_gate_markdown(report), args.summary)
     line = render_gate_line(report)
+    results = None
     if folder is not None:
-        write_results(folder, report, gate.result, keep=args.keep, summary=render_summary(report) + line,
-                      command=["fiskj-harness", *getattr(args, "argv", sys.argv[1:])])
-    if not args.quiet:
-        out.write(render_summary(report))
-        out.write(line)
-        if folder is not None:
-            out.write(f"results: {folder}\n")
-    return _exit(report, gate.result.errors, bool(gate.result.trials), "no trial ran within the budget",
-                 shown=not args.quiet)
+        results = _write_folder(folder, report, gate.result, args, render_summary(report) + line)
+    return _finish(report, gate.result, args, out, results, extra=line, nothing_ran="no trial ran within the budget",
+                   properties=gate_properties(report))

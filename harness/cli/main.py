@@ -1,18 +1,7 @@
-"""The ``fiskj-harness`` command: campaigns, replay, the CI gate, shard merging and the mutant self-test.
-
-The commands, their options and exit statuses are the README's ("Everyday commands") and docs/ci.md's
-(exit statuses; interruption: SIGINT/SIGTERM stop launching trials, end the running ones, write the
-partial report marked ``"interrupted"`` and exit 130/143 without a traceback,
-:mod:`harness.campaign.interrupt`); the results folder is docs/results.md's.  ``--subject`` may name a
-mutant as reproducers write it (``FISKJ_MUTANT=no-fsync python -m harness.selftest.subject``).
-
-This module holds ``run`` (a campaign of the named scenarios, default every bundled one, with progress on
-stderr, :mod:`harness.cli.progress`, and a summary grouped by cause), the parser and the entry point; each
-other subcommand is a module of its own (its arguments, run and reports: :mod:`harness.cli.check_cmd`,
-:mod:`harness.cli.replay_cmd`, :mod:`harness.cli.gate_cmd`, :mod:`harness.cli.merge_cmd`,
-:mod:`harness.cli.mutants_cmd`), over what they share: the arguments (:mod:`harness.cli.arguments`), the
-scenarios and subject they name (:mod:`harness.cli.resolve`) and what a command shows, writes and exits with
-(:mod:`harness.cli.reporting`).
+"""The ``fiskj-harness`` command: ``run`` (a campaign with progress and a summary grouped by cause), the parser
+and the entry point.  Each other subcommand is a module of its own (``*_cmd.py``) over what they share:
+:mod:`harness.cli.arguments`, :mod:`harness.cli.resolve`, :mod:`harness.cli.reporting`.  The commands,
+options and exit statuses are the README's "Everyday commands" and docs/ci.md's (interruption: 130/143).
 """
 
 from __future__ import annotations
@@ -21,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-from datetime import datetime, timezone
 from typing import Any
 
 from fiskj.cli_common import positive_int
@@ -33,7 +21,7 @@ from harness.cli.gate_cmd import add_gate_parser
 from harness.cli.merge_cmd import add_merge_parser
 from harness.cli.mutants_cmd import add_mutants_parser
 from harness.cli.replay_cmd import add_replay_parser
-from harness.cli.reporting import _finish, _progress, _shrink_lines
+from harness.cli.reporting import _finish, _progress, _results_folder, _results_place, _shrink_lines, _write_folder
 from harness.cli.resolve import resolve_scenarios, subject_of
 from harness.cli.streams import SafeStream
 from harness.names import HARNESS_USAGE
@@ -90,32 +78,23 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
         raise _Usage(f"--schedule: {exc}") from None
     for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial
         print(f"fiskj-harness: limit for this subject: {line}", file=sys.stderr)
-    from harness.report.results_dir import default_root, results_name, results_parent
-
-    root, name = args.results or default_root(), results_name([s.name for s in scenarios])
-    if args.keep != "none":
-        results_parent(root, name)  # a root that cannot be written is said before the trials
-    started = datetime.now(timezone.utc)  # names the results folder, made once the campaign is done
+    place = _results_place(args, scenarios)
     try:
         result = campaign.run()
     finally:
         if progress is not None:
             progress.close()
     with interrupt.deferred():  # a signal now lets the reports be written whole, then exits 130/143
-        return _run_reports(args, result, root, name, started, out)
+        return _run_reports(args, result, place, out)
 
 
-def _run_reports(args: argparse.Namespace, result: Any, root: str, name: str, started: datetime, out: Any) -> int:
+def _run_reports(args: argparse.Namespace, result: Any, place: Any, out: Any) -> int:
     """The reports of ``run``'s campaign ``result``: the results folder, ``--report-json``, ``--junit``,
     regression scenarios, the summary; returns the exit status."""
-    from harness.report.report import campaign_report
-    from harness.report.results_dir import make_results_dir
+    from harness.report.report import campaign_report, render_summary
 
-    folder = make_results_dir(root, name, started) if args.keep != "none" else None
-    report_path = args.report_json or (str(folder / "report.json") if folder is not None else None)
-    report = campaign_report(result, report_path)
-    if folder is not None:
-        report["campaign"]["results"] = str(folder)
+    folder = _results_folder(place)
+    report = campaign_report(result, args.report_json or (str(folder / "report.json") if folder is not None else None))
     if args.shard:
         report["campaign"]["shard"] = f"{args.shard[0]}/{args.shard[1]}"
     if args.save_regression:
@@ -125,12 +104,7 @@ def _run_reports(args: argparse.Namespace, result: Any, root: str, name: str, st
             print(f"fiskj-harness: regression scenario {path}", file=sys.stderr)
     results = None
     if folder is not None:
-        from harness.report.report import render_summary
-        from harness.report.results_dir import write_results
-
-        results = write_results(folder, report, result, keep=args.keep,
-                                summary=render_summary(report) + _shrink_lines(report),
-                                command=["fiskj-harness", *getattr(args, "argv", sys.argv[1:])])
+        results = _write_folder(folder, report, result, args, render_summary(report) + _shrink_lines(report))
     return _finish(report, result, args, out, results)
 
 
@@ -233,11 +207,8 @@ def _main(argv: list[str] | None) -> int:
             print(f"fiskj-harness: {exc}; the harness needs its extras: from a clone of the repository, "
                   "pip install -e '.[harness]'", file=sys.stderr)
             code = HARNESS_USAGE
-        except KeyboardInterrupt as exc:  # a signal outside a campaign's waits: before the first trial, ...
-            interrupt.note(getattr(exc, "signum", 2))
-            print(f"fiskj-harness: interrupted by {interrupt.signal_text()}", file=sys.stderr)
-        except RuntimeError as exc:  # a signal while a module was being imported: Python wraps it in its error
-            cause = _interruption(exc)
+        except (KeyboardInterrupt, RuntimeError) as exc:  # a signal outside a campaign's waits, or in an import
+            cause = _interruption(exc)  # (a signal while a module is imported comes wrapped in Python's RuntimeError)
             if cause is None:
                 raise
             interrupt.note(getattr(cause, "signum", 2))

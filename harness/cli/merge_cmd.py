@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from harness.cli.arguments import _Usage
+from harness.cli.arguments import _Usage, add_report_options
 from harness.cli.reporting import _exit, _write_reports, _write_summary
 
 __all__ = ["add_merge_parser", "cmd_merge"]
@@ -21,10 +21,8 @@ def add_merge_parser(sub: Any) -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", help="combine shard reports into one report and verdict",
                            description="Merge JSON reports (of `run --shard` or `gate --shard`) into one.")
     merge.add_argument("reports", nargs="+", metavar="REPORT", help="JSON reports written by --report-json")
-    merge.add_argument("--report-json", metavar="OUT", help="write the merged JSON report here")
-    merge.add_argument("--junit", metavar="FILE", help="write JUnit XML of the merged report here")
+    add_report_options(merge, " of the merged shards", quiet="no summary table")
     merge.add_argument("--summary", metavar="FILE", help="write a Markdown summary here (and to $GITHUB_STEP_SUMMARY)")
-    merge.add_argument("-q", "--quiet", action="store_true", help="no summary table")
     merge.set_defaults(func=cmd_merge)
     return merge
 

@@ -1,17 +1,5 @@
-"""The progress of a campaign on stderr: a line rewritten in place on a terminal, a status line elsewhere.
-
-``fiskj-harness run`` (and ``gate``) passes a :class:`Progress` to
-the campaign as its ``progress(done, total, failing)`` callback.  The total
-is the number of trials planned, known before the first trial starts and
-never changed while the trials run (the shrink that may follow is not
-counted), but in a gate, where it grows with each fresh draw.
-
-* On a terminal: ``  37/200 trials  0 failing  4.1 trials/s  ETA 40 s``,
-  rewritten in place at each trial's end; the last one says ``done in``.
-* Elsewhere (CI logs, a file): one line ``fiskj-harness: 37/200 trials, 0
-  failing, 4.1 trials/s, ETA 40 s`` every ``every_s`` seconds (10 by
-  default), from a timer, so it appears even while a long trial runs; and
-  one when the trials are done.
+"""The progress of a campaign on stderr: a line rewritten in place on a terminal, a status line every
+``every_s`` seconds elsewhere (docs/ci.md "Progress").
 """
 
 from __future__ import annotations
@@ -36,16 +24,11 @@ def format_duration(seconds: float) -> str:
 class Progress:
     """A ``progress(done, total, failing)`` callback that shows a campaign's progress on ``stream``.
 
-    ``tty``: whether ``stream`` is a terminal (default: ``stream.isatty()``);
-    ``every_s``: seconds between two status lines off a terminal;
-    ``clock``: the time source (tests); ``final``: off a terminal, also a line
-    when the trials are done (a gate says so per round itself: False); ``ends_at``: a deadline by
-    ``clock`` (a gate's budget), which the ETA counts down to instead of the trials left.  Off a terminal a daemon timer
-    prints the status every ``every_s`` seconds while trials run
-    (``timer=False``: only when a trial ends, for tests).  Call
-    :meth:`close` at the end (it ends a pending terminal line and stops the
-    timer); :meth:`say` prints a line of its own without tearing the progress
-    line.  A write that fails (a closed pipe) silences it.
+    ``tty``: whether ``stream`` is a terminal (default: ``stream.isatty()``); ``every_s``: seconds between
+    status lines off a terminal, printed by a daemon timer (``timer=False``: only as trials end); ``clock``:
+    the time source; ``final``: off a terminal, a line when the trials are done too; ``ends_at``: a deadline
+    by ``clock`` (a gate's budget) the ETA counts down to.  :meth:`say` prints a line without tearing the
+    progress line, :meth:`close` ends it; a write that fails (a closed pipe) silences it.
     """
 
     def __init__(self, stream: Any, *, tty: bool | None = None, every_s: float = 10.0,
@@ -90,9 +73,8 @@ class Progress:
                 if self.final:
                     self._write(f"fiskj-harness: {self.line()}\n")
                 self._last_status = now
-            elif self._last_status is not None and now - self._last_status >= self.every_s:
-                self._write(f"fiskj-harness: {self.line()}\n")
-                self._last_status = now
+            else:
+                self._status_due(now)
         if not self.tty and self.timer and self._thread is None and not (self.total and self.done >= self.total):
             self._thread = threading.Thread(target=self._tick, name="fiskj-progress", daemon=True)
             self._thread.start()
@@ -122,28 +104,28 @@ class Progress:
         except (OSError, ValueError):  # a closed pipe or stream: progress is not worth a failure
             self._broken = True
 
+    def _status_due(self, now: float) -> None:
+        """Off a terminal: the status line, when ``every_s`` passed since the last one."""
+        if self._last_status is not None and now - self._last_status >= self.every_s:
+            self._write(f"fiskj-harness: {self.line()}\n")
+            self._last_status = now
+
     def _tick(self) -> None:
         while not self._stop.wait(min(self.every_s, 1.0)):
             with self._lock:
-                if self.total and self.done >= self.total:
-                    continue
-                now = self.clock()
-                if self._last_status is not None and now - self._last_status >= self.every_s:
-                    self._write(f"fiskj-harness: {self.line()}\n")
-                    self._last_status = now
+                if not (self.total and self.done >= self.total):
+                    self._status_due(self.clock())
 
-    def say(self, text: str) -> None:
+    def say(self, text: str = "") -> None:
         """Print ``text`` as a line of its own (a pending terminal progress line is ended first)."""
         with self._lock:
             if self._pending:
                 self._write("\n")
                 self._pending = False
-            self._write(text.rstrip("\n") + "\n")
+            if text:
+                self._write(text.rstrip("\n") + "\n")
 
     def close(self) -> None:
         """End a pending terminal line and stop the timer; idempotent."""
         self._stop.set()
-        with self._lock:
-            if self._pending:
-                self._write("\n")
-                self._pending = False
+        self.say()

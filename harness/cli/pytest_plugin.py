@@ -1,24 +1,6 @@
-"""pytest plugin: run a crash-consistency campaign on your own agent from a pytest test.
-
-Registered through the ``pytest11`` entry point of the ``fiskj`` package,
-so it is active wherever fiskj is installed.  Three ways in:
-
-* the ``durability_campaign`` fixture, a function that runs a campaign and
-  fails the test with every violation and its reproducer::
-
-      def test_my_agent_survives_crashes(durability_campaign):
-          durability_campaign("kill-random", "suspend-clean", subject="python -m myagent", trials=20)
-
-* the ``durability`` marker, whose arguments are the fixture's defaults::
-
-      @pytest.mark.durability("kill-random", subject="python -m myagent", trials=20)
-      def test_my_agent(durability_campaign):
-          durability_campaign()
-
-* :func:`run_durability_campaign`, the same function without pytest.
-
-Scenarios, the ``--durability-subject``, ``--durability-trials`` and ``--durability-seed`` options (and
-their ini values) and the failure message are described in docs/scenarios.md "pytest".
+"""pytest plugin: run a crash-consistency campaign on your own agent from a pytest test (docs/scenarios.md
+"pytest"): the ``durability_campaign`` fixture, the ``durability`` marker (its defaults) and
+:func:`run_durability_campaign`, the same without pytest.  Registered by the ``pytest11`` entry point.
 """
 
 from __future__ import annotations
@@ -92,22 +74,17 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
                             env: dict[str, str] | None = None, trials: int | None = None, seed: int | None = None,
                             jobs: int | None = None, shrink_budget: int = 10, report_json: str | None = None,
                             check: bool = True) -> CampaignOutcome:
-    """Run a campaign of ``scenarios`` on ``subject`` and return its :class:`CampaignOutcome`.
-
-    ``subject``: the agent's command prefix, a shell string or an argv list
-    (default: the reference ``python -m fiskj``); ``env``: variables added
-    to every leg of the agent; ``trials``/``seed``/``jobs``: as
-    ``fiskj-harness run``; ``shrink_budget``: trials a shrink may run;
-    ``report_json``: also write the report there.  With ``check`` (the
-    default) a violation or an unknown verdict raises
-    :class:`DurabilityFailure`; a scenario or subject that cannot run raises
+    """Run a campaign of ``scenarios`` on ``subject`` (a command prefix, a shell string or an argv list; default
+    the reference) with ``env`` added to every leg; ``trials``, ``seed``, ``jobs``, ``shrink_budget`` as
+    ``fiskj-harness run``; ``report_json``: also write the report there.  With ``check`` a violation or an
+    unknown verdict raises :class:`DurabilityFailure`; a scenario or subject that cannot run raises
     :class:`DurabilitySetupError`.
     """
     from fiskj.errors import FiskjError
 
     from harness.campaign.campaign import Campaign
     from harness.cli.arguments import _Usage
-    from harness.cli.reporting import _write_json
+    from harness.report.results_dir import write_json
     from harness.cli.resolve import resolve_scenarios, subject_of
     from harness.report.report import campaign_report
 
@@ -119,7 +96,7 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
     result = Campaign(loaded, trials=trials, seed=seed, jobs=jobs, subject=agent, shrink_budget=shrink_budget).run()
     report = campaign_report(result, report_json)
     if report_json:
-        _write_json(report_json, report)
+        write_json(report_json, report)
     outcome = CampaignOutcome(report=report, result=result, report_path=report_json,
                               reproducers=[row.get("reproduce_run") or row["reproduce"]
                                            for row in report.get("violations", [])])
@@ -158,15 +135,10 @@ def pytest_configure(config: Any) -> None:
 
 @pytest.fixture
 def durability_campaign(request: Any, tmp_path: Any) -> Any:
-    """A function ``(*scenarios, subject=..., trials=..., ...) -> CampaignOutcome`` that fails the test
-    (:class:`DurabilityFailure`, with reproducers) on a violation.
-
-    Defaults come from the ``durability`` marker, then ``--durability-subject``
-    / ``--durability-trials`` / ``--durability-seed`` / the ``durability_subject``
-    and ``durability_seed`` ini values.  A seed that is not an integer is a
-    usage error (``pytest.UsageError``) naming where it came from.  The
-    report of each call goes to ``tmp_path/durability-N.json`` and its path
-    into the test's ``user_properties``.
+    """A function ``(*scenarios, **options) -> CampaignOutcome`` that fails the test (:class:`DurabilityFailure`,
+    with reproducers) on a violation.  Defaults: the ``durability`` marker's, then the ``--durability-*``
+    options and ini values (a seed that is not an integer is a ``pytest.UsageError``).  Each call's report
+    goes to ``tmp_path/durability-N.json``, named in the test's ``user_properties``.
     """
     marker = request.node.get_closest_marker("durability")
     marked_args = tuple(marker.args) if marker else ()

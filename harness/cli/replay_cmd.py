@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.campaign import interrupt
 from harness.cli.arguments import _Usage, add_common_options
-from harness.cli.reporting import _finish, _write_json
+from harness.cli.reporting import _finish
 from harness.cli.resolve import subject_of
 
 __all__ = ["add_replay_parser", "cmd_replay"]
@@ -74,9 +74,10 @@ def _replay_reports(args: argparse.Namespace, result: Any, out: Any) -> int:
     """What ``replay`` prints and writes of its one-trial campaign ``result``; returns the exit status."""
     from harness.history.model import history_to_json
     from harness.report.report import campaign_report
+    from harness.report.results_dir import write_json
 
     if args.history and result.trials and result.trials[0].history is not None:
-        _write_json(args.history, history_to_json(result.trials[0].history))
+        write_json(args.history, history_to_json(result.trials[0].history))
     for t in result.trials:
         out.write(f"trial {t.index} {t.scenario} seed={t.seed} schedule={json.dumps(t.schedule)} "
                   f"(replayed from {args.report})\n")

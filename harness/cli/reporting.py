@@ -8,6 +8,8 @@ import argparse
 import json
 import os
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from harness.campaign import interrupt
@@ -24,27 +26,16 @@ def _progress(args: argparse.Namespace, final: bool = True) -> Any:
     return None if args.quiet else Progress(sys.stderr, final=final)
 
 
-def _write_json(path: str, data: dict[str, Any]) -> None:
-    from harness.report.results_dir import write_json
-
-    write_json(path, data)
-
-
-def _write_report(path: str, report: dict[str, Any]) -> None:
-    """Write the JSON ``report`` to ``path``, with the references that let it replay from anywhere
-    (:func:`harness.report.portable.portable`)."""
-    from harness.report.portable import portable
-
-    _write_json(path, portable(report, path))
-
-
 def _write_reports(report: dict[str, Any], args: argparse.Namespace,
                    properties: list[tuple[str, str]] | None = None) -> None:
-    """Write ``report`` to ``--report-json`` and ``--junit`` (with the suite's ``properties``), where given."""
+    """Write ``report`` to ``--report-json`` (with the references that let it replay from anywhere:
+    :func:`harness.report.portable.portable`) and ``--junit`` (with the suite's ``properties``), where given."""
+    from harness.report.portable import portable
     from harness.report.report import write_junit
+    from harness.report.results_dir import write_json
 
     if args.report_json:
-        _write_report(args.report_json, report)
+        write_json(args.report_json, portable(report, args.report_json))
     if args.junit:
         write_junit(report, args.junit, properties)
 
@@ -103,18 +94,48 @@ def _shrink_lines(report: dict[str, Any]) -> str:
 
 
 def _finish(report: dict[str, Any], result: Any, args: argparse.Namespace, out: Any,
-            results: dict[str, Any] | None = None) -> int:
+            results: dict[str, Any] | None = None, *, extra: str = "", nothing_ran: str = "no trial ran",
+            properties: list[tuple[str, str]] | None = None) -> int:
+    """What a campaign command shows and writes at its end: ``--report-json``/``--junit`` (with the suite's
+    ``properties``), the summary, the shrinks, ``extra`` and the results folder; returns the exit status."""
     from harness.report.report import render_summary
 
-    _write_reports(report, args)
+    _write_reports(report, args, properties)
     if not args.quiet:
-        out.write(render_summary(report))
-        out.write(_shrink_lines(report))
+        out.write(render_summary(report) + _shrink_lines(report) + extra)
         if results is not None:
             out.write(_results_line(results))
     elif results is not None:
         print(f"fiskj-harness: results in {results['folder']}", file=sys.stderr)
-    return _exit(report, result.errors, bool(result.trials), "no trial ran", shown=not args.quiet)
+    return _exit(report, result.errors, bool(result.trials), nothing_ran, shown=not args.quiet)
+
+
+def _results_place(args: argparse.Namespace, scenarios: list[Any]) -> tuple[str, str, datetime] | None:
+    """Where ``run``'s or ``gate``'s results folder will go (root, name, the campaign's start), checked
+    writable now, before any trial; ``None`` with ``--keep none``."""
+    from harness.report.results_dir import default_root, results_name, results_parent
+
+    if getattr(args, "keep", "none") == "none":
+        return None
+    root, name = getattr(args, "results", None) or default_root(), results_name([s.name for s in scenarios])
+    results_parent(root, name)  # a root that cannot be written is said before the trials
+    return root, name, datetime.now(timezone.utc)
+
+
+def _results_folder(place: tuple[str, str, datetime] | None) -> Path | None:
+    """Make the results folder of a finished campaign (:func:`_results_place`)."""
+    from harness.report.results_dir import make_results_dir
+
+    return make_results_dir(*place) if place is not None else None
+
+
+def _write_folder(folder: Path, report: dict[str, Any], result: Any, args: argparse.Namespace, summary: str) -> Any:
+    """Fill the results ``folder`` (:func:`harness.report.results_dir.write_results`), named in the report."""
+    from harness.report.results_dir import write_results
+
+    report["campaign"]["results"] = str(folder)
+    return write_results(folder, report, result, keep=args.keep, summary=summary,
+                         command=["fiskj-harness", *getattr(args, "argv", sys.argv[1:])])
 
 
 def _results_line(results: dict[str, Any]) -> str:

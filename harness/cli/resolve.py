@@ -14,37 +14,24 @@ __all__ = ["resolve_scenarios", "subject_of"]
 
 
 def resolve_scenarios(args: list[str]) -> list[Any]:
-    """Load the scenarios named on the command line.
-
-    Each argument is a ``.toml`` file, a directory (its ``*.toml``), or the
-    name of a bundled scenario (``kill-random`` for
-    ``scenarios/kill-random.toml``), optionally followed by ``@wK``: draw K
-    of a generated scenario (``[workload] generate``, which expands into its
-    draws ``NAME.wK``: :mod:`harness.scenario.generate`).  No argument:
-    every bundled scenario.  A bare name (no ``/``, no ``.toml``) of a bundled
-    scenario is that scenario even when a local file or folder has the same
-    name (write ``./NAME`` for the local one); an unknown name is refused
-    with the bundled names closest to it.
-    Returns :class:`harness.scenario.parse.Scenario` objects; raises
-    :class:`harness.scenario.parse.ScenarioError` (file, line, key) or ``_Usage``.
+    """Load the scenarios named on the command line: ``.toml`` files, directories (their ``*.toml``), bundled
+    scenario names (``kill-random``: a bare bundled name wins over a local file of that name; ``./NAME`` is the
+    local one), each optionally with ``@wK`` (draw K of a generated scenario, :mod:`harness.scenario.generate`);
+    none: every bundled scenario.  Raises :class:`harness.scenario.parse.ScenarioError` (file, line, key) or
+    ``_Usage`` (an unknown name, with the bundled names closest to it).
     """
     from harness.scenario.generate import expand_all, split_draw
     from harness.scenario.parse import ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario
 
-    def _bundled(arg: str) -> Path | None:  # the bundled scenario a bare name names
-        if os.sep in arg or arg.endswith(".toml") or arg.startswith("."):
-            return None
+    def _bundled(arg: str) -> Path | None:  # the bundled scenario of that name (``.toml`` optional), if any
         try:
-            candidate = bundled_scenario_dir() / f"{arg}.toml"
+            candidate = bundled_scenario_dir() / f"{arg.removesuffix('.toml')}.toml"
         except ScenarioError:
             return None
         return candidate if candidate.exists() else None
 
     def _named(arg: str) -> bool:  # a file, a directory or a bundled scenario by that very name
-        try:
-            return Path(arg).exists() or (bundled_scenario_dir() / f"{arg.removesuffix('.toml')}.toml").exists()
-        except ScenarioError:
-            return Path(arg).exists()
+        return Path(arg).exists() or _bundled(arg) is not None
 
     def _unknown(arg: str) -> _Usage:
         try:
@@ -78,7 +65,8 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
     for arg in args:
         p = Path(arg)
         bundled = _bundled(arg)
-        if bundled is not None:  # a bundled name wins over a local folder or file of that name
+        bare = os.sep not in arg and not arg.endswith(".toml") and not arg.startswith(".")
+        if bundled is not None and (bare or not p.exists()):  # a bare bundled name wins over a local one
             paths.append(bundled)
         elif p.is_dir():
             found = sorted(p.glob("*.toml"))
@@ -88,13 +76,7 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
         elif p.exists():
             paths.append(p)
         else:
-            try:
-                candidate = bundled_scenario_dir() / (arg if arg.endswith(".toml") else arg + ".toml")
-            except ScenarioError:
-                candidate = None
-            if candidate is None or not candidate.exists():
-                raise _unknown(arg)
-            paths.append(candidate)
+            raise _unknown(arg)
     scenarios = expand_all([load_scenario(p) for p in paths])  # a generated scenario: one per drawn workload
     names: dict[str, str] = {}
     for s in scenarios:

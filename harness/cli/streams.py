@@ -1,5 +1,4 @@
-"""The standard streams of a ``fiskj-harness`` command, guarded: a write to a closed pipe (``fiskj-harness run |
-head``, a CI log reader gone) is dropped instead of failing the command halfway through its reports."""
+"""The standard streams of a ``fiskj-harness`` command, guarded against a closed pipe (:class:`SafeStream`)."""
 
 from __future__ import annotations
 
@@ -18,33 +17,27 @@ class SafeStream:
         self._stream = stream
         self.broken = False
 
-    def write(self, text: str) -> int:
-        """Write ``text``; nothing once the stream is broken."""
+    def _guarded(self, call: Any, default: Any) -> Any:
+        """``call()``, or ``default`` once the stream is broken (a closed pipe or file)."""
         if self.broken or self._stream is None:
-            return len(text)
+            return default
         try:
-            return self._stream.write(text)
+            return call()
         except BrokenPipeError:
             self.broken = True
-            return len(text)
         except ValueError:  # "I/O operation on closed file"; any other ValueError (an encoding's) is raised
             if not getattr(self._stream, "closed", False):
                 raise
             self.broken = True
-            return len(text)
+        return default
+
+    def write(self, text: str) -> int:
+        """Write ``text``; nothing once the stream is broken."""
+        return self._guarded(lambda: self._stream.write(text), len(text))
 
     def flush(self) -> None:
         """Flush; nothing once the stream is broken."""
-        if self.broken or self._stream is None:
-            return
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            self.broken = True
-        except ValueError:
-            if not getattr(self._stream, "closed", False):
-                raise
-            self.broken = True
+        self._guarded(self._stream.flush if self._stream is not None else None, None)
 
     def isatty(self) -> bool:
         """The stream's own answer; False for a broken or missing one."""

@@ -1,14 +1,5 @@
-"""The outside observer: record and fault every durability-relevant system call of any program.
-
-A small ptrace tracer in C (``fiskj_observe.c``, built by :mod:`.build`) runs the
-program with a seccomp-bpf filter that stops only the relevant calls, writes one
-JSON line per call on a file under a root (:mod:`.ops` parses them) and injects
-faults counted over the whole process tree.  docs/observer.md is the reference.
-
-    proc = spawn_observed([sys.executable, "prog.py"], env=None, log=tmp / "log",
-                          roots=[tmp / "data"], faults=["kill-after@3:write"])
-    proc.wait()
-    writes = [op for op in proc.ops() if op.op == "write"]
+"""The outside observer: record and fault every durability-relevant system call of any program, from a small
+ptrace tracer in C (``fiskj_observe.c``); docs/observer.md is the reference.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``python -m harness.observer --log PATH --root DIR ... -- PROG ARGS...``: build (once) and exec the tracer.
-
-The arguments are the tracer's (docs/observer.md); ``--print-binary`` prints
-the path of the built binary instead.  Exit status: the program's, or 125
-when the tracer cannot be built or its arguments are wrong.
+"""``python -m harness.observer ARGS... -- PROG ARGS...``: build (once) and exec the tracer (docs/observer.md
+"Use"); ``--print-binary`` prints its path.  Exit status: the program's, or 125 when the tracer cannot be built.
 """
 
 from __future__ import annotations

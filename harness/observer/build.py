@@ -1,12 +1,5 @@
-"""Build the tracer (``fiskj_observe.c``) once per source version, into a cache.
-
-``$FISKJ_OBSERVER_BIN``, when set, names the binary to use (nothing is built).
-Otherwise the binary is ``$XDG_CACHE_HOME/fiskj/fiskj-observe-<sha256 prefix of
-the source>`` (``~/.cache/fiskj`` without XDG_CACHE_HOME), compiled with
-``gcc -O2 -Wall -Werror`` into a temporary file in that directory and renamed
-into place: threads and processes building at the same time each produce a
-whole binary and the last rename wins (the same bytes), so no reader ever
-sees a partial file (the shared mechanism: :mod:`harness.cbuild`).
+"""Build the tracer (``fiskj_observe.c``) once per source version, into a cache (docs/observer.md "Building";
+the shared mechanism: :mod:`harness.cbuild`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The observer's log as values: :class:`Op` and :func:`parse_ops`.  Pure: no IO.
-
-One JSON object per line (docs/observer.md).  Op lines (``seq`` set) are
-written when the call completed (or its thread died), so the file is in
-completion order; :func:`entry_order` sorts them by ``seq``, the order the
-calls entered the kernel.  Lifecycle lines (``spawn``, ``exec``, ``exit``,
-``end``) have no ``seq``.
+"""The observer's log as values: :class:`Op` and :func:`parse_ops` (its lines: docs/observer.md "The log").
+Pure: no IO.
 """
 
 from __future__ import annotations
@@ -87,10 +82,11 @@ class OpList(list):  # type: ignore[type-arg]
     torn_lineno: int | None = None
 
 
-_INT = ("seq", "pid", "tid", "fd", "off", "len", "count", "flags", "mode", "whence", "start", "errno", "t0", "t1",
-        "ppid", "code", "signal", "t")
-_STR = ("path", "path2", "target", "flags_s", "how", "cmd", "fault", "status")
-_BOOL = ("created", "dir", "thread")
+#: Each scalar field's JSON type, and how an error names it.
+_SCALAR = {**dict.fromkeys(("seq", "pid", "tid", "fd", "off", "len", "count", "flags", "mode", "whence", "start",
+                            "errno", "t0", "t1", "ppid", "code", "signal", "t", "ret"), (int, "an integer")),
+           **dict.fromkeys(("path", "path2", "target", "flags_s", "how", "cmd", "fault", "status"), (str, "a string")),
+           **dict.fromkeys(("created", "dir", "thread"), (bool, "true or false"))}
 _OP_REQUIRED = ("seq", "pid", "tid", "path", "errno", "t0", "t1")
 
 
@@ -98,14 +94,9 @@ def _field(obj: dict[str, Any], name: str, lineno: int) -> Any:
     value = obj.get(name)
     if value is None:
         return None
-    if name in _INT and (type(value) is not int):
-        raise LogFormatError(lineno, name, f"expected an integer, got {value!r}")
-    if name in _STR and type(value) is not str:
-        raise LogFormatError(lineno, name, f"expected a string, got {value!r}")
-    if name in _BOOL and type(value) is not bool:
-        raise LogFormatError(lineno, name, f"expected true or false, got {value!r}")
-    if name == "ret" and type(value) is not int:
-        raise LogFormatError(lineno, name, f"expected an integer or null, got {value!r}")
+    if name in _SCALAR and type(value) is not _SCALAR[name][0]:
+        null = " or null" if name == "ret" else ""
+        raise LogFormatError(lineno, name, f"expected {_SCALAR[name][1]}{null}, got {value!r}")
     if name == "data":
         if type(value) is not str:
             raise LogFormatError(lineno, name, f"expected base64 text, got {value!r}")

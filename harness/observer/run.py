@@ -1,13 +1,5 @@
-"""Start a program under the tracer: :func:`spawn_observed` returns an :class:`ObservedProcess`.
-
-:class:`ObservedProcess` *is* a :class:`subprocess.Popen` of the tracer, and the
-tracer stands in for the program: its pid takes the signals the harness sends
-(SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 are forwarded to the
-program's main process; SIGKILL kills the tracer and, by PTRACE_O_EXITKILL, the
-whole traced tree), its exit status is the program's (same code, or death by
-the same signal), and the program's processes are its descendants (psutil's
-``children(recursive=True)`` finds them).  So code written for a Popen
-(``send_signal``, ``poll``, ``wait``, ``harness.runner.process.kill_tree``) works on it.
+"""Start a program under the tracer: :func:`spawn_observed` returns an :class:`ObservedProcess`, a
+:class:`subprocess.Popen` of the tracer that stands in for the program (docs/observer.md "Transparency").
 """
 
 from __future__ import annotations
@@ -47,7 +39,13 @@ class Paused:
 
 
 class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
-    """The tracer running ``argv``; Popen-like, plus the log and (with ``control``) pause/release."""
+    """The tracer running ``argv``, recording the ops under ``roots`` to ``log`` and injecting ``faults``
+    (``ACTION@K[:KINDS]`` specs); Popen-like, plus :meth:`ops` and, with ``control``, pause/release.
+
+    ``env``: the program's environment (``None``: this process's); ``lookups=False`` (``--ops durable``)
+    stops only the durability calls and the kinds a fault counts.  Raises :class:`FaultSpecError` for a bad
+    fault or a pause without ``control``, ``ValueError`` without a root.
+    """
 
     def __init__(self, argv: Sequence[str], *, log: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]],
                  faults: Sequence[str] = (), control: bool = False, env: Mapping[str, str] | None = None,
@@ -147,19 +145,5 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
             return parse_ops(f)
 
 
-def spawn_observed(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None = None,
-                   stdin: _File = None, stdout: _File = None, stderr: _File = None,
-                   log: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]], faults: Sequence[str] = (),
-                   control: bool = False, start_new_session: bool = True, lookups: bool = True) -> ObservedProcess:
-    """Run ``argv`` under the tracer, recording the ops under ``roots`` to ``log`` and injecting ``faults``.
-
-    ``env`` is the program's environment (None: this process's).  ``faults`` are
-    ``ACTION@K[:KINDS]`` specs (docs/observer.md).  ``control=True`` opens the
-    pause/release channel (needed by ``pause`` faults).  ``lookups=False``
-    (``--ops durable``) stops only the durability calls and the kinds a
-    fault counts: stat, access and read are then neither stopped nor logged
-    (an interpreted program reads and stats hundreds of files as it starts).
-    """
-    return ObservedProcess(argv, log=log, roots=roots, faults=faults, control=control, env=env, cwd=cwd,
-                           stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=start_new_session,
-                           lookups=lookups)
+#: Run ``argv`` under the tracer (docs/observer.md "Use"): :class:`ObservedProcess`'s constructor.
+spawn_observed = ObservedProcess

@@ -1,13 +1,5 @@
-"""Observed operations as an IO-seam trace (pure): what the checkers and the crash-state model read.
-
-The checkers (I4, I8, I9) and the power-loss model read a leg's durability
-events in the IO seam's trace format (docs/ioseam.md).  For a subject that
-is observed from outside, :func:`ops_to_trace` builds that trace from the
-observer's log (docs/observer.md), so every checker and family works the
-same for any subject, and nothing the subject reports about itself is
-used.  One event per counted operation (:data:`~harness.observer.ops.DURABLE_KINDS`),
-in entry order, so event ``n`` is the operation an observer fault
-``ACTION@n`` hits.
+"""Observed operations as an IO-seam trace (docs/ioseam.md), so that every checker and family reads any subject
+observed from outside as it reads the seam's trace, using nothing the subject reports about itself.  Pure.
 """
 
 from __future__ import annotations
@@ -55,9 +47,7 @@ def _event(n: int, op: Op) -> dict[str, Any]:
         ev["op"] = "fsync_dir"
     elif kind == "ftruncate":
         ev["length"] = op.len
-    elif kind == "rename":
-        ev.update(src=op.path, dst=op.path2, path=op.path2)
-    elif kind == "link":
+    elif kind in ("rename", "link"):
         ev.update(src=op.path, dst=op.path2, path=op.path2)
     elif kind == "mkdir":
         ev["mode"] = op.mode

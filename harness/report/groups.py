@@ -1,29 +1,6 @@
-"""Violations grouped by cause: one group per (invariant, rule, fault kind, what is involved).
-
-A campaign that finds one bug usually finds it many times: every trial whose
-schedule reaches the bug violates the same invariant the same way.  A report
-shows each cause once, as a *group*, with how many rows it holds, its
-smallest reproducer and one full example; the individual rows stay in the
-JSON report (``violations``, ``unknowns``) and in the results folder
-(docs/results.md).
-
-The group key of a report row (a ``violations`` or ``unknowns`` row of
-:func:`harness.report.report.build_report`) is, from what the row holds:
-
-* ``invariant``: the verdict's id (``I2``, ``race``);
-* ``kind``: the rule broken, the ``kind`` of the evidence's first violation
-  (:mod:`harness.checkers`: every invalid verdict lists ``violations``, each
-  with a ``kind``, in the order they happened); for an unknown verdict, its
-  ``reason``;
-* ``faults``: the kinds of fault the trial injected (``kill``, ``suspend``,
-  ``kill+suspend``, ``tail``, ``power_loss``, ``race``: the row's
-  ``faults``), else its family, else ``none``;
-* ``involved``: the operation or record kind the first violation names
-  where its evidence has one (:func:`involved`), else ``""``.
-
-The smallest reproducer of a group is its row with the fewest faults, then
-the fewest legs, then the smallest seed (then the lowest trial number).
-Pure: no IO.
+"""Violations grouped by cause: one group per (invariant, rule, fault kind, what is involved), with its count,
+smallest reproducer and one full example (the key and the reproducer's order: docs/results.md "Violations
+grouped by cause").  Pure: no IO.
 """
 
 from __future__ import annotations
@@ -35,7 +12,7 @@ from typing import Any
 from harness.names import CRASH_RESUMES, CRASH_STATES, NOT_INJECTED
 
 __all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_total", "group_rows", "group_title",
-           "minimal_note"]
+           "invariant_order", "key_trials", "minimal_note"]
 
 #: The record kind in a journal excerpt (fisk-ai v2 lines name it in their protocol id), or in a checker's
 #: sentence about a record (``record seq 2 (assistant)``, harness/checkers/i4_acknowledged.py).
@@ -102,7 +79,7 @@ def fault_total(row: dict[str, Any]) -> int:
 
 
 def group_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
-    """``(invariant, kind, faults, involved)`` of a report row (module docstring)."""
+    """``(invariant, kind, faults, involved)`` of a report row (docs/results.md "Violations grouped by cause")."""
     first = first_violation(row)
     kind = first.get("kind")
     if not isinstance(kind, str) or not kind:
@@ -158,20 +135,10 @@ def group_title(group: dict[str, Any]) -> str:
 
 
 def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Group report rows (``violations`` or ``unknowns``) by :func:`group_key`.
-
-    ``runs``: the report's ``runs`` rows, for the origin of a shrunk trial and the faults of the trial it
-    shrank.  Returns the groups in invariant order (I1 .. I10, then the others: causes such as a lost
-    record before their consequences such as a different result), most rows first within one invariant,
-    each a dict::
-
-        {"key": {"invariant", "kind", "faults", "involved"}, "title": str, "count": rows in the group,
-         "trials": [trial numbers], "scenarios": [names], "name": the invariant's name,
-         "reproducer": {"trial", "scenario", "seed", "schedule", "faults", "legs", "origin",
-                        "reproduce", "reproduce_run", "minimal"},
-         "example": the reproducer's full row (evidence and all)}
-
-    Never raises for a row missing keys: what is missing is left out or counted as unknown.
+    """Group report rows (``violations`` or ``unknowns``) by :func:`group_key`; ``runs``: the report's ``runs``
+    rows (a shrunk trial's origin, the faults of the trial it shrank).  Returns the groups (their fields:
+    docs/results.md "Violations grouped by cause") in invariant order, causes before consequences, most rows
+    first within one invariant.  Never raises for a row missing keys: what is missing is left out.
     """
     by_run = {_int(r["trial"]): r for r in runs or [] if isinstance(r, dict) and "trial" in r}
     buckets: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
@@ -196,9 +163,21 @@ def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = N
         out.append(group)
     # causes before consequences: invariants in their order (a re-run, I2, or a lost record, I4, before the
     # unreadable journal or the different result it leads to, I5 and I6), then the biggest group first
-    out.sort(key=lambda g: (_inv_order(g["key"]["invariant"]), -g["count"], g["title"]))
+    out.sort(key=lambda g: (invariant_order(g["key"]["invariant"]), -g["count"], g["title"]))
     return out
 
 
-def _inv_order(inv: str) -> tuple[int, str]:
+def invariant_order(inv: str) -> tuple[int, str]:
+    """Sort key of an invariant id: I1 .. I10 in their order, then any other name."""
     return (int(inv[1:]), inv) if inv[:1] == "I" and inv[1:].isdigit() else (1 << 30, inv)
+
+
+def key_trials(report: dict[str, Any]) -> list[int]:
+    """The trials a report's groups (``groups``, then ``unknown_groups``) point at: each group's smallest
+    reproducer and its example, in group order, each once."""
+    out: list[int] = []
+    for g in (report.get("groups") or []) + (report.get("unknown_groups") or []):
+        for t in ((g.get("reproducer") or {}).get("trial"), (g.get("example") or {}).get("trial")):
+            if isinstance(t, int) and t not in out:
+                out.append(t)
+    return out

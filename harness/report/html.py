@@ -1,23 +1,7 @@
-"""The HTML report: one self-contained file with the campaign table, the violation groups and a timeline per
-failing trial (docs/results.md "The HTML report").
+"""The HTML report: one self-contained page (campaign table, violation groups, a timeline per failing trial).
 
-``report.html`` is written into every results folder (:func:`harness.report.results_dir.write_results`).  It
-needs nothing but a browser: no network, no external script, style sheet or font (a Content-Security-Policy
-forbids any fetch); the timelines are SVG drawn by a small inline script from a JSON block in the page.
-
-What it shows (the campaign table, the violation groups of :mod:`harness.report.groups`, a timeline per
-failing trial with its lanes and marks) and its bounds (at most :data:`MAX_TRIALS` trials,
-:data:`MAX_EVENTS_PER_LANE` events per lane, excerpts of :data:`MAX_EXCERPT` and output tails of
-:data:`MAX_OUTPUT` characters) are described in docs/results.md "The HTML report".  Everything taken from a
-history is untrusted: it is escaped into the page's HTML (:func:`html.escape`) or its JSON block (no ``<``,
-``>``, ``&`` left in it), and the script only ever sets it as text.
-
-:func:`harness.report.results_dir.write_html_report` writes the report of a stored results folder again.
-
-This module is the page (the tables, the groups, the trial sections); a trial's timeline data is built by
-:mod:`harness.report.timeline` (what evidence names: :mod:`harness.report.marks`), and the legend, style sheet
-and script are static files in ``harness/report/assets/`` (read once, by :func:`assets`).
-"""
+What it shows, its bounds and its escaping are docs/results.md "The HTML report"; a trial's timeline data is
+:mod:`harness.report.timeline`'s, the legend, style sheet and script are ``harness/report/assets/``."""
 
 from __future__ import annotations
 
@@ -30,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import quote
 
+from harness.checkers.verdict import combine
 from harness.history.model import History
 from harness.report.marks import evidence_marks
 from harness.report.timeline import (MAX_EVENTS_PER_LANE, MAX_EVIDENCE_CHARS, MAX_EXCERPT, MAX_VIOLATIONS, _json_text,
@@ -66,12 +51,7 @@ class TrialView:
     @property
     def status(self) -> str:
         """``invalid`` when a verdict is invalid, else ``unknown`` when one is, else ``valid``."""
-        statuses = {v.get("status") for v in self.verdicts}
-        return "invalid" if "invalid" in statuses else "unknown" if "unknown" in statuses else "valid"
-
-
-def _verdict_json(v: Any) -> dict[str, Any]:
-    return v.to_json() if hasattr(v, "to_json") else dict(v)
+        return combine([v.get("status") for v in self.verdicts])
 
 
 def trial_view(trial: Any, *, folder: str | os.PathLike[str] | None = None, replay: str | None = None) -> TrialView:
@@ -84,7 +64,7 @@ def trial_view(trial: Any, *, folder: str | os.PathLike[str] | None = None, repl
         raise ValueError("a trial without a history has no timeline")
     number = get("trial", get("index"))
     judged = get("invariants") or ()  # a TrialResult: only the invariants the campaign judged count
-    verdicts = [_verdict_json(v) for v in get("verdicts") or []]
+    verdicts = [v.to_json() if hasattr(v, "to_json") else dict(v) for v in get("verdicts") or []]
     if judged:
         verdicts = [v for v in verdicts if v.get("invariant") in judged]
     return TrialView(trial=int(number if number is not None else 0), scenario=str(get("scenario") or history.scenario),
@@ -123,17 +103,15 @@ def _counts_cell(c: dict[str, Any] | None) -> str:
 
 
 def _campaign(report: dict[str, Any]) -> str:
+    from harness.report.report import fault_line, interrupted_line, rate_text
+
     verdict = str(report.get("verdict", "unknown"))
     camp = report.get("campaign") or {}
-    rate = report.get("trials_per_s")
-    faults = report.get("faults") or {}
     out = [f'<p class="verdict {_e(verdict)}">verdict: <b id="verdict">{_e(verdict.upper())}</b></p>',
-           f"<p>{_e(report.get('trials', 0))} trial(s) in {float(report.get('elapsed_s') or 0):.1f} s"
-           + (f" ({float(rate):.1f} trials/s)" if rate else "")
-           + (f"; subject: {_e(camp['subject_name'])}" if camp.get("subject_name") else "") + "</p>",
-           "<p>faults: " + _e(", ".join(f"{k} {v}" for k, v in faults.items())) + "</p>"]
+           f"<p>{_e(rate_text(report))}" + (f"; subject: {_e(camp['subject_name'])}" if camp.get("subject_name")
+                                           else "") + "</p>", f"<p>faults: {_e(fault_line(report))}</p>"]
     if report.get("interrupted"):
-        out.append('<p class="warn">interrupted: this report is partial</p>')
+        out.append(f'<p class="warn">{_e(interrupted_line(report))}</p>')
     for title, key in (("setup errors", "errors"), ("limits for this subject", "limits")):
         if camp.get(key):
             out.append(f"<p>{title}:</p><ul>" + "".join(f"<li>{_e(x)}</li>" for x in camp[key]) + "</ul>")
@@ -161,36 +139,27 @@ def _campaign(report: dict[str, Any]) -> str:
 
 
 def _groups(report: dict[str, Any], drawn: set[int]) -> str:
-    from harness.report.groups import group_rows
+    from harness.report.report import group_sections, reproducer_text
+
+    def link(t: Any, text: str) -> str:
+        return f'<a href="#trial-{_e(t)}">{_e(text)}</a>' if t in drawn else _e(text)
 
     out = []
-    for title, rows_key, groups_key in (("Violations", "violations", "groups"),
-                                        ("Unknown verdicts", "unknowns", "unknown_groups")):
-        rows = report.get(rows_key) or []
-        if not rows:
-            continue
-        groups = report.get(groups_key)
-        if not isinstance(groups, list):
-            groups = group_rows(rows, report.get("runs") or [])
-        out.append(f"<h3>{title}: {len(rows)} in {len(groups)} group(s) by cause</h3>")
+    for title, _, rows, groups in group_sections(report):
+        out.append(f"<h3>{_e(title[:1].upper() + title[1:])}: {len(rows)} in {len(groups)} group(s) by cause</h3>")
         for n, g in enumerate(groups, 1):
             rep, ex = g.get("reproducer") or {}, g.get("example") or {}
             trials = g.get("trials") or []
-            links = ", ".join(f'<a href="#trial-{_e(t)}">{_e(t)}</a>' if t in drawn else _e(t) for t in trials[:60])
-            if len(trials) > 60:
-                links += f" ... ({len(trials) - 60} more)"
-            rtrial = rep.get("trial")
-            rlink = f'<a href="#trial-{_e(rtrial)}">trial {_e(rtrial)}</a>' if rtrial in drawn else f"trial {_e(rtrial)}"
+            links = ", ".join(link(t, str(t)) for t in trials[:60]) + (
+                f" ... ({len(trials) - 60} more)" if len(trials) > 60 else "")
             out.append(
                 f'<div class="group" data-group="{n}"><h4>[{n}] {_e(g.get("title", ""))}: {_e(g.get("count", 0))} '
                 f"trial(s) in {_e(', '.join(g.get('scenarios') or []))}</h4>"
                 f"<p>{_e(g.get('name', ''))}</p><p>trials: {links}</p>"
-                f"<p>smallest reproducer: {rlink} ({_e(rep.get('faults', 0))} fault(s)"
-                + (f", {_e(rep['legs'])} leg(s)" if rep.get("legs") is not None else "")
-                + f", seed {_e(rep.get('seed'))}), {_e(rep.get('minimal', ''))}</p>"
+                f"<p>smallest reproducer: {link(rep.get('trial'), reproducer_text(rep))}</p>"
                 f"<p>schedule: <code>{_e(json.dumps(rep.get('schedule'), default=str)[:400])}</code></p>"
-                + (f"<p>replay: <code>{_e(rep['reproduce'])}</code></p>" if rep.get("reproduce") else "")
-                + (f"<p>self-contained: <code>{_e(rep['reproduce_run'])}</code></p>" if rep.get("reproduce_run") else "")
+                + "".join(f"<p>{label}: <code>{_e(rep[key])}</code></p>" for label, key in
+                          (("replay", "reproduce"), ("self-contained", "reproduce_run")) if rep.get(key))
                 + f"<details><summary>example: trial {_e(ex.get('trial'))}: {_e(str(ex.get('summary', ''))[:300])}"
                 f"</summary><pre>{_e(_json_text(ex.get('evidence')))}</pre></details></div>")
     if not out:
@@ -200,13 +169,9 @@ def _groups(report: dict[str, Any], drawn: set[int]) -> str:
 
 def _order(views: list[TrialView], report: dict[str, Any]) -> list[TrialView]:
     """Failing trials, each group's reproducer and example first, then in trial order."""
-    first: list[int] = []
-    for key in ("groups", "unknown_groups"):
-        for g in report.get(key) or []:
-            for t in ((g.get("reproducer") or {}).get("trial"), (g.get("example") or {}).get("trial")):
-                if isinstance(t, int) and t not in first:
-                    first.append(t)
-    rank = {t: i for i, t in enumerate(first)}
+    from harness.report.groups import key_trials
+
+    rank = {t: i for i, t in enumerate(key_trials(report))}
     failing = [v for v in views if v.status != "valid"]
     return sorted(failing, key=lambda v: (rank.get(v.trial, len(rank)), v.trial))
 

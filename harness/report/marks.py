@@ -15,18 +15,10 @@ _N_KEYS = ("n", "write_n", "fsync_n", "unlink_n", "first_n", "last_n")
 
 
 def evidence_marks(evidence: Any) -> set[tuple[Any, ...]]:
-    """What one violation's evidence names, as marks to draw:
-
-    * ``("leg", i)``: a leg (``leg``, ``legs``, any ``*_leg`` key);
-    * ``("ev", leg, n)``: trace event ``n`` of a leg (``n``, ``write_n``, ``fsync_n``, ... in a dict whose
-      ``leg`` is known there or in a dict around it);
-    * ``("seq", s)``: a journal record (``seq``, ``*_seq``, or ``seq N`` in a sentence);
-    * ``("effect", tool_use_id, attempt)``: one tool execution (a dict with ``attempt`` under a
-      ``tool_use_id``); ``("tool", tool_use_id)`` every execution of a tool call named without one;
-    * ``("call", index)``: a model call (a dict with ``index`` and ``turn``);
-    * ``("n", n)``: ``n=N`` in a sentence, a traced call of no named leg (marked in a crash state's lane).
-
-    Pure; never raises for evidence of any shape.
+    """What one violation's evidence names (docs/results.md "The HTML report"), as marks to draw: ``("leg", i)``,
+    ``("ev", leg, n)`` (trace event ``n`` of a leg), ``("seq", s)``, ``("effect", tool_use_id, attempt)``,
+    ``("tool", tool_use_id)`` (every execution of it), ``("call", index)`` (a model call), ``("n", n)`` (``n=N``
+    in a sentence: a traced call of no named leg).  Pure; never raises for evidence of any shape.
     """
     out: set[tuple[Any, ...]] = set()
     _walk(evidence, None, None, out, 0)

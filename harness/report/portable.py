@@ -1,22 +1,5 @@
-"""Portable reports: where a report's scenarios and subject profile are, so it replays from anywhere.
-
-A JSON report records the scenario files a campaign ran (``campaign.scenarios``:
-name -> the path as it ran) and the subject (``campaign.subject``: the argv
-the user gave, the profile file, or ``null`` for the reference).  Written to
-a file (:func:`portable`), it also records *references* that survive the
-report being moved or copied to another machine:
-
-* ``campaign.scenario_refs``: name -> ``{"bundled": "kill-random"}`` for a
-  scenario bundled under ``scenarios/`` (found again by name wherever the
-  harness is installed), ``{"file": "../my/scenario.toml"}`` for another
-  file, relative to the report's own folder;
-* ``campaign.subject_ref`` (a profile subject only): ``{"bundled":
-  "node/profile.toml"}`` for a profile under the repository's ``subjects/``,
-  else ``{"file": PATH}`` relative to the report's folder.
-
-:func:`scenario_path` and :func:`subject_profile` read them back (replay):
-the reference first, then the path as it ran (absolute, or relative to the
-working directory, then to the report's folder).
+"""Portable reports: where a report's scenarios and subject profile are, so it replays from anywhere
+(``campaign.scenario_refs``, ``campaign.subject_ref``: docs/results.md "Portable reports").
 """
 
 from __future__ import annotations
@@ -99,12 +82,8 @@ def portable(report: dict[str, Any], report_path: str | None) -> dict[str, Any]:
     if not isinstance(campaign, dict):
         return out
     campaign = dict(campaign)
-    refs = {}
-    for name, path in (campaign.get("scenarios") or {}).items():
-        ref = scenario_ref(path, report_path)
-        if ref is not None:
-            refs[name] = ref
-    campaign["scenario_refs"] = refs
+    campaign["scenario_refs"] = {name: ref for name, path in (campaign.get("scenarios") or {}).items()
+                                 if (ref := scenario_ref(path, report_path)) is not None}
     subject = campaign.get("subject")
     if isinstance(subject, str) and subject.endswith(".toml"):
         campaign["subject_ref"] = profile_ref(subject, report_path)
@@ -127,7 +106,15 @@ def _from_ref(ref: Any, report_path: str, field: str, bundled_root: Path | None,
     raise ResultsError(f"unknown reference {how!r} (expected bundled or file)", path=report_path, field=field)
 
 
-def _existing(candidates: list[Path], report_path: str, field: str, what: str) -> str:
+def _locate(report_path: str, field: str, ref: Any, bundled_root: Path | None, suffix: str, path: Any,
+            what: str) -> str:
+    """The first file that is there of: ``ref`` resolved, ``path`` as is, ``path`` relative to the report's
+    folder.  Raises :class:`ResultsError` (``field``) naming what was tried."""
+    candidates = [] if ref is None else [_from_ref(ref, report_path, field, bundled_root, suffix)]
+    if isinstance(path, str) and path:
+        candidates.append(Path(path))
+        if not os.path.isabs(path):
+            candidates.append(Path(report_path).resolve().parent / path)
     for p in candidates:
         if p.is_file():
             return str(p)
@@ -143,21 +130,13 @@ def scenario_path(report: dict[str, Any], name: str, report_path: str) -> str:
     no file is where it says.
     """
     campaign = report.get("campaign") or {}
-    candidates: list[Path] = []
-    field = f"campaign.scenarios.{name}"
     ref = (campaign.get("scenario_refs") or {}).get(name)
-    if ref is not None:
-        field = f"campaign.scenario_refs.{name}"
-        candidates.append(_from_ref(ref, report_path, field, _bundled_scenario_dir(), ".toml"))
     path = (campaign.get("scenarios") or {}).get(name)
-    if isinstance(path, str) and path:
-        candidates.append(Path(path))
-        if not os.path.isabs(path):
-            candidates.append(Path(report_path).resolve().parent / path)
-    if not candidates:
+    if ref is None and not (isinstance(path, str) and path):
         raise ResultsError(f"the report does not say where scenario {name!r} is", path=report_path,
                            field="campaign.scenarios")
-    return _existing(candidates, report_path, field, f"scenario {name!r}")
+    field = f"campaign.scenario_refs.{name}" if ref is not None else f"campaign.scenarios.{name}"
+    return _locate(report_path, field, ref, _bundled_scenario_dir(), ".toml", path, f"scenario {name!r}")
 
 
 def subject_profile(report: dict[str, Any], report_path: str) -> str | None:
@@ -165,16 +144,8 @@ def subject_profile(report: dict[str, Any], report_path: str) -> str | None:
     when the subject is not a profile.  Raises :class:`harness.errors.ResultsError` when no file is where
     the report says."""
     campaign = report.get("campaign") or {}
-    subject = campaign.get("subject")
-    ref = campaign.get("subject_ref")
+    subject, ref = campaign.get("subject"), campaign.get("subject_ref")
     if ref is None and not (isinstance(subject, str) and subject.endswith(".toml")):
         return None
-    candidates: list[Path] = []
-    if ref is not None:
-        candidates.append(_from_ref(ref, report_path, "campaign.subject_ref", bundled_profile_dir(), ""))
-    if isinstance(subject, str) and subject:
-        candidates.append(Path(subject))
-        if not os.path.isabs(subject):
-            candidates.append(Path(report_path).resolve().parent / subject)
-    return _existing(candidates, report_path, "campaign.subject_ref" if ref is not None else "campaign.subject",
-                     "the subject's profile")
+    return _locate(report_path, "campaign.subject_ref" if ref is not None else "campaign.subject", ref,
+                   bundled_profile_dir(), "", subject, "the subject's profile")

@@ -1,18 +1,7 @@
-"""Code-probe coverage: which recovery branches of fiskj (the reference, or a subject built on it) a campaign reached.
+"""Code-probe coverage: which recovery branches of fiskj (the reference, or a subject built on it) a campaign
+reached, summed over its trials in the manner of FoundationDB's code probes (docs/results.md "Code probes").
 
-The reference engine marks each recovery branch (a torn tail cut, a
-never-created journal reclaimed, a pending batch completed, each refusal,
-each way a journal is poisoned) with a code probe (:mod:`fiskj.probes`);
-the harness collects the probes of every leg
-(:func:`harness.history.readers.read_probes`) and this module sums them
-over a campaign, in the manner of FoundationDB's code probes.  The gate
-names every probe of the catalogue that no scenario reached.
-
-A probe is the subject's own report, so it measures coverage only; no
-checker reads it.  A subject that is not fiskj-based has no probes: the
-section then says it does not apply, never "0 reached" as if measured.
-
-The section (``report["probes"]``), JSON-ready::
+The section (``report["probes"]``)::
 
     {"applies": bool, "catalogue": N, "reached": {name: {"trials": n, "scenarios": [..]}},
      "unreached": [name, ...], "note": str}

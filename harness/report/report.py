@@ -1,61 +1,7 @@
 """The campaign report: JSON dict, summary table, JUnit XML, Markdown, shard merge, exit status.
 
-A *trial* (input of :func:`build_report`) is a dict: ``scenario``, ``seed``,
-``schedule``, ``history`` (a :class:`~harness.history.model.History` or its JSON),
-``verdicts`` (:class:`~harness.checkers.Verdict` or their JSON),
-``duration_s``, ``faults`` (injected faults per family; derived from the
-history's legs when absent) and optionally ``trial`` (its number; default
-its position in the list).
-
-The report dict (JSON-ready):
-
-* ``format``: ``"fiskj-harness-report/1"``;
-* ``trials``: number of trials;
-* ``faults``: injected faults per kind ``kill``, ``suspend``, ``tail``,
-  ``power_loss``, ``race`` (:data:`harness.names.FAULT_COUNTS`), plus
-  ``crash_states`` (power-loss crash states judged by the cheap tier, an int, 0 when none) and,
-  when any, ``crash_resumes`` (crash states recovered by a full resume of the agent)
-  — all ints, flat;
-* ``invariants``: per id ``{"name", "checked", "valid", "vacuous", "invalid", "unknown"}``
-  (``vacuous``: the valid verdicts that had nothing to judge: ``checked: 0`` in their evidence,
-  for I2 no tool execution and for I3 no model call);
-* ``violations``: one per invalid verdict: ``trial``, ``invariant``, ``name``,
-  ``scenario``, ``seed``, ``schedule``, ``summary``, ``evidence``,
-  ``reproduce`` (``fiskj-harness replay REPORT --trial K``), ``faults`` (the
-  trial's injected faults per kind), ``legs`` (its legs, ``None`` without a
-  history) and ``family`` when the trial names it;
-* ``unknowns``: the same shape for unknown verdicts;
-* ``groups``: the violations grouped by cause, ``unknown_groups`` the unknowns
-  (:func:`harness.report.groups.group_rows`: key, count, trials, smallest
-  reproducer, one full example); the summary, the Markdown and the JUnit
-  show groups, the rows stay here and in the results folder;
-* ``scenarios``: per scenario ``{"trials", "invalid_trials", "unknown_trials",
-  "duration_s", "invariants": {id: counts}}``;
-* ``runs``: per trial ``{"trial", "scenario", "seed", "schedule", "status",
-  "duration_s", "faults"}`` (what ``replay`` needs);
-* ``elapsed_s``, ``trials_per_s`` (over ``elapsed_s``), ``power_loss_s`` (the summed durations of
-  the power-loss trials), ``crash_states_per_s`` and ``crash_resumes_per_s`` (over ``power_loss_s``,
-  the time spent on them, not over a campaign that also ran other families; ``None`` when zero);
-* ``verdict``: ``invalid`` if any verdict is invalid, else ``unknown`` if any
-  is unknown or no trial ran, else ``valid``;
-* ``probes`` (campaign reports): the code probes of the reference the
-  trials reached and those none reached (:mod:`harness.report.probes`);
-* ``interrupted``: true when the campaign was interrupted (SIGINT, SIGTERM:
-  :mod:`harness.campaign.interrupt`): the report holds the trials judged
-  before it, and ``campaign.interrupted`` says by what and how many of the
-  planned trials ran; the verdict is over those trials only.
-
-The JSON Schema of the report is ``schemas/report.schema.json``.
-
-:func:`campaign_report` builds the report of a campaign result, with the
-``campaign`` block that ``replay`` and ``merge`` read.
-
-Exit status (:func:`exit_status`): 0 when the verdict is valid, 1 otherwise
-(:data:`harness.names.HARNESS_VALID`, :data:`~harness.names.HARNESS_VIOLATION`).
-An *unknown* counts as a failure: a checker that crashed or could not
-decide has not shown the invariant holds, and a gate must not pass on it.
-(Checkers answer ``valid`` when there is nothing to judge, e.g. I1 with no
-suspend, so unknown means missing evidence, never "not applicable".)
+The report's fields, its verdict and exit status are docs/results.md "The JSON report"; its JSON Schema is
+``schemas/report.schema.json``.  The text renderings share one view of the groups (:func:`group_sections`).
 """
 
 from __future__ import annotations
@@ -67,61 +13,63 @@ from xml.etree import ElementTree as ET
 
 from harness.report.reproduce import replay_command
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, Verdict, combine, verdict_from_json
-from harness.history.model import History, history_from_json
-from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_COUNTS, NOT_INJECTED, HARNESS_VALID, HARNESS_VIOLATION, INVARIANTS
+from harness.history.model import history_from_json
+from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_COUNTS, NOT_INJECTED, HARNESS_VALID, HARNESS_VIOLATION
 from harness.history.faults import fault_counts
-from harness.report.groups import group_rows
+from harness.report.groups import group_rows, invariant_order
 from harness.report.probes import merge_probe_sections, probe_lines, probe_section
 
 __all__ = ["FORMAT", "build_report", "campaign_report", "render_summary", "write_junit", "render_markdown",
-           "merge_reports", "exit_status"]
+           "merge_reports", "exit_status", "empty_scenario", "group_sections", "reproducer_text", "fault_line",
+           "interrupted_line", "rate_text"]
 
 FORMAT = "fiskj-harness-report/1"
-#: ``vacuous`` counts the valid verdicts that had nothing to judge (the checker's evidence says
-#: ``checked: 0``, e.g. I9 in a trial with no refused resume), so a table never passes off
-#: "nothing happened" as "proved".
+#: ``vacuous``: valid verdicts with nothing to judge (``checked: 0`` in their evidence).
 _COUNT_KEYS = ("checked", VALID, "vacuous", INVALID, UNKNOWN)
 
 #: The evidence key that counts an invariant's occasions to judge, where it is not ``checked``
 #: (I2's ``checked`` counts re-runs: a trial with executions and no re-run was judged).
 _OCCASIONS = {"I2": "executions", "I3": "calls"}
+#: Keys of a trial dict copied into its ``runs`` row, and (with ``_ROW_KEYS``) its violation rows.
+_RUN_KEYS = ("origin", "shrunk_from")
+_ROW_KEYS = ("family", "reproduce_run", "history_notes")
 
 
-def _counts() -> dict[str, int]:
-    return {k: 0 for k in _COUNT_KEYS}
+def _counts(name: str = "") -> dict[str, Any]:
+    return {"name": name, **{k: 0 for k in _COUNT_KEYS}}
 
 
-def _faults_of(trial: dict[str, Any], history: History | None) -> dict[str, int]:
-    given = trial.get("faults")
-    if given:
-        return {k: int(v) for k, v in given.items() if isinstance(v, (int, float))}
-    return fault_counts(history) if history is not None else {}
+def empty_scenario() -> dict[str, Any]:
+    """A report's ``scenarios`` entry before any trial: no trial, no verdict."""
+    return {"trials": 0, "invalid_trials": 0, "unknown_trials": 0, "duration_s": 0.0, "invariants": {}}
 
 
-def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
+def build_report(trials: list[dict[str, Any]], *, report_path: str | None = "REPORT",
                  elapsed_s: float | None = None) -> dict[str, Any]:
-    """Aggregate ``trials`` into the report dict described in the module docstring.
+    """Aggregate ``trials`` into the report dict (docs/results.md "The JSON report").
 
-    ``report_path`` is the file the report will be written to (used in the
-    ``reproduce`` commands); ``elapsed_s`` the campaign's wall-clock time
-    (default: the sum of the trials' durations).
+    A trial is a dict: ``scenario``, ``seed``, ``schedule``, ``history`` (a History or its JSON),
+    ``verdicts`` (Verdicts or their JSON), ``duration_s``, ``faults`` (per kind; from the history's legs
+    when absent), optionally ``trial`` (its number; default its position), ``family``, ``origin``,
+    ``shrunk_from``, ``reproduce_run`` and ``history_notes``.  ``report_path``: the file the report will
+    be written to (its ``reproduce`` commands replay from it; ``None``: they are the ``reproduce_run``
+    ones); ``elapsed_s``: the campaign's wall-clock time (default: the sum of the trials' durations).
     """
-    faults = {f: 0 for f in FAULT_COUNTS}
-    faults[CRASH_STATES] = 0
+    faults = {f: 0 for f in (*FAULT_COUNTS, CRASH_STATES)}
     invariants: dict[str, dict[str, Any]] = {}
     scenarios: dict[str, dict[str, Any]] = {}
-    violations: list[dict[str, Any]] = []
-    unknowns: list[dict[str, Any]] = []
+    rows: dict[str, list[dict[str, Any]]] = {INVALID: [], UNKNOWN: []}
     runs: list[dict[str, Any]] = []
     statuses: list[str] = []
-    total_duration = 0.0
-    power_loss_s = 0.0
+    total_duration = power_loss_s = 0.0
     for pos, trial in enumerate(trials):
         k = int(trial.get("trial", pos))
         raw = trial.get("history")
         history = history_from_json(raw) if isinstance(raw, dict) else raw
         verdicts: list[Verdict] = [verdict_from_json(v) for v in trial.get("verdicts", [])]
-        tf = _faults_of(trial, history)
+        given = trial.get("faults")
+        tf = ({f: int(n) for f, n in given.items() if isinstance(n, (int, float))} if given
+              else fault_counts(history) if history is not None else {})
         for fam, n in tf.items():
             faults[fam] = faults.get(fam, 0) + n
         duration = float(trial.get("duration_s") or 0.0)
@@ -131,90 +79,60 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str = "REPORT",
         name = str(trial.get("scenario") or (history.scenario if history else "?"))
         seed = trial.get("seed", history.seed if history else None)
         schedule = trial.get("schedule", history.schedule if history else [])
-        sc = scenarios.setdefault(name, {"trials": 0, "invalid_trials": 0, "unknown_trials": 0,
-                                         "duration_s": 0.0, "invariants": {}})
+        sc = scenarios.setdefault(name, empty_scenario())
         sc["trials"] += 1
         sc["duration_s"] = round(sc["duration_s"] + duration, 6)
+        run = {k2: trial[k2] for k2 in _RUN_KEYS if trial.get(k2) is not None}
         for v in verdicts:
-            inv = invariants.setdefault(v.invariant, {"name": v.name, **_counts()})
-            per = sc["invariants"].setdefault(v.invariant, {"name": v.name, **_counts()})
             vacuous = (v.status == VALID and isinstance(v.evidence, dict)
                        and v.evidence.get(_OCCASIONS.get(v.invariant, "checked")) == 0)
-            for counts in (inv, per):
+            for counts in (invariants.setdefault(v.invariant, _counts(v.name)),
+                           sc["invariants"].setdefault(v.invariant, _counts(v.name))):
                 counts["checked"] += 1
                 counts[v.status] += 1
                 counts["vacuous"] += vacuous
-            if v.status in (INVALID, UNKNOWN):
-                row = {"trial": k, "invariant": v.invariant, "name": v.name, "scenario": name, "seed": seed,
-                       "schedule": schedule, "summary": v.summary, "evidence": v.evidence, "checker": v.checker,
-                       "reproduce": replay_command(report_path, k), "faults": tf,
-                       "legs": len(history.legs) if history is not None else None}
-                if trial.get("family"):
-                    row["family"] = trial["family"]
-                (violations if v.status == INVALID else unknowns).append(row)
+            if v.status in rows:
+                rows[v.status].append({
+                    "trial": k, "invariant": v.invariant, "name": v.name, "scenario": name, "seed": seed,
+                    "schedule": schedule, "summary": v.summary, "evidence": v.evidence, "checker": v.checker,
+                    "reproduce": (replay_command(report_path, k) if report_path is not None
+                                  else trial.get("reproduce_run")),
+                    "faults": tf, "legs": len(history.legs) if history is not None else None, **run,
+                    **{k2: trial[k2] for k2 in _ROW_KEYS if trial.get(k2) and (k2 != "history_notes"
+                                                                                or v.status == INVALID)}})
         status = combine([v.status for v in verdicts]) if verdicts else UNKNOWN
         statuses.append(status)
-        if status == INVALID:
-            sc["invalid_trials"] += 1
-        elif status == UNKNOWN:
-            sc["unknown_trials"] += 1
+        if status in (INVALID, UNKNOWN):
+            sc[f"{status}_trials"] += 1
         runs.append({"trial": k, "scenario": name, "seed": seed, "schedule": schedule, "status": status,
-                     "duration_s": duration, "faults": tf})
+                     "duration_s": duration, "faults": tf, **run})
     elapsed = float(elapsed_s) if elapsed_s is not None else total_duration
     return _finish({
         "format": FORMAT, "trials": len(trials), "faults": faults,
-        "invariants": dict(sorted(invariants.items(), key=lambda kv: _inv_order(kv[0]))),
-        "violations": violations, "unknowns": unknowns, "scenarios": scenarios, "runs": runs,
-        "elapsed_s": round(elapsed, 6), "report_path": report_path, "interrupted": False,
+        "invariants": dict(sorted(invariants.items(), key=lambda kv: invariant_order(kv[0]))),
+        "violations": rows[INVALID], "unknowns": rows[UNKNOWN], "scenarios": scenarios, "runs": runs,
+        "elapsed_s": round(elapsed, 6), "report_path": report_path or "REPORT", "interrupted": False,
         "power_loss_s": round(power_loss_s, 6),
     }, statuses)
 
 
 def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
-    """The report (:func:`build_report`) of a :class:`harness.campaign.result.CampaignResult`.
-
-    Adds ``campaign`` (subject, seed, jobs, scenario files, shrinks, setup
-    errors) so that ``replay`` can re-run any trial; each ``runs`` row gets
-    ``origin`` (and ``shrunk_from``), each violation ``reproduce_run`` (a
-    self-contained ``fiskj-harness run ... --schedule`` command,
-    :func:`harness.report.reproduce.reproduce_command`).  Without a
-    report file the ``reproduce`` commands are the self-contained ones.
-    """
-    trials = []
-    for t in result.trials:
-        trials.append({
-            "trial": t.index, "scenario": t.scenario, "seed": t.seed, "schedule": t.schedule,
-            "history": t.history, "verdicts": t.verdicts, "duration_s": round(t.elapsed_s, 6),
-            "faults": t.faults, "family": t.family,
-        })
-    report = build_report(trials, report_path=report_path or "REPORT", elapsed_s=result.elapsed_s)
-    by_index = {t.index: t for t in result.trials}
-    for row in report.get("runs", []):
-        t = by_index.get(row["trial"])
-        if t is not None:
-            row["origin"] = t.origin
-            if t.shrunk_from is not None:
-                row["shrunk_from"] = t.shrunk_from
-    for key in ("violations", "unknowns"):
-        for row in report.get(key, []):
-            t = by_index.get(row["trial"])
-            if t is None:
-                continue
-            row["reproduce_run"] = t.reproduce
-            row["origin"] = t.origin
-            if t.shrunk_from is not None:
-                row["shrunk_from"] = t.shrunk_from
-            if report_path is None:
-                row["reproduce"] = t.reproduce
-            if t.history is not None and key == "violations":
-                row.setdefault("history_notes", t.history.notes)
-    cut = getattr(result, "interrupted", None)  # {"signal", "planned", "done"} of an interrupted campaign
+    """The report (:func:`build_report`) of a :class:`harness.campaign.result.CampaignResult`, with the
+    ``campaign`` block that ``replay`` and ``merge`` read.  Without a report file (``report_path`` ``None``)
+    the ``reproduce`` commands are the self-contained ones."""
+    report = build_report([
+        {"trial": t.index, "scenario": t.scenario, "seed": t.seed, "schedule": t.schedule, "history": t.history,
+         "verdicts": t.verdicts, "duration_s": round(t.elapsed_s, 6), "faults": t.faults, "family": t.family,
+         "origin": t.origin, "shrunk_from": t.shrunk_from, "reproduce_run": t.reproduce,
+         "history_notes": t.history.notes if t.history is not None else None}
+        for t in result.trials], report_path=report_path, elapsed_s=result.elapsed_s)
+    cut = result.interrupted
     report["interrupted"] = bool(cut)
+    plain = _plain_reference(result.subject)
     report["campaign"] = {
         "interrupted": dict(cut) if cut else None,
-        "subject": None if _plain_reference(result.subject) else result.subject.spec(),
-        "subject_name": ("fiskj, the reference (python -m fiskj)" if _plain_reference(result.subject)
-                         else result.subject.label),
+        "subject": None if plain else result.subject.spec(),
+        "subject_name": "fiskj, the reference (python -m fiskj)" if plain else result.subject.label,
         "subject_env": dict(result.subject.extra_env),
         "not_applicable": dict(getattr(result, "not_applicable", {})),
         "jobs": result.jobs,
@@ -235,7 +153,6 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
     report["probes"] = probe_section(((t.scenario, t.probes) for t in result.trials),
                                      applies=result.subject is not None and result.subject.caps.fiskj_based,
                                      subject=result.subject.label)
-    _group(report)  # again: the rows now carry their origin and commands
     return report
 
 
@@ -246,45 +163,28 @@ def _plain_reference(subject: Any) -> bool:
     return bool(getattr(subject, "is_reference", False)) and not subject.extra_env and not subject.profile
 
 
-def _inv_order(inv: str) -> tuple[int, str]:
-    return (list(INVARIANTS).index(inv), inv) if inv in INVARIANTS else (len(INVARIANTS), inv)
-
-
 def _finish(report: dict[str, Any], statuses: list[str]) -> dict[str, Any]:
     elapsed, n = report["elapsed_s"], report["trials"]
     report["trials_per_s"] = round(n / elapsed, 3) if elapsed > 0 else None
     spent = float(report.get("power_loss_s") or 0.0) or elapsed  # a merged report: over its elapsed time
-    states = report["faults"].get(CRASH_STATES, 0)
-    report["crash_states_per_s"] = round(states / spent, 3) if spent > 0 and states else None
-    resumes = report["faults"].get(CRASH_RESUMES, 0)
-    report["crash_resumes_per_s"] = round(resumes / spent, 3) if spent > 0 and resumes else None
+    for key, fault in (("crash_states_per_s", CRASH_STATES), ("crash_resumes_per_s", CRASH_RESUMES)):
+        count = report["faults"].get(fault, 0)
+        report[key] = round(count / spent, 3) if spent > 0 and count else None
     report["verdict"] = combine(statuses) if statuses else UNKNOWN
-    _group(report)
+    report["groups"] = group_rows(report.get("violations", []), report.get("runs", []))
+    report["unknown_groups"] = group_rows(report.get("unknowns", []), report.get("runs", []))
     return report
 
 
-def _group(report: dict[str, Any]) -> None:
-    """Set the report's ``groups`` and ``unknown_groups`` from its rows (:func:`harness.report.groups.group_rows`)."""
-    report["groups"] = group_rows(report.get("violations", []), report.get("runs", []))
-    report["unknown_groups"] = group_rows(report.get("unknowns", []), report.get("runs", []))
-
-
 def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = None) -> dict[str, Any]:
-    """Combine shard reports into one: counts summed, trials renumbered, one verdict.
-
-    Trial numbers of later shards are offset so they stay unique (each row
-    keeps ``shard`` and ``shard_trial``; each shard's ``campaign`` block, if
-    any, is kept in ``campaigns``), and every ``reproduce`` command is
-    rewritten for the merged report (``report_path``, default the first
-    shard's).  ``elapsed_s`` is the
-    longest shard's (shards run in parallel); the rate is over it.
-    """
+    """Combine shard reports into one (docs/results.md "The JSON report"): counts summed, trials renumbered,
+    every ``reproduce`` rewritten for ``report_path`` (default the first shard's), one verdict.  Raises
+    ``ValueError`` for a report of another format."""
     path = report_path or (reports[0].get("report_path", "REPORT") if reports else "REPORT")
-    out: dict[str, Any] = {"format": FORMAT, "trials": 0, "faults": {f: 0 for f in FAULT_COUNTS},
+    out: dict[str, Any] = {"format": FORMAT, "trials": 0, "faults": {f: 0 for f in (*FAULT_COUNTS, CRASH_STATES)},
                            "invariants": {}, "violations": [], "unknowns": [], "scenarios": {}, "runs": [],
-                           "elapsed_s": 0.0, "report_path": path, "shards": len(reports),
+                           "elapsed_s": 0.0, "report_path": path, "shards": len(reports), "power_loss_s": 0.0,
                            "interrupted": any(bool(rep.get("interrupted")) for rep in reports)}
-    out["faults"][CRASH_STATES] = 0
     statuses: list[str] = []
     offset = 0
     for shard, rep in enumerate(reports):
@@ -293,16 +193,13 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
         out["trials"] += int(rep.get("trials", 0))
         for fam, n in rep.get("faults", {}).items():
             out["faults"][fam] = out["faults"].get(fam, 0) + int(n)
-        for inv, counts in rep.get("invariants", {}).items():
-            _add(out["invariants"].setdefault(inv, {"name": counts.get("name", ""), **_counts()}), counts)
+        _add(out["invariants"], rep.get("invariants", {}))
         for name, sc in rep.get("scenarios", {}).items():
-            dst = out["scenarios"].setdefault(name, {"trials": 0, "invalid_trials": 0, "unknown_trials": 0,
-                                                     "duration_s": 0.0, "invariants": {}})
+            dst = out["scenarios"].setdefault(name, empty_scenario())
             for key in ("trials", "invalid_trials", "unknown_trials"):
                 dst[key] += int(sc.get(key, 0))
             dst["duration_s"] = round(dst["duration_s"] + float(sc.get("duration_s", 0.0)), 6)
-            for inv, counts in sc.get("invariants", {}).items():
-                _add(dst["invariants"].setdefault(inv, {"name": counts.get("name", ""), **_counts()}), counts)
+            _add(dst["invariants"], sc.get("invariants", {}))
         if rep.get("campaign") is not None:
             out.setdefault("campaigns", []).append(rep["campaign"])
         for key in ("violations", "unknowns", "runs"):
@@ -313,20 +210,22 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
                 out[key].append(row)
         offset += max([int(r["trial"]) + 1 for r in rep.get("runs", [])] + [int(rep.get("trials", 0))])
         out["elapsed_s"] = max(out["elapsed_s"], float(rep.get("elapsed_s") or 0.0))
-        out["power_loss_s"] = round(float(out.get("power_loss_s") or 0.0) + float(rep.get("power_loss_s") or 0.0), 6)
+        out["power_loss_s"] = round(out["power_loss_s"] + float(rep.get("power_loss_s") or 0.0), 6)
         statuses.append(rep.get("verdict", UNKNOWN))
-    out["invariants"] = dict(sorted(out["invariants"].items(), key=lambda kv: _inv_order(kv[0])))
-    report = _finish(out, [])
-    report["verdict"] = combine(statuses) if statuses and out["trials"] else UNKNOWN
+    out["invariants"] = dict(sorted(out["invariants"].items(), key=lambda kv: invariant_order(kv[0])))
+    report = _finish(out, statuses if out["trials"] else [])
     probes = merge_probe_sections([rep.get("probes") for rep in reports])
     if probes is not None:
         report["probes"] = probes
     return report
 
 
-def _add(dst: dict[str, Any], src: dict[str, Any]) -> None:
-    for key in _COUNT_KEYS:
-        dst[key] += int(src.get(key, 0))
+def _add(dst: dict[str, dict[str, Any]], src: dict[str, dict[str, Any]]) -> None:
+    """Add the invariant counts ``src`` (id -> counts) into ``dst``."""
+    for inv, counts in src.items():
+        into = dst.setdefault(inv, _counts(counts.get("name", "")))
+        for key in _COUNT_KEYS:
+            into[key] += int(counts.get(key, 0))
 
 
 def exit_status(report: dict[str, Any]) -> int:
@@ -334,17 +233,37 @@ def exit_status(report: dict[str, Any]) -> int:
     return HARNESS_VALID if report.get("verdict") == VALID else HARNESS_VIOLATION
 
 
-# --- renderings ----------------------------------------------------------------------------
+# --- renderings: one view of the facts (_sections, _reproducer), drawn as text, JUnit and Markdown ----------
 
 
-def _fault_line(report: dict[str, Any]) -> str:
+def group_sections(report: dict[str, Any]) -> list[tuple[str, str, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """``(title, status, rows, groups)`` of the violations and the unknown verdicts that the report has; the
+    groups are computed for a report that has none (an older version)."""
+    out = []
+    for title, status, rows_key, groups_key in (("violations", INVALID, "violations", "groups"),
+                                                ("unknown verdicts", UNKNOWN, "unknowns", "unknown_groups")):
+        rows = report.get(rows_key) or []
+        groups = report.get(groups_key)
+        if not isinstance(groups, list):
+            groups = group_rows(rows, report.get("runs") or [])
+        if rows or groups:
+            out.append((title, status, rows, groups))
+    return out
+
+
+def reproducer_text(rep: dict[str, Any]) -> str:
+    """``trial 3 (1 fault(s), 2 leg(s), seed 7), already minimal: a single fault``."""
+    legs = rep.get("legs")
+    return (f"trial {rep.get('trial')} ({rep.get('faults', 0)} fault(s)"
+            + (f", {legs} leg(s)" if legs is not None else "") + f", seed {rep.get('seed')}), {rep.get('minimal')}")
+
+
+def fault_line(report: dict[str, Any]) -> str:
+    """The injected faults by kind, with the crash states judged and resumed beside ``power_loss``."""
     f = report.get("faults", {})
     parts = [f"{fam} {f.get(fam, 0)}" for fam in FAULT_COUNTS]
-    said = []
-    if f.get(CRASH_STATES):
-        said.append(f"{f[CRASH_STATES]} crash states judged")
-    if f.get(CRASH_RESUMES):
-        said.append(f"{f[CRASH_RESUMES]} resumed in full")
+    said = [f"{f[key]} {what}" for key, what in ((CRASH_STATES, "crash states judged"),
+                                                 (CRASH_RESUMES, "resumed in full")) if f.get(key)]
     if said:
         spent = report.get("power_loss_s")
         parts[FAULT_COUNTS.index("power_loss")] += (f" ({', '.join(said)}"
@@ -372,53 +291,51 @@ def _clip(text: str, width: int) -> str:
     return head + " .. " + tail
 
 
+def rate_text(report: dict[str, Any], note: str = "") -> str:
+    """``12 trial(s)NOTE in 3.0 s (4.0 trials/s)``."""
+    rate = report.get("trials_per_s")
+    return (f"{report.get('trials', 0)} trial(s){note} in {report.get('elapsed_s', 0):.1f} s"
+            + (f" ({rate:.1f} trials/s)" if rate else ""))
+
+
 def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     """A fixed-width text summary: trials, faults by kind, invariant table, violations with reproducers."""
-    rate = report.get("trials_per_s")
     width = min(72, max([len(c.get("name", "")) for c in report.get("invariants", {}).values()] + [20]) + 2)
     shrinks = sum(1 for r in report.get("runs", []) if r.get("origin") == "shrink")
-    lines = [f"fiskj-harness: {report.get('trials', 0)} trial(s)"
-             + (f" ({shrinks} of them shrinking a failure)" if shrinks else "")
-             + f" in {report.get('elapsed_s', 0):.1f} s"
-             + (f" ({rate:.1f} trials/s)" if rate else "") + f"   verdict: {str(report.get('verdict')).upper()}"
+    camp = report.get("campaign") or {}
+    errors, limits = camp.get("errors") or [], camp.get("limits") or []
+    lines = [f"fiskj-harness: {rate_text(report, f' ({shrinks} of them shrinking a failure)' if shrinks else '')}"
+             + f"   verdict: {str(report.get('verdict')).upper()}"
              + (" (PARTIAL: interrupted)" if report.get("interrupted") else "")
-             + (f" + {len(errs)} setup error(s), listed below (exit 2)"
-                if (errs := (report.get("campaign") or {}).get("errors")) else ""),
-             f"faults: {_fault_line(report)}", ""]
+             + (f" + {len(errors)} setup error(s), listed below (exit 2)" if errors else ""),
+             f"faults: {fault_line(report)}"]
     if report.get("interrupted"):
-        lines[-1:-1] = [_interrupted_line(report)]
-    limits = (report.get("campaign") or {}).get("limits") or []
-    if limits:
-        lines += [f"limits for this subject ({len(limits)}):"] + [f"  {line}" for line in limits] + [""]
-    errors = (report.get("campaign") or {}).get("errors") or []
-    if errors:
-        lines += [f"setup errors ({len(errors)}; exit 2):"] + [f"  {line}" for line in errors] + [""]
+        lines.append(interrupted_line(report))
+    lines.append("")
+    for title, given in ((f"limits for this subject ({len(limits)}):", limits),
+                         (f"setup errors ({len(errors)}; exit 2):", errors)):
+        if given:
+            lines += [title] + [f"  {line}" for line in given] + [""]
     lines += probe_lines(report.get("probes")) + ([""] if report.get("probes") else [])
-    lines += [
-             f"{'invariant':<10}{'name':<{width}}{'checked':>8}{'valid':>8}{'vacuous':>8}{'invalid':>8}{'unknown':>8}"]
+    lines.append(f"{'invariant':<10}{'name':<{width}}" + "".join(f"{k:>8}" for k in _COUNT_KEYS))
     for inv, c in report.get("invariants", {}).items():
         lines.append(f"{inv:<10}{textwrap.shorten(c.get('name', ''), width - 2, placeholder=' ..'):<{width}}"
-                     f"{c['checked']:>8}{c[VALID]:>8}{c.get('vacuous', 0):>8}{c[INVALID]:>8}{c[UNKNOWN]:>8}")
-    for inv, why in ((report.get("campaign") or {}).get("not_applicable") or {}).items():
+                     + "".join(f"{c.get(k, 0):>8}" for k in _COUNT_KEYS))
+    for inv, why in (camp.get("not_applicable") or {}).items():
         lines += textwrap.wrap(f"{inv:<10}not applicable to this subject: {why}", 10 + width + 40,
                                subsequent_indent=" " * 10, break_long_words=False)
     lines.append(f"{'':<10}(vacuous: valid with nothing to judge in that trial, e.g. no suspend for I1)")
-    for title, rows_key, groups_key in (("violations", "violations", "groups"),
-                                        ("unknown verdicts", "unknowns", "unknown_groups")):
-        rows = report.get(rows_key, [])
-        if not rows:
-            continue
-        groups = _groups_of(report, rows_key, groups_key)
+    rows_path = _rows_path(report)
+    for title, _, rows, groups in group_sections(report):
         lines += ["", f"{title}: {len(rows)} in {len(groups)} group(s) by cause"
-                  + (f" (every row: {_rows_path(report)})" if _rows_path(report) not in (None, "REPORT")
-                     else "") + ":"]
+                  + (f" (every row: {rows_path})" if rows_path not in (None, "REPORT") else "") + ":"]
         for n, group in enumerate(groups[:max_violations], 1):
             rep, ex = group["reproducer"], group["example"]
-            lines.append(f"  [{n}] {group['title']}: {group['count']} trial(s) in {', '.join(group['scenarios'])}")
-            lines.append(f"      example: trial {ex['trial']} seed={ex['seed']}: {_clip(str(ex['summary']), 300)}")
-            lines.append(f"      smallest reproducer: trial {rep['trial']} ({_size_text(rep)}), {rep['minimal']}")
-            lines.append(f"      schedule: {_clip(json.dumps(rep.get('schedule')), 150)}")
-            lines.append(f"      reproduce: {rep.get('reproduce')}")
+            lines += [f"  [{n}] {group['title']}: {group['count']} trial(s) in {', '.join(group['scenarios'])}",
+                      f"      example: trial {ex['trial']} seed={ex['seed']}: {_clip(str(ex['summary']), 300)}",
+                      f"      smallest reproducer: {reproducer_text(rep)}",
+                      f"      schedule: {_clip(json.dumps(rep.get('schedule')), 150)}",
+                      f"      reproduce: {rep.get('reproduce')}"]
         if len(groups) > max_violations:
             lines.append(f"  ... {len(groups) - max_violations} more group(s) ({_where_all(report)})")
     if not report.get("violations") and not report.get("unknowns"):
@@ -428,8 +345,8 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
 
 def _rows_path(report: dict[str, Any]) -> str | None:
     """The file that holds this report's rows: ``rows_path`` when the report says (``check`` names the
-    stored campaign's report for its replays, but its own rows are only in the file ``--report-json``
-    writes), else ``report_path``."""
+    stored campaign's report for its replays, but its own rows are only in ``--report-json``), else
+    ``report_path``."""
     return report["rows_path"] if "rows_path" in report else report.get("report_path")
 
 
@@ -441,98 +358,72 @@ def _where_all(report: dict[str, Any]) -> str:
     return "not shown; --report-json FILE writes all of them"
 
 
-def _interrupted_line(report: dict[str, Any]) -> str:
+def interrupted_line(report: dict[str, Any]) -> str:
     """``INTERRUPTED by SIGINT after 37 of 200 planned trial(s): this report is partial``."""
     cut = (report.get("campaign") or {}).get("interrupted") or {}
     after = f" after {cut['done']} of {cut['planned']} planned trial(s)" if cut.get("planned") else ""
     return f"INTERRUPTED by {cut.get('signal', 'a signal')}{after}: this report is partial"
 
 
-def _groups_of(report: dict[str, Any], rows_key: str, groups_key: str) -> list[dict[str, Any]]:
-    """The report's groups of ``rows_key``, computed when the report has none (a report of an older version)."""
-    groups = report.get(groups_key)
-    if not isinstance(groups, list):
-        groups = group_rows(report.get(rows_key, []), report.get("runs", []))
-    return groups
-
-
-def _size_text(rep: dict[str, Any]) -> str:
-    legs = rep.get("legs")
-    return f"{rep.get('faults', 0)} fault(s)" + (f", {legs} leg(s)" if legs is not None else "") + \
-        f", seed {rep.get('seed')}"
-
-
 def write_junit(report: dict[str, Any], path: str, properties: list[tuple[str, str]] | None = None) -> None:
-    """Write JUnit XML: a testcase per scenario x invariant that held, and one per group of violations.
+    """Write JUnit XML: a testcase per scenario x invariant that held, and one per group of violations
+    (docs/results.md "Violations grouped by cause"; so one bug found in 200 trials is one failure).
 
-    ``properties``: ``(name, value)`` pairs written as the suite's ``<properties>`` (the gate's budget,
-    trials per scenario and seeds: :func:`harness.campaign.gate.gate_properties`).
-
-    A scenario invariant with no verdict (``checked`` 0) is a skipped test
-    case; a scenario with an ``error`` (setup) makes each of its cases an
-    error.  A scenario invariant with an invalid or unknown verdict has no
-    case of its own: each group by cause (the report's ``groups``, unknown
-    ones ``unknown_groups``; :mod:`harness.report.groups`) is one test case,
-    named after the group's title (``I2 unattributed_rerun [kill]``), with a
-    ``failure`` (invalid) or an ``error`` (unknown) holding the group's
-    count, its smallest reproducer and its example's evidence.  So one bug
-    found in 200 trials is one failure, not 200.  An interrupted campaign's
-    report has one more case, ``campaign interrupted``, with an ``error``.
+    ``properties``: ``(name, value)`` pairs written as the suite's ``<properties>`` (the gate's:
+    :func:`harness.campaign.gate.gate_properties`).  A scenario invariant no trial judged is skipped; a
+    scenario with a setup ``error`` makes each of its cases an error; a group is a ``failure`` (invalid) or
+    an ``error`` (unknown) named after its title, holding its count, smallest reproducer and example's
+    evidence; an interrupted campaign adds the error case ``campaign interrupted``.
     """
     suite = ET.Element("testsuite", name="fiskj-harness")
     if properties:
         props = ET.SubElement(suite, "properties")
         for name, value in properties:
             ET.SubElement(props, "property", name=name, value=value)
-    tests = failures = errors = skipped = 0
+    counts = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
+
+    def case(classname: str, name: str, time: str, tag: str | None = None, **attrs: str) -> ET.Element:
+        counts["tests"] += 1
+        el = ET.SubElement(suite, "testcase", classname=classname, name=name, time=time)
+        if tag is not None:
+            counts[tag] += 1
+            el = ET.SubElement(el, tag, **attrs)
+        return el
+
     for name, sc in sorted(report.get("scenarios", {}).items()):
         n = max(sc.get("trials", 0), 1)
         for inv, c in sc.get("invariants", {}).items():
             if not sc.get("error") and (c.get(INVALID) or c.get(UNKNOWN)):
                 continue  # reported by its group(s) below
-            tests += 1
-            case = ET.SubElement(suite, "testcase", classname=f"fiskj-harness.{name}",
-                                 name=f"{inv} {c.get('name', '')}".strip(),
-                                 time=f"{sc.get('duration_s', 0.0) / n:.3f}")
+            args = (f"fiskj-harness.{name}", f"{inv} {c.get('name', '')}".strip(),
+                    f"{sc.get('duration_s', 0.0) / n:.3f}")
             if sc.get("error"):  # the scenario could not run (its reference run failed, ...)
-                errors += 1
-                ET.SubElement(case, "error", message=str(sc["error"])[:300], type="setup")
-                continue
-            if not c.get("checked"):  # no trial judged it (e.g. a gate's budget ran out first)
-                skipped += 1
-                ET.SubElement(case, "skipped", message="no trial of this scenario was judged")
-    for kind, tag, rows_key, groups_key in ((INVALID, "failure", "violations", "groups"),
-                                            (UNKNOWN, "error", "unknowns", "unknown_groups")):
-        for group in _groups_of(report, rows_key, groups_key):
-            tests += 1
-            failures += tag == "failure"
-            errors += tag == "error"
-            scenarios = group["scenarios"]
-            case = ET.SubElement(suite, "testcase", name=group["title"], time="0.000",
-                                 classname="fiskj-harness." + (scenarios[0] if len(scenarios) == 1 else "groups"))
-            rep, ex = group["reproducer"], group["example"]
-            el = ET.SubElement(case, tag, type=kind,
-                               message=f"{group['count']} trial(s) {kind} in {', '.join(scenarios)}: "
-                                       f"{_clip(str(ex.get('summary', '')), 200)}")
+                case(*args, "error", message=str(sc["error"])[:300], type="setup")
+            elif not c.get("checked"):  # no trial judged it (e.g. a gate's budget ran out first)
+                case(*args, "skipped", message="no trial of this scenario was judged")
+            else:
+                case(*args)
+    for _, kind, _, groups in group_sections(report):
+        for group in groups:
+            scenarios, rep, ex = group["scenarios"], group["reproducer"], group["example"]
+            el = case("fiskj-harness." + (scenarios[0] if len(scenarios) == 1 else "groups"), group["title"], "0.000",
+                      "failure" if kind == INVALID else "error", type=kind,
+                      message=f"{group['count']} trial(s) {kind} in {', '.join(scenarios)}: "
+                              f"{_clip(str(ex.get('summary', '')), 200)}")
             el.text = (f"{group['name']}\n"
                        f"trials: {', '.join(map(str, group['trials'][:50]))}"
                        + (" ..." if len(group["trials"]) > 50 else "") + "\n"
-                       f"smallest reproducer: trial {rep.get('trial')} ({_size_text(rep)}), {rep.get('minimal')}\n"
+                       f"smallest reproducer: {reproducer_text(rep)}\n"
                        f"schedule: {json.dumps(rep.get('schedule'))}\n"
                        f"reproduce: {rep.get('reproduce')}\n"
                        + (f"reproduce (self-contained): {rep['reproduce_run']}\n" if rep.get("reproduce_run") else "")
                        + f"evidence (trial {ex.get('trial')}): "
                        f"{json.dumps(ex.get('evidence'), default=str)[:4000]}")
     if report.get("interrupted"):  # a partial campaign is never a pass
-        tests += 1
-        errors += 1
-        case = ET.SubElement(suite, "testcase", name="campaign interrupted", classname="fiskj-harness.campaign",
-                             time="0.000")
-        ET.SubElement(case, "error", type="interrupted", message=_interrupted_line(report))
-    suite.set("tests", str(tests))
-    suite.set("failures", str(failures))
-    suite.set("errors", str(errors))
-    suite.set("skipped", str(skipped))
+        case("fiskj-harness.campaign", "campaign interrupted", "0.000", "error", type="interrupted",
+             message=interrupted_line(report))
+    for attr, key in (("tests", "tests"), ("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+        suite.set(attr, str(counts[key]))
     suite.set("time", f"{report.get('elapsed_s', 0.0):.3f}")
     root = ET.Element("testsuites")
     root.append(suite)
@@ -543,33 +434,25 @@ def write_junit(report: dict[str, Any], path: str, properties: list[tuple[str, s
 def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
     """A Markdown summary (for ``$GITHUB_STEP_SUMMARY``): verdict, faults, invariants, violations."""
     mark = {VALID: "✅ valid", INVALID: "❌ invalid", UNKNOWN: "⚠️ unknown"}.get(report.get("verdict"), "?")
-    rate = report.get("trials_per_s")
     out = ["## fiskj-harness: " + mark + (" (partial: interrupted)" if report.get("interrupted") else ""), "",
-           f"{report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
-           + (f" ({rate:.1f} trials/s)" if rate else ""), ""]
+           rate_text(report), ""]
     if report.get("interrupted"):
-        out += [f"**⚠️ {_interrupted_line(report)}**", ""]
+        out += [f"**⚠️ {interrupted_line(report)}**", ""]
     out += ["| fault | count |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in report.get("faults", {}).items()]
     out += ["", *(f"- {_md(line.strip())}" for line in probe_lines(report.get("probes"), width=1 << 20))]  # one bullet each
-    out += ["", "| invariant | name | checked | valid | vacuous | invalid | unknown |", "|---|---|---:|---:|---:|---:|---:|"]
+    out += ["", "| invariant | name | " + " | ".join(_COUNT_KEYS) + " |", "|---|---|" + "---:|" * len(_COUNT_KEYS)]
     for inv, c in report.get("invariants", {}).items():
-        out.append(f"| {inv} | {c.get('name', '')} | {c['checked']} | {c[VALID]} | {c.get('vacuous', 0)} | "
-                   f"{c[INVALID]} | {c[UNKNOWN]} |")
-    for title, rows_key, groups_key in (("Violations", "violations", "groups"),
-                                        ("Unknown verdicts", "unknowns", "unknown_groups")):
-        rows = report.get(rows_key, [])
-        if not rows:
-            continue
-        groups = _groups_of(report, rows_key, groups_key)
-        out += ["", f"### {title}: {len(rows)} in {len(groups)} group(s) by cause", "",
+        out.append(f"| {inv} | {c.get('name', '')} | " + " | ".join(str(c.get(k, 0)) for k in _COUNT_KEYS) + " |")
+    for title, _, rows, groups in group_sections(report):
+        out += ["", f"### {title[:1].upper() + title[1:]}: {len(rows)} in {len(groups)} group(s) by cause", "",
                 "| # | cause | trials | scenarios | smallest reproducer | example |", "|---:|---|---:|---|---|---|"]
         for n, group in enumerate(groups[:max_violations], 1):
             rep, ex = group["reproducer"], group["example"]
             summary = _md(_clip(str(ex.get("summary", "")), 200))
             out.append(f"| {n} | **{_md(group['title'])}** | {group['count']} | {_md(', '.join(group['scenarios']))} | "
-                       f"trial {rep.get('trial')} ({_size_text(rep)}; {rep.get('minimal')}): "
-                       f"`{_md(str(rep.get('reproduce')))}` | trial {ex.get('trial')}: {summary} |")
+                       f"{_md(reproducer_text(rep))}: `{_md(str(rep.get('reproduce')))}` | "
+                       f"trial {ex.get('trial')}: {summary} |")
         if len(groups) > max_violations:
             out.append(f"\n... {len(groups) - max_violations} more group(s) ({_where_all(report)})")
     return "\n".join(out) + "\n"

@@ -1,23 +1,7 @@
-"""The reproducer of a trial: the one command line that re-runs it, written in one place.
-
-Every family's trials carry one (``TrialResult.reproduce``; a report's
-``reproduce_run``, a regression scenario's comment, the pytest plugin's
-failure message, the mutant self-test's table)::
-
-    fiskj-harness run SCENARIO --seed S [--schedule JSON] [--subject CMD]
-
-``SCENARIO`` is a bundled scenario's name (``kill-random``), else its file.
-
-``--schedule`` is the trial's own schedule, which names that one trial in
-every family, so the command re-runs it alone: the faults of a signals
-trial (a timed kill as the op-counted kill it landed as,
-:func:`exact_schedule`), a race's held sequence point, a power-loss crash state,
-a tail check and its mutation, an IO error's call.  Without it the
-scenario's whole plan runs with the seed.  ``--subject``
-is written for any subject but the plain reference, with its variables
-(a mutant's ``FISKJ_MUTANT`` and ``FISKJ_PRELOAD``), so the command is
-self-contained.  A report row's ``reproduce`` may instead replay it from
-the report: :func:`replay_command`.
+"""The reproducer of a trial: the one command line that re-runs it, ``fiskj-harness run SCENARIO --seed S
+[--schedule JSON] [--subject CMD]``, written in one place (a report's ``reproduce_run``, a regression
+scenario's comment, the pytest plugin's message, the self-test's table).  The schedule names that one trial
+in every family; ``--subject`` is written for any subject but the plain reference, with its variables.
 """
 
 from __future__ import annotations

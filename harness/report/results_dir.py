@@ -1,35 +1,12 @@
 """The results folder of a campaign (Jepsen's ``store/``): its reports and every kept trial's evidence.
 
-``fiskj-harness run`` writes one folder per campaign (docs/results.md)::
-
-    fiskj-results/                      the root: --results DIR, else $FISKJ_HARNESS_RESULTS, else ./fiskj-results
-      kill-random/                      the scenario's name (several scenarios: "campaign")
-        20260314T101502.123Z/           the campaign's start, UTC (a suffix -1, -2 when taken)
-          report.json junit.xml         the JSON report and the JUnit XML (harness/report/report.py)
-          summary.md summary.txt        the Markdown summary and the terminal summary
-          report.html                   the HTML report: campaign table, groups, a timeline per failing trial
-                                        (harness/report/html.py; one self-contained file)
-          command.txt                   the command line and the working directory
-          trials/0013-kill-random/      one folder per kept trial (--keep failures: invalid or unknown ones)
-            trial.json                  index, scenario, seed, schedule, origin, family, invariants, faults,
-                                        verdicts, reproduce commands
-            history.json                the full History (harness.history.model.history_to_json)
-            effects.jsonl               the effects ledger, one tool execution a line
-            model_calls.jsonl           the model calls the fake server answered, one a line
-            crash_state/                the power-loss crash state, when there is one: state.json, and its
-                                        files as file-N-NAME (N: the file's place in state.json's files)
-            legs/0-start/               per leg: leg.json (argv, fault, exit, ...), journal.jsonl (its journal
-                                        snapshot, the bytes as they were), trace.jsonl (the observed operations),
-                                        stdout.txt, stderr.txt (their last KEEP_OUTPUT characters)
-        latest -> 20260314T101502.123Z  the newest folder of that name
-
-``fiskj-harness check DIR`` judges the stored histories again
-(:func:`load_stored`, :func:`recheck`): ``history.json`` and ``trial.json``
-are the only files it reads; the others are for people.
+Its layout is docs/results.md "The results folder"; ``fiskj-harness check DIR`` reads back only
+``history.json`` and ``trial.json`` (:func:`load_stored`, :func:`recheck`), the other files are for people.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -76,8 +53,7 @@ def default_root(environ: typing.Mapping[str, str] | None = None) -> str:
 
 def _safe(name: str) -> str:
     """``name`` as one path component: runs of other characters than letters, digits and ``._+-`` become ``_``."""
-    out = _UNSAFE.sub("_", name).strip("._") or "unnamed"
-    return out[:100]
+    return (_UNSAFE.sub("_", name).strip("._") or "unnamed")[:100]
 
 
 def results_name(scenario_names: list[str]) -> str:
@@ -110,11 +86,9 @@ def make_results_dir(root: str | os.PathLike[str], name: str, now: datetime | No
     try:
         for n in range(1000):
             folder = parent / (stamp if n == 0 else f"{stamp}-{n}")
-            try:
+            with contextlib.suppress(FileExistsError):
                 folder.mkdir()
                 return folder
-            except FileExistsError:
-                continue
     except OSError as exc:
         raise ResultsError(f"cannot create the results folder: {exc.strerror or exc}", path=str(parent)) from None
     raise ResultsError("cannot create the results folder: 1000 folders of the same time exist", path=str(parent))
@@ -132,10 +106,8 @@ def update_latest(folder: Path) -> bool:
         os.replace(tmp, link)
         return True
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
         return False
 
 
@@ -154,21 +126,17 @@ def _jsonl(path: Path, rows: list[Any]) -> None:
             f.write(json.dumps(row, default=str) + "\n")
 
 
-def _trial_dir_name(index: int, scenario: str, width: int) -> str:
-    return f"{index:0{width}d}-{_safe(scenario)}"
-
-
 def write_trial(trials_dir: Path, trial: Any, *, width: int = 4, replay: str | None = None) -> Path:
     """Write one judged trial (a :class:`harness.campaign.result.TrialResult` with its ``history``) into
-    ``trials_dir/NNNN-SCENARIO/`` (module docstring); returns that folder.  ``replay``: the command that
-    replays it from the report.  Raises ``ValueError`` for a trial without a history."""
+    ``trials_dir/NNNN-SCENARIO/`` (docs/results.md "The results folder"); returns that folder.  ``replay``: the
+    command that replays it from the report.  Raises ``ValueError`` for a trial without a history."""
     from harness.checkers.verdict import combine
     from harness.history.readers import KEEP_OUTPUT
 
     history: History | None = trial.history
     if history is None:
         raise ValueError(f"trial {trial.index} kept no history")
-    folder = trials_dir / _trial_dir_name(trial.index, trial.scenario, width)
+    folder = trials_dir / f"{trial.index:0{width}d}-{_safe(trial.scenario)}"
     folder.mkdir(parents=True, exist_ok=True)
     verdicts = [v.to_json() if hasattr(v, "to_json") else dict(v) for v in trial.verdicts]
     checked = [v for v in verdicts if v.get("invariant") in trial.invariants]
@@ -189,14 +157,13 @@ def write_trial(trials_dir: Path, trial: Any, *, width: int = 4, replay: str | N
     for leg in history.legs:
         d = legs_dir / f"{leg.index}-{_safe(leg.kind)}"
         d.mkdir(parents=True, exist_ok=True)
-        meta = {k: getattr(leg, k) for k in ("index", "kind", "argv", "pid", "t_start", "t_end", "exit_code",
-                                             "exit_signal", "timed_out", "raw_exit_code", "reading")}
-        meta["fault"] = vars(leg.fault)
-        meta["journal_bytes"] = None if leg.journal is None else len(leg.journal)
-        meta["trace_events"] = len(leg.trace)
-        meta["output"] = (f"stdout.txt and stderr.txt hold the last {KEEP_OUTPUT} characters of the leg's output "
-                          "(the history keeps no more; --keep-dirs keeps the trial's own files)")
-        write_json(d / "leg.json", meta)
+        write_json(d / "leg.json", {
+            **{k: getattr(leg, k) for k in ("index", "kind", "argv", "pid", "t_start", "t_end", "exit_code",
+                                            "exit_signal", "timed_out", "raw_exit_code", "reading")},
+            "fault": vars(leg.fault), "journal_bytes": None if leg.journal is None else len(leg.journal),
+            "trace_events": len(leg.trace),
+            "output": (f"stdout.txt and stderr.txt hold the last {KEEP_OUTPUT} characters of the leg's output "
+                       "(the history keeps no more; --keep-dirs keeps the trial's own files)")})
         if leg.journal is not None:  # no file: the journal did not exist after this leg
             (d / "journal.jsonl").write_bytes(leg.journal)
         _jsonl(d / "trace.jsonl", leg.trace)
@@ -216,26 +183,19 @@ def _write_crash_state(d: Path, history: History) -> None:
                                   "persisted": state.persisted, "files": sorted(state.files),
                                   "acks": [{k: v for k, v in vars(a).items() if k != "data"} | {"bytes": len(a.data)}
                                            for a in state.acks]})
-    for name, data in _flat_names(state.files).items():
-        (d / name).write_bytes(data)
-
-
-def _flat_names(files: dict[str, bytes]) -> dict[str, bytes]:
-    """A crash state's files under flat names (``file-0-ID.json``: their order in ``state.json``'s ``files``)."""
-    return {f"file-{i}-{_safe(os.path.basename(path))}": files[path] for i, path in enumerate(sorted(files))}
+    for i, path in enumerate(sorted(state.files)):  # flat names, in the order of state.json's files
+        (d / f"file-{i}-{_safe(os.path.basename(path))}").write_bytes(state.files[path])
 
 
 def write_results(folder: Path, report: dict[str, Any], result: Any, *, keep: str, summary: str,
                   command: list[str] | None = None) -> dict[str, Any]:
-    """Fill the results ``folder`` of a campaign: ``report.json`` (``report`` made portable for that place,
-    :func:`harness.report.portable.portable`), ``junit.xml``, ``summary.md``, ``summary.txt`` (``summary``),
-    ``command.txt``, a folder per kept trial of ``result`` (a :class:`harness.campaign.result.CampaignResult`):
-    ``keep`` ``failures`` keeps the invalid and unknown trials (per group of violations its smallest reproducer,
-    its example and its first :data:`PER_GROUP` trials; ``trials/NOT-KEPT.txt`` counts the rest), ``all``
-    every trial with a history; and
-    ``report.html`` (:mod:`harness.report.html`: the kept failing trials' timelines).  Then points ``latest``
-    at it.  Returns ``{"folder", "trials": folders written, "latest": bool, "html": its path,
-    "html_error": why the HTML report could not be drawn (then it says so), else None}``.
+    """Fill the results ``folder`` of campaign ``result`` (docs/results.md "The results folder") with
+    ``report`` (made portable for that place), its JUnit, Markdown and HTML forms, ``summary`` and ``command``,
+    and a folder per kept trial: ``keep`` ``all`` every trial with a history, ``failures`` per group of
+    violations its reproducer, its example and its first :data:`PER_GROUP` trials (``trials/NOT-KEPT.txt``
+    counts the rest); then points ``latest`` at it.  Returns ``{"folder", "trials": folders written,
+    "latest": bool, "html": its path, "html_error": why the HTML report could not be drawn, else None,
+    "not_kept"}``.  Raises ``ValueError`` for another ``keep``.
     """
     from harness.report.reproduce import replay_command
     from harness.report.portable import portable
@@ -278,13 +238,12 @@ PER_GROUP = 10
 
 
 def _per_group(report: dict[str, Any], per_group: int) -> set[int]:
-    """The trial numbers a results folder keeps: per group (``groups``, ``unknown_groups``) its smallest
-    reproducer, its example and its first ``per_group`` trials."""
-    out: set[int] = set()
+    """The trial numbers a results folder keeps: per group its smallest reproducer, its example and its first
+    ``per_group`` trials."""
+    from harness.report.groups import key_trials
+
+    out = set(key_trials(report))
     for group in (report.get("groups") or []) + (report.get("unknown_groups") or []):
-        for t in ((group.get("reproducer") or {}).get("trial"), (group.get("example") or {}).get("trial")):
-            if isinstance(t, int):
-                out.add(t)
         out.update(t for t in (group.get("trials") or [])[:per_group] if isinstance(t, int))
     return out
 
@@ -317,7 +276,7 @@ def write_html_report(path: str | os.PathLike[str], out: str | os.PathLike[str] 
     ``out`` (default: ``report.html`` in the folder found), with the current code; returns the file.  A
     folder without ``report.json`` gets a report built from its trials' stored verdicts.  Raises
     :class:`ResultsError` for what cannot be read."""
-    from harness.report.html import TrialView, write_html
+    from harness.report.html import trial_view, write_html
     from harness.report.report import build_report
 
     where, report, stored = load_stored(path)
@@ -326,15 +285,10 @@ def write_html_report(path: str | os.PathLike[str], out: str | os.PathLike[str] 
         report = build_report([{"trial": t.info.get("trial", i), "scenario": t.info.get("scenario") or t.history.scenario,
                                 "history": t.history, "verdicts": t.info.get("verdicts") or []}
                                for i, t in enumerate(stored)])
-    views = []
-    for i, t in enumerate(stored):
-        judged = set(t.invariants)
-        views.append(TrialView(
-            trial=int(t.info.get("trial", i)), scenario=str(t.info.get("scenario") or t.history.scenario),
-            seed=t.info.get("seed", t.history.seed), history=t.history,
-            verdicts=[dict(v) for v in t.info.get("verdicts") or [] if isinstance(v, dict) and v.get("invariant") in judged],
-            schedule=list(t.info.get("schedule") or t.history.schedule or []),
-            folder=os.path.relpath(t.folder, target.parent), replay=t.info.get("replay"), origin=t.info.get("origin")))
+    views = [trial_view({"trial": i, **t.info, "history": t.history, "invariants": t.invariants,
+                         "verdicts": [v for v in t.info.get("verdicts") or [] if isinstance(v, dict)]},
+                        folder=os.path.relpath(t.folder, target.parent), replay=t.info.get("replay"))
+             for i, t in enumerate(stored)]
     return write_html(target, report, views)
 
 
@@ -349,9 +303,13 @@ class _Bad(Exception):
         self.field = field
 
 
-def _type_name(tp: Any) -> str:
-    return {int: "an integer", str: "a string", bool: "true or false", float: "a number", bytes: "a latin-1 string",
-            list: "a list", dict: "an object"}.get(tp, getattr(tp, "__name__", str(tp)))
+#: The JSON form of each scalar type a History field has: (how an error names it, the check of a value).
+_SCALARS: dict[Any, tuple[str, Any]] = {
+    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    float: ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    bool: ("true or false", lambda v: isinstance(v, bool)), str: ("a string", lambda v: isinstance(v, str)),
+    bytes: ("a latin-1 string", lambda v: isinstance(v, str) and all(ord(c) < 256 for c in v)),
+    list: ("a list", lambda v: isinstance(v, list)), dict: ("an object", lambda v: isinstance(v, dict))}
 
 
 def _check(tp: Any, value: Any, where: str) -> None:
@@ -374,32 +332,14 @@ def _check(tp: Any, value: Any, where: str) -> None:
     if is_dataclass(tp):
         _check_dataclass(tp, value, where)
         return
-    if origin is list:
-        if not isinstance(value, list):
-            raise _Bad(where, f"expected a list, found {_found(value)}")
-        for i, item in enumerate(value):
-            _check(args[0] if args else Any, item, f"{where}[{i}]")
+    if origin in (list, dict):
+        _check(origin, value, where)
+        items = enumerate(value) if origin is list else value.items()
+        for k, item in items:
+            _check(args[-1] if args else Any, item, f"{where}[{k}]" if origin is list else f"{where}.{k}")
         return
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise _Bad(where, f"expected an object, found {_found(value)}")
-        for k, item in value.items():
-            _check(args[1] if len(args) == 2 else Any, item, f"{where}.{k}")
-        return
-    ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-          bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str),
-          bytes: lambda v: isinstance(v, str) and _latin1(v)}.get(tp)
-    if ok is not None and not ok(value):
-        raise _Bad(where, f"expected {_type_name(tp)}, found {_found(value)}")
-
-
-def _latin1(text: str) -> bool:
-    try:
-        text.encode("latin-1")
-        return True
-    except UnicodeEncodeError:
-        return False
+    if tp in _SCALARS and not _SCALARS[tp][1](value):
+        raise _Bad(where, f"expected {_SCALARS[tp][0]}, found {_found(value)}")
 
 
 def _found(value: Any) -> str:
@@ -444,12 +384,9 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def load_history(path: str | os.PathLike[str]) -> History:
-    """Read a stored history (``history.json``, :func:`harness.history.model.history_to_json`'s form).
-
-    Every field is checked against :class:`harness.history.model.History` before it is built.  Raises
-    :class:`ResultsError` naming the file and the field (``legs[1].fault.kind``) for a file that cannot be
-    read, is not JSON, or does not hold a history.
-    """
+    """Read a stored history (``history.json``), every field checked against :class:`History` before it is
+    built.  Raises :class:`ResultsError` naming the file and the field (``legs[1].fault.kind``) for a file that
+    cannot be read, is not JSON, or does not hold a history."""
     p = Path(path)
     data = _read_json(p, "history")
     try:
@@ -477,9 +414,7 @@ class StoredTrial:
         from harness.names import INVARIANTS
 
         given = self.info.get("invariants")
-        if given is not None:
-            return list(given)
-        return list(INVARIANTS)
+        return list(INVARIANTS if given is None else given)
 
 
 def load_trial(folder: str | os.PathLike[str]) -> StoredTrial:
@@ -494,7 +429,7 @@ def load_trial(folder: str | os.PathLike[str]) -> StoredTrial:
         for key, kind in (("trial", int), ("invariants", list), ("verdicts", list), ("seed", int)):
             if key in raw and raw[key] is not None and not (isinstance(raw[key], kind)
                                                              and not isinstance(raw[key], bool)):
-                raise ResultsError(f"expected {_type_name(kind)}, found {_found(raw[key])}",
+                raise ResultsError(f"expected {_SCALARS[kind][0]}, found {_found(raw[key])}",
                                    path=str(d / TRIAL_FILE), field=key)
         bad = [i for i in raw.get("invariants") or [] if not isinstance(i, str)]
         if bad:
@@ -531,23 +466,17 @@ def load_stored(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | No
         report = _read_json(p / REPORT_FILE, "report")
         if not isinstance(report, dict):
             raise ResultsError(f"expected an object, found {_found(report)}", path=str(p / REPORT_FILE))
-    trials = []
-    if (p / TRIALS_DIR).is_dir():
-        for d in sorted((p / TRIALS_DIR).iterdir()):
-            if d.is_dir():
-                trials.append(load_trial(d))
+    found = sorted((p / TRIALS_DIR).iterdir()) if (p / TRIALS_DIR).is_dir() else []
+    trials = [load_trial(d) for d in found if d.is_dir()]
     trials.sort(key=lambda t: (t.info.get("trial") if isinstance(t.info.get("trial"), int) else 1 << 62,
                                t.folder.name))
     return p, report, trials
 
 
 def recheck(trials: list[StoredTrial]) -> list[dict[str, Any]]:
-    """Judge each stored trial again with the current checkers (:func:`harness.checkers.check_all`) on the
-    invariants it was judged on.  Returns the trials in the form :func:`harness.report.report.build_report`
-    takes, each with ``stored``: the stored verdicts' statuses by invariant (``{}`` when none were stored).
-
-    Raises :class:`ResultsError` for a trial that names an invariant the checkers do not know.
-    """
+    """Judge each stored trial again with the current checkers on the invariants it was judged on.  Returns the
+    trials as :func:`harness.report.report.build_report` takes them, each with ``stored``: the stored verdicts'
+    statuses by invariant.  Raises :class:`ResultsError` for an invariant the checkers do not know."""
     from harness.checkers import check_all
 
     out = []

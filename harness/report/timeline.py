@@ -133,11 +133,7 @@ def _trace_event(ev: dict[str, Any], kind: str, t: int) -> tuple[dict[str, Any],
     op, n = ev.get("op"), ev.get("n")
     d: dict[str, Any] = {k: ev[k] for k in ("n", "pid", "op", "fd", "offset", "len", "length", "flags", "operation",
                                              "cmd", "error", "fault", "t0", "t") if k in ev}
-    if ev.get("path"):
-        d["path"] = str(ev["path"])[-200:]
-    for k in ("src", "dst"):
-        if ev.get(k):
-            d[k] = str(ev[k])[-200:]
+    d.update({k: str(ev[k])[-200:] for k in ("path", "src", "dst") if ev.get(k)})
     seqs: list[int] = []
     label = f"{op} n={n}"
     if op == "write":
@@ -245,9 +241,15 @@ def _crash_lane(state: Any, marks_of: Any) -> dict[str, Any]:
                 "d": {"state": state.id, "prefix_n": state.prefix_n, "persisted": state.persisted,
                       "lost_entries": state.lost_entries[:50],
                       "files": {str(p)[-200:]: len(b) for p, b in list(state.files.items())[:50]}}})
-    return {"leg": None, "kind": f"crash state {state.id}", "pid": None, "start": None, "end": None, "exit": "",
-            "exit_class": "", "fault": "power loss", "argv": "no process ran: the crash state was judged on its own",
-            "locks": [], "events": evs, "estimated": False, "other_calls": 0, "m": []}
+    return _lane(kind=f"crash state {state.id}", fault="power loss", events=evs,
+                 argv="no process ran: the crash state was judged on its own")
+
+
+def _lane(**given: Any) -> dict[str, Any]:
+    """A lane of the timeline (:func:`timeline`): ``given`` over a lane of no leg with nothing in it."""
+    return {"leg": None, "kind": "", "pid": None, "start": None, "end": None, "exit": "", "exit_class": "",
+            "fault": "", "argv": "", "locks": [], "events": [], "estimated": False, "other_calls": 0, "m": [],
+            **given}
 
 
 def _exit(leg: Leg) -> tuple[str, str]:
@@ -347,9 +349,7 @@ def timeline(history: History, verdicts: list[dict[str, Any]], *,
                 "estimated": estimated, "other_calls": other, "m": marks_of("leg", leg.index)}
         lanes.append(lane)
         by_leg[leg.index] = lane
-    outside: dict[str, Any] = {"leg": None, "kind": "outside any leg", "pid": None, "start": None, "end": None,
-                               "exit": "", "exit_class": "", "fault": "", "argv": "", "locks": [], "events": [],
-                               "estimated": False, "other_calls": 0, "m": []}
+    outside = _lane(kind="outside any leg")
 
     def lane_of(leg_index: int, t: int) -> dict[str, Any]:
         if leg_index in by_leg:
