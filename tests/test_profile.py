@@ -107,6 +107,9 @@ def test_promises_are_declared_in_their_own_table_and_fisk_ai_s_when_absent(tmp_
     assert s.promises == Promises("new-turn", ("SIGINT",), "reported")
     assert parse_profile(FISK_AI_LIKE.split("[promises]")[0], str(tmp_path / "a.toml")).promises == FISK_AI
     assert default_subject().promises == FISK_AI and default_subject().error_stdout == ""
+    assert default_subject().semantics == ("resume of a completed run: refuse; suspend on SIGINT, SIGTERM; interrupted "
+                                           "tool: rerun-at-most-once; exit: completed 0, suspended 3, error 1, refused 2")
+    assert s.semantics.endswith("refused 1 (completed with stdout matching '\"is_error\":\\\\s*true': error)")
 
 
 def test_a_subject_value_may_name_a_profile_after_variables():

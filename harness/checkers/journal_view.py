@@ -25,7 +25,7 @@ from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord
 
 from harness.checkers._common import excerpt, previous_snapshot
-from harness.checkers._trace import Ack, acknowledged, journal_writes
+from harness.checkers._trace import Ack, acknowledged, journal_writes, record_type
 from harness.history.journal_location import JournalLocation
 from harness.history.jsonl import decode_json_line
 from harness.history.model import History, Leg
@@ -51,12 +51,15 @@ class Line:
         return self.offset + len(self.raw)
 
     def brief(self) -> dict[str, Any]:
-        """The line as evidence: number, offset, length, seq, decode error and an excerpt."""
+        """The line as evidence: number, offset (bytes), length, seq, decode error, the agent's own record type
+        and an excerpt."""
         out: dict[str, Any] = {"line": self.number, "offset": self.offset, "length": len(self.raw)}
         if self.seq is not None:
             out["seq"] = self.seq
         if self.error is not None:
             out["error"] = self.error
+        if record_type(self.raw):
+            out["record_type"] = record_type(self.raw)
         out["excerpt"] = excerpt(self.raw)
         return out
 

@@ -216,6 +216,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
         "subject_name": ("fiskj, the reference (python -m fiskj)" if _plain_reference(result.subject)
                          else result.subject.label),
         "subject_env": dict(result.subject.extra_env),
+        "promises": result.subject.semantics,
         "not_applicable": dict(getattr(result, "not_applicable", {})),
         "jobs": result.jobs,
         "scenarios": {r.scenario.name: r.scenario.path for r in result.scenarios},
@@ -385,6 +386,8 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
              + (f" + {len(errs)} setup error(s), listed below (exit 2)"
                 if (errs := (report.get("campaign") or {}).get("errors")) else ""),
              f"faults: {_fault_line(report)}", ""]
+    if (report.get("campaign") or {}).get("promises"):
+        lines[-1:-1] = [f"promises: {report['campaign']['promises']}"]
     if report.get("interrupted"):
         lines[-1:-1] = [_interrupted_line(report)]
     limits = (report.get("campaign") or {}).get("limits") or []
@@ -415,6 +418,8 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
         for n, group in enumerate(groups[:max_violations], 1):
             rep, ex = group["reproducer"], group["example"]
             lines.append(f"  [{n}] {group['title']}: {group['count']} trial(s) in {', '.join(group['scenarios'])}")
+            if group.get("sentence"):
+                lines.append(f"      {_clip(group['sentence'], 300)}")
             lines.append(f"      example: trial {ex['trial']} seed={ex['seed']}: {_clip(str(ex['summary']), 300)}")
             lines.append(f"      smallest reproducer: trial {rep['trial']} ({_size_text(rep)}), {rep['minimal']}")
             lines.append(f"      schedule: {_clip(json.dumps(rep.get('schedule')), 150)}")
@@ -547,6 +552,8 @@ def render_markdown(report: dict[str, Any], max_violations: int = 20) -> str:
     out = ["## fiskj-harness: " + mark + (" (partial: interrupted)" if report.get("interrupted") else ""), "",
            f"{report.get('trials', 0)} trial(s) in {report.get('elapsed_s', 0):.1f} s"
            + (f" ({rate:.1f} trials/s)" if rate else ""), ""]
+    if (report.get("campaign") or {}).get("promises"):
+        out += [f"Promises: {_md(report['campaign']['promises'])}", ""]
     if report.get("interrupted"):
         out += [f"**⚠️ {_interrupted_line(report)}**", ""]
     out += ["| fault | count |", "|---|---:|"]

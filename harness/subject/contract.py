@@ -203,6 +203,14 @@ class Subject:
         """How reports name the subject: the profile's name, else the command line."""
         return self.name or self.command_line()
 
+    @property
+    def semantics(self) -> str:
+        """What the subject declares of its semantics, one line for a report's header: its promises and what
+        each exit status means (docs/spec.md section 15 "Declared promises")."""
+        exits = ", ".join(f"{o} {'/'.join(map(str, codes)) or '-'}" for o, codes in self.exits)
+        return (f"{self.promises.describe()}; exit: {exits}"
+                + (f" (completed with stdout matching {self.error_stdout!r}: error)" if self.error_stdout else ""))
+
     def command_line(self) -> str:
         """The subject as one shell-quoted ``--subject`` value (for reproducers).
 
