@@ -64,6 +64,15 @@ def test_each_bug_variant_of_the_foreign_subject_is_caught_by_its_bundled_scenar
     assert caught & set(target.expect), (bug, caught)
 
 
+def test_a_variant_whose_behaviour_its_profile_declares_is_judged_by_its_promise_and_passes(tmp_path):
+    # sigterm-aborts (caught through profile.toml, above) declares in its own profile that SIGTERM aborts
+    proc, report = campaign(tmp_path, ["suspend-clean"], 12, profile="subjects/node/sigterm-aborts.toml",
+                            readings=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert report["faults"]["suspend"] >= 12 and report["invariants"]["I3"]["valid"] == report["invariants"]["I3"]["checked"]
+    assert report["campaign"]["promises"].startswith("resume of a completed run: refuse; suspend on SIGINT, abort")
+
+
 def test_the_variants_not_caught_yet_are_every_other_variant_the_subject_has():
     source = (ROOT / "subjects" / "node" / "lib" / "bugs.mjs").read_text()
     for name in list(FOREIGN_TARGETS) + list(FOREIGN_NOT_CAUGHT):

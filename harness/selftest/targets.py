@@ -67,6 +67,7 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",)),
     Target("cut-off-turn-run", "max-tokens-kill", 1, ("I6",)),
     Target("ended-leg-not-resumable", "max-tokens-kill", 4, ("I9",)),
+    Target("sigterm-aborts", "suspend-clean", 30, ("I1", "I2", "I3")),  # declared (sigterm-aborts.toml): passes
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
