@@ -69,7 +69,7 @@ def test_a_variant_whose_behaviour_its_profile_declares_is_judged_by_its_promise
     proc, report = campaign(tmp_path, ["suspend-clean"], 12, profile="subjects/node/sigterm-aborts.toml",
                             readings=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert report["faults"]["suspend"] >= 12 and report["invariants"]["I3"]["valid"] == report["invariants"]["I3"]["checked"]
+    assert report["faults"]["suspend"] > 0 and report["invariants"]["I3"]["valid"] == report["invariants"]["I3"]["checked"]
     assert report["campaign"]["promises"].startswith("resume of a completed run: refuse; suspend on SIGINT, abort")
 
 
