@@ -8,7 +8,7 @@ from synth import Engine, conversation, key_of
 
 from fiskj.codec import encode_record
 from fiskj.records import AssistantRecord, TerminalRecord
-from harness.checkers import i1_suspend, i2_tool_reruns, i3_model_repeats, i6_reference, i9_refusal
+from harness.checkers import i1_suspend, i2_tool_reruns, i3_model_repeats, i4_acknowledged, i6_reference, i9_refusal
 from harness.history.model import Fault, History, Leg, ModelCall, history_from_json, history_to_json
 from harness.history.promises import COMPLETED_PROBE, FISK_AI, Promises
 
@@ -104,6 +104,18 @@ def test_a_leg_that_exits_suspended_after_a_signal_promised_to_abort_is_not_judg
     assert _judge(h, FISK_AI, i1_suspend)[0].status == "invalid"
     (v,) = _judge(h, ABORT_TERM, i1_suspend)
     assert v.status == "valid" and v.evidence["checked"] == 0
+
+
+def test_the_last_write_of_a_leg_that_aborts_on_a_promised_signal_may_be_unsynced_like_a_kill_s():
+    h = _sigterm_mid_call()
+    eng = Engine()
+    eng.leg(kill_after=3)                        # meta, call, A(0) written and fsynced -> killed
+    leg0 = h.legs[0]
+    leg0.trace = eng.h.legs[0].trace[:-1]       # SIGTERM between A(0)'s write and its fsync: exit 143
+    leg0.journal = eng.file
+    (v,) = _judge(h, FISK_AI, i4_acknowledged)
+    assert v.status == "invalid" and v.evidence["violations"][0]["before"] == "exit 143"
+    assert _judge(h, ABORT_TERM, i4_acknowledged)[0].status == "valid"
 
 
 def _tool_interrupted(report: bool) -> History:

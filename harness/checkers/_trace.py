@@ -172,12 +172,13 @@ def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
     docs/spec.md section 9, rule 1: an append is one write of the whole line,
     then an fsync of the journal.  A write that failed is not counted (the engine raised);
     an fsync that failed still counts as the attempt.  The last write of a
-    killed leg is not counted (it may have died before its fsync).
+    killed leg is not counted (it may have died before its fsync), nor that of a leg sent a signal its subject
+    promises to abort on (docs/spec.md section 15 "Declared promises").
     """
     journal = history.journal
     out: list[dict[str, Any]] = []
     open_write: dict[int, dict[str, Any]] = {}
-    clean_exit = leg.exit_signal is None and leg.exit_code is not None
+    clean_exit = leg.exit_signal is None and leg.exit_code is not None and not history.promises.aborts(leg)
     for ev in events(leg):
         if not journal.is_journal(ev.get("path"), history.run_id):
             continue
