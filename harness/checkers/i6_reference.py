@@ -66,8 +66,7 @@ from harness.history.ending import completing_leg, cut_off_tool_runs, uninterrup
 from harness.history.model import History, observed_result
 from harness.names import EXIT_COMPLETED
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import (Unattributable, attribute, completed_probe, crash_kind, is_refusal,
-                                      legs_in_order, nemesis_prefix_holds)
+from harness.checkers._common import completed_probe, crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds
 from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I6"
@@ -154,16 +153,9 @@ def _promised(history: History) -> History:
     """``history`` without the resume of its completed run when the subject promises that resume a new turn
     or nothing (its legs, model calls and tool runs left out): the run's result is the one before it."""
     probes = {lg.index for lg in history.legs if completed_probe(history, lg) in ("new-turn", "no-op")}
-    if not probes:
-        return history
-
-    def kept(ev: Any) -> bool:
-        try:
-            return attribute(history, ev.leg, ev.t, "event") not in probes
-        except Unattributable:
-            return True
     return replace(history, legs=[lg for lg in history.legs if lg.index not in probes],
-                   model_calls=[c for c in history.model_calls if kept(c)], effects=[e for e in history.effects if kept(e)])
+                   model_calls=[c for c in history.model_calls if c.leg not in probes],
+                   effects=[e for e in history.effects if e.leg not in probes]) if probes else history
 
 
 def _reported(history: History) -> set[str]:
@@ -172,18 +164,9 @@ def _reported(history: History) -> set[str]:
     crashes = [lg.index for lg in history.legs if crash_kind(lg, history.promises)]
     if history.promises.interrupted_tool != "reported" or not crashes:
         return set()
-    out = set()
-    for call in history.model_calls:
-        try:
-            if attribute(history, call.leg, call.t, "model call") <= min(crashes):
-                continue
-        except Unattributable:
-            continue
-        for m in call.messages:
-            for b in (m.get("content") if isinstance(m, dict) and isinstance(m.get("content"), list) else []):
-                if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error"):
-                    out.add(str(b.get("tool_use_id")))
-    return out
+    return {str(b.get("tool_use_id")) for c in history.model_calls if c.leg > min(crashes) for m in c.messages
+            if isinstance(m, dict) and isinstance(m.get("content"), list) for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error")}
 
 
 def _unreport(messages: list[dict[str, Any]], ref: list[dict[str, Any]], ids: set[str]) -> list[dict[str, Any]]:
