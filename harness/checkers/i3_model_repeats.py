@@ -19,20 +19,19 @@ the first is a *repeat* and must be attributed:
 
 So repeats of a key never exceed the crashes between them.  A subject that
 promises to continue a completed run with a new turn (``resume_completed =
-"new-turn"``) makes no repeat when its resume of the completed run sends a
-longer conversation than the call it shares a key with (``new_turns``).  Evidence names
+"new-turn"``) makes no repeat when a resume of the completed run
+(:meth:`JournalView.after_end`) sends a longer conversation than the call it shares a key with (``new_turns``).  Evidence names
 the key, the scripted turn, both calls and the refused candidate legs.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from harness.history.model import History
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import blame_repeat, completed_probe, group_by_leg, leg_by_index
-from harness.checkers.journal_view import JournalView
+from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index
+from harness.checkers.journal_view import JournalView, reply_markers
 
 INVARIANT = "I3"
 NAME = "at most one model call repeated per crash"
@@ -40,19 +39,6 @@ NAME = "at most one model call repeated per crash"
 
 def _call(li: int, c: Any) -> dict[str, Any]:
     return {"leg": li, "index": c.index, "t": c.t, "turn": c.turn}
-
-
-def reply_markers(reply: list[dict[str, Any]]) -> list[bytes]:
-    """Bytes by which a journal line holding model ``reply`` is known (a journal the checkers do not
-    decode): its tool_use ids, else its text as JSON escapes it (ASCII-only and raw UTF-8)."""
-    ids = [b["id"].encode() for b in reply if isinstance(b, dict) and b.get("type") == "tool_use"
-           and isinstance(b.get("id"), str)]
-    if ids:
-        return ids
-    text = "".join(b.get("text", "") for b in reply if isinstance(b, dict) and b.get("type") == "text")
-    if not text:
-        return []
-    return [json.dumps(text)[1:-1].encode(), json.dumps(text, ensure_ascii=False)[1:-1].encode()]
 
 
 def check(history: History) -> Any:
@@ -65,6 +51,7 @@ def check(history: History) -> Any:
     attributed: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
     new_turns: list[dict[str, Any]] = []
+    after_end = view.after_end() if history.promises.resume_completed == "new-turn" else set()
     repeats = 0
     for key in sorted(groups, key=lambda k: groups[k][0][1].index):
         calls = sorted(groups[key], key=lambda p: (p[1].index, p[1].t))
@@ -73,7 +60,7 @@ def check(history: History) -> Any:
             repeats += 1
             row = {"key": key, "turn": cur.turn, "repeat": _call(lc, cur), "previous": _call(lp, prev),
                    "calls": len(calls), "assistant_record": need}
-            if completed_probe(history, legs[lc]) == "new-turn" and len(cur.messages) > len(prev.messages):
+            if lc in after_end and len(cur.messages) > len(prev.messages):
                 new_turns.append({"key": key, "leg": lc, "index": cur.index})
                 continue
             if lc == lp:

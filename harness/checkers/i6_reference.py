@@ -66,7 +66,7 @@ from harness.history.ending import completing_leg, cut_off_tool_runs, uninterrup
 from harness.history.model import History, observed_result
 from harness.names import EXIT_COMPLETED
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import completed_probe, crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds
+from harness.checkers._common import crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds
 from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I6"
@@ -150,9 +150,10 @@ def _effects_missing(final: dict[str, Any], history: History) -> list[str]:
 
 
 def _promised(history: History) -> History:
-    """``history`` without the resume of its completed run when the subject promises that resume a new turn
-    or nothing (its legs, model calls and tool runs left out): the run's result is the one before it."""
-    probes = {lg.index for lg in history.legs if completed_probe(history, lg) in ("new-turn", "no-op")}
+    """``history`` without the resumes of its completed run when the subject promises such a resume a new turn
+    or nothing (:meth:`JournalView.after_end`; their model calls and tool runs left out): the run's result
+    is the one before them."""
+    probes = JournalView(history).after_end()
     return replace(history, legs=[lg for lg in history.legs if lg.index not in probes],
                    model_calls=[c for c in history.model_calls if c.leg not in probes],
                    effects=[e for e in history.effects if e.leg not in probes]) if probes else history
@@ -178,14 +179,15 @@ def _unreport(messages: list[dict[str, Any]], ref: list[dict[str, Any]], ids: se
             if isinstance(m, dict) and isinstance(m.get("content"), list) else m for m in messages]
 
 
-def _check_observed(view: JournalView) -> Any:
+def _check_observed(view: JournalView, trimmed: bool = False) -> Any:
     """I6 for a journal fiskj does not fold (``jsonl``): the run's result as seen from outside.
 
     Against the reference run's :func:`~harness.history.model.observed_result`: the same conversation
     states asked of the model (``states``: a missing one is work the run skipped, an extra one a
     conversation the uninterrupted run never had), the same final reply (``final_answer``), the same
     tools run (``tools``) and the same exit (``exit``) of its last leg, unless that leg's resume was
-    refused (the resume of a completed run: whether the refusal was right only the fold could say).
+    refused (the resume of a completed run: whether the refusal was right only the fold could say) or, with
+    ``trimmed`` (:func:`_promised` left out resumes of the completed run), killed after the run's end.
     """
     history = view.history
     ref = history.reference
@@ -196,6 +198,7 @@ def _check_observed(view: JournalView) -> Any:
     got = observed_result(history)
     legs = legs_in_order(history)
     refused_end = bool(legs) and is_refusal(legs[-1])
+    killed_after_end = trimmed and bool(legs) and legs[-1].crashed  # killed once its journal held the run's end
     diffs: list[dict[str, Any]] = []
     missing = [k for k in ref.call_keys if k not in got["call_keys"]]
     extra = [k for k in got["call_keys"] if k not in ref.call_keys]
@@ -210,7 +213,7 @@ def _check_observed(view: JournalView) -> Any:
     if (ran | reported) != (want | reported):
         diffs.append({"path": "tools", "never_ran": sorted(want - ran - reported)[:MAX_DIFFS],
                       "not_in_reference": sorted(ran - want - reported)[:MAX_DIFFS]})
-    if not refused_end and got["exit_code"] != ref.exit_code:
+    if not refused_end and not killed_after_end and got["exit_code"] != ref.exit_code:
         diffs.append({"path": "exit", "got": got["exit_code"], "want": ref.exit_code})
     evidence: dict[str, Any] = {"checked": 1, "source": "observed (model calls, effects ledger, exit)",
                                 **({"reported": sorted(reported)} if reported else {}),
@@ -272,10 +275,10 @@ def check(history: History) -> Any:
         return make(__name__, UNKNOWN, {
             "summary": "the server varied its reply on a repeated call; the result may legitimately differ",
             "reason": "vary_on_repeat with a repeated model call"})
-    history = _promised(history)
+    whole, history = history, _promised(history)
     view = JournalView(history)
     if not view.decoded:
-        return _check_observed(view)
+        return _check_observed(view, trimmed=len(history.legs) < len(whole.legs))
     with_journal = [lg for lg in legs_in_order(history) if lg.journal is not None]
     source: str
     if with_journal:
