@@ -64,6 +64,18 @@ def test_an_agent_that_promises_a_new_turn_continues_a_completed_run_and_breaks_
     assert v["kind"] == "new_turn_not_taken" and v["exit_code"] == 2
 
 
+def test_a_resume_after_a_kill_that_followed_the_journaled_end_is_a_new_turn_when_promised():
+    # a JSON-lines journal (as Claude Code's): leg 0 journaled the final answer, then was killed; leg 1 is a new turn
+    h = _completed_then("new-turn", NEW_TURN)
+    h.journal_format = "jsonl"
+    h.legs[0].exit_code, h.legs[0].exit_signal = None, "SIGKILL"
+    h.legs[0].fault = Fault(kind="kill", signal="SIGKILL", injected=True)
+    h.legs[1].fault = Fault()                   # an ordinary resume, not the probe
+    i6, i3 = _judge(h, NEW_TURN, i6_reference, i3_model_repeats)
+    assert i6.status == "valid" and i3.status == "valid", (i6.evidence, i3.evidence)
+    assert _judge(h, FISK_AI, i6_reference)[0].status == "invalid"
+
+
 def test_an_agent_that_promises_a_no_op_does_nothing_and_breaks_it_by_calling_the_model():
     i9, i6 = _judge(_completed_then("no-op", NO_OP), NO_OP, i9_refusal, i6_reference)
     assert i9.status == "valid" and i6.status == "valid", (i9.evidence, i6.evidence)
