@@ -6,6 +6,7 @@ from synth import Engine
 
 from harness.checkers import check_all
 from harness.report.groups import fault_kinds, group_key, group_rows, involved, minimal_note, sentence
+from harness.report.html import render_html
 from harness.report.report import build_report, merge_reports, render_markdown, render_summary, write_junit
 
 
@@ -149,6 +150,7 @@ def test_each_group_opens_with_one_plain_sentence_in_the_agent_s_terms():
     text = render_summary({**report, "campaign": {"promises": "resume of a completed run: new-turn"}})
     assert f"kill-batch\n      {rerun['sentence']}\n" in text
     assert "\npromises: resume of a completed run: new-turn\n" in text
+    assert f"<p><b>{rerun['sentence']}</b></p>" in render_html(report, [])
     # a Claude Code transcript line is named by its own type; a rule with no template says its detail
     row = {"invariant": "I4", "evidence": {"violations": [{"kind": "append_not_synced", "offset": 5123, "leg": 2,
                                                            "record_type": "assistant", "before": "write n=40"}]}}

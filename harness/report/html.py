@@ -184,7 +184,7 @@ def _groups(report: dict[str, Any], drawn: set[int]) -> str:
             out.append(
                 f'<div class="group" data-group="{n}"><h4>[{n}] {_e(g.get("title", ""))}: {_e(g.get("count", 0))} '
                 f"trial(s) in {_e(', '.join(g.get('scenarios') or []))}</h4>"
-                f"<p>{_e(g.get('name', ''))}</p><p>trials: {links}</p>"
+                f"<p><b>{_e(g.get('sentence', ''))}</b></p><p>{_e(g.get('name', ''))}</p><p>trials: {links}</p>"
                 f"<p>smallest reproducer: {rlink} ({_e(rep.get('faults', 0))} fault(s)"
                 + (f", {_e(rep['legs'])} leg(s)" if rep.get("legs") is not None else "")
                 + f", seed {_e(rep.get('seed'))}), {_e(rep.get('minimal', ''))}</p>"
