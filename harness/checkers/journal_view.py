@@ -220,23 +220,18 @@ class JournalView:
         """The legs that resume a run already completed, for a subject that promises such a resume a new turn
         or nothing (docs/spec.md section 15 "Declared promises"; else empty): the resume after completed
         (``[check] resume_after_completed``) and every leg after one whose journal holds the run's end (a
-        completed fold, or a line the leg acknowledged after the reference's final reply came, holding it)."""
+        completed fold; undecoded, the reference run's final reply, written whether or not fsynced)."""
         if self.history.promises.resume_completed == "refuse":
             return set()
-        final = self.history.reference.last_reply if self.history.reference is not None else []
-        journaled = self.journaled()
+        final = reply_markers(self.history.reference.last_reply) if self.history.reference is not None else []
         out: set[int] = set()
         ended = False
         for leg in legs_in_order(self.history):
             if ended or completed_probe(self.history, leg):
                 out.add(leg.index)
-            if journaled is None:
-                last = self.at(leg).last_record()
-                ended = ended or (isinstance(last, TerminalRecord) and last.reason == "completed")
-            elif final:
-                lines = [ln for c in self.history.model_calls if c.leg == leg.index and c.reply == final
-                         for ln in journaled.lines(leg.index, c.t, reply_markers(final))]
-                ended = ended or (bool(lines) and not journaled.lost(leg.index, lines))
+            last = self.at(leg).last_record()
+            ended = ended or (isinstance(last, TerminalRecord) and last.reason == "completed" if self.decoded else
+                              any(m in (leg.journal or b"") for m in final))
         return out
 
     def journaled(self) -> Journaled | None:
