@@ -34,12 +34,14 @@ class Killed(Exception):
     pass
 
 
-def conversation(turns: list[list[str]], i: int, answer: str = ANSWER) -> list[dict[str, Any]]:
-    """The request messages of model call ``i`` (turn i), as a correct agent sends them."""
+def conversation(turns: list[list[str]], i: int, answer: str = ANSWER,
+                 reported: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The request messages of model call ``i`` (turn i), as a correct agent sends them (``reported``: ids
+    answered as interrupted)."""
     msgs: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": PROMPT}]}]
     for j in range(i):
         msgs.append(assistant_message(turns, j, answer))
-        msgs.append({"role": "user", "content": [result_block(t) for t in turns[j]]})
+        msgs.append({"role": "user", "content": [result_block(t, t in reported) for t in turns[j]]})
     return msgs
 
 
@@ -50,7 +52,9 @@ def assistant_message(turns: list[list[str]], i: int, answer: str = ANSWER) -> d
     return {"role": "assistant", "content": content}
 
 
-def result_block(tid: str) -> dict[str, Any]:
+def result_block(tid: str, interrupted: bool = False) -> dict[str, Any]:
+    if interrupted:  # an agent that reports an interrupted tool instead of running it again
+        return {"type": "tool_result", "tool_use_id": tid, "content": "interrupted, outcome unknown", "is_error": True}
     return {"type": "tool_result", "tool_use_id": tid, "content": f"ran {tid}", "is_error": False}
 
 
@@ -69,6 +73,7 @@ class Engine:
         self.synced = 0
         self.clock = 1_000
         self.attempts: dict[str, int] = {}
+        self.reported: set[str] = set()
 
     # --- plumbing -------------------------------------------------------------------
     def tick(self) -> int:
@@ -117,11 +122,14 @@ class Engine:
 
     # --- one process ------------------------------------------------------------------
     def leg(self, kill_after: int | None = None, torn: bool = False, suspend_at: int | None = None,
-            fsync: bool = True, cut_torn_tail: bool = True, rerun_answered: bool = False) -> Leg:
-        """Run one process; ``kill_after``: SIGKILL after that many actions (calls, tool runs, appends)."""
+            fsync: bool = True, cut_torn_tail: bool = True, rerun_answered: bool = False,
+            report_interrupted: bool = False) -> Leg:
+        """Run one process; ``kill_after``: SIGKILL after that many actions (calls, tool runs, appends);
+        ``report_interrupted``: answer a tool that ran without a result as interrupted, never run it again."""
         leg = Leg(index=len(self.h.legs), kind="start" if self.file is None else "resume",
                   argv=["fiskj", "run"], pid=1000 + len(self.h.legs), t_start=self.tick())
         self.cur, self.kill_after, self.torn, self.actions, self.fsync = leg, kill_after, torn, 0, fsync
+        self.report = report_interrupted
         self.next_seq = 0  # the writer's in-memory seq counter, set from the fold at the first append
         self.h.legs.append(leg)
         try:
@@ -176,6 +184,10 @@ class Engine:
                 for tid in ids:
                     if tid in answered and not rerun_answered:
                         continue
+                    if self.report and tid not in answered and tid in self.attempts:
+                        self.reported.add(tid)
+                        self._append(ToolResultRecord(tool_use_id=tid, result=result_block(tid, True)))
+                        continue
                     self.effect(tid)
                     if tid not in answered:
                         self._append(ToolResultRecord(tool_use_id=tid, result=result_block(tid)))
@@ -187,7 +199,7 @@ class Engine:
                 return 3
             boundary += 1
             i = len(asst)
-            msgs = conversation(self.turns, i, self.answer)
+            msgs = conversation(self.turns, i, self.answer, frozenset(self.reported))
             reply = assistant_message(self.turns, i, self.answer)
             self.h.model_calls.append(ModelCall(index=len(self.h.model_calls), t=self.tick(), key=key_of(msgs),
                                                 turn=i, messages=msgs, reply=reply["content"], leg=self.cur.index))

@@ -64,6 +64,19 @@ def test_each_bug_variant_of_the_foreign_subject_is_caught_by_its_bundled_scenar
     assert caught & set(target.expect), (bug, caught)
 
 
+@pytest.mark.parametrize("profile, scenario, trials, declared", [
+    ("sigterm-aborts", "suspend-clean", 12, "resume of a completed run: refuse; suspend on SIGINT, abort like a kill on SIGTERM"),
+    ("new-turn", "kill-every-event", 40, "resume of a completed run: new-turn;")])
+def test_a_variant_whose_behaviour_its_profile_declares_is_judged_by_its_promise_and_passes(tmp_path, profile, scenario,
+                                                                                           trials, declared):
+    # the variant (caught through profile.toml and envelope.toml, above) declares its behaviour in its own profile
+    proc, report = campaign(tmp_path, [scenario], trials, profile=f"subjects/node/{profile}.toml", readings=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert sum(report["faults"].get(k, 0) for k in ("kill", "suspend")) >= trials // 2
+    assert all(c["invalid"] == 0 and c["unknown"] == 0 for c in report["invariants"].values())
+    assert report["campaign"]["promises"].startswith(declared)
+
+
 def test_the_variants_not_caught_yet_are_every_other_variant_the_subject_has():
     source = (ROOT / "subjects" / "node" / "lib" / "bugs.mjs").read_text()
     for name in list(FOREIGN_TARGETS) + list(FOREIGN_NOT_CAUGHT):

@@ -5,7 +5,8 @@ import xml.etree.ElementTree as ET
 from synth import Engine
 
 from harness.checkers import check_all
-from harness.report.groups import fault_kinds, group_key, group_rows, involved, minimal_note
+from harness.report.groups import fault_kinds, group_key, group_rows, involved, minimal_note, sentence
+from harness.report.html import render_html
 from harness.report.report import build_report, merge_reports, render_markdown, render_summary, write_junit
 
 
@@ -137,3 +138,24 @@ def test_a_fault_that_never_fired_is_neither_a_kind_nor_counted_in_a_group_or_a_
     row = {"faults": {"suspend": 2, "not_injected": 1, "crash_states": 9}, "family": "signals"}
     assert fault_kinds(row) == "suspend" and fault_total(row) == 2
     assert fault_kinds({"faults": {"not_injected": 1}, "family": "signals"}) == "signals"
+
+
+def test_each_group_opens_with_one_plain_sentence_in_the_agent_s_terms():
+    report = build_report([_rerun_trial(1), _unsynced_trial(2)], report_path="r.json")
+    rerun, unsynced = report["groups"]
+    assert rerun["sentence"] == ("Tool call a ran again in leg 1 (it first ran in leg 0), and no crash accounts for "
+                                 "the re-run.")
+    assert unsynced["sentence"] == ("The journal line written at byte 0 (type meta) by leg 0 was never fsynced "
+                                    "before the agent went on (write n=5).")
+    text = render_summary({**report, "campaign": {"promises": "resume of a completed run: new-turn"}})
+    assert f"kill-batch\n      {rerun['sentence']}\n" in text
+    assert "\npromises: resume of a completed run: new-turn\n" in text
+    assert f"<p><b>{rerun['sentence']}</b></p>" in render_html(report, [])
+    # a Claude Code transcript line is named by its own type; a rule with no template says its detail
+    row = {"invariant": "I4", "evidence": {"violations": [{"kind": "append_not_synced", "offset": 5123, "leg": 2,
+                                                           "record_type": "assistant", "before": "write n=40"}]}}
+    assert sentence(row).startswith('The journal line written at byte 5123 (type assistant) by leg 2 was never')
+    row["evidence"]["violations"][0] = {"kind": "lock_overlap", "detail": "legs 1 and 2 held the lock at once"}
+    assert sentence(row) == "legs 1 and 2 held the lock at once"
+    assert sentence({"invariant": "I2", "evidence": {"summary": "s", "violations": [{"kind": "unattributed_rerun"}]}}) \
+        == "s"   # a template whose fields the evidence lacks falls back to the summary

@@ -10,6 +10,7 @@ import pytest
 from builders import M, T, journal
 
 from harness.errors import ProfileError
+from harness.history.promises import FISK_AI, Promises
 from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE
 from harness.subject.contract import RunConfig, default_subject
 from harness.subject.profile import bundled_profiles, load_profile, parse_profile, resolve_subject
@@ -39,6 +40,7 @@ completed = [0]
 suspended = [0]
 error = [1]
 refused = [1]
+error_stdout = '"is_error":\\s*true'
 
 [journal]
 path = "{home}/.local/state/agent/{run_id}.jsonl"
@@ -49,6 +51,11 @@ status = "state.status"
 
 [not_applicable]
 I1 = "the agent has no suspend"
+
+[promises]
+resume_completed = "new-turn"
+suspend_signals = ["SIGINT"]
+interrupted_tool = "reported"
 '''
 
 
@@ -89,6 +96,20 @@ def test_an_exit_status_of_several_outcomes_is_decided_by_the_journal(tmp_path):
     assert s.outcome(7, before, before) == 7 and s.outcome(None, before, before) is None
     plain = default_subject()
     assert [plain.outcome(c, None, None) for c in (0, 1, 2, 3)] == [0, 1, 2, 3]
+    done = journal(M(), T("completed"))   # exit 0 with an error result on stdout is an error ([exit] error_stdout)
+    assert s.outcome(0, None, done, '{"type":"result","is_error": true}') == EXIT_ERROR
+    assert s.outcome(0, None, done, '{"type":"result","is_error":false}') == EXIT_COMPLETED
+    assert plain.outcome(0, None, done, '{"is_error":true}') == EXIT_COMPLETED
+
+
+def test_promises_are_declared_in_their_own_table_and_fisk_ai_s_when_absent(tmp_path):
+    s = parse_profile(FISK_AI_LIKE, str(tmp_path / "agent.toml"))
+    assert s.promises == Promises("new-turn", ("SIGINT",), "reported")
+    assert parse_profile(FISK_AI_LIKE.split("[promises]")[0], str(tmp_path / "a.toml")).promises == FISK_AI
+    assert default_subject().promises == FISK_AI and default_subject().error_stdout == ""
+    assert default_subject().semantics == ("resume of a completed run: refuse; suspend on SIGINT, SIGTERM; interrupted "
+                                           "tool: rerun-at-most-once; exit: completed 0, suspended 3, error 1, refused 2")
+    assert s.semantics.endswith("refused 1 (completed with stdout matching '\"is_error\":\\\\s*true': error)")
 
 
 def test_a_subject_value_may_name_a_profile_after_variables():
@@ -113,6 +134,10 @@ def test_a_subject_value_may_name_a_profile_after_variables():
     (('name = "cli-agent"', 'name = "cli-agent" ='), None, "TOML syntax error"),
     (('{run_id}.jsonl"', '{run_id}.jsonl"\nformat = "yaml"'), "journal.format", "unsupported journal format"),
     (('{run_id}.jsonl"', '{run_id}.jsonl"\nformat = "jsonl"'), "reading", "needs journal format 'fisk-ai-v2'"),
+    (('"new-turn"', '"continue"'), "promises.resume_completed", "expected one of refuse, new-turn, no-op"),
+    (('["SIGINT"]', '["SIGHUP"]'), "promises.suspend_signals", "those that suspend cleanly"),
+    (('"reported"', '"never"'), "promises.interrupted_tool", "rerun-at-most-once, reported"),
+    (("error_stdout = '", "error_stdout = '(("), "exit.error_stdout", "regular expression"),
 ])
 def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit, key, message):
     path = tmp_path / "bad.toml"

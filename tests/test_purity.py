@@ -147,7 +147,7 @@ def test_the_purity_check_passes_pure_code():
 HARNESS = PACKAGE.parent / "harness"
 #: The checkers (every module of harness/checkers) and the history they read.
 CHECKERS = tuple(sorted(f"harness.checkers.{p.stem}" for p in (HARNESS / "checkers").glob("*.py")
-                        if p.stem != "__init__")) + ("harness.checkers", "harness.history.model", "harness.history.jsonl", "harness.history.journal_location", "harness.history.ending", "harness.names")
+                        if p.stem != "__init__")) + ("harness.checkers", "harness.history.model", "harness.history.jsonl", "harness.history.journal_location", "harness.history.promises", "harness.history.ending", "harness.names")
 #: The pure fault generators of the families.
 GENERATORS = ("harness.families.power_loss.crashstates", "harness.families.tail.mutations", "harness.families.tail.bound",
               "harness.families.signals.schedules", "harness.families.race.plan",

@@ -25,10 +25,11 @@ from typing import Any, Callable, Iterable
 from fiskj.records import AssistantRecord, ToolResultRecord, tool_use_ids
 
 from harness.history.model import History, Leg
+from harness.history.promises import COMPLETED_PROBE, FISK_AI, Promises
 
 __all__ = [
     "excerpt", "legs_in_order", "leg_by_index", "attribute", "Unattributable", "crash_kind", "is_tail", "is_refusal",
-    "pending_ids", "previous_snapshot", "nemesis_prefix_holds", "group_by_leg", "blame_repeat",
+    "pending_ids", "previous_snapshot", "nemesis_prefix_holds", "group_by_leg", "blame_repeat", "completed_probe",
 ]
 
 #: Longest excerpt of journal bytes put in evidence.
@@ -79,18 +80,19 @@ def group_by_leg(history: History, events: Iterable[Any], key: Callable[[Any], A
     return groups
 
 
-def crash_kind(leg: Leg | None) -> str | None:
+def crash_kind(leg: Leg | None, promises: Promises = FISK_AI) -> str | None:
     """``"power_loss"`` or ``"kill"`` when ``leg`` crashed (one in-flight record may be lost), else ``None``.
 
     A leg can be both killed and followed by a tail fault; the kill still counts.  A leg ended by an
     injected IO error on its journal counts as a crash of the step in flight (``"kill"``): the record
-    whose write or fsync failed was not acknowledged, so its tool or model call may run again once.
+    whose write or fsync failed was not acknowledged, so its tool or model call may run again once.  So
+    does a leg sent a signal the subject ``promises`` to abort on (:meth:`Promises.aborts`).
     """
     if leg is None:
         return None
     if leg.fault.kind == "power_loss":
         return "power_loss"
-    if leg.fault.kind == "io_error" and leg.fault.injected:
+    if (leg.fault.kind == "io_error" and leg.fault.injected) or promises.aborts(leg):
         return "kill"
     return "kill" if leg.crashed else None
 
@@ -102,7 +104,7 @@ def is_tail(leg: Leg | None) -> bool:
 
 def blame_repeat(legs: dict[int, Leg], used: dict[int, str], item: str, prev_leg: int, leg: int,
                  lost: Callable[[int], bool], *, held: str, used_by: str, not_killed: Callable[[Leg | None], str],
-                 intact: str) -> tuple[int | None, str | None, list[dict[str, Any]]]:
+                 intact: str, promises: Promises = FISK_AI) -> tuple[int | None, str | None, list[dict[str, Any]]]:
     """The disruption that accounts for a repeat of ``item`` in ``leg`` whose previous execution was in ``prev_leg``.
 
     The rule shared by I2 (tool re-runs) and I3 (repeated model calls):
@@ -118,11 +120,11 @@ def blame_repeat(legs: dict[int, Leg], used: dict[int, str], item: str, prev_leg
     ``refused`` lists each candidate turned down, ``{"leg", "why"}``, with the
     checker's words: ``held`` (the crashed leg's journal holds the record),
     ``used_by`` + the item that took the crash, ``not_killed(leg)`` and
-    ``intact`` (a tail fault left the record).
+    ``intact`` (a tail fault left the record).  ``promises``: the subject's (a signal it aborts on is a kill).
     """
     refused: list[dict[str, Any]] = []
     crash = legs.get(prev_leg)
-    kind = crash_kind(crash)
+    kind = crash_kind(crash, promises)
     if kind in ("kill", "power_loss"):
         if not lost(prev_leg):
             refused.append({"leg": prev_leg, "why": held})
@@ -165,6 +167,12 @@ def is_refusal(leg: Leg) -> bool:
     detail = " ".join(f"{k}={v}" for k, v in leg.fault.detail.items())
     said = _MODEL_REFUSAL.sub("", leg.stderr or "")  # the model refusing to answer is no refused resume
     return bool(_REFUSAL.search(detail) or _REFUSAL.search(said))
+
+
+def completed_probe(history: History, leg: Leg) -> str | None:
+    """What ``leg``, the resume of a completed run (``[check] resume_after_completed``), must do by the
+    subject's promise (``refused``, ``new-turn``, ``no-op``); ``None`` for any other leg."""
+    return history.promises.expect_after_completed if leg.fault.detail.get("probe") == COMPLETED_PROBE else None
 
 
 def pending_ids(records: list[Any]) -> tuple[list[str], int | None]:

@@ -43,7 +43,7 @@ class Ack:
         from harness.checkers._common import excerpt
         return {"seq": self.seq, "leg": self.leg, "pid": self.pid, "offset": self.offset,
                 "length": len(self.line), "write_n": self.write_n, "fsync_n": self.fsync_n,
-                "excerpt": excerpt(self.line)}
+                "record_type": record_type(self.line) or "a line", "excerpt": excerpt(self.line)}
 
 
 @dataclass
@@ -95,16 +95,25 @@ def events(leg: Leg) -> Iterator[dict[str, Any]]:
             fds.pop(key, None)
 
 
-def written_what(data: bytes) -> str:
-    """What a journal write held, for a message: ``record terminal seq 14`` (a fisk-ai v2 line: the last word
-    of its ``protocol``), else its size in bytes."""
+def record_type(data: bytes) -> str:
+    """The agent's own type of the journal line that ``data`` starts with: a fisk-ai v2 line's kind (the last
+    word of its ``protocol``), else a JSON line's ``type`` (a Claude Code transcript's ``"assistant"``), else ``""``."""
     try:
         obj = json.loads(data.split(b"\n", 1)[0])
     except ValueError:
-        obj = None
+        return ""
     if isinstance(obj, dict) and isinstance(obj.get("protocol"), str):  # fisk-ai v2: ...session.<kind>
-        kind = obj["protocol"].rsplit(".", 1)[-1]
-        return f"record {kind}" + (f" seq {obj['seq']}" if isinstance(obj.get("seq"), int) else "")
+        return obj["protocol"].rsplit(".", 1)[-1]
+    return obj["type"] if isinstance(obj, dict) and isinstance(obj.get("type"), str) else ""
+
+
+def written_what(data: bytes) -> str:
+    """What a journal write held, for a message: ``record terminal seq 14`` (a fisk-ai v2 line: the last word
+    of its ``protocol``), else its size in bytes."""
+    kind = record_type(data)
+    if kind and b'"protocol"' in data.split(b"\n", 1)[0]:
+        seq = json.loads(data.split(b"\n", 1)[0]).get("seq")
+        return f"record {kind}" + (f" seq {seq}" if isinstance(seq, int) else "")
     return f"{len(data)} bytes"
 
 
@@ -163,12 +172,13 @@ def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
     docs/spec.md section 9, rule 1: an append is one write of the whole line,
     then an fsync of the journal.  A write that failed is not counted (the engine raised);
     an fsync that failed still counts as the attempt.  The last write of a
-    killed leg is not counted (it may have died before its fsync).
+    killed leg is not counted (it may have died before its fsync), nor that of a leg sent a signal its subject
+    promises to abort on (docs/spec.md section 15 "Declared promises").
     """
     journal = history.journal
     out: list[dict[str, Any]] = []
     open_write: dict[int, dict[str, Any]] = {}
-    clean_exit = leg.exit_signal is None and leg.exit_code is not None
+    clean_exit = leg.exit_signal is None and leg.exit_code is not None and not history.promises.aborts(leg)
     for ev in events(leg):
         if not journal.is_journal(ev.get("path"), history.run_id):
             continue
@@ -177,7 +187,8 @@ def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
             if pid in open_write:
                 out.append({**open_write[pid], "before": f"write n={ev.get('n')}"})
             open_write[pid] = {"leg": leg.index, "pid": pid, "n": ev.get("n"), "offset": ev.get("offset"),
-                               "len": ev.get("len"), "record": written_what(_data(ev))}
+                               "len": ev.get("len"), "record": written_what(_data(ev)),
+                               "record_type": record_type(_data(ev)) or "a line"}
         elif op in ("fsync", "fdatasync"):
             open_write.pop(pid, None)
         elif op == "close" and pid in open_write:

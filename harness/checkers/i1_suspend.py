@@ -2,8 +2,9 @@
 
 Normative text: docs/spec.md section 15, I1 (the suspend itself: section 13).
 
-How it is judged.  A *suspended leg* S is one that exited with status 3.
-For each S:
+How it is judged.  A *suspended leg* S is one that exited with status 3,
+unless it was sent a signal its subject promises to abort on (judged like a
+kill: docs/spec.md section 15 "Declared promises").  For each S:
 
 * ``suspend_not_journaled``: S's journal must end with a ``suspended``
   terminal record.
@@ -58,7 +59,7 @@ def _destroyed_by_tail(legs: list[Any], start: int, after: list[tuple[int, Any]]
 
 def check(history: History) -> Any:
     legs = legs_in_order(history)
-    suspended = [lg for lg in legs if lg.suspended]
+    suspended = [lg for lg in legs if lg.suspended and not history.promises.aborts(lg)]
     calls = [(attribute(history, c.leg, c.t, f"model call {c.index}"), c) for c in history.model_calls]
     effects = [(attribute(history, e.leg, e.t, f"effect {e.tool_use_id}#{e.attempt}"), e) for e in history.effects]
     violations: list[dict[str, Any]] = []

@@ -15,7 +15,9 @@ execution after the first is a *re-run*, and each must be attributed:
   nemesis destroyed it; no per-fault limit).
 
 A re-run in the same leg as the previous execution, or one no disruption
-accounts for, is a violation.  Evidence names the id, both executions, the
+accounts for, is a violation.  A subject that promises to report an
+interrupted tool (``interrupted_tool = "reported"``) never re-runs one the
+journal it resumed from names (``reported_tool_rerun``).  Evidence names the id, both executions, the
 candidate legs and why each was refused.
 """
 
@@ -25,7 +27,7 @@ from typing import Any
 
 from harness.history.model import History
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index
+from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index, previous_snapshot
 from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I2"
@@ -57,6 +59,12 @@ def check(history: History) -> Any:
                 violations.append({"kind": "rerun_within_leg", **row,
                                    "detail": f"leg {lc} executed {tid} twice; no crash lies between them"})
                 continue
+            if history.promises.interrupted_tool == "reported" and tid.encode() in (
+                    previous_snapshot(history, legs[lc]) or b""):
+                violations.append({"kind": "reported_tool_rerun", **row,
+                                   "detail": f"{tid} re-ran in leg {lc}: the journal it resumed from names it, and "
+                                             "the agent promises to report an interrupted tool, never re-run it"})
+                continue
             if journaled is None:
                 lost = lambda i: tid not in results[i]  # noqa: E731
             else:
@@ -69,7 +77,7 @@ def check(history: History) -> Any:
                       f"line written late)"),
                 used_by="its one allowed re-run was already used by ",
                 not_killed=lambda crash: f"the previous execution's leg was not killed ({_how(crash)})",
-                intact=f"tail fault left the tool_result for {tid} intact")
+                intact=f"tail fault left the tool_result for {tid} intact", promises=history.promises)
             if by is None:
                 violations.append({"kind": "unattributed_rerun", **row, "refused_candidates": refused,
                                    "detail": f"{tid} re-ran in leg {lc}; no crash accounts for it"})

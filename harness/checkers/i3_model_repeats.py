@@ -17,19 +17,21 @@ the first is a *repeat* and must be attributed:
 * to a ``tail`` fault on a leg between the two calls whose post-fault
   journal lacks that assistant record (no per-fault limit).
 
-So repeats of a key never exceed the crashes between them.  Evidence names
+So repeats of a key never exceed the crashes between them.  A subject that
+promises to continue a completed run with a new turn (``resume_completed =
+"new-turn"``) makes no repeat when a resume of the completed run
+(:meth:`JournalView.after_end`) sends a longer conversation than the call it shares a key with (``new_turns``).  Evidence names
 the key, the scripted turn, both calls and the refused candidate legs.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from harness.history.model import History
 from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index
-from harness.checkers.journal_view import JournalView
+from harness.checkers.journal_view import JournalView, reply_markers
 
 INVARIANT = "I3"
 NAME = "at most one model call repeated per crash"
@@ -37,19 +39,6 @@ NAME = "at most one model call repeated per crash"
 
 def _call(li: int, c: Any) -> dict[str, Any]:
     return {"leg": li, "index": c.index, "t": c.t, "turn": c.turn}
-
-
-def reply_markers(reply: list[dict[str, Any]]) -> list[bytes]:
-    """Bytes by which a journal line holding model ``reply`` is known (a journal the checkers do not
-    decode): its tool_use ids, else its text as JSON escapes it (ASCII-only and raw UTF-8)."""
-    ids = [b["id"].encode() for b in reply if isinstance(b, dict) and b.get("type") == "tool_use"
-           and isinstance(b.get("id"), str)]
-    if ids:
-        return ids
-    text = "".join(b.get("text", "") for b in reply if isinstance(b, dict) and b.get("type") == "text")
-    if not text:
-        return []
-    return [json.dumps(text)[1:-1].encode(), json.dumps(text, ensure_ascii=False)[1:-1].encode()]
 
 
 def check(history: History) -> Any:
@@ -61,6 +50,8 @@ def check(history: History) -> Any:
     used: dict[int, str] = {}
     attributed: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
+    new_turns: list[dict[str, Any]] = []
+    after_end = view.after_end() if history.promises.resume_completed == "new-turn" else set()
     repeats = 0
     for key in sorted(groups, key=lambda k: groups[k][0][1].index):
         calls = sorted(groups[key], key=lambda p: (p[1].index, p[1].t))
@@ -69,6 +60,9 @@ def check(history: History) -> Any:
             repeats += 1
             row = {"key": key, "turn": cur.turn, "repeat": _call(lc, cur), "previous": _call(lp, prev),
                    "calls": len(calls), "assistant_record": need}
+            if lc in after_end and len(cur.messages) > len(prev.messages):
+                new_turns.append({"key": key, "leg": lc, "index": cur.index})
+                continue
             if lc == lp:
                 violations.append({"kind": "repeat_within_leg", **row,
                                    "detail": f"leg {lc} made the same model call twice; no crash lies between them"})
@@ -84,7 +78,7 @@ def check(history: History) -> Any:
                       "it acknowledged a journal line holding the reply after the reply came"),
                 used_by="its one allowed repeat was already used by key ",
                 not_killed=_not_killed,
-                intact=f"tail fault left assistant record #{need} intact")
+                intact=f"tail fault left assistant record #{need} intact", promises=history.promises)
             if by is None:
                 violations.append({"kind": "unattributed_repeat", **row, "refused_candidates": refused,
                                    "detail": f"model call for turn {cur.turn} repeated in leg {lc}; no crash accounts for it"})
@@ -92,6 +86,8 @@ def check(history: History) -> Any:
             attributed.append({"key": key, "turn": cur.turn, "repeat_leg": lc, "crash_leg": by,
                                "fault": fault})
     evidence: dict[str, Any] = {"checked": repeats, "calls": len(history.model_calls), "attributed": attributed}
+    if new_turns:
+        evidence["new_turns"] = new_turns
     if violations:
         evidence["summary"] = (f"{len(violations)} of {repeats} repeated model call(s) not accounted for by a crash "
                                f"(turns {sorted({v['turn'] for v in violations})})")

@@ -104,7 +104,8 @@ def _clean_exits_with_torn_tails(view: JournalView, torn: list[dict[str, Any]]) 
                     for ev in events(leg))
         if (leg.exit_signal is None and leg.exit_code is not None and not leg.timed_out and alone and wrote
                 and leg.fault.kind not in ("tail", "power_loss")
-                and not (leg.fault.injected and leg.fault.kind != "suspend")):  # a suspend ends at a boundary
+                and not (leg.fault.injected and leg.fault.kind != "suspend")  # a suspend ends at a boundary
+                and not view.history.promises.aborts(leg)):  # unless the subject aborts on that signal
             out.append({"kind": "torn_tail_after_clean_exit", "leg": leg.index, "exit_code": leg.exit_code,
                         "torn_tail": {k: row[k] for k in ("offset", "length") if k in row},
                         "detail": f"leg {leg.index} exited {leg.exit_code} by itself, yet its journal ends in a "

@@ -46,11 +46,17 @@ docs/subject.md "Journal formats") is judged by what an outside observer
 saw instead (:func:`_check_observed`): the same conversation states asked
 of the model, the same final reply, the same tools run and the same exit
 as the reference run (not the exit when the last leg was a refused resume).
+
+What the subject promises (docs/spec.md section 15 "Declared promises") is no difference: the resume of a
+completed run that continues with a new turn or does nothing is I9's to judge, so the result is the run's
+before it (:func:`_promised`); a tool the agent promises to report when a crash interrupted it
+(``interrupted_tool = "reported"``), answered with an error result, stands for its result (``reported``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from fiskj.errors import FiskjError
@@ -60,7 +66,7 @@ from harness.history.ending import completing_leg, cut_off_tool_runs, uninterrup
 from harness.history.model import History, observed_result
 from harness.names import EXIT_COMPLETED
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import is_refusal, legs_in_order, nemesis_prefix_holds
+from harness.checkers._common import crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds
 from harness.checkers.journal_view import JournalView
 
 INVARIANT = "I6"
@@ -143,14 +149,45 @@ def _effects_missing(final: dict[str, Any], history: History) -> list[str]:
     return [tid for tid in answered if tid not in ran]
 
 
-def _check_observed(view: JournalView) -> Any:
+def _promised(history: History) -> History:
+    """``history`` without the resumes of its completed run when the subject promises such a resume a new turn
+    or nothing (:meth:`JournalView.after_end`; their model calls and tool runs left out): the run's result
+    is the one before them."""
+    probes = JournalView(history).after_end()
+    return replace(history, legs=[lg for lg in history.legs if lg.index not in probes],
+                   model_calls=[c for c in history.model_calls if c.leg not in probes],
+                   effects=[e for e in history.effects if e.leg not in probes]) if probes else history
+
+
+def _reported(history: History) -> set[str]:
+    """The tool_use ids answered to the model with an error result after a crash, by a subject that promises
+    to report an interrupted tool (``interrupted_tool = "reported"``); empty for any other subject."""
+    crashes = [lg.index for lg in history.legs if crash_kind(lg, history.promises)]
+    if history.promises.interrupted_tool != "reported" or not crashes:
+        return set()
+    return {str(b.get("tool_use_id")) for c in history.model_calls if c.leg > min(crashes) for m in c.messages
+            if isinstance(m, dict) and isinstance(m.get("content"), list) for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error")}
+
+
+def _unreport(messages: list[dict[str, Any]], ref: list[dict[str, Any]], ids: set[str]) -> list[dict[str, Any]]:
+    """``messages`` with each error result of a reported id replaced by the reference's result for it."""
+    want = {b.get("tool_use_id"): b for m in ref if isinstance(m, dict) and isinstance(m.get("content"), list)
+            for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
+    return [{**m, "content": [want.get(b.get("tool_use_id"), b) if isinstance(b, dict) and b.get("is_error")
+                              and b.get("tool_use_id") in ids else b for b in m["content"]]}
+            if isinstance(m, dict) and isinstance(m.get("content"), list) else m for m in messages]
+
+
+def _check_observed(view: JournalView, trimmed: bool = False) -> Any:
     """I6 for a journal fiskj does not fold (``jsonl``): the run's result as seen from outside.
 
     Against the reference run's :func:`~harness.history.model.observed_result`: the same conversation
     states asked of the model (``states``: a missing one is work the run skipped, an extra one a
     conversation the uninterrupted run never had), the same final reply (``final_answer``), the same
     tools run (``tools``) and the same exit (``exit``) of its last leg, unless that leg's resume was
-    refused (the resume of a completed run: whether the refusal was right only the fold could say).
+    refused (the resume of a completed run: whether the refusal was right only the fold could say) or, with
+    ``trimmed`` (:func:`_promised` left out resumes of the completed run), killed after the run's end.
     """
     history = view.history
     ref = history.reference
@@ -161,6 +198,7 @@ def _check_observed(view: JournalView) -> Any:
     got = observed_result(history)
     legs = legs_in_order(history)
     refused_end = bool(legs) and is_refusal(legs[-1])
+    killed_after_end = trimmed and bool(legs) and legs[-1].crashed  # killed once its journal held the run's end
     diffs: list[dict[str, Any]] = []
     missing = [k for k in ref.call_keys if k not in got["call_keys"]]
     extra = [k for k in got["call_keys"] if k not in ref.call_keys]
@@ -171,13 +209,14 @@ def _check_observed(view: JournalView) -> Any:
     if got["last_reply"] != ref.last_reply:
         diffs.append({"path": "final_answer", "got": _short(final_answer([{"role": "assistant", "content": got["last_reply"]}])),
                       "want": _short(final_answer([{"role": "assistant", "content": ref.last_reply}]))})
-    ran, want = set(got["effect_ids"]), set(ref.effect_ids)
-    if ran != want:
-        diffs.append({"path": "tools", "never_ran": sorted(want - ran)[:MAX_DIFFS],
-                      "not_in_reference": sorted(ran - want)[:MAX_DIFFS]})
-    if not refused_end and got["exit_code"] != ref.exit_code:
+    ran, want, reported = set(got["effect_ids"]), set(ref.effect_ids), _reported(history)
+    if (ran | reported) != (want | reported):
+        diffs.append({"path": "tools", "never_ran": sorted(want - ran - reported)[:MAX_DIFFS],
+                      "not_in_reference": sorted(ran - want - reported)[:MAX_DIFFS]})
+    if not refused_end and not killed_after_end and got["exit_code"] != ref.exit_code:
         diffs.append({"path": "exit", "got": got["exit_code"], "want": ref.exit_code})
     evidence: dict[str, Any] = {"checked": 1, "source": "observed (model calls, effects ledger, exit)",
+                                **({"reported": sorted(reported)} if reported else {}),
                                 "journal_format": view.format,
                                 "not_judged": f"journal format {view.format}: the journal's fold "
                                               "(messages, counters) is not compared" + (
@@ -236,9 +275,10 @@ def check(history: History) -> Any:
         return make(__name__, UNKNOWN, {
             "summary": "the server varied its reply on a repeated call; the result may legitimately differ",
             "reason": "vary_on_repeat with a repeated model call"})
+    whole, history = history, _promised(history)
     view = JournalView(history)
     if not view.decoded:
-        return _check_observed(view)
+        return _check_observed(view, trimmed=len(history.legs) < len(whole.legs))
     with_journal = [lg for lg in legs_in_order(history) if lg.journal is not None]
     source: str
     if with_journal:
@@ -259,11 +299,16 @@ def check(history: History) -> Any:
         final, source = history.final_state, "history.final_state"
     else:
         return make(__name__, UNKNOWN, {"summary": "no final journal and no final state", "reason": "no final state"})
+    reported = _reported(history)
+    if reported:
+        final = {**final, "messages": _unreport(final.get("messages") or [], history.reference.state.get("messages")
+                                                or [], reported)}
     got, want = _view(final), _view(history.reference.state)
     diffs = diff(got, want)
     missing = _effects_missing(final, history) if history.reference.effects > 0 else []
     unprinted = _answer_not_printed(history, final.get("status"))
     evidence: dict[str, Any] = {"checked": 1, "source": source, "status": final.get("status"),
+                                **({"reported": sorted(reported)} if reported else {}),
                                 "reference_status": history.reference.state.get("status")}
     if diffs or missing or unprinted:
         evidence["violations"] = list(unprinted)

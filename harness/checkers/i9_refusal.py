@@ -30,6 +30,12 @@ the fingerprint of an unforced drifted resume; evidence gives the status
 the journal before it folds to.  A journal that does not fold (corrupt,
 never created) may be refused.
 
+The resume of a completed run (``[check] resume_after_completed``) does what
+its subject promises (docs/spec.md section 15 "Declared promises"): refused
+(as above), ``new-turn`` (it must continue: exit completed, else
+``new_turn_not_taken``) or ``no-op`` (no model call, no tool run, the journal
+byte-identical, else ``no_op_did_something``).
+
 Cutting the torn tail the leg found (an ``ftruncate`` to exactly the start
 of the before-snapshot's unparsable final line, done under the lock before
 the refusal) removes no record and is allowed; it is listed under
@@ -46,7 +52,9 @@ from fiskj.errors import FiskjError
 from fiskj.reader import read_state
 from harness.history.model import History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import Unattributable, attribute, is_refusal, legs_in_order, previous_snapshot
+from harness.checkers._common import (Unattributable, attribute, completed_probe, is_refusal, legs_in_order,
+                                      previous_snapshot)
+from harness.names import EXIT_COMPLETED
 from harness.checkers.journal_view import JournalView, Snapshot
 from harness.checkers._trace import observed
 
@@ -127,6 +135,18 @@ def check(history: History) -> Any:
                            "bytes_before": None if before is None else len(before),
                            "bytes_after": None if after is None else len(after),
                            "stderr": (leg.stderr or "")[-300:]})
+    promised = [(lg, completed_probe(history, lg)) for lg in legs if completed_probe(history, lg) in ("new-turn", "no-op")]
+    for leg, want in promised:
+        row = {"leg": leg.index, "exit_code": leg.raw_exit_code if leg.raw_exit_code is not None else leg.exit_code,
+               "exit_signal": leg.exit_signal, "stdout_tail": (leg.stdout or "")[-200:]}
+        if want == "new-turn" and leg.exit_code != EXIT_COMPLETED:
+            violations.append({"kind": "new_turn_not_taken", **row, "stderr": (leg.stderr or "")[-300:],
+                               "rule": "the agent promises to continue a completed run with a new turn"})
+        work = _work(history, leg) if want == "no-op" else []
+        if want == "no-op" and (work or leg.crashed or leg.journal != previous_snapshot(history, leg)):
+            violations.append({"kind": "no_op_did_something", **row, "work": work[:10],
+                               "journal_changed": leg.journal != previous_snapshot(history, leg),
+                               "rule": "the agent promises that resuming a completed run does nothing"})
     for leg in refused:
         why = (leg.stderr or "").strip().splitlines()[-1:] or [str(leg.fault.detail)]
         base = {"leg": leg.index, "exit_code": leg.exit_code, "refusal": why[0][:200]}
@@ -161,7 +181,7 @@ def check(history: History) -> Any:
         violations.append({"kind": "journal_changed", **base, "bytes_before": None if before is None else len(b),
                            "bytes_after": None if after is None else len(a), "first_difference": at,
                            "lines_after_difference": added})
-    evidence: dict[str, Any] = {"checked": len(refused) + len(must_refuse),
+    evidence: dict[str, Any] = {"checked": len(refused) + len(must_refuse) + len(promised),
                                 "refused_legs": [lg.index for lg in refused]}
     if repairs:
         evidence["tail_repairs"] = repairs
@@ -176,5 +196,6 @@ def check(history: History) -> Any:
         evidence["undecided"] = undecided
         return make(__name__, UNKNOWN, evidence)
     evidence["summary"] = (f"{len(refused)} refused leg(s), each left the journal byte-identical and did no work"
-                           if refused else "no refused leg; nothing to judge")
+                           if refused else "no refused leg; nothing to judge") + "".join(
+        f"; the resume of the completed run kept its promise ({want})" for _, want in promised)
     return make(__name__, VALID, evidence)

@@ -18,20 +18,34 @@ A line is the bytes up to and including a ``\\n`` (the final piece may lack it: 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord
 
-from harness.checkers._common import excerpt, previous_snapshot
-from harness.checkers._trace import Ack, acknowledged, journal_writes
+from harness.checkers._common import completed_probe, excerpt, legs_in_order, previous_snapshot
+from harness.checkers._trace import Ack, acknowledged, journal_writes, record_type
 from harness.history.journal_location import JournalLocation
 from harness.history.jsonl import decode_json_line
 from harness.history.model import History, Leg
 from harness.names import FISK_AI_V2
 
-__all__ = ["Line", "Snapshot", "split_journal", "Journaled", "JournalView"]
+__all__ = ["Line", "Snapshot", "split_journal", "Journaled", "JournalView", "reply_markers"]
+
+
+def reply_markers(reply: list[dict[str, Any]]) -> list[bytes]:
+    """Bytes by which a journal line holding model ``reply`` is known (a journal the checkers do not
+    decode): its tool_use ids, else its text as JSON escapes it (ASCII-only and raw UTF-8)."""
+    ids = [b["id"].encode() for b in reply if isinstance(b, dict) and b.get("type") == "tool_use"
+           and isinstance(b.get("id"), str)]
+    if ids:
+        return ids
+    text = "".join(b.get("text", "") for b in reply if isinstance(b, dict) and b.get("type") == "text")
+    if not text:
+        return []
+    return [json.dumps(text)[1:-1].encode(), json.dumps(text, ensure_ascii=False)[1:-1].encode()]
 
 
 @dataclass
@@ -51,12 +65,15 @@ class Line:
         return self.offset + len(self.raw)
 
     def brief(self) -> dict[str, Any]:
-        """The line as evidence: number, offset, length, seq, decode error and an excerpt."""
+        """The line as evidence: number, offset (bytes), length, seq, decode error, the agent's own record type
+        and an excerpt."""
         out: dict[str, Any] = {"line": self.number, "offset": self.offset, "length": len(self.raw)}
         if self.seq is not None:
             out["seq"] = self.seq
         if self.error is not None:
             out["error"] = self.error
+        if record_type(self.raw):
+            out["record_type"] = record_type(self.raw)
         out["excerpt"] = excerpt(self.raw)
         return out
 
@@ -198,6 +215,24 @@ class JournalView:
         """``leg``'s events that changed the journal's bytes or name
         (:func:`harness.checkers._trace.journal_writes`)."""
         return journal_writes(self.history, leg)
+
+    def after_end(self) -> set[int]:
+        """The legs that resume a run already completed, for a subject that promises such a resume a new turn
+        or nothing (docs/spec.md section 15 "Declared promises"; else empty): the resume after completed
+        (``[check] resume_after_completed``) and every leg after one whose journal holds the run's end (a
+        completed fold; undecoded, the reference run's final reply, written whether or not fsynced)."""
+        if self.history.promises.resume_completed == "refuse":
+            return set()
+        final = reply_markers(self.history.reference.last_reply) if self.history.reference is not None else []
+        out: set[int] = set()
+        ended = False
+        for leg in legs_in_order(self.history):
+            if ended or completed_probe(self.history, leg):
+                out.add(leg.index)
+            last = self.at(leg).last_record()
+            ended = ended or (isinstance(last, TerminalRecord) and last.reason == "completed" if self.decoded else
+                              any(m in (leg.journal or b"") for m in final))
+        return out
 
     def journaled(self) -> Journaled | None:
         """For a journal whose records are not decoded: which work each leg's journal kept, by the lines the

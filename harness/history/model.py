@@ -29,6 +29,8 @@ docs/spec.md section 15):
   says how far the checkers can read its journal; ``journal_template``: the subject's journal path
   template (:data:`harness.history.journal_location.CONTRACT_JOURNAL` unless its profile says otherwise);
   together they are :attr:`History.journal`, the one answer to "is this path the run's journal";
+* ``promises``: what the subject promises (:class:`harness.history.promises.Promises`, its profile's
+  ``[promises]``; fisk-ai's rules by default), which the checkers judge against;
 * ``readings`` (race ``readers-during-appends`` through the subject's own
   commands): the subject's reading taken while a writer leg was held at a
   sequence point, ``{"leg", "at", "journal" (latin-1 text), "reading"}``
@@ -41,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.history.journal_location import CONTRACT_JOURNAL, JournalLocation
+from harness.history.promises import FISK_AI, Promises
 from harness.names import FISK_AI_V2
 
 __all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "ReaderCheck", "CrashAck", "CrashStateFacts",
@@ -278,6 +281,7 @@ class History:
     journal_format: str = FISK_AI_V2
     probes: list[dict[str, Any]] = field(default_factory=list)
     journal_template: str = CONTRACT_JOURNAL
+    promises: Promises = FISK_AI
 
     @property
     def journal(self) -> JournalLocation:
@@ -337,6 +341,7 @@ def history_from_json(data: dict[str, Any]) -> History:
         journal_format=str(data.get("journal_format", FISK_AI_V2)),
         probes=[dict(p) for p in data.get("probes", [])],
         journal_template=str(data.get("journal_template", CONTRACT_JOURNAL)),
+        promises=Promises.from_json(data.get("promises")),
     )
 
 

@@ -1,6 +1,7 @@
 """Violations grouped by cause: one group per (invariant, rule, fault kind, what is involved), with its count,
 smallest reproducer and one full example (the key and the reproducer's order: docs/results.md "Violations
-grouped by cause").  Pure: no IO.
+grouped by cause").  Each group opens with one plain sentence in the
+agent's own terms (:func:`sentence`).  Pure: no IO.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from harness.names import CRASH_RESUMES, CRASH_STATES, NOT_INJECTED
 
 __all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_total", "group_rows", "group_title",
-           "invariant_order", "key_trials", "minimal_note"]
+           "invariant_order", "key_trials", "minimal_note", "sentence", "SENTENCES"]
 
 #: The record kind in a journal excerpt (fisk-ai v2 lines name it in their protocol id), or in a checker's
 #: sentence about a record (``record seq 2 (assistant)``, harness/checkers/i4_acknowledged.py).
@@ -56,6 +57,57 @@ def involved(violation: dict[str, Any], row: dict[str, Any] | None = None) -> st
     if isinstance(mutation, dict) and isinstance(mutation.get("kind"), str):
         return f"mutation {mutation['kind']}"
     return ""
+
+
+#: (invariant, rule) -> the sentence that opens a group, ``str.format`` fields from its first violation.
+SENTENCES = {
+    ("I1", "suspend_not_journaled"): "Leg {leg} exited suspended, but its journal does not end with a suspend "
+                                     "record (last line: {last_line}).",
+    ("I1", "suspended_mid_batch"): "Leg {leg} suspended inside a tool batch it started, leaving tool_use "
+                                   "{unanswered} unanswered.",
+    ("I1", "tool_rerun"): "Tool call {tool_use_id} ran again in leg {after[0][leg]}, though it completed before "
+                          "the clean suspend of leg {suspend_leg}.",
+    ("I1", "model_call_repeated"): "The agent asked the model for turn {turn} again in leg {after[0][leg]}, though "
+                                   "that call was answered before the clean suspend of leg {suspend_leg}.",
+    ("I2", "unattributed_rerun"): "Tool call {tool_use_id} ran again in leg {rerun[leg]} (it first ran in leg "
+                                  "{previous[leg]}), and no crash accounts for the re-run.",
+    ("I2", "rerun_within_leg"): "Leg {rerun[leg]} ran tool call {tool_use_id} twice.",
+    ("I3", "unattributed_repeat"): "The agent asked the model for turn {turn} again in leg {repeat[leg]} (first "
+                                   "asked in leg {previous[leg]}), and no crash accounts for the repeat.",
+    ("I3", "repeat_within_leg"): "Leg {repeat[leg]} asked the model for turn {turn} twice.",
+    ("I4", "append_not_synced"): "The journal line written at byte {offset} (type {record_type}) by leg {leg} "
+                                 "was never fsynced before the agent went on ({before}).",
+    ("I4", "lost"): "The journal line acknowledged at byte {ack[offset]} (type {ack[record_type]}) by leg {ack[leg]} "
+                    "is missing after leg {leg}.",
+    ("I4", "changed"): "The journal line acknowledged at byte {ack[offset]} (type {ack[record_type]}) by leg {ack[leg]} "
+                       "holds other bytes after leg {leg}.",
+    ("I6", "answer_not_printed"): "Leg {leg} completed the run (exit 0) without printing the final answer.",
+    ("I9", "not_refused"): "Leg {leg} resumed a run it had to refuse: exit {exit_code}, journal {bytes_before} -> "
+                           "{bytes_after} bytes.",
+    ("I9", "journal_changed"): "Leg {leg} refused to resume ({refusal}) but changed the journal from byte "
+                               "{first_difference} ({bytes_before} -> {bytes_after} bytes).",
+    ("I9", "did_work"): "Leg {leg} refused to resume ({refusal}) but called the model or ran a tool first.",
+    ("I9", "refused_resumable"): "Leg {leg} refused to resume a run whose journal folds to {status_before} "
+                                 "({refusal}).",
+    ("I9", "new_turn_not_taken"): "Leg {leg} did not continue the completed run with a new turn, as the agent "
+                                  "promises: exit {exit_code}.",
+    ("I9", "no_op_did_something"): "Leg {leg} resumed the completed run and did something, where the agent "
+                                   "promises nothing (journal changed: {journal_changed}).",
+}
+
+
+def sentence(row: dict[str, Any]) -> str:
+    """The plain sentence that opens the group of report ``row`` (module docstring)."""
+    first = first_violation(row)
+    template = SENTENCES.get((str(row.get("invariant")), str(first.get("kind"))))
+    if template:
+        try:
+            return template.format_map(first)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            pass
+    evidence = row.get("evidence")
+    said = first.get("detail") or (evidence.get("summary") if isinstance(evidence, dict) else None) or ""
+    return str(said)[:300]
 
 
 def fault_kinds(row: dict[str, Any]) -> str:
@@ -160,6 +212,7 @@ def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = N
                  "scenarios": sorted({str(m.get("scenario")) for m in members}),
                  "reproducer": {k: v for k, v in reproducer.items() if v is not None}, "example": best}
         group["title"] = group_title(group)
+        group["sentence"] = sentence(best)
         out.append(group)
     # causes before consequences: invariants in their order (a re-run, I2, or a lost record, I4, before the
     # unreadable journal or the different result it leads to, I5 and I6), then the biggest group first

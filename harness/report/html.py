@@ -155,7 +155,7 @@ def _groups(report: dict[str, Any], drawn: set[int]) -> str:
             out.append(
                 f'<div class="group" data-group="{n}"><h4>[{n}] {_e(g.get("title", ""))}: {_e(g.get("count", 0))} '
                 f"trial(s) in {_e(', '.join(g.get('scenarios') or []))}</h4>"
-                f"<p>{_e(g.get('name', ''))}</p><p>trials: {links}</p>"
+                f"<p><b>{_e(g.get('sentence', ''))}</b></p><p>{_e(g.get('name', ''))}</p><p>trials: {links}</p>"
                 f"<p>smallest reproducer: {link(rep.get('trial'), reproducer_text(rep))}</p>"
                 f"<p>schedule: <code>{_e(json.dumps(rep.get('schedule'), default=str)[:400])}</code></p>"
                 + "".join(f"<p>{label}: <code>{_e(rep[key])}</code></p>" for label, key in

@@ -134,6 +134,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
         "subject": None if plain else result.subject.spec(),
         "subject_name": "fiskj, the reference (python -m fiskj)" if plain else result.subject.label,
         "subject_env": dict(result.subject.extra_env),
+        "promises": result.subject.semantics,
         "not_applicable": dict(getattr(result, "not_applicable", {})),
         "jobs": result.jobs,
         "scenarios": {r.scenario.name: r.scenario.path for r in result.scenarios},
@@ -309,6 +310,8 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
              + (" (PARTIAL: interrupted)" if report.get("interrupted") else "")
              + (f" + {len(errors)} setup error(s), listed below (exit 2)" if errors else ""),
              f"faults: {fault_line(report)}"]
+    if camp.get("promises"):
+        lines.append(f"promises: {camp['promises']}")
     if report.get("interrupted"):
         lines.append(interrupted_line(report))
     lines.append("")
@@ -331,8 +334,9 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
                   + (f" (every row: {rows_path})" if rows_path not in (None, "REPORT") else "") + ":"]
         for n, group in enumerate(groups[:max_violations], 1):
             rep, ex = group["reproducer"], group["example"]
-            lines += [f"  [{n}] {group['title']}: {group['count']} trial(s) in {', '.join(group['scenarios'])}",
-                      f"      example: trial {ex['trial']} seed={ex['seed']}: {_clip(str(ex['summary']), 300)}",
+            lines += [f"  [{n}] {group['title']}: {group['count']} trial(s) in {', '.join(group['scenarios'])}"]
+            lines += [f"      {_clip(group['sentence'], 300)}"] if group.get("sentence") else []
+            lines += [f"      example: trial {ex['trial']} seed={ex['seed']}: {_clip(str(ex['summary']), 300)}",
                       f"      smallest reproducer: {reproducer_text(rep)}",
                       f"      schedule: {_clip(json.dumps(rep.get('schedule')), 150)}",
                       f"      reproduce: {rep.get('reproduce')}"]

@@ -466,8 +466,8 @@ def run_leg(plan: LegPlan, starter: LegStarter,
         leg.fault.injected = outcome.injected = any(ev.get("fault") for ev in leg.trace)
     leg.stdout = tail_text(out)
     leg.stderr = tail_text(err)
-    if leg.exit_code is not None and starter.subject.exits is not CONTRACT_EXITS:
-        mapped = starter.subject.outcome(leg.exit_code, before, leg.journal)
+    if leg.exit_code is not None and (starter.subject.exits is not CONTRACT_EXITS or starter.subject.error_stdout):
+        mapped = starter.subject.outcome(leg.exit_code, before, leg.journal, leg.stdout)
         if mapped != leg.exit_code:
             leg.raw_exit_code, leg.exit_code = leg.exit_code, mapped
     if plan.fault.get("kind") == "suspend" and "event" in plan.fault:  # sent when the trace shows its event

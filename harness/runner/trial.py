@@ -41,6 +41,7 @@ from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
 from harness.runner.faults import NOOP, fault_for_leg, seam_fault, validate_schedule
 from harness.history.ending import BUDGET_ENDS, printed_answer, uninterrupted_end
 from harness.history.model import History, Leg, Reference, observed_result
+from harness.history.promises import COMPLETED_PROBE
 from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
 from harness.runner.leg import LegOutcome, LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
@@ -263,7 +264,7 @@ class Runner:
         max_legs = scenario.trials.max_legs or (2 * len(schedule) + 4 if drift else len(schedule) + 3)
         history = History(scenario=scenario.name, seed=seed, schedule=[dict(f) for f in schedule], run_id=run_id,
                           reference=reference, journal_format=self.subject.journal_format,
-                          journal_template=self.subject.journal)
+                          journal_template=self.subject.journal, promises=self.subject.promises)
         history.options = {
             "subject": self.subject.spec(),
             "observer": "ptrace" if self.observe else "ioseam",
@@ -475,7 +476,7 @@ class Runner:
     def _resume_after_end(self, history: History, place: _Place, ended: int | None, deadline: float) -> None:
         """``[check] resume_after_completed``: resume a run that ended once more.
 
-        A completed run must refuse to resume, journal unchanged (I9); a run
+        A completed run does what its subject promises (refused, journal unchanged, by default; I9); a run
         that ended with error at its cut-short last reply ends so again, with
         no model call and no tool run (docs/spec.md section 12, rules 2 and
         6): I2, I3 and I6 judge that leg like any other.
@@ -486,7 +487,8 @@ class Runner:
         plan = LegPlan(index=index, kind="resume", argv=self.subject.resume_argv(place.cfg, **place.where),
                        env=self._env(place, index), fault={"kind": "none"}, workdir=place.tmp, journal=place.journal,
                        trace=place.tmp / f"trace-{index}.jsonl", timeout_s=max(1.0, deadline - time.monotonic()),
-                       detail={"expect": "refused", "probe": "resume after completed"} if ended == EXIT_COMPLETED
+                       detail={"expect": self.subject.promises.expect_after_completed, "probe": COMPLETED_PROBE}
+                       if ended == EXIT_COMPLETED
                        else {"expect": "error", "probe": "resume after error"}, roots=place.roots, reading=None)
         leg, _ = run_leg(plan, self.legs)
         history.legs.append(leg)

@@ -68,6 +68,10 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("cut-off-turn-run", "max-tokens-kill", 1, ("I6",)),
     Target("ended-leg-not-resumable", "max-tokens-kill", 4, ("I9",)),
     Target("drops-cache-usage", "payload-cache-budget", 1, ("I11",)),
+    # behaviours of Claude Code, caught by fisk-ai's promises; each passes where its profile declares it
+    # (sigterm-aborts.toml, new-turn.toml: docs/spec.md section 15 "Declared promises")
+    Target("sigterm-aborts", "suspend-clean", 30, ("I1", "I2", "I3")),
+    Target("completed-new-turn", "kill-every-event", 8, ("I5", "I6", "I9")),
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
@@ -104,6 +108,8 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("torn-tail-overcut", "tails-basic", 4, ("I4",)),
     Target("cut-off-turn-run-on-resume", "max-tokens-kill", 4, ("I6",)),
     Target("cut-off-turn-run", "max-tokens-kill", 1, ("I6",)),
+    Target("sigterm-aborts", "suspend-clean", 30, ("I2", "I3")),
+    Target("completed-new-turn", "kill-every-event", 8, ("I6", "I9")),
 )}
 #: Variants whose catch reads nothing of the journal's format (crash states and IO errors judged on bytes and
 #: calls (I4), the lock (I8), the refusal of a drifted resume (I9)): the fisk-ai v2 self-test of the same

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from harness.history.journal_location import CONTRACT_JOURNAL
+from harness.history.promises import FISK_AI, Promises
 from harness.subject.capabilities import Capabilities
 from harness.names import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, MUTANT_ENV, MUTANT_SUBJECT,
                            PRELOAD_ENV)
@@ -139,7 +140,9 @@ class Subject:
       stand; ``resume_prompt`` fills ``{resume_prompt}``.
     * ``exits``: outcome -> exit statuses (:data:`CONTRACT_EXITS`); a status
       listed under several outcomes is resolved from the journal
-      (:meth:`outcome`).
+      (:meth:`outcome`); ``error_stdout``: a regular expression whose match on standard output makes
+      a completed exit an error (an agent that exits 0 with an error result).
+    * ``promises``: what the agent promises of its semantics (:class:`Promises`, fisk-ai's by default).
     * ``journal``: the journal path template (:data:`CONTRACT_JOURNAL`);
       ``journal_format``: ``fisk-ai-v2``.
     * ``home``: give every trial its own ``$HOME`` (``TRIAL/home``).
@@ -167,6 +170,8 @@ class Subject:
     thinking_args: tuple[str, ...] = ("--thinking", "{thinking}")
     resume_prompt: str = ""
     exits: tuple[tuple[str, tuple[int, ...]], ...] = CONTRACT_EXITS
+    error_stdout: str = ""
+    promises: Promises = FISK_AI
     journal: str = CONTRACT_JOURNAL
     journal_format: str = "fisk-ai-v2"
     home: bool = False
@@ -197,6 +202,14 @@ class Subject:
     def label(self) -> str:
         """How reports name the subject: the profile's name, else the command line."""
         return self.name or self.command_line()
+
+    @property
+    def semantics(self) -> str:
+        """What the subject declares of its semantics, one line for a report's header: its promises and what
+        each exit status means (docs/spec.md section 15 "Declared promises")."""
+        exits = ", ".join(f"{o} {'/'.join(map(str, codes)) or '-'}" for o, codes in self.exits)
+        return (f"{self.promises.describe()}; exit: {exits}"
+                + (f" (completed with stdout matching {self.error_stdout!r}: error)" if self.error_stdout else ""))
 
     def command_line(self) -> str:
         """The subject as one shell-quoted ``--subject`` value (for reproducers).
@@ -274,7 +287,7 @@ class Subject:
             out.append(path)
         return out
 
-    def outcome(self, code: int | None, before: bytes | None, after: bytes | None) -> int | None:
+    def outcome(self, code: int | None, before: bytes | None, after: bytes | None, stdout: str = "") -> int | None:
         """The contract's exit status (:mod:`harness.names`) for this subject's exit status ``code``.
 
         A status listed under one outcome maps to it; under several (an
@@ -283,8 +296,15 @@ class Subject:
         left the journal's bytes as they were (``before == after``), else
         the last record's terminal reason (``completed``, ``suspended``,
         any other terminal: ``error``).  A status under no outcome, or
-        ``None`` (killed), is returned as is.
+        ``None`` (killed), is returned as is.  A completed status whose
+        ``stdout`` matches ``error_stdout`` is an error.
         """
+        mapped = self._outcome(code, before, after)
+        if mapped == EXIT_COMPLETED and self.error_stdout and re.search(self.error_stdout, stdout or ""):
+            return EXIT_ERROR
+        return mapped
+
+    def _outcome(self, code: int | None, before: bytes | None, after: bytes | None) -> int | None:
         if code is None:
             return None
         outcomes = [name for name, codes in self.exits if code in codes]

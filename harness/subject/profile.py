@@ -1,7 +1,8 @@
 """Subject profiles: a TOML file that says how to run a real agent under the harness, without a wrapper.
 
 docs/subject.md "Subject profiles" is the reference: every table and key (``name``, ``command``, ``home``,
-``chat``, ``[env]``, ``[files]``, ``[commands]``, ``[exit]``, ``[journal]``, ``[reading]``, ``[not_applicable]``),
+``chat``, ``[env]``, ``[files]``, ``[commands]``, ``[exit]``, ``[journal]``, ``[reading]``, ``[not_applicable]``,
+``[promises]``),
 with an example.
 
 Templates use ``{name}`` for :data:`harness.subject.contract.TEMPLATE_VARS`;
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import ProfileError
+from harness.history.promises import INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS, Promises
 from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
@@ -34,7 +36,7 @@ __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject"
 
 
 _TOP = {"name", "about", "command", "home", "chat", "env", "files", "commands", "exit", "journal", "reading",
-        "not_applicable"}
+        "not_applicable", "promises"}
 _COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
 _JOURNAL = {"path", "format"}
 _READING = {"command", "status", "pending", "records"}
@@ -104,12 +106,13 @@ def parse_profile(text: str, path: str) -> Subject:
     env_set, env_unset = _env(src)
     files = _files(src, home)
     commands = _commands(src)
-    exits = _exits(src)
+    exits, error_stdout = _exits(src)
     journal, fmt = _journal(src, home)
     status_args, status_fields = _reading(src, fmt)
     return Subject(argv=argv, extra_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
                    journal_format=fmt, home=home, chat=chat, status_args=status_args, status_fields=status_fields,
-                   not_applicable=_not_applicable(src), files=files, name=name, profile=path)
+                   not_applicable=_not_applicable(src), files=files, name=name, profile=path,
+                   error_stdout=error_stdout, promises=_promises(src))
 
 
 class _ProfileText:
@@ -240,12 +243,18 @@ def _commands(src: _ProfileText) -> dict[str, Any]:
     return {"start_args": start, "resume_args": resume, **spliced, "resume_prompt": resume_prompt}
 
 
-def _exits(src: _ProfileText) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """``[exit]``: each outcome's exit statuses (an outcome left out of a given table has none); the
-    contract's when the table is absent.  A run must be able to complete."""
-    exits_doc = src.table("exit", set(OUTCOMES))
+def _exits(src: _ProfileText) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], str]:
+    """``[exit]``: each outcome's exit statuses (an outcome left out of a given table has none; the
+    contract's when the table gives none) and ``error_stdout``, the regular expression whose match on
+    standard output makes a completed exit an error (``""``: none).  A run must be able to complete."""
+    exits_doc = dict(src.table("exit", {*OUTCOMES, "error_stdout"}))
+    error_stdout = exits_doc.pop("error_stdout", "")
+    try:
+        re.compile(error_stdout)
+    except (TypeError, re.error) as exc:
+        raise src.fail("exit", "error_stdout", f"expected a regular expression, got {error_stdout!r}: {exc}") from None
     if not exits_doc:
-        return CONTRACT_EXITS
+        return CONTRACT_EXITS, error_stdout
     exits = []
     for outcome, _ in CONTRACT_EXITS:
         codes = exits_doc.get(outcome, [])
@@ -255,7 +264,7 @@ def _exits(src: _ProfileText) -> tuple[tuple[str, tuple[int, ...]], ...]:
         exits.append((outcome, tuple(codes)))
     if not dict(exits)["completed"]:
         raise src.fail("exit", "completed", "a run must be able to complete: give its exit status")
-    return tuple(exits)
+    return tuple(exits), error_stdout
 
 
 def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
@@ -313,3 +322,22 @@ def _not_applicable(src: _ProfileText) -> tuple[tuple[str, str], ...]:
             raise src.fail("not_applicable", inv, "expected the reason, as a non-empty string")
         out.append((inv, why.strip()))
     return tuple(out)
+
+
+def _promises(src: _ProfileText) -> Promises:
+    """``[promises]``: what the agent promises of its semantics (docs/spec.md section 15 "Declared promises");
+    fisk-ai's rules for a key left out."""
+    doc = src.table("promises", {"resume_completed", "suspend_signals", "interrupted_tool"})
+    out = {}
+    for key, allowed in (("resume_completed", RESUME_COMPLETED), ("interrupted_tool", INTERRUPTED_TOOL)):
+        if key in doc:
+            if doc[key] not in allowed:
+                raise src.fail("promises", key, f"expected one of {', '.join(allowed)}, got {doc[key]!r}")
+            out[key] = doc[key]
+    if "suspend_signals" in doc:
+        sigs = doc["suspend_signals"]
+        if not isinstance(sigs, list) or any(s not in SUSPEND_SIGNALS for s in sigs):
+            raise src.fail("promises", "suspend_signals", f"expected a list of {', '.join(SUSPEND_SIGNALS)} "
+                                                          f"(those that suspend cleanly), got {sigs!r}")
+        out["suspend_signals"] = tuple(s for s in SUSPEND_SIGNALS if s in sigs)
+    return Promises(**out)

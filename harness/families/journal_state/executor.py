@@ -194,6 +194,6 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
                       model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
                       options={**ctx.ref.history.options, "family": fault["kind"]},
                       journal_format=subject.journal_format, journal_template=subject.journal,
-                      probes=read_probes(probes_path(ledger)))
+                      probes=read_probes(probes_path(ledger)), promises=subject.promises)
     history.final_state, history.final_error = fold_journal(journal, history.journal.format)
     return history

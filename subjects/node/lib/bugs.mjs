@@ -33,6 +33,8 @@ export const BUGS = {
   'cut-off-turn-run': 'the tool calls of a reply cut off by max_tokens run, and the run goes on to complete (what fisk-ai does)',
   'drops-cache-usage': 'the cache token counts of a reply\'s usage are ignored: not journaled, not counted toward the budget',
   'nul-block-ends-journal': 'the reader takes a line of NUL bytes inside the journal for its end (and open cuts there)',
+  'completed-new-turn': 'a resume of a completed run continues it with a new turn ("continue"), as Claude Code does',
+  'sigterm-aborts': 'SIGTERM aborts the step in flight and exits 143 at once, as Claude Code does (no suspend)',
 };
 
 export const BUG_ENV = 'FISKJ_FOREIGN_BUG';

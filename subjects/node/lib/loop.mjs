@@ -313,6 +313,10 @@ export async function resumeRun({ store, runId, force, configFor, ...io }) {
     const state = journal.state;
     if (journal.cutTail) io.log(`cut a torn final line of ${journal.cutTail.length} bytes at byte ${journal.cutTail.offset}`);
     const ended = bug('ended-leg-not-resumable') ? new Set(['open', 'suspended']) : RESUMABLE;
+    if (state.status === 'completed' && bug('completed-new-turn')) { // one more turn, as Claude Code does
+      journal.append('user', { message: { role: 'user', content: [{ type: 'text', text: 'continue' }] } });
+      return await new Run({ journal, state: journal.state, config: configFor(state.fingerprint), ...io }).drive(journal.state);
+    }
     if (!ended.has(state.status)) {
       throw new ResumeRefused(`run ${runId} is ${JSON.stringify(state.status)}; a ${state.status} run cannot be resumed`);
     }
