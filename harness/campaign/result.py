@@ -25,7 +25,8 @@ class TrialResult:
     checkers' answers (:class:`harness.checkers.verdict.Verdict`);
     ``history``: kept for failing trials, invalid or unknown (and all
     trials with ``keep_histories``), else ``None``; ``shrunk_from``: for a shrink
-    result, the index of the trial it shrank; ``elapsed_s``: wall time;
+    result, the index of the trial it shrank; ``shrink``: for a shrink result, what got smaller
+    (``3 dropped units -> 1``), for the trial a shrink started from and could not shrink, why; ``elapsed_s``: wall time;
     ``family``: the fault family that ran it; ``probes``: the code probes
     its legs reached (sorted names, :mod:`fiskj.probes`; kept for every trial); ``round``: it was its
     scenario's ``round``-th trial, 0-based, from its draw ``draw`` (0: its plan for its count; ``j``: drawn with
@@ -43,6 +44,7 @@ class TrialResult:
     elapsed_s: float
     reproduce: str = ""
     shrunk_from: int | None = None
+    shrink: str = ""
     invariants: tuple[str, ...] = ()
     faults: dict[str, int] = field(default_factory=dict)
     family: str = ""

@@ -21,8 +21,8 @@ The group key of a report row (a ``violations`` or ``unknowns`` row of
 * ``involved``: the operation or record kind the first violation names
   where its evidence has one (:func:`involved`), else ``""``.
 
-The smallest reproducer of a group is its row with the fewest faults, then
-the fewest legs, then the smallest seed (then the lowest trial number).
+The smallest reproducer of a group is its row with the fewest faults, a shrink's
+result first, then the fewest legs, then the smallest seed (then the lowest trial number).
 Pure: no IO.
 """
 
@@ -112,36 +112,32 @@ def group_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
     return (str(row.get("invariant", "?")), kind, fault_kinds(row), involved(first, row))
 
 
-def _size(row: dict[str, Any]) -> tuple[float, float, float, int]:
+def _size(row: dict[str, Any]) -> tuple[float, bool, float, float, int]:
     legs = row.get("legs")
     seed = row.get("seed")
-    return (fault_total(row), legs if isinstance(legs, int) else _BIG,
+    return (fault_total(row), row.get("origin") != "shrink", legs if isinstance(legs, int) else _BIG,
             seed if isinstance(seed, int) and not isinstance(seed, bool) else _BIG, _int(row.get("trial", 0)))
 
 
 def minimal_note(reproducer: dict[str, Any], runs: dict[int, dict[str, Any]] | None = None) -> str:
-    """What to say of a group's smallest reproducer (a report row; ``runs``: the report's runs by trial).
-
-    ``shrunk from trial K: A fault(s) -> B`` when a shrink made it from a trial with more faults;
-    else ``already minimal`` when it has one fault (or none): a shrink that only moved a single fault
-    is not called one; else that a shrink could not drop a fault, or that it is the smallest the
-    campaign found.
-    """
-    n = fault_total(reproducer)
+    """What to say of a group's smallest reproducer (a report row; ``runs``: the report's runs by trial):
+    ``shrunk from trial K: <what got smaller>`` for a shrink's result; the shrink's own word on a trial it
+    could not make smaller (``already minimal: ...``, ``not shrunk: ...``); else that it was not shrunk, and
+    why (docs/results.md "Shrinking")."""
     runs = runs or {}
     run = runs.get(_int(reproducer.get("trial")), {})
-    origin = reproducer.get("origin") or run.get("origin")
+    note = reproducer.get("shrink") or run.get("shrink")
     source = run.get("shrunk_from", reproducer.get("shrunk_from"))
-    before = runs.get(_int(source)) if source is not None else None
-    if origin == "shrink" and before is not None and fault_total(before) > n:
-        return f"shrunk from trial {source}: {fault_total(before)} fault(s) -> {n}"
-    if n == 0:
-        return "already minimal: fails with no fault injected"
-    if n == 1:
-        return "already minimal: a single fault"
-    if origin == "shrink" and source is not None:
-        return f"shrunk from trial {source}, still {n} fault(s): none could be dropped"
-    return f"the smallest the campaign found: {n} fault(s), not shrunk"
+    if (reproducer.get("origin") or run.get("origin")) == "shrink" and source is not None:
+        return f"shrunk from trial {source}: {note or 'a smaller trial'}"
+    if note:
+        return note
+    child = next((r for r in runs.values() if r.get("shrunk_from") == _int(reproducer.get("trial"))), None)
+    if child is not None:
+        return f"shrunk to trial {child.get('trial')} ({child.get('shrink')}), grouped apart"
+    n = fault_total(reproducer)
+    return ("fails with no fault injected" if n == 0 else f"not shrunk ({n} fault(s)): a campaign shrinks the "
+            "smallest failure of each scenario (none with --shrink-budget 0)")
 
 
 def _int(value: Any) -> int:

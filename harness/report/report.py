@@ -193,8 +193,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
         t = by_index.get(row["trial"])
         if t is not None:
             row["origin"] = t.origin
-            if t.shrunk_from is not None:
-                row["shrunk_from"] = t.shrunk_from
+            row.update({k: v for k, v in (("shrunk_from", t.shrunk_from), ("shrink", t.shrink)) if v not in (None, "")})
     for key in ("violations", "unknowns"):
         for row in report.get(key, []):
             t = by_index.get(row["trial"])
@@ -202,8 +201,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                 continue
             row["reproduce_run"] = t.reproduce
             row["origin"] = t.origin
-            if t.shrunk_from is not None:
-                row["shrunk_from"] = t.shrunk_from
+            row.update({k: v for k, v in (("shrunk_from", t.shrunk_from), ("shrink", t.shrink)) if v not in (None, "")})
             if report_path is None:
                 row["reproduce"] = t.reproduce
             if t.history is not None and key == "violations":
@@ -226,8 +224,10 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                        for r in result.scenarios if r.reference is not None},
         "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule,
                      "from_schedule": next((o.schedule for o in result.trials if o.index == t.shrunk_from), None),
-                     "reproduce": t.reproduce}
+                     "reproduce": t.reproduce, "what": t.shrink}
                     for t in result.trials if t.origin == "shrink"],
+        "not_shrunk": [{"scenario": t.scenario, "trial": t.index, "why": t.shrink, "reproduce": t.reproduce}
+                       for t in result.trials if t.shrink and t.origin != "shrink"],
         "shrink_runs": {r.scenario.name: r.shrink_runs for r in result.scenarios if r.shrink_runs},
         "errors": list(result.errors),
         "limits": list(getattr(result, "limits", [])),

@@ -18,7 +18,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states"]
+__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states", "window",
+           "persisted_units"]
 
 SECTOR_BYTES = 512
 
@@ -360,3 +361,34 @@ def crash_states(events: Iterable[dict[str, Any]], files: dict[str, bytes] | Non
                     continue
                 seen.add(key)
             yield state
+
+
+def window(events: list[dict[str, Any]], files: dict[str, bytes] | None, dirs: Iterable[str], prefix_n: int,
+           dropped: Iterable[Iterable[Any]] | None = None, *, sector_bytes: int = SECTOR_BYTES,
+           complete: bool = True) -> tuple[list[tuple], CrashState | None]:
+    """The unsynced window's units after ``prefix_n`` of ``events`` and, with ``dropped``, the crash state in
+    which every unit but those persisted (its id ``p<N>~<units>``).  Raises ``ValueError`` for a prefix past
+    the trace or a dropped unit not in the window."""
+    if not 0 <= prefix_n <= len(events):
+        raise ValueError(f"no crash point {prefix_n} in a trace of {len(events)} events")
+    sim = Simulator(files, dirs, sector_bytes)
+    for ev in events[:prefix_n]:
+        sim.apply(ev)
+    if complete and prefix_n == len(events) and events:
+        sim.finish()
+    units = sim.units()
+    if dropped is None:
+        return units, None
+    drop = {tuple(u) for u in dropped}
+    if not drop <= set(units):
+        raise ValueError(f"units {sorted(drop - set(units))} are not in the unsynced window of crash point {prefix_n}")
+    name = ",".join("/".join(map(str, u)) for u in sorted(drop)) or "none"
+    return units, sim.build(set(units) - drop, state_id=f"p{prefix_n}~{name}", prefix_n=prefix_n,
+                            acks=sim.acknowledged())
+
+
+def persisted_units(state: CrashState) -> set[tuple] | None:
+    """The window units ``state`` kept (parsed from its ``persisted``), ``None`` for a size-only state."""
+    if state.persisted.startswith("size-only"):
+        return None
+    return {(u[0], *map(int, u[1:])) for u in (p.split("/") for p in state.persisted.split() if p != "none")}
