@@ -44,7 +44,7 @@ from typing import Any, Iterator
 
 from harness.names import FISK_AI_V2
 
-__all__ = ["Mutation", "mutations", "line_spans"]
+__all__ = ["Mutation", "mutations", "mutation_by_id", "line_spans"]
 
 
 @dataclass(frozen=True)
@@ -127,12 +127,7 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
     last_start = spans[-1][0]
 
     def cut(c: int, label: str) -> Mutation:
-        k = next(i for i, (a, b) in enumerate(spans) if a <= c < b) if c < size else n
-        a = spans[k][0] if k < n else size
-        data = journal[:c]
-        if c == a:
-            return Mutation(f"cut@{c}", label, data, "clean", tuple(seqs[:k]), a)
-        return Mutation(f"cut@{c}", label, data, "torn", tuple(seqs[:k]), a, (a, c - a))
+        return _cut(journal, spans, seqs, c, label)
 
     yield Mutation("intact", "intact", journal, "clean", tuple(seqs), size)
     if cut_every_offset_of_last_record:
@@ -171,17 +166,66 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
         a, b = spans[k]
         pos = rng.randrange(a, b - 1)
         byte = rng.choice((b"\x00", b"\xff", b"\n"))
-        data = journal[:pos] + byte + journal[pos + 1:]
-        name = f"flip{f}@{pos}:{byte.hex()}"
-        if k == n - 1 and byte != b"\n":
-            yield Mutation(name, "flip", data, "torn", everything[:-1], a, (a, b - a))
-        else:
-            yield Mutation(name, "flip", data, "corrupt", line=k + 1, offset=a)
+        yield _flip(journal, spans, seqs, pos, byte, f"flip{f}@{pos}:{byte.hex()}")
     if interior and n >= 3:  # damage inside the journal, good lines after it (docs/spec.md section 7)
         k = rng.randrange(1, n - 1)
         a, b = spans[k]
-        body = journal[a:b - 1]
-        for name, line in ((f"nul-block@{a}", bytes(len(body)) + b"\n"),            # a block of NULs mid-file
-                           (f"glued@{a}", body + _garbage(rng, 24) + b"\n"),      # garbage glued to a record
-                           (f"cut-off@{a}", body[:max(1, len(body) // 2)] + b"\n")):  # a cut-off line
-            yield Mutation(name, "interior", journal[:a] + line + journal[b:], "corrupt", line=k + 1, offset=a)
+        yield _interior(journal, spans, k, "nul-block")                              # a block of NULs mid-file
+        yield _interior(journal, spans, k, "glued", _garbage(rng, 24))               # garbage glued to a record
+        yield _interior(journal, spans, k, "cut-off")                                # a cut-off line
+
+
+def _cut(journal: bytes, spans: list[tuple[int, int]], seqs: list[int], c: int, label: str = "cut") -> Mutation:
+    """``journal`` cut at byte ``c``: clean at a line end, else torn."""
+    n, size = len(spans), len(journal)
+    k = next(i for i, (a, b) in enumerate(spans) if a <= c < b) if c < size else n
+    a = spans[k][0] if k < n else size
+    if c == a:
+        return Mutation(f"cut@{c}", label, journal[:c], "clean", tuple(seqs[:k]), a)
+    return Mutation(f"cut@{c}", label, journal[:c], "torn", tuple(seqs[:k]), a, (a, c - a))
+
+
+def _flip(journal: bytes, spans: list[tuple[int, int]], seqs: list[int], pos: int, byte: bytes, name: str) -> Mutation:
+    """``journal`` with the bytes from ``pos`` (inside a line, up to its newline) replaced by ``byte``: a torn
+    last line, else corrupt."""
+    k = next(i for i, (a, b) in enumerate(spans) if a <= pos < b - 1 and pos + len(byte) <= b)
+    a, b = spans[k]
+    data = journal[:pos] + byte + journal[pos + len(byte):]
+    if k == len(spans) - 1 and b"\n" not in byte:
+        return Mutation(name, "flip", data, "torn", tuple(seqs[:-1]), a, (a, b - a))
+    return Mutation(name, "flip", data, "corrupt", line=k + 1, offset=a)
+
+
+def _interior(journal: bytes, spans: list[tuple[int, int]], k: int, how: str, junk: bytes = b"") -> Mutation:
+    """Line ``k`` (0-based, good lines after it) overwritten by NULs (``nul-block``), with ``junk`` glued to it
+    (``glued``) or cut off half-way (``cut-off``)."""
+    a, b = spans[k]
+    body = journal[a:b - 1]
+    line = {"nul-block": bytes(len(body)), "glued": body + junk, "cut-off": body[:max(1, len(body) // 2)]}[how]
+    return Mutation(f"{how}@{a}", "interior", journal[:a] + line + b"\n" + journal[b:], "corrupt", line=k + 1,
+                    offset=a)
+
+
+def mutation_by_id(journal: bytes, mid: str, fmt: str = FISK_AI_V2) -> Mutation:
+    """The mutation of ``journal`` named ``mid`` as a shrink names one (pure): ``cut@C``, ``zerosN`` (``+nl``),
+    ``flip@POS:HEX`` (the bytes from ``POS`` replaced by ``HEX``; ``HEX*N``: ``N`` times) or ``cut-off@A``
+    (``A`` the start of a line with good lines after it).
+    Raises ``ValueError`` for another name, or one that names no such place in ``journal``."""
+    spans = line_spans(journal)
+    seqs = _seqs(journal, spans) if fmt == FISK_AI_V2 else list(range(len(spans)))
+    starts = [a for a, _ in spans]
+    how, _, at = mid.partition("@")
+    try:
+        if how == "cut" and 0 <= int(at) < len(journal):
+            return _cut(journal, spans, seqs, int(at))
+        if how == "flip" and 0 <= int(at.split(":")[0]) < len(journal):
+            hexed, _, times = at.split(":")[1].partition("*")
+            return _flip(journal, spans, seqs, int(at.split(":")[0]), bytes.fromhex(hexed) * int(times or 1), mid)
+        if how == "cut-off" and int(at) in starts[1:-1]:
+            return _interior(journal, spans, starts.index(int(at)), how)
+        if mid.startswith("zeros") and int(mid[5:].removesuffix("+nl")) > 0:
+            tail = bytes(int(mid[5:].removesuffix("+nl"))) + (b"\n" if mid.endswith("+nl") else b"")
+            return Mutation(mid, "zeros", journal + tail, "torn", tuple(seqs), len(journal), (len(journal), len(tail)))
+    except (ValueError, IndexError, StopIteration):
+        pass
+    raise ValueError(f"no tail mutation {mid!r} of this journal ({len(journal)} bytes, {len(spans)} lines)")
