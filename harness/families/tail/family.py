@@ -39,7 +39,7 @@ from harness.families.journal_state.reader_child import Answer
 from harness.families.tail.bound import bounded, stratum
 from harness.families.tail.executor import (CHECKED, ask_mutations, mutations_for, reader_history, repair_history,
                                             resume_candidates)
-from harness.families.tail.mutations import Mutation, line_spans, mutation_by_id
+from harness.families.tail.mutations import Mutation, mutation_by_id
 from harness.families.tail.params import MODES, Params
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario, family_params
@@ -200,32 +200,27 @@ class TailFamily(FamilyBase):
     def smaller(self, scenario: Scenario, reference: ReferenceRun,
                 schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         """Smaller damage of the same kind (pure): a cut, an appended zero block or bytes changed in place of 1
-        byte, half, one less (the last ones); a changed byte, or a line cut off inside the journal, nearer the
-        end (the last place, half-way there, the next)."""
+        byte, half, one less (the last ones); one changed byte nearer the end (the last place, half-way there,
+        the next).  Named from the end of the journal (:func:`~harness.families.tail.mutations.mutation_by_id`)."""
         step = schedule[0] if schedule else {}
         m = self._mutation(scenario, reference, str(step.get("mutation")))
         journal = reference.history.legs[-1].journal or b""
         if m is None or m.data == journal:
             return []
-        size, how, at = len(journal), *str(m.id).partition("@")[::2]
+        size, at = len(journal), str(m.id).partition("@")[2]
         fewer = lambda n: [x for x in dict.fromkeys((1, n // 2, n - 1)) if 0 < x < n]  # noqa: E731
         if journal.startswith(m.data):
-            ids = [f"cut@{size - x}" for x in fewer(size - len(m.data))]
-        elif m.kind == "zeros" and m.data.startswith(journal) and not how.startswith("zeroed"):
+            ids = [f"cut@-{x}" for x in fewer(size - len(m.data))]
+        elif m.kind == "zeros" and m.data.startswith(journal) and m.id.startswith("zeros"):
             nl = "+nl" if m.data.endswith(b"\n") else ""
             ids = [f"zeros{x}{nl}" for x in fewer(len(m.data) - size - bool(nl))]
         elif len(m.data) == size:  # bytes changed in place: fewer of them (the last ones), one byte nearer the end
             (n, _), _ = damage(journal, m.data)
             q = next(i for i in range(size - 1, -1, -1) if m.data[i] != journal[i])
-            ids = [f"flip@{q + 1 - x}:{_hexed(m.data[q + 1 - x:q + 1])}" for x in fewer(n)] if n > 1 else [
-                f"flip@{p}:{_hexed(m.data[q:q + 1])}" for p in dict.fromkeys((size - 2, (q + size - 2) // 2, q + 1))
+            ids = [f"flip@{q + 1 - x - size}:{_hexed(m.data[q + 1 - x:q + 1])}" for x in fewer(n)] if n > 1 else [
+                f"flip@{p - size}:{_hexed(m.data[q:q + 1])}" for p in dict.fromkeys((size - 2, (q + size - 2) // 2, q + 1))
                 if q < p and journal[p:p + 1] != b"\n"]
-        elif how == "cut-off":
-            starts = [a for a, _ in line_spans(journal)]
-            k = starts.index(int(at))
-            ids = [f"{how}@{starts[j]}" for j in dict.fromkeys((len(starts) - 2, (k + len(starts) - 2) // 2, k + 1))
-                   if k < j < len(starts) - 1]
-        else:  # drawn garbage, a mid-run cut, the last record zeroed: one damage, nothing smaller of its kind
+        else:  # drawn garbage, a line cut off or glued inside, a mid-run cut: nothing smaller of its kind
             return []
         return [[{**step, "mutation": mid}] for mid in ids]
 

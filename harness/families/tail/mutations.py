@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from harness.names import FISK_AI_V2
@@ -207,25 +207,23 @@ def _interior(journal: bytes, spans: list[tuple[int, int]], k: int, how: str, ju
 
 
 def mutation_by_id(journal: bytes, mid: str, fmt: str = FISK_AI_V2) -> Mutation:
-    """The mutation of ``journal`` named ``mid`` as a shrink names one (pure): ``cut@C``, ``zerosN`` (``+nl``),
-    ``flip@POS:HEX`` (the bytes from ``POS`` replaced by ``HEX``; ``HEX*N``: ``N`` times) or ``cut-off@A``
-    (``A`` the start of a line with good lines after it).
+    """The mutation of ``journal`` named ``mid`` as a shrink names one (pure): ``cut@C``, ``zerosN`` (``+nl``) or
+    ``flip@POS:HEX`` (the bytes from ``POS`` replaced by ``HEX``; ``HEX*N``: ``N`` times); a negative ``C`` or
+    ``POS`` counts from the end (a shrink's names: the same place in a journal a few bytes longer or shorter).
     Raises ``ValueError`` for another name, or one that names no such place in ``journal``."""
     spans = line_spans(journal)
     seqs = _seqs(journal, spans) if fmt == FISK_AI_V2 else list(range(len(spans)))
-    starts = [a for a, _ in spans]
     how, _, at = mid.partition("@")
     try:
-        if how == "cut" and 0 <= int(at) < len(journal):
-            return _cut(journal, spans, seqs, int(at))
-        if how == "flip" and 0 <= int(at.split(":")[0]) < len(journal):
+        pos = int(at.split(":")[0]) % len(journal) if how in ("cut", "flip") else 0
+        if how == "cut":
+            return replace(_cut(journal, spans, seqs, pos), id=mid)
+        if how == "flip":
             hexed, _, times = at.split(":")[1].partition("*")
-            return _flip(journal, spans, seqs, int(at.split(":")[0]), bytes.fromhex(hexed) * int(times or 1), mid)
-        if how == "cut-off" and int(at) in starts[1:-1]:
-            return _interior(journal, spans, starts.index(int(at)), how)
+            return _flip(journal, spans, seqs, pos, bytes.fromhex(hexed) * int(times or 1), mid)
         if mid.startswith("zeros") and int(mid[5:].removesuffix("+nl")) > 0:
             tail = bytes(int(mid[5:].removesuffix("+nl"))) + (b"\n" if mid.endswith("+nl") else b"")
             return Mutation(mid, "zeros", journal + tail, "torn", tuple(seqs), len(journal), (len(journal), len(tail)))
-    except (ValueError, IndexError, StopIteration):
+    except (ValueError, IndexError, StopIteration, ZeroDivisionError):
         pass
     raise ValueError(f"no tail mutation {mid!r} of this journal ({len(journal)} bytes, {len(spans)} lines)")
