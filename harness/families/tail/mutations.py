@@ -126,8 +126,7 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
     rng = random.Random(f"tails:{seed}")
     last_start = spans[-1][0]
 
-    def cut(c: int, label: str) -> Mutation:
-        return _cut(journal, spans, seqs, c, label)
+    cut = lambda c, label: _cut(journal, spans, seqs, c, label)  # noqa: E731
 
     yield Mutation("intact", "intact", journal, "clean", tuple(seqs), size)
     if cut_every_offset_of_last_record:
@@ -170,9 +169,11 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
     if interior and n >= 3:  # damage inside the journal, good lines after it (docs/spec.md section 7)
         k = rng.randrange(1, n - 1)
         a, b = spans[k]
-        yield _interior(journal, spans, k, "nul-block")                              # a block of NULs mid-file
-        yield _interior(journal, spans, k, "glued", _garbage(rng, 24))               # garbage glued to a record
-        yield _interior(journal, spans, k, "cut-off")                                # a cut-off line
+        body = journal[a:b - 1]
+        for name, line in ((f"nul-block@{a}", bytes(len(body)) + b"\n"),            # a block of NULs mid-file
+                           (f"glued@{a}", body + _garbage(rng, 24) + b"\n"),      # garbage glued to a record
+                           (f"cut-off@{a}", body[:max(1, len(body) // 2)] + b"\n")):  # a cut-off line
+            yield Mutation(name, "interior", journal[:a] + line + journal[b:], "corrupt", line=k + 1, offset=a)
 
 
 def _cut(journal: bytes, spans: list[tuple[int, int]], seqs: list[int], c: int, label: str = "cut") -> Mutation:
@@ -194,16 +195,6 @@ def _flip(journal: bytes, spans: list[tuple[int, int]], seqs: list[int], pos: in
     if k == len(spans) - 1 and b"\n" not in byte:
         return Mutation(name, "flip", data, "torn", tuple(seqs[:-1]), a, (a, b - a))
     return Mutation(name, "flip", data, "corrupt", line=k + 1, offset=a)
-
-
-def _interior(journal: bytes, spans: list[tuple[int, int]], k: int, how: str, junk: bytes = b"") -> Mutation:
-    """Line ``k`` (0-based, good lines after it) overwritten by NULs (``nul-block``), with ``junk`` glued to it
-    (``glued``) or cut off half-way (``cut-off``)."""
-    a, b = spans[k]
-    body = journal[a:b - 1]
-    line = {"nul-block": bytes(len(body)), "glued": body + junk, "cut-off": body[:max(1, len(body) // 2)]}[how]
-    return Mutation(f"{how}@{a}", "interior", journal[:a] + line + b"\n" + journal[b:], "corrupt", line=k + 1,
-                    offset=a)
 
 
 def mutation_by_id(journal: bytes, mid: str, fmt: str = FISK_AI_V2) -> Mutation:
