@@ -18,8 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states", "window",
-           "persisted_units"]
+__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states", "window"]
 
 SECTOR_BYTES = 512
 
@@ -35,7 +34,8 @@ class Ack:
 @dataclass
 class CrashState:
     """One file tree a power loss after ``prefix_n`` events could leave; ``lost_entries``: unsynced
-    name ops that did not survive; ``persisted``: the window's units that did; ``inodes``: path -> inode."""
+    name ops that did not survive; ``persisted``: the window's units that did (``kept``: as units, ``None`` for
+    a size-only state); ``inodes``: path -> inode."""
 
     id: str
     prefix_n: int
@@ -46,6 +46,7 @@ class CrashState:
     persisted: str = ""
     acks: tuple[Ack, ...] = ()
     inodes: dict[str, int] = field(default_factory=dict)
+    kept: frozenset[tuple] | None = None
 
     def key(self) -> tuple:  # the state's content, for de-duplication
         return (tuple(sorted(self.files.items())), frozenset(self.dirs), frozenset(self.acknowledged))
@@ -307,7 +308,7 @@ class Simulator:
         return CrashState(id=state_id, prefix_n=prefix_n, files=files,
                           dirs=self.base_dirs | {d for d in made if present(d)}, lost_entries=lost,
                           acknowledged=[(a.path, a.end) for a in acks], persisted=persisted,
-                          acks=acks, inodes={p: names[p] for p in files})
+                          acks=acks, inodes={p: names[p] for p in files}, kept=None if zero else frozenset(chosen))
 
     def states(self, prefix_n: int, *, seed: int | str = 0, exhaustive_units: int = 12,
                samples: int = 256, zero_fill: bool = True) -> CrashPoint:
@@ -386,9 +387,3 @@ def window(events: list[dict[str, Any]], files: dict[str, bytes] | None, dirs: I
     return units, sim.build(set(units) - drop, state_id=f"p{prefix_n}~{name}", prefix_n=prefix_n,
                             acks=sim.acknowledged())
 
-
-def persisted_units(state: CrashState) -> set[tuple] | None:
-    """The window units ``state`` kept (parsed from its ``persisted``), ``None`` for a size-only state."""
-    if state.persisted.startswith("size-only"):
-        return None
-    return {(u[0], *map(int, u[1:])) for u in (p.split("/") for p in state.persisted.split() if p != "none")}

@@ -36,7 +36,7 @@ from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.journal_state.ask import cheap_mode
 from harness.families.journal_state.executor import StateExecutor
-from harness.families.power_loss.crashstates import persisted_units, window
+from harness.families.power_loss.crashstates import window
 from harness.families.power_loss.executor import CHECKED, Space, explore_state, state_space
 from harness.families.power_loss.params import MODES, Params
 from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, full_sample, judge_cheap
@@ -122,58 +122,46 @@ class PowerLossFamily(FamilyBase):
         return True
 
     def _space(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int) -> tuple[Params, Space]:
-        """The scenario's params and the reference run's crash states (pure; the last few kept, as a shrink
-        plans one candidate at a time)."""
+        """The scenario's params and the reference run's crash states, kept on it (a shrink plans one at a time)."""
         params = self.params(scenario, count, seed)
-        key = (id(reference), run_id_for(scenario), replace(params, max_states=0, resumes=0, batch_states=1,
-                                                            stop_on_violation=False))
-        hit = _SPACES.get(key)
-        if hit is None or hit[0] is not reference:
-            while len(_SPACES) >= 4:
-                del _SPACES[next(iter(_SPACES))]
-            hit = _SPACES[key] = (reference, state_space(reference, run_id_for(scenario), params))
-        return params, hit[1]
+        spaces = vars(reference).setdefault("crash_spaces", {})
+        key = (run_id_for(scenario), replace(params, max_states=0, resumes=0, batch_states=1, stop_on_violation=False))
+        if key not in spaces:
+            spaces[key] = state_space(reference, run_id_for(scenario), params)
+        return params, spaces[key]
 
-    def _dropped(self, scenario: Scenario, reference: ReferenceRun, step: dict[str, Any]) -> tuple[list[tuple], list[tuple] | None]:
-        """The window's units at the crash point ``step`` names and the units its state dropped (``None``: a
-        size-only state or a cheap batch, not shrunk)."""
-        space = next((sp for ref, sp in _SPACES.values() if ref is reference), None) \
-            or self._space(scenario, reference, 0, scenario.trials.seed)[1]  # the space the campaign planned from
+    def _dropped(self, scenario: Scenario, reference: ReferenceRun, step: dict[str, Any]) -> tuple[list, list | None]:
+        """The window's units at the crash point ``step`` names and the units its state dropped (sorted; ``None``:
+        a size-only state or a batch, not shrunk)."""
+        space = next(iter(vars(reference).get("crash_spaces", {}).values()), None) \
+            or self._space(scenario, reference, 0, scenario.trials.seed)[1]  # the one the campaign planned from
         trace, files, dirs, sector = space.start
-        units, _ = window(trace, files, dirs, int(step.get("prefix_n", 0)), sector_bytes=sector)
+        units = window(trace, files, dirs, int(step.get("prefix_n", 0)), sector_bytes=sector)[0]
         if "dropped" in step:
             return units, sorted(tuple(u) for u in step["dropped"])
-        state = next((s for s in space.distinct if s.id == step.get("state")), None)
-        kept = persisted_units(state) if state is not None else None
+        kept = next((s.kept for s in space.distinct if s.id == step.get("state")), None)
         return units, None if kept is None else sorted(set(units) - kept)
 
     def size(self, scenario: Scenario, reference: ReferenceRun, schedule: list[dict[str, Any]]) -> tuple[tuple, str]:
         """The units of the crash point's unsynced window the state dropped (docs/persistence-model.md)."""
-        step = schedule[0] if schedule else {}
-        if "cheap" in step:
-            return (float("inf"),), f"a batch of {step['cheap'][1] - step['cheap'][0]} crash states"
-        units, dropped = self._dropped(scenario, reference, step)
+        units, dropped = self._dropped(scenario, reference, schedule[0] if schedule else {})
         if dropped is None:
-            return (len(units),), f"a size-only state at crash point {step.get('prefix_n')} (no data kept)"
-        kinds = [f"{sum(u[0] == k for u in dropped)} dropped {name}" for k, name in _UNITS.items()
-                 if any(u[0] == k for u in dropped)]
-        return (len(dropped),), ", ".join(kinds) or f"none of {len(units)} unsynced units dropped"
+            return (len(units),), "a size-only state (every unsynced write's data lost)"
+        return (len(dropped),), ", ".join(f"{sum(u[0] == k for u in dropped)} dropped {name}"
+                                          for k, name in _UNITS.items() if any(u[0] == k for u in dropped)) \
+            or f"none of {len(units)} unsynced units dropped"
 
     def smaller(self, scenario: Scenario, reference: ReferenceRun,
                 schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         """The same crash point with fewer of its dropped units dropped (pure): none, each one alone, each half,
         all but one; as cheap a trial as the one shrunk (``explore``)."""
         step = schedule[0] if schedule else {}
-        if "cheap" in step:
-            return []
-        _, d = self._dropped(scenario, reference, step)
-        if not d:
-            return []
-        subsets = [[], *([[u] for u in d] if len(d) > 1 else []), *([d[:len(d) // 2], d[len(d) // 2:]] if len(d) > 3
-                                                                  else []), *([d[:i] + d[i + 1:] for i in range(len(d))] if len(d) > 2 else [])]
-        keep = {k: step[k] for k in ("explore",) if k in step}
-        return [[{"kind": "power_loss", "prefix_n": step["prefix_n"], "dropped": [list(u) for u in sub], **keep}]
-                for sub in subsets]
+        d = self._dropped(scenario, reference, step)[1] or []
+        half = len(d) // 2
+        subsets = [[]] + ([[u] for u in d] if len(d) > 1 else []) + ([d[:half], d[half:]] if len(d) > 3 else []) \
+            + ([d[:i] + d[i + 1:] for i in range(len(d))] if len(d) > 2 else [])
+        return [[{"kind": "power_loss", "prefix_n": step["prefix_n"], "dropped": [list(u) for u in sub],
+                  **{k: step[k] for k in ("explore",) if k in step}}] for sub in subsets] if d else []
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
@@ -204,8 +192,6 @@ class PowerLossFamily(FamilyBase):
 
 #: Kinds of window unit (:meth:`harness.families.power_loss.crashstates.Simulator.units`), as a shrink names them.
 _UNITS = {"w": "write sector(s)", "e": "name op(s)", "t": "truncation(s)"}
-#: The crash states of the last few reference runs planned from: ``(id, params, run id) -> (reference, space)``.
-_SPACES: dict[tuple, tuple[Any, Space]] = {}
 
 
 def _replayed(schedules: list[list[dict[str, Any]]], ordered: list[Any], space: Any, seed: int,
