@@ -2,7 +2,9 @@
 
 import json
 import re
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 from harness.campaign.campaign import Campaign
@@ -292,6 +294,8 @@ def test_a_failure_of_every_family_shrinks_to_a_smaller_trial_that_replays_the_s
     assert f"shrunk: trial {shrink['from_trial']} -> trial {shrink['trial']}" in out
     assert main(["replay", str(path), "--trial", str(shrink["trial"]), "--report-json", str(again), "-q"]) == 1
     assert wanted & _violations(json.loads(again.read_text()), shrink["trial"])
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "report.schema.json").read_text())
+    jsonschema.validate(report, schema)  # the shrink's rows and lines as the report schema says
 
 
 def test_smaller_fault_schedules_drop_a_fault_then_move_each_one_earlier():

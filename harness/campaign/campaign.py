@@ -390,7 +390,11 @@ class Campaign:
             failed = [r for r in mine if r.failed and r.origin not in ("uninterrupted", "noop")]
             if failed and run.reference is not None:
                 size = lambda r: run.family.size(run.scenario, run.reference, r.schedule)[0]  # noqa: E731
-                shrunk = self._shrink(run, mine, min(failed, key=lambda r: (size(r), r.index)), runner)
+                try:
+                    shrunk = self._shrink(run, mine, min(failed, key=lambda r: (size(r), r.index)), runner)
+                except (ValueError, KeyError, IndexError, TypeError) as exc:  # a shrink never ends a campaign
+                    print(f"fiskj-harness: not shrunk: {run.scenario.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    continue
                 out += [shrunk] if shrunk is not None else []
         return out
 
