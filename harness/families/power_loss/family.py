@@ -133,20 +133,20 @@ class PowerLossFamily(FamilyBase):
     def _dropped(self, scenario: Scenario, reference: ReferenceRun, step: dict[str, Any]) -> tuple[list, list | None]:
         """The window's units at the crash point ``step`` names and the units its state dropped (sorted; ``None``:
         a size-only state or a batch, not shrunk)."""
-        space = next(iter(vars(reference).get("crash_spaces", {}).values()), None) \
-            or self._space(scenario, reference, 0, scenario.trials.seed)[1]  # the one the campaign planned from
-        trace, files, dirs, sector = space.start
+        spaces = list(vars(reference).get("crash_spaces", {}).values()) \
+            or [self._space(scenario, reference, 0, scenario.trials.seed)[1]]  # those the campaign planned from
+        trace, files, dirs, sector = spaces[0].start
         units = window(trace, files, dirs, int(step.get("prefix_n", 0)), sector_bytes=sector)[0]
         if "dropped" in step:
             return units, sorted(tuple(u) for u in step["dropped"])
-        kept = next((s.kept for s in space.distinct if s.id == step.get("state")), None)
+        kept = next((s.kept for sp in spaces for s in sp.distinct if s.id == step.get("state")), None)
         return units, None if kept is None else sorted(set(units) - kept)
 
     def size(self, scenario: Scenario, reference: ReferenceRun, schedule: list[dict[str, Any]]) -> tuple[tuple, str]:
         """The units of the crash point's unsynced window the state dropped (docs/persistence-model.md)."""
         units, dropped = self._dropped(scenario, reference, schedule[0] if schedule else {})
         if dropped is None:
-            return (len(units),), "a size-only state (every unsynced write's data lost)"
+            return (len(units),), "a size-only state (no unit set to shrink)"
         return (len(dropped),), ", ".join(f"{sum(u[0] == k for u in dropped)} dropped {name}"
                                           for k, name in _UNITS.items() if any(u[0] == k for u in dropped)) \
             or f"none of {len(units)} unsynced units dropped"
