@@ -393,7 +393,8 @@ class Campaign:
                 try:
                     shrunk = self._shrink(run, mine, min(failed, key=lambda r: (size(r), r.index)), runner)
                 except (ValueError, KeyError, IndexError, TypeError) as exc:  # a shrink never ends a campaign
-                    print(f"fiskj-harness: not shrunk: {run.scenario.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    print(f"fiskj-harness: not shrunk: {run.scenario.name}: {type(exc).__name__}: {exc}",
+                          file=sys.stderr)
                     continue
                 out += [shrunk] if shrunk is not None else []
         return out
@@ -415,18 +416,19 @@ class Campaign:
         while True:
             key = family.size(scenario, ref, best.schedule)[0]
             for schedule in family.smaller(scenario, ref, best.schedule):
-                known_result = _canon(schedule) in cache
-                result = cache.get(_canon(schedule))
-                if (not known_result and spent >= self.shrink_budget) or not family.size(scenario, ref, schedule)[0] < key:
+                hit = _canon(schedule) in cache
+                if not family.size(scenario, ref, schedule)[0] < key or (not hit and spent >= self.shrink_budget):
                     continue
-                if not known_result:
+                result = cache.get(_canon(schedule))
+                if not hit:
                     spent += 1
                     try:
                         planned = family.plan(scenario, ref, 1, target.seed, [schedule], subject=runner.subject)[0]
                         result = self._judge(run, replace(planned, origin="shrink", invariants=target.invariants),
                                              runner, -1)
                     except (ValueError, SetupError) as exc:  # a candidate that cannot run fails nothing
-                        print(f"fiskj-harness: shrink of {scenario.name}: {json.dumps(schedule)}: {exc}", file=sys.stderr)
+                        print(f"fiskj-harness: shrink of {scenario.name}: {json.dumps(schedule)}: {exc}",
+                              file=sys.stderr)
                     cache[_canon(schedule)] = result
                 tried += 1
                 if result is not None and wanted & _violations(result):

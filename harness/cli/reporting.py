@@ -85,7 +85,8 @@ def _shrink_lines(report: dict[str, Any]) -> str:
     out = []
     for s in report["campaign"]["shrinks"]:
         out.append(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}; {s.get('what')}): "
-                   f"{json.dumps(s['schedule'])}\n" + (f"    reproduce: {s['reproduce']}\n" if s.get("reproduce") else ""))
+                   f"{json.dumps(s['schedule'])}\n")
+        out += [f"    reproduce: {s['reproduce']}\n"] if s.get("reproduce") else []
     out += [f"{n['why'].split(':')[0]}: trial {n['trial']} ({n['scenario']}){n['why'][n['why'].find(':'):]}\n"
             for n in report["campaign"].get("not_shrunk", [])]
     return "".join(out)

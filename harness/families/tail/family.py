@@ -217,9 +217,9 @@ class TailFamily(FamilyBase):
         elif len(m.data) == size:  # bytes changed in place: fewer of them (the last ones), one byte nearer the end
             (n, _), _ = damage(journal, m.data)
             q = next(i for i in range(size - 1, -1, -1) if m.data[i] != journal[i])
+            later = [p for p in dict.fromkeys((size - 2, (q + size - 2) // 2, q + 1)) if q < p and journal[p] != 10]
             ids = [f"flip@{q + 1 - x - size}:{_hexed(m.data[q + 1 - x:q + 1])}" for x in fewer(n)] if n > 1 else [
-                f"flip@{p - size}:{_hexed(m.data[q:q + 1])}" for p in dict.fromkeys((size - 2, (q + size - 2) // 2, q + 1))
-                if q < p and journal[p:p + 1] != b"\n"]
+                f"flip@{p - size}:{_hexed(m.data[q:q + 1])}" for p in later]
         else:  # drawn garbage, a line cut off or glued inside, a mid-run cut: nothing smaller of its kind
             return []
         return [[{**step, "mutation": mid}] for mid in ids]
@@ -243,7 +243,8 @@ def damage(journal: bytes, data: bytes) -> tuple[tuple[int, int], str]:
         n = max(len(data), len(journal)) - p
         return (n, 0), f"{n} byte(s) replaced from offset {p} to the end"
     q = next(i for i in range(len(data) - 1, -1, -1) if data[i] != journal[i])
-    return (q - p + 1, len(journal) - 1 - q), f"{q - p + 1} byte(s) changed {len(journal) - 1 - q} byte(s) before the end"
+    n, end = q - p + 1, len(journal) - 1 - q
+    return (n, end), f"{n} byte(s) changed {end} byte(s) before the end"
 
 
 
