@@ -234,14 +234,10 @@ def damage(journal: bytes, data: bytes) -> tuple[tuple[int, int], str]:
     """How ``data`` damages ``journal`` (pure): ``((bytes, bytes before the end), words)``, the bytes cut,
     appended or changed (from the first difference to the end when the length changed too)."""
     p = len(os.path.commonprefix([journal, data]))
-    if data == journal:
-        return (0, 0), "no damage"
-    if p == len(data) or p == len(journal):
-        n = abs(len(journal) - len(data))
-        return (n, 0), f"cut {n} byte(s)" if p == len(data) else f"{n} byte(s) appended"
-    if len(data) != len(journal):
+    if data == journal or len(data) != len(journal):
         n = max(len(data), len(journal)) - p
-        return (n, 0), f"{n} byte(s) replaced from offset {p} to the end"
+        return (n, 0), ("no damage" if not n else f"cut {n} byte(s)" if p == len(data) else f"{n} byte(s) appended"
+                        if p == len(journal) else f"{n} byte(s) replaced from offset {p} to the end")
     q = next(i for i in range(len(data) - 1, -1, -1) if data[i] != journal[i])
     n, end = q - p + 1, len(journal) - 1 - q
     return (n, end), f"{n} byte(s) changed {end} byte(s) before the end"
