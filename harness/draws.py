@@ -2,9 +2,8 @@
 
 Fault schedules (:mod:`harness.families.signals.schedules`) and generated
 workloads (:mod:`harness.scenario.generate`) are drawn with
-:func:`seeded_draws`; the campaign shrinks a failing schedule under
-:func:`hypothesis_settings` with ``shrink=True``.  No example database
-(``database=None``): nothing is read or written on disk.
+:func:`seeded_draws`.  No example database (``database=None``): nothing is
+read or written on disk.
 """
 
 from __future__ import annotations
@@ -12,17 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-__all__ = ["hypothesis_settings", "seeded_draws"]
-
-
-def hypothesis_settings(max_examples: int, shrink: bool) -> Any:
-    """Settings for ``max_examples`` examples, generate phase only or also shrink; no database, no deadline,
-    no health check (a draw may be slow or filtered), one bug reported."""
-    from hypothesis import HealthCheck, Phase, settings
-
-    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
-    return settings(max_examples=max_examples, database=None, phases=phases, deadline=None,
-                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False, derandomize=False)
+__all__ = ["seeded_draws"]
 
 
 def seeded_draws(strategy: Any, count: int, seed: int) -> list[Any]:
@@ -33,7 +22,7 @@ def seeded_draws(strategy: Any, count: int, seed: int) -> list[Any]:
     than ``count``, the draws repeat cyclically; when it yields none, each
     draw is ``[]`` (an empty schedule).
     """
-    from hypothesis import find
+    from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis.errors import NoSuchExample
 
     seen: list[Any] = []
@@ -45,7 +34,9 @@ def seeded_draws(strategy: Any, count: int, seed: int) -> list[Any]:
     if count <= 0:
         return []
     try:
-        find(strategy, collect, settings=hypothesis_settings(count, shrink=False), random=random.Random(seed))
+        find(strategy, collect, random=random.Random(seed), settings=settings(  # no database: nothing on disk
+            max_examples=count, database=None, phases=[Phase.generate], deadline=None,
+            suppress_health_check=list(HealthCheck), report_multiple_bugs=False, derandomize=False))
     except NoSuchExample:
         pass
     if not seen:

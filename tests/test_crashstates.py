@@ -7,11 +7,12 @@ import base64
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.checkers.i4_acknowledged import lost_acknowledged as lost_in_facts
-from harness.families.power_loss.crashstates import CrashState, Simulator, crash_points, crash_states
+from harness.families.power_loss.crashstates import CrashState, Simulator, crash_points, crash_states, window
 from harness.history.model import CrashStateFacts
 
 
@@ -122,6 +123,23 @@ def test_zero_fill_gives_the_new_size_without_the_data():
     last = [s for s in states(t) if s.prefix_n == len(t.events)]
     zero = [s for s in last if s.persisted.startswith("size-only")]
     assert len(zero) == 1 and zero[0].files[J] == b"a" * 10 + b"\0" * 30
+
+
+def test_a_state_named_by_the_units_it_dropped_is_the_enumerated_state_that_kept_the_rest():
+    t = Trace().create().append(b"x" * 512, sync_dir=True).write(b"y" * 1024)
+    n = len(t.events)
+    units, _ = window(t.events, {}, {"/s", D}, n)
+    assert units == [("w", 0, 0, 1), ("w", 0, 0, 2)]  # the unsynced write's two sectors
+    enumerated = {frozenset(s.kept): s for s in states(t, zero_fill=False) if s.prefix_n == n}
+    for dropped in ([], [units[0]], units):
+        _, state = window(t.events, {}, {"/s", D}, n, [list(u) for u in dropped])
+        assert state.kept == frozenset(units) - set(dropped) and state.files == enumerated[state.kept].files
+        assert bool(lost_acknowledged(state)) == bool(dropped)  # the run ended: its last write was acknowledged
+    assert state.id == f"p{n}~w/0/0/1,w/0/0/2"
+    with pytest.raises(ValueError, match="not in the unsynced window"):
+        window(t.events, {}, {"/s", D}, n, [["w", 9, 0, 0]])
+    with pytest.raises(ValueError, match="no crash point"):
+        window(t.events, {}, {"/s", D}, n + 1)
 
 
 def test_a_created_file_vanishes_until_its_directory_is_fsynced():

@@ -46,11 +46,11 @@ def test_the_same_rule_broken_in_many_trials_is_one_group_whose_reproducer_has_t
     rep = rerun["reproducer"]
     assert (rep["trial"], rep["seed"], rep["faults"], rep["legs"]) == (2, 3, 1, 2)     # one kill, then seed 3
     assert rep["reproduce"] == "fiskj-harness replay r.json --trial 2"
-    assert rep["minimal"] == "already minimal: a single fault"
+    assert rep["minimal"].startswith("not shrunk (1 fault(s)): a campaign shrinks") and "from" not in rep["minimal"]
     assert rerun["example"]["trial"] == 2 and rerun["example"]["evidence"]["violations"][0]["kind"] == \
         "unattributed_rerun"
     unsynced = titles["I4 append_not_synced [signals]"]        # no fault injected: the trial's family
-    assert unsynced["count"] == 2 and unsynced["reproducer"]["minimal"] == "already minimal: fails with no fault injected"
+    assert unsynced["count"] == 2 and unsynced["reproducer"]["minimal"] == "fails with no fault injected"
     assert report["groups"][0] is rerun                          # most rows first
 
 
@@ -74,20 +74,28 @@ def test_the_key_names_the_operation_or_record_kind_where_the_evidence_has_one()
     assert group_key(unknown) == ("I4", "unobserved change", "power_loss", "")
 
 
-def test_a_shrunk_reproducer_says_what_it_shrank_from_and_a_single_fault_never_claims_a_shrink():
-    runs = {4: {"trial": 4, "faults": {"kill": 3}, "origin": "hypothesis"},
-            9: {"trial": 9, "faults": {"kill": 2}, "origin": "shrink", "shrunk_from": 4},
-            5: {"trial": 5, "faults": {"kill": 1}, "origin": "hypothesis"},
-            6: {"trial": 6, "faults": {"kill": 1}, "origin": "shrink", "shrunk_from": 5},
-            7: {"trial": 7, "faults": {"kill": 2}, "origin": "hypothesis"},
-            8: {"trial": 8, "faults": {"kill": 2}, "origin": "shrink", "shrunk_from": 7}}
-    assert minimal_note({"trial": 9, "faults": {"kill": 2}}, runs) == "shrunk from trial 4: 3 fault(s) -> 2"
-    assert minimal_note({"trial": 4, "faults": {"kill": 3}}, runs) == \
-        "the smallest the campaign found: 3 fault(s), not shrunk"
-    # one fault shrunk from one fault (the shrink only moved it earlier): already minimal, not "shrunk"
-    assert minimal_note({"trial": 6, "faults": {"kill": 1}}, runs) == "already minimal: a single fault"
-    assert minimal_note({"trial": 8, "faults": {"kill": 2}}, runs) == \
-        "shrunk from trial 7, still 2 fault(s): none could be dropped"
+def test_a_shrunk_reproducer_says_what_got_smaller_and_one_not_shrunk_says_why_never_claiming_a_shrink():
+    runs = {4: {"trial": 4, "faults": {"kill": 2}, "origin": "hypothesis"},
+            9: {"trial": 9, "faults": {"kill": 1}, "origin": "shrink", "shrunk_from": 4,
+                "shrink": "kill at event 9 + kill at write #4 -> kill at write #2"},
+            5: {"trial": 5, "faults": {"power_loss": 1}, "origin": "crash-state",
+                "shrink": "not shrunk: none of the 3 smaller trial(s) tried failed I4 the same way; it stays at 2 "
+                          "dropped write sector(s)"},
+            6: {"trial": 6, "faults": {"kill": 1}, "origin": "exhaustive"},
+            7: {"trial": 7, "faults": {"kill": 1}, "origin": "explicit"}}
+    assert minimal_note({"trial": 9, "faults": {"kill": 1}}, runs) == \
+        "shrunk from trial 4: kill at event 9 + kill at write #4 -> kill at write #2"
+    assert minimal_note({"trial": 5}, runs).startswith("not shrunk: none of the 3 smaller trial(s) tried failed I4")
+    # its shrink result fell in another group (its faults differ): said so, not "not shrunk"
+    assert minimal_note({"trial": 4, "faults": {"kill": 2}}, runs, {4}) == \
+        "trial 4 shrank to trial 9 (kill at event 9 + kill at write #4 -> kill at write #2), grouped apart: its faults differ"
+    for trial in (6, 7):  # never shrunk: said so, and why
+        note = minimal_note({"trial": trial, "faults": {"kill": 1}}, runs, {trial})
+        assert "shrunk from" not in note and "shrank" not in note and "not shrunk" in note
+    # the shrink's result is its group's smallest reproducer, before another trial with as few faults
+    rows = [{"trial": t, "invariant": "I2", "faults": {"kill": 1}, "origin": o, "seed": 1, "legs": 2,
+             "evidence": {"violations": [{"kind": "unattributed_rerun"}]}} for t, o in ((3, "hypothesis"), (9, "shrink"))]
+    assert group_rows(rows, list(runs.values()))[0]["reproducer"]["trial"] == 9
 
 
 def test_the_summary_markdown_and_junit_show_one_entry_per_group_not_per_row(tmp_path):
@@ -98,7 +106,7 @@ def test_the_summary_markdown_and_junit_show_one_entry_per_group_not_per_row(tmp
     text = render_summary(report)
     assert "violations: 6 in 2 group(s) by cause (every row: r.json):" in text
     assert text.count("reproduce: ") == 2 and "[1] I2 unattributed_rerun [kill]: 5 trial(s) in kill-batch" in text
-    assert "smallest reproducer: trial 0 (1 fault(s), 2 leg(s), seed 1), already minimal: a single fault" in text
+    assert "smallest reproducer: trial 0 (1 fault(s), 2 leg(s), seed 1), not shrunk (1 fault(s))" in text
     md = render_markdown(report)
     assert "### Violations: 6 in 2 group(s) by cause" in md
     assert md.count("fiskj-harness replay r.json") == 2 and "| **I2 unattributed_rerun [kill]** | 5 |" in md

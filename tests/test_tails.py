@@ -7,6 +7,7 @@ about one answer (None: the answer is right).
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from builders import A, M, R, T, journal
 from harness.checkers.i5_reader_answers import answer_problem
 from harness.families.journal_state.reader_child import Answer, answer_for
-from harness.families.tail.mutations import line_spans, mutations
+from harness.families.tail.family import damage
+from harness.families.tail.mutations import line_spans, mutation_by_id, mutations
 
 J = journal(M(), A("a", "b"), R("a"), R("b", content="x" * 700), A(text="two files"), T())
 
@@ -152,3 +154,20 @@ def test_a_status_command_s_answer_is_judged_by_what_it_can_say():
     assert problem(torn, Answer("read", via="status")) is None                     # no record count mapped
     assert f"read {len(torn.seqs) + 1}" in problem(torn, Answer("read", via="status", records=len(torn.seqs) + 1))
     assert "status command failed" in problem(torn, Answer("error", message="RunLocked", via="status"))
+
+
+def test_a_tail_mutation_named_by_a_shrink_is_the_one_the_nemesis_makes_and_its_damage_is_measured():
+    journal = b"".join(json.dumps({"seq": i, "x": "a" * (10 + i)}).encode() + b"\n" for i in range(1, 6))
+    made = {m.id: m for m in mutations(journal, seed=3)}
+    cut = next(m for m in made.values() if m.kind == "cut" and m.expect == "torn")
+    again = mutation_by_id(journal, cut.id)
+    assert (again.data, again.expect, again.torn, again.seqs) == (cut.data, cut.expect, cut.torn, cut.seqs)
+    assert damage(journal, cut.data) == ((len(journal) - len(cut.data), 0), f"cut {len(journal) - len(cut.data)} byte(s)")
+    zeroed = made["zeroed-last+nl"]
+    last = len(journal) - journal.rfind(b"\n", 0, len(journal) - 1) - 2  # the last record without its newline
+    assert damage(journal, zeroed.data)[0] == (last, 1)
+    one = mutation_by_id(journal, f"flip@{len(journal) - 2}:00")  # one NUL byte, the last before the newline
+    assert one.expect == zeroed.expect == "torn" and one.torn == zeroed.torn
+    assert damage(journal, one.data)[0] == (1, 1) < damage(journal, zeroed.data)[0]
+    with pytest.raises(ValueError, match="no tail mutation"):
+        mutation_by_id(journal, "garbage0")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 import threading
 import time
@@ -21,9 +20,7 @@ from harness.checkers import check_all
 from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
 from harness.families.base import Planned
 from harness.families.registry import by_mode
-from harness.runner.faults import validate_schedule
-from harness.draws import hypothesis_settings
-from harness.families.signals.schedules import seed_for
+from harness.report.groups import first_violation
 from harness.runner.trial import Runner
 from harness.scenario.generate import expand_all
 from harness.scenario.model import Scenario
@@ -332,69 +329,79 @@ class Campaign:
         return dead
 
     def _shrink_all(self, runs: list[ScenarioRun], results: list[TrialResult], runner: Runner) -> list[TrialResult]:
+        """Shrink each scenario's smallest failing trial (by its family's :meth:`~harness.families.base.Family.size`);
+        returns the shrunk trials (origin ``shrink``)."""
         out = []
         for run in runs:
             mine = [r for r in results if r.scenario == run.scenario.name and r.scenario_path == run.scenario.path]
-            failed = [r for r in mine if r.failed and r.origin == "hypothesis"]
-            if not failed or run.reference is None:
-                continue
-            if not run.family.shrinks:
-                continue
-            first = min(failed, key=lambda r: r.index)
-            shrunk = self._shrink(run, mine, first, runner)
-            if shrunk is not None:
-                out.append(shrunk)
+            failed = [r for r in mine if r.failed and r.origin not in ("uninterrupted", "noop")]
+            if failed and run.reference is not None:
+                size = lambda r: run.family.size(run.scenario, run.reference, r.schedule)[0]  # noqa: E731
+                try:
+                    shrunk = self._shrink(run, mine, min(failed, key=lambda r: (size(r), r.index)), runner)
+                except (ValueError, KeyError, IndexError, TypeError) as exc:  # a shrink never ends a campaign
+                    print(f"fiskj-harness: not shrunk: {run.scenario.name}: {type(exc).__name__}: {exc}",
+                          file=sys.stderr)
+                    continue
+                out += [shrunk] if shrunk is not None else []
         return out
 
     def _shrink(self, run: ScenarioRun, known: list[TrialResult], target: TrialResult,
                 runner: Runner) -> TrialResult | None:
-        """Shrink ``target``'s schedule with ``hypothesis.find``; returns the minimal failing trial or ``None``."""
-        from hypothesis import find
-        from hypothesis.errors import HypothesisException
-
-        assert run.reference is not None
-        wanted = set(target.failed)
-        cache: dict[str, TrialResult] = {}
-        for r in sorted(known, key=lambda r: bool(wanted & set(r.failed))):  # a failing result wins a tie
+        """Shrink ``target`` greedily (docs/results.md "Shrinking"): the first of its family's smaller trials
+        (:meth:`~harness.families.base.Family.smaller`) that fails the same way (an invariant it failed, with
+        the same first violation) becomes the trial shrunk next, until none does or ``shrink_budget`` new trials
+        ran.  Returns the smallest failing trial (origin ``shrink``, its ``shrink`` saying what got smaller), or
+        ``None``, ``target.shrink`` then saying why not."""
+        family, scenario, ref = run.family, run.scenario, run.reference
+        wanted = _violations(target)
+        cache: dict[str, TrialResult | None] = {}
+        for r in sorted(known, key=lambda r: bool(wanted & _violations(r))):  # a failing result wins a tie
             cache[_canon(r.schedule)] = r
-        cache[_canon(target.schedule)] = target
-        count = sum(1 for planned in run.plan if planned.origin == "hypothesis" and planned.seed == target.seed)
-        spent = 0
+        spent = tried = 0
+        best = target
+        while True:
+            key = family.size(scenario, ref, best.schedule)[0]
+            for schedule in family.smaller(scenario, ref, best.schedule):
+                hit = _canon(schedule) in cache
+                if not family.size(scenario, ref, schedule)[0] < key or (not hit and spent >= self.shrink_budget):
+                    continue
+                result = cache.get(_canon(schedule))
+                if not hit:
+                    spent += 1
+                    try:
+                        planned = family.plan(scenario, ref, 1, target.seed, [schedule], subject=runner.subject)[0]
+                        result = self._judge(run, replace(planned, origin="shrink", invariants=target.invariants),
+                                             runner, -1)
+                    except (ValueError, SetupError) as exc:  # a candidate that cannot run fails nothing
+                        print(f"fiskj-harness: shrink of {scenario.name}: {json.dumps(schedule)}: {exc}",
+                              file=sys.stderr)
+                    cache[_canon(schedule)] = result
+                tried += 1
+                if result is not None and wanted & _violations(result):
+                    best = result
+                    break
+            else:
+                break
+        run.shrink_runs = spent
+        words = family.size(scenario, ref, target.schedule)[1]
+        spent_all = f" (shrink budget {self.shrink_budget} spent)" if spent >= self.shrink_budget else ""
+        if best is not target:  # a copy: the smallest may be one of the campaign's own trials
+            return replace(best, origin="shrink", shrunk_from=target.index,
+                           shrink=f"{words} -> {family.size(scenario, ref, best.schedule)[1]}{spent_all}")
+        target.shrink = (f"already minimal: {words}, nothing smaller to try" if not tried else
+                         f"not shrunk: none of the {tried} smaller trial(s) tried failed "
+                         f"{'/'.join(sorted(target.failed))} the same way{spent_all}; it stays at {words}")
+        return None
 
-        def fails(schedule: list[dict[str, Any]]) -> bool:
-            nonlocal spent
-            key = _canon(schedule)
-            result = cache.get(key)
-            if result is None:
-                if spent >= self.shrink_budget:
-                    return False
-                spent += 1
-                result = self._judge(run, Planned(schedule, "shrink", target.seed), runner, -1)
-                cache[key] = result
-            return bool(wanted & set(result.failed))
 
-        try:
-            minimal = find(run.family.strategy(run.scenario, run.reference), fails,
-                           settings=hypothesis_settings(max(count, 1), shrink=True),
-                           random=random.Random(seed_for(target.seed, run.scenario)))
-        except HypothesisException as exc:
-            from hypothesis.errors import NoSuchExample
-
-            why = (f"no schedule of the {spent} tried (budget {self.shrink_budget}) failed again: the failure "
-                   "may depend on timing; its own reproducer still names the failing trial"
-                   if isinstance(exc, NoSuchExample) else f"{type(exc).__name__}: {exc}")
-            print(f"fiskj-harness: not shrunk: {run.scenario.name}: {why}", file=sys.stderr)
-            return None
-        finally:
-            run.shrink_runs = spent
-        result = cache.get(_canon(minimal))
-        if result is None or _canon(minimal) == _canon(target.schedule):
-            return None
-        # A copy: the minimal schedule may be one of the campaign's own trials.
-        return replace(result, origin="shrink", shrunk_from=target.index)
-
+def _violations(result: TrialResult) -> set[tuple[str, str]]:
+    """``(invariant, kind of its first violation)`` of each invariant ``result`` failed: what a shrunk trial
+    must fail again."""
+    return {(v.invariant, str(first_violation({"evidence": v.evidence}).get("kind", ""))) for v in result.verdicts
+            if v.invariant in result.failed}
 
 
 def _canon(schedule: list[dict[str, Any]]) -> str:
-    """A shrink cache key: the schedule in normal form (only the signals family shrinks)."""
-    return json.dumps(validate_schedule(schedule), sort_keys=True)
+    """A shrink cache key: the schedule as sorted JSON."""
+    return json.dumps(schedule, sort_keys=True)

@@ -18,7 +18,7 @@ class TrialResult:
     its ``schedule`` was drawn from (the schedule names the trial exactly), ``origin`` (``exhaustive``,
     ``hypothesis``, ``shrink``, ``replay``, ``crash-state``, ...), the checkers' ``verdicts`` on the
     ``invariants`` judged, ``history`` (kept for invalid or unknown trials, or all with ``keep_histories``;
-    else ``None``), ``shrunk_from`` (a shrink's source trial), ``elapsed_s``, ``faults`` (per kind),
+    else ``None``), ``shrunk_from`` (a shrink's source trial), ``shrink`` (what a shrink made smaller, or why it could not), ``elapsed_s``, ``faults`` (per kind),
     ``family``, ``probes`` (the code probes its legs reached), and its ``round`` and ``draw`` in the trial
     stream (``None``: not from the stream)."""
 
@@ -33,6 +33,7 @@ class TrialResult:
     elapsed_s: float
     reproduce: str = ""
     shrunk_from: int | None = None
+    shrink: str = ""
     invariants: tuple[str, ...] = ()
     faults: dict[str, int] = field(default_factory=dict)
     family: str = ""

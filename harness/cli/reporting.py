@@ -71,25 +71,15 @@ def _exit(report: dict[str, Any], errors: list[Any], ran: bool, nothing_ran: str
 
 
 def _shrink_lines(report: dict[str, Any]) -> str:
-    """One line per shrink of the campaign (and its reproducer): a schedule of one fault is said to be
-    already minimal, not shrunk (the shrink only moved its fault to an earlier failing point)."""
+    """One line per shrink of the campaign, saying what got smaller, with its reproducer; one per failure a
+    shrink could not make smaller, saying why (docs/results.md "Shrinking")."""
     out = []
     for s in report["campaign"]["shrinks"]:
-        before, after = s.get("from_schedule"), s["schedule"]
-        if before is not None and len(after) > len(before):  # the search found another failure, not a smaller one
-            out.append(f"not shrunk: trial {s['from_trial']} ({s['scenario']}, {len(before)} fault(s)) stays the "
-                       f"smallest reproducer; the shrink found another failing schedule, trial {s['trial']} "
-                       f"({len(after)} fault(s)): {json.dumps(after)}\n")
-        elif before is not None and len(before) <= 1:
-            out.append(f"already minimal: trial {s['from_trial']} ({s['scenario']}) has a single fault; its earliest "
-                       f"failing point is trial {s['trial']}: {json.dumps(after)}\n")
-        else:
-            what = (f"{len(before)} fault(s) -> {len(after)}, each at its earliest failing point"
-                    if before is not None else "")
-            out.append(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}; {what}): "
-                       f"{json.dumps(after)}\n")
-        if s.get("reproduce"):
-            out.append(f"    reproduce: {s['reproduce']}\n")
+        out.append(f"shrunk: trial {s['from_trial']} -> trial {s['trial']} ({s['scenario']}; {s.get('what')}): "
+                   f"{json.dumps(s['schedule'])}\n")
+        out += [f"    reproduce: {s['reproduce']}\n"] if s.get("reproduce") else []
+    out += [f"{n['why'].split(':')[0]}: trial {n['trial']} ({n['scenario']}){n['why'][n['why'].find(':'):]}\n"
+            for n in report["campaign"].get("not_shrunk", [])]
     return "".join(out)
 
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from harness.history.model import History
 from harness.scenario.model import Scenario
 
-__all__ = ["Planned", "Ran", "Family", "Executor", "FamilyBase"]
+__all__ = ["Planned", "Ran", "Family", "Executor", "FamilyBase", "smaller_schedules"]
 
 
 @dataclass(frozen=True)
@@ -73,15 +73,14 @@ class Family(Protocol):
 
     ``name``: the family's name; ``modes``: the ``[faults] family`` values
     it runs; ``Params``: its keys' dataclass; ``resumes``: its trials resume
-    runs (so ``[workload] drift`` applies); ``shrinks``: failing trials are
-    shrunk with :meth:`strategy`.
+    runs (so ``[workload] drift`` applies).  A failing trial is shrunk by the campaign with
+    :meth:`smaller` and :meth:`size` (docs/results.md "Shrinking").
     """
 
     name: str
     modes: tuple[str, ...]
     Params: type
     resumes: bool
-    shrinks: bool
 
     def params(self, scenario: Scenario) -> Any:
         """The scenario's ``Params``, with defaults taken from its other tables."""
@@ -116,18 +115,22 @@ class Family(Protocol):
     def open(self, scenario: Scenario, runner: Any, reference: Any) -> Executor:
         """An executor for this scenario's planned trials."""
 
-    def strategy(self, scenario: Scenario, reference: Any) -> Any:
-        """The hypothesis strategy its schedules are drawn from (for shrinking), or ``None``."""
+    def smaller(self, scenario: Scenario, reference: Any, schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Schedules of trials strictly smaller than ``schedule``'s (by :meth:`size`), the most reduced first
+        (pure; ``[]``: nothing smaller to try).  Each replays through :meth:`plan` with ``schedules``."""
+
+    def size(self, scenario: Scenario, reference: Any, schedule: list[dict[str, Any]]) -> tuple[tuple, str]:
+        """How big a trial's fault is: a key (smaller is smaller) and its words (``3 dropped units``)."""
 
 
 class FamilyBase:
     """The defaults of :class:`Family` a family inherits and overrides where it differs: no cross-key rule,
     nothing it cannot do for any subject, a plan that grows with the trial count unless the scenario gives
-    a schedule, a reference run needed, no shrinking.  Subclasses set ``name``, ``modes``, ``Params`` and
+    a schedule, a reference run needed, a schedule of per-leg faults shrunk by :func:`smaller_schedules`.
+    Subclasses set ``name``, ``modes``, ``Params`` and
     implement :meth:`plan` and :meth:`open`."""
 
     resumes = False
-    shrinks = False
 
     def params(self, scenario: Scenario) -> Any:
         params = scenario.faults.params
@@ -161,5 +164,36 @@ class FamilyBase:
         """What :meth:`plan` gets as ``reference`` (IO, once per scenario): the uninterrupted run itself."""
         return reference
 
-    def strategy(self, scenario: Scenario, reference: Any) -> Any:
-        return None
+    def smaller(self, scenario: Scenario, reference: Any, schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        return smaller_schedules(schedule)
+
+    def size(self, scenario: Scenario, reference: Any, schedule: list[dict[str, Any]]) -> tuple[tuple, str]:
+        faults = [f for f in schedule if f.get("kind") != "none"]
+        return (len(faults), sum(f.get("event", f.get("at", f.get("after_ms", 0))) for f in faults)), \
+            " + ".join(map(_words, faults)) or "no fault"
+
+
+def _words(f: dict[str, Any]) -> str:
+    """A fault in a few words: ``kill at event 7``, ``SIGINT at 12.5 ms``, ``eio at fsync #3``, ``hold at point 2``."""
+    at = (f"{f['op']} #{f['event']}" if "op" in f and "event" in f else f"event {f['event']}" if "event" in f
+          else f"point {f['at']}" if "at" in f else f"{f['after_ms']} ms" if "after_ms" in f else "")
+    name = f.get("action") if f.get("kind") == "io_error" else f.get("signal") or f.get("kind")
+    return f"{name} {'before' if f.get('when') == 'before' else 'at'} {at}" if at else str(name)
+
+
+def smaller_schedules(schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Smaller schedules of per-leg faults (docs/results.md "Shrinking"; pure): each fault dropped in turn
+    (when there are two or more), then each fault's event or sequence point lowered to 1, half-way and one
+    less (a timed fault's time halved)."""
+    real = [i for i, f in enumerate(schedule) if f.get("kind") != "none"]
+    out = [schedule[:i] + schedule[i + 1:] for i in real] if len(real) > 1 else []
+    for i in real:
+        f = schedule[i]
+        key = next((k for k in ("event", "at", "after_ms") if isinstance(f.get(k), (int, float))), None)
+        if key is None:
+            continue
+        v = f[key]
+        lower = [round(v / 2, 3)] if key == "after_ms" and v >= 1 else \
+            [] if key == "after_ms" else [x for x in dict.fromkeys((1, v // 2, v - 1)) if 1 <= x < v]
+        out += [schedule[:i] + [{**f, key: x}] + schedule[i + 1:] for x in lower]
+    return out

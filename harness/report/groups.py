@@ -141,36 +141,37 @@ def group_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
     return (str(row.get("invariant", "?")), kind, fault_kinds(row), involved(first, row))
 
 
-def _size(row: dict[str, Any]) -> tuple[float, float, float, int]:
+def _size(row: dict[str, Any]) -> tuple[float, bool, float, float, int]:
     legs = row.get("legs")
     seed = row.get("seed")
-    return (fault_total(row), legs if isinstance(legs, int) else _BIG,
+    return (fault_total(row), row.get("origin") != "shrink", legs if isinstance(legs, int) else _BIG,
             seed if isinstance(seed, int) and not isinstance(seed, bool) else _BIG, _int(row.get("trial", 0)))
 
 
-def minimal_note(reproducer: dict[str, Any], runs: dict[int, dict[str, Any]] | None = None) -> str:
-    """What to say of a group's smallest reproducer (a report row; ``runs``: the report's runs by trial).
-
-    ``shrunk from trial K: A fault(s) -> B`` when a shrink made it from a trial with more faults;
-    else ``already minimal`` when it has one fault (or none): a shrink that only moved a single fault
-    is not called one; else that a shrink could not drop a fault, or that it is the smallest the
-    campaign found.
-    """
-    n = fault_total(reproducer)
+def minimal_note(reproducer: dict[str, Any], runs: dict[int, dict[str, Any]] | None = None,
+                 group: set[int] | None = None) -> str:
+    """What to say of a group's smallest reproducer (a report row; ``runs``: the report's runs by trial;
+    ``group``: the group's trials): ``shrunk from trial K: <what got smaller>`` for a shrink's result; the
+    shrink's own word on a trial it could not make smaller (``already minimal: ...``, ``not shrunk: ...``);
+    that a trial of the group shrank to one grouped apart (its faults differ); else that it was not shrunk,
+    and why (docs/results.md "Shrinking")."""
     runs = runs or {}
     run = runs.get(_int(reproducer.get("trial")), {})
-    origin = reproducer.get("origin") or run.get("origin")
+    note = reproducer.get("shrink") or run.get("shrink")
     source = run.get("shrunk_from", reproducer.get("shrunk_from"))
-    before = runs.get(_int(source)) if source is not None else None
-    if origin == "shrink" and before is not None and fault_total(before) > n:
-        return f"shrunk from trial {source}: {fault_total(before)} fault(s) -> {n}"
-    if n == 0:
-        return "already minimal: fails with no fault injected"
-    if n == 1:
-        return "already minimal: a single fault"
-    if origin == "shrink" and source is not None:
-        return f"shrunk from trial {source}, still {n} fault(s): none could be dropped"
-    return f"the smallest the campaign found: {n} fault(s), not shrunk"
+    if (reproducer.get("origin") or run.get("origin")) == "shrink" and source is not None:
+        return f"shrunk from trial {source}: {note or 'a smaller trial'}"
+    if note:
+        return note
+    child = next((r for r in runs.values() if r.get("shrunk_from") in (group or {_int(reproducer.get("trial"))})),
+                 None)
+    if child is not None:
+        return (f"trial {child['shrunk_from']} shrank to trial {child.get('trial')} ({child.get('shrink')}), "
+                "grouped apart: its faults differ")
+    n, origin = fault_total(reproducer), reproducer.get("origin") or run.get("origin")
+    return ("fails with no fault injected" if n == 0 else "a schedule run as given (not shrunk)"
+            if origin in ("replay", "explicit") else f"not shrunk ({n} fault(s)): a campaign shrinks the smallest "
+            "failure of each scenario (none with --shrink-budget 0)")
 
 
 def _int(value: Any) -> int:
@@ -204,7 +205,8 @@ def group_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]] | None = N
             "trial": best.get("trial"), "scenario": best.get("scenario"), "seed": best.get("seed"),
             "schedule": best.get("schedule"), "faults": fault_total(best), "legs": best.get("legs"),
             "origin": best.get("origin") or run.get("origin"), "reproduce": best.get("reproduce"),
-            "reproduce_run": best.get("reproduce_run"), "minimal": minimal_note(best, by_run),
+            "reproduce_run": best.get("reproduce_run"),
+            "minimal": minimal_note(best, by_run, {_int(m.get("trial")) for m in members}),
         }
         group = {"key": dict(zip(("invariant", "kind", "faults", "involved"), key)),
                  "name": best.get("name", ""), "count": len(members),

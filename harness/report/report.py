@@ -31,7 +31,7 @@ _COUNT_KEYS = ("checked", VALID, "vacuous", INVALID, UNKNOWN)
 #: (I2's ``checked`` counts re-runs: a trial with executions and no re-run was judged).
 _OCCASIONS = {"I2": "executions", "I3": "calls"}
 #: Keys of a trial dict copied into its ``runs`` row, and (with ``_ROW_KEYS``) its violation rows.
-_RUN_KEYS = ("origin", "shrunk_from")
+_RUN_KEYS = ("origin", "shrunk_from", "shrink")
 _ROW_KEYS = ("family", "reproduce_run", "history_notes")
 
 
@@ -51,7 +51,7 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str | None = "REP
     A trial is a dict: ``scenario``, ``seed``, ``schedule``, ``history`` (a History or its JSON),
     ``verdicts`` (Verdicts or their JSON), ``duration_s``, ``faults`` (per kind; from the history's legs
     when absent), optionally ``trial`` (its number; default its position), ``family``, ``origin``,
-    ``shrunk_from``, ``reproduce_run`` and ``history_notes``.  ``report_path``: the file the report will
+    ``shrunk_from``, ``shrink``, ``reproduce_run`` and ``history_notes``.  ``report_path``: the file the report will
     be written to (its ``reproduce`` commands replay from it; ``None``: they are the ``reproduce_run``
     ones); ``elapsed_s``: the campaign's wall-clock time (default: the sum of the trials' durations).
     """
@@ -82,7 +82,7 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str | None = "REP
         sc = scenarios.setdefault(name, empty_scenario())
         sc["trials"] += 1
         sc["duration_s"] = round(sc["duration_s"] + duration, 6)
-        run = {k2: trial[k2] for k2 in _RUN_KEYS if trial.get(k2) is not None}
+        run = {k2: trial[k2] for k2 in _RUN_KEYS if trial.get(k2) not in (None, "")}
         for v in verdicts:
             vacuous = (v.status == VALID and isinstance(v.evidence, dict)
                        and v.evidence.get(_OCCASIONS.get(v.invariant, "checked")) == 0)
@@ -123,7 +123,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
     report = build_report([
         {"trial": t.index, "scenario": t.scenario, "seed": t.seed, "schedule": t.schedule, "history": t.history,
          "verdicts": t.verdicts, "duration_s": round(t.elapsed_s, 6), "faults": t.faults, "family": t.family,
-         "origin": t.origin, "shrunk_from": t.shrunk_from, "reproduce_run": t.reproduce,
+         "origin": t.origin, "shrunk_from": t.shrunk_from, "shrink": t.shrink, "reproduce_run": t.reproduce,
          "history_notes": t.history.notes if t.history is not None else None}
         for t in result.trials], report_path=report_path, elapsed_s=result.elapsed_s)
     cut = result.interrupted
@@ -145,8 +145,10 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                        for r in result.scenarios if r.reference is not None},
         "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule,
                      "from_schedule": next((o.schedule for o in result.trials if o.index == t.shrunk_from), None),
-                     "reproduce": t.reproduce}
+                     "reproduce": t.reproduce, "what": t.shrink}
                     for t in result.trials if t.origin == "shrink"],
+        "not_shrunk": [{"scenario": t.scenario, "trial": t.index, "why": t.shrink, "reproduce": t.reproduce}
+                       for t in result.trials if t.shrink and t.origin != "shrink"],
         "shrink_runs": {r.scenario.name: r.shrink_runs for r in result.scenarios if r.shrink_runs},
         "errors": list(result.errors),
         "limits": list(getattr(result, "limits", [])),

@@ -143,8 +143,8 @@ def write_trial(trials_dir: Path, trial: Any, *, width: int = 4, replay: str | N
     info = {
         "format": TRIAL_FORMAT, "trial": trial.index, "scenario": trial.scenario, "scenario_path": trial.scenario_path,
         "seed": trial.seed, "schedule": trial.schedule, "origin": trial.origin, "shrunk_from": trial.shrunk_from,
-        "family": trial.family, "invariants": list(trial.invariants), "faults": dict(trial.faults),
-        "elapsed_s": round(trial.elapsed_s, 6),
+        "shrink": trial.shrink, "family": trial.family, "invariants": list(trial.invariants),
+        "faults": dict(trial.faults), "elapsed_s": round(trial.elapsed_s, 6),
         "status": combine([v["status"] for v in checked]) if checked else "unknown",
         "failed": list(trial.failed), "unknown": list(trial.unknown),
         "reproduce_run": trial.reproduce, "replay": replay, "verdicts": verdicts,

@@ -102,6 +102,17 @@ class IoErrorFamily(FamilyBase):
                              f"({len(trace)} events): nothing was observed, so nothing can be judged")
         return out
 
+    def smaller(self, scenario: Scenario, reference: ReferenceRun,
+                schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """A single failing call (the plan's trials) moved to an earlier journal call of the same op: the first,
+        the one half-way there, the one before (pure); any other schedule as :class:`FamilyBase` shrinks it."""
+        if len(schedule) != 1 or not isinstance(schedule[0].get("event"), int):
+            return super().smaller(scenario, reference, schedule)
+        f = schedule[0]
+        calls = [k for k in journal_calls(reference.history.legs[0].trace, run_id_for(scenario),
+                                          reference.history.journal, str(f.get("op"))) if k < f["event"]]
+        return [[{**f, "event": k}] for k in dict.fromkeys(calls[i] for i in (0, len(calls) // 2, -1))] if calls else []
+
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> TrialExecutor:
         return TrialExecutor(scenario, runner)
 

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states"]
+__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states", "window"]
 
 SECTOR_BYTES = 512
 
@@ -34,7 +34,8 @@ class Ack:
 @dataclass
 class CrashState:
     """One file tree a power loss after ``prefix_n`` events could leave; ``lost_entries``: unsynced
-    name ops that did not survive; ``persisted``: the window's units that did; ``inodes``: path -> inode."""
+    name ops that did not survive; ``persisted``: the window's units that did (``kept``: as units, ``None`` for
+    a size-only state); ``inodes``: path -> inode."""
 
     id: str
     prefix_n: int
@@ -45,6 +46,7 @@ class CrashState:
     persisted: str = ""
     acks: tuple[Ack, ...] = ()
     inodes: dict[str, int] = field(default_factory=dict)
+    kept: frozenset[tuple] | None = None
 
     def key(self) -> tuple:  # the state's content, for de-duplication
         return (tuple(sorted(self.files.items())), frozenset(self.dirs), frozenset(self.acknowledged))
@@ -306,7 +308,7 @@ class Simulator:
         return CrashState(id=state_id, prefix_n=prefix_n, files=files,
                           dirs=self.base_dirs | {d for d in made if present(d)}, lost_entries=lost,
                           acknowledged=[(a.path, a.end) for a in acks], persisted=persisted,
-                          acks=acks, inodes={p: names[p] for p in files})
+                          acks=acks, inodes={p: names[p] for p in files}, kept=None if zero else frozenset(chosen))
 
     def states(self, prefix_n: int, *, seed: int | str = 0, exhaustive_units: int = 12,
                samples: int = 256, zero_fill: bool = True) -> CrashPoint:
@@ -360,3 +362,28 @@ def crash_states(events: Iterable[dict[str, Any]], files: dict[str, bytes] | Non
                     continue
                 seen.add(key)
             yield state
+
+
+def window(events: list[dict[str, Any]], files: dict[str, bytes] | None, dirs: Iterable[str], prefix_n: int,
+           dropped: Iterable[Iterable[Any]] | None = None, *, sector_bytes: int = SECTOR_BYTES,
+           complete: bool = True) -> tuple[list[tuple], CrashState | None]:
+    """The unsynced window's units after ``prefix_n`` of ``events`` and, with ``dropped``, the crash state in
+    which every unit but those persisted (its id ``p<N>~<units>``).  Raises ``ValueError`` for a prefix past
+    the trace or a dropped unit not in the window."""
+    if not 0 <= prefix_n <= len(events):
+        raise ValueError(f"no crash point {prefix_n} in a trace of {len(events)} events")
+    sim = Simulator(files, dirs, sector_bytes)
+    for ev in events[:prefix_n]:
+        sim.apply(ev)
+    if complete and prefix_n == len(events) and events:
+        sim.finish()
+    units = sim.units()
+    if dropped is None:
+        return units, None
+    drop = {tuple(u) for u in dropped}
+    if not drop <= set(units):
+        raise ValueError(f"units {sorted(drop - set(units))} are not in the unsynced window of crash point {prefix_n}")
+    name = ",".join("/".join(map(str, u)) for u in sorted(drop)) or "none"
+    return units, sim.build(set(units) - drop, state_id=f"p{prefix_n}~{name}", prefix_n=prefix_n,
+                            acks=sim.acknowledged())
+

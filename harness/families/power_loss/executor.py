@@ -91,7 +91,9 @@ class Space:
     round-robin over crash points (:func:`select_states`); ``index``: where
     tool results and assistant records were written (:func:`journal_index`);
     ``build_seconds``: time to build them; ``leg``: the reference leg that
-    loses power (0, or the resume leg of a two-leg reference).
+    loses power (0, or the resume leg of a two-leg reference); ``start``: the
+    simulation's input (trace, files, dirs, sector bytes), for
+    :func:`~harness.families.power_loss.crashstates.window`.
     """
 
     old_home: str
@@ -101,6 +103,7 @@ class Space:
     trace_events: int
     build_seconds: float = 0.0
     leg: int = 0
+    start: tuple = ()
 
 
 def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
@@ -131,7 +134,7 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
                                samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
     distinct = select_states(points, 0)
     return Space(old_home, points, distinct, journal_index(trace, run_id, journal), len(trace),
-                 time.monotonic() - t0, leg)
+                 time.monotonic() - t0, leg, (trace, files, dirs, params.sector_bytes))
 
 
 def explore_state(ctx: Context, state: CrashState, space: Space) -> History:

@@ -29,13 +29,15 @@ the full resumes in the rest (and at most ``max_states`` when the file sets it).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.journal_state.ask import cheap_mode
 from harness.families.journal_state.executor import StateExecutor
-from harness.families.power_loss.executor import CHECKED, explore_state, state_space
+from harness.families.power_loss.crashstates import window
+from harness.families.power_loss.executor import CHECKED, Space, explore_state, state_space
 from harness.families.power_loss.params import MODES, Params
 from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, full_sample, judge_cheap
 from harness.families.trace_points import pending_point_of
@@ -75,8 +77,8 @@ class _Executor(StateExecutor):
         history.options["cheap"] = {"states": cheap.states, "asked": cheap.asked, "not_valid": bad,
                                      "seconds": round(cheap.seconds, 6), "mode": cheap.mode}
         history.seed = planned.seed
-        # a failing batch is named by its first failing state (that state replays alone); one that holds, by itself
-        schedule = history.schedule if cheap.first is not None else planned.schedule
+        # a failing batch is named by its first failing state (that state replays alone); one state, by itself
+        schedule = history.schedule if cheap.first is not None and len(states) > 1 else planned.schedule
         history.schedule = schedule
         return Ran(history, {"power_loss": 1, "crash_states": cheap.states}, schedule=schedule)
 
@@ -119,11 +121,52 @@ class PowerLossFamily(FamilyBase):
         """Its crash states are a function of the seed (the count only sizes the tiers)."""
         return True
 
+    def _space(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int) -> tuple[Params, Space]:
+        """The scenario's params and the reference run's crash states, kept on it (a shrink plans one at a time)."""
+        params = self.params(scenario, count, seed)
+        spaces = vars(reference).setdefault("crash_spaces", {})
+        key = (run_id_for(scenario), replace(params, max_states=0, resumes=0, batch_states=1, stop_on_violation=False))
+        if key not in spaces:
+            spaces[key] = state_space(reference, run_id_for(scenario), params)
+        return params, spaces[key]
+
+    def _dropped(self, scenario: Scenario, reference: ReferenceRun, step: dict[str, Any]) -> tuple[list, list | None]:
+        """The window's units at the crash point ``step`` names and the units its state dropped (sorted; ``None``:
+        a size-only state or a batch, not shrunk)."""
+        spaces = list(vars(reference).get("crash_spaces", {}).values()) \
+            or [self._space(scenario, reference, 0, scenario.trials.seed)[1]]  # those the campaign planned from
+        trace, files, dirs, sector = spaces[0].start
+        units = window(trace, files, dirs, int(step.get("prefix_n", 0)), sector_bytes=sector)[0]
+        if "dropped" in step:
+            return units, sorted(tuple(u) for u in step["dropped"])
+        kept = next((s.kept for sp in spaces for s in sp.distinct if s.id == step.get("state")), None)
+        return units, None if kept is None else sorted(set(units) - kept)
+
+    def size(self, scenario: Scenario, reference: ReferenceRun, schedule: list[dict[str, Any]]) -> tuple[tuple, str]:
+        """The units of the crash point's unsynced window the state dropped (docs/persistence-model.md)."""
+        units, dropped = self._dropped(scenario, reference, schedule[0] if schedule else {})
+        if dropped is None:
+            return (len(units),), "a size-only state (no unit set to shrink)"
+        return (len(dropped),), ", ".join(f"{sum(u[0] == k for u in dropped)} dropped {name}"
+                                          for k, name in _UNITS.items() if any(u[0] == k for u in dropped)) \
+            or f"none of {len(units)} unsynced units dropped"
+
+    def smaller(self, scenario: Scenario, reference: ReferenceRun,
+                schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """The same crash point with fewer of its dropped units dropped (pure): none, each one alone, each half,
+        all but one; as cheap a trial as the one shrunk (``explore``)."""
+        step = schedule[0] if schedule else {}
+        d = self._dropped(scenario, reference, step)[1] or []
+        half = len(d) // 2
+        subsets = [[]] + ([[u] for u in d] if len(d) > 1 else []) + ([d[:half], d[half:]] if len(d) > 3 else []) \
+            + ([d[:i] + d[i + 1:] for i in range(len(d))] if len(d) > 2 else [])
+        return [[{"kind": "power_loss", "prefix_n": step["prefix_n"], "dropped": [list(u) for u in sub],
+                  **{k: step[k] for k in ("explore",) if k in step}}] for sub in subsets] if d else []
+
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
-        params = self.params(scenario, count, seed)
+        params, space = self._space(scenario, reference, count, seed)
         run_id = run_id_for(scenario)
-        space = state_space(reference, run_id, params)
         ordered = sorted(space.distinct, key=lambda s: (s.prefix_n, s.id))
         cheap_inv = tuple(i for i in CHEAP_CHECKED if i == "I4" or i in scenario.check.invariants)
         full_inv = tuple(i for i in ("I4", *CHECKED) if i in scenario.check.invariants)
@@ -147,10 +190,16 @@ class PowerLossFamily(FamilyBase):
         return _Executor(scenario, runner, reference, prefix="fiskj-powerloss-tools-")
 
 
+#: Kinds of window unit (:meth:`harness.families.power_loss.crashstates.Simulator.units`), as a shrink names them.
+_UNITS = {"w": "write sector(s)", "e": "name op(s)", "t": "truncation(s)"}
+
+
 def _replayed(schedules: list[list[dict[str, Any]]], ordered: list[Any], space: Any, seed: int,
               cheap_inv: tuple[str, ...], full_inv: tuple[str, ...]) -> list[Planned]:
     """The trials ``schedules`` name: a state resumed in full, a state judged cheaply (``explore: false``),
-    or a cheap batch (``cheap: [FROM, TO]``).  Raises ``ValueError`` for a state or range this plan lacks."""
+    or a cheap batch (``cheap: [FROM, TO]``); a state is named by its id or by the units of its crash point's
+    window it dropped (``prefix_n``, ``dropped``: a shrunk one).  Raises ``ValueError`` for a state or range
+    this plan lacks."""
     by_id = {s.id: s for s in ordered}
     out: list[Planned] = []
     for sch in schedules:
@@ -164,7 +213,11 @@ def _replayed(schedules: list[list[dict[str, Any]]], ordered: list[Any], space: 
             out.append(Planned(sch, "crash-state", seed, item=("cheap", ordered[rng[0]:rng[1]], space),
                                invariants=cheap_inv))
             continue
-        state = by_id.get(str(step.get("state")))
+        if "dropped" in step:
+            trace, files, dirs, sector = space.start
+            state = window(trace, files, dirs, int(step.get("prefix_n", -1)), step["dropped"], sector_bytes=sector)[1]
+        else:
+            state = by_id.get(str(step.get("state")))
         if state is None:
             raise ValueError(f"no crash state of this run matches {step.get('state')!r} (seed {seed})")
         if step.get("explore") is False:

@@ -14,7 +14,7 @@ from typing import Any
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.runner.faults import validate_schedule
 from harness.families.signals.params import MODES, Params
-from harness.families.signals.schedules import params_of, plan_schedules, schedule_strategy, spread
+from harness.families.signals.schedules import params_of, plan_schedules, spread
 from harness.history.faults import fault_counts
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario
@@ -44,7 +44,6 @@ class SignalsFamily(FamilyBase):
     modes = MODES
     Params = Params
     resumes = True
-    shrinks = True
 
     def params(self, scenario: Scenario) -> Params:
         return params_of(scenario)
@@ -87,10 +86,6 @@ class SignalsFamily(FamilyBase):
             return plan
         keep = spread(points, n, seed)
         return keep + [p for p in plan if p.origin != "exhaustive"][: n - len(keep)]
-
-    def strategy(self, scenario: Scenario, reference: ReferenceRun) -> Any:
-        return schedule_strategy(scenario, reference)
-
 
 
 #: The registered instance.

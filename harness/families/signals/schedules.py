@@ -2,7 +2,8 @@
 
 A schedule is a list of faults, one per leg (:mod:`harness.runner.faults`
 validates them).  Timed faults and event kills are drawn with
-:mod:`hypothesis` (so a failing schedule shrinks to a minimal one); event
+:mod:`hypothesis` (the campaign shrinks a failing one:
+:func:`harness.families.base.smaller_schedules`); event
 kills of the first leg are also enumerated exhaustively.  Everything here is
 deterministic for a seed.
 """
@@ -64,8 +65,7 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     counts the resume's own journal writes instead (``op: write``, ``k`` in
     ``1 .. W/2`` of the reference's ``W``), so it lands inside what the
     resume still does.  Schedules are lists of 1..``faults.legs`` faults (a
-    ``chain`` is its fixed list of kinds).  Shrinking goes toward fewer legs
-    and lower events; a time shrinks toward step 0, i.e. the subject's ready time.
+    ``chain`` is its fixed list of kinds).
     """
     from hypothesis import strategies as st
 

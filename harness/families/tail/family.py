@@ -25,6 +25,7 @@ trials only and the campaign says so before it starts.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 from dataclasses import dataclass, field, replace
@@ -38,12 +39,12 @@ from harness.families.journal_state.reader_child import Answer
 from harness.families.tail.bound import bounded, stratum
 from harness.families.tail.executor import (CHECKED, ask_mutations, mutations_for, reader_history, repair_history,
                                             resume_candidates)
-from harness.families.tail.mutations import Mutation
+from harness.families.tail.mutations import Mutation, mutation_by_id
 from harness.families.tail.params import MODES, Params
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario, family_params
 
-__all__ = ["TAIL", "TailFamily", "INTERIOR_CHECKED", "TailItem"]
+__all__ = ["TAIL", "TailFamily", "INTERIOR_CHECKED", "TailItem", "damage"]
 
 #: Invariants judged on the resume of a journal damaged inside (the scenario's, and I4, I5 always): its
 #: acknowledged records after the damage stay (I4), nothing is appended past the damage (I5).
@@ -84,9 +85,9 @@ class _Executor(StateExecutor):
         if self.mode != "recovery":
             return ask_mutations(self.ctx, [planned.item.mutation], self.mode, Path(tempfile.mkdtemp(dir=self.shared)))
         with self._lock:
-            if self._asked is None:
-                self._asked = ask_mutations(self.ctx, list(planned.item.batch), self.mode,
-                                            Path(tempfile.mkdtemp(dir=self.shared)))
+            if self._asked is None or planned.item.mutation.data not in self._asked:  # (a shrink's: asked alone)
+                self._asked = {**(self._asked or {}), **ask_mutations(self.ctx, list(planned.item.batch), self.mode,
+                                                                       Path(tempfile.mkdtemp(dir=self.shared)))}
             return self._asked
 
     def run(self, planned: Planned) -> Ran:
@@ -157,12 +158,16 @@ class TailFamily(FamilyBase):
         interior = [trial("resume", m, stays) for m in muts if m.kind == "interior"]
         space = tuple(readers + [trial("resume", m, resume) for m in resume_candidates(muts, total, len(muts))]
                       + interior)
-        if schedules is not None:  # a replay: the trials it names, each alone
+        if schedules is not None:  # a replay: the trials it names, each alone (a shrunk one made from its name)
             wanted = {(str(s[0].get("check")), str(s[0].get("mutation"))) for s in schedules
                       if s and isinstance(s[0], dict)}
             out = [p for p in space if (p.item.check, p.item.mutation.id) in wanted]
-            if not out:
-                raise ValueError(f"no tail mutation of this run matches {sorted(wanted)} (seed {seed})")
+            for check, mid in sorted(wanted - {(p.item.check, p.item.mutation.id) for p in out}):
+                try:
+                    m = mutation_by_id(journal, mid, reference.history.journal_format)
+                except ValueError:
+                    raise ValueError(f"no tail mutation of this run matches {check} {mid} (seed {seed})") from None
+                out.append(trial(check, m, ("I5",) if check == "reader" else stays if m.kind == "interior" else resume))
             return _settle(out, space)
         out = readers + [trial("resume", m, resume) for m in resume_candidates(muts, total, params.resume_checks)]
         return _settle(out + interior, space)
@@ -177,6 +182,65 @@ class TailFamily(FamilyBase):
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> _Executor:
         return _Executor(scenario, runner)
+
+    def _mutation(self, scenario: Scenario, reference: ReferenceRun, mid: str) -> Mutation | None:
+        """The mutation named ``mid`` (made from its name, else found among the scenario's own), or ``None``."""
+        journal, fmt = reference.history.legs[-1].journal or b"", reference.history.journal_format
+        try:
+            return mutation_by_id(journal, "flip@" + mid.split("@")[1] if mid.startswith("flip") else mid, fmt)
+        except (ValueError, IndexError):
+            return next((m for m in mutations_for(journal, self.params(scenario), fmt) if m.id == mid), None)
+
+    def size(self, scenario: Scenario, reference: ReferenceRun, schedule: list[dict[str, Any]]) -> tuple[tuple, str]:
+        """The damage of the trial's mutation: bytes cut, appended or changed, then how far before the end."""
+        m = self._mutation(scenario, reference, str(schedule[0].get("mutation"))) if schedule else None
+        journal = reference.history.legs[-1].journal or b""
+        return damage(journal, m.data) if m is not None else ((float("inf"), 0), "an unknown mutation")
+
+    def smaller(self, scenario: Scenario, reference: ReferenceRun,
+                schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Smaller damage of the same kind (pure): a cut, an appended zero block or bytes changed in place of 1
+        byte, half, one less (the last ones); one changed byte nearer the end (the last place, half-way there,
+        the next).  Named from the end of the journal (:func:`~harness.families.tail.mutations.mutation_by_id`)."""
+        step = schedule[0] if schedule else {}
+        m = self._mutation(scenario, reference, str(step.get("mutation")))
+        journal = reference.history.legs[-1].journal or b""
+        if m is None or m.data == journal:
+            return []
+        size, at = len(journal), str(m.id).partition("@")[2]
+        fewer = lambda n: [x for x in dict.fromkeys((1, n // 2, n - 1)) if 0 < x < n]  # noqa: E731
+        if journal.startswith(m.data):
+            ids = [f"cut@-{x}" for x in fewer(size - len(m.data))]
+        elif m.kind == "zeros" and m.data.startswith(journal) and m.id.startswith("zeros"):
+            nl = "+nl" if m.data.endswith(b"\n") else ""
+            ids = [f"zeros{x}{nl}" for x in fewer(len(m.data) - size - bool(nl))]
+        elif len(m.data) == size:  # bytes changed in place: fewer of them (the last ones), one byte nearer the end
+            (n, _), _ = damage(journal, m.data)
+            q = next(i for i in range(size - 1, -1, -1) if m.data[i] != journal[i])
+            later = [p for p in dict.fromkeys((size - 2, (q + size - 2) // 2, q + 1)) if q < p and journal[p] != 10]
+            ids = [f"flip@{q + 1 - x - size}:{_hexed(m.data[q + 1 - x:q + 1])}" for x in fewer(n)] if n > 1 else [
+                f"flip@{p - size}:{_hexed(m.data[q:q + 1])}" for p in later]
+        else:  # drawn garbage, a line cut off or glued inside, a mid-run cut: nothing smaller of its kind
+            return []
+        return [[{**step, "mutation": mid}] for mid in ids]
+
+
+def _hexed(data: bytes) -> str:
+    """Bytes as a ``flip`` mutation names them: hex, ``00*N`` for ``N`` equal bytes."""
+    return f"{data[:1].hex()}*{len(data)}" if len(set(data)) == 1 and len(data) > 1 else data.hex()
+
+
+def damage(journal: bytes, data: bytes) -> tuple[tuple[int, int], str]:
+    """How ``data`` damages ``journal`` (pure): ``((bytes, bytes before the end), words)``, the bytes cut,
+    appended or changed (from the first difference to the end when the length changed too)."""
+    p = len(os.path.commonprefix([journal, data]))
+    if data == journal or len(data) != len(journal):
+        n = max(len(data), len(journal)) - p
+        return (n, 0), ("no damage" if not n else f"cut {n} byte(s)" if p == len(data) else f"{n} byte(s) appended"
+                        if p == len(journal) else f"{n} byte(s) replaced from offset {p} to the end")
+    q = next(i for i in range(len(data) - 1, -1, -1) if data[i] != journal[i])
+    n, end = q - p + 1, len(journal) - 1 - q
+    return (n, end), f"{n} byte(s) changed {end} byte(s) before the end"
 
 
 

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from harness.names import FISK_AI_V2
 
-__all__ = ["Mutation", "mutations", "line_spans"]
+__all__ = ["Mutation", "mutations", "mutation_by_id", "line_spans"]
 
 
 @dataclass(frozen=True)
@@ -126,13 +126,7 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
     rng = random.Random(f"tails:{seed}")
     last_start = spans[-1][0]
 
-    def cut(c: int, label: str) -> Mutation:
-        k = next(i for i, (a, b) in enumerate(spans) if a <= c < b) if c < size else n
-        a = spans[k][0] if k < n else size
-        data = journal[:c]
-        if c == a:
-            return Mutation(f"cut@{c}", label, data, "clean", tuple(seqs[:k]), a)
-        return Mutation(f"cut@{c}", label, data, "torn", tuple(seqs[:k]), a, (a, c - a))
+    cut = lambda c, label: _cut(journal, spans, seqs, c, label)  # noqa: E731
 
     yield Mutation("intact", "intact", journal, "clean", tuple(seqs), size)
     if cut_every_offset_of_last_record:
@@ -171,12 +165,7 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
         a, b = spans[k]
         pos = rng.randrange(a, b - 1)
         byte = rng.choice((b"\x00", b"\xff", b"\n"))
-        data = journal[:pos] + byte + journal[pos + 1:]
-        name = f"flip{f}@{pos}:{byte.hex()}"
-        if k == n - 1 and byte != b"\n":
-            yield Mutation(name, "flip", data, "torn", everything[:-1], a, (a, b - a))
-        else:
-            yield Mutation(name, "flip", data, "corrupt", line=k + 1, offset=a)
+        yield _flip(journal, spans, seqs, pos, byte, f"flip{f}@{pos}:{byte.hex()}")
     if interior and n >= 3:  # damage inside the journal, good lines after it (docs/spec.md section 7)
         k = rng.randrange(1, n - 1)
         a, b = spans[k]
@@ -185,3 +174,47 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
                            (f"glued@{a}", body + _garbage(rng, 24) + b"\n"),      # garbage glued to a record
                            (f"cut-off@{a}", body[:max(1, len(body) // 2)] + b"\n")):  # a cut-off line
             yield Mutation(name, "interior", journal[:a] + line + journal[b:], "corrupt", line=k + 1, offset=a)
+
+
+def _cut(journal: bytes, spans: list[tuple[int, int]], seqs: list[int], c: int, label: str = "cut") -> Mutation:
+    """``journal`` cut at byte ``c``: clean at a line end, else torn."""
+    n, size = len(spans), len(journal)
+    k = next(i for i, (a, b) in enumerate(spans) if a <= c < b) if c < size else n
+    a = spans[k][0] if k < n else size
+    if c == a:
+        return Mutation(f"cut@{c}", label, journal[:c], "clean", tuple(seqs[:k]), a)
+    return Mutation(f"cut@{c}", label, journal[:c], "torn", tuple(seqs[:k]), a, (a, c - a))
+
+
+def _flip(journal: bytes, spans: list[tuple[int, int]], seqs: list[int], pos: int, byte: bytes, name: str) -> Mutation:
+    """``journal`` with the bytes from ``pos`` (inside a line, up to its newline) replaced by ``byte``: a torn
+    last line, else corrupt."""
+    k = next(i for i, (a, b) in enumerate(spans) if a <= pos < b - 1 and pos + len(byte) <= b)
+    a, b = spans[k]
+    data = journal[:pos] + byte + journal[pos + len(byte):]
+    if k == len(spans) - 1 and b"\n" not in byte:
+        return Mutation(name, "flip", data, "torn", tuple(seqs[:-1]), a, (a, b - a))
+    return Mutation(name, "flip", data, "corrupt", line=k + 1, offset=a)
+
+
+def mutation_by_id(journal: bytes, mid: str, fmt: str = FISK_AI_V2) -> Mutation:
+    """The mutation of ``journal`` named ``mid`` as a shrink names one (pure): ``cut@C``, ``zerosN`` (``+nl``) or
+    ``flip@POS:HEX`` (the bytes from ``POS`` replaced by ``HEX``; ``HEX*N``: ``N`` times); a negative ``C`` or
+    ``POS`` counts from the end (a shrink's names: the same place in a journal a few bytes longer or shorter).
+    Raises ``ValueError`` for another name, or one that names no such place in ``journal``."""
+    spans = line_spans(journal)
+    seqs = _seqs(journal, spans) if fmt == FISK_AI_V2 else list(range(len(spans)))
+    how, _, at = mid.partition("@")
+    try:
+        pos = int(at.split(":")[0]) % len(journal) if how in ("cut", "flip") else 0
+        if how == "cut":
+            return replace(_cut(journal, spans, seqs, pos), id=mid)
+        if how == "flip":
+            hexed, _, times = at.split(":")[1].partition("*")
+            return _flip(journal, spans, seqs, pos, bytes.fromhex(hexed) * int(times or 1), mid)
+        if mid.startswith("zeros") and int(mid[5:].removesuffix("+nl")) > 0:
+            tail = bytes(int(mid[5:].removesuffix("+nl"))) + (b"\n" if mid.endswith("+nl") else b"")
+            return Mutation(mid, "zeros", journal + tail, "torn", tuple(seqs), len(journal), (len(journal), len(tail)))
+    except (ValueError, IndexError, StopIteration, ZeroDivisionError):
+        pass
+    raise ValueError(f"no tail mutation {mid!r} of this journal ({len(journal)} bytes, {len(spans)} lines)")
