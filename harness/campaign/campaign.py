@@ -48,6 +48,11 @@ def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
     return out
 
 
+#: Origins of trials never shrunk: a run with no fault, or a schedule given as it is (a regression
+#: scenario's, ``--schedule``, replay): the user asked for exactly that trial.
+GIVEN_ORIGINS = ("uninterrupted", "noop", "regression", "explicit", "replay")
+
+
 def _judged(run: ScenarioRun, planned: Planned, history: Any, runner: Runner, index: int, *,
             schedule: list[dict[str, Any]], faults: dict[str, int], family: str, started: float | None) -> TrialResult:
     """``history`` judged on ``planned``'s invariants (else the scenario's) less those not applicable to the
@@ -334,7 +339,7 @@ class Campaign:
         out = []
         for run in runs:
             mine = [r for r in results if r.scenario == run.scenario.name and r.scenario_path == run.scenario.path]
-            failed = [r for r in mine if r.failed and r.origin not in ("uninterrupted", "noop")]
+            failed = [r for r in mine if r.failed and r.origin not in GIVEN_ORIGINS]
             if failed and run.reference is not None:
                 size = lambda r: run.family.size(run.scenario, run.reference, r.schedule)[0]  # noqa: E731
                 try:

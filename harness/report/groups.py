@@ -170,7 +170,7 @@ def minimal_note(reproducer: dict[str, Any], runs: dict[int, dict[str, Any]] | N
                 "grouped apart: its faults differ")
     n, origin = fault_total(reproducer), reproducer.get("origin") or run.get("origin")
     return ("fails with no fault injected" if n == 0 else "a schedule run as given (not shrunk)"
-            if origin in ("replay", "explicit") else f"not shrunk ({n} fault(s)): a campaign shrinks the smallest "
+            if origin in ("replay", "explicit", "regression") else f"not shrunk ({n} fault(s)): a campaign shrinks the smallest "
             "failure of each scenario (none with --shrink-budget 0)")
 
 
