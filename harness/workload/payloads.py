@@ -1,31 +1,4 @@
-"""Payloads the workload gives its tools and replies (pure): docs/scenarios.md, ``[workload]`` payload keys.
-
-A tool call of the script may carry an *output spec*: a small JSON object
-in the tool's input, under ``"out"``, that says what the ledger tool prints
-(:func:`harness.workload.ledger_tool.render_out` is the one interpreter of
-it).  The forms:
-
-* ``{"text": STR}``: STR on standard output (UTF-8; a lone surrogate, which
-  no UTF-8 holds, as its three bytes, which the agent decodes as it may);
-* ``{"base64": B64}``: those raw bytes (not UTF-8: ``\\xff``, an overlong
-  NUL, an encoded surrogate, a cut sequence);
-* ``{"error": STR}``: STR on standard error and exit status 1 (an error
-  result, ``is_error`` true);
-* ``{"fill": UNIT, "count": K, "tail": TAIL}``: ``UNIT * K + TAIL`` on
-  standard output: the outputs at the record limit.
-
-:func:`output_spec` draws the spec of an output kind
-(:data:`harness.scenario.model.OUTPUT_KINDS`) from a :class:`random.Random`;
-every kind always holds the characters it is about (the separators kind
-U+2028, U+2029 and U+0085, the controls kind NUL), and the draws add
-variety.  :func:`limit_spec` sizes a fill so that the tool_result record of
-that output, as fiskj encodes it (:func:`fiskj.encode.encode_record`),
-lands :data:`UNDER_BY` bytes under or :data:`OVER_BY` bytes over
-:data:`fiskj.encode.MAX_RECORD_BYTES`.  :func:`thinking_text` draws the
-text of a thinking block.  Same arguments, same payloads: a function of
-the seed alone, on every machine (``random.Random``, not hypothesis, whose
-draws may change between its versions; tests/test_payloads.py checks the
-properties with hypothesis).
+"""Payloads the workload gives its tools and replies (pure, seeded): docs/workload.md "Payloads".
 """
 
 from __future__ import annotations
@@ -98,7 +71,7 @@ def _controls(rng: random.Random) -> str:
 
 
 def _json(rng: random.Random) -> str:
-    """A JSON document as ``json.dumps`` writes it: ASCII, NUL and lone surrogates as ``\\u0000``, ``\\ud800``."""
+    """A JSON document as ``json.dumps`` writes it (ASCII escapes)."""
     return json.dumps({
         "kind": "payload",
         "n": rng.randint(0, 2 ** 31),
@@ -136,29 +109,22 @@ def _error(rng: random.Random) -> str:
             f"\u2028fourth, exit 1\n")
 
 
-def output_spec(kind: str, rng: random.Random) -> dict[str, Any] | None:
-    """The output spec (module docstring) of one tool call of ``kind``, drawn from ``rng``.
+#: Output kind -> the spec key and the draw of its value (``"plain"``: no spec).
+_KINDS = {"unicode": ("text", _unicode), "separators": ("text", _separators), "controls": ("text", _controls),
+          "json": ("text", _json), "surrogates": ("text", _surrogates), "binary": ("base64", _binary),
+          "error": ("error", _error)}
 
-    ``kind`` is one of :data:`harness.scenario.model.OUTPUT_KINDS`; ``"plain"`` gives ``None`` (the
-    ledger tool's own ``ok NAME ID n=N`` line).  Raises ``ValueError`` for another kind.
-    """
+
+def output_spec(kind: str, rng: random.Random) -> dict[str, Any] | None:
+    """The output spec of one tool call of ``kind`` (docs/scenarios.md ``outputs``), drawn from ``rng``.
+
+    ``"plain"`` gives ``None`` (the ledger tool's own ``ok`` line).  Raises ``ValueError`` for an unknown kind."""
     if kind == "plain":
         return None
-    if kind == "unicode":
-        return {"text": _unicode(rng)}
-    if kind == "separators":
-        return {"text": _separators(rng)}
-    if kind == "controls":
-        return {"text": _controls(rng)}
-    if kind == "json":
-        return {"text": _json(rng)}
-    if kind == "surrogates":
-        return {"text": _surrogates(rng)}
-    if kind == "binary":
-        return {"base64": _binary(rng)}
-    if kind == "error":
-        return {"error": _error(rng)}
-    raise ValueError(f"unknown output kind {kind!r}; known: {', '.join(OUTPUT_KINDS)}")
+    if kind not in _KINDS:
+        raise ValueError(f"unknown output kind {kind!r}; known: {', '.join(OUTPUT_KINDS)}")
+    key, draw = _KINDS[kind]
+    return {key: draw(rng)}
 
 
 def record_size(tool_use_id: str, text: str, seq: int = 1) -> int:
@@ -174,14 +140,9 @@ def fill_text(spec: dict[str, Any]) -> str:
 
 
 def limit_spec(which: str, tool_use_id: str) -> dict[str, Any]:
-    """The fill spec whose output's tool_result record is just ``"under"`` or just ``"over"`` the record limit.
-
-    Under: :data:`UNDER_BY` bytes below :data:`fiskj.encode.MAX_RECORD_BYTES`
-    at a 9-digit seq (journaled whole by a correct engine).  Over:
-    :data:`OVER_BY` bytes above it at seq 1 (cut to an error result, docs/spec.md
-    section 6).  Sized from records of a few units (JSON escaping is per
-    character, so the size of a record grows by the same amount per unit).
-    Raises ``ValueError`` for another ``which``.
+    """The fill spec whose tool_result record is :data:`UNDER_BY` bytes under (at a 9-digit seq) or
+    :data:`OVER_BY` bytes over (at seq 1) :data:`fiskj.encode.MAX_RECORD_BYTES` (docs/spec.md section 6).
+    Raises ``ValueError`` for a ``which`` other than ``"under"`` and ``"over"``.
     """
     if which not in LIMIT_OUTPUTS:
         raise ValueError(f"unknown limit output {which!r}; known: {', '.join(LIMIT_OUTPUTS)}")

@@ -1,36 +1,4 @@
-"""Parsing and checking a Messages API request (``POST /v1/messages`` body), as the API does (pure).
-
-A malformed body is refused with HTTP 400 (``invalid_request_error``, the
-message starts with the offending field: ``messages.2.role: ...``):
-:class:`RequestError` names the field.
-
-The request.  ``messages`` is required (a list of ``{"role", "content"}``,
-content a string or a list of blocks).  ``system`` (a string or a list of
-blocks), ``model``, ``max_tokens``, ``tools`` and the other fields of the
-Messages API (:data:`KNOWN_FIELDS`) are accepted; so are ``role: "system"``
-messages inside ``messages`` (some clients put the system prompt there):
-they are dropped before anything else looks at the conversation, and the
-recorded ``ModelCall.messages`` hold the conversation without them.  A
-field the fake does not know (a beta's, such as Claude Code's
-``context_management`` and ``output_config``) is tolerated and named in
-:attr:`Request.unknown`, for the server's log.
-
-``thinking`` (``{"type": "enabled", "budget_tokens": N}`` with N >= 1024,
-``{"type": "adaptive"}``, ``{"type": "disabled"}``; optional ``display``
-``"summarized"`` or ``"omitted"``) turns thinking on: every reply then
-starts with a signed thinking block (:meth:`harness.workload.script.Script.reply`).
-``tool_choice`` (``{"type": "auto" | "any" | "tool" | "none"}``, ``tool``
-with a ``name``) is checked as the API checks it: forcing a tool use
-(``any``, ``tool``) with thinking on is refused, as the API refuses it.
-
-A thinking block's ``signature`` and a redacted block's ``data`` are
-opaque strings that name their turn and repeat and hold a MAC of the seed
-(and the thinking text) (:func:`harness.workload.script.opaque`): a request that sends one back
-altered, or a thinking block without its signature, is refused as the
-Messages API refuses it, HTTP 400 ``invalid_request_error`` naming the
-block, and is no model call (:func:`check_reasoning`).  Checked from the
-script alone, not from what a session gave out, so a journal laid out
-from another trial's run (power loss, tails) is accepted.
+"""Parsing and checking a Messages API request body, as the API does (pure): docs/workload.md "Request checks".
 """
 
 from __future__ import annotations
@@ -64,19 +32,15 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class Request:
-    """A parsed ``POST /v1/messages`` (or ``count_tokens``) body.
+    """A parsed ``POST /v1/messages`` (or ``count_tokens``) body (docs/workload.md "Request checks").
 
-    ``messages``: the conversation (``role: "system"`` messages dropped);
-    ``stream``: the reply streams; ``positions``: each kept message's index
-    in the body's ``messages`` (for error messages; empty: the same
-    indexes); ``thinking``: the request turns thinking on (its ``thinking``
-    object's ``type`` is ``enabled`` or ``adaptive``); ``omit_thinking``:
-    it asks for the thinking text omitted (``display: "omitted"``);
-    ``tool_choice``: one of :data:`TOOL_CHOICES` (``auto`` when absent) and
-    ``tool_name`` the tool a ``tool`` choice names; ``unknown``: the
-    top-level fields not in :data:`KNOWN_FIELDS`, sorted; ``size``: the
-    characters of the compact JSON of its ``system``, ``messages`` and
-    ``tools`` (what :attr:`input_tokens` counts).
+    ``messages``: the conversation, ``role: "system"`` messages dropped;
+    ``positions``: each kept message's index in the body (empty: the same);
+    ``thinking``: thinking on (``enabled`` or ``adaptive``); ``omit_thinking``:
+    ``display: "omitted"``; ``tool_choice``: one of :data:`TOOL_CHOICES`,
+    ``tool_name`` the tool a ``tool`` choice names; ``unknown``: top-level
+    fields not in :data:`KNOWN_FIELDS`, sorted; ``size``: characters of the
+    compact JSON of its ``system``, ``messages`` and ``tools``.
     """
 
     messages: list[dict[str, Any]]
@@ -91,27 +55,19 @@ class Request:
 
     @property
     def input_tokens(self) -> int:
-        """A plausible, deterministic token count of the request's input: one token per 4 characters of its
-        system prompt, messages and tools as compact JSON, at least 1 (``POST /v1/messages/count_tokens``)."""
+        """A deterministic token count: one per 4 characters of :attr:`size`, at least 1."""
         return max(1, -(-self.size // 4))
 
 
 def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: tuple[int, ...] = ()) -> None:
-    """Refuse reasoning blocks sent back altered, as the Messages API does: raise :class:`RequestError`.
+    """Refuse reasoning blocks sent back altered or unsigned: raise :class:`RequestError` (pure).
 
-    In each assistant message of ``messages`` (a request's conversation),
-    a ``thinking`` block must carry the ``signature`` ``script`` gave it
-    (:func:`opaque` of the seed and its text, naming a turn of the script
-    that has a thinking block, and a repeat the script makes; or a turn
-    without one, or past the script, that a request with thinking on got,
-    its text then :meth:`Script.thinking_text` or ``""`` when the request
-    asked for it omitted): a block without one is ``Field required``, an
-    altered text or signature ``Invalid `signature```.  A ``redacted_thinking`` block must carry
-    the ``data`` it was given.  The field named is
-    ``messages.I.content.J.thinking.signature`` (or
-    ``.redacted_thinking.data``), ``I`` from ``positions`` when given.
-    Leaving reasoning blocks out is allowed (the API drops earlier turns'
-    reasoning anyway).  Pure.
+    A ``thinking`` block in an assistant message of ``messages`` must carry the
+    ``signature`` ``script`` gave it (``Field required`` without one,
+    ``Invalid `signature``` when its text or signature was altered), a
+    ``redacted_thinking`` block the ``data`` it was given; the field named is
+    ``messages.I.content.J.thinking.signature``, ``I`` from ``positions``.
+    Rules: docs/workload.md "Request checks".
     """
     def issued(kind: str, value: Any, text: Any = "") -> bool:
         fields = opaque_fields(value)
@@ -147,19 +103,11 @@ def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ..
                         reasoned: Callable[[dict[str, Any]], bool | None] | None = None) -> None:
     """With thinking on, refuse a request that continues a tool loop without its thinking: raise :class:`RequestError`.
 
-    As the Messages API does: when a request with thinking on ends with
-    the results of the last assistant turn's tool calls (the loop goes on),
-    that assistant turn must start with a ``thinking`` or
-    ``redacted_thinking`` block, the one the model gave it.  An agent that
-    strips reasoning from the turn in flight (on resume, say) is refused
-    (HTTP 400) and cannot finish.  Earlier turns may go without it (the API
-    drops their reasoning anyway).  Never demanded of a reply that had none:
-    ``reasoned(assistant message)`` says whether the reply it holds started
-    with a reasoning block when it was given (``None``, or no ``reasoned``:
-    not known, e.g. a journal laid out from another trial; then it is
-    demanded, as the API demands it).  Call it only for a request with
-    thinking on (:attr:`Request.thinking`).  Pure (``reasoned`` reads what
-    the caller recorded).
+    The last assistant turn, whose tool results the request ends with, must
+    start with a ``thinking`` or ``redacted_thinking`` block, unless
+    ``reasoned(that message)`` is ``False`` (its reply had none when given;
+    ``None`` or no ``reasoned``: not known, demanded).  Call it only for a
+    request with thinking on.  Pure (``reasoned`` reads what the caller recorded).
     """
     if len(messages) < 2 or messages[-1].get("role") != "user":
         return
@@ -183,14 +131,8 @@ def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ..
 def parse_request(raw: bytes) -> Request:
     """Parse and check a request body; raise :class:`RequestError` naming the first bad field.
 
-    Checked: the body is a JSON object; ``messages`` a list of objects with
-    ``role`` ``user``, ``assistant`` or ``system`` and ``content`` a string
-    or a list of objects each with a string ``type`` (a tool_result's
-    ``tool_use_id`` a string); ``system`` (if present) a string or a list of
-    objects; ``stream`` a boolean; ``model`` a string; ``max_tokens`` an
-    integer >= 1; ``thinking`` and ``tool_choice`` as the module docstring
-    says.  Other fields are not looked at (an unknown one is named in
-    :attr:`Request.unknown`).
+    The checks are docs/workload.md "Request checks"; other fields are not
+    looked at (an unknown one is named in :attr:`Request.unknown`).
     """
     try:
         body = json.loads(raw)

@@ -1,27 +1,6 @@
-"""Server-sent events of the Messages API: a complete message as the event stream that delivers it.
+"""Server-sent events of the Messages API: a complete message as the stream that delivers it (pure).
 
-Pure: dicts in, dicts and bytes out (no IO).  :func:`message_events` turns
-a non-streaming response body into the events a streaming response
-(``"stream": true``) carries, in the Messages API's order:
-
-1. ``message_start``: the message with empty ``content``, ``stop_reason``
-   and ``stop_sequence`` null and the input ``usage`` (``output_tokens`` 1);
-2. per content block ``i``: ``content_block_start`` (the block with empty
-   text / thinking / signature, a tool_use or server_tool_use with ``input``
-   ``{}``; a ``redacted_thinking`` or ``web_search_tool_result`` block whole),
-   its deltas (``text_delta``; ``input_json_delta`` whose ``partial_json``
-   chunks, the first one empty, concatenate to the input's JSON, a lone
-   surrogate in it written as its ``\\udXXX`` escape; ``thinking_delta``
-   then one ``signature_delta``; none for a block sent whole),
-   ``content_block_stop``; one ``ping`` follows the first
-   ``content_block_start``;
-3. ``message_delta`` (``stop_reason``, ``stop_sequence`` and the final
-   ``usage``, ``output_tokens`` included), then ``message_stop``.
-
-Concatenating the deltas of each block gives back the block exactly (a
-tool input parses to the same object).  :func:`encode` frames one event
-(``event: TYPE``, ``data: JSON``, blank line); :func:`chunk` frames bytes as
-one HTTP/1.1 chunk (``transfer-encoding: chunked``).
+The event order and chunking: docs/workload.md "Streaming".
 """
 
 from __future__ import annotations
