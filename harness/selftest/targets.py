@@ -1,12 +1,7 @@
 """Which campaign must catch which bug variant of the foreign subject (subjects/node/, in its own language).
 
-One :class:`Target` per variant (``FISKJ_FOREIGN_BUG``, subjects/node/lib/bugs.mjs):
-the bundled scenario that catches it, how many trials (and with which
-campaign seed) tests/test_foreign_selftest.py runs, and the invariants
-expected to catch it.  The scenarios are the bundled ones, so the
-self-test proves that the suite CI runs catches every bug class it claims
-to.  fiskj's own mutants carry their targets in their rows
-(:data:`harness.selftest.mutants.MUTANTS`).
+One :class:`Target` per variant (``FISKJ_FOREIGN_BUG``, subjects/node/lib/bugs.mjs), run by
+tests/test_foreign_selftest.py; fiskj's own mutants carry their targets in their rows (docs/selftest.md).
 """
 
 from __future__ import annotations

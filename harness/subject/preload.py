@@ -1,17 +1,7 @@
-"""A leg's preload: the module named in ``$FISKJ_PRELOAD``, imported by name and its hook called before the agent starts.
+"""A leg's preload: the module named in ``$FISKJ_PRELOAD``, imported by name and its hook called first.
 
-The one mechanism by which a child process of the harness is changed
-before it runs: the mutant subject (``python -m harness.selftest.subject``),
-a leg forked by the fork server (:mod:`harness.subject.forkserver`) and a
-family's reader or recovery child each call :func:`load_preload` first.
-It imports the module and calls its ``preload(environ)`` with the child's
-environment: the mutants' table (:mod:`harness.selftest.mutants`) applies
-there the mutant named in ``$FISKJ_MUTANT``, explicitly, in that child
-only, never in the harness.  Importing a preload module does nothing of
-itself; its hook does the work.
-Nothing here knows which modules exist: the name comes from the leg's
-environment (:meth:`harness.subject.contract.Subject.env`, from the
-subject's ``FISKJ_PRELOAD=module`` variable).
+The one mechanism by which a child process of the harness is changed before it runs (docs/selftest.md
+"How a mutant reaches a child"); nothing here knows which modules exist.
 """
 
 from __future__ import annotations
