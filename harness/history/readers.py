@@ -1,8 +1,6 @@
-"""Reading what a leg left behind into history facts: IO-seam traces, the effects ledger, the journal's fold.
+"""Reading what a leg left behind into history facts: traces, the effects ledger, the journal's fold, a reading.
 
-Each reader takes a path the leg wrote and never raises for bad content:
-a bad line ends a trace, is named in the ledger's notes, or becomes the
-fold's error object (docs/spec.md section 15, "History").
+No reader raises for bad content (docs/history.md "Reading a leg's files").
 """
 
 from __future__ import annotations
@@ -44,11 +42,7 @@ def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
-    """Parse the effects ledger into :class:`Effect` objects, in file order.
-
-    Returns ``(effects, notes)``; a line that does not parse (none should:
-    each is one fsynced ``O_APPEND`` write) is skipped and named in notes.
-    """
+    """Parse the effects ledger into ``(effects, notes)``; a line that does not parse is named in notes."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -68,11 +62,8 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
 
 
 def read_probes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The code probes a trial's legs reached (:mod:`fiskj.probes`): ``[{"leg": int, "probe": str}]`` in file order.
-
-    The file holds one ``LEG NAME`` line per probe hit; a missing file is no
-    hit (a subject that has no probes writes none); a malformed line is skipped
-    (a probe says only that a branch ran: it never judges anything).
+    """The code probes a trial's legs reached: ``[{"leg": int, "probe": str}]`` in file order (missing
+    file: none; a malformed line is skipped).
     """
     try:
         data = Path(path).read_bytes()
@@ -95,13 +86,10 @@ def write_ledger(path: str | os.PathLike[str], effects: list[Effect]) -> None:
 
 
 def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Fold the journal at ``path`` with fiskj; returns ``(state_json, None)`` or ``(None, error_json)``.
+    """Fold the journal at ``path`` with fiskj: ``(state_json, None)`` or ``(None, error_json)``.
 
-    A journal in another format than ``fisk-ai-v2`` (``fmt``) is not folded: ``(None, None)`` when it
-    exists.
-
-    ``error_json`` is ``{"kind", "message", ...}`` (``FiskjError.to_json()``
-    for fiskj errors; kind ``RunNotFound`` when the file does not exist).
+    ``error_json`` is ``FiskjError.to_json()`` (kind ``RunNotFound`` for no
+    file); a format other than ``fisk-ai-v2`` is not folded, ``(None, None)``.
     Never raises for a bad journal.
     """
     p = Path(path)
@@ -140,19 +128,13 @@ def _dotted(obj: Any, path: str) -> tuple[bool, Any]:
 
 
 def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    """The subject's own reading of a journal, from its status command's output (docs/subject.md).
+    """The subject's own reading of a journal from its status command's output (docs/history.md).
 
-    ``raw`` is what :meth:`harness.runner.leg.LegStarter.read` returned
-    (``argv``, ``exit_code``, ``stdout``, ``stderr``, ``timed_out``);
-    ``fields`` maps ``status``, ``pending`` and ``records`` to dotted paths
-    in the JSON object the command prints (its whole output, else its last
-    line).  Returns ``raw`` (its ``stdout`` cut to its last
-    :data:`READING_KEEP` characters) plus
-    ``status`` (str or ``None``), ``pending`` (list of tool_use ids, or
-    ``None`` for no pending batch), ``records`` (int or ``None``), the
-    ``fields`` found (``given``) and ``error``: ``None``, or what made the
-    reading unusable (a non-zero exit, no JSON object, a missing or
-    ill-typed field), said in words.  Never raises.
+    ``raw``: what :meth:`harness.runner.leg.LegStarter.read` returned;
+    ``fields``: ``status``, ``pending``, ``records`` -> dotted paths.  Returns
+    ``raw`` (``stdout`` cut to :data:`READING_KEEP`) with ``status``,
+    ``pending``, ``records``, ``given`` (the fields found) and ``error``
+    (``None``, or why the reading is unusable).  Never raises.
     """
     text = str(raw.get("stdout", "")).strip()
     out: dict[str, Any] = {**raw, "stdout": text[-READING_KEEP:], "status": None, "pending": None, "records": None,

@@ -1,22 +1,8 @@
 """The fork server: legs of a fiskj-based subject forked from a pre-imported interpreter.
 
-A fresh interpreter costs about 100 ms of CPU per leg (imports), which
-bounds a campaign's speed.  For the reference subject and the mutant
-subject (:func:`harness.subject.contract.fork_server_enabled`) the harness
-uses a :class:`ForkServer` instead: a Python process that has imported
-fiskj once and forks one leg at a time (``os.fork``; the child takes the
-leg's argv, environment and stdio, re-reads the IO-seam variables with
-:func:`fiskj.ioseam.configure`, loads the leg's preload by name
-(``$FISKJ_PRELOAD``, :func:`harness.subject.preload.load_preload`), calls
-:func:`fiskj.cli.main` and exits).  The forked leg sees the same argv,
-environment, files and exit status as a fresh ``python -m fiskj`` (or
-``python -m harness.selftest.subject``) would; only the interpreter start
-is skipped, and a preload's patch never reaches the server.
-``FISKJ_HARNESS_FORKSERVER=0`` turns the fork server off
-(docs/subject.md "The reference subject's fork server").
-
-Run as ``python -m harness.subject.forkserver --fork-server`` (by
-:meth:`ForkServer.start` only).
+What a forked leg gets, and when legs are forked: docs/subject.md "The reference subject's fork server",
+:func:`harness.subject.contract.fork_server_enabled`.  Run as ``python -m harness.subject.forkserver
+--fork-server`` (by :meth:`ForkServer.start` only).
 """
 
 from __future__ import annotations
@@ -38,11 +24,8 @@ __all__ = ["ForkServer", "ForkedProcess"]
 
 
 class ForkedProcess:
-    """A leg forked by a :class:`ForkServer`: the parts of :class:`subprocess.Popen` the nemesis uses.
-
-    ``pid``; ``returncode`` (``None`` while running, ``-N`` when killed by
-    signal N); :meth:`wait_for_exit` (timeout in seconds, no polling: it
-    blocks on the server's pipe); :meth:`wait`; :meth:`poll`.
+    """A leg forked by a :class:`ForkServer`: the parts of :class:`subprocess.Popen` the nemesis uses
+    (``pid``, ``returncode``: ``-N`` when killed by signal N).
     """
 
     def __init__(self, server: "ForkServer", pid: int) -> None:
@@ -77,13 +60,11 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """A pre-imported interpreter that forks reference-agent legs, one at a time.
+    """A pre-imported interpreter that forks legs, one at a time; not thread-safe (one per worker thread).
 
-    Not thread-safe: give each worker thread its own.  :meth:`spawn` starts
-    a leg and returns a :class:`ForkedProcess`; the next :meth:`spawn` must
-    wait until that leg has exited.  :meth:`close` ends the server (it also
-    ends by itself when the harness dies: its stdin reaches EOF).
-    Raises ``OSError`` / ``RuntimeError`` when the server dies.
+    The next :meth:`spawn` must wait until the last leg exited.  The server
+    ends at :meth:`close`, or by itself when its stdin reaches EOF (the harness
+    died).  Raises ``OSError`` / ``RuntimeError`` when the server dies.
     """
 
     def __init__(self, python: str | None = None) -> None:
@@ -129,13 +110,12 @@ class ForkServer:
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], *, stdin: str | None, stdout: str,
               stderr: str, main: str | None = None) -> ForkedProcess:
-        """Fork a leg running ``fiskj`` with ``argv`` (the words after the subject prefix).
+        """Fork a leg running ``fiskj`` with ``argv`` (the words after the subject prefix) in a new session.
 
-        ``env`` is its whole environment; ``stdin`` a file path or ``None``
-        (``/dev/null``); ``stdout``/``stderr`` file paths (truncated).  The
-        leg runs in a new session (its pid is its process group).  ``main``:
-        a module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`
-        (the journal-state engine's reader child), after the preload.
+        ``env``: its whole environment; ``stdin``: a file path or ``None``
+        (``/dev/null``); ``stdout``/``stderr``: file paths (truncated); ``main``: a
+        module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`, after
+        the preload (the journal-state engine's reader child).
         """
         self.start()
         assert self._proc is not None and self._proc.stdin is not None
@@ -214,10 +194,9 @@ def _fork_server_main() -> int:
 
 
 def _sigterm_until_fiskj() -> Any:
-    """SIGTERM's disposition in a forked leg until fiskj installs its suspend handler: the default (SIGTERM
-    kills, as in a fresh interpreter before fiskj's handler), or, when coverage.py measures this leg with
-    ``sigterm = true`` (``make coverage``, pyproject.toml ``[tool.coverage.run]``), a handler that saves the
-    leg's coverage data and then dies of SIGTERM all the same (tests/test_coverage.py)."""
+    """SIGTERM's disposition in a forked leg until fiskj installs its handler: the default, or while
+    coverage.py measures the leg with ``sigterm = true``, a handler that saves its data first and dies all the same.
+    """
     coverage = sys.modules.get("coverage")
     cov = coverage.Coverage.current() if coverage is not None else None
     if cov is None or not cov.get_option("run:sigterm"):
