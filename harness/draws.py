@@ -1,10 +1,6 @@
 """Seeded draws from :mod:`hypothesis` strategies: the same values for a seed on every machine (pure).
 
-Fault schedules (:mod:`harness.families.signals.schedules`) and generated
-workloads (:mod:`harness.scenario.generate`) are drawn with
-:func:`seeded_draws`; the campaign shrinks a failing schedule under
-:func:`hypothesis_settings` with ``shrink=True``.  No example database
-(``database=None``): nothing is read or written on disk.
+No example database (``database=None``): nothing is read or written on disk.
 """
 
 from __future__ import annotations
@@ -28,10 +24,8 @@ def hypothesis_settings(max_examples: int, shrink: bool) -> Any:
 def seeded_draws(strategy: Any, count: int, seed: int) -> list[Any]:
     """Draw ``count`` values from ``strategy``, deterministically for ``seed`` (``[]`` for ``count <= 0``).
 
-    Uses ``hypothesis.find`` with a predicate that only collects (generate
-    phase only, no database).  When the strategy has fewer distinct values
-    than ``count``, the draws repeat cyclically; when it yields none, each
-    draw is ``[]`` (an empty schedule).
+    A strategy with fewer distinct values than ``count`` repeats them
+    cyclically; one that yields none gives ``[]`` (an empty schedule) each.
     """
     from hypothesis import find
     from hypothesis.errors import NoSuchExample

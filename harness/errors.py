@@ -54,11 +54,8 @@ class SubjectDidNotStart(SetupError):
 
 
 class BrokenReference(SetupError):
-    """The subject ran a scenario's uninterrupted reference run and it ended wrong (no terminal record, a
-    torn last line, an error): not a setup error to report as such, but a run to judge as a trial (the
-    campaign judges ``history`` with the checkers; I6 says how it should have ended).
-
-    Attributes: ``history`` (:class:`harness.history.model.History` of the uninterrupted run), ``path``.
+    """The subject's uninterrupted reference run ended wrong: a run to judge as a trial (I6 says how it
+    should have ended), not a setup error to report.  ``history``: its :class:`harness.history.model.History`.
     """
 
     def __init__(self, message: str, *, history: object, path: str | None = None) -> None:

@@ -1,17 +1,11 @@
-"""Names and constants shared across the harness's roles: one definition each.
-
-Every role imports these from here; none defines its own copy.  Invariant
-ids are docs/spec.md section 15's; the subject's exit statuses are the
-subject contract's (docs/subject.md "Exit status"), the harness CLI's are
-``fiskj-harness``'s own; the fault counts are a report's ``faults``
-(docs/scenarios.md).  This module imports nothing.
+"""Names and constants shared across the harness's roles: one definition each.  This module imports nothing.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
-    "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
+    "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED",
     "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
     "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
     "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANT_PRELOAD",
@@ -49,8 +43,6 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 #: The run suspended (SIGINT/SIGTERM honoured at a boundary, or the end of chat input).
 EXIT_SUSPENDED = 3
-#: Every exit status of the subject contract.
-SUBJECT_EXITS = (EXIT_COMPLETED, EXIT_ERROR, EXIT_USAGE, EXIT_SUSPENDED)
 
 #: ``fiskj-harness`` (and a family executor's command line): every checked invariant held
 #: (``mutants``: every mutant caught).

@@ -59,14 +59,9 @@ def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return the stream events (dicts, each with ``type``) that deliver ``message``.
-
-    ``message`` is a complete Messages API response body (``id``,
-    ``model``, ``content``, ``stop_reason``, ``stop_sequence``, ``usage``
-    with ``input_tokens`` and ``output_tokens``, cache counts optional).
-    Raises ``ValueError`` for a content block of another type than text,
-    tool_use, server_tool_use, thinking, redacted_thinking and
-    web_search_tool_result, ``KeyError`` for a missing field.
+    """Return the stream events (dicts, each with ``type``) that deliver ``message``, a complete Messages
+    API response body.  Raises ``ValueError`` for a content block that does not stream, ``KeyError`` for a
+    missing field.
     """
     usage = dict(message["usage"])
     start_usage = {**usage, "output_tokens": 1}
@@ -92,10 +87,7 @@ def encode(event: dict[str, Any]) -> bytes:
 
 
 def chunk(data: bytes) -> bytes:
-    """``data`` framed as one HTTP/1.1 chunk (hex length, CRLF, data, CRLF); empty data gives ``b""``.
-
-    (An empty chunk would end the body; :data:`LAST_CHUNK` does that.)
-    """
+    """``data`` framed as one HTTP/1.1 chunk; empty data gives ``b""`` (:data:`LAST_CHUNK` ends a body)."""
     if not data:
         return b""
     return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n"

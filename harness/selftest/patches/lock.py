@@ -1,8 +1,4 @@
-"""Patches of the run lock: its kind, its descriptor, and when it is taken and released (docs/spec.md section 10).
-
-Two patches replace the ``flock`` call of the IO seam (:func:`_replace_flock`),
-so that traces still show the lock as ``flock``; the others replace the
-store's and the journal's use of :mod:`fiskj.lock`.
+"""Patches of the run lock: its kind, its descriptor, when it is taken and released (docs/spec.md section 10).
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Patches of the torn-tail repair on open and of readers of a torn tail (docs/spec.md sections 7, 9 and 10).
-
-The three repair patches change what ``fiskj.store.fold_open_file``
-reports to ``FileStore.open`` (its torn tail, its good size): open cuts
-the journal back to that good size before the first append.
+"""Patches of the torn-tail repair on open and of readers of a torn tail (docs/spec.md sections 7, 9, 10).
 """
 
 from __future__ import annotations
