@@ -1,15 +1,11 @@
-"""Names and constants shared across the harness's roles: one definition each.  This module imports nothing.
-"""
+"""Names and constants shared across the harness's roles: one definition each.  This module imports nothing."""
 
 from __future__ import annotations
 
-__all__ = [
-    "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
-    "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED",
-    "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
-    "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
-    "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANT_PRELOAD",
-]
+__all__ = ["INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
+           "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "HARNESS_VALID", "HARNESS_VIOLATION",
+           "HARNESS_USAGE", "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
+           "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANT_PRELOAD"]
 
 # --- invariants ----------------------------------------------------------------------------------
 
@@ -20,9 +16,7 @@ INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10")
 
 #: The fisk-ai v2 wire format (docs/spec.md): every invariant can be judged on it.
 FISK_AI_V2 = "fisk-ai-v2"
-#: Any other JSON-lines journal (docs/subject.md "Journal formats"): each complete line is one JSON
-#: value; judged at line level (I4, I5), through what the harness sees from outside (I1-I3, I6-I9),
-#: never through a fold (I10, and the fold-level parts of I1 and I5, are not judged).
+#: Any other JSON-lines journal, one JSON value per line, judged without a fold (docs/subject.md "Journal formats").
 JSONL = "jsonl"
 #: Journal formats a subject profile may name, the first the default.
 JOURNAL_FORMATS = (FISK_AI_V2, JSONL)

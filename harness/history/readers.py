@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,18 @@ KEEP_OUTPUT = 4000
 READING_KEEP = 400
 
 
+def _read(path: str | os.PathLike[str]) -> bytes:
+    """The file's bytes; ``b""`` when it does not exist."""
+    try:
+        return Path(path).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return b""
+
+
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Parse an IO-seam trace (JSON lines, docs/ioseam.md); a torn or bad line ends it.  Missing file: ``[]``."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return []
     events = []
-    for line in data.split(b"\n"):
+    for line in _read(path).split(b"\n"):
         if not line:
             continue
         try:
@@ -43,12 +48,8 @@ def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
     """Parse the effects ledger into ``(effects, notes)``; a line that does not parse is named in notes."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return [], []
     effects, notes = [], []
-    for number, line in enumerate(data.split(b"\n"), start=1):
+    for number, line in enumerate(_read(path).split(b"\n"), start=1):
         if not line:
             continue
         try:
@@ -65,12 +66,8 @@ def read_probes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The code probes a trial's legs reached: ``[{"leg": int, "probe": str}]`` in file order (missing
     file: none; a malformed line is skipped).
     """
-    try:
-        data = Path(path).read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return []
     hits = []
-    for line in data.decode("utf-8", "replace").splitlines():
+    for line in _read(path).decode("utf-8", "replace").splitlines():
         leg, _, name = line.partition(" ")
         if name and leg.lstrip("-").isdigit():
             hits.append({"leg": int(leg), "probe": name})
@@ -81,8 +78,7 @@ def write_ledger(path: str | os.PathLike[str], effects: list[Effect]) -> None:
     """Write ``effects`` as a ledger file (one JSON line each), the form :func:`read_ledger` reads."""
     with open(path, "w", encoding="utf-8") as f:
         for e in effects:
-            f.write(json.dumps({"tool_use_id": e.tool_use_id, "attempt": e.attempt, "pid": e.pid, "t": e.t,
-                                "leg": e.leg, "tool": e.tool}) + "\n")
+            f.write(json.dumps(asdict(e)) + "\n")
 
 
 def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -107,11 +103,7 @@ def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[d
 
 def tail_text(path: Path, keep: int = KEEP_OUTPUT) -> str:
     """The last ``keep`` characters of a leg's output file (``...`` marks a cut); missing file: ``""``."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    text = data.decode("utf-8", "replace")
+    text = _read(path).decode("utf-8", "replace")
     return text if len(text) <= keep else "..." + text[-keep:]
 
 

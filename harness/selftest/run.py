@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from itertools import accumulate
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -89,12 +90,8 @@ def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | Non
     if violating:
         out.caught = True
         out.invariants = sorted({inv for t in violating for inv in t.failed}, key=lambda i: (not i.startswith("I"), i))
-        cumulative, until_first = 0.0, None
-        for t in sorted(result.trials, key=lambda t: t.index):
-            cumulative += t.elapsed_s
-            if t.failed:
-                until_first = cumulative
-                break
+        ordered = sorted(result.trials, key=lambda t: t.index)
+        until_first = next((s for t, s in zip(ordered, accumulate(t.elapsed_s for t in ordered)) if t.failed), None)
         # The progress callback sees a family executor's trials only when it returns: take the earlier of the two.
         detection = min([x for x in (first[0] if first else None, until_first) if x is not None], default=None)
         out.first_detection_s = round((t0 - started) + (detection or 0.0), 3)

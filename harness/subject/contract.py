@@ -246,18 +246,13 @@ class Subject:
 
 def _last_terminal(journal: bytes | None) -> str | None:
     """The ``reason`` of the journal's last complete line when it is a terminal record, else ``None``."""
-    if not journal:
+    complete = [line for line in (journal or b"").split(b"\n")[:-1] if line.strip()]
+    try:
+        record = json.loads(complete[-1]) if complete else None
+    except ValueError:
         return None
-    lines = journal.split(b"\n")
-    for line in reversed(lines[:-1] if not journal.endswith(b"\n") else lines):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                return None
-            terminal = record.get("terminal") if isinstance(record, dict) else None
-            return terminal.get("reason") if isinstance(terminal, dict) else None
-    return None
+    terminal = record.get("terminal") if isinstance(record, dict) else None
+    return terminal.get("reason") if isinstance(terminal, dict) else None
 
 
 def default_subject() -> Subject:

@@ -29,16 +29,12 @@ def ledger_tool_path() -> str:
     return str(Path(__file__).resolve().parent / "ledger_tool.py")
 
 
-def _interpreter() -> str:
-    # The real binary, not a wrapper script (a pyenv shim costs ~60 ms per start).
-    return os.path.realpath(sys.executable)
-
-
 def ledger_tool(interpreter: str | None = None) -> ToolChoice:
     """The ledger tool the agents run, and why: the compiled tool when it can be built, else
     ``python -I -S ledger_tool.py``; ``$FISKJ_LEDGER_TOOL=c|python`` forces one
     (:func:`harness.workload.ledger_build.ledger_tool_choice`, whose errors it raises)."""
-    return ledger_tool_choice(interpreter or _interpreter())
+    # The real binary by default, not a wrapper script (a pyenv shim costs ~60 ms per start).
+    return ledger_tool_choice(interpreter or os.path.realpath(sys.executable))
 
 
 def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> list[dict[str, Any]]:

@@ -16,8 +16,7 @@ from harness.scenario.model import LIMIT_OUTPUTS, OUTPUT_KINDS
 __all__ = ["output_spec", "limit_spec", "fill_text", "thinking_text", "record_size", "FILL_UNIT", "UNDER_BY",
            "OVER_BY", "SEPARATORS", "UNICODE_PIECES", "BAD_UTF8"]
 
-#: The characters other than ``\\n`` that ``str.splitlines`` ends a line at; U+2028, U+2029 and U+0085 are
-#: in every ``separators`` output, the rest are drawn.
+#: The characters other than ``\\n`` that ``str.splitlines`` ends a line at (the first three in every output).
 SEPARATORS = ("\u2028", "\u2029", "\u0085", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
 
 #: Non-ASCII text: scripts, astral characters, a combining mark, joiners, a byte-order mark inside.
@@ -29,11 +28,8 @@ UNICODE_PIECES = ("Grüße, Jürgen", "naïve café", "Ελληνικά", "Ру�
 BAD_UTF8 = (b"ff:\xff", b"fe:\xfe", b"overlong-nul:\xc0\x80", b"surrogate:\xed\xa0\x80", b"lone-cont:\x80",
             b"beyond:\xf4\x90\x80\x80", b"cut:\xe2\x82")
 
-#: The unit of a fill at the record limit: a 2-byte character and characters JSON escapes (NUL and
-#: ``<&>`` as 6 bytes, tab, quote and backslash as 2), so the record is larger than the raw output (an
-#: engine that measures the output, not the record, is fooled: the ``over`` output is 11.5 MiB) and a cut
-#: can land inside a character.  Every character is below U+0100, so the 11.5 MiB output is a one-byte-per-
-#: character ``str`` in a Python agent (an astral character would make it four), keeping a trial fast.
+#: The unit of a fill at the record limit (docs/workload.md "Payloads"): the record is larger than the output,
+#: and a cut can land inside a character.
 FILL_UNIT = "Fill é\x00<&>\t\"\\ " + "x" * 40
 
 #: How far under the limit the ``under`` record is (bytes, at a seq of 9 digits: fewer digits, further under).

@@ -138,51 +138,49 @@ def parse_request(raw: bytes) -> Request:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError("body", f"not valid JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise RequestError("body", "not a JSON object")
-    if "messages" not in body:
-        raise RequestError("messages", "field required")
+    _require(isinstance(body, dict), "body", "not a JSON object")
+    _require("messages" in body, "messages", "field required")
     messages = body["messages"]
-    if not isinstance(messages, list):
-        raise RequestError("messages", "must be a list of messages")
+    _require(isinstance(messages, list), "messages", "must be a list of messages")
     conversation, positions = [], []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise RequestError(f"messages.{i}", "must be an object")
-        if m.get("role") not in ("user", "assistant", "system"):
-            raise RequestError(f"messages.{i}.role", f"must be 'user' or 'assistant', got {m.get('role')!r}")
-        content = m.get("content")
-        if isinstance(content, list):
-            for j, b in enumerate(content):
-                if not isinstance(b, dict) or not isinstance(b.get("type"), str):
-                    raise RequestError(f"messages.{i}.content.{j}", "must be an object with a string 'type'")
-                if b["type"] == "tool_result" and not isinstance(b.get("tool_use_id"), str):
-                    raise RequestError(f"messages.{i}.content.{j}.tool_use_id", "must be a string")
-        elif not isinstance(content, str):
-            raise RequestError(f"messages.{i}.content", "must be a string or a list of content blocks")
-        if m["role"] != "system":
+        _require(isinstance(m, dict), f"messages.{i}", "must be an object")
+        role, content = m.get("role"), m.get("content")
+        _require(role in ("user", "assistant", "system"), f"messages.{i}.role",
+                 f"must be 'user' or 'assistant', got {role!r}")
+        _require(isinstance(content, (str, list)), f"messages.{i}.content",
+                 "must be a string or a list of content blocks")
+        for j, b in enumerate(content if isinstance(content, list) else ()):
+            _require(isinstance(b, dict) and isinstance(b.get("type"), str), f"messages.{i}.content.{j}",
+                     "must be an object with a string 'type'")
+            _require(b["type"] != "tool_result" or isinstance(b.get("tool_use_id"), str),
+                     f"messages.{i}.content.{j}.tool_use_id", "must be a string")
+        if role != "system":
             conversation.append(m)
             positions.append(i)
     system = body.get("system")
-    if system is not None and not (isinstance(system, str)
-                                   or (isinstance(system, list) and all(isinstance(b, dict) for b in system))):
-        raise RequestError("system", "must be a string or a list of text blocks")
+    _require(system is None or isinstance(system, str)
+             or (isinstance(system, list) and all(isinstance(b, dict) for b in system)),
+             "system", "must be a string or a list of text blocks")
     stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise RequestError("stream", "must be a boolean")
-    if "model" in body and not isinstance(body["model"], str):
-        raise RequestError("model", "must be a string")
+    _require(isinstance(stream, bool), "stream", "must be a boolean")
+    _require(isinstance(body.get("model", ""), str), "model", "must be a string")
     tokens = body.get("max_tokens", 1)
-    if type(tokens) is not int or tokens < 1:
-        raise RequestError("max_tokens", "must be an integer >= 1")
+    _require(type(tokens) is int and tokens >= 1, "max_tokens", "must be an integer >= 1")
     on, omit = _thinking(body.get("thinking"))
     choice, name = _tool_choice(body.get("tool_choice"))
-    if on and choice in ("any", "tool"):
-        raise RequestError("tool_choice", "Thinking may not be enabled when tool_choice forces tool use.")
+    _require(not (on and choice in ("any", "tool")), "tool_choice",
+             "Thinking may not be enabled when tool_choice forces tool use.")
     size = len(json.dumps([system, messages, body.get("tools")], separators=(",", ":"), ensure_ascii=False))
     return Request(messages=conversation, stream=stream, positions=tuple(positions), thinking=on,
                    omit_thinking=omit, tool_choice=choice, tool_name=name,
                    unknown=tuple(sorted(k for k in body if k not in KNOWN_FIELDS)), size=size)
+
+
+def _require(ok: bool, field: str, message: str) -> None:
+    # The check of one field: RequestError naming it unless ``ok``.
+    if not ok:
+        raise RequestError(field, message)
 
 
 def _thinking(value: Any) -> tuple[bool, bool]:
@@ -190,15 +188,14 @@ def _thinking(value: Any) -> tuple[bool, bool]:
     if value is None:
         return False, False
     kind = value.get("type") if isinstance(value, dict) else None
-    if kind not in ("enabled", "adaptive", "disabled"):
-        raise RequestError("thinking.type", f"must be 'enabled', 'adaptive' or 'disabled', got {kind!r}")
-    if kind == "enabled":
-        budget = value.get("budget_tokens")
-        if type(budget) is not int or budget < 1024:
-            raise RequestError("thinking.budget_tokens", "must be an integer >= 1024")
+    _require(kind in ("enabled", "adaptive", "disabled"), "thinking.type",
+             f"must be 'enabled', 'adaptive' or 'disabled', got {kind!r}")
+    budget = value.get("budget_tokens")
+    _require(kind != "enabled" or (type(budget) is int and budget >= 1024), "thinking.budget_tokens",
+             "must be an integer >= 1024")
     display = value.get("display", "summarized")
-    if display not in ("summarized", "omitted"):
-        raise RequestError("thinking.display", f"must be 'summarized' or 'omitted', got {display!r}")
+    _require(display in ("summarized", "omitted"), "thinking.display",
+             f"must be 'summarized' or 'omitted', got {display!r}")
     return kind != "disabled", kind != "disabled" and display == "omitted"
 
 
@@ -207,11 +204,10 @@ def _tool_choice(value: Any) -> tuple[str, str]:
     if value is None:
         return "auto", ""
     kind = value.get("type") if isinstance(value, dict) else None
-    if kind not in TOOL_CHOICES:
-        raise RequestError("tool_choice.type", f"must be one of {', '.join(TOOL_CHOICES)}, got {kind!r}")
+    _require(kind in TOOL_CHOICES, "tool_choice.type", f"must be one of {', '.join(TOOL_CHOICES)}, got {kind!r}")
     name = value.get("name", "")
-    if kind == "tool" and not (isinstance(name, str) and name):
-        raise RequestError("tool_choice.name", "Field required (a tool_choice of type 'tool' names the tool)")
-    if "disable_parallel_tool_use" in value and not isinstance(value["disable_parallel_tool_use"], bool):
-        raise RequestError("tool_choice.disable_parallel_tool_use", "must be a boolean")
+    _require(kind != "tool" or (isinstance(name, str) and bool(name)), "tool_choice.name",
+             "Field required (a tool_choice of type 'tool' names the tool)")
+    _require(isinstance(value.get("disable_parallel_tool_use", False), bool),
+             "tool_choice.disable_parallel_tool_use", "must be a boolean")
     return kind, name if kind == "tool" else ""

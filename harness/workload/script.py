@@ -129,14 +129,8 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _asks(message: dict[str, Any]) -> bool:
     # A user message that asks something: non-blank text or any block other than a tool_result.
-    for b in _blocks(message):
-        kind = b.get("type")
-        if kind == "text":
-            if str(b.get("text") or "").strip():
-                return True
-        elif kind != "tool_result":
-            return True
-    return False
+    return any(str(b.get("text") or "").strip() if b.get("type") == "text" else b.get("type") != "tool_result"
+               for b in _blocks(message))
 
 
 @dataclass(frozen=True)
