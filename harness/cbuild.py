@@ -19,8 +19,7 @@ __all__ = ["CBuildError", "CProgram", "cache_dir", "compile_to", "cached_build"]
 
 class CBuildError(RuntimeError):
     """A C helper of the harness could not be built: gcc is missing or the compile failed.  The base of each
-    package's own build error; ``cmd`` is the command run (a list), ``stderr`` what it printed (may be empty).
-    """
+    package's own build error; ``cmd`` is the command run (a list), ``stderr`` what it printed (may be empty)."""
 
     def __init__(self, message: str, cmd: list[str], stderr: str = "") -> None:
         super().__init__(f"{message}: {' '.join(cmd)}" + (f"\n{stderr.rstrip()}" if stderr else ""))
@@ -32,8 +31,7 @@ class CBuildError(RuntimeError):
 class CProgram:
     """A C program the harness builds: ``what`` names it in messages, ``cflags`` are gcc's flags,
     ``missing_hint`` ends the missing-gcc message, ``compiler_missing``/``compile_failed`` are the errors
-    raised; ``lock`` serialises its builds within the process.
-    """
+    raised; ``lock`` serialises its builds within the process."""
 
     what: str
     cflags: tuple[str, ...]

@@ -55,8 +55,7 @@ class SubjectDidNotStart(SetupError):
 
 class BrokenReference(SetupError):
     """The subject's uninterrupted reference run ended wrong: a run to judge as a trial (I6 says how it
-    should have ended), not a setup error to report.  ``history``: its :class:`harness.history.model.History`.
-    """
+    should have ended), not a setup error to report.  ``history``: its :class:`harness.history.model.History`."""
 
     def __init__(self, message: str, *, history: object, path: str | None = None) -> None:
         super().__init__(message, path=path)

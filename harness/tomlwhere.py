@@ -51,8 +51,7 @@ _ASSIGN_RE = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(
 
 def key_at(text: str, line: int) -> str | None:
     """The dotted key written on 1-based ``line`` of TOML ``text`` (``"faults.family"``), its table the last
-    header above it; ``None`` when the line holds no ``key =``.
-    """
+    header above it; ``None`` when the line holds no ``key =``."""
     lines = text.splitlines()
     if not 1 <= line <= len(lines):
         return None

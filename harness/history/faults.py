@@ -1,5 +1,4 @@
-"""Fault counts: how many faults of each kind a trial's history shows injected (families and report alike).
-"""
+"""Fault counts: how many faults of each kind a trial's history shows injected (families and report alike)."""
 
 from __future__ import annotations
 

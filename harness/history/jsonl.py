@@ -1,5 +1,4 @@
-"""A ``jsonl`` journal's lines (docs/subject.md "Journal formats"): one JSON value per line, known by offset.  Pure.
-"""
+"""A ``jsonl`` journal's lines (docs/subject.md "Journal formats"): one JSON value per line, known by offset.  Pure."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ __all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "ReaderCheck", "C
 @dataclass
 class ModelCall:
     """One ``POST /v1/messages`` the fake server answered (docs/history.md): ``key`` the conversation
-    state, ``turn`` the scripted turn, ``messages`` as sent, ``leg`` (-1: unknown), ``reply`` blocks, ``stop``.
-    """
+    state, ``turn`` the scripted turn, ``messages`` as sent, ``leg`` (-1: unknown), ``reply`` blocks, ``stop``."""
 
     index: int
     t: int
@@ -47,8 +46,7 @@ class Effect:
 @dataclass
 class Fault:
     """The fault a nemesis applied to one leg: ``kind``, ``signal``, ``at``, ``detail``, ``injected``
-    (docs/history.md).
-    """
+    (docs/history.md)."""
 
     kind: str = "none"
     signal: str | None = None
@@ -99,8 +97,7 @@ class Leg:
 @dataclass
 class Reference:
     """The uninterrupted run: its fold (``{}`` when not folded), counts, and what an outside observer saw it
-    end with (``call_keys``, ``last_reply``, ``effect_ids``, ``exit_code``, ``printed_answer``); docs/history.md.
-    """
+    end with (``call_keys``, ``last_reply``, ``effect_ids``, ``exit_code``, ``printed_answer``); docs/history.md."""
 
     state: dict[str, Any]
     model_calls: int
@@ -115,8 +112,7 @@ class Reference:
 @dataclass
 class ReaderCheck:
     """One mutated journal read by the subject's reader: ``mutation`` id, ``kind``, ``size`` (bytes),
-    ``expected`` (its label: ``clean``, ``torn`` or ``corrupt``) and ``answer`` (docs/spec.md section 7).
-    """
+    ``expected`` (its label: ``clean``, ``torn`` or ``corrupt``) and ``answer`` (docs/spec.md section 7)."""
 
     mutation: str
     kind: str
@@ -143,8 +139,7 @@ class CrashAck:
 @dataclass
 class CrashStateFacts:
     """The crash state a power loss left (docs/persistence-model.md): ``id``, ``prefix_n`` (trace events
-    applied), ``files``, ``dirs``, ``inodes``, ``acks`` (acknowledged writes), ``lost_entries``, ``persisted``.
-    """
+    applied), ``files``, ``dirs``, ``inodes``, ``acks`` (acknowledged writes), ``lost_entries``, ``persisted``."""
 
     id: str
     prefix_n: int
@@ -201,10 +196,7 @@ class History:
 def observed_result(history: History) -> dict[str, Any]:
     """What an outside observer saw ``history``'s run end with: :class:`Reference`'s ``call_keys``,
     ``last_reply``, ``effect_ids`` and ``exit_code`` (of the last leg; ``None`` with no leg)."""
-    keys: list[str] = []
-    for call in sorted(history.model_calls, key=lambda c: c.index):
-        if call.key not in keys:
-            keys.append(call.key)
+    keys = list(dict.fromkeys(call.key for call in sorted(history.model_calls, key=lambda c: c.index)))
     last = max(history.model_calls, key=lambda c: c.index) if history.model_calls else None
     legs = sorted(history.legs, key=lambda leg: leg.index)
     return {"call_keys": keys, "last_reply": list(last.reply) if last else [],

@@ -64,8 +64,7 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
 
 def read_probes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The code probes a trial's legs reached: ``[{"leg": int, "probe": str}]`` in file order (missing
-    file: none; a malformed line is skipped).
-    """
+    file: none; a malformed line is skipped)."""
     hits = []
     for line in _read(path).decode("utf-8", "replace").splitlines():
         leg, _, name = line.partition(" ")

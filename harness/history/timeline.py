@@ -1,5 +1,4 @@
-"""A leg's own time line: when the subject was ready and did its last work (pure; docs/history.md).
-"""
+"""A leg's own time line: when the subject was ready and did its last work (pure; docs/history.md)."""
 
 from __future__ import annotations
 

@@ -264,8 +264,7 @@ def with_preload(subject: Subject, environ: Mapping[str, str] | None = None) -> 
 
 def preload(environ: Mapping[str, str]) -> None:
     """The preload hook (:func:`harness.subject.preload.load_preload` calls it in a child): apply the mutant
-    ``environ`` names in ``$FISKJ_MUTANT``, in THIS process.  Raises ``KeyError`` for none or an unknown one.
-    """
+    ``environ`` names in ``$FISKJ_MUTANT``, in THIS process.  Raises ``KeyError`` for none or an unknown one."""
     name = (environ.get(MUTANT_ENV) or "").strip()
     if not name:
         raise KeyError(f"{PRELOAD_ENV}={MUTANT_PRELOAD} names no mutant: set {MUTANT_ENV}=NAME")

@@ -1,5 +1,4 @@
-"""The mutant self-test, ``fiskj-harness mutants``: every mutant must be caught (docs/selftest.md "The run").
-"""
+"""The mutant self-test, ``fiskj-harness mutants``: every mutant must be caught (docs/selftest.md "The run")."""
 
 from __future__ import annotations
 
@@ -106,8 +105,7 @@ def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | Non
 def run_selftest(names: list[str] | None = None, *, budget_s: float = 600.0, jobs: int | None = None,
                  on_result: Callable[[MutantResult], None] | None = None) -> list[MutantResult]:
     """Run :func:`run_mutant` for ``names`` (default: every mutant but those of family :data:`UNIT`), each
-    given an equal share of what is left of ``budget_s``; ``on_result`` is called after each.
-    """
+    given an equal share of what is left of ``budget_s``; ``on_result`` is called after each."""
     names = list(names) if names else [m.name for m in mutants() if m.family != UNIT]
     started = time.monotonic()
     results = []

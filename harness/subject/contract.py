@@ -40,8 +40,7 @@ def probes_path(ledger: str | os.PathLike[str]) -> str:
 class RunConfig:
     """The configuration of one run, the same for every leg (it is the fingerprint): ``tools_file`` a path to
     fiskj's ``--tools`` JSON; ``chat`` only a flag (the follow-ups go to stdin); ``system_file`` and
-    ``thinking`` passed only when set (a drifted resume).
-    """
+    ``thinking`` passed only when set (a drifted resume)."""
 
     run_id: str
     model: str
@@ -140,8 +139,7 @@ class Subject:
 
     def command_line(self) -> str:
         """The subject as one shell-quoted ``--subject`` value (for reproducers): ``extra_env`` as ``NAME=value``
-        words, then the profile file or the command.
-        """
+        words, then the profile file or the command."""
         if self.profile:
             return shlex.join([f"{k}={v}" for k, v in self.extra_env] + [self.profile])
         return shlex.join([f"{k}={v}" for k, v in self.extra_env] + list(self.argv))

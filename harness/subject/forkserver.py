@@ -25,8 +25,7 @@ __all__ = ["ForkServer", "ForkedProcess"]
 
 class ForkedProcess:
     """A leg forked by a :class:`ForkServer`: the parts of :class:`subprocess.Popen` the nemesis uses
-    (``pid``, ``returncode``: ``-N`` when killed by signal N).
-    """
+    (``pid``, ``returncode``: ``-N`` when killed by signal N)."""
 
     def __init__(self, server: "ForkServer", pid: int) -> None:
         self._server = server
@@ -39,11 +38,7 @@ class ForkedProcess:
             msg = self._server._read(timeout)
             if msg is None:
                 return False
-            status = int(msg["status"])
-            if os.WIFSIGNALED(status):
-                self.returncode = -os.WTERMSIG(status)
-            else:
-                self.returncode = os.WEXITSTATUS(status)
+            self.returncode = os.waitstatus_to_exitcode(int(msg["status"]))
         return True
 
     def wait(self, timeout: float | None = None) -> int:
@@ -172,14 +167,7 @@ def _fork_server_main() -> int:
         os.write(out, json.dumps(obj).encode() + b"\n")
 
     send({"ready": True, "pid": os.getpid()})
-    buf = b""
-    while True:
-        while b"\n" not in buf:
-            chunk = os.read(0, 65536)
-            if not chunk:
-                return 0
-            buf += chunk
-        line, _, buf = buf.partition(b"\n")
+    for line in sys.stdin.buffer:  # one request a line, until the harness closes the pipe
         req = json.loads(line)
         # A suspend may be sent the moment the pid is known: keep SIGINT/SIGTERM
         # pending in the child until its stdio and environment are the leg's.
@@ -191,12 +179,12 @@ def _fork_server_main() -> int:
         send({"pid": pid})
         _, status = os.waitpid(pid, 0)
         send({"pid": pid, "status": status})
+    return 0
 
 
 def _sigterm_until_fiskj() -> Any:
     """SIGTERM's disposition in a forked leg until fiskj installs its handler: the default, or while
-    coverage.py measures the leg with ``sigterm = true``, a handler that saves its data first and dies all the same.
-    """
+    coverage.py measures the leg with ``sigterm = true``, a handler that saves its data first and dies all the same."""
     coverage = sys.modules.get("coverage")
     cov = coverage.Coverage.current() if coverage is not None else None
     if cov is None or not cov.get_option("run:sigterm"):

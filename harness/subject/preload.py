@@ -23,8 +23,7 @@ def preload_name(environ: Mapping[str, str] | None = None) -> str | None:
 def load_preload(environ: Mapping[str, str] | None = None) -> str | None:
     """Import the module named in ``$FISKJ_PRELOAD`` of ``environ`` (default ``os.environ``), if any, call its
     ``preload(environ)`` and return its name.  Raises ``ImportError`` when there is no such module or hook (a
-    leg must not run without its preload), and whatever the hook raises.
-    """
+    leg must not run without its preload), and whatever the hook raises."""
     env = os.environ if environ is None else environ
     name = preload_name(env)
     if name is not None:

@@ -1,5 +1,4 @@
-"""A scenario's workload: script, tools file, prompt, follow-ups, run configuration (docs/workload.md).
-"""
+"""A scenario's workload: script, tools file, prompt, follow-ups, run configuration (docs/workload.md)."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def write_tools_file(path: str | os.PathLike[str], interpreter: str | None = Non
 @dataclass(frozen=True)
 class Workload:
     """A scenario's workload, ready to run: the fake model's ``script``, the initial ``prompt``, chat
-    ``followups`` fed on stdin, and the run configuration (``model``, ``max_tokens``, ``max_iterations``).
-    """
+    ``followups`` fed on stdin, and the run configuration (``model``, ``max_tokens``, ``max_iterations``)."""
 
     spec: WorkloadSpec
     script: Script

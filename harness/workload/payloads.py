@@ -1,5 +1,4 @@
-"""Payloads the workload gives its tools and replies (pure, seeded): docs/workload.md "Payloads".
-"""
+"""Payloads the workload gives its tools and replies (pure, seeded): docs/workload.md "Payloads"."""
 
 from __future__ import annotations
 
@@ -138,8 +137,7 @@ def fill_text(spec: dict[str, Any]) -> str:
 def limit_spec(which: str, tool_use_id: str) -> dict[str, Any]:
     """The fill spec whose tool_result record is :data:`UNDER_BY` bytes under (at a 9-digit seq) or
     :data:`OVER_BY` bytes over (at seq 1) :data:`fiskj.encode.MAX_RECORD_BYTES` (docs/spec.md section 6).
-    Raises ``ValueError`` for a ``which`` other than ``"under"`` and ``"over"``.
-    """
+    Raises ``ValueError`` for a ``which`` other than ``"under"`` and ``"over"``."""
     if which not in LIMIT_OUTPUTS:
         raise ValueError(f"unknown limit output {which!r}; known: {', '.join(LIMIT_OUTPUTS)}")
     seq, target = (_UNDER_SEQ, MAX_RECORD_BYTES - UNDER_BY) if which == "under" else (_OVER_SEQ,

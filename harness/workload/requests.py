@@ -1,5 +1,4 @@
-"""Parsing and checking a Messages API request body, as the API does (pure): docs/workload.md "Request checks".
-"""
+"""Parsing and checking a Messages API request body, as the API does (pure): docs/workload.md "Request checks"."""
 
 from __future__ import annotations
 

@@ -166,8 +166,7 @@ class Script:
 
     def thinking_text(self, turn: int, repeat: int = 0) -> str:
         """The text of ``turn``'s thinking block at its ``repeat`` (ignored unless ``vary_on_repeat``): the
-        turn's ``thinking``, else ``"Turn N: thinking it over first."``.  Pure.
-        """
+        turn's ``thinking``, else ``"Turn N: thinking it over first."``.  Pure."""
         rep = repeat if self.vary_on_repeat else 0
         spec = self.turns[turn] if 0 <= turn < len(self.turns) else Turn()
         text = spec.thinking or f"Turn {turn}: thinking it over first."

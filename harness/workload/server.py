@@ -113,16 +113,9 @@ class Session:
                 self.log.append(f"call {index}: {why}")
         rep = repeat if self.script.vary_on_repeat else 0
         past = f"_s{pos.segment}" if pos.turn >= len(self.script.turns) else ""
-        body = {
-            "id": f"msg_{self.script.seed}_{pos.turn}{past}" + (f"_r{rep}" if rep else ""),
-            "type": "message",
-            "role": "assistant",
-            "model": self.script.model,
-            "content": blocks,
-            "stop_reason": stop,
-            "stop_sequence": self.script.stop_sequence(pos.turn),
-            "usage": usage,
-        }
+        body = {"id": f"msg_{self.script.seed}_{pos.turn}{past}" + (f"_r{rep}" if rep else ""), "type": "message",
+                "role": "assistant", "model": self.script.model, "content": blocks, "stop_reason": stop,
+                "stop_sequence": self.script.stop_sequence(pos.turn), "usage": usage}
         return call, body
 
 

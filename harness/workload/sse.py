@@ -61,8 +61,7 @@ def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
 def message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
     """Return the stream events (dicts, each with ``type``) that deliver ``message``, a complete Messages
     API response body.  Raises ``ValueError`` for a content block that does not stream, ``KeyError`` for a
-    missing field.
-    """
+    missing field."""
     usage = dict(message["usage"])
     start_usage = {**usage, "output_tokens": 1}
     head = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}

@@ -1,5 +1,4 @@
-"""Patches of the run lock: its kind, its descriptor, when it is taken and released (docs/spec.md section 10).
-"""
+"""Patches of the run lock: its kind, its descriptor, when it is taken and released (docs/spec.md section 10)."""
 
 from __future__ import annotations
 

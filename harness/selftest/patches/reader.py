@@ -1,6 +1,5 @@
 """Patches of the engine's reading of its journal: lines, damage inside it, the fold's status (docs/spec.md
-sections 3, 7 and 8).  A reader's ``_scan(f)`` yields records and sets ``good_size``, ``lines``, ``torn_tail``.
-"""
+sections 3, 7 and 8).  A reader's ``_scan(f)`` yields records and sets ``good_size``, ``lines``, ``torn_tail``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Patches of the torn-tail repair on open and of readers of a torn tail (docs/spec.md sections 7, 9, 10).
-"""
+"""Patches of the torn-tail repair on open and of readers of a torn tail (docs/spec.md sections 7, 9, 10)."""
 
 from __future__ import annotations
 
