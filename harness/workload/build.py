@@ -43,15 +43,8 @@ def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> l
     hash (fingerprint drift ``"tools"``) and nothing else.
     """
     choice = ledger_tool(interpreter)
-    return [
-        {
-            "name": name,
-            "description": description(name, drifted),
-            "input_schema": INPUT_SCHEMA,
-            "command": choice.command(name),
-        }
-        for name in TOOL_NAMES
-    ]
+    return [{"name": name, "description": description(name, drifted), "input_schema": INPUT_SCHEMA,
+             "command": choice.command(name)} for name in TOOL_NAMES]
 
 
 def write_tools_file(path: str | os.PathLike[str], interpreter: str | None = None, drifted: bool = False) -> str:
@@ -129,15 +122,9 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario", tool_n
                     thinks_when_asked="thinking" not in spec.drift, tool_name=check_template(tool_name))
     followups = tuple(f"follow-up {i + 1}: do the next batch" for i in range(spec.chat_followups))
     max_iterations = spec.max_iterations or (len(turns) + 5)
-    return Workload(
-        spec=spec,
-        script=script,
-        prompt=f"Scenario {name}: do the scripted ledger work with the tools you have.",
-        followups=followups,
-        model=MODEL_NAME,
-        max_tokens=spec.max_tokens,
-        max_iterations=max_iterations,
-    )
+    return Workload(spec=spec, script=script, followups=followups, model=MODEL_NAME, max_tokens=spec.max_tokens,
+                    prompt=f"Scenario {name}: do the scripted ledger work with the tools you have.",
+                    max_iterations=max_iterations)
 
 
 def _with_payloads(spec: WorkloadSpec, turns: list[Turn]) -> list[Turn]:

@@ -86,22 +86,14 @@ def append_entry(fd, tool_use_id, tool, leg):
     """
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        earlier = 0
         chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
+        while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
         quoted = _quote(tool_use_id)
         needle = ('{"tool_use_id": %s,' % quoted).encode()
-        for old in b"".join(chunks).split(b"\n"):
-            if old.startswith(needle):
-                earlier += 1
-        line = (
-            '{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n'
-            % (quoted, earlier + 1, os.getpid(), time.monotonic_ns(), leg, _quote(tool))
-        ).encode()
+        earlier = sum(1 for old in b"".join(chunks).split(b"\n") if old.startswith(needle))
+        line = ('{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n'
+                % (quoted, earlier + 1, os.getpid(), time.monotonic_ns(), leg, _quote(tool))).encode()
         # One write of the whole line (O_APPEND), then fsync, before anything else happens.
         os.write(fd, line)
         os.fsync(fd)
