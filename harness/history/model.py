@@ -57,12 +57,9 @@ class Fault:
 
 @dataclass
 class Leg:
-    """One agent process, a start or a resume (docs/history.md).
-
-    ``exit_code``/``exit_signal``: ``None`` while unknown; ``journal``: its
-    bytes after the leg (``None``: no file); ``trace``: its durability events;
-    ``reading``: the subject's reading after it (``None``: none given);
-    ``lock_point``: the sequence point of its first lock (held legs only).
+    """One agent process, a start or a resume (docs/history.md): ``exit_code``/``exit_signal`` ``None`` while
+    unknown, ``journal`` its bytes after the leg (``None``: no file), ``reading`` ``None`` when none is given,
+    ``lock_point`` only for a held observed leg.
     """
 
     index: int

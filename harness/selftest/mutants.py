@@ -26,13 +26,12 @@ __all__ = ["UNIT", "Mutant", "MUTANTS", "mutants", "race_mutants", "get", "mutan
 class Mutant:
     """A broken variant of fiskj: a row of :data:`MUTANTS` (docs/selftest.md "The table").
 
-    ``name``: ``FISKJ_MUTANT``'s value; ``defect``: the bug, in one sentence;
     ``family``: the fault family that must catch it (:data:`UNIT`: the unit
     tests of the file ``scenario`` names); ``scenario``: the bundled scenario
     that must (``kill-random``, ``regressions/NAME``); ``trials`` and ``seed``
-    (``None``: the scenario's own): its first campaign draw; ``expect``: the
-    invariants expected to catch it; ``patch``: called with no argument in the
-    child, it breaks fiskj there; ``shrink``: the trials a shrink may run.
+    (``None``: the scenario's own): its first draw; ``expect``: the invariants
+    expected; ``patch``: breaks fiskj in the calling process; ``shrink``: the
+    trials a shrink may run.
     """
 
     name: str

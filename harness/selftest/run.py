@@ -31,9 +31,6 @@ class MutantResult:
     reproduce: str | None = None
     errors: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _faults(schedule: list[dict[str, Any]]) -> int:
     return sum(1 for f in schedule if isinstance(f, dict) and f.get("kind", "none") != "none")
@@ -137,5 +134,5 @@ def render_table(results: list[MutantResult]) -> str:
 
 def results_json(results: list[MutantResult]) -> str:
     """The results as a JSON document: ``{"mutants": [...], "caught": n, "total": n}``."""
-    return json.dumps({"mutants": [r.to_json() for r in results], "caught": sum(r.caught for r in results),
+    return json.dumps({"mutants": [asdict(r) for r in results], "caught": sum(r.caught for r in results),
                        "total": len(results)}, indent=1)

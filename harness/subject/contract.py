@@ -79,19 +79,12 @@ TEMPLATE_VARS = ("run_id", "model", "base_url", "tools_file", "max_tokens", "max
 class Subject:
     """An agent under test: how to start and resume it, read its exits, find its journal and ask its reading.
 
-    ``argv``: the command prefix; ``extra_env``: variables added to every leg,
-    ``env_unset``: inherited ones removed; ``resume_config``: pass the run
-    configuration again on resume (the contract does).  The rest is what a
-    subject profile can change, its defaults the contract (docs/subject.md
-    "Subject profiles"): argument templates (``start_args``, ``resume_args``;
-    ``chat_args``, ``force_args``, ``system_args``, ``thinking_args`` spliced
-    where ``{chat_args}`` etc. stand), ``exits`` (outcome -> statuses,
-    :meth:`outcome`), ``journal`` and ``journal_format``, ``home`` (a ``$HOME``
-    per trial), ``chat``, ``status_args``/``status_fields`` (its reading
-    command and where ``status``, ``pending``, ``records`` are in its output;
-    ``None``: no reading), ``not_applicable`` (``(invariant, reason)``),
-    ``files`` (``(path, content)`` templates written before every leg), and
-    ``name``/``profile``.
+    ``argv``: the command prefix; ``extra_env``/``env_unset``: variables added
+    to / removed from every leg; ``resume_config``: pass the run configuration
+    again on resume.  Every other field is a subject profile's key of the same
+    meaning, its default the contract's (docs/subject.md "Subject profiles"):
+    argument templates, ``exits`` (:meth:`outcome`), the ``journal`` template
+    and format, ``status_args``/``status_fields`` (``None``: no reading).
     """
 
     argv: tuple[str, ...]
@@ -264,10 +257,8 @@ def with_fiskj_reading(subject: Subject) -> Subject:
 
 
 def parse_subject(command: str | Sequence[str] | None) -> Subject:
-    """Build a :class:`Subject` from a ``--subject`` value: a shell-quoted string or an argv list.
-
-    ``None`` or empty gives :func:`default_subject`; leading ``NAME=value``
-    words are ``extra_env``, as in a shell.  Raises ``ValueError`` on unbalanced
+    """Build a :class:`Subject` from a ``--subject`` value (a shell-quoted string or an argv list; leading
+    ``NAME=value`` words are ``extra_env``; none: :func:`default_subject`).  Raises ``ValueError`` on unbalanced
     quotes or assignments with no command.
     """
     if not command:
@@ -289,13 +280,10 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def fork_server_enabled(subject: Subject, environ: Mapping[str, str] | None = None) -> bool:
-    """True when legs of ``subject`` may be forked from a :class:`harness.subject.forkserver.ForkServer`.
-
-    Only the reference and the mutant subject run by this very interpreter are,
-    and not with ``FISKJ_HARNESS_FORKSERVER=0``, nor when the legs'
-    environment (``environ``, default ``os.environ``, with the subject's
-    variables) names a preload for the reference or a bare ``FISKJ_MUTANT``
-    (no preload) for the mutant subject: those get fresh processes.
+    """True when legs of ``subject`` may be forked from a :class:`harness.subject.forkserver.ForkServer`:
+    the reference or the mutant subject on this very interpreter, unless ``FISKJ_HARNESS_FORKSERVER=0`` or the
+    legs' environment (``environ``, default ``os.environ``) names a preload for the reference or a bare
+    ``FISKJ_MUTANT`` for the mutant subject (those get fresh processes).
     """
     base = os.environ if environ is None else environ
     if base.get("FISKJ_HARNESS_FORKSERVER", "1") == "0":

@@ -90,13 +90,10 @@ class Workload:
 def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario", tool_name: str = PLAIN) -> Workload:
     """Build the :class:`Workload` of a workload spec (or of a scenario's): docs/workload.md.
 
-    ``tool_name``: how the agent shows the tools to the model, a template of
-    :func:`harness.workload.tools.check_template` (default: the plain name);
-    raises :class:`harness.workload.tools.ToolNameError` for one that cannot
-    name the tools.  ``max_iterations`` 0 means every scripted turn + 5.  With
-    ``thinking`` every reply starts with a signed thinking block; when the
-    scenario drifts ``thinking``, a request with thinking on gets none unless
-    scripted (its reference run had it off).
+    ``tool_name``: a template of :func:`harness.workload.tools.check_template`
+    (default: the plain name); raises :class:`harness.workload.tools.ToolNameError`
+    for one that cannot name the tools.  ``max_iterations`` 0 means every
+    scripted turn + 5.
     """
     if isinstance(spec, Scenario):
         name = spec.name

@@ -33,13 +33,11 @@ class RequestError(ValueError):
 class Request:
     """A parsed ``POST /v1/messages`` (or ``count_tokens``) body (docs/workload.md "Request checks").
 
-    ``messages``: the conversation, ``role: "system"`` messages dropped;
+    ``messages``: the conversation without ``role: "system"`` messages;
     ``positions``: each kept message's index in the body (empty: the same);
-    ``thinking``: thinking on (``enabled`` or ``adaptive``); ``omit_thinking``:
-    ``display: "omitted"``; ``tool_choice``: one of :data:`TOOL_CHOICES`,
-    ``tool_name`` the tool a ``tool`` choice names; ``unknown``: top-level
-    fields not in :data:`KNOWN_FIELDS`, sorted; ``size``: characters of the
-    compact JSON of its ``system``, ``messages`` and ``tools``.
+    ``tool_choice``: one of :data:`TOOL_CHOICES`; ``unknown``: top-level fields
+    not in :data:`KNOWN_FIELDS`, sorted; ``size``: characters of the compact
+    JSON of its ``system``, ``messages`` and ``tools``.
     """
 
     messages: list[dict[str, Any]]
@@ -59,14 +57,9 @@ class Request:
 
 
 def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: tuple[int, ...] = ()) -> None:
-    """Refuse reasoning blocks sent back altered or unsigned: raise :class:`RequestError` (pure).
-
-    A ``thinking`` block in an assistant message of ``messages`` must carry the
-    ``signature`` ``script`` gave it (``Field required`` without one,
-    ``Invalid `signature``` when its text or signature was altered), a
-    ``redacted_thinking`` block the ``data`` it was given; the field named is
-    ``messages.I.content.J.thinking.signature``, ``I`` from ``positions``.
-    Rules: docs/workload.md "Request checks".
+    """Refuse reasoning blocks sent back altered or unsigned (docs/workload.md "Request checks"): raise
+    :class:`RequestError` naming the block, ``messages.I.content.J.thinking.signature`` (``I`` from
+    ``positions``).  Pure.
     """
     def issued(kind: str, value: Any, text: Any = "") -> bool:
         fields = opaque_fields(value)
@@ -102,11 +95,9 @@ def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ..
                         reasoned: Callable[[dict[str, Any]], bool | None] | None = None) -> None:
     """With thinking on, refuse a request that continues a tool loop without its thinking: raise :class:`RequestError`.
 
-    The last assistant turn, whose tool results the request ends with, must
-    start with a ``thinking`` or ``redacted_thinking`` block, unless
+    The last assistant turn must start with its reasoning block unless
     ``reasoned(that message)`` is ``False`` (its reply had none when given;
-    ``None`` or no ``reasoned``: not known, demanded).  Call it only for a
-    request with thinking on.  Pure (``reasoned`` reads what the caller recorded).
+    ``None``: not known, demanded).  Pure (docs/workload.md "Request checks").
     """
     if len(messages) < 2 or messages[-1].get("role") != "user":
         return

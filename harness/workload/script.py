@@ -75,14 +75,10 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Turn:
-    """One scripted model reply: ``tools`` empty means a final text answer, unless ``pause``.
-
-    ``text`` empty: a default naming the turn.  ``thinking``: the reply starts
-    with a signed thinking block; ``redacted``: then a ``redacted_thinking``
-    block; ``web_search``: a ``server_tool_use`` and its result follow the text;
-    ``pause``: a paused web search (``pause_turn``), no answer; ``stop``: a
-    final answer's stop reason (``end_turn`` when empty, ``stop_sequence``), or
-    one of :data:`CUT_STOPS` (a reply cut short, whose tool calls never run).
+    """One scripted model reply: ``tools`` empty means a final text answer, unless ``pause`` (a paused web
+    search, stop reason ``pause_turn``).  ``thinking``, ``redacted``, ``web_search``: the reasoning and server-tool
+    blocks it carries; ``stop``: a final answer's stop reason (``end_turn`` when empty, ``stop_sequence``), or one
+    of :data:`CUT_STOPS` (a reply cut short, whose tool calls never run).
     """
 
     tools: tuple[ToolCall, ...] = ()
@@ -135,16 +131,13 @@ def _asks(message: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class Script:
-    """What the fake model answers (docs/subject.md "The model").
+    """What the fake model answers (docs/subject.md "The model"; the scenario keys of the same names).
 
-    ``turns`` in order; a turn without tools (and not a pause) is a final
-    answer and ends a chat segment.  ``delay_ms``: how long the server waits
-    before it replies; ``vary_on_repeat``: the n-th repeat of a state gets other
-    text and fresh ids; ``cache_tokens``: the cache counts of every reply's
-    usage (0: none); ``thinks_when_asked``: a request with thinking on gets a
-    thinking block on every turn (False: only on turns that script one);
-    ``tool_name``: the template over ``{tool}`` naming tool_use blocks
-    (:func:`harness.workload.tools.check_template`).
+    ``turns`` in order, a turn without tools (and not a pause) ending a chat
+    segment; ``delay_ms``: the server's wait before a reply; ``cache_tokens``
+    (0: none); ``thinks_when_asked``: a request with thinking on gets a thinking
+    block on every turn (False: only where scripted); ``tool_name``: the
+    template naming tool_use blocks (:func:`harness.workload.tools.check_template`).
     """
 
     seed: int
@@ -174,15 +167,10 @@ class Script:
 
     def reply(self, turn: int, repeat: int = 0, *, thinking: bool = False, omit_thinking: bool = False,
               tools: bool = True) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
-        """Return ``(content blocks, stop_reason, usage)`` for ``turn`` and its ``repeat`` (pure).
-
-        ``repeat`` is ignored unless ``vary_on_repeat``; ``turn >= len(turns)``
-        gives the ``"(script exhausted)"`` answer.  ``thinking``: the request turned
-        thinking on (every turn starts with a signed thinking block);
-        ``omit_thinking``: its text is ``""`` and signed so; ``tools`` False
-        (``tool_choice`` ``none``): no tool_use blocks, ``end_turn``.  ``usage``:
-        tokens as docs/subject.md "The model" says, and ``server_tool_use`` for a
-        reply with a web search.
+        """Return ``(content blocks, stop_reason, usage)`` for ``turn`` and its ``repeat`` (pure; docs/subject.md
+        "The model").  ``thinking``: the request turned thinking on; ``omit_thinking``: its thinking text is ``""``;
+        ``tools`` False (``tool_choice`` ``none``): no tool_use blocks.  ``turn >= len(turns)`` gives the
+        ``"(script exhausted)"`` answer.
         """
         rep = repeat if self.vary_on_repeat else 0
         suffix = f"_r{rep}" if rep else ""

@@ -43,11 +43,9 @@ def _parse_key(key: str) -> tuple[str, int]:
 class Session:
     """The calls of one trial.  Thread-safe through its lock; ``calls`` grows in arrival order.
 
-    ``log``: what the server noticed, one line each (docs/workload.md), e.g.
-    ``call 0: unknown fields context_management``.  ``reasoned``: for each
-    tool_use id given out, whether its reply started with a reasoning block
-    (:func:`check_thinking_loop`).  ``betas``, ``fields``: the beta names and
-    unknown fields seen so far.
+    ``log``: what the server noticed, one line each (docs/workload.md);
+    ``reasoned``: for each tool_use id given out, whether its reply started
+    with a reasoning block; ``betas``, ``fields``: seen so far.
     """
 
     token: str

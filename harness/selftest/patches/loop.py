@@ -17,14 +17,16 @@ __all__ = ["result_before_tool", "assistant_after_tools", "suspend_mid_batch", "
            "cache_counters_not_folded"]
 
 
-def _on_new_run(change: Callable[[Any, Any, Any], None]) -> None:
-    """Every ``loop._Run`` calls ``change(run, journal, state)`` once it is built (``state``: the fold it
-    resumes from, only its meta record for a fresh run)."""
+def _on_new_run(change: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, Any], None]:
+    """Decorator: every ``loop._Run`` calls ``change(run, journal, state)`` once it is built (``state``: the
+    fold it resumes from, only its meta record for a fresh run)."""
 
     @wrap(loop._Run, "__init__")
     def __init__(original: Any, self: Any, journal: Any, state: Any, *args: Any, **kwargs: Any) -> None:
         original(self, journal, state, *args, **kwargs)
         change(self, journal, state)
+
+    return change
 
 
 def _drop_completed(journal: Any) -> None:
@@ -132,21 +134,19 @@ def counters_from_zero() -> None:
     """A run's tokens spent and iteration start at zero, not at the fold's (``state.counters``,
     ``state.next_iteration``): a resumed run spends its budget and cap again."""
 
+    @_on_new_run
     def change(run: Any, journal: Any, state: Any) -> None:
         run.tokens = 0
         run.iteration = 0
-
-    _on_new_run(change)
 
 
 def pending_turn_not_counted() -> None:
     """A run resumed with a pending batch takes its next iteration one lower than the fold's."""
 
+    @_on_new_run
     def change(run: Any, journal: Any, state: Any) -> None:
         if state.pending is not None:
             run.iteration = max(0, state.next_iteration - 1)
-
-    _on_new_run(change)
 
 
 def completed_never_written() -> None:
@@ -157,11 +157,10 @@ def completed_never_written() -> None:
 def resume_skips_completed() -> None:
     """A resumed leg (its journal held more than the meta record) appends no ``completed`` terminal record."""
 
+    @_on_new_run
     def change(run: Any, journal: Any, state: Any) -> None:
         if state.records > 1:
             _drop_completed(journal)
-
-    _on_new_run(change)
 
 
 def recall_final_answer() -> None:
