@@ -12,7 +12,7 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -153,11 +153,9 @@ class Subject:
 
     def values(self, cfg: RunConfig, *, state_home: str = "", home: str = "", trial_dir: str = "") -> dict[str, str]:
         """The template variables of ``cfg`` and the trial's directories (:data:`TEMPLATE_VARS`)."""
-        return {"run_id": cfg.run_id, "model": cfg.model, "base_url": cfg.base_url, "tools_file": cfg.tools_file,
-                "max_tokens": str(cfg.max_tokens), "max_iterations": str(cfg.max_iterations), "prompt": cfg.prompt,
-                "resume_prompt": self.resume_prompt, "state_home": state_home, "home": home,
-                "trial_dir": trial_dir, "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable,
-                "system_file": cfg.system_file, "thinking": cfg.thinking}
+        run = {name: str(value) for name, value in asdict(cfg).items() if name != "chat"}
+        return {**run, "resume_prompt": self.resume_prompt, "state_home": state_home, "home": home,
+                "trial_dir": trial_dir, "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable}
 
     def start_argv(self, cfg: RunConfig, **where: str) -> list[str]:
         """argv that starts a checkpointed run named ``cfg.run_id`` (the prompt is one argument); ``where``:
@@ -179,15 +177,15 @@ class Subject:
             return None
         return [*self.argv, *self._words(self.status_args, self.values(cfg, **where))]
 
-    def journal_path(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> Path:
+    def journal_path(self, cfg: RunConfig, *, state_home: str, **where: str) -> Path:
         """Where this subject keeps ``cfg.run_id``'s journal in a trial (the ``journal`` template:
-        :meth:`harness.history.journal_location.JournalLocation.path`)."""
-        return Path(self.caps.journal.path(self.values(cfg, state_home=state_home, home=home, trial_dir=trial_dir)))
+        :meth:`harness.history.journal_location.JournalLocation.path`); ``where``: as :meth:`start_argv`."""
+        return Path(self.caps.journal.path(self.values(cfg, state_home=state_home, **where)))
 
-    def write_files(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> list[Path]:
-        """Write the ``files`` templates filled with ``cfg`` (the leg's configuration: a drifted resume gets
-        the drifted values) and the trial's directories; returns the paths written (parents made)."""
-        values = self.values(cfg, state_home=state_home, home=home, trial_dir=trial_dir)
+    def write_files(self, cfg: RunConfig, *, state_home: str, **where: str) -> list[Path]:
+        """Write the ``files`` templates filled with ``cfg`` (a drifted resume: the drifted values) and the
+        trial's directories; returns the paths written (parents made)."""
+        values = self.values(cfg, state_home=state_home, **where)
         out = []
         for path_t, content_t in self.files:
             path = Path(path_t.format_map(values))
@@ -213,10 +211,8 @@ class Subject:
         if "refused" in outcomes and before == after:
             return EXIT_USAGE
         reason = _last_terminal(after)
-        if reason == "completed" and "completed" in outcomes:
-            return EXIT_COMPLETED
-        if reason == "suspended" and "suspended" in outcomes:
-            return EXIT_SUSPENDED
+        if reason in ("completed", "suspended") and reason in outcomes:
+            return _CANONICAL[reason]
         return EXIT_ERROR if "error" in outcomes else _CANONICAL[outcomes[0]]
 
     def env(self, *, base: Mapping[str, str] | None = None, base_url: str, api_key: str, state_home: str,
