@@ -217,29 +217,21 @@ def history_to_json(history: History) -> dict[str, Any]:
 
 def history_from_json(data: dict[str, Any]) -> History:
     """Inverse of :func:`history_to_json`."""
-    legs = []
-    for raw in data.get("legs", []):
-        raw = dict(raw)
-        raw["fault"] = Fault(**raw.get("fault", {}))
-        if raw.get("journal") is not None:
-            raw["journal"] = raw["journal"].encode("latin-1")
-        legs.append(Leg(**raw))
+    legs = [Leg(**{**raw, "fault": Fault(**raw.get("fault", {})),
+                   "journal": None if raw.get("journal") is None else raw["journal"].encode("latin-1")})
+            for raw in data.get("legs", [])]
     ref = data.get("reference")
     return History(
-        scenario=data["scenario"], seed=data["seed"], schedule=data.get("schedule", []),
-        run_id=data["run_id"], legs=legs,
-        model_calls=[ModelCall(**c) for c in data.get("model_calls", [])],
-        effects=[Effect(**e) for e in data.get("effects", [])],
-        reference=Reference(**ref) if ref else None,
+        scenario=data["scenario"], seed=data["seed"], schedule=data.get("schedule", []), run_id=data["run_id"],
+        legs=legs, model_calls=[ModelCall(**c) for c in data.get("model_calls", [])],
+        effects=[Effect(**e) for e in data.get("effects", [])], reference=Reference(**ref) if ref else None,
         final_state=data.get("final_state"), final_error=data.get("final_error"),
         notes=list(data.get("notes", [])), options=dict(data.get("options", {})),
         reader_checks=[ReaderCheck(**c) for c in data.get("reader_checks", [])],
         crash_state=_crash_state_from_json(data.get("crash_state")),
         readings=[dict(r) for r in data.get("readings", [])],
-        journal_format=str(data.get("journal_format", FISK_AI_V2)),
-        probes=[dict(p) for p in data.get("probes", [])],
-        journal_template=str(data.get("journal_template", CONTRACT_JOURNAL)),
-    )
+        journal_format=str(data.get("journal_format", FISK_AI_V2)), probes=[dict(p) for p in data.get("probes", [])],
+        journal_template=str(data.get("journal_template", CONTRACT_JOURNAL)))
 
 
 def _crash_state_from_json(raw: dict[str, Any] | None) -> CrashStateFacts | None:
