@@ -59,8 +59,7 @@ class Fault:
 class Leg:
     """One agent process, a start or a resume (docs/history.md): ``exit_code``/``exit_signal`` ``None`` while
     unknown, ``journal`` its bytes after the leg (``None``: no file), ``reading`` ``None`` when none is given,
-    ``lock_point`` only for a held observed leg.
-    """
+    ``lock_point`` only for a held observed leg."""
 
     index: int
     kind: str

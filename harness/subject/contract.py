@@ -255,8 +255,7 @@ def with_fiskj_reading(subject: Subject) -> Subject:
 def parse_subject(command: str | Sequence[str] | None) -> Subject:
     """Build a :class:`Subject` from a ``--subject`` value (a shell-quoted string or an argv list; leading
     ``NAME=value`` words are ``extra_env``; none: :func:`default_subject`).  Raises ``ValueError`` on unbalanced
-    quotes or assignments with no command.
-    """
+    quotes or assignments with no command."""
     if not command:
         return default_subject()
     argv = shlex.split(command) if isinstance(command, str) else list(command)
@@ -279,12 +278,9 @@ def fork_server_enabled(subject: Subject, environ: Mapping[str, str] | None = No
     """True when legs of ``subject`` may be forked from a :class:`harness.subject.forkserver.ForkServer`:
     the reference or the mutant subject on this very interpreter, unless ``FISKJ_HARNESS_FORKSERVER=0`` or the
     legs' environment (``environ``, default ``os.environ``) names a preload for the reference or a bare
-    ``FISKJ_MUTANT`` for the mutant subject (those get fresh processes).
-    """
+    ``FISKJ_MUTANT`` for the mutant subject (those get fresh processes)."""
     base = os.environ if environ is None else environ
-    if base.get("FISKJ_HARNESS_FORKSERVER", "1") == "0":
-        return False
-    if not subject.caps.forkable:
+    if base.get("FISKJ_HARNESS_FORKSERVER", "1") == "0" or not subject.caps.forkable:
         return False
     env = {**base, **dict(subject.extra_env)}
     if subject.is_reference and len(subject.argv) == 3:

@@ -68,20 +68,11 @@ def _controls(rng: random.Random) -> str:
 def _json(rng: random.Random) -> str:
     """A JSON document as ``json.dumps`` writes it (ASCII escapes)."""
     return json.dumps({
-        "kind": "payload",
-        "n": rng.randint(0, 2 ** 31),
-        "big": 2 ** 64 + rng.randint(0, 999),
-        "numbers": [0, -1, 2 ** 53, 1.5, -0.25, 1e-07, 6.02e23],
-        "nul": "a\x00b",
-        "lone_high": "\ud800",
-        "lone_low": "\udfff",
-        "reversed_pair": "\udc00\ud800",
-        "pair": "\U0001f600",
-        "separators": "\u2028\u2029\u0085",
-        "html": "</script><!--&-->",
-        "quote": "\"\\/",
-        "text": rng.choice(UNICODE_PIECES),
-        "nested": [[[{"deep": [rng.randint(0, 9)]}]], {}, [], None, True, False],
+        "kind": "payload", "n": rng.randint(0, 2 ** 31), "big": 2 ** 64 + rng.randint(0, 999),
+        "numbers": [0, -1, 2 ** 53, 1.5, -0.25, 1e-07, 6.02e23], "nul": "a\x00b", "lone_high": "\ud800",
+        "lone_low": "\udfff", "reversed_pair": "\udc00\ud800", "pair": "\U0001f600",
+        "separators": "\u2028\u2029\u0085", "html": "</script><!--&-->", "quote": "\"\\/",
+        "text": rng.choice(UNICODE_PIECES), "nested": [[[{"deep": [rng.randint(0, 9)]}]], {}, [], None, True, False],
     }) + "\n"
 
 

@@ -59,8 +59,7 @@ class Request:
 def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: tuple[int, ...] = ()) -> None:
     """Refuse reasoning blocks sent back altered or unsigned (docs/workload.md "Request checks"): raise
     :class:`RequestError` naming the block, ``messages.I.content.J.thinking.signature`` (``I`` from
-    ``positions``).  Pure.
-    """
+    ``positions``).  Pure."""
     def issued(kind: str, value: Any, text: Any = "") -> bool:
         fields = opaque_fields(value)
         if fields is None or not opaque_valid(script.seed, kind, value, text):

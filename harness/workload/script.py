@@ -59,9 +59,6 @@ def opaque_valid(seed: int, kind: str, value: Any, text: Any = "") -> bool:
     return opaque(seed, kind, fields[1], fields[2], text) == value
 
 
-
-
-
 @dataclass(frozen=True)
 class ToolCall:
     """One scripted tool_use block: tool ``name`` and extra input (``sleep_ms``, ``n``; ``out``: the JSON text
@@ -78,8 +75,7 @@ class Turn:
     """One scripted model reply: ``tools`` empty means a final text answer, unless ``pause`` (a paused web
     search, stop reason ``pause_turn``).  ``thinking``, ``redacted``, ``web_search``: the reasoning and server-tool
     blocks it carries; ``stop``: a final answer's stop reason (``end_turn`` when empty, ``stop_sequence``), or one
-    of :data:`CUT_STOPS` (a reply cut short, whose tool calls never run).
-    """
+    of :data:`CUT_STOPS` (a reply cut short, whose tool calls never run)."""
 
     tools: tuple[ToolCall, ...] = ()
     text: str = ""
@@ -170,8 +166,7 @@ class Script:
         """Return ``(content blocks, stop_reason, usage)`` for ``turn`` and its ``repeat`` (pure; docs/subject.md
         "The model").  ``thinking``: the request turned thinking on; ``omit_thinking``: its thinking text is ``""``;
         ``tools`` False (``tool_choice`` ``none``): no tool_use blocks.  ``turn >= len(turns)`` gives the
-        ``"(script exhausted)"`` answer.
-        """
+        ``"(script exhausted)"`` answer."""
         rep = repeat if self.vary_on_repeat else 0
         suffix = f"_r{rep}" if rep else ""
         spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)

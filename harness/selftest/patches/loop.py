@@ -81,24 +81,15 @@ def assistant_after_tools() -> None:
 
     @wrap(loop._Run, "_run_batch")
     def _run_batch(original: Any, self: Any, blocks: list[dict[str, Any]], done: dict[str, Any]) -> Any:
-        deferred = getattr(self, "_mutant_deferred", None)
-        self._mutant_deferred = None
+        deferred, self._mutant_deferred = getattr(self, "_mutant_deferred", None), None
         if deferred is None:  # a resumed pending batch: its assistant record is in the journal
             return original(self, blocks, done)
-        results, records = {}, []
-        for block in blocks:
-            tid = block.get("id")
-            if tid in results:
-                continue
-            outcome = self.tools.run(block.get("name"), block.get("input", {}), ToolCall(tid, self.run_id))
-            result = {"type": "tool_result", "tool_use_id": tid, "content": outcome.content,
-                      "is_error": outcome.is_error}
-            results[tid] = result
-            records.append(ToolResultRecord(tool_use_id=tid, result=result))
-        self.journal.append(deferred)
-        for record in records:
-            self.journal.append(record)
-        return list(results.values())
+        journal, held = self.journal, [deferred]
+        with swapped(self, journal=StandIn(journal, append=held.append)):
+            results = original(self, blocks, done)
+        for record in held:
+            journal.append(record)
+        return results
 
 
 def suspend_mid_batch() -> None:
