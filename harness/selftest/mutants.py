@@ -220,9 +220,9 @@ def race_mutants() -> dict[str, Mutant]:
 
 def get(name: str) -> Mutant:
     """The mutant called ``name``; raises ``KeyError`` naming the known ones."""
-    for mutant in MUTANTS:
-        if mutant.name == name:
-            return mutant
+    found = [m for m in MUTANTS if m.name == name]
+    if found:
+        return found[0]
     names = [m.name for m in MUTANTS]
     raise KeyError(f"unknown mutant {name!r}{did_you_mean(name, names)}; known: {', '.join(names)}")
 

@@ -5,19 +5,18 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from harness.names import CUT_STOPS
 from harness.scenario.model import Scenario, WorkloadSpec
-from harness.workload.ledger_build import ToolChoice, ledger_tool_choice
+from harness.workload.ledger_build import SCRIPT, ledger_tool
 from harness.workload.payloads import limit_spec, output_spec, thinking_text
 from harness.workload.server import Script, ToolCall, Turn
 from harness.workload.tools import INPUT_SCHEMA, PLAIN, TOOL_NAMES, check_template, description
 
-__all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path", "tool_definitions", "write_tools_file"]
+__all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path", "tool_definitions",
+           "write_tools_file"]
 
 #: The model name the agent is configured with (stored in the fingerprint).
 MODEL_NAME = "claude-fiskj-fake"
@@ -25,15 +24,7 @@ MODEL_NAME = "claude-fiskj-fake"
 
 def ledger_tool_path() -> str:
     """Absolute path of :mod:`harness.workload.ledger_tool` (a standalone script)."""
-    return str(Path(__file__).resolve().parent / "ledger_tool.py")
-
-
-def ledger_tool(interpreter: str | None = None) -> ToolChoice:
-    """The ledger tool the agents run, and why: the compiled tool when it can be built, else
-    ``python -I -S ledger_tool.py``; ``$FISKJ_LEDGER_TOOL=c|python`` forces one
-    (:func:`harness.workload.ledger_build.ledger_tool_choice`, whose errors it raises)."""
-    # The real binary by default, not a wrapper script (a pyenv shim costs ~60 ms per start).
-    return ledger_tool_choice(interpreter or os.path.realpath(sys.executable))
+    return str(SCRIPT)
 
 
 def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> list[dict[str, Any]]:

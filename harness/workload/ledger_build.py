@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cbuild import CBuildError, CProgram, cache_dir, cached_build
 
 __all__ = ["SOURCE", "SCRIPT", "ENV", "LedgerBuildError", "CompilerMissing", "CompileFailed", "BadChoice",
-           "ToolChoice", "ledger_binary", "ledger_tool_choice"]
+           "ToolChoice", "ledger_binary", "ledger_tool"]
 
 #: The compiled tool's source and the Python script it falls back to.
 SOURCE = Path(__file__).resolve().with_name("ledger_tool.c")
@@ -66,10 +67,12 @@ def _python_choice(interpreter: str, reason: str) -> ToolChoice:
     return ToolChoice("python", (interpreter, "-I", "-S", str(SCRIPT)), reason)
 
 
-def ledger_tool_choice(interpreter: str) -> ToolChoice:
+def ledger_tool(interpreter: str | None = None) -> ToolChoice:
     """The ledger tool to give agents, per ``$FISKJ_LEDGER_TOOL``; ``interpreter`` runs the script (chosen,
-    or as the compiled tool's fallback).  Raises :class:`BadChoice` for an unknown setting and, for ``c``, a
+    or as the compiled tool's fallback; default: this interpreter's real binary, not a wrapper script, which
+    costs ~60 ms a start).  Raises :class:`BadChoice` for an unknown setting and, for ``c``, a
     :class:`LedgerBuildError` when the tool cannot be built."""
+    interpreter = interpreter or os.path.realpath(sys.executable)
     setting = os.environ.get(ENV, "").strip().lower() or "auto"
     if setting == "python":
         return _python_choice(interpreter, f"{ENV}=python")
