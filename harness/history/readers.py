@@ -130,38 +130,36 @@ def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> d
     text = str(raw.get("stdout", "")).strip()
     out: dict[str, Any] = {**raw, "stdout": text[-READING_KEEP:], "status": None, "pending": None, "records": None,
                            "given": [], "error": None}
-    if raw.get("timed_out"):
-        out["error"] = "the status command hung (killed)"
-        return out
-    if raw.get("over_limit"):
-        out["error"] = f"the status command printed more than {raw['over_limit']} bytes, more than any reading needs"
-        return out
-    if raw.get("exit_code") != 0:
-        out["error"] = f"the status command exited {raw.get('exit_code')}"
-        return out
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        try:
-            doc = json.loads(text.splitlines()[-1] if text else "")
-        except ValueError:
-            out["error"] = f"the status command printed no JSON object (whole or on its last line): {text[-200:]!r}"
-            return out
-    if not isinstance(doc, dict):
-        out["error"] = f"the status command printed {type(doc).__name__}, not a JSON object"
-        return out
-    for name, path in fields:
+    doc, out["error"] = _printed_object(raw, text)
+    for name, path in fields if doc is not None else ():
         found, value = _dotted(doc, path)
-        if not found:
-            if name == "status":
-                out["error"] = f"the status command's output has no field {path!r}"
-            continue
         ok = {"status": isinstance(value, str),
               "pending": value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
               "records": isinstance(value, int) and not isinstance(value, bool)}.get(name, True)
-        if not ok:
+        if not found and name == "status":
+            out["error"] = f"the status command's output has no field {path!r}"
+        elif found and not ok:
             out["error"] = f"the status command's field {path!r} ({name}) is {value!r}"
-            continue
-        out[name] = value
-        out["given"].append(name)
+        elif found:
+            out[name] = value
+            out["given"].append(name)
     return out
+
+
+def _printed_object(raw: dict[str, Any], text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object a status command printed (its whole output, else its last line), or why there is none."""
+    if raw.get("timed_out"):
+        return None, "the status command hung (killed)"
+    if raw.get("over_limit"):
+        return None, f"the status command printed more than {raw['over_limit']} bytes, more than any reading needs"
+    if raw.get("exit_code") != 0:
+        return None, f"the status command exited {raw.get('exit_code')}"
+    for printed in (text, text.splitlines()[-1] if text else ""):
+        try:
+            doc = json.loads(printed)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            return doc, None
+        return None, f"the status command printed {type(doc).__name__}, not a JSON object"
+    return None, f"the status command printed no JSON object (whole or on its last line): {text[-200:]!r}"
