@@ -1,8 +1,7 @@
-"""Building a C helper of the harness (the observer's tracer, the ledger tool) once per source version.
+"""Building a C helper of the harness (the tracer, the ledger tool) once per source version, atomically.
 
-Into ``$XDG_CACHE_HOME/fiskj``, by gcc into a temporary file there renamed into place: builds at the same
-time each produce a whole binary, and no reader ever sees a partial file.
-"""
+Into ``$XDG_CACHE_HOME/fiskj``, by gcc into a temporary file there renamed into place: no reader ever sees a
+partial file."""
 
 from __future__ import annotations
 

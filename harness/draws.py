@@ -1,7 +1,5 @@
-"""Seeded draws from :mod:`hypothesis` strategies: the same values for a seed on every machine (pure).
-
-No example database (``database=None``): nothing is read or written on disk.
-"""
+"""Seeded draws from :mod:`hypothesis` strategies: the same values for a seed on every machine (pure; no
+example database, nothing read or written on disk)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Where a key is in a TOML file: the lines that errors about scenario and profile files name (pure).
-
-:mod:`tomllib` reports no positions for well-formed documents, so they are found here, from the text.
-"""
+"""Where a key is in a TOML file, found from the text (:mod:`tomllib` gives no positions): the lines that
+errors about scenario and profile files name (pure)."""
 
 from __future__ import annotations
 

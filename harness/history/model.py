@@ -1,7 +1,5 @@
-"""What one trial observed, recorded outside the processes it killed: plain data the checkers judge.
-
-Where each field comes from, and the facts each family records: docs/history.md.
-"""
+"""What one trial observed, recorded outside the processes it killed: plain data the checkers judge.  Where
+each field comes from, and the facts each family records: docs/history.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Reading what a leg left behind into history facts: traces, the effects ledger, the journal's fold, a reading.
-
-No reader raises for bad content (docs/history.md "Reading a leg's files").
-"""
+"""Reading what a leg left behind into history facts: traces, the effects ledger, the journal's fold, a
+reading; no reader raises for bad content (docs/history.md "Reading a leg's files")."""
 
 from __future__ import annotations
 

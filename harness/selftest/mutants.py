@@ -1,8 +1,7 @@
 """The mutants: deliberately broken variants of fiskj, one row each, applied in a child process only.
 
-:data:`MUTANTS` is the one table; :func:`preload` is the hook a child's preload calls to apply the row
-``$FISKJ_MUTANT`` names.  Importing this module, or a patch module, changes nothing: docs/selftest.md.
-"""
+:data:`MUTANTS` is the one table; a child's preload calls :func:`preload` to apply the row ``$FISKJ_MUTANT``
+names.  Importing this module, or a patch module, changes nothing (docs/selftest.md)."""
 
 from __future__ import annotations
 

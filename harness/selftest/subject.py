@@ -1,8 +1,5 @@
-"""``python -m harness.selftest.subject ARGS...``: fiskj's command line with the leg's preload applied first.
-
-With no preload, a bare ``$FISKJ_MUTANT`` is applied from the table; an unknown name or module exits 2
-before anything runs (docs/selftest.md "How a mutant reaches a child").
-"""
+"""``python -m harness.selftest.subject ARGS...``: fiskj's command line with the leg's preload applied first
+(without one, a bare ``$FISKJ_MUTANT``); an unknown name or module exits 2 before anything runs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Which campaign must catch which bug variant of the foreign subject (subjects/node/, in its own language).
-
-One :class:`Target` per variant (``FISKJ_FOREIGN_BUG``, subjects/node/lib/bugs.mjs), run by
-tests/test_foreign_selftest.py; fiskj's own mutants carry their targets in their rows (docs/selftest.md).
-"""
+"""Which campaign must catch which bug variant of the foreign subject (``FISKJ_FOREIGN_BUG``,
+subjects/node/lib/bugs.mjs), run by tests/test_foreign_selftest.py (docs/selftest.md)."""
 
 from __future__ import annotations
 

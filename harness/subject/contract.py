@@ -1,9 +1,7 @@
 """The subject contract: how the harness starts, resumes and finds an agent under test (docs/subject.md).
 
 A subject is a command prefix that takes fiskj's run command line (:data:`CONTRACT_START`,
-:data:`CONTRACT_RESUME`); the default is the reference, ``python -m fiskj``.  The mutant subject and the fork
-server: docs/selftest.md, docs/subject.md "The reference subject's fork server".
-"""
+:data:`CONTRACT_RESUME`); the default is the reference, ``python -m fiskj``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The fork server: legs of a fiskj-based subject forked from a pre-imported interpreter.
-
-What a forked leg gets, and when legs are forked: docs/subject.md "The reference subject's fork server",
-:func:`harness.subject.contract.fork_server_enabled`.  Run as ``python -m harness.subject.forkserver
---fork-server`` (by :meth:`ForkServer.start` only).
-"""
+"""The fork server: legs of a fiskj-based subject forked from a pre-imported interpreter (docs/subject.md
+"The reference subject's fork server").  Run as ``python -m harness.subject.forkserver --fork-server``, by
+:meth:`ForkServer.start` only."""
 
 from __future__ import annotations
 

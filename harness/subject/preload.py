@@ -1,8 +1,5 @@
-"""A leg's preload: the module named in ``$FISKJ_PRELOAD``, imported by name and its hook called first.
-
-The one mechanism by which a child process of the harness is changed before it runs (docs/selftest.md
-"How a mutant reaches a child"); nothing here knows which modules exist.
-"""
+"""A leg's preload: the module named in ``$FISKJ_PRELOAD``, imported by name and its ``preload(environ)``
+called first: the one way a child of the harness is changed before it runs (docs/selftest.md)."""
 
 from __future__ import annotations
 

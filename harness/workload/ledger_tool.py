@@ -1,9 +1,6 @@
-"""The ledger tool: a command tool with a real, recorded side effect (stdlib only).
-
-Run as ``python3 -I -S ledger_tool.py [TOOL_NAME]``.  Its contract, which ``ledger_tool.c`` (its compiled fast
-path) keeps too, down to the bytes of the ledger line, output, messages and exit status: docs/workload.md
-"The ledger tool's contract".
-"""
+"""The ledger tool: a command tool with a real, recorded side effect (stdlib only), run as
+``python3 -I -S ledger_tool.py [TOOL_NAME]``.  Its contract, which ``ledger_tool.c`` keeps too, to the byte:
+docs/workload.md "The ledger tool's contract"."""
 
 import fcntl
 import os

@@ -1,8 +1,6 @@
-"""The script: what the fake model answers, and to which request (pure).
+"""The script: what the fake model answers, and to which request (pure; docs/subject.md "The model").
 
-Which turn answers a conversation (its state, never its length), the reply's blocks, ids, stop reason and
-usage: docs/subject.md "The model".  A state's ``key`` identifies a model call for checker I3.
-"""
+A conversation's state, never its length, picks the turn; a state's ``key`` identifies a model call for I3."""
 
 from __future__ import annotations
 

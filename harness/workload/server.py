@@ -1,7 +1,5 @@
-"""The fake Anthropic Messages API server: the model, outside every killed process (docs/workload.md).
-
-Routes, sessions and API keys, the session's log, streaming and timing: docs/workload.md "The fake Messages API".
-"""
+"""The fake Anthropic Messages API server: the model, outside every killed process.  Routes, sessions and
+API keys, the session's log, streaming and timing: docs/workload.md "The fake Messages API"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The patches of the mutant self-test: plain functions that break fiskj, grouped by technique.
-
-Importing these modules changes nothing; only a child process calls a patch (docs/selftest.md "Patches").
-"""
+"""The patches of the mutant self-test: plain functions that break fiskj, grouped by technique; importing
+them changes nothing, only a child process calls one (docs/selftest.md "Patches")."""
 
 from __future__ import annotations
 
