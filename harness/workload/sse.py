@@ -24,11 +24,7 @@ WHOLE_BLOCKS = ("redacted_thinking", "web_search_tool_result")
 
 def _utf8_safe(text: str) -> str:
     """``text`` (JSON) with each lone surrogate written as its JSON escape ``\\udXXX`` (no UTF-8 holds one)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -87,6 +83,4 @@ def encode(event: dict[str, Any]) -> bytes:
 
 def chunk(data: bytes) -> bytes:
     """``data`` framed as one HTTP/1.1 chunk; empty data gives ``b""`` (:data:`LAST_CHUNK` ends a body)."""
-    if not data:
-        return b""
-    return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n"
+    return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n" if data else b""
