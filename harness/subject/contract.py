@@ -131,9 +131,8 @@ class Subject:
     def command_line(self) -> str:
         """The subject as one shell-quoted ``--subject`` value (for reproducers): ``extra_env`` as ``NAME=value``
         words, then the profile file or the command."""
-        if self.profile:
-            return shlex.join([f"{k}={v}" for k, v in self.extra_env] + [self.profile])
-        return shlex.join([f"{k}={v}" for k, v in self.extra_env] + list(self.argv))
+        words = [self.profile] if self.profile else list(self.argv)
+        return shlex.join([f"{k}={v}" for k, v in self.extra_env] + words)
 
     def spec(self) -> str | list[str]:
         """What a JSON report stores to rebuild the subject: the profile path, else the argv list."""

@@ -80,14 +80,12 @@ def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: t
         for j, b in enumerate(m["content"]):
             kind = b.get("type") if isinstance(b, dict) else None
             if kind == "thinking":
-                if "signature" not in b:
-                    raise RequestError(f"{where}.{j}.thinking.signature", "Field required")
-                if not issued("thinking", b.get("signature"), b.get("thinking")):
-                    raise RequestError(f"{where}.{j}.thinking.signature",
-                                       "Invalid `signature` in `thinking` block")
-            elif kind == "redacted_thinking" and not issued("redacted", b.get("data")):
-                raise RequestError(f"{where}.{j}.redacted_thinking.data",
-                                   "Invalid `data` in `redacted_thinking` block")
+                _require("signature" in b, f"{where}.{j}.thinking.signature", "Field required")
+                _require(issued("thinking", b["signature"], b.get("thinking")), f"{where}.{j}.thinking.signature",
+                         "Invalid `signature` in `thinking` block")
+            elif kind == "redacted_thinking":
+                _require(issued("redacted", b.get("data")), f"{where}.{j}.redacted_thinking.data",
+                         "Invalid `data` in `redacted_thinking` block")
 
 
 def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ...] = (),
