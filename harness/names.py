@@ -38,13 +38,11 @@ EXIT_USAGE = 2
 #: The run suspended (SIGINT/SIGTERM honoured at a boundary, or the end of chat input).
 EXIT_SUSPENDED = 3
 
-#: ``fiskj-harness`` (and a family executor's command line): every checked invariant held
-#: (``mutants``: every mutant caught).
+#: ``fiskj-harness``'s exit statuses (docs/ci.md): every checked invariant held (``mutants``: every one caught);
 HARNESS_VALID = 0
-#: A violation, or an undecided ``unknown`` verdict, which is not a pass (``mutants``: one not caught).
+#: a violation, or an ``unknown`` verdict, which is not a pass (``mutants``: one not caught);
 HARNESS_VIOLATION = 1
-#: A usage or setup error (bad arguments, a scenario that does not parse, a subject that does not start).
-#: An interrupted command exits 130 (SIGINT) or 143 (SIGTERM).
+#: a usage or setup error (an interrupted command exits 130 or 143).
 HARNESS_USAGE = 2
 
 # --- faults ------------------------------------------------------------------------------------
@@ -66,14 +64,11 @@ SEED_STEP = 1000
 
 # --- preloads and mutants ------------------------------------------------------------------------
 
-#: A module a leg imports first, by name, before the agent starts, then calls its ``preload(environ)`` hook
-#: (the mutant subject, a forked leg and a family's child honour it: :mod:`harness.subject.preload`).
+#: The module a child imports first, calling its ``preload(environ)`` hook (:mod:`harness.subject.preload`).
 PRELOAD_ENV = "FISKJ_PRELOAD"
-#: The user-facing name of a mutant (``FISKJ_MUTANT=no-fsync``): reproducers and reports carry it;
-#: the preload :data:`MUTANT_PRELOAD` applies the row of that name.
+#: The user-facing name of a mutant (``FISKJ_MUTANT=no-fsync``), as reproducers and reports carry it.
 MUTANT_ENV = "FISKJ_MUTANT"
 #: The mutant subject's module: ``python -m harness.selftest.subject`` is fiskj with the preload applied.
 MUTANT_SUBJECT = "harness.selftest.subject"
-#: The mutant subject's preload (the value of :data:`PRELOAD_ENV`): the mutants' table, whose ``preload`` hook
-#: applies the mutant :data:`MUTANT_ENV` names.
+#: The mutant subject's preload: the mutants' table, whose hook applies the mutant :data:`MUTANT_ENV` names.
 MUTANT_PRELOAD = "harness.selftest.mutants"

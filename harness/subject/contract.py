@@ -52,9 +52,8 @@ class RunConfig:
     thinking: str = ""     # a thinking mode: passed (``{thinking_args}``) only when set (a drifted resume)
 
 
-#: The run command of the contract (docs/subject.md "Commands"), as argument templates after the command
-#: prefix.  ``{name}`` is replaced in a word; a word that is exactly ``{chat_args}`` or ``{force_args}`` is
-#: replaced by that list when it applies, else dropped (:meth:`Subject.start_argv`).
+#: The run command of the contract (docs/subject.md "Commands") as templates after the command prefix: ``{name}``
+#: is filled in; a word that is exactly ``{chat_args}`` (``{force_args}``, ...) is spliced when it applies.
 CONTRACT_CONFIG = ("--model", "{model}", "--base-url", "{base_url}", "--tools", "{tools_file}",
                    "--max-tokens", "{max_tokens}", "--max-iterations", "{max_iterations}", "{system_args}",
                    "{thinking_args}")

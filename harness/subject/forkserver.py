@@ -52,12 +52,9 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """A pre-imported interpreter that forks legs, one at a time; not thread-safe (one per worker thread).
-
-    The next :meth:`spawn` must wait until the last leg exited.  The server
-    ends at :meth:`close`, or by itself when its stdin reaches EOF (the harness
-    died).  Raises ``OSError`` / ``RuntimeError`` when the server dies.
-    """
+    """A pre-imported interpreter that forks legs, one at a time (the next :meth:`spawn` waits until the last
+    leg exited); not thread-safe: one per worker thread.  It ends at :meth:`close`, or when its stdin reaches EOF
+    (the harness died).  Raises ``OSError`` / ``RuntimeError`` when the server dies."""
 
     def __init__(self, python: str | None = None) -> None:
         self.python = python or sys.executable
@@ -102,13 +99,10 @@ class ForkServer:
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], *, stdin: str | None, stdout: str,
               stderr: str, main: str | None = None) -> ForkedProcess:
-        """Fork a leg running ``fiskj`` with ``argv`` (the words after the subject prefix) in a new session.
-
-        ``env``: its whole environment; ``stdin``: a file path or ``None``
-        (``/dev/null``); ``stdout``/``stderr``: file paths (truncated); ``main``: a
-        module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`, after
-        the preload (the journal-state engine's reader child).
-        """
+        """Fork a leg running ``fiskj`` with ``argv`` (the words after the subject prefix) in a new session:
+        ``env`` its whole environment, ``stdin`` a file path or ``None`` (``/dev/null``), ``stdout``/``stderr`` file
+        paths (truncated); ``main``: a module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`, after the
+        preload (the journal-state engine's reader child)."""
         self.start()
         assert self._proc is not None and self._proc.stdin is not None
         req = {"argv": list(argv), "env": dict(env), "stdin": stdin, "stdout": stdout, "stderr": stderr,
@@ -158,10 +152,9 @@ def _fork_server_main() -> int:
     gc.freeze()
     with fiskj.reader.collector_paused():  # it notes, once, that this process keeps objects frozen: a forked
         pass                               # leg then never walks the frozen set to find out (1.5 ms a read)
-    out = 1
 
     def send(obj: dict[str, Any]) -> None:
-        os.write(out, json.dumps(obj).encode() + b"\n")
+        os.write(1, json.dumps(obj).encode() + b"\n")
 
     send({"ready": True, "pid": os.getpid()})
     for line in sys.stdin.buffer:  # one request a line, until the harness closes the pipe

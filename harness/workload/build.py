@@ -15,8 +15,8 @@ from harness.workload.payloads import limit_spec, output_spec, thinking_text
 from harness.workload.server import Script, ToolCall, Turn
 from harness.workload.tools import INPUT_SCHEMA, PLAIN, TOOL_NAMES, check_template, description
 
-__all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path", "tool_definitions",
-           "write_tools_file"]
+__all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path",
+           "tool_definitions", "write_tools_file"]
 
 #: The model name the agent is configured with (stored in the fingerprint).
 MODEL_NAME = "claude-fiskj-fake"

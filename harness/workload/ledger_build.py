@@ -22,9 +22,7 @@ CFLAGS = ("-std=c99", "-O2", "-Wall", "-Werror")
 
 
 class LedgerBuildError(CBuildError):
-    """The compiled ledger tool could not be built (a :class:`RuntimeError`).
-
-    ``cmd`` is the command run (a list), ``stderr`` what it printed (may be empty)."""
+    """The compiled ledger tool could not be built (a :class:`harness.cbuild.CBuildError`: ``cmd``, ``stderr``)."""
 
 
 class CompilerMissing(LedgerBuildError):

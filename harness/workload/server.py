@@ -169,8 +169,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                "transfer-encoding": "chunked", "request-id": request_id}, head)
         if not ok:
             return
-        if delay_s:
-            time.sleep(delay_s)
+        time.sleep(delay_s)
         try:
             self.wfile.write(sse.chunk(b"".join(sse.encode(e) for e in events[cut:])) + sse.LAST_CHUNK)
         except _GONE:
@@ -236,10 +235,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         delay_s = session.script.delay_ms / 1000.0
         if request.stream:
             self._stream(body, delay_s, request_id)
-            return
-        if delay_s:
+        else:
             time.sleep(delay_s)
-        self._send(200, body, request_id)
+            self._send(200, body, request_id)
 
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
@@ -256,11 +254,8 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 
 
 class ModelServer:
-    """The fake Messages API server.  Use as a context manager or call :meth:`start` / :meth:`close`.
-
-    ``base_url`` (``http://127.0.0.1:PORT``) is valid after :meth:`start`.
-    Any number of sessions may be open at once (one per trial).
-    """
+    """The fake Messages API server: a context manager, or :meth:`start` / :meth:`close`; ``base_url`` is valid
+    after :meth:`start`.  Any number of sessions may be open at once (one per trial)."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
@@ -301,8 +296,7 @@ class ModelServer:
                 token = f"s{self._next}"
             if token in self._sessions:
                 raise ValueError(f"session {token!r} is already open")
-            session = Session(token=token, script=script)
-            self._sessions[token] = session
+            session = self._sessions[token] = Session(token=token, script=script)
             return session
 
     def session(self, token: str) -> Session | None:
