@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from typing import Any, Mapping, Sequence
 
 from harness.names import EXIT_ERROR, EXIT_USAGE
@@ -239,11 +240,9 @@ def _fork_child(req: dict[str, Any]) -> None:
             traceback.print_exc()
             code = EXIT_ERROR
     finally:
-        try:
+        with suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
-        except BaseException:
-            pass
         os._exit(code)
 
 

@@ -170,9 +170,7 @@ class Script:
         spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
         if not tools:
             spec = replace(spec, tools=())
-        text = self._text(turn)
-        if rep:
-            text += f" (asked again: {rep})"
+        text = self._text(turn) + (f" (asked again: {rep})" if rep else "")
         blocks: list[dict[str, Any]] = []
         if spec.thinking or (thinking and self.thinks_when_asked):
             thought = "" if omit_thinking else self.thinking_text(turn, rep)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from contextlib import suppress
 from typing import Any, Callable
 
 from fiskj import ioseam, lock, store
@@ -108,10 +109,8 @@ def marker_file_lock() -> None:
 
         def release(self) -> None:
             if self.fd is not None:
-                try:
+                with suppress(OSError):
                     os.unlink(self.path + ".held")
-                except OSError:
-                    pass
             lock.RunLock.release(self)
 
     def acquire(path: str, run_id: str) -> Any:
