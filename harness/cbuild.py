@@ -1,18 +1,7 @@
-"""Building a C helper of the harness once per source version, atomically, into the fiskj cache.
+"""Building a C helper of the harness (the tracer, the ledger tool) once per source version, atomically.
 
-The harness compiles two programs itself: the observer's tracer
-(harness/observer/build.py) and the ledger tool's fast path
-(harness/workload/ledger_build.py).  Each describes itself as a
-:class:`CProgram` (what it is called in messages, its gcc flags, the hint
-for a missing compiler and its package's two build errors) and is built the
-same way: into ``$XDG_CACHE_HOME/fiskj`` (:func:`cache_dir`), by gcc into a
-temporary file in that directory renamed into place, so threads and
-processes building at the same time each produce a whole binary, the last
-rename wins (the same bytes) and no reader ever sees a partial file.
-
-:class:`CBuildError` is the base both packages' build errors share (each is
-also in its own package's hierarchy): a C helper could not be built.
-"""
+Into ``$XDG_CACHE_HOME/fiskj``, by gcc into a temporary file there renamed into place: no reader ever sees a
+partial file."""
 
 from __future__ import annotations
 
@@ -28,12 +17,8 @@ __all__ = ["CBuildError", "CProgram", "cache_dir", "compile_to", "cached_build"]
 
 
 class CBuildError(RuntimeError):
-    """A C helper of the harness could not be built: gcc is missing or the compile failed.
-
-    The base of :class:`harness.observer.errors.BuildError` and
-    :class:`harness.workload.ledger_build.LedgerBuildError`; catch those (each
-    package's own) rather than this.  ``cmd`` is the command run (a list),
-    ``stderr`` what it printed (may be empty)."""
+    """A C helper of the harness could not be built: gcc is missing or the compile failed.  The base of each
+    package's own build error; ``cmd`` is the command run (a list), ``stderr`` what it printed (may be empty)."""
 
     def __init__(self, message: str, cmd: list[str], stderr: str = "") -> None:
         super().__init__(f"{message}: {' '.join(cmd)}" + (f"\n{stderr.rstrip()}" if stderr else ""))
@@ -43,13 +28,9 @@ class CBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class CProgram:
-    """A C program the harness builds, and what its build errors say.
-
-    ``what`` names it in ``compiling WHAT failed (exit N)``; ``cflags`` are
-    gcc's flags; ``missing_hint`` ends ``gcc is not on PATH; install gcc or
-    HINT``; ``compiler_missing`` and ``compile_failed`` are the errors raised
-    (its package's :class:`CBuildError` subclasses).
-    ``lock`` serialises this program's builds within the process."""
+    """A C program the harness builds: ``what`` names it in messages, ``cflags`` are gcc's flags,
+    ``missing_hint`` ends the missing-gcc message, ``compiler_missing``/``compile_failed`` are the errors
+    raised; ``lock`` serialises its builds within the process."""
 
     what: str
     cflags: tuple[str, ...]

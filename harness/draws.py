@@ -1,10 +1,5 @@
-"""Seeded draws from :mod:`hypothesis` strategies: the same values for a seed on every machine (pure).
-
-Fault schedules (:mod:`harness.families.signals.schedules`) and generated
-workloads (:mod:`harness.scenario.generate`) are drawn with
-:func:`seeded_draws`.  No example database (``database=None``): nothing is
-read or written on disk.
-"""
+"""Seeded draws from :mod:`hypothesis` strategies: the same values for a seed on every machine (pure; no
+example database, nothing read or written on disk)."""
 
 from __future__ import annotations
 
@@ -17,10 +12,8 @@ __all__ = ["seeded_draws"]
 def seeded_draws(strategy: Any, count: int, seed: int) -> list[Any]:
     """Draw ``count`` values from ``strategy``, deterministically for ``seed`` (``[]`` for ``count <= 0``).
 
-    Uses ``hypothesis.find`` with a predicate that only collects (generate
-    phase only, no database).  When the strategy has fewer distinct values
-    than ``count``, the draws repeat cyclically; when it yields none, each
-    draw is ``[]`` (an empty schedule).
+    A strategy with fewer distinct values than ``count`` repeats them
+    cyclically; one that yields none gives ``[]`` (an empty schedule) each.
     """
     from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis.errors import NoSuchExample

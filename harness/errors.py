@@ -1,14 +1,6 @@
-"""The harness's errors: one small hierarchy.
-
-:class:`HarnessError` is the base (a :class:`fiskj.errors.FiskjError`, so
-it carries ``path``/``line`` and survives pickling); :class:`ScenarioError`
-is a scenario file that cannot be used (also a ``ValueError``);
-:class:`ProfileError` is a subject profile that cannot be used (also a
-``ValueError``); :class:`SetupError` is a trial that cannot run (the subject does not start,
-its uninterrupted run fails; also a ``RuntimeError``); :class:`ResultsError` is a
-results folder or a stored history that cannot be read (also a ``ValueError``).  A misbehaving agent
-is never an error: it is recorded in the history and judged.
-"""
+"""The harness's errors: one small hierarchy under :class:`HarnessError` (a :class:`fiskj.errors.FiskjError`,
+so it carries ``path``/``line`` and survives pickling).  A misbehaving agent is never an error: it is
+recorded in the history and judged."""
 
 from __future__ import annotations
 
@@ -22,36 +14,33 @@ class HarnessError(FiskjError):
     """Base of the harness's errors."""
 
 
-class ScenarioError(HarnessError, ValueError):
-    """A scenario file cannot be used.
+class _Located(HarnessError):
+    """An error about a file that says where: ``str(error)`` reads ``FILE:LINE: NAMED 'K': message``, where
+    NAMED is the attribute :attr:`_named` names (``key`` or ``field``) and each part is left out when unknown."""
 
-    Attributes: ``path`` (str, the file), ``line`` (int 1-based or ``None``
-    when unknown), ``key`` (dotted key such as ``"workload.turns"`` or
-    ``None``).  ``str(error)`` reads ``FILE:LINE: key 'K': message``.
-    Survives pickling (inherited from :class:`fiskj.errors.FiskjError`).
-    """
-
-    key: str | None = None
+    _unnamed = "<file>"
+    _named = "key"
 
     def __str__(self) -> str:
-        where = str(self.path) if self.path is not None else "<scenario>"
+        where = str(self.path) if self.path is not None else self._unnamed
         if self.line is not None:
             where += f":{self.line}"
-        if self.key is not None:
-            return f"{where}: key {self.key!r}: {self.message}"
-        return f"{where}: {self.message}"
+        named = getattr(self, self._named, None)
+        return f"{where}: {self._named} {named!r}: {self.message}" if named is not None else f"{where}: {self.message}"
+
+
+class ScenarioError(_Located, ValueError):
+    """A scenario file cannot be used: ``path`` (the file), ``line`` (1-based or ``None``), ``key`` (dotted,
+    such as ``"workload.turns"``, or ``None``); ``str(error)`` reads ``FILE:LINE: key 'K': message``."""
+
+    key: str | None = None
+    _unnamed = "<scenario>"
 
 
 class ProfileError(ScenarioError):
-    """A subject profile (docs/subject.md "Subject profiles") cannot be used.
+    """A subject profile (docs/subject.md "Subject profiles") cannot be used; as :class:`ScenarioError`."""
 
-    Same attributes and message shape as :class:`ScenarioError`
-    (``FILE:LINE: key 'K': message``).
-    """
-
-    def __str__(self) -> str:
-        text = super().__str__()
-        return text.replace("<scenario>", "<profile>", 1)
+    _unnamed = "<profile>"
 
 
 class SetupError(HarnessError, RuntimeError):
@@ -65,31 +54,18 @@ class SubjectDidNotStart(SetupError):
 
 
 class BrokenReference(SetupError):
-    """The subject ran a scenario's uninterrupted reference run and it ended wrong (no terminal record, a
-    torn last line, an error): not a setup error to report as such, but a run to judge as a trial (the
-    campaign judges ``history`` with the checkers; I6 says how it should have ended).
-
-    Attributes: ``history`` (:class:`harness.history.model.History` of the uninterrupted run), ``path``.
-    """
+    """The subject's uninterrupted reference run ended wrong: a run to judge as a trial (I6 says how it
+    should have ended), not a setup error to report.  ``history``: its :class:`harness.history.model.History`."""
 
     def __init__(self, message: str, *, history: object, path: str | None = None) -> None:
         super().__init__(message, path=path)
         self.history = history
 
 
-class ResultsError(HarnessError, ValueError):
-    """A results folder, a trial folder or a stored history cannot be used (``fiskj-harness check``, replay of
-    a stored report; docs/results.md).
+class ResultsError(_Located, ValueError):
+    """A results folder, a trial folder or a stored history cannot be used (``check``, replay; docs/results.md):
+    ``path``, ``line`` (where a JSON file stops parsing), ``field`` (dotted with indices, such as
+    ``"legs[1].fault.kind"``); ``str(error)`` reads ``FILE:LINE: field 'F': message``."""
 
-    Attributes: ``path`` (str, the file or folder), ``line`` (int 1-based or ``None``: where a JSON file
-    stops parsing), ``field`` (the JSON field, dotted with indices such as ``"legs[1].fault.kind"``, or
-    ``None``).  ``str(error)`` reads ``FILE:LINE: field 'F': message``.
-    """
-
-    def __str__(self) -> str:
-        where = str(self.path) if self.path is not None else "<results>"
-        if self.line is not None:
-            where += f":{self.line}"
-        if self.field is not None:
-            return f"{where}: field {self.field!r}: {self.message}"
-        return f"{where}: {self.message}"
+    _unnamed = "<results>"
+    _named = "field"

@@ -1,21 +1,11 @@
-"""Names and constants shared across the harness's roles: one definition each.
-
-Every role imports these from here; none defines its own copy.  Invariant
-ids are docs/spec.md section 15's; the subject's exit statuses are the
-subject contract's (docs/subject.md "Exit status"), the harness CLI's are
-``fiskj-harness``'s own; the fault counts are a report's ``faults``
-(docs/scenarios.md).  This module imports nothing.
-"""
+"""Names and constants shared across the harness's roles: one definition each.  This module imports nothing."""
 
 from __future__ import annotations
 
-__all__ = [
-    "INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
-    "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "SUBJECT_EXITS",
-    "HARNESS_VALID", "HARNESS_VIOLATION", "HARNESS_USAGE",
-    "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
-    "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANT_PRELOAD",
-]
+__all__ = ["INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
+           "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "HARNESS_VALID", "HARNESS_VIOLATION",
+           "HARNESS_USAGE", "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
+           "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANT_PRELOAD"]
 
 # --- invariants ----------------------------------------------------------------------------------
 
@@ -26,9 +16,7 @@ INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11"
 
 #: The fisk-ai v2 wire format (docs/spec.md): every invariant can be judged on it.
 FISK_AI_V2 = "fisk-ai-v2"
-#: Any other JSON-lines journal (docs/subject.md "Journal formats"): each complete line is one JSON
-#: value; judged at line level (I4, I5), through what the harness sees from outside (I1-I3, I6-I9),
-#: never through a fold (I10, and the fold-level parts of I1 and I5, are not judged).
+#: Any other JSON-lines journal, one JSON value per line, judged without a fold (docs/subject.md "Journal formats").
 JSONL = "jsonl"
 #: Journal formats a subject profile may name, the first the default.
 JOURNAL_FORMATS = (FISK_AI_V2, JSONL)
@@ -49,16 +37,12 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 #: The run suspended (SIGINT/SIGTERM honoured at a boundary, or the end of chat input).
 EXIT_SUSPENDED = 3
-#: Every exit status of the subject contract.
-SUBJECT_EXITS = (EXIT_COMPLETED, EXIT_ERROR, EXIT_USAGE, EXIT_SUSPENDED)
 
-#: ``fiskj-harness`` (and a family executor's command line): every checked invariant held
-#: (``mutants``: every mutant caught).
+#: ``fiskj-harness``'s exit statuses (docs/ci.md): every checked invariant held (``mutants``: every one caught);
 HARNESS_VALID = 0
-#: A violation, or an undecided ``unknown`` verdict, which is not a pass (``mutants``: one not caught).
+#: a violation, or an ``unknown`` verdict, which is not a pass (``mutants``: one not caught);
 HARNESS_VIOLATION = 1
-#: A usage or setup error (bad arguments, a scenario that does not parse, a subject that does not start).
-#: An interrupted command exits 130 (SIGINT) or 143 (SIGTERM).
+#: a usage or setup error (an interrupted command exits 130 or 143).
 HARNESS_USAGE = 2
 
 # --- faults ------------------------------------------------------------------------------------
@@ -80,14 +64,11 @@ SEED_STEP = 1000
 
 # --- preloads and mutants ------------------------------------------------------------------------
 
-#: A module a leg imports first, by name, before the agent starts, then calls its ``preload(environ)`` hook
-#: (the mutant subject, a forked leg and a family's child honour it: :mod:`harness.subject.preload`).
+#: The module a child imports first, calling its ``preload(environ)`` hook (:mod:`harness.subject.preload`).
 PRELOAD_ENV = "FISKJ_PRELOAD"
-#: The user-facing name of a mutant (``FISKJ_MUTANT=no-fsync``): reproducers and reports carry it;
-#: the preload :data:`MUTANT_PRELOAD` applies the row of that name.
+#: The user-facing name of a mutant (``FISKJ_MUTANT=no-fsync``), as reproducers and reports carry it.
 MUTANT_ENV = "FISKJ_MUTANT"
 #: The mutant subject's module: ``python -m harness.selftest.subject`` is fiskj with the preload applied.
 MUTANT_SUBJECT = "harness.selftest.subject"
-#: The mutant subject's preload (the value of :data:`PRELOAD_ENV`): the mutants' table, whose ``preload`` hook
-#: applies the mutant :data:`MUTANT_ENV` names.
+#: The mutant subject's preload: the mutants' table, whose hook applies the mutant :data:`MUTANT_ENV` names.
 MUTANT_PRELOAD = "harness.selftest.mutants"

@@ -1,12 +1,5 @@
-"""Where a key is in a TOML file: the line numbers that errors about scenario and profile files name.
-
-:mod:`tomllib` reports no positions for well-formed documents, so an error
-about a value (a wrong type, an unknown key) finds its line here, from the
-text: :func:`find_line` for a dotted key, :func:`key_at` for the key on a
-line (a syntax error's line).  :func:`load_toml` and :func:`located` build
-the typed, located errors both file kinds raise.  Pure: strings in, numbers
-and errors out.
-"""
+"""Where a key is in a TOML file, found from the text (:mod:`tomllib` gives no positions): the lines that
+errors about scenario and profile files name (pure)."""
 
 from __future__ import annotations
 
@@ -27,13 +20,11 @@ def _bare(key: str) -> str:
 
 
 def find_line(text: str, section: str, key: str | None) -> int | None:
-    """Return the 1-based line of ``key`` in table ``section`` of TOML ``text``.
+    """Return the 1-based line of ``key`` in table ``section`` (``""``: the top level) of TOML ``text``.
 
-    ``section`` is ``""`` for the top level.  With ``key`` ``None`` the
-    table's header line is returned (or its first dotted key).  Dotted keys
-    (``workload.turns = 3`` at the top level) and a table header naming the
-    key (``[nemesis]`` for section ``""``, key ``"nemesis"``) are found too.
-    Returns ``None`` when nothing matches.
+    With ``key`` ``None``, the table's header line (or its first dotted key).
+    Dotted keys and a table header naming the key are found too; ``None`` when
+    nothing matches.
     """
     wanted = ".".join(p for p in (section, key) if p)
     current = ""
@@ -57,12 +48,8 @@ _ASSIGN_RE = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(
 
 
 def key_at(text: str, line: int) -> str | None:
-    """The dotted key written on 1-based ``line`` of TOML ``text`` (``"faults.family"``), if it holds one.
-
-    Used to name the key of a TOML syntax error (a bad value after ``key =``).
-    The table is the last ``[header]`` above the line.  ``None`` when the
-    line holds no ``key =``.
-    """
+    """The dotted key written on 1-based ``line`` of TOML ``text`` (``"faults.family"``), its table the last
+    header above it; ``None`` when the line holds no ``key =``."""
     lines = text.splitlines()
     if not 1 <= line <= len(lines):
         return None

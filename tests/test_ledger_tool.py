@@ -1,7 +1,7 @@
 """The ledger tool: each execution leaves one fsynced ledger line before it returns.
 
-The Python script is the contract (harness/workload/ledger_tool.py's
-docstring) and its one full implementation; the compiled ledger_tool.c is a
+The Python script is the contract (docs/workload.md "The ledger tool's
+contract") and its one full implementation; the compiled ledger_tool.c is a
 fast path for the inputs the harness's workload sends, which hands any other
 input to the script before any effect.  The behaviour tests run both; the
 differential tests feed both the same generated inputs (workload-shaped ones

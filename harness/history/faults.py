@@ -1,12 +1,4 @@
-"""Fault counts: how many faults of each kind a trial's history shows injected (families and report count alike).
-
-A trial's ``faults`` (``TrialResult.faults``, a report row's ``faults``)
-maps a kind of :data:`harness.names.FAULT_COUNTS` (or ``crash_states``,
-:data:`harness.names.CRASH_STATES`) to a count.  A family that runs legs
-under signals counts the faulted legs of the history (:func:`fault_counts`);
-the others count their own (one ``tail`` mutation, one ``power_loss``
-state, one ``race`` per race trial).
-"""
+"""Fault counts: how many faults of each kind a trial's history shows injected (families and report alike)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""A ``jsonl`` journal's lines (docs/subject.md "Journal formats"): one JSON value per line.  Pure.
-
-What the harness can know of a journal in a format it does not fold: each
-complete line (ending in ``\\n``) is one JSON value, and lines are known by
-where they lie, not by a seq.  Used by the runner (does a journal hold a run
-to resume?) and by the checkers (:func:`harness.checkers.journal_view.split_journal`).
-"""
+"""A ``jsonl`` journal's lines (docs/subject.md "Journal formats"): one JSON value per line, known by offset.  Pure."""
 
 from __future__ import annotations
 

@@ -1,41 +1,5 @@
-"""What one trial observed, recorded outside the processes it killed.
-
-A :class:`History` is plain data (JSON-serialisable through
-:func:`history_to_json`), built by the runner and judged by the checkers,
-which do no IO.  Times are ``time.monotonic_ns()`` values (CLOCK_MONOTONIC is
-system-wide on Linux, so times from the harness, the agents and the tools
-are comparable).
-
-Sources of each field (all outside the killed process):
-
-* ``model_calls``: the fake model server, in the harness process;
-* ``effects``: the effects ledger, appended (O_APPEND + fsync) by the ledger
-  tool before it returns;
-* ``legs``: one per agent process the runner started: argv, pid, the fault
-  the nemesis applied, how it exited, the IO-seam trace it left, and a copy
-  of the journal bytes after it ended;
-* ``reference``: the fold of an uninterrupted run of the same scenario.
-
-Facts a family records for the checkers (it judges none of them itself;
-docs/spec.md section 15):
-
-* ``reader_checks`` (tail family): one :class:`ReaderCheck` per mutated
-  journal, what the reader must answer (docs/spec.md section 7) and what the
-  subject's reader answered; judged as I5;
-* ``crash_state`` (power-loss family): the :class:`CrashStateFacts` of the
-  crash state leg 0 lost power into: the files it holds and the writes the
-  trace model counts as acknowledged (docs/persistence-model.md); judged as I4;
-* ``journal_format``: the subject's journal format (:data:`harness.names.JOURNAL_FORMATS`), which
-  says how far the checkers can read its journal; ``journal_template``: the subject's journal path
-  template (:data:`harness.history.journal_location.CONTRACT_JOURNAL` unless its profile says otherwise);
-  together they are :attr:`History.journal`, the one answer to "is this path the run's journal";
-* ``promises``: what the subject promises (:class:`harness.history.promises.Promises`, its profile's
-  ``[promises]``; fisk-ai's rules by default), which the checkers judge against;
-* ``readings`` (race ``readers-during-appends`` through the subject's own
-  commands): the subject's reading taken while a writer leg was held at a
-  sequence point, ``{"leg", "at", "journal" (latin-1 text), "reading"}``
-  (:func:`harness.history.readers.parse_reading`); judged as I10.
-"""
+"""What one trial observed, recorded outside the processes it killed: plain data the checkers judge.  Where
+each field comes from, and the facts each family records: docs/history.md."""
 
 from __future__ import annotations
 
@@ -52,19 +16,9 @@ __all__ = ["ModelCall", "Effect", "Fault", "Leg", "Reference", "ReaderCheck", "C
 
 @dataclass
 class ModelCall:
-    """One ``POST /v1/messages`` the fake server answered.
-
-    ``key`` identifies the conversation state (a hash of the chat segment
-    and the scripted turn the request asks for, derived from the tool ids
-    it answers and the follow-ups it holds: docs/subject.md "The model");
-    ``turn`` is the scripted turn it answered; ``messages`` is the
-    request's message list as sent, without ``role: "system"`` messages;
-    ``leg`` is the leg index from the API key
-    (``fiskj-<token>-leg<L>``) when known, else -1; ``reply`` the content
-    blocks returned; ``stream``: the client asked for server-sent events; ``stop``: the reply's
-    ``stop_reason`` (``""`` in histories written before it was recorded); ``usage``: the reply's ``usage``
-    as sent (``{}`` in histories written before it was recorded; judged by I11).
-    """
+    """One ``POST /v1/messages`` the fake server answered (docs/history.md): ``key`` the conversation
+    state, ``turn`` the scripted turn, ``messages`` as sent, ``leg`` (-1: unknown), ``reply`` blocks, ``stop``,
+    ``usage`` as sent (judged by I11)."""
 
     index: int
     t: int
@@ -92,15 +46,8 @@ class Effect:
 
 @dataclass
 class Fault:
-    """The fault a nemesis applied to one leg.
-
-    ``kind``: ``none``, ``kill`` (SIGKILL), ``suspend`` (SIGINT or SIGTERM:
-    ``signal`` names it), ``tail`` (journal cut/garbage after the leg),
-    ``power_loss`` (a crash state replaces the files), ``race``.  ``at`` is
-    when: ``{"after_ms": 12.5}`` for a timed fault, ``{"event": k}`` for the
-    k-th IO-seam call, ``{"op": "fsync", "event": k}`` when counted per op.
-    ``detail`` holds family-specific parameters (cut offset, crash state id).
-    """
+    """The fault a nemesis applied to one leg: ``kind``, ``signal``, ``at``, ``detail``, ``injected``
+    (docs/history.md)."""
 
     kind: str = "none"
     signal: str | None = None
@@ -111,26 +58,9 @@ class Fault:
 
 @dataclass
 class Leg:
-    """One agent process: a start or a resume.
-
-    ``exit_code`` is the process's exit status, ``exit_signal`` the signal
-    name that killed it (``"SIGKILL"``), both ``None`` while unknown.
-    ``journal`` is the journal's bytes after the leg ended (``None`` when
-    the file did not exist).  ``trace`` is the list of IO-seam events the
-    leg wrote (docs/ioseam.md), possibly cut short by a kill.  ``stdout`` and
-    ``stderr`` are kept (truncated) as evidence.  ``timed_out`` is true when
-    the runner killed the leg because the trial's time budget ran out (a
-    hung agent).  ``raw_exit_code`` is the subject's own exit status when its
-    profile maps it to another contract status (``exit_code`` is then the
-    contract's, docs/subject.md "Subject profiles"); ``reading`` is the
-    subject's own reading of the journal after the leg
-    (:func:`harness.history.readers.parse_reading`), ``None`` when it gives
-    none.  ``lock_point`` (observed legs): the sequence point K at which the leg
-    asks for its first lock, counted like a race's ``hold`` (its lookups, reads,
-    opens and locks under the store, :data:`harness.runner.leg.HOLD_KINDS`):
-    a hold at ``1..lock_point`` stops the leg before it holds the run; ``None``
-    when it took no lock or was not held (only a held leg's lookups and reads are observed).
-    """
+    """One agent process, a start or a resume (docs/history.md): ``exit_code``/``exit_signal`` ``None`` while
+    unknown, ``journal`` its bytes after the leg (``None``: no file), ``reading`` ``None`` when none is given,
+    ``lock_point`` only for a held observed leg."""
 
     index: int
     kind: str
@@ -163,16 +93,8 @@ class Leg:
 
 @dataclass
 class Reference:
-    """The result of an uninterrupted run: the fold's JSON (``fiskj session show --json``) and what it was seen doing.
-
-    ``state``: the fold of its journal (``{}`` for a journal format fiskj does not fold); ``model_calls``,
-    ``effects``: how many of each it made.  What an outside observer saw of it, the result a ``jsonl``
-    journal is judged by (I6): ``call_keys``, the distinct conversation states it asked the model about,
-    in order (:attr:`ModelCall.key`); ``last_reply``, the content blocks of its last model reply (its final
-    answer); ``effect_ids``, the tool_use ids its tools ran, sorted; ``exit_code`` of its last leg;
-    ``printed_answer``: the end of its final answer's text (at most 200 characters) when its last leg
-    printed it on standard output, else ``""`` (a subject that prints no answer: nothing to compare).
-    """
+    """The uninterrupted run: its fold (``{}`` when not folded), counts, and what an outside observer saw it
+    end with (``call_keys``, ``last_reply``, ``effect_ids``, ``exit_code``, ``printed_answer``); docs/history.md."""
 
     state: dict[str, Any]
     model_calls: int
@@ -186,17 +108,8 @@ class Reference:
 
 @dataclass
 class ReaderCheck:
-    """One mutated journal read by the subject's own reader (tail family; docs/spec.md section 7).
-
-    ``mutation``: its id; ``kind`` (``cut``, ``zeros``, ...) and ``size``
-    (bytes) describe it.  ``expected``: what the reader must answer, the
-    mutation's label: ``kind`` ``clean``, ``torn`` (the final line dropped
-    and reported) or ``corrupt`` (an interior line raised), ``seqs`` of the
-    records returned, ``good_size``, ``torn`` ``[offset, length]`` or
-    ``None``, ``line`` and ``offset`` of the corrupt line.  ``answer``:
-    what the reader said: ``kind`` ``read`` (``seqs``, ``torn``,
-    ``good_size``), ``corrupt`` (``line``) or ``error`` (``message``).
-    """
+    """One mutated journal read by the subject's reader: ``mutation`` id, ``kind``, ``size`` (bytes),
+    ``expected`` (its label: ``clean``, ``torn`` or ``corrupt``) and ``answer`` (docs/spec.md section 7)."""
 
     mutation: str
     kind: str
@@ -222,14 +135,8 @@ class CrashAck:
 
 @dataclass
 class CrashStateFacts:
-    """The crash state a power loss left (power-loss family; docs/persistence-model.md).
-
-    ``id`` and ``prefix_n`` (trace events applied) name it; ``files`` (path
-    -> bytes), ``dirs`` and ``inodes`` (path -> inode) are what it holds;
-    ``acks`` the writes acknowledged before the crash point;
-    ``lost_entries`` the unsynced name operations that did not survive and
-    ``persisted`` the unsynced units that did.
-    """
+    """The crash state a power loss left (docs/persistence-model.md): ``id``, ``prefix_n`` (trace events
+    applied), ``files``, ``dirs``, ``inodes``, ``acks`` (acknowledged writes), ``lost_entries``, ``persisted``."""
 
     id: str
     prefix_n: int
@@ -256,12 +163,7 @@ class CrashStateFacts:
 
 @dataclass
 class History:
-    """Everything one trial observed; the checkers' only input.
-
-    ``probes``: the code probes the legs reached (``{"leg", "probe"}``,
-    :func:`harness.history.readers.read_probes`); only the reference writes
-    them, and no checker reads them (they measure coverage, never a verdict).
-    """
+    """Everything one trial observed; the checkers' only input (docs/history.md)."""
 
     scenario: str
     seed: int
@@ -292,10 +194,7 @@ class History:
 def observed_result(history: History) -> dict[str, Any]:
     """What an outside observer saw ``history``'s run end with: :class:`Reference`'s ``call_keys``,
     ``last_reply``, ``effect_ids`` and ``exit_code`` (of the last leg; ``None`` with no leg)."""
-    keys: list[str] = []
-    for call in sorted(history.model_calls, key=lambda c: c.index):
-        if call.key not in keys:
-            keys.append(call.key)
+    keys = list(dict.fromkeys(call.key for call in sorted(history.model_calls, key=lambda c: c.index)))
     last = max(history.model_calls, key=lambda c: c.index) if history.model_calls else None
     legs = sorted(history.legs, key=lambda leg: leg.index)
     return {"call_keys": keys, "last_reply": list(last.reply) if last else [],
@@ -319,20 +218,14 @@ def history_to_json(history: History) -> dict[str, Any]:
 
 def history_from_json(data: dict[str, Any]) -> History:
     """Inverse of :func:`history_to_json`."""
-    legs = []
-    for raw in data.get("legs", []):
-        raw = dict(raw)
-        raw["fault"] = Fault(**raw.get("fault", {}))
-        if raw.get("journal") is not None:
-            raw["journal"] = raw["journal"].encode("latin-1")
-        legs.append(Leg(**raw))
+    legs = [Leg(**{**raw, "fault": Fault(**raw.get("fault", {})),
+                   "journal": None if raw.get("journal") is None else raw["journal"].encode("latin-1")})
+            for raw in data.get("legs", [])]
     ref = data.get("reference")
     return History(
-        scenario=data["scenario"], seed=data["seed"], schedule=data.get("schedule", []),
-        run_id=data["run_id"], legs=legs,
-        model_calls=[ModelCall(**c) for c in data.get("model_calls", [])],
-        effects=[Effect(**e) for e in data.get("effects", [])],
-        reference=Reference(**ref) if ref else None,
+        scenario=data["scenario"], seed=data["seed"], schedule=data.get("schedule", []), run_id=data["run_id"],
+        legs=legs, model_calls=[ModelCall(**c) for c in data.get("model_calls", [])],
+        effects=[Effect(**e) for e in data.get("effects", [])], reference=Reference(**ref) if ref else None,
         final_state=data.get("final_state"), final_error=data.get("final_error"),
         notes=list(data.get("notes", [])), options=dict(data.get("options", {})),
         reader_checks=[ReaderCheck(**c) for c in data.get("reader_checks", [])],

@@ -1,14 +1,11 @@
-"""Reading what a leg left behind into history facts: IO-seam traces, the effects ledger, the journal's fold.
-
-Each reader takes a path the leg wrote and never raises for bad content:
-a bad line ends a trace, is named in the ledger's notes, or becomes the
-fold's error object (docs/spec.md section 15, "History").
-"""
+"""Reading what a leg left behind into history facts: traces, the effects ledger, the journal's fold, a
+reading; no reader raises for bad content (docs/history.md "Reading a leg's files")."""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +23,18 @@ KEEP_OUTPUT = 4000
 READING_KEEP = 400
 
 
+def _read(path: str | os.PathLike[str]) -> bytes:
+    """The file's bytes; ``b""`` when it does not exist."""
+    try:
+        return Path(path).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return b""
+
+
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Parse an IO-seam trace (JSON lines, docs/ioseam.md); a torn or bad line ends it.  Missing file: ``[]``."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return []
     events = []
-    for line in data.split(b"\n"):
+    for line in _read(path).split(b"\n"):
         if not line:
             continue
         try:
@@ -44,17 +45,9 @@ def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
-    """Parse the effects ledger into :class:`Effect` objects, in file order.
-
-    Returns ``(effects, notes)``; a line that does not parse (none should:
-    each is one fsynced ``O_APPEND`` write) is skipped and named in notes.
-    """
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return [], []
+    """Parse the effects ledger into ``(effects, notes)``; a line that does not parse is named in notes."""
     effects, notes = [], []
-    for number, line in enumerate(data.split(b"\n"), start=1):
+    for number, line in enumerate(_read(path).split(b"\n"), start=1):
         if not line:
             continue
         try:
@@ -68,18 +61,10 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[list[Effect], list[str]]:
 
 
 def read_probes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The code probes a trial's legs reached (:mod:`fiskj.probes`): ``[{"leg": int, "probe": str}]`` in file order.
-
-    The file holds one ``LEG NAME`` line per probe hit; a missing file is no
-    hit (a subject that has no probes writes none); a malformed line is skipped
-    (a probe says only that a branch ran: it never judges anything).
-    """
-    try:
-        data = Path(path).read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    """The code probes a trial's legs reached: ``[{"leg": int, "probe": str}]`` in file order (missing
+    file: none; a malformed line is skipped)."""
     hits = []
-    for line in data.decode("utf-8", "replace").splitlines():
+    for line in _read(path).decode("utf-8", "replace").splitlines():
         leg, _, name = line.partition(" ")
         if name and leg.lstrip("-").isdigit():
             hits.append({"leg": int(leg), "probe": name})
@@ -90,18 +75,14 @@ def write_ledger(path: str | os.PathLike[str], effects: list[Effect]) -> None:
     """Write ``effects`` as a ledger file (one JSON line each), the form :func:`read_ledger` reads."""
     with open(path, "w", encoding="utf-8") as f:
         for e in effects:
-            f.write(json.dumps({"tool_use_id": e.tool_use_id, "attempt": e.attempt, "pid": e.pid, "t": e.t,
-                                "leg": e.leg, "tool": e.tool}) + "\n")
+            f.write(json.dumps(asdict(e)) + "\n")
 
 
 def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Fold the journal at ``path`` with fiskj; returns ``(state_json, None)`` or ``(None, error_json)``.
+    """Fold the journal at ``path`` with fiskj: ``(state_json, None)`` or ``(None, error_json)``.
 
-    A journal in another format than ``fisk-ai-v2`` (``fmt``) is not folded: ``(None, None)`` when it
-    exists.
-
-    ``error_json`` is ``{"kind", "message", ...}`` (``FiskjError.to_json()``
-    for fiskj errors; kind ``RunNotFound`` when the file does not exist).
+    ``error_json`` is ``FiskjError.to_json()`` (kind ``RunNotFound`` for no
+    file); a format other than ``fisk-ai-v2`` is not folded, ``(None, None)``.
     Never raises for a bad journal.
     """
     p = Path(path)
@@ -119,11 +100,7 @@ def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[d
 
 def tail_text(path: Path, keep: int = KEEP_OUTPUT) -> str:
     """The last ``keep`` characters of a leg's output file (``...`` marks a cut); missing file: ``""``."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    text = data.decode("utf-8", "replace")
+    text = _read(path).decode("utf-8", "replace")
     return text if len(text) <= keep else "..." + text[-keep:]
 
 
@@ -140,55 +117,47 @@ def _dotted(obj: Any, path: str) -> tuple[bool, Any]:
 
 
 def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    """The subject's own reading of a journal, from its status command's output (docs/subject.md).
+    """The subject's own reading of a journal from its status command's output (docs/history.md).
 
-    ``raw`` is what :meth:`harness.runner.leg.LegStarter.read` returned
-    (``argv``, ``exit_code``, ``stdout``, ``stderr``, ``timed_out``);
-    ``fields`` maps ``status``, ``pending`` and ``records`` to dotted paths
-    in the JSON object the command prints (its whole output, else its last
-    line).  Returns ``raw`` (its ``stdout`` cut to its last
-    :data:`READING_KEEP` characters) plus
-    ``status`` (str or ``None``), ``pending`` (list of tool_use ids, or
-    ``None`` for no pending batch), ``records`` (int or ``None``), the
-    ``fields`` found (``given``) and ``error``: ``None``, or what made the
-    reading unusable (a non-zero exit, no JSON object, a missing or
-    ill-typed field), said in words.  Never raises.
+    ``raw``: what :meth:`harness.runner.leg.LegStarter.read` returned;
+    ``fields``: ``status``, ``pending``, ``records`` -> dotted paths.  Returns
+    ``raw`` (``stdout`` cut to :data:`READING_KEEP`) with ``status``,
+    ``pending``, ``records``, ``given`` (the fields found) and ``error``
+    (``None``, or why the reading is unusable).  Never raises.
     """
     text = str(raw.get("stdout", "")).strip()
     out: dict[str, Any] = {**raw, "stdout": text[-READING_KEEP:], "status": None, "pending": None, "records": None,
                            "given": [], "error": None}
-    if raw.get("timed_out"):
-        out["error"] = "the status command hung (killed)"
-        return out
-    if raw.get("over_limit"):
-        out["error"] = f"the status command printed more than {raw['over_limit']} bytes, more than any reading needs"
-        return out
-    if raw.get("exit_code") != 0:
-        out["error"] = f"the status command exited {raw.get('exit_code')}"
-        return out
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        try:
-            doc = json.loads(text.splitlines()[-1] if text else "")
-        except ValueError:
-            out["error"] = f"the status command printed no JSON object (whole or on its last line): {text[-200:]!r}"
-            return out
-    if not isinstance(doc, dict):
-        out["error"] = f"the status command printed {type(doc).__name__}, not a JSON object"
-        return out
-    for name, path in fields:
+    doc, out["error"] = _printed_object(raw, text)
+    for name, path in fields if doc is not None else ():
         found, value = _dotted(doc, path)
-        if not found:
-            if name == "status":
-                out["error"] = f"the status command's output has no field {path!r}"
-            continue
         ok = {"status": isinstance(value, str),
               "pending": value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
               "records": isinstance(value, int) and not isinstance(value, bool)}.get(name, True)
-        if not ok:
+        if not found and name == "status":
+            out["error"] = f"the status command's output has no field {path!r}"
+        elif found and not ok:
             out["error"] = f"the status command's field {path!r} ({name}) is {value!r}"
-            continue
-        out[name] = value
-        out["given"].append(name)
+        elif found:
+            out[name] = value
+            out["given"].append(name)
     return out
+
+
+def _printed_object(raw: dict[str, Any], text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object a status command printed (its whole output, else its last line), or why there is none."""
+    if raw.get("timed_out"):
+        return None, "the status command hung (killed)"
+    if raw.get("over_limit"):
+        return None, f"the status command printed more than {raw['over_limit']} bytes, more than any reading needs"
+    if raw.get("exit_code") != 0:
+        return None, f"the status command exited {raw.get('exit_code')}"
+    for printed in (text, text.splitlines()[-1] if text else ""):
+        try:
+            doc = json.loads(printed)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            return doc, None
+        return None, f"the status command printed {type(doc).__name__}, not a JSON object"
+    return None, f"the status command printed no JSON object (whole or on its last line): {text[-200:]!r}"

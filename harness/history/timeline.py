@@ -1,16 +1,4 @@
-"""A leg's own time line: when the subject was ready and when it did its last work (pure; no IO).
-
-Timed faults (``after_ms``) count from a leg's start, the moment the
-harness started the process.  An agent's start-up (interpreter, imports,
-signal handlers) is not its work: a fault drawn from the spawn lands there
-far more often for a fast agent than for a slow one, and tests nothing
-but a dead process.  The subject's own time line is measured on its
-uninterrupted run instead: ``ready_ms`` is the first thing it did that an
-outside observer records (a traced durability call on its journal, a
-model call, a tool's effect), ``last_ms`` the last.  The signals family
-draws timed faults inside ``[ready_ms, last_ms]`` (docs/scenarios.md
-"Timed faults").
-"""
+"""A leg's own time line: when the subject was ready and did its last work (pure; docs/history.md)."""
 
 from __future__ import annotations
 
@@ -36,12 +24,11 @@ class Timeline:
 
 
 def leg_timeline(history: History, index: int = 0) -> Timeline:
-    """The time line of leg ``index`` of ``history`` (its uninterrupted run's only leg, by default).
+    """The time line of leg ``index`` of ``history`` (default: the uninterrupted run's only leg).
 
-    Counts the leg's trace events (``t0``, else ``t``: the IO seam's and the
-    observer's entry times), the model calls and the ledger effects of that
-    leg.  A leg with nothing observed gets ``ready_ms = 0`` and ``last_ms =
-    end_ms`` (its whole life).  Raises ``IndexError`` when there is no such leg.
+    Counts its trace events, model calls and ledger effects; with nothing
+    observed ``ready_ms`` is 0 and ``last_ms`` is ``end_ms``.  Raises
+    ``IndexError`` when there is no such leg.
     """
     leg = history.legs[index]
     start = leg.t_start

@@ -1,29 +1,12 @@
 """The mutants: deliberately broken variants of fiskj, one row each, applied in a child process only.
 
-:data:`MUTANTS` is the one table: each row names a mutant (``FISKJ_MUTANT=NAME``),
-the defect it reintroduces, the fault family that must catch it, its
-target (the bundled scenario of ``scenarios/``, the trials and campaign
-seed the self-test starts with, the invariants expected to catch it: the
-self-test reports what did) and its patch, a plain function of
-:mod:`harness.selftest.patches` that changes :mod:`fiskj` in the process
-that calls it.  Defects 1 to 5 are fisk-ai's (docs/spec.md section 16).
-
-A mutant reaches a child by name: its subject (:func:`subject_for`,
-``python -m harness.selftest.subject``) carries ``FISKJ_MUTANT=NAME`` and
-``FISKJ_PRELOAD=harness.selftest.mutants``, and every child process of a
-leg (the mutant subject, a leg forked by the fork server, the
-journal-state reader child) loads that preload
-(:mod:`harness.subject.preload`), which calls :func:`preload`: it looks the
-name up here and calls the row's patch.  Importing this module, or a patch
-module, changes nothing; the harness reads the table and never calls a
-patch.  The checkers judge the child's history without knowing which
-mutant ran.  The self-test ``fiskj-harness mutants`` (:mod:`harness.selftest.run`)
-runs every row's target campaign.
-"""
+:data:`MUTANTS` is the one table; a child's preload calls :func:`preload` to apply the row ``$FISKJ_MUTANT``
+names.  Importing this module, or a patch module, changes nothing (docs/selftest.md)."""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Callable, Mapping
@@ -35,26 +18,19 @@ from harness.suggest import did_you_mean
 if TYPE_CHECKING:
     from harness.subject.contract import Subject
 
-__all__ = ["ENV", "UNIT", "Mutant", "MUTANTS", "mutants", "race_mutants", "get", "mutant_env", "subject_for",
-           "with_preload", "preload", "apply"]
-
-#: Environment variable naming a mutant, as users and reproducers write it (:data:`harness.names.MUTANT_ENV`).
-ENV = MUTANT_ENV
-
+__all__ = ["UNIT", "Mutant", "MUTANTS", "mutants", "race_mutants", "get", "mutant_env", "subject_for",
+           "with_preload", "preload"]
 
 @dataclass(frozen=True)
 class Mutant:
-    """A broken variant of fiskj: a row of :data:`MUTANTS`.
+    """A broken variant of fiskj: a row of :data:`MUTANTS` (docs/selftest.md "The table").
 
-    ``name``: the user-facing name (``FISKJ_MUTANT``); ``defect``: the bug it
-    reintroduces, in one sentence; ``family``: the fault family that must
-    catch it; ``scenario``: the bundled scenario that must (``kill-random``,
-    ``regressions/NAME``); ``trials``: the trials of its first campaign, with
-    campaign ``seed`` (``None``: the scenario's own); ``expect``: the
-    invariants expected to catch it; a mutant of family :data:`UNIT` is caught by the unit tests of the
-    module its ``scenario`` names, not by a campaign (the self-test runs none for it);
-    ``patch``: called with no argument in the child, it breaks fiskj there;
-    ``shrink``: the trials a shrink may run.
+    ``family``: the fault family that must catch it (:data:`UNIT`: the unit
+    tests of the file ``scenario`` names); ``scenario``: the bundled scenario
+    that must (``kill-random``, ``regressions/NAME``); ``trials`` and ``seed``
+    (``None``: the scenario's own): its first draw; ``expect``: the invariants
+    expected; ``patch``: breaks fiskj in the calling process; ``shrink``: the
+    trials a shrink may run.
     """
 
     name: str
@@ -229,11 +205,9 @@ del M
 
 def _check(table: tuple[Mutant, ...]) -> None:
     """Refuse a table with a name written twice (a lookup would find only the first row)."""
-    seen: set[str] = set()
-    for m in table:
-        if m.name in seen:
-            raise ValueError(f"mutant {m.name!r} has two rows in harness.selftest.mutants.MUTANTS")
-        seen.add(m.name)
+    twice = [name for name, rows in Counter(m.name for m in table).items() if rows > 1]
+    if twice:
+        raise ValueError(f"mutant {twice[0]!r} has two rows in harness.selftest.mutants.MUTANTS")
 
 
 _check(MUTANTS)
@@ -251,9 +225,9 @@ def race_mutants() -> dict[str, Mutant]:
 
 def get(name: str) -> Mutant:
     """The mutant called ``name``; raises ``KeyError`` naming the known ones."""
-    for mutant in MUTANTS:
-        if mutant.name == name:
-            return mutant
+    found = [m for m in MUTANTS if m.name == name]
+    if found:
+        return found[0]
     names = [m.name for m in MUTANTS]
     raise KeyError(f"unknown mutant {name!r}{did_you_mean(name, names)}; known: {', '.join(names)}")
 
@@ -277,13 +251,10 @@ def subject_for(name: str) -> Subject:
 def with_preload(subject: Subject, environ: Mapping[str, str] | None = None) -> Subject:
     """``subject`` with the preload of the mutant its legs are given by name, where none is named.
 
-    A ``FISKJ_MUTANT=name`` in the subject's variables or in ``environ``
-    (default ``os.environ``, which the legs inherit) without a
-    ``FISKJ_PRELOAD`` becomes both variables of the subject (:func:`mutant_env`),
-    so a reproducer written as ``--subject 'FISKJ_MUTANT=no-fsync python -m
-    harness.selftest.subject'`` runs the mutant in every child, forked or
-    not.  Only the mutant subject is changed (another agent's variables are
-    its own).  Raises ``KeyError`` for an unknown name.
+    A ``FISKJ_MUTANT=name`` in the mutant subject's variables or in ``environ``
+    (default ``os.environ``) without a ``FISKJ_PRELOAD`` becomes both
+    variables of the subject (:func:`mutant_env`); another subject is returned
+    as is.  Raises ``KeyError`` for an unknown name.
     """
     if not subject.is_mutant_subject:
         return subject
@@ -295,19 +266,10 @@ def with_preload(subject: Subject, environ: Mapping[str, str] | None = None) -> 
     return replace(subject, extra_env=mutant_env(name) + kept)
 
 
-def apply(name: str) -> Mutant:
-    """Apply mutant ``name`` to fiskj in THIS process (a child only: it calls the row's patch); return its row.
-
-    Raises ``KeyError`` for an unknown name."""
-    mutant = get(name)
-    mutant.patch()
-    return mutant
-
-
 def preload(environ: Mapping[str, str]) -> None:
     """The preload hook (:func:`harness.subject.preload.load_preload` calls it in a child): apply the mutant
-    ``environ`` names in ``$FISKJ_MUTANT``.  Raises ``KeyError`` when it names none or an unknown one."""
+    ``environ`` names in ``$FISKJ_MUTANT``, in THIS process.  Raises ``KeyError`` for none or an unknown one."""
     name = (environ.get(MUTANT_ENV) or "").strip()
     if not name:
         raise KeyError(f"{PRELOAD_ENV}={MUTANT_PRELOAD} names no mutant: set {MUTANT_ENV}=NAME")
-    apply(name)
+    get(name).patch()

@@ -1,31 +1,10 @@
-"""The mutant self-test: every deliberately broken variant of fiskj must be caught (``fiskj-harness mutants``).
-
-For each mutant (a row of :data:`harness.selftest.mutants.MUTANTS`), the
-campaign of its target scenario runs with the mutant's subject
-(:func:`harness.selftest.mutants.subject_for`): ``python -m
-harness.selftest.subject`` with ``FISKJ_MUTANT`` naming the mutant and
-``FISKJ_PRELOAD`` the preload that applies it, in the agent's environment
-so the patch exists in the
-child processes only and the checkers judge histories without knowing
-which mutant ran.  A mutant is *caught* when a trial has an ``invalid``
-checked invariant (an ``unknown`` is not a catch).
-
-Each mutant's campaign runs its first draw (the row's ``trials`` at its
-seed) whole, then draws from the next seeds while its share of
-``budget_s`` lasts, and stops at its first violating trial.  Per mutant the
-self-test reports: caught (yes/no), by which invariants, the time to the
-first detection (seconds from the start of its self-test until the first
-violating trial was judged; for families whose trials run inside one
-executor, the sum of the trial times up to it, if earlier), the length of
-the shrunk schedule (faults in the smallest failing schedule, the shrink
-result when there is one), trials run, draws made and the reproducer of
-the first violation.
-"""
+"""The mutant self-test, ``fiskj-harness mutants``: every mutant must be caught (docs/selftest.md "The run")."""
 
 from __future__ import annotations
 
 import json
 import time
+from itertools import accumulate
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -36,7 +15,7 @@ __all__ = ["MutantResult", "run_mutant", "run_selftest", "render_table", "result
 
 @dataclass
 class MutantResult:
-    """The self-test's finding for one mutant (see the module docstring)."""
+    """The self-test's finding for one mutant (docs/selftest.md "The run")."""
 
     mutant: str
     defect: str
@@ -52,9 +31,6 @@ class MutantResult:
     reproduce: str | None = None
     errors: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _faults(schedule: list[dict[str, Any]]) -> int:
     return sum(1 for f in schedule if isinstance(f, dict) and f.get("kind", "none") != "none")
@@ -62,15 +38,14 @@ def _faults(schedule: list[dict[str, Any]]) -> int:
 
 def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | None = None,
                scenario_dir: str | None = None) -> MutantResult:
-    """Run the self-test of ``mutant`` (a name, or a row run as given: another target, seed or shrink bound);
-    never raises for a campaign that fails to set up (see ``errors``); raises ``KeyError`` for an unknown name.
+    """Run the self-test of ``mutant`` (a name, or a row run as given: another target, seed or shrink bound).
 
-    One campaign (:class:`harness.campaign.campaign.Campaign`, its trial stream the one scheduler) with the
-    row's seed, ``trials`` a draw, shrink bound, a seed stream (a spent draw is followed by the next seed's,
-    ``seed + j * SEED_STEP``) and ``first_violation`` (it stops at the first violating trial).
-    ``budget_s``: seconds from the call after which no trial starts, except that the first draw (the row's
-    ``trials`` at its seed) always runs whole.  ``jobs``: parallel trials.  ``scenario_dir``: where the
-    target's scenario lives (default the bundled ``scenarios/``).  ``rounds`` in the result: the draws made.
+    One campaign with a seed stream that stops at its first violating trial
+    (docs/selftest.md "The run"); ``budget_s``: seconds after which no further
+    draw's trial starts (the first draw always runs whole); ``jobs``: parallel
+    trials; ``scenario_dir``: where the target's scenario lives (default the
+    bundled ``scenarios/``).  Never raises for a campaign that fails to set up
+    (see ``errors``); raises ``KeyError`` for an unknown name.
     """
     from pathlib import Path
 
@@ -111,12 +86,8 @@ def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | Non
     if violating:
         out.caught = True
         out.invariants = sorted({inv for t in violating for inv in t.failed}, key=lambda i: (not i.startswith("I"), i))
-        cumulative, until_first = 0.0, None
-        for t in sorted(result.trials, key=lambda t: t.index):
-            cumulative += t.elapsed_s
-            if t.failed:
-                until_first = cumulative
-                break
+        ordered = sorted(result.trials, key=lambda t: t.index)
+        until_first = next((s for t, s in zip(ordered, accumulate(t.elapsed_s for t in ordered)) if t.failed), None)
         # The progress callback sees a family executor's trials only when it returns: take the earlier of the two.
         detection = min([x for x in (first[0] if first else None, until_first) if x is not None], default=None)
         out.first_detection_s = round((t0 - started) + (detection or 0.0), 3)
@@ -130,12 +101,8 @@ def run_mutant(mutant: str | Mutant, *, budget_s: float = 120.0, jobs: int | Non
 
 def run_selftest(names: list[str] | None = None, *, budget_s: float = 600.0, jobs: int | None = None,
                  on_result: Callable[[MutantResult], None] | None = None) -> list[MutantResult]:
-    """Run :func:`run_mutant` for ``names`` (default: every mutant a campaign catches, all but those of family
-    :data:`harness.selftest.mutants.UNIT`), sharing ``budget_s`` between them.
-
-    Each mutant gets an equal share of what is left when its turn comes.
-    ``on_result`` is called after each mutant (for progress output).
-    """
+    """Run :func:`run_mutant` for ``names`` (default: every mutant but those of family :data:`UNIT`), each
+    given an equal share of what is left of ``budget_s``; ``on_result`` is called after each."""
     names = list(names) if names else [m.name for m in mutants() if m.family != UNIT]
     started = time.monotonic()
     results = []
@@ -167,5 +134,5 @@ def render_table(results: list[MutantResult]) -> str:
 
 def results_json(results: list[MutantResult]) -> str:
     """The results as a JSON document: ``{"mutants": [...], "caught": n, "total": n}``."""
-    return json.dumps({"mutants": [r.to_json() for r in results], "caught": sum(r.caught for r in results),
+    return json.dumps({"mutants": [asdict(r) for r in results], "caught": sum(r.caught for r in results),
                        "total": len(results)}, indent=1)

@@ -1,14 +1,5 @@
-"""``python -m harness.selftest.subject ARGS...``: fiskj's command line with the leg's preload applied first.
-
-The mutant subject (:func:`harness.selftest.mutants.subject_for`): it
-loads the preload named in ``$FISKJ_PRELOAD`` (:mod:`harness.subject.preload`;
-the mutants' table applies ``$FISKJ_MUTANT``), then runs
-:func:`fiskj.cli.main`, as a leg forked by the fork server does.  A
-reproducer may name the mutant alone (``FISKJ_MUTANT=no-fsync``): without
-a preload, that name is applied from :mod:`harness.selftest.mutants`.
-With neither it is plain ``python -m fiskj``.  An unknown name or module
-exits 2 with a message, before anything runs.
-"""
+"""``python -m harness.selftest.subject ARGS...``: fiskj's command line with the leg's preload applied first
+(without one, a bare ``$FISKJ_MUTANT``); an unknown name or module exits 2 before anything runs."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Which campaign must catch which bug variant of the foreign subject (subjects/node/, in its own language).
-
-One :class:`Target` per variant (``FISKJ_FOREIGN_BUG``, subjects/node/lib/bugs.mjs):
-the bundled scenario that catches it, how many trials (and with which
-campaign seed) tests/test_foreign_selftest.py runs, and the invariants
-expected to catch it.  The scenarios are the bundled ones, so the
-self-test proves that the suite CI runs catches every bug class it claims
-to.  fiskj's own mutants carry their targets in their rows
-(:data:`harness.selftest.mutants.MUTANTS`).
-"""
+"""Which campaign must catch which bug variant of the foreign subject (``FISKJ_FOREIGN_BUG``,
+subjects/node/lib/bugs.mjs), run by tests/test_foreign_selftest.py (docs/selftest.md)."""
 
 from __future__ import annotations
 
@@ -31,11 +23,8 @@ class Target:
     shrink: int = 10
 
 
-#: The foreign subject (subjects/node/, no code of ours inside) and its bug variants
-#: (``FISKJ_FOREIGN_BUG``), run the way a third party runs an agent: ``--subject "CMD"``, every leg under
-#: the outside observer.  Variant -> the bundled scenario that catches it (``Target.mutant`` is the
-#: variant).  The subject is named by its profile (subjects/node/profile.toml), which gives its
-#: status command, so its own reading is judged too (I10).
+#: The foreign subject (subjects/node/, no code of ours inside), run as a third party runs it (its profile,
+#: every leg observed; its status command judged too, I10), and variant -> the scenario that catches it.
 FOREIGN_SUBJECT = "subjects/node/profile.toml"
 FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("no-fsync", "power-loss-basic", 8, ("I4",)),
@@ -77,10 +66,8 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
 
 
-#: The foreign subject writing its own JSON-lines journal (``AGENT_JOURNAL_FORMAT=envelope``), which the
-#: harness does not decode: its profile says ``format = "jsonl"``, so I4 and I5 are judged line by line,
-#: I2 and I3 by the bytes each leg acknowledged, I6 from outside (docs/subject.md "Journal formats").
-#: The same bug variants, caught without reading a single record.
+#: The foreign subject writing its own JSON-lines journal (``format = "jsonl"``, docs/subject.md "Journal
+#: formats"): the same bug variants, caught without reading a single record.
 JSONL_SUBJECT = "subjects/node/envelope.toml"
 JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("no-fsync", "power-loss-basic", 4, ("I4",)),

@@ -1,26 +1,7 @@
-"""The subject contract: how the harness starts, resumes and finds an agent under test.
+"""The subject contract: how the harness starts, resumes and finds an agent under test (docs/subject.md).
 
-A subject is a command prefix (``--subject CMD``) that accepts fiskj's run
-command line; the full contract is docs/subject.md.  In short::
-
-    CMD run --checkpoint --name ID --model M --base-url URL --tools FILE \\
-        --max-tokens N --max-iterations N [--chat] PROMPT
-    CMD run --resume ID [--force] --model M --base-url URL --tools FILE \\
-        --max-tokens N --max-iterations N
-
-exit 0 completed, 3 suspended, 1 error, 2 usage (:mod:`harness.names`);
-journal at ``$XDG_STATE_HOME/fisk-ai/runs/ID.json`` in the fisk-ai v2
-format (docs/spec.md section 1).  The environment of every leg is built by
-:meth:`Subject.env`.
-
-The default subject is the reference implementation:
-``[sys.executable, "-m", "fiskj"]``.  The mutant subject,
-``python -m harness.selftest.subject``, is fiskj with the preload named in
-``$FISKJ_PRELOAD`` loaded first (:mod:`harness.subject.preload`).
-Either may be forked from a pre-imported interpreter instead of started
-afresh (:mod:`harness.subject.forkserver`; :func:`fork_server_enabled`
-says when).
-"""
+A subject is a command prefix that takes fiskj's run command line (:data:`CONTRACT_START`,
+:data:`CONTRACT_RESUME`); the default is the reference, ``python -m fiskj``."""
 
 from __future__ import annotations
 
@@ -29,7 +10,7 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -40,39 +21,13 @@ from harness.subject.capabilities import Capabilities
 from harness.names import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, MUTANT_ENV, MUTANT_SUBJECT,
                            PRELOAD_ENV)
 
-__all__ = [
-    "probes_path",
-    "EXIT_COMPLETED",
-    "EXIT_ERROR",
-    "EXIT_USAGE",
-    "EXIT_SUSPENDED",
-    "Subject",
-    "RunConfig",
-    "default_subject",
-    "parse_subject",
-    "HARNESS_ENV",
-    "fork_server_enabled",
-    "with_fiskj_reading",
-    "CONTRACT_START",
-    "CONTRACT_RESUME",
-    "CONTRACT_JOURNAL",
-    "CONTRACT_EXITS",
-    "OUTCOMES",
-    "TEMPLATE_VARS",
-]
+__all__ = ["probes_path", "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "Subject", "RunConfig",
+           "default_subject", "parse_subject", "HARNESS_ENV", "fork_server_enabled", "with_fiskj_reading",
+           "CONTRACT_START", "CONTRACT_RESUME", "CONTRACT_JOURNAL", "CONTRACT_EXITS", "OUTCOMES", "TEMPLATE_VARS"]
 
 #: Variables the harness sets for every leg; inherited values of these are dropped.
-HARNESS_ENV = (
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "XDG_STATE_HOME",
-    "FISKJ_LEDGER",
-    "FISKJ_HARNESS_LEG",
-    "FISKJ_PROBES",
-    "FISKJ_IOSEAM_TRACE",
-    "FISKJ_IOSEAM_FAULT",
-)
+HARNESS_ENV = ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "XDG_STATE_HOME", "FISKJ_LEDGER",
+               "FISKJ_HARNESS_LEG", "FISKJ_PROBES", "FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")
 
 
 def probes_path(ledger: str | os.PathLike[str]) -> str:
@@ -82,11 +37,9 @@ def probes_path(ledger: str | os.PathLike[str]) -> str:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """The configuration of one run, the same for every leg (it is the fingerprint).
-
-    ``tools_file`` is a path to fiskj's ``--tools`` JSON; ``followups`` is
-    only a flag here (``chat``): the lines go to stdin.
-    """
+    """The configuration of one run, the same for every leg (it is the fingerprint): ``tools_file`` a path to
+    fiskj's ``--tools`` JSON; ``chat`` only a flag (the follow-ups go to stdin); ``system_file`` and
+    ``thinking`` passed only when set (a drifted resume)."""
 
     run_id: str
     model: str
@@ -100,19 +53,17 @@ class RunConfig:
     thinking: str = ""     # a thinking mode: passed (``{thinking_args}``) only when set (a drifted resume)
 
 
-#: The run command of the contract (docs/subject.md "Commands"), as argument templates after the command
-#: prefix.  ``{name}`` is replaced in a word; a word that is exactly ``{chat_args}`` or ``{force_args}`` is
-#: replaced by that list when it applies, else dropped (:meth:`Subject.start_argv`).
+#: The run command of the contract (docs/subject.md "Commands") as templates after the command prefix: ``{name}``
+#: is filled in; a word that is exactly ``{chat_args}`` (``{force_args}``, ...) is spliced when it applies.
 CONTRACT_CONFIG = ("--model", "{model}", "--base-url", "{base_url}", "--tools", "{tools_file}",
                    "--max-tokens", "{max_tokens}", "--max-iterations", "{max_iterations}", "{system_args}",
                    "{thinking_args}")
 CONTRACT_START = ("run", "--checkpoint", "--name", "{run_id}", *CONTRACT_CONFIG, "{chat_args}", "--", "{prompt}")
 CONTRACT_RESUME = ("run", "--resume", "{run_id}", "{force_args}", *CONTRACT_CONFIG)
-#: outcome -> exit statuses of the contract (:mod:`harness.names`).
-OUTCOMES = ("completed", "suspended", "error", "refused")
-CONTRACT_EXITS = (("completed", (EXIT_COMPLETED,)), ("suspended", (EXIT_SUSPENDED,)), ("error", (EXIT_ERROR,)),
-                  ("refused", (EXIT_USAGE,)))
+#: outcome -> the contract's exit status (:mod:`harness.names`), and as a profile's ``exits`` default.
 _CANONICAL = {"completed": EXIT_COMPLETED, "suspended": EXIT_SUSPENDED, "error": EXIT_ERROR, "refused": EXIT_USAGE}
+OUTCOMES = tuple(_CANONICAL)
+CONTRACT_EXITS = tuple((outcome, (code,)) for outcome, code in _CANONICAL.items())
 #: The reading of a fiskj-based subject: ``session show ID --json`` (docs/spec.md section 14).
 FISKJ_STATUS = ("session", "show", "{run_id}", "--json")
 FISKJ_STATUS_FIELDS = (("status", "status"), ("pending", "pending.unanswered"), ("records", "records"))
@@ -126,36 +77,12 @@ TEMPLATE_VARS = ("run_id", "model", "base_url", "tools_file", "max_tokens", "max
 class Subject:
     """An agent under test: how to start and resume it, read its exits, find its journal and ask its reading.
 
-    ``argv``: the command prefix (e.g. ``[python, "-m", "fiskj"]``);
-    ``extra_env``: variables added to every leg, ``env_unset``: inherited
-    variables removed from every leg; ``resume_config``: pass the run
-    configuration again on resume (the contract does: the journal stores
-    only hashes of the tools).  The rest is what a subject profile
-    (:mod:`harness.subject.profile`, docs/subject.md "Subject profiles")
-    can change; the defaults are the contract of docs/subject.md:
-
-    * ``start_args``/``resume_args``: argument templates after ``argv``
-      (:data:`CONTRACT_START`, :data:`CONTRACT_RESUME`); ``chat_args`` and
-      ``force_args`` are spliced where ``{chat_args}``/``{force_args}``
-      stand; ``resume_prompt`` fills ``{resume_prompt}``.
-    * ``exits``: outcome -> exit statuses (:data:`CONTRACT_EXITS`); a status
-      listed under several outcomes is resolved from the journal
-      (:meth:`outcome`); ``error_stdout``: a regular expression whose match on standard output makes
-      a completed exit an error (an agent that exits 0 with an error result).
-    * ``promises``: what the agent promises of its semantics (:class:`Promises`, fisk-ai's by default).
-    * ``journal``: the journal path template (:data:`CONTRACT_JOURNAL`);
-      ``journal_format``: ``fisk-ai-v2``.
-    * ``home``: give every trial its own ``$HOME`` (``TRIAL/home``).
-    * ``chat``: the subject can run a chat (follow-ups on standard input).
-    * ``status_args``/``status_fields``: the command that prints the
-      subject's own reading of a journal as one JSON object, and where in it
-      the ``status``, ``pending`` (unanswered tool_use ids) and ``records``
-      are (dotted paths); ``None``: the subject gives no reading.
-    * ``not_applicable``: ``(invariant, reason)`` pairs the subject declares
-      not applicable to it (reported as such, never as valid).
-    * ``files``: ``(path, content)`` templates written before every leg
-      (a configuration file the agent reads; :meth:`write_files`).
-    * ``name``/``profile``: a display name and the profile file it came from.
+    ``argv``: the command prefix; ``extra_env``/``env_unset``: variables added
+    to / removed from every leg; ``resume_config``: pass the run configuration
+    again on resume.  Every other field is a subject profile's key of the same
+    meaning, its default the contract's (docs/subject.md "Subject profiles"):
+    argument templates, ``exits`` (:meth:`outcome`) and ``error_stdout``, ``promises``, the ``journal`` template
+    and format, ``status_args``/``status_fields`` (``None``: no reading).
     """
 
     argv: tuple[str, ...]
@@ -212,15 +139,10 @@ class Subject:
                 + (f" (completed with stdout matching {self.error_stdout!r}: error)" if self.error_stdout else ""))
 
     def command_line(self) -> str:
-        """The subject as one shell-quoted ``--subject`` value (for reproducers).
-
-        A profile's subject is its profile file; otherwise ``extra_env``
-        comes first as ``NAME=value`` words, as a shell would take them
-        (:func:`parse_subject` reads them back).
-        """
-        if self.profile:
-            return shlex.join([f"{k}={v}" for k, v in self.extra_env] + [self.profile])
-        return shlex.join([f"{k}={v}" for k, v in self.extra_env] + list(self.argv))
+        """The subject as one shell-quoted ``--subject`` value (for reproducers): ``extra_env`` as ``NAME=value``
+        words, then the profile file or the command."""
+        words = [self.profile] if self.profile else list(self.argv)
+        return shlex.join([f"{k}={v}" for k, v in self.extra_env] + words)
 
     def spec(self) -> str | list[str]:
         """What a JSON report stores to rebuild the subject: the profile path, else the argv list."""
@@ -228,27 +150,19 @@ class Subject:
 
     def _words(self, template: tuple[str, ...], values: Mapping[str, str], *, chat: bool = False,
                force: bool = False) -> list[str]:
+        spliced = {"{chat_args}": self.chat_args if chat else (), "{force_args}": self.force_args if force else (),
+                   "{system_args}": self.system_args if values.get("system_file") else (),
+                   "{thinking_args}": self.thinking_args if values.get("thinking") else ()}
         out: list[str] = []
         for word in template:
-            if word == "{chat_args}":
-                out += self.chat_args if chat else ()
-            elif word == "{force_args}":
-                out += self.force_args if force else ()
-            elif word == "{system_args}":
-                out += [w.format_map(values) for w in self.system_args] if values.get("system_file") else []
-            elif word == "{thinking_args}":
-                out += [w.format_map(values) for w in self.thinking_args] if values.get("thinking") else []
-            else:
-                out.append(word.format_map(values))
+            out += [w.format_map(values) for w in spliced.get(word, (word,))]
         return out
 
     def values(self, cfg: RunConfig, *, state_home: str = "", home: str = "", trial_dir: str = "") -> dict[str, str]:
         """The template variables of ``cfg`` and the trial's directories (:data:`TEMPLATE_VARS`)."""
-        return {"run_id": cfg.run_id, "model": cfg.model, "base_url": cfg.base_url, "tools_file": cfg.tools_file,
-                "max_tokens": str(cfg.max_tokens), "max_iterations": str(cfg.max_iterations), "prompt": cfg.prompt,
-                "resume_prompt": self.resume_prompt, "state_home": state_home, "home": home,
-                "trial_dir": trial_dir, "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable,
-                "system_file": cfg.system_file, "thinking": cfg.thinking}
+        run = {name: str(value) for name, value in asdict(cfg).items() if name != "chat"}
+        return {**run, "resume_prompt": self.resume_prompt, "state_home": state_home, "home": home,
+                "trial_dir": trial_dir, "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable}
 
     def start_argv(self, cfg: RunConfig, **where: str) -> list[str]:
         """argv that starts a checkpointed run named ``cfg.run_id`` (the prompt is one argument); ``where``:
@@ -270,15 +184,15 @@ class Subject:
             return None
         return [*self.argv, *self._words(self.status_args, self.values(cfg, **where))]
 
-    def journal_path(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> Path:
+    def journal_path(self, cfg: RunConfig, *, state_home: str, **where: str) -> Path:
         """Where this subject keeps ``cfg.run_id``'s journal in a trial (the ``journal`` template:
-        :meth:`harness.history.journal_location.JournalLocation.path`)."""
-        return Path(self.caps.journal.path(self.values(cfg, state_home=state_home, home=home, trial_dir=trial_dir)))
+        :meth:`harness.history.journal_location.JournalLocation.path`); ``where``: as :meth:`start_argv`."""
+        return Path(self.caps.journal.path(self.values(cfg, state_home=state_home, **where)))
 
-    def write_files(self, cfg: RunConfig, *, state_home: str, home: str = "", trial_dir: str = "") -> list[Path]:
-        """Write the ``files`` templates filled with ``cfg`` (the leg's configuration: a drifted resume gets
-        the drifted values) and the trial's directories; returns the paths written (parents made)."""
-        values = self.values(cfg, state_home=state_home, home=home, trial_dir=trial_dir)
+    def write_files(self, cfg: RunConfig, *, state_home: str, **where: str) -> list[Path]:
+        """Write the ``files`` templates filled with ``cfg`` (a drifted resume: the drifted values) and the
+        trial's directories; returns the paths written (parents made)."""
+        values = self.values(cfg, state_home=state_home, **where)
         out = []
         for path_t, content_t in self.files:
             path = Path(path_t.format_map(values))
@@ -288,15 +202,11 @@ class Subject:
         return out
 
     def outcome(self, code: int | None, before: bytes | None, after: bytes | None, stdout: str = "") -> int | None:
-        """The contract's exit status (:mod:`harness.names`) for this subject's exit status ``code``.
+        """The contract's exit status for this subject's ``code`` (docs/subject.md "Exit statuses").
 
-        A status listed under one outcome maps to it; under several (an
-        agent that exits 0 on completion and on suspend, or 1 on an error
-        and on a refusal), the journal decides: ``refused`` when the leg
-        left the journal's bytes as they were (``before == after``), else
-        the last record's terminal reason (``completed``, ``suspended``,
-        any other terminal: ``error``).  A status under no outcome, or
-        ``None`` (killed), is returned as is.  A completed status whose
+        A status under one outcome maps to it; under several, the journal decides
+        (``refused`` when ``before == after``, else the last terminal record's
+        reason).  A status under none, or ``None`` (killed), is returned as is.  A completed status whose
         ``stdout`` matches ``error_stdout`` is an error.
         """
         mapped = self._outcome(code, before, after)
@@ -315,68 +225,35 @@ class Subject:
         if "refused" in outcomes and before == after:
             return EXIT_USAGE
         reason = _last_terminal(after)
-        if reason == "completed" and "completed" in outcomes:
-            return EXIT_COMPLETED
-        if reason == "suspended" and "suspended" in outcomes:
-            return EXIT_SUSPENDED
+        if reason in ("completed", "suspended") and reason in outcomes:
+            return _CANONICAL[reason]
         return EXIT_ERROR if "error" in outcomes else _CANONICAL[outcomes[0]]
 
-    def env(
-        self,
-        *,
-        base: Mapping[str, str] | None = None,
-        base_url: str,
-        api_key: str,
-        state_home: str,
-        ledger: str,
-        leg: int,
-        trace: str | None,
-        fault: str | None = None,
-        home: str | None = None,
-    ) -> dict[str, str]:
-        """The environment of one leg.
-
-        Starts from ``base`` (default ``os.environ``) minus every variable of
-        :data:`HARNESS_ENV` and of ``env_unset``, adds ``extra_env``, then
-        sets ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``,
-        ``XDG_STATE_HOME``, ``FISKJ_LEDGER``, ``FISKJ_HARNESS_LEG``,
-        ``FISKJ_PROBES`` (the code-probe file ``probes`` beside the ledger:
-        :mod:`fiskj.probes`; :func:`harness.history.readers.read_probes`),
-        ``HOME`` (when ``home``), ``FISKJ_IOSEAM_TRACE`` (when ``trace``) and
-        ``FISKJ_IOSEAM_FAULT`` (when ``fault``, e.g. ``"kill-after@12"``).
-        """
+    def env(self, *, base: Mapping[str, str] | None = None, base_url: str, api_key: str, state_home: str,
+            ledger: str, leg: int, trace: str | None, fault: str | None = None,
+            home: str | None = None) -> dict[str, str]:
+        """The environment of one leg (docs/subject.md "Environment"): ``base`` (default ``os.environ``) minus
+        :data:`HARNESS_ENV` and ``env_unset``, plus ``extra_env`` and the harness's variables (``HOME``,
+        ``FISKJ_IOSEAM_TRACE``, ``FISKJ_IOSEAM_FAULT`` only when given)."""
         drop = set(HARNESS_ENV) | set(self.env_unset)
         env = {k: v for k, v in (os.environ if base is None else base).items() if k not in drop}
         env.update(self.extra_env)
-        env["ANTHROPIC_BASE_URL"] = base_url
-        env["ANTHROPIC_API_KEY"] = api_key
-        env["XDG_STATE_HOME"] = state_home
-        env["FISKJ_LEDGER"] = ledger
-        env["FISKJ_HARNESS_LEG"] = str(leg)
-        env["FISKJ_PROBES"] = probes_path(ledger)
-        if home:
-            env["HOME"] = home
-        if trace:
-            env["FISKJ_IOSEAM_TRACE"] = trace
-        if fault:
-            env["FISKJ_IOSEAM_FAULT"] = fault
+        env.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=api_key, XDG_STATE_HOME=state_home,
+                   FISKJ_LEDGER=ledger, FISKJ_HARNESS_LEG=str(leg), FISKJ_PROBES=probes_path(ledger))
+        optional = {"HOME": home, "FISKJ_IOSEAM_TRACE": trace, "FISKJ_IOSEAM_FAULT": fault}
+        env.update({name: value for name, value in optional.items() if value})
         return env
 
 
 def _last_terminal(journal: bytes | None) -> str | None:
     """The ``reason`` of the journal's last complete line when it is a terminal record, else ``None``."""
-    if not journal:
+    complete = [line for line in (journal or b"").split(b"\n")[:-1] if line.strip()]
+    try:
+        record = json.loads(complete[-1]) if complete else None
+    except ValueError:
         return None
-    lines = journal.split(b"\n")
-    for line in reversed(lines[:-1] if not journal.endswith(b"\n") else lines):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                return None
-            terminal = record.get("terminal") if isinstance(record, dict) else None
-            return terminal.get("reason") if isinstance(terminal, dict) else None
-    return None
+    terminal = record.get("terminal") if isinstance(record, dict) else None
+    return terminal.get("reason") if isinstance(terminal, dict) else None
 
 
 def default_subject() -> Subject:
@@ -390,15 +267,9 @@ def with_fiskj_reading(subject: Subject) -> Subject:
 
 
 def parse_subject(command: str | Sequence[str] | None) -> Subject:
-    """Build a :class:`Subject` from a ``--subject`` value.
-
-    ``command``: a shell-quoted string (split with :func:`shlex.split`) or an
-    argv list; ``None`` or empty gives :func:`default_subject`.  Leading
-    ``NAME=value`` words are variables set for every leg (``extra_env``), as
-    in a shell: ``--subject "FISKJ_MUTANT=no-fsync python -m harness.selftest.subject"``
-    (:func:`harness.selftest.mutants.with_preload` adds the mutant's preload).
-    Raises ``ValueError`` on unbalanced quotes or assignments with no command.
-    """
+    """Build a :class:`Subject` from a ``--subject`` value (a shell-quoted string or an argv list; leading
+    ``NAME=value`` words are ``extra_env``; none: :func:`default_subject`).  Raises ``ValueError`` on unbalanced
+    quotes or assignments with no command."""
     if not command:
         return default_subject()
     argv = shlex.split(command) if isinstance(command, str) else list(command)
@@ -418,23 +289,12 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def fork_server_enabled(subject: Subject, environ: Mapping[str, str] | None = None) -> bool:
-    """True when legs of ``subject`` may be forked from a :class:`harness.subject.forkserver.ForkServer`.
-
-    A forked leg loads the preload named in ``$FISKJ_PRELOAD`` (if any),
-    then runs :func:`fiskj.cli.main`: exactly what the mutant subject
-    (``python -m harness.selftest.subject``) does, and what the reference
-    (``python -m fiskj``) does when no preload is named.  So only those two,
-    run by this very interpreter, are forked, and not when
-    ``FISKJ_HARNESS_FORKSERVER=0``.  The environment of the legs is
-    ``environ`` (default ``os.environ``) with the subject's variables: the
-    reference with a preload in it, or the mutant subject with a bare
-    ``FISKJ_MUTANT`` (no preload: the subject resolves the name itself)
-    gets fresh processes.
-    """
+    """True when legs of ``subject`` may be forked from a :class:`harness.subject.forkserver.ForkServer`:
+    the reference or the mutant subject on this very interpreter, unless ``FISKJ_HARNESS_FORKSERVER=0`` or the
+    legs' environment (``environ``, default ``os.environ``) names a preload for the reference or a bare
+    ``FISKJ_MUTANT`` for the mutant subject (those get fresh processes)."""
     base = os.environ if environ is None else environ
-    if base.get("FISKJ_HARNESS_FORKSERVER", "1") == "0":
-        return False
-    if not subject.caps.forkable:
+    if base.get("FISKJ_HARNESS_FORKSERVER", "1") == "0" or not subject.caps.forkable:
         return False
     env = {**base, **dict(subject.extra_env)}
     if subject.is_reference and len(subject.argv) == 3:

@@ -1,23 +1,6 @@
-"""The fork server: legs of a fiskj-based subject forked from a pre-imported interpreter.
-
-A fresh interpreter costs about 100 ms of CPU per leg (imports), which
-bounds a campaign's speed.  For the reference subject and the mutant
-subject (:func:`harness.subject.contract.fork_server_enabled`) the harness
-uses a :class:`ForkServer` instead: a Python process that has imported
-fiskj once and forks one leg at a time (``os.fork``; the child takes the
-leg's argv, environment and stdio, re-reads the IO-seam variables with
-:func:`fiskj.ioseam.configure`, loads the leg's preload by name
-(``$FISKJ_PRELOAD``, :func:`harness.subject.preload.load_preload`), calls
-:func:`fiskj.cli.main` and exits).  The forked leg sees the same argv,
-environment, files and exit status as a fresh ``python -m fiskj`` (or
-``python -m harness.selftest.subject``) would; only the interpreter start
-is skipped, and a preload's patch never reaches the server.
-``FISKJ_HARNESS_FORKSERVER=0`` turns the fork server off
-(docs/subject.md "The reference subject's fork server").
-
-Run as ``python -m harness.subject.forkserver --fork-server`` (by
-:meth:`ForkServer.start` only).
-"""
+"""The fork server: legs of a fiskj-based subject forked from a pre-imported interpreter (docs/subject.md
+"The reference subject's fork server").  Run as ``python -m harness.subject.forkserver --fork-server``, by
+:meth:`ForkServer.start` only."""
 
 from __future__ import annotations
 
@@ -28,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from typing import Any, Mapping, Sequence
 
 from harness.names import EXIT_ERROR, EXIT_USAGE
@@ -38,12 +22,8 @@ __all__ = ["ForkServer", "ForkedProcess"]
 
 
 class ForkedProcess:
-    """A leg forked by a :class:`ForkServer`: the parts of :class:`subprocess.Popen` the nemesis uses.
-
-    ``pid``; ``returncode`` (``None`` while running, ``-N`` when killed by
-    signal N); :meth:`wait_for_exit` (timeout in seconds, no polling: it
-    blocks on the server's pipe); :meth:`wait`; :meth:`poll`.
-    """
+    """A leg forked by a :class:`ForkServer`: the parts of :class:`subprocess.Popen` the nemesis uses
+    (``pid``, ``returncode``: ``-N`` when killed by signal N)."""
 
     def __init__(self, server: "ForkServer", pid: int) -> None:
         self._server = server
@@ -56,11 +36,7 @@ class ForkedProcess:
             msg = self._server._read(timeout)
             if msg is None:
                 return False
-            status = int(msg["status"])
-            if os.WIFSIGNALED(status):
-                self.returncode = -os.WTERMSIG(status)
-            else:
-                self.returncode = os.WEXITSTATUS(status)
+            self.returncode = os.waitstatus_to_exitcode(int(msg["status"]))
         return True
 
     def wait(self, timeout: float | None = None) -> int:
@@ -77,14 +53,9 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """A pre-imported interpreter that forks reference-agent legs, one at a time.
-
-    Not thread-safe: give each worker thread its own.  :meth:`spawn` starts
-    a leg and returns a :class:`ForkedProcess`; the next :meth:`spawn` must
-    wait until that leg has exited.  :meth:`close` ends the server (it also
-    ends by itself when the harness dies: its stdin reaches EOF).
-    Raises ``OSError`` / ``RuntimeError`` when the server dies.
-    """
+    """A pre-imported interpreter that forks legs, one at a time (the next :meth:`spawn` waits until the last
+    leg exited); not thread-safe: one per worker thread.  It ends at :meth:`close`, or when its stdin reaches EOF
+    (the harness died).  Raises ``OSError`` / ``RuntimeError`` when the server dies."""
 
     def __init__(self, python: str | None = None) -> None:
         self.python = python or sys.executable
@@ -129,14 +100,10 @@ class ForkServer:
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], *, stdin: str | None, stdout: str,
               stderr: str, main: str | None = None) -> ForkedProcess:
-        """Fork a leg running ``fiskj`` with ``argv`` (the words after the subject prefix).
-
-        ``env`` is its whole environment; ``stdin`` a file path or ``None``
-        (``/dev/null``); ``stdout``/``stderr`` file paths (truncated).  The
-        leg runs in a new session (its pid is its process group).  ``main``:
-        a module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`
-        (the journal-state engine's reader child), after the preload.
-        """
+        """Fork a leg running ``fiskj`` with ``argv`` (the words after the subject prefix) in a new session:
+        ``env`` its whole environment, ``stdin`` a file path or ``None`` (``/dev/null``), ``stdout``/``stderr`` file
+        paths (truncated); ``main``: a module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`, after the
+        preload (the journal-state engine's reader child)."""
         self.start()
         assert self._proc is not None and self._proc.stdin is not None
         req = {"argv": list(argv), "env": dict(env), "stdin": stdin, "stdout": stdout, "stderr": stderr,
@@ -186,20 +153,12 @@ def _fork_server_main() -> int:
     gc.freeze()
     with fiskj.reader.collector_paused():  # it notes, once, that this process keeps objects frozen: a forked
         pass                               # leg then never walks the frozen set to find out (1.5 ms a read)
-    out = 1
 
     def send(obj: dict[str, Any]) -> None:
-        os.write(out, json.dumps(obj).encode() + b"\n")
+        os.write(1, json.dumps(obj).encode() + b"\n")
 
     send({"ready": True, "pid": os.getpid()})
-    buf = b""
-    while True:
-        while b"\n" not in buf:
-            chunk = os.read(0, 65536)
-            if not chunk:
-                return 0
-            buf += chunk
-        line, _, buf = buf.partition(b"\n")
+    for line in sys.stdin.buffer:  # one request a line, until the harness closes the pipe
         req = json.loads(line)
         # A suspend may be sent the moment the pid is known: keep SIGINT/SIGTERM
         # pending in the child until its stdio and environment are the leg's.
@@ -211,13 +170,12 @@ def _fork_server_main() -> int:
         send({"pid": pid})
         _, status = os.waitpid(pid, 0)
         send({"pid": pid, "status": status})
+    return 0
 
 
 def _sigterm_until_fiskj() -> Any:
-    """SIGTERM's disposition in a forked leg until fiskj installs its suspend handler: the default (SIGTERM
-    kills, as in a fresh interpreter before fiskj's handler), or, when coverage.py measures this leg with
-    ``sigterm = true`` (``make coverage``, pyproject.toml ``[tool.coverage.run]``), a handler that saves the
-    leg's coverage data and then dies of SIGTERM all the same (tests/test_coverage.py)."""
+    """SIGTERM's disposition in a forked leg until fiskj installs its handler: the default, or while
+    coverage.py measures the leg with ``sigterm = true``, a handler that saves its data first and dies all the same."""
     coverage = sys.modules.get("coverage")
     cov = coverage.Coverage.current() if coverage is not None else None
     if cov is None or not cov.get_option("run:sigterm"):
@@ -282,11 +240,9 @@ def _fork_child(req: dict[str, Any]) -> None:
             traceback.print_exc()
             code = EXIT_ERROR
     finally:
-        try:
+        with suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
-        except BaseException:
-            pass
         os._exit(code)
 
 

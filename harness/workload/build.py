@@ -1,35 +1,22 @@
-"""The workload role: what the agent is asked to do, and with which tools.
-
-:func:`build_workload` turns a scenario's ``[workload]`` table into a
-:class:`Workload`: the fake model's :class:`harness.workload.server.Script`, the
-ledger tool definitions (fiskj's ``--tools FILE`` format), the prompt, the
-chat follow-ups and the run configuration (model, budgets).  It knows no
-faults.  Everything is a pure function of the workload spec and its seed,
-so a reference run and every trial of a scenario see the same script.
-The payload keys (tool outputs, reply blocks, stop reasons, cache tokens:
-docs/scenarios.md ``[workload]``) are drawn by :mod:`harness.workload.payloads`
-and laid over the script last, so a scenario without them gets the script
-it always got.
-"""
+"""A scenario's workload: script, tools file, prompt, follow-ups, run configuration (docs/workload.md)."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from harness.names import CUT_STOPS
 from harness.scenario.model import Scenario, WorkloadSpec
-from harness.workload.ledger_build import ToolChoice, ledger_tool_choice
+from harness.workload.ledger_build import SCRIPT, ledger_tool
 from harness.workload.payloads import limit_spec, output_spec, thinking_text
 from harness.workload.server import Script, ToolCall, Turn
 from harness.workload.tools import INPUT_SCHEMA, PLAIN, TOOL_NAMES, check_template, description
 
-__all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path", "tool_definitions", "write_tools_file"]
+__all__ = ["TOOL_NAMES", "MODEL_NAME", "Workload", "build_workload", "ledger_tool", "ledger_tool_path",
+           "tool_definitions", "write_tools_file"]
 
 #: The model name the agent is configured with (stored in the fingerprint).
 MODEL_NAME = "claude-fiskj-fake"
@@ -37,41 +24,18 @@ MODEL_NAME = "claude-fiskj-fake"
 
 def ledger_tool_path() -> str:
     """Absolute path of :mod:`harness.workload.ledger_tool` (a standalone script)."""
-    return str(Path(__file__).resolve().parent / "ledger_tool.py")
-
-
-def _interpreter() -> str:
-    # The real binary, not a wrapper script (a pyenv shim costs ~60 ms per start).
-    return os.path.realpath(sys.executable)
-
-
-def ledger_tool(interpreter: str | None = None) -> ToolChoice:
-    """The ledger tool the agents run, and why: the compiled tool when it can be built, else
-    ``python -I -S ledger_tool.py``; ``$FISKJ_LEDGER_TOOL=c|python`` forces one
-    (:func:`harness.workload.ledger_build.ledger_tool_choice`, whose errors it raises)."""
-    return ledger_tool_choice(interpreter or _interpreter())
+    return str(SCRIPT)
 
 
 def tool_definitions(interpreter: str | None = None, drifted: bool = False) -> list[dict[str, Any]]:
-    """Return the ledger tools as fiskj ``--tools`` entries.
+    """Return the ledger tools as fiskj ``--tools`` entries ``{"name", "description", "input_schema", "command"}``.
 
-    Each is ``{"name", "description", "input_schema", "command"}``; the
-    command is :func:`ledger_tool`'s: ``[BINARY, python, ledger_tool.py, NAME]`` for the
-    compiled tool (the script is its fallback for inputs off its fast path),
-    ``[python, "-I", "-S", ledger_tool.py, NAME]`` for the script (input JSON on
-    stdin, result on stdout; the same contract).  ``drifted``: the descriptions say so, which
-    changes the tool set's hash (fingerprint drift ``"tools"``) and nothing else.
+    The command is :func:`ledger_tool`'s.  ``drifted``: the descriptions say so, which changes the tool set's
+    hash (fingerprint drift ``"tools"``) and nothing else.
     """
     choice = ledger_tool(interpreter)
-    return [
-        {
-            "name": name,
-            "description": description(name, drifted),
-            "input_schema": INPUT_SCHEMA,
-            "command": choice.command(name),
-        }
-        for name in TOOL_NAMES
-    ]
+    return [{"name": name, "description": description(name, drifted), "input_schema": INPUT_SCHEMA,
+             "command": choice.command(name)} for name in TOOL_NAMES]
 
 
 def write_tools_file(path: str | os.PathLike[str], interpreter: str | None = None, drifted: bool = False) -> str:
@@ -83,13 +47,8 @@ def write_tools_file(path: str | os.PathLike[str], interpreter: str | None = Non
 
 @dataclass(frozen=True)
 class Workload:
-    """A scenario's workload, ready to run.
-
-    ``script``: what the fake model answers; ``prompt``: the initial user
-    prompt; ``followups``: chat lines fed on stdin (``chat`` is true when any);
-    ``model``, ``max_tokens``, ``max_iterations``: the run configuration (the
-    fingerprint); ``tool_calls``: total tool_use blocks of the script.
-    """
+    """A scenario's workload, ready to run: the fake model's ``script``, the initial ``prompt``, chat
+    ``followups`` fed on stdin, and the run configuration (``model``, ``max_tokens``, ``max_iterations``)."""
 
     spec: WorkloadSpec
     script: Script
@@ -120,28 +79,12 @@ class Workload:
 
 
 def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario", tool_name: str = PLAIN) -> Workload:
-    """Build the :class:`Workload` of a workload spec (or of a scenario's).
+    """Build the :class:`Workload` of a workload spec (or of a scenario's): docs/workload.md.
 
-    ``tool_name``: how the agent shows the tools to the model, a template from
-    :func:`harness.workload.tools.check_template` (``{server}`` already filled in; default: the plain
-    name); the scripted tool_use blocks name the tools so, and nothing else changes (the ledger and the
-    checkers key on the plain name and the tool_use id).  Raises
-    :class:`harness.workload.tools.ToolNameError` for a template that cannot name the tools.
-
-    The script has ``chat_followups + 1`` segments; each is ``turns``
-    tool-calling turns (1..``tools_per_turn`` tool_use blocks each, tools
-    taken round-robin from :data:`TOOL_NAMES`, sleep drawn from ``tool_ms``)
-    then a final text answer.  Draws come from ``random.Random(spec.seed)``.
-    ``max_iterations`` 0 means: every scripted turn + 5.  With ``thinking``
-    (the run's thinking mode) every reply starts with a signed thinking
-    block, as a model with thinking on answers (and without it, a request
-    with thinking on gets one all the same: :class:`Script`; except when
-    the scenario drifts ``thinking``: its forced resume turns thinking on
-    and is compared with a reference run that had it off, so the model
-    answers as without).  The payload keys
-    (docs/scenarios.md) are then laid over that script by
-    :func:`_with_payloads`, from a random source of their own, so a
-    scenario without them gets exactly the script it always got.
+    ``tool_name``: a template of :func:`harness.workload.tools.check_template`
+    (default: the plain name); raises :class:`harness.workload.tools.ToolNameError`
+    for one that cannot name the tools.  ``max_iterations`` 0 means every
+    scripted turn + 5.
     """
     if isinstance(spec, Scenario):
         name = spec.name
@@ -167,28 +110,15 @@ def build_workload(spec: WorkloadSpec | Scenario, name: str = "scenario", tool_n
                     thinks_when_asked="thinking" not in spec.drift, tool_name=check_template(tool_name))
     followups = tuple(f"follow-up {i + 1}: do the next batch" for i in range(spec.chat_followups))
     max_iterations = spec.max_iterations or (len(turns) + 5)
-    return Workload(
-        spec=spec,
-        script=script,
-        prompt=f"Scenario {name}: do the scripted ledger work with the tools you have.",
-        followups=followups,
-        model=MODEL_NAME,
-        max_tokens=spec.max_tokens,
-        max_iterations=max_iterations,
-    )
+    return Workload(spec=spec, script=script, followups=followups, model=MODEL_NAME, max_tokens=spec.max_tokens,
+                    prompt=f"Scenario {name}: do the scripted ledger work with the tools you have.",
+                    max_iterations=max_iterations)
 
 
 def _with_payloads(spec: WorkloadSpec, turns: list[Turn]) -> list[Turn]:
     """Lay the payload keys of ``spec`` over ``turns`` (docs/scenarios.md ``[workload]``); returns new turns.
 
-    In this order: ``pause_turn`` puts a pause turn first; ``limit_outputs`` adds one tool turn (a tool
-    call per item, tools round-robin, the fills of :func:`harness.workload.payloads.limit_spec`) before
-    the last final answer, and ``pause_turn`` another pause turn after it; ``outputs`` are cycled over the other tool calls in script
-    order (:func:`harness.workload.payloads.output_spec`); ``reply_blocks`` over every reply in script
-    order (thinking text drawn per turn); ``answer_stop_reasons`` over the final answers; ``final_stop``
-    makes the last reply stop so (``max_tokens``: with one tool_use block, never to run).  Draws come
-    from ``random.Random("fiskj-payloads/<seed>")``; with every payload key at its default, ``turns``
-    come back unchanged (the list itself).
+    With every payload key at its default, ``turns`` come back unchanged.
     """
     if spec.final_stop:  # the last reply stops so (a max_tokens cut carries a tool_use block that must never run)
         cut = random.Random(f"fiskj-final-stop/{spec.seed}").randint(0, 999)

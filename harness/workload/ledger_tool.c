@@ -5,11 +5,11 @@
  *
  * PYTHON is an interpreter and SCRIPT the path of ledger_tool.py; the harness
  * puts both in the tool command (harness/workload/ledger_build.py).  The
- * contract is the script's docstring.  This program does the work itself
- * only for the inputs the harness's own workload sends (server.py: a JSON
- * object of tool_use_id, n, sleep_ms, fail and the output spec out; other keys
- * with string, number, boolean or null values are read and ignored).  For
- * anything else -- malformed JSON, a float or huge n, a bad out, a name or id
+ * contract is docs/workload.md "The ledger tool's contract".  This program
+ * does the work itself only for the inputs the harness's own workload sends
+ * (server.py: a JSON object of tool_use_id, n, sleep_ms, fail and the
+ * output spec out; other keys with string, number, boolean or null values
+ * are read and ignored).  For anything else -- malformed JSON, a float or huge n, a bad out, a name or id
  * that is not plain UTF-8, FISKJ_LEDGER unset, a ledger it cannot open, any
  * doubt -- it hands the input to the script BEFORE any effect: the stdin
  * bytes it read go into a memfd (an unlinked temporary file when memfd_create

@@ -1,53 +1,6 @@
-"""The ledger tool: a command tool with a real, recorded side effect (stdlib only).
-
-Run as ``python3 -I -S ledger_tool.py [TOOL_NAME]`` (no site, no user
-environment: it starts in about 10 ms).  The agent gives it the tool input
-as JSON on standard input; it prints the tool result on standard output.
-``ledger_tool.c`` is its compiled fast path (about 1 ms a run), and what the
-agents run when it can be built (harness/workload/ledger_build.py,
-``$FISKJ_LEDGER_TOOL``): it answers the workload's inputs itself and hands
-any other input to this script before any effect.  This docstring is the
-contract of both, down to the bytes of the ledger line, the output, the
-messages and the exit status (tests/test_ledger_tool.py runs both on the
-same generated inputs).  A change here is a change to both.
-
-Each execution, before anything else it does:
-
-1. takes an exclusive ``flock`` on the effects ledger (path in the
-   environment variable ``FISKJ_LEDGER``; opened ``O_RDWR|O_APPEND|O_CREAT|O_CLOEXEC``,
-   mode 0600), counts the earlier lines for its ``tool_use_id`` (those that
-   start with ``{"tool_use_id": ID,``) and appends one JSON line, in one
-   write::
-
-       {"tool_use_id": ID, "attempt": N, "pid": PID, "t": MONOTONIC_NS,
-        "leg": LEG, "tool": NAME}
-
-   ``attempt`` is 1 + the number of earlier lines for that id; ``leg`` comes
-   from ``FISKJ_HARNESS_LEG`` (-1 when unset or not an integer); ``t`` is
-   ``time.monotonic_ns()`` taken just before the write; ID and NAME are
-   quoted as ``json.dumps`` does (ASCII only, ``\\uXXXX`` escapes);
-2. fsyncs the ledger, and only then closes it, which releases the lock;
-3. sleeps ``sleep_ms`` milliseconds (from the input; so that a kill can land
-   inside the tool, after its effect);
-4. prints a result that depends only on the input (never on the attempt,
-   the pid or the time), so a re-run gives the same result: ``ok NAME ID n=N``,
-   or what the input's output spec ``out`` says (:func:`render_out`).
-
-Input keys: ``tool_use_id`` (str; the fake model server puts the tool_use
-block's own id there, since a command tool need not see more than its
-input; fiskj's ``FISKJ_TOOL_USE_ID`` environment variable is the fallback),
-``sleep_ms`` (number, optional), ``n`` (int, optional), ``fail`` (bool,
-optional: exit 1 with a message on stderr after the effect, for error results),
-``out`` (object, optional: the output spec of harness/workload/payloads.py,
-``{"text"}``, ``{"base64"}``, ``{"error"}`` or ``{"fill", "count", "tail"}``;
-docs/scenarios.md ``[workload] outputs``).  The input is UTF-8
-JSON; a lone surrogate in it (a model's JSON may hold one) arrives as its
-three bytes and is read back as that character.
-
-Exit status: 0 on success; 1 when ``fail`` is set or ``out`` is an error;
-2 on a bad input (``out`` included) or when ``FISKJ_LEDGER`` is unset; 3
-when the ledger cannot be written (the effect did not happen).
-"""
+"""The ledger tool: a command tool with a real, recorded side effect (stdlib only), run as
+``python3 -I -S ledger_tool.py [TOOL_NAME]``.  Its contract, which ``ledger_tool.c`` keeps too, to the byte:
+docs/workload.md "The ledger tool's contract"."""
 
 import fcntl
 import os
@@ -94,9 +47,8 @@ except ImportError:  # pragma: no cover - other interpreters
 def render_out(out):
     """What output spec ``out`` makes the tool print: ``(stdout bytes, stderr bytes, exit status)``.
 
-    ``{"text": S}``: S as UTF-8 (a lone surrogate as its three bytes); ``{"base64": B}``: the decoded bytes; ``{"error": S}``: S on stderr, status 1;
-    ``{"fill": U, "count": K, "tail": T}``: ``U * K + T`` as UTF-8 (K at most 2^26).  Raises
-    ``ValueError`` for anything else (other or more keys, wrong types, bad base64).
+    The forms are docs/workload.md "Payloads".  Raises ``ValueError`` for anything else (other or more keys,
+    wrong types, bad base64).
     """
     keys = sorted(out) if isinstance(out, dict) else None
     if keys == ["text"] and isinstance(out["text"], str):
@@ -118,40 +70,27 @@ def render_out(out):
 
 
 def open_ledger(ledger):
-    """Open the effects ledger at path ``ledger`` for :func:`append_entry`: ``O_RDWR|O_APPEND|O_CREAT|O_CLOEXEC``,
-    mode 0600.  Returns the descriptor; raises ``OSError`` (nothing happened)."""
+    """Open the effects ledger at path ``ledger`` for :func:`append_entry`; raises ``OSError``."""
     return os.open(ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
 def append_entry(fd, tool_use_id, tool, leg):
     """Append the ledger line of one execution of ``tool`` for ``tool_use_id`` in ``leg`` to the ledger open
-    on ``fd`` (from :func:`open_ledger`), fsync it and close ``fd``; returns the line's ``attempt``.
+    on ``fd``, fsync it and close ``fd`` (steps 1 and 2 of the contract); returns the line's ``attempt``.
 
-    Steps 1 and 2 of the module docstring, and the one place the entry is made (this script and the MCP
-    server, harness/workload/mcp_server.py, both call it): exclusive ``flock``, count the earlier lines
-    of ``tool_use_id``, one ``write`` of the whole line, ``fsync``, then ``close`` (which releases the
-    lock), always in that order.  ``leg`` is an int (-1: unknown); ``pid`` is the calling process's.
-    ``fd`` is closed whatever happens.  Raises ``OSError`` when the ledger cannot be locked, read or
-    written (the line may then be there without its fsync).
+    The one place the entry is made (this script and the MCP server call it).  ``fd`` is closed whatever
+    happens.  Raises ``OSError`` when the ledger cannot be locked, read or written.
     """
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        earlier = 0
         chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
+        while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
         quoted = _quote(tool_use_id)
         needle = ('{"tool_use_id": %s,' % quoted).encode()
-        for old in b"".join(chunks).split(b"\n"):
-            if old.startswith(needle):
-                earlier += 1
-        line = (
-            '{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n'
-            % (quoted, earlier + 1, os.getpid(), time.monotonic_ns(), leg, _quote(tool))
-        ).encode()
+        earlier = sum(1 for old in b"".join(chunks).split(b"\n") if old.startswith(needle))
+        line = ('{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n'
+                % (quoted, earlier + 1, os.getpid(), time.monotonic_ns(), leg, _quote(tool))).encode()
         # One write of the whole line (O_APPEND), then fsync, before anything else happens.
         os.write(fd, line)
         os.fsync(fd)
@@ -161,12 +100,10 @@ def append_entry(fd, tool_use_id, tool, leg):
 
 
 def answer(tool, tool_use_id, data, rendered):
-    """The tool's answer after its effect (step 4): ``(stdout, stderr, exit status)``.
+    """The tool's answer after its effect: ``(stdout, stderr, exit status)``; pure.
 
-    ``data`` is the input object; ``rendered`` what :func:`render_out` made of its ``out`` (``None``
-    when it has none), returned as it is (bytes).  Without it the outputs are ``str`` (the ``ok``
-    line, or the ``fail`` message), for the caller to encode as its stream does.  Pure: the same
-    input gives the same answer, on every attempt.
+    ``rendered``: what :func:`render_out` made of the input's ``out`` (bytes, returned as is), ``None``
+    without one: then ``str`` outputs (the ``ok`` line, or the ``fail`` message).
     """
     if data.get("fail"):
         return "", "ledger_tool: %s %s failed as asked\n" % (tool, tool_use_id), 1

@@ -1,32 +1,4 @@
-"""Payloads the workload gives its tools and replies (pure): docs/scenarios.md, ``[workload]`` payload keys.
-
-A tool call of the script may carry an *output spec*: a small JSON object
-in the tool's input, under ``"out"``, that says what the ledger tool prints
-(:func:`harness.workload.ledger_tool.render_out` is the one interpreter of
-it).  The forms:
-
-* ``{"text": STR}``: STR on standard output (UTF-8; a lone surrogate, which
-  no UTF-8 holds, as its three bytes, which the agent decodes as it may);
-* ``{"base64": B64}``: those raw bytes (not UTF-8: ``\\xff``, an overlong
-  NUL, an encoded surrogate, a cut sequence);
-* ``{"error": STR}``: STR on standard error and exit status 1 (an error
-  result, ``is_error`` true);
-* ``{"fill": UNIT, "count": K, "tail": TAIL}``: ``UNIT * K + TAIL`` on
-  standard output: the outputs at the record limit.
-
-:func:`output_spec` draws the spec of an output kind
-(:data:`harness.scenario.model.OUTPUT_KINDS`) from a :class:`random.Random`;
-every kind always holds the characters it is about (the separators kind
-U+2028, U+2029 and U+0085, the controls kind NUL), and the draws add
-variety.  :func:`limit_spec` sizes a fill so that the tool_result record of
-that output, as fiskj encodes it (:func:`fiskj.encode.encode_record`),
-lands :data:`UNDER_BY` bytes under or :data:`OVER_BY` bytes over
-:data:`fiskj.encode.MAX_RECORD_BYTES`.  :func:`thinking_text` draws the
-text of a thinking block.  Same arguments, same payloads: a function of
-the seed alone, on every machine (``random.Random``, not hypothesis, whose
-draws may change between its versions; tests/test_payloads.py checks the
-properties with hypothesis).
-"""
+"""Payloads the workload gives its tools and replies (pure, seeded): docs/workload.md "Payloads"."""
 
 from __future__ import annotations
 
@@ -43,8 +15,7 @@ from harness.scenario.model import LIMIT_OUTPUTS, OUTPUT_KINDS
 __all__ = ["output_spec", "limit_spec", "fill_text", "thinking_text", "record_size", "FILL_UNIT", "UNDER_BY",
            "OVER_BY", "SEPARATORS", "UNICODE_PIECES", "BAD_UTF8"]
 
-#: The characters other than ``\\n`` that ``str.splitlines`` ends a line at; U+2028, U+2029 and U+0085 are
-#: in every ``separators`` output, the rest are drawn.
+#: The characters other than ``\\n`` that ``str.splitlines`` ends a line at (the first three in every output).
 SEPARATORS = ("\u2028", "\u2029", "\u0085", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
 
 #: Non-ASCII text: scripts, astral characters, a combining mark, joiners, a byte-order mark inside.
@@ -56,11 +27,8 @@ UNICODE_PIECES = ("Grüße, Jürgen", "naïve café", "Ελληνικά", "Ру�
 BAD_UTF8 = (b"ff:\xff", b"fe:\xfe", b"overlong-nul:\xc0\x80", b"surrogate:\xed\xa0\x80", b"lone-cont:\x80",
             b"beyond:\xf4\x90\x80\x80", b"cut:\xe2\x82")
 
-#: The unit of a fill at the record limit: a 2-byte character and characters JSON escapes (NUL and
-#: ``<&>`` as 6 bytes, tab, quote and backslash as 2), so the record is larger than the raw output (an
-#: engine that measures the output, not the record, is fooled: the ``over`` output is 11.5 MiB) and a cut
-#: can land inside a character.  Every character is below U+0100, so the 11.5 MiB output is a one-byte-per-
-#: character ``str`` in a Python agent (an astral character would make it four), keeping a trial fast.
+#: The unit of a fill at the record limit (docs/workload.md "Payloads"): the record is larger than the output,
+#: and a cut can land inside a character.
 FILL_UNIT = "Fill é\x00<&>\t\"\\ " + "x" * 40
 
 #: How far under the limit the ``under`` record is (bytes, at a seq of 9 digits: fewer digits, further under).
@@ -98,22 +66,13 @@ def _controls(rng: random.Random) -> str:
 
 
 def _json(rng: random.Random) -> str:
-    """A JSON document as ``json.dumps`` writes it: ASCII, NUL and lone surrogates as ``\\u0000``, ``\\ud800``."""
+    """A JSON document as ``json.dumps`` writes it (ASCII escapes)."""
     return json.dumps({
-        "kind": "payload",
-        "n": rng.randint(0, 2 ** 31),
-        "big": 2 ** 64 + rng.randint(0, 999),
-        "numbers": [0, -1, 2 ** 53, 1.5, -0.25, 1e-07, 6.02e23],
-        "nul": "a\x00b",
-        "lone_high": "\ud800",
-        "lone_low": "\udfff",
-        "reversed_pair": "\udc00\ud800",
-        "pair": "\U0001f600",
-        "separators": "\u2028\u2029\u0085",
-        "html": "</script><!--&-->",
-        "quote": "\"\\/",
-        "text": rng.choice(UNICODE_PIECES),
-        "nested": [[[{"deep": [rng.randint(0, 9)]}]], {}, [], None, True, False],
+        "kind": "payload", "n": rng.randint(0, 2 ** 31), "big": 2 ** 64 + rng.randint(0, 999),
+        "numbers": [0, -1, 2 ** 53, 1.5, -0.25, 1e-07, 6.02e23], "nul": "a\x00b", "lone_high": "\ud800",
+        "lone_low": "\udfff", "reversed_pair": "\udc00\ud800", "pair": "\U0001f600",
+        "separators": "\u2028\u2029\u0085", "html": "</script><!--&-->", "quote": "\"\\/",
+        "text": rng.choice(UNICODE_PIECES), "nested": [[[{"deep": [rng.randint(0, 9)]}]], {}, [], None, True, False],
     }) + "\n"
 
 
@@ -136,29 +95,22 @@ def _error(rng: random.Random) -> str:
             f"\u2028fourth, exit 1\n")
 
 
-def output_spec(kind: str, rng: random.Random) -> dict[str, Any] | None:
-    """The output spec (module docstring) of one tool call of ``kind``, drawn from ``rng``.
+#: Output kind -> the spec key and the draw of its value (``"plain"``: no spec).
+_KINDS = {"unicode": ("text", _unicode), "separators": ("text", _separators), "controls": ("text", _controls),
+          "json": ("text", _json), "surrogates": ("text", _surrogates), "binary": ("base64", _binary),
+          "error": ("error", _error)}
 
-    ``kind`` is one of :data:`harness.scenario.model.OUTPUT_KINDS`; ``"plain"`` gives ``None`` (the
-    ledger tool's own ``ok NAME ID n=N`` line).  Raises ``ValueError`` for another kind.
-    """
+
+def output_spec(kind: str, rng: random.Random) -> dict[str, Any] | None:
+    """The output spec of one tool call of ``kind`` (docs/scenarios.md ``outputs``), drawn from ``rng``.
+
+    ``"plain"`` gives ``None`` (the ledger tool's own ``ok`` line).  Raises ``ValueError`` for an unknown kind."""
     if kind == "plain":
         return None
-    if kind == "unicode":
-        return {"text": _unicode(rng)}
-    if kind == "separators":
-        return {"text": _separators(rng)}
-    if kind == "controls":
-        return {"text": _controls(rng)}
-    if kind == "json":
-        return {"text": _json(rng)}
-    if kind == "surrogates":
-        return {"text": _surrogates(rng)}
-    if kind == "binary":
-        return {"base64": _binary(rng)}
-    if kind == "error":
-        return {"error": _error(rng)}
-    raise ValueError(f"unknown output kind {kind!r}; known: {', '.join(OUTPUT_KINDS)}")
+    if kind not in _KINDS:
+        raise ValueError(f"unknown output kind {kind!r}; known: {', '.join(OUTPUT_KINDS)}")
+    key, draw = _KINDS[kind]
+    return {key: draw(rng)}
 
 
 def record_size(tool_use_id: str, text: str, seq: int = 1) -> int:
@@ -174,15 +126,9 @@ def fill_text(spec: dict[str, Any]) -> str:
 
 
 def limit_spec(which: str, tool_use_id: str) -> dict[str, Any]:
-    """The fill spec whose output's tool_result record is just ``"under"`` or just ``"over"`` the record limit.
-
-    Under: :data:`UNDER_BY` bytes below :data:`fiskj.encode.MAX_RECORD_BYTES`
-    at a 9-digit seq (journaled whole by a correct engine).  Over:
-    :data:`OVER_BY` bytes above it at seq 1 (cut to an error result, docs/spec.md
-    section 6).  Sized from records of a few units (JSON escaping is per
-    character, so the size of a record grows by the same amount per unit).
-    Raises ``ValueError`` for another ``which``.
-    """
+    """The fill spec whose tool_result record is :data:`UNDER_BY` bytes under (at a 9-digit seq) or
+    :data:`OVER_BY` bytes over (at seq 1) :data:`fiskj.encode.MAX_RECORD_BYTES` (docs/spec.md section 6).
+    Raises ``ValueError`` for a ``which`` other than ``"under"`` and ``"over"``."""
     if which not in LIMIT_OUTPUTS:
         raise ValueError(f"unknown limit output {which!r}; known: {', '.join(LIMIT_OUTPUTS)}")
     seq, target = (_UNDER_SEQ, MAX_RECORD_BYTES - UNDER_BY) if which == "under" else (_OVER_SEQ,

@@ -1,37 +1,4 @@
-"""Parsing and checking a Messages API request (``POST /v1/messages`` body), as the API does (pure).
-
-A malformed body is refused with HTTP 400 (``invalid_request_error``, the
-message starts with the offending field: ``messages.2.role: ...``):
-:class:`RequestError` names the field.
-
-The request.  ``messages`` is required (a list of ``{"role", "content"}``,
-content a string or a list of blocks).  ``system`` (a string or a list of
-blocks), ``model``, ``max_tokens``, ``tools`` and the other fields of the
-Messages API (:data:`KNOWN_FIELDS`) are accepted; so are ``role: "system"``
-messages inside ``messages`` (some clients put the system prompt there):
-they are dropped before anything else looks at the conversation, and the
-recorded ``ModelCall.messages`` hold the conversation without them.  A
-field the fake does not know (a beta's, such as Claude Code's
-``context_management`` and ``output_config``) is tolerated and named in
-:attr:`Request.unknown`, for the server's log.
-
-``thinking`` (``{"type": "enabled", "budget_tokens": N}`` with N >= 1024,
-``{"type": "adaptive"}``, ``{"type": "disabled"}``; optional ``display``
-``"summarized"`` or ``"omitted"``) turns thinking on: every reply then
-starts with a signed thinking block (:meth:`harness.workload.script.Script.reply`).
-``tool_choice`` (``{"type": "auto" | "any" | "tool" | "none"}``, ``tool``
-with a ``name``) is checked as the API checks it: forcing a tool use
-(``any``, ``tool``) with thinking on is refused, as the API refuses it.
-
-A thinking block's ``signature`` and a redacted block's ``data`` are
-opaque strings that name their turn and repeat and hold a MAC of the seed
-(and the thinking text) (:func:`harness.workload.script.opaque`): a request that sends one back
-altered, or a thinking block without its signature, is refused as the
-Messages API refuses it, HTTP 400 ``invalid_request_error`` naming the
-block, and is no model call (:func:`check_reasoning`).  Checked from the
-script alone, not from what a session gave out, so a journal laid out
-from another trial's run (power loss, tails) is accepted.
-"""
+"""Parsing and checking a Messages API request body, as the API does (pure): docs/workload.md "Request checks"."""
 
 from __future__ import annotations
 
@@ -64,19 +31,13 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class Request:
-    """A parsed ``POST /v1/messages`` (or ``count_tokens``) body.
+    """A parsed ``POST /v1/messages`` (or ``count_tokens``) body (docs/workload.md "Request checks").
 
-    ``messages``: the conversation (``role: "system"`` messages dropped);
-    ``stream``: the reply streams; ``positions``: each kept message's index
-    in the body's ``messages`` (for error messages; empty: the same
-    indexes); ``thinking``: the request turns thinking on (its ``thinking``
-    object's ``type`` is ``enabled`` or ``adaptive``); ``omit_thinking``:
-    it asks for the thinking text omitted (``display: "omitted"``);
-    ``tool_choice``: one of :data:`TOOL_CHOICES` (``auto`` when absent) and
-    ``tool_name`` the tool a ``tool`` choice names; ``unknown``: the
-    top-level fields not in :data:`KNOWN_FIELDS`, sorted; ``size``: the
-    characters of the compact JSON of its ``system``, ``messages`` and
-    ``tools`` (what :attr:`input_tokens` counts).
+    ``messages``: the conversation without ``role: "system"`` messages;
+    ``positions``: each kept message's index in the body (empty: the same);
+    ``tool_choice``: one of :data:`TOOL_CHOICES`; ``unknown``: top-level fields
+    not in :data:`KNOWN_FIELDS`, sorted; ``size``: characters of the compact
+    JSON of its ``system``, ``messages`` and ``tools``.
     """
 
     messages: list[dict[str, Any]]
@@ -91,28 +52,14 @@ class Request:
 
     @property
     def input_tokens(self) -> int:
-        """A plausible, deterministic token count of the request's input: one token per 4 characters of its
-        system prompt, messages and tools as compact JSON, at least 1 (``POST /v1/messages/count_tokens``)."""
+        """A deterministic token count: one per 4 characters of :attr:`size`, at least 1."""
         return max(1, -(-self.size // 4))
 
 
 def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: tuple[int, ...] = ()) -> None:
-    """Refuse reasoning blocks sent back altered, as the Messages API does: raise :class:`RequestError`.
-
-    In each assistant message of ``messages`` (a request's conversation),
-    a ``thinking`` block must carry the ``signature`` ``script`` gave it
-    (:func:`opaque` of the seed and its text, naming a turn of the script
-    that has a thinking block, and a repeat the script makes; or a turn
-    without one, or past the script, that a request with thinking on got,
-    its text then :meth:`Script.thinking_text` or ``""`` when the request
-    asked for it omitted): a block without one is ``Field required``, an
-    altered text or signature ``Invalid `signature```.  A ``redacted_thinking`` block must carry
-    the ``data`` it was given.  The field named is
-    ``messages.I.content.J.thinking.signature`` (or
-    ``.redacted_thinking.data``), ``I`` from ``positions`` when given.
-    Leaving reasoning blocks out is allowed (the API drops earlier turns'
-    reasoning anyway).  Pure.
-    """
+    """Refuse reasoning blocks sent back altered or unsigned (docs/workload.md "Request checks"): raise
+    :class:`RequestError` naming the block, ``messages.I.content.J.thinking.signature`` (``I`` from
+    ``positions``).  Pure."""
     def issued(kind: str, value: Any, text: Any = "") -> bool:
         fields = opaque_fields(value)
         if fields is None or not opaque_valid(script.seed, kind, value, text):
@@ -133,33 +80,21 @@ def check_reasoning(script: Script, messages: list[dict[str, Any]], positions: t
         for j, b in enumerate(m["content"]):
             kind = b.get("type") if isinstance(b, dict) else None
             if kind == "thinking":
-                if "signature" not in b:
-                    raise RequestError(f"{where}.{j}.thinking.signature", "Field required")
-                if not issued("thinking", b.get("signature"), b.get("thinking")):
-                    raise RequestError(f"{where}.{j}.thinking.signature",
-                                       "Invalid `signature` in `thinking` block")
-            elif kind == "redacted_thinking" and not issued("redacted", b.get("data")):
-                raise RequestError(f"{where}.{j}.redacted_thinking.data",
-                                   "Invalid `data` in `redacted_thinking` block")
+                _require("signature" in b, f"{where}.{j}.thinking.signature", "Field required")
+                _require(issued("thinking", b["signature"], b.get("thinking")), f"{where}.{j}.thinking.signature",
+                         "Invalid `signature` in `thinking` block")
+            elif kind == "redacted_thinking":
+                _require(issued("redacted", b.get("data")), f"{where}.{j}.redacted_thinking.data",
+                         "Invalid `data` in `redacted_thinking` block")
 
 
 def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ...] = (),
                         reasoned: Callable[[dict[str, Any]], bool | None] | None = None) -> None:
     """With thinking on, refuse a request that continues a tool loop without its thinking: raise :class:`RequestError`.
 
-    As the Messages API does: when a request with thinking on ends with
-    the results of the last assistant turn's tool calls (the loop goes on),
-    that assistant turn must start with a ``thinking`` or
-    ``redacted_thinking`` block, the one the model gave it.  An agent that
-    strips reasoning from the turn in flight (on resume, say) is refused
-    (HTTP 400) and cannot finish.  Earlier turns may go without it (the API
-    drops their reasoning anyway).  Never demanded of a reply that had none:
-    ``reasoned(assistant message)`` says whether the reply it holds started
-    with a reasoning block when it was given (``None``, or no ``reasoned``:
-    not known, e.g. a journal laid out from another trial; then it is
-    demanded, as the API demands it).  Call it only for a request with
-    thinking on (:attr:`Request.thinking`).  Pure (``reasoned`` reads what
-    the caller recorded).
+    The last assistant turn must start with its reasoning block unless
+    ``reasoned(that message)`` is ``False`` (its reply had none when given;
+    ``None``: not known, demanded).  Pure (docs/workload.md "Request checks").
     """
     if len(messages) < 2 or messages[-1].get("role") != "user":
         return
@@ -183,64 +118,56 @@ def check_thinking_loop(messages: list[dict[str, Any]], positions: tuple[int, ..
 def parse_request(raw: bytes) -> Request:
     """Parse and check a request body; raise :class:`RequestError` naming the first bad field.
 
-    Checked: the body is a JSON object; ``messages`` a list of objects with
-    ``role`` ``user``, ``assistant`` or ``system`` and ``content`` a string
-    or a list of objects each with a string ``type`` (a tool_result's
-    ``tool_use_id`` a string); ``system`` (if present) a string or a list of
-    objects; ``stream`` a boolean; ``model`` a string; ``max_tokens`` an
-    integer >= 1; ``thinking`` and ``tool_choice`` as the module docstring
-    says.  Other fields are not looked at (an unknown one is named in
-    :attr:`Request.unknown`).
+    The checks are docs/workload.md "Request checks"; other fields are not
+    looked at (an unknown one is named in :attr:`Request.unknown`).
     """
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError("body", f"not valid JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise RequestError("body", "not a JSON object")
-    if "messages" not in body:
-        raise RequestError("messages", "field required")
+    _require(isinstance(body, dict), "body", "not a JSON object")
+    _require("messages" in body, "messages", "field required")
     messages = body["messages"]
-    if not isinstance(messages, list):
-        raise RequestError("messages", "must be a list of messages")
+    _require(isinstance(messages, list), "messages", "must be a list of messages")
     conversation, positions = [], []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise RequestError(f"messages.{i}", "must be an object")
-        if m.get("role") not in ("user", "assistant", "system"):
-            raise RequestError(f"messages.{i}.role", f"must be 'user' or 'assistant', got {m.get('role')!r}")
-        content = m.get("content")
-        if isinstance(content, list):
-            for j, b in enumerate(content):
-                if not isinstance(b, dict) or not isinstance(b.get("type"), str):
-                    raise RequestError(f"messages.{i}.content.{j}", "must be an object with a string 'type'")
-                if b["type"] == "tool_result" and not isinstance(b.get("tool_use_id"), str):
-                    raise RequestError(f"messages.{i}.content.{j}.tool_use_id", "must be a string")
-        elif not isinstance(content, str):
-            raise RequestError(f"messages.{i}.content", "must be a string or a list of content blocks")
-        if m["role"] != "system":
+        _require(isinstance(m, dict), f"messages.{i}", "must be an object")
+        role, content = m.get("role"), m.get("content")
+        _require(role in ("user", "assistant", "system"), f"messages.{i}.role",
+                 f"must be 'user' or 'assistant', got {role!r}")
+        _require(isinstance(content, (str, list)), f"messages.{i}.content",
+                 "must be a string or a list of content blocks")
+        for j, b in enumerate(content if isinstance(content, list) else ()):
+            _require(isinstance(b, dict) and isinstance(b.get("type"), str), f"messages.{i}.content.{j}",
+                     "must be an object with a string 'type'")
+            _require(b["type"] != "tool_result" or isinstance(b.get("tool_use_id"), str),
+                     f"messages.{i}.content.{j}.tool_use_id", "must be a string")
+        if role != "system":
             conversation.append(m)
             positions.append(i)
     system = body.get("system")
-    if system is not None and not (isinstance(system, str)
-                                   or (isinstance(system, list) and all(isinstance(b, dict) for b in system))):
-        raise RequestError("system", "must be a string or a list of text blocks")
+    _require(system is None or isinstance(system, str)
+             or (isinstance(system, list) and all(isinstance(b, dict) for b in system)),
+             "system", "must be a string or a list of text blocks")
     stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise RequestError("stream", "must be a boolean")
-    if "model" in body and not isinstance(body["model"], str):
-        raise RequestError("model", "must be a string")
+    _require(isinstance(stream, bool), "stream", "must be a boolean")
+    _require(isinstance(body.get("model", ""), str), "model", "must be a string")
     tokens = body.get("max_tokens", 1)
-    if type(tokens) is not int or tokens < 1:
-        raise RequestError("max_tokens", "must be an integer >= 1")
+    _require(type(tokens) is int and tokens >= 1, "max_tokens", "must be an integer >= 1")
     on, omit = _thinking(body.get("thinking"))
     choice, name = _tool_choice(body.get("tool_choice"))
-    if on and choice in ("any", "tool"):
-        raise RequestError("tool_choice", "Thinking may not be enabled when tool_choice forces tool use.")
+    _require(not (on and choice in ("any", "tool")), "tool_choice",
+             "Thinking may not be enabled when tool_choice forces tool use.")
     size = len(json.dumps([system, messages, body.get("tools")], separators=(",", ":"), ensure_ascii=False))
     return Request(messages=conversation, stream=stream, positions=tuple(positions), thinking=on,
                    omit_thinking=omit, tool_choice=choice, tool_name=name,
                    unknown=tuple(sorted(k for k in body if k not in KNOWN_FIELDS)), size=size)
+
+
+def _require(ok: bool, field: str, message: str) -> None:
+    # The check of one field: RequestError naming it unless ``ok``.
+    if not ok:
+        raise RequestError(field, message)
 
 
 def _thinking(value: Any) -> tuple[bool, bool]:
@@ -248,15 +175,14 @@ def _thinking(value: Any) -> tuple[bool, bool]:
     if value is None:
         return False, False
     kind = value.get("type") if isinstance(value, dict) else None
-    if kind not in ("enabled", "adaptive", "disabled"):
-        raise RequestError("thinking.type", f"must be 'enabled', 'adaptive' or 'disabled', got {kind!r}")
-    if kind == "enabled":
-        budget = value.get("budget_tokens")
-        if type(budget) is not int or budget < 1024:
-            raise RequestError("thinking.budget_tokens", "must be an integer >= 1024")
+    _require(kind in ("enabled", "adaptive", "disabled"), "thinking.type",
+             f"must be 'enabled', 'adaptive' or 'disabled', got {kind!r}")
+    budget = value.get("budget_tokens")
+    _require(kind != "enabled" or (type(budget) is int and budget >= 1024), "thinking.budget_tokens",
+             "must be an integer >= 1024")
     display = value.get("display", "summarized")
-    if display not in ("summarized", "omitted"):
-        raise RequestError("thinking.display", f"must be 'summarized' or 'omitted', got {display!r}")
+    _require(display in ("summarized", "omitted"), "thinking.display",
+             f"must be 'summarized' or 'omitted', got {display!r}")
     return kind != "disabled", kind != "disabled" and display == "omitted"
 
 
@@ -265,11 +191,10 @@ def _tool_choice(value: Any) -> tuple[str, str]:
     if value is None:
         return "auto", ""
     kind = value.get("type") if isinstance(value, dict) else None
-    if kind not in TOOL_CHOICES:
-        raise RequestError("tool_choice.type", f"must be one of {', '.join(TOOL_CHOICES)}, got {kind!r}")
+    _require(kind in TOOL_CHOICES, "tool_choice.type", f"must be one of {', '.join(TOOL_CHOICES)}, got {kind!r}")
     name = value.get("name", "")
-    if kind == "tool" and not (isinstance(name, str) and name):
-        raise RequestError("tool_choice.name", "Field required (a tool_choice of type 'tool' names the tool)")
-    if "disable_parallel_tool_use" in value and not isinstance(value["disable_parallel_tool_use"], bool):
-        raise RequestError("tool_choice.disable_parallel_tool_use", "must be a boolean")
+    _require(kind != "tool" or (isinstance(name, str) and bool(name)), "tool_choice.name",
+             "Field required (a tool_choice of type 'tool' names the tool)")
+    _require(isinstance(value.get("disable_parallel_tool_use", False), bool),
+             "tool_choice.disable_parallel_tool_use", "must be a boolean")
     return kind, name if kind == "tool" else ""

@@ -1,23 +1,6 @@
-"""The script: what the fake model answers, and to which request (pure).
+"""The script: what the fake model answers, and to which request (pure; docs/subject.md "The model").
 
-A :class:`Script` is a seed and a list of :class:`Turn` (each a reply: text, tools,
-reasoning blocks); :meth:`Script.position` says which turn answers a conversation and
-:meth:`Script.reply` builds that turn's content blocks, stop reason and usage.  The
-HTTP server that serves it is :mod:`harness.workload.server`; the request checks are
-:mod:`harness.workload.requests`.
-
-Which turn answers a request (the conversation's *state*, never the number
-of its messages: segments closed by final answers, follow-ups, answered
-tool ids, paused turns, past the script), the usage counts and a reply's
-blocks, stop reason, signatures and ``tool_choice`` handling are specified
-in docs/subject.md "The model"; :meth:`Script.position` and
-:meth:`Script.reply` implement it.  The state's ``key`` (:func:`request_key`,
-the hash of segment and turn) identifies a model call for checker I3.
-Tool ids are ``toolu_<seed>_<turn>_<k>`` (``_r<n>`` appended for the n-th
-repeat under ``vary_on_repeat``); a signature's MAC is :func:`opaque`, its
-check :func:`harness.workload.requests.check_reasoning`; the stop sequence
-is :data:`STOP_SEQUENCE`.
-"""
+A conversation's state, never its length, picks the turn; a state's ``key`` identifies a model call for I3."""
 
 from __future__ import annotations
 
@@ -74,9 +57,6 @@ def opaque_valid(seed: int, kind: str, value: Any, text: Any = "") -> bool:
     return opaque(seed, kind, fields[1], fields[2], text) == value
 
 
-
-
-
 @dataclass(frozen=True)
 class ToolCall:
     """One scripted tool_use block: tool ``name`` and extra input (``sleep_ms``, ``n``; ``out``: the JSON text
@@ -90,18 +70,10 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Turn:
-    """One scripted model reply: ``tools`` empty means a final text answer (``stop``), unless ``pause``.
-
-    ``text`` empty: a default text naming the turn.  ``thinking`` non-empty:
-    the reply starts with a thinking block (with a signature, :func:`opaque`);
-    ``redacted``: then a ``redacted_thinking`` block; ``web_search``: a
-    ``server_tool_use`` block and its ``web_search_tool_result`` follow the
-    text.  ``pause``: a turn without tools that is no answer: a web search
-    the provider paused (stop reason ``pause_turn``), continued when the
-    agent sends it back.  ``stop``: a final answer's stop reason,
-    ``"end_turn"`` (also when empty) or ``"stop_sequence"``; or a reply cut
-    short, :data:`CUT_STOPS` (its tool_use blocks, if any, must never run).
-    """
+    """One scripted model reply: ``tools`` empty means a final text answer, unless ``pause`` (a paused web
+    search, stop reason ``pause_turn``).  ``thinking``, ``redacted``, ``web_search``: the reasoning and server-tool
+    blocks it carries; ``stop``: a final answer's stop reason (``end_turn`` when empty, ``stop_sequence``), or one
+    of :data:`CUT_STOPS` (a reply cut short, whose tool calls never run)."""
 
     tools: tuple[ToolCall, ...] = ()
     text: str = ""
@@ -147,35 +119,19 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _asks(message: dict[str, Any]) -> bool:
     # A user message that asks something: non-blank text or any block other than a tool_result.
-    for b in _blocks(message):
-        kind = b.get("type")
-        if kind == "text":
-            if str(b.get("text") or "").strip():
-                return True
-        elif kind != "tool_result":
-            return True
-    return False
+    return any(str(b.get("text") or "").strip() if b.get("type") == "text" else b.get("type") != "tool_result"
+               for b in _blocks(message))
 
 
 @dataclass(frozen=True)
 class Script:
-    """What the fake model answers.
+    """What the fake model answers (docs/subject.md "The model"; the scenario keys of the same names).
 
-    ``turns`` in order; a turn without tools (and not a pause) is a final
-    answer and ends a chat segment (the next one starts at a follow-up).
-    Which turn answers a request is :meth:`position`'s rule (module
-    docstring).  ``delay_ms`` is how long the server waits before it
-    replies (a window for kills during a model call).  ``vary_on_repeat``:
-    the n-th repeat of a request in the same state (n >= 1) gets other text
-    and fresh ids.  ``cache_tokens``: the cache counts of every reply's
-    usage (module docstring; 0: none).  ``thinks_when_asked``: a request
-    with thinking on gets a thinking block on every turn, as a model with
-    thinking on answers; False: only the turns that script one (an
-    adaptive model that chose not to think; for a scenario whose resume
-    turns thinking on and is compared with a run that had it off).
-    ``tool_name``: how the agent shows a tool to the model,
-    a template over ``{tool}`` (:func:`harness.workload.tools.check_template`; default: the plain
-    name); a tool_use block is named so, its :class:`ToolCall` keeps the plain name.
+    ``turns`` in order, a turn without tools (and not a pause) ending a chat
+    segment; ``delay_ms``: the server's wait before a reply; ``cache_tokens``
+    (0: none); ``thinks_when_asked``: a request with thinking on gets a thinking
+    block on every turn (False: only where scripted); ``tool_name``: the
+    template naming tool_use blocks (:func:`harness.workload.tools.check_template`).
     """
 
     seed: int
@@ -197,8 +153,7 @@ class Script:
 
     def thinking_text(self, turn: int, repeat: int = 0) -> str:
         """The text of ``turn``'s thinking block at its ``repeat`` (ignored unless ``vary_on_repeat``): the
-        turn's ``thinking``, or for a turn without one (a turn past the script included) the text a model
-        with thinking on thinks there, ``"Turn N: thinking it over first."``.  Pure."""
+        turn's ``thinking``, else ``"Turn N: thinking it over first."``.  Pure."""
         rep = repeat if self.vary_on_repeat else 0
         spec = self.turns[turn] if 0 <= turn < len(self.turns) else Turn()
         text = spec.thinking or f"Turn {turn}: thinking it over first."
@@ -206,30 +161,16 @@ class Script:
 
     def reply(self, turn: int, repeat: int = 0, *, thinking: bool = False, omit_thinking: bool = False,
               tools: bool = True) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
-        """Return ``(content blocks, stop_reason, usage)`` for ``turn`` and its ``repeat`` number.
-
-        Pure: the same arguments always give the same reply.  ``repeat`` is
-        ignored unless ``vary_on_repeat``.  ``turn >= len(turns)`` gives the
-        final answer ``"(script exhausted)"``.  ``thinking``: the request
-        turned thinking on, so a turn without scripted thinking starts with
-        a signed thinking block too (:meth:`thinking_text`); a turn with
-        scripted thinking has its block either way.  ``omit_thinking``: the
-        request asked for the thinking text omitted (``"display":
-        "omitted"``): the block's ``thinking`` is ``""`` and its signature is
-        over ``""``.  ``tools`` False (``tool_choice`` ``none``): no tool_use
-        blocks, and a tool turn stops with ``end_turn``.  ``usage`` has
-        ``input_tokens``, ``output_tokens``, ``cache_creation_input_tokens``
-        and ``cache_read_input_tokens`` (tokens), and ``server_tool_use``
-        (``{"web_search_requests": 1}``) for a reply with a web search.
-        """
+        """Return ``(content blocks, stop_reason, usage)`` for ``turn`` and its ``repeat`` (pure; docs/subject.md
+        "The model").  ``thinking``: the request turned thinking on; ``omit_thinking``: its thinking text is ``""``;
+        ``tools`` False (``tool_choice`` ``none``): no tool_use blocks.  ``turn >= len(turns)`` gives the
+        ``"(script exhausted)"`` answer."""
         rep = repeat if self.vary_on_repeat else 0
         suffix = f"_r{rep}" if rep else ""
         spec = self.turns[turn] if turn < len(self.turns) else Turn(text=EXHAUSTED)
         if not tools:
             spec = replace(spec, tools=())
-        text = self._text(turn)
-        if rep:
-            text += f" (asked again: {rep})"
+        text = self._text(turn) + (f" (asked again: {rep})" if rep else "")
         blocks: list[dict[str, Any]] = []
         if spec.thinking or (thinking and self.thinks_when_asked):
             thought = "" if omit_thinking else self.thinking_text(turn, rep)
@@ -291,11 +232,7 @@ class Script:
         return re.compile(rf"srvtoolu_{re.escape(str(self.seed))}_(\d+)_0(?:_r\d+)?")
 
     def position(self, messages: list[dict[str, Any]]) -> Position:
-        """Return the :class:`Position` of a conversation (the rule is the module docstring's).
-
-        ``messages``: the request's conversation (user and assistant
-        messages; anything else is skipped).  Pure.
-        """
+        """Return the :class:`Position` of a conversation (docs/subject.md "The model"); pure."""
         segments = self._segments
         answered: set[tuple[int, int]] = set()
         resumed: set[int] = set()  # pause turns sent back to be continued

@@ -1,49 +1,11 @@
-"""The fake Anthropic Messages API server: the model, outside every killed process.
-
-A :class:`ModelServer` is a :class:`http.server.ThreadingHTTPServer` on
-``127.0.0.1`` at an ephemeral port, run by a daemon thread of the harness
-process, so it survives every kill of an agent.  It answers
-``POST /v1/messages`` (any query string, e.g. ``?beta=true``; any
-``anthropic-beta`` / ``anthropic-version`` headers) from a :class:`Script`
-and records every request as a :class:`harness.history.model.ModelCall`.
-
-Sessions partition the calls of concurrent trials: :meth:`ModelServer.open_session`
-registers a script and returns a token; an agent authenticates with the API
-key ``fiskj-<token>-leg<L>`` (header ``x-api-key`` or
-``Authorization: Bearer``), so the server knows the trial and the leg of
-every call, even one that arrives after its sender was killed.  A request
-with an unknown key gets HTTP 401 in the Anthropic error shape; a malformed
-body gets HTTP 400 (``invalid_request_error``, the message starts with the
-offending field: ``messages.2.role: ...``).
-
-Besides the model calls: ``POST /v1/messages/count_tokens`` (same body
-and checks) answers ``{"input_tokens": N}`` (:attr:`Request.input_tokens`,
-deterministic) and is no model call; ``HEAD`` on any path (a client's
-reachability probe, Claude Code's ``HEAD /api/hello``) answers 200.
-Unknown request fields and ``anthropic-beta`` names are tolerated and
-written to the session's log (:attr:`Session.log`), as is a
-``tool_choice`` the script cannot honour; ``tool_choice: none`` gets the
-turn without its tool calls.  With thinking on every reply starts with a
-signed thinking block, and a thinking block is demanded back only from a
-reply that had one (:func:`check_thinking_loop`).
-
-The request and its checks are :mod:`harness.workload.requests` (its
-module docstring); which turn answers it, the reply's blocks, ids and
-usage are :mod:`harness.workload.script` (its module docstring).  A
-request refused there is no model call.
-
-``"stream": true`` gets the same message as server-sent events
-(:mod:`harness.workload.sse`, chunked transfer encoding): the events up to
-the first ``content_block_start`` and a ``ping`` at once, the rest after
-the script's ``delay_ms``.  Without streaming the whole reply waits
-``delay_ms``.  A client that disconnects (a killed agent) ends its
-connection quietly: no traceback reaches the campaign's output.
-"""
+"""The fake Anthropic Messages API server: the model, outside every killed process.  Routes, sessions and
+API keys, the session's log, streaming and timing: docs/workload.md "The fake Messages API"."""
 
 from __future__ import annotations
 
 import http.server
 import json
+import re
 import sys
 import threading
 import time
@@ -66,36 +28,22 @@ def api_key(token: str, leg: int) -> str:
     return f"fiskj-{token}-leg{leg}"
 
 
-def _parse_key(key: str) -> tuple[str, int]:
-    # "fiskj-<token>-leg<L>" -> (token, L); tolerant of a key without a leg.
-    if not key.startswith("fiskj-"):
-        return "", -1
-    rest = key[len("fiskj-"):]
-    token, sep, leg = rest.rpartition("-leg")
-    if not sep:
-        return rest, -1
-    try:
-        return token, int(leg)
-    except ValueError:
-        return rest, -1
+_KEY = re.compile(r"fiskj-(.*?)(?:-leg(-?\d+))?")
 
+
+def _parse_key(key: str) -> tuple[str, int]:
+    # "fiskj-<token>-leg<L>" -> (token, L); a key without a leg gives leg -1, a foreign key no token.
+    m = _KEY.fullmatch(key)
+    return (m[1], int(m[2]) if m[2] else -1) if m else ("", -1)
 
 
 @dataclass
 class Session:
     """The calls of one trial.  Thread-safe through its lock; ``calls`` grows in arrival order.
 
-    ``log``: what the server noticed, in arrival order, one line each:
-    unknown request fields and ``anthropic-beta`` names the first time the
-    session sees them (``call 0: unknown fields context_management,
-    output_config``, ``call 0: anthropic-beta per-turn-control-2026-07-01``),
-    ``count_tokens: 1234 input tokens``, a tool_choice the script cannot
-    honour (``call 5: tool_choice any not honoured: turn 4 scripts no tool
-    call``), and each refused request (``refused 400: messages.2...``).
-    ``reasoned``: for each tool_use id the session gave out, whether its
-    reply started with a reasoning block (what :func:`check_thinking_loop`
-    may demand back).  ``betas``, ``fields``: the beta names and unknown
-    fields seen so far.
+    ``log``: what the server noticed, one line each (docs/workload.md);
+    ``reasoned``: for each tool_use id given out, whether its reply started
+    with a reasoning block; ``betas``, ``fields``: seen so far.
     """
 
     token: str
@@ -125,17 +73,12 @@ class Session:
 
     def answer(self, messages: list[dict[str, Any]], leg: int, stream: bool = False,
                request: Request | None = None, betas: tuple[str, ...] = ()) -> tuple[ModelCall, dict[str, Any]]:
-        """Record one request and return ``(call, response body)``.
+        """Record one request and return ``(call, response body)``: a complete Messages API message.
 
-        ``messages``: the request's conversation as :func:`parse_request`
-        returns it (``role: "system"`` messages dropped); recorded as sent.
-        ``request``: the parsed request, for its thinking mode and
-        ``tool_choice`` (none: thinking off, ``auto``); its unknown fields and
-        the ``betas`` (the ``anthropic-beta`` header's names) not seen before
-        in this session go to :attr:`log`.  The body is a complete Messages
-        API message (``id``, ``type``, ``role``, ``model``, ``content``,
-        ``stop_reason``, ``stop_sequence``, ``usage``); a reply past the
-        script has an id naming its segment, so no two states share one.
+        ``messages``: the conversation as :func:`parse_request` returns it,
+        recorded as sent; ``request``: the parsed request (default: thinking
+        off, ``tool_choice`` ``auto``); its unknown fields and ``betas`` (the
+        ``anthropic-beta`` names) new to this session go to :attr:`log`.
         """
         t = time.monotonic_ns()
         request = request or Request(messages=messages, stream=stream)
@@ -156,28 +99,19 @@ class Session:
             for b in blocks:
                 if b["type"] == "tool_use":
                     self.reasoned[b["id"]] = first in ("thinking", "redacted_thinking")
-            new = sorted(set(request.unknown) - self.fields)
-            if new:
-                self.fields.update(new)
-                self.log.append(f"call {index}: unknown fields {', '.join(new)}")
-            new = sorted(set(betas) - self.betas)
-            if new:
-                self.betas.update(new)
-                self.log.append(f"call {index}: anthropic-beta {', '.join(new)}")
+            for seen, names, what in ((self.fields, request.unknown, "unknown fields"),
+                                      (self.betas, betas, "anthropic-beta")):
+                new = sorted(set(names) - seen)
+                if new:
+                    seen.update(new)
+                    self.log.append(f"call {index}: {what} {', '.join(new)}")
             if not honoured:
                 self.log.append(f"call {index}: {why}")
         rep = repeat if self.script.vary_on_repeat else 0
         past = f"_s{pos.segment}" if pos.turn >= len(self.script.turns) else ""
-        body = {
-            "id": f"msg_{self.script.seed}_{pos.turn}{past}" + (f"_r{rep}" if rep else ""),
-            "type": "message",
-            "role": "assistant",
-            "model": self.script.model,
-            "content": blocks,
-            "stop_reason": stop,
-            "stop_sequence": self.script.stop_sequence(pos.turn),
-            "usage": usage,
-        }
+        body = {"id": f"msg_{self.script.seed}_{pos.turn}{past}" + (f"_r{rep}" if rep else ""), "type": "message",
+                "role": "assistant", "model": self.script.model, "content": blocks, "stop_reason": stop,
+                "stop_sequence": self.script.stop_sequence(pos.turn), "usage": usage}
         return call, body
 
 
@@ -235,8 +169,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                "transfer-encoding": "chunked", "request-id": request_id}, head)
         if not ok:
             return
-        if delay_s:
-            time.sleep(delay_s)
+        time.sleep(delay_s)
         try:
             self.wfile.write(sse.chunk(b"".join(sse.encode(e) for e in events[cut:])) + sse.LAST_CHUNK)
         except _GONE:
@@ -302,10 +235,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         delay_s = session.script.delay_ms / 1000.0
         if request.stream:
             self._stream(body, delay_s, request_id)
-            return
-        if delay_s:
+        else:
             time.sleep(delay_s)
-        self._send(200, body, request_id)
+            self._send(200, body, request_id)
 
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
@@ -322,11 +254,8 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 
 
 class ModelServer:
-    """The fake Messages API server.  Use as a context manager or call :meth:`start` / :meth:`close`.
-
-    ``base_url`` (``http://127.0.0.1:PORT``) is valid after :meth:`start`.
-    Any number of sessions may be open at once (one per trial).
-    """
+    """The fake Messages API server: a context manager, or :meth:`start` / :meth:`close`; ``base_url`` is valid
+    after :meth:`start`.  Any number of sessions may be open at once (one per trial)."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
@@ -367,8 +296,7 @@ class ModelServer:
                 token = f"s{self._next}"
             if token in self._sessions:
                 raise ValueError(f"session {token!r} is already open")
-            session = Session(token=token, script=script)
-            self._sessions[token] = session
+            session = self._sessions[token] = Session(token=token, script=script)
             return session
 
     def session(self, token: str) -> Session | None:

@@ -1,27 +1,6 @@
-"""Server-sent events of the Messages API: a complete message as the event stream that delivers it.
+"""Server-sent events of the Messages API: a complete message as the stream that delivers it (pure).
 
-Pure: dicts in, dicts and bytes out (no IO).  :func:`message_events` turns
-a non-streaming response body into the events a streaming response
-(``"stream": true``) carries, in the Messages API's order:
-
-1. ``message_start``: the message with empty ``content``, ``stop_reason``
-   and ``stop_sequence`` null and the input ``usage`` (``output_tokens`` 1);
-2. per content block ``i``: ``content_block_start`` (the block with empty
-   text / thinking / signature, a tool_use or server_tool_use with ``input``
-   ``{}``; a ``redacted_thinking`` or ``web_search_tool_result`` block whole),
-   its deltas (``text_delta``; ``input_json_delta`` whose ``partial_json``
-   chunks, the first one empty, concatenate to the input's JSON, a lone
-   surrogate in it written as its ``\\udXXX`` escape; ``thinking_delta``
-   then one ``signature_delta``; none for a block sent whole),
-   ``content_block_stop``; one ``ping`` follows the first
-   ``content_block_start``;
-3. ``message_delta`` (``stop_reason``, ``stop_sequence`` and the final
-   ``usage``, ``output_tokens`` included), then ``message_stop``.
-
-Concatenating the deltas of each block gives back the block exactly (a
-tool input parses to the same object).  :func:`encode` frames one event
-(``event: TYPE``, ``data: JSON``, blank line); :func:`chunk` frames bytes as
-one HTTP/1.1 chunk (``transfer-encoding: chunked``).
+The event order and chunking: docs/workload.md "Streaming".
 """
 
 from __future__ import annotations
@@ -45,11 +24,7 @@ WHOLE_BLOCKS = ("redacted_thinking", "web_search_tool_result")
 
 def _utf8_safe(text: str) -> str:
     """``text`` (JSON) with each lone surrogate written as its JSON escape ``\\udXXX`` (no UTF-8 holds one)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -80,15 +55,9 @@ def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return the stream events (dicts, each with ``type``) that deliver ``message``.
-
-    ``message`` is a complete Messages API response body (``id``,
-    ``model``, ``content``, ``stop_reason``, ``stop_sequence``, ``usage``
-    with ``input_tokens`` and ``output_tokens``, cache counts optional).
-    Raises ``ValueError`` for a content block of another type than text,
-    tool_use, server_tool_use, thinking, redacted_thinking and
-    web_search_tool_result, ``KeyError`` for a missing field.
-    """
+    """Return the stream events (dicts, each with ``type``) that deliver ``message``, a complete Messages
+    API response body.  Raises ``ValueError`` for a content block that does not stream, ``KeyError`` for a
+    missing field."""
     usage = dict(message["usage"])
     start_usage = {**usage, "output_tokens": 1}
     head = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}
@@ -113,10 +82,5 @@ def encode(event: dict[str, Any]) -> bytes:
 
 
 def chunk(data: bytes) -> bytes:
-    """``data`` framed as one HTTP/1.1 chunk (hex length, CRLF, data, CRLF); empty data gives ``b""``.
-
-    (An empty chunk would end the body; :data:`LAST_CHUNK` does that.)
-    """
-    if not data:
-        return b""
-    return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n"
+    """``data`` framed as one HTTP/1.1 chunk; empty data gives ``b""`` (:data:`LAST_CHUNK` ends a body)."""
+    return f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n" if data else b""

@@ -1,25 +1,12 @@
-"""The patches of the mutant self-test: plain functions that break fiskj, grouped by technique.
-
-* :mod:`.fingerprint`: the resume guard (fingerprint fields, which runs may be resumed);
-* :mod:`.tails`: the torn-tail repair on open, and readers of a torn tail;
-* :mod:`.lock`: the run lock (its kind, its descriptor, when it is taken and released);
-* :mod:`.loop`: the agent loop and its fold (what a leg journals, runs and settles);
-* :mod:`.store`: the store's and the journal's writes (fsync, directories, framing, limits, create);
-* :mod:`.reader`: the engine's reading of its journal (lines, damage, the fold's status).
-
-A patch changes :mod:`fiskj` in the process that calls it and returns
-nothing; importing these modules changes nothing.  Which patch is which
-mutant is the table of :mod:`harness.selftest.mutants`, and only a child
-process calls one (:func:`harness.selftest.mutants.preload`).  A patch looks
-functions up on their modules (``Journal._write_line``, ``FileStore.open``,
-``JournalReader._scan``) so that it reaches every caller.
-"""
+"""The patches of the mutant self-test: plain functions that break fiskj, grouped by technique; importing
+them changes nothing, only a child process calls one (docs/selftest.md "Patches")."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
-__all__ = ["wrap"]
+__all__ = ["wrap", "StandIn", "swapped"]
 
 
 def wrap(owner: Any, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -35,3 +22,26 @@ def wrap(owner: Any, name: str) -> Callable[[Callable[..., Any]], Callable[..., 
         return patched
 
     return install
+
+
+class StandIn:
+    """Stands in for ``inner``: the keyword arguments replace some of its attributes, the rest are its own."""
+
+    def __init__(self, inner: Any, **replaced: Any) -> None:
+        self.__dict__.update(replaced, _inner=inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextmanager
+def swapped(owner: Any, **values: Any) -> Iterator[None]:
+    """Set attributes of ``owner`` for the ``with`` block, then put the old values back."""
+    saved = {name: getattr(owner, name) for name in values}
+    for name, value in values.items():
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(owner, name, value)

@@ -1,14 +1,10 @@
-"""Patches of the run lock: its kind, its descriptor, and when it is taken and released (docs/spec.md section 10).
-
-Two patches replace the ``flock`` call of the IO seam (:func:`_replace_flock`),
-so that traces still show the lock as ``flock``; the others replace the
-store's and the journal's use of :mod:`fiskj.lock`.
-"""
+"""Patches of the run lock: its kind, its descriptor, when it is taken and released (docs/spec.md section 10)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+from contextlib import suppress
 from typing import Any, Callable
 
 from fiskj import ioseam, lock, store
@@ -16,7 +12,7 @@ from fiskj.errors import RunLocked
 from fiskj.journal import Journal
 from fiskj.records import TerminalRecord
 
-from harness.selftest.patches import wrap
+from harness.selftest.patches import swapped, wrap
 
 __all__ = ["fold_before_lock", "release_before_last_append", "unlock_before_close", "lockf", "blocking_flock",
            "inheritable_lock", "marker_file_lock", "reader_locks"]
@@ -26,25 +22,16 @@ def fold_before_lock() -> None:
     """``FileStore.open`` reads and folds the journal through an unlocked descriptor, then takes the lock and
     continues from what it read (defect 2: section 12, rule 1)."""
 
-    def open_(self: Any, run_id: str) -> Journal:
-        store.validate_run_id(run_id)
-        self._require_dir(run_id)
+    @wrap(store.FileStore, "_open")
+    def _open(original: Any, self: Any, run_id: str) -> Journal:
         jpath = store.journal_path(self.directory, run_id)
         rfd = store._open_regular(jpath, os.O_RDONLY, run_id)
         try:
-            folder, reader = store.fold_open_file(rfd, jpath)
+            read = store.fold_open_file(rfd, jpath)
         finally:
             store._close_quietly(rfd)
-        held = lock.acquire(store.lock_path(self.directory, run_id), run_id)
-        try:
-            fd = store._open_regular(jpath, os.O_RDWR | os.O_APPEND, run_id)
-        except BaseException:
-            held.release()
-            raise
-        return Journal(run_id=run_id, path=jpath, directory=self.directory, fd=fd, lock=held, folder=folder,
-                       size=reader.good_size, new=False, repaired_tail=None)
-
-    store.FileStore.open = open_
+        with swapped(store, fold_open_file=lambda fd, path: read):  # under the lock: what was read before it
+            return original(self, run_id)
 
 
 def release_before_last_append() -> None:
@@ -122,10 +109,8 @@ def marker_file_lock() -> None:
 
         def release(self) -> None:
             if self.fd is not None:
-                try:
+                with suppress(OSError):
                     os.unlink(self.path + ".held")
-                except OSError:
-                    pass
             lock.RunLock.release(self)
 
     def acquire(path: str, run_id: str) -> Any:

@@ -9,7 +9,7 @@ from fiskj import fold, loop
 from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord, tool_use_ids
 from fiskj.tools import ToolCall
 
-from harness.selftest.patches import wrap
+from harness.selftest.patches import StandIn, swapped, wrap
 
 __all__ = ["result_before_tool", "assistant_after_tools", "suspend_mid_batch", "rerun_answered_tools",
            "counters_from_zero", "pending_turn_not_counted", "completed_never_written", "resume_skips_completed",
@@ -17,14 +17,16 @@ __all__ = ["result_before_tool", "assistant_after_tools", "suspend_mid_batch", "
            "cache_counters_not_folded", "cache_usage_ignored", "budget_one_turn_late"]
 
 
-def _on_new_run(change: Callable[[Any, Any, Any], None]) -> None:
-    """Every ``loop._Run`` calls ``change(run, journal, state)`` once it is built (``state``: the fold it
-    resumes from, only its meta record for a fresh run)."""
+def _on_new_run(change: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, Any], None]:
+    """Decorator: every ``loop._Run`` calls ``change(run, journal, state)`` once it is built (``state``: the
+    fold it resumes from, only its meta record for a fresh run)."""
 
     @wrap(loop._Run, "__init__")
     def __init__(original: Any, self: Any, journal: Any, state: Any, *args: Any, **kwargs: Any) -> None:
         original(self, journal, state, *args, **kwargs)
         change(self, journal, state)
+
+    return change
 
 
 def _drop_completed(journal: Any) -> None:
@@ -48,78 +50,46 @@ def result_before_tool() -> None:
     def _run_batch(original: Any, self: Any, blocks: list[dict[str, Any]], done: dict[str, Any]) -> Any:
         tools, journal = self.tools, self.journal
 
-        class _PlaceholderFirst:
-            def run(inner: Any, name: str, arguments: Any, call: ToolCall) -> Any:
-                placeholder = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": "",
-                               "is_error": False}
-                journal.append(ToolResultRecord(tool_use_id=call.tool_use_id, result=placeholder))
-                return tools.run(name, arguments, call)
+        def run(name: str, arguments: Any, call: ToolCall) -> Any:
+            placeholder = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": "", "is_error": False}
+            journal.append(ToolResultRecord(tool_use_id=call.tool_use_id, result=placeholder))
+            return tools.run(name, arguments, call)
 
-            def __getattr__(inner: Any, name: str) -> Any:
-                return getattr(tools, name)
+        def append(record: Any, *args: Any, **kwargs: Any) -> Any:
+            return None if isinstance(record, ToolResultRecord) else journal.append(record, *args, **kwargs)
 
-        class _ResultsDropped:
-            def append(inner: Any, record: Any, *args: Any, **kwargs: Any) -> Any:
-                return None if isinstance(record, ToolResultRecord) else journal.append(record, *args, **kwargs)
-
-            def __getattr__(inner: Any, name: str) -> Any:
-                return getattr(journal, name)
-
-        self.tools, self.journal = _PlaceholderFirst(), _ResultsDropped()
-        try:
+        with swapped(self, tools=StandIn(tools, run=run), journal=StandIn(journal, append=append)):
             return original(self, blocks, done)
-        finally:
-            self.tools, self.journal = tools, journal
 
 
 def assistant_after_tools() -> None:
     """A model call keeps back an assistant record that has tool_use blocks; the batch runs its tools, then
     appends that record and the results together: a crash mid-batch leaves no trace of the turn."""
 
-    class _Deferring:
-        """Stands in for the journal during a model call: keeps back an assistant turn that has tools."""
-
-        def __init__(self, run: Any, journal: Any) -> None:
-            self.run, self.journal = run, journal
-
-        def append(self, record: Any) -> Any:
-            if isinstance(record, AssistantRecord) and tool_use_ids(record.message):
-                self.run._mutant_deferred = record
-                return 0
-            return self.journal.append(record)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.journal, name)
-
     @wrap(loop._Run, "_call_model")
     def _call_model(original: Any, self: Any) -> Any:
         journal = self.journal
-        self.journal = _Deferring(self, journal)
-        try:
+
+        def append(record: Any) -> Any:
+            if isinstance(record, AssistantRecord) and tool_use_ids(record.message):
+                self._mutant_deferred = record
+                return 0
+            return journal.append(record)
+
+        with swapped(self, journal=StandIn(journal, append=append)):
             return original(self)
-        finally:
-            self.journal = journal
 
     @wrap(loop._Run, "_run_batch")
     def _run_batch(original: Any, self: Any, blocks: list[dict[str, Any]], done: dict[str, Any]) -> Any:
-        deferred = getattr(self, "_mutant_deferred", None)
-        self._mutant_deferred = None
+        deferred, self._mutant_deferred = getattr(self, "_mutant_deferred", None), None
         if deferred is None:  # a resumed pending batch: its assistant record is in the journal
             return original(self, blocks, done)
-        results, records = {}, []
-        for block in blocks:
-            tid = block.get("id")
-            if tid in results:
-                continue
-            outcome = self.tools.run(block.get("name"), block.get("input", {}), ToolCall(tid, self.run_id))
-            result = {"type": "tool_result", "tool_use_id": tid, "content": outcome.content,
-                      "is_error": outcome.is_error}
-            results[tid] = result
-            records.append(ToolResultRecord(tool_use_id=tid, result=result))
-        self.journal.append(deferred)
-        for record in records:
-            self.journal.append(record)
-        return list(results.values())
+        journal, held = self.journal, [deferred]
+        with swapped(self, journal=StandIn(journal, append=held.append)):
+            results = original(self, blocks, done)
+        for record in held:
+            journal.append(record)
+        return results
 
 
 def suspend_mid_batch() -> None:
@@ -130,20 +100,13 @@ def suspend_mid_batch() -> None:
     def _run_batch(original: Any, self: Any, blocks: list[dict[str, Any]], done: dict[str, Any]) -> Any:
         tools = self.tools
 
-        class _Checking:
-            def run(inner: Any, *args: Any, **kwargs: Any) -> Any:
-                if self.suspend.requested:
-                    raise loop._End("suspended", "suspended by signal (in the middle of a batch)")
-                return tools.run(*args, **kwargs)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if self.suspend.requested:
+                raise loop._End("suspended", "suspended by signal (in the middle of a batch)")
+            return tools.run(*args, **kwargs)
 
-            def __getattr__(inner: Any, name: str) -> Any:
-                return getattr(tools, name)
-
-        self.tools = _Checking()
-        try:
+        with swapped(self, tools=StandIn(tools, run=run)):
             return original(self, blocks, done)
-        finally:
-            self.tools = tools
 
 
 def rerun_answered_tools() -> None:
@@ -162,21 +125,19 @@ def counters_from_zero() -> None:
     """A run's tokens spent and iteration start at zero, not at the fold's (``state.counters``,
     ``state.next_iteration``): a resumed run spends its budget and cap again."""
 
+    @_on_new_run
     def change(run: Any, journal: Any, state: Any) -> None:
         run.tokens = 0
         run.iteration = 0
-
-    _on_new_run(change)
 
 
 def pending_turn_not_counted() -> None:
     """A run resumed with a pending batch takes its next iteration one lower than the fold's."""
 
+    @_on_new_run
     def change(run: Any, journal: Any, state: Any) -> None:
         if state.pending is not None:
             run.iteration = max(0, state.next_iteration - 1)
-
-    _on_new_run(change)
 
 
 def completed_never_written() -> None:
@@ -187,11 +148,10 @@ def completed_never_written() -> None:
 def resume_skips_completed() -> None:
     """A resumed leg (its journal held more than the meta record) appends no ``completed`` terminal record."""
 
+    @_on_new_run
     def change(run: Any, journal: Any, state: Any) -> None:
         if state.records > 1:
             _drop_completed(journal)
-
-    _on_new_run(change)
 
 
 def recall_final_answer() -> None:
@@ -216,12 +176,8 @@ def settled_answer_not_printed() -> None:
     def _settle(original: Any, self: Any, message: Any, stop: Any, *, done: Any = None, fresh: bool) -> Any:
         if fresh:
             return original(self, message, stop, done=done, fresh=fresh)
-        output = self.output
-        self.output = output if self.interactive else None
-        try:
+        with swapped(self, output=self.output if self.interactive else None):
             return original(self, message, stop, done=done, fresh=fresh)
-        finally:
-            self.output = output
 
 
 def run_cut_off_turn(fresh_too: bool = False) -> None:
@@ -242,13 +198,10 @@ def strip_inherited_thinking() -> None:
 
     @wrap(loop._Run, "_request")
     def _request(original: Any, self: Any) -> Any:
-        saved = self.messages
-        self.messages = [loop._without_thinking(m) if i < self.inherited and m.get("role") == "assistant" else m
-                         for i, m in enumerate(saved)]
-        try:
+        messages = [loop._without_thinking(m) if i < self.inherited and m.get("role") == "assistant" else m
+                    for i, m in enumerate(self.messages)]
+        with swapped(self, messages=messages):
             return original(self)
-        finally:
-            self.messages = saved
 
 
 def cache_counters_not_folded() -> None:

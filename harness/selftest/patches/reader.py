@@ -1,9 +1,5 @@
 """Patches of the engine's reading of its journal: lines, damage inside it, the fold's status (docs/spec.md
-sections 3, 7 and 8).
-
-A reader's ``_scan(f)`` yields the records of the file object ``f`` and
-sets ``good_size``, ``lines`` and ``torn_tail`` on the reader as it goes.
-"""
+sections 3, 7 and 8).  A reader's ``_scan(f)`` yields records and sets ``good_size``, ``lines``, ``torn_tail``."""
 
 from __future__ import annotations
 
@@ -69,12 +65,10 @@ def nul_block_ends_journal() -> None:
     @wrap(rd.JournalReader, "_scan")
     def _scan(original: Any, self: Any, f: Any) -> Iterator[Any]:
         data = f.read()
-        end = data.find(b"\n\x00") + 1
-        if end == 0:
-            yield from original(self, io.BytesIO(data))
-            return
+        end = data.find(b"\n\x00") + 1 or len(data)
         yield from original(self, io.BytesIO(data[:end]))
-        self.torn_tail = rd.TornTail(end, len(data) - end)
+        if end < len(data):
+            self.torn_tail = rd.TornTail(end, len(data) - end)
 
 
 def split_unicode_lines() -> None:

@@ -12,7 +12,7 @@ from fiskj.errors import RunExists, RunLocked
 from fiskj.journal import Journal
 from fiskj.records import AssistantRecord
 
-from harness.selftest.patches import wrap
+from harness.selftest.patches import swapped, wrap
 
 __all__ = ["unsynced_appends", "no_dir_fsync", "store_dir_not_durable", "retry_failed_fsync",
            "swallow_write_errors", "newline_first", "create_not_reclaimed", "create_without_excl",
@@ -21,23 +21,18 @@ __all__ = ["unsynced_appends", "no_dir_fsync", "store_dir_not_durable", "retry_f
 
 def unsynced_appends(fsync_first: bool = False) -> None:
     """``Journal._write_line`` writes the line and returns with it unsynced; with ``fsync_first`` an fsync comes
-    before the write (and syncs none of the line).  Failures are the write's; the store directory's fsync on
-    a new journal's first append stays."""
+    before the write (and syncs none of the line).  The store directory's fsync on a new journal's first
+    append stays."""
 
-    def _write_line(self: Any, line: bytes, seq: int) -> None:
-        try:
-            if fsync_first:
+    @wrap(Journal, "_write_line")
+    def _write_line(original: Any, self: Any, line: bytes, seq: int) -> None:
+        if fsync_first:
+            try:
                 ioseam.fsync(self._fd)
-            written = ioseam.write(self._fd, line)
-        except OSError as exc:
-            raise self._fail("write", seq, exc) from None
-        if written != len(line):
-            raise self._fail("write", seq, OSError(0, "short write"))
-        if self._sync_dir:
-            ioseam.fsync_dir(self.directory)
-            self._sync_dir = False
-
-    Journal._write_line = _write_line
+            except OSError as exc:
+                raise self._fail("write", seq, exc) from None
+        with swapped(ioseam, fsync=lambda fd: None):
+            original(self, line, seq)
 
 
 def no_dir_fsync() -> None:
@@ -53,39 +48,29 @@ def store_dir_not_durable() -> None:
     """``FileStore._ensure_dir`` makes missing store directories (``mkdir -p``) without fsyncing their parents
     (defect 4: section 9, rule 3)."""
 
-    def _ensure_dir(self: Any, run_id: str) -> None:
-        missing, d = [], self.directory
-        while not os.path.lexists(d):
-            missing.append(d)
-            d = os.path.dirname(d)
-        for d in reversed(missing):
-            try:
-                ioseam.mkdir(d, 0o700)
-            except FileExistsError:
-                pass
-        self._check_dir(run_id)
-
-    st.FileStore._ensure_dir = _ensure_dir
+    @wrap(st.FileStore, "_ensure_dir")
+    def _ensure_dir(original: Any, self: Any, run_id: str) -> None:
+        with swapped(ioseam, fsync_dir=lambda path: None):
+            original(self, run_id)
 
 
 def retry_failed_fsync() -> None:
     """``Journal._write_line`` retries a failed fsync up to three times and returns as if it had succeeded (on
     Linux a retried fsync after EIO can succeed with the dirty pages gone: section 9, rule 5)."""
 
-    def _write_line(self: Any, line: bytes, seq: int) -> None:
-        fd = self._fd
-        ioseam.write(fd, line)
-        for _ in range(3):
-            try:
-                ioseam.fsync(fd)
-                break
-            except OSError:
-                continue
-        if self._sync_dir:
-            ioseam.fsync_dir(self.directory)
-            self._sync_dir = False
+    @wrap(Journal, "_write_line")
+    def _write_line(original: Any, self: Any, line: bytes, seq: int) -> None:
+        real = ioseam.fsync  # the seam's, traced or not, as configured when the leg writes
 
-    Journal._write_line = _write_line
+        def retried(fd: int) -> None:
+            for _ in range(3):
+                try:
+                    return real(fd)
+                except OSError:
+                    continue
+
+        with swapped(ioseam, fsync=retried):
+            original(self, line, seq)
 
 
 def swallow_write_errors() -> None:

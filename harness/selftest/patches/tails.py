@@ -1,9 +1,4 @@
-"""Patches of the torn-tail repair on open and of readers of a torn tail (docs/spec.md sections 7, 9 and 10).
-
-The three repair patches change what ``fiskj.store.fold_open_file``
-reports to ``FileStore.open`` (its torn tail, its good size): open cuts
-the journal back to that good size before the first append.
-"""
+"""Patches of the torn-tail repair on open and of readers of a torn tail (docs/spec.md sections 7, 9, 10)."""
 
 from __future__ import annotations
 
@@ -18,8 +13,9 @@ from harness.selftest.patches import wrap
 __all__ = ["keep_torn_tail", "keep_complete_torn_line", "overcut_torn_tail", "torn_tail_is_corrupt"]
 
 
-def _after_fold(change: Callable[[int, Any], None]) -> None:
-    """``store.fold_open_file`` calls ``change(fd, reader)`` on the reader it folded with, before open reads it."""
+def _after_fold(change: Callable[[int, Any], None]) -> Callable[[int, Any], None]:
+    """Decorator: ``store.fold_open_file`` calls ``change(fd, reader)`` on the reader it folded with, before
+    open reads it."""
 
     @wrap(store, "fold_open_file")
     def fold_open_file(original: Any, fd: int, path: str) -> Any:
@@ -27,37 +23,36 @@ def _after_fold(change: Callable[[int, Any], None]) -> None:
         change(fd, reader)
         return folder, reader
 
+    return change
+
 
 def keep_torn_tail() -> None:
     """Open is told there is no torn tail, so it cuts nothing and appends (``O_APPEND``) after the torn bytes."""
 
+    @_after_fold
     def change(fd: int, reader: Any) -> None:
         reader.torn_tail = None
-
-    _after_fold(change)
 
 
 def keep_complete_torn_line() -> None:
     """Open is told there is no torn tail when the torn final line ends in its newline (zeros, garbage)."""
 
+    @_after_fold
     def change(fd: int, reader: Any) -> None:
         torn = reader.torn_tail
         if torn is not None and os.pread(fd, 1, torn.offset + torn.length - 1) == b"\n":
             reader.torn_tail = None
-
-    _after_fold(change)
 
 
 def overcut_torn_tail() -> None:
     """Open is told the good size ends one complete line earlier when there is a torn tail: the repair cuts an
     acknowledged record while the fold still holds it, so the next append leaves a gap in the sequence."""
 
+    @_after_fold
     def change(fd: int, reader: Any) -> None:
         if reader.torn_tail is not None:
             good = os.pread(fd, reader.good_size, 0)
             reader.good_size = good[:-1].rfind(b"\n") + 1
-
-    _after_fold(change)
 
 
 def torn_tail_is_corrupt() -> None:
