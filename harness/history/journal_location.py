@@ -38,7 +38,7 @@ class JournalLocation:
     """A run's journal as a subject lays it out: a path ``template`` and the line ``format``.
 
     ``template`` uses the variables of :data:`harness.subject.contract.TEMPLATE_VARS` and must name
-    ``{run_id}`` (the profile parser checks that: :func:`harness.subject.profile.parse_profile`);
+    ``{run_id}`` or ``{run_uuid}`` (the profile parser checks that: :func:`harness.subject.profile.parse_profile`);
     ``format`` is one of :data:`harness.names.JOURNAL_FORMATS`.
     """
 
@@ -68,7 +68,8 @@ class JournalLocation:
     def is_journal(self, path: str | None, run_id: str) -> bool:
         """True when ``path`` (as the IO seam or the observer recorded it: a POSIX path, docs/ioseam.md)
         is ``run_id``'s journal: it ends as the template does after its last directory variable, with
-        ``{run_id}`` filled in and any other variable standing for one path component or more."""
+        ``{run_id}`` filled in and any other variable (``{run_uuid}``, ``{cwd_slug}``, ...) standing for one
+        path component or part of one."""
         if not path:
             return False
         return _pattern(self.template, run_id).fullmatch(_lexical(path)) is not None
@@ -98,7 +99,7 @@ def _pattern(template: str, run_id: str) -> re.Pattern[str]:
     out, pos = [head], cut
     for m in _VAR.finditer(template, cut):
         out.append(re.escape(template[pos:m.start()]))
-        out.append(re.escape(run_id) if m.group(1) == "run_id" else r"[^\n]+?")
+        out.append(re.escape(run_id) if m.group(1) == "run_id" else r"[^/\n]+")
         pos = m.end()
     out.append(re.escape(template[pos:]))
     return re.compile("".join(out))

@@ -85,7 +85,6 @@ class PowerLossFamily(FamilyBase):
     """The power-loss family (see the module docstring); registered as :data:`POWER_LOSS`."""
 
     name = "power_loss"
-    lays_out_store = True
     modes = MODES
     Params = Params
 
@@ -123,7 +122,7 @@ class PowerLossFamily(FamilyBase):
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         params = self.params(scenario, count, seed)
         run_id = run_id_for(scenario)
-        space = state_space(reference, run_id, params)
+        space = state_space(reference, run_id, params, subject)
         ordered = sorted(space.distinct, key=lambda s: (s.prefix_n, s.id))
         cheap_inv = tuple(i for i in CHEAP_CHECKED if i == "I4" or i in scenario.check.invariants)
         full_inv = tuple(i for i in ("I4", *CHECKED) if i in scenario.check.invariants)
