@@ -215,7 +215,8 @@ def _mcp(src: _ProfileText) -> dict[str, Any]:
     try:
         spec = McpSpec(**{k: v for k, v in table.items() if k != "config"})
     except (McpSetupError, ToolNameError) as exc:
-        raise src.fail("mcp", None, str(exc)) from None
+        key = "tool_name" if isinstance(exc, ToolNameError) else "transport" if "transport" in str(exc) else "server"
+        raise src.fail("mcp", key, str(exc)) from None
     config = src.template("mcp", "config", table.get("config", Subject.mcp_config))
     return {"mcp": spec, "mcp_config": config}
 
