@@ -103,7 +103,7 @@ class Space:
     leg: int = 0
 
 
-def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any = None) -> Space:
+def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) -> Space:
     """Enumerate the crash states of the reference run's last leg (pure; raises ``ValueError``
     when its trace shows no journal: nothing was observed, so nothing can be judged).
 
@@ -112,7 +112,7 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any = N
     (that leg was killed right after an fsync of the journal, its
     directories were made durable when they were created).  The persistence
     model covers every file the trace shows under the trial's folder (the
-    reference's ``trial_dir``; ``subject``: its folders there existed before the run).
+    reference's ``trial_dir``; the agent under test ``subject``'s folders there existed before the run).
     """
     t0 = time.monotonic()
     leg = len(ref.history.legs) - 1 if params.crash_leg == "resume" else 0
@@ -124,9 +124,9 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any = N
                          f"{journal.template}: power loss has nothing to simulate (is the leg observed?)")
     opts = ref.history.options
     old_home = opts.get("trial_dir") or str(Path(jpath).parents[3])  # (a history from before trial_dir was kept)
-    before = subject.trial_where(Path(old_home), opts.get("run_uuid"), make=False) if subject else {}
+    before = subject.trial_where(Path(old_home), opts.get("run_uuid"), make=False)
     dirs = {old_home, str(Path(old_home).parent)} | {before[k] for k in ("state_home", "home", "tmp_dir", "cwd")
-                                                     if before.get(k, "").startswith(old_home + "/")}
+                                                     if before[k].startswith(old_home + "/")}
     files: dict[str, bytes] = {}
     if leg > 0:
         files = {jpath: ref.history.legs[leg - 1].journal or b""}
