@@ -60,11 +60,6 @@ class JournalLocation:
         directories at least).  Raises ``KeyError`` naming a variable ``values`` lacks."""
         return self.template.format_map(values)
 
-    def in_store(self, state_home: object, run_id: str) -> str:
-        """The journal of ``run_id`` in a store laid out under ``state_home`` alone (a crash state's or a
-        mutated tail's fresh store): every directory variable is ``state_home``."""
-        return self.path({**{v: str(state_home) for v in DIRECTORY_VARS}, "run_id": run_id})
-
     def is_journal(self, path: str | None, run_id: str) -> bool:
         """True when ``path`` (as the IO seam or the observer recorded it: a POSIX path, docs/ioseam.md)
         is ``run_id``'s journal: it ends as the template does after its last directory variable, with
