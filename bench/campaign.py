@@ -267,7 +267,7 @@ def _power_loss_tiers(scenario: Any, runner: Any) -> dict[str, Any]:
         raise RuntimeError(f"the power-loss bench's cheap tier did not run as one batch: {result.errors}")
     cheap = result.trials[0].history.options["cheap"]
     params = POWER_LOSS.params(scenario)
-    space = state_space(result.scenarios[0].reference, run_id_for(scenario), params)
+    space = state_space(result.scenarios[0].reference, run_id_for(scenario), params, runner.subject)
     chosen, outcomes = full_sample(space.distinct, run_id_for(scenario), resumes=params.resumes,
                                    cap=params.max_states, seed=params.seed, journal=runner.subject.caps.journal)
     schedules = [[{"kind": "power_loss", "state": s.id, "prefix_n": s.prefix_n}] for s in chosen]

@@ -9,7 +9,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from harness.campaign.campaign import subject_limits, unsupported
-from harness.families.registry import by_mode
 from harness.names import MUTANT_SUBJECT
 from harness.scenario.parse import load_scenario
 from harness.subject.contract import default_subject, parse_subject
@@ -58,17 +57,12 @@ format = "jsonl"
     assert "a drift of tools" in caps.refuses(_workload(drift=("tools",)))
     assert caps.refuses(_workload(drift=("model",))) is None
     assert any(line.startswith("journal format jsonl (not decoded)") for line in caps.limits())
-    assert "(not supported yet)" in caps.store_layout_refusal("power_loss")
-    assert default_subject().caps.store_layout_refusal("power_loss") is None
 
 
-def test_the_families_that_lay_out_the_store_refuse_a_journal_elsewhere_and_the_campaign_says_so():
+def test_every_family_runs_a_journal_wherever_it_lies_and_the_campaign_says_no_refusal():
     subject = parse_profile('name = "p"\ncommand = ["agent"]\n[journal]\npath = "{state_home}/a/{run_id}.log"\n',
                             "/p/profile.toml")
-    power = load_scenario(ROOT / "scenarios" / "power-loss-basic.toml")
-    kill = load_scenario(ROOT / "scenarios" / "kill-every-event.toml")
-    assert by_mode(power.faults.family).lays_out_store and not by_mode(kill.faults.family).lays_out_store
-    assert "lays out and crashes the store" in unsupported(subject, power)
-    assert unsupported(subject, kill) is None and unsupported(default_subject(), power) is None
-    assert any(line.startswith("power-loss-basic: the power_loss family lays out")
-               for line in subject_limits([power, kill], subject))
+    scenarios = [load_scenario(ROOT / "scenarios" / f"{n}.toml") for n in ("power-loss-basic", "kill-every-event",
+                                                                             "tails-basic")]
+    assert all(unsupported(subject, sc) is None for sc in scenarios)
+    assert not any("lays out" in line for line in subject_limits(scenarios, subject))

@@ -169,7 +169,18 @@ def test_a_journal_the_run_itself_unlinked_retires_its_acknowledged_records():
 def _crash_history(state) -> History:
     """The history of a crash state as the power-loss family records it: the state's facts, no legs."""
     return History(scenario="s", seed=0, schedule=[{"kind": "power_loss", "state": state.id}], run_id="r",
-                   crash_state=CrashStateFacts.of(state))
+                   crash_state=CrashStateFacts.of(state), journal_template="{state_home}/runs/{run_id}.json")
+
+
+def test_a_crash_state_judges_the_journal_s_lines_not_the_agent_s_other_files():
+    settings = f"{D}/settings.json"
+    t = Trace().create().write(rec(1, 300)).create(path=settings, fd=4).write(b"{}\n", fd=4, path=settings)
+    t.close(fd=4, path=settings).close()
+    found = list(crash_states(t.events, {}, {"/s", D}))
+    verdicts = [i4_acknowledged.check(_crash_history(s)) for s in found]
+    assert any(v.status == "invalid" for v in verdicts)  # the journal's unsynced line lost: a loss
+    assert all(v.evidence["checked"] <= 1 for v in verdicts)  # settings.json's write is no record
+    assert all("settings.json" not in json.dumps(v.evidence.get("violations", [])) for v in verdicts)
 
 
 def test_every_crash_state_of_a_correct_writer_holds_every_acknowledged_write():

@@ -205,7 +205,7 @@ jobs:
 
 def test_every_run_step_runs_under_bash_with_pipefail(workflow):
     runs = [(name, step) for name, job in workflow["jobs"].items() for step in job["steps"] if "run" in step]
-    assert {name for name, _ in runs} == {"tests", "gate", "merge", "mutants"}
+    assert {name for name, _ in runs} == {"tests", "gate", "merge", "mutants", "claude-code"}
     for name, step in runs:
         assert shell_of(workflow, workflow["jobs"][name], step) == "bash", (name, step)
     # the shard matrix and SHARDS agree (merge refuses an incomplete set)
@@ -256,3 +256,15 @@ def test_the_mutants_step_fails_exactly_when_the_self_test_fails(workflow, tmp_p
     (step,) = run_steps(workflow, "mutants", tmp_path, env=env)
     assert step.returncode == code
     assert "NOT caught: no-fsync" in step.stdout and "NOT caught: no-fsync" in summary.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("code, fails", [(0, False), (1, False), (2, True)])
+def test_the_claude_code_step_fails_on_a_setup_error_not_on_its_findings(workflow, tmp_path, code, fails):
+    bin_dir = tmp_path / "bin"
+    _shim(bin_dir, f'mkdir -p cc-results/c/latest && echo "I4 append_not_synced" > cc-results/c/latest/summary.md\n'
+                   f'exit {code}\n')
+    summary = tmp_path / "summary.md"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "GITHUB_STEP_SUMMARY": str(summary)}
+    install, campaign = run_steps(workflow, "claude-code", tmp_path, env=env)  # (no install script here: skipped)
+    assert install.returncode == 0 and "campaign is skipped" in install.stdout
+    assert (campaign.returncode != 0) == fails and "I4 append_not_synced" in summary.read_text(encoding="utf-8")

@@ -8,9 +8,11 @@ Needs the pinned Claude Code installed by ``scripts/install-claude-code.sh`` (in
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -73,6 +75,25 @@ def test_claude_code_completes_a_scripted_conversation_with_default_thinking_and
     sent = [m for m in first[2].messages if m["role"] == "assistant"]
     assert [m["content"][0] for m in sent] == [first[0].reply[0], first[1].reply[0]]
     assert [c.leg for c in calls] == [0, 0, 0, 1, 2]
+
+
+@pytest.mark.slow
+def test_the_bundled_profile_runs_its_transcript_through_power_loss_and_names_the_lost_lines(tmp_path):
+    """subjects/claude-code/profile.toml as a user runs it: its own session id, cwd and transcript, tools over MCP.
+    Power loss judges the transcript where Claude Code keeps it; it is never fsynced, so lines are lost."""
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "power-loss-basic", "noop-baseline",
+                           "--subject", str(ROOT / "subjects" / "claude-code" / "profile.toml"), "--trials", "2",
+                           "--report-json", str(report), "--keep", "none", "--shrink-budget", "0"],
+                          env={**os.environ, "FISKJ_CLAUDE_CODE": str(CLAUDE)}, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 1 and "setup error" not in proc.stderr, proc.stderr[-3000:]
+    found = [(v["invariant"], x["kind"], x.get("detail", "")) for v in json.loads(report.read_text())["violations"]
+             for x in v["evidence"].get("violations", [])]
+    assert ("I4", "append_not_synced") in {f[:2] for f in found}
+    lost = [d for inv, kind, d in found if (inv, kind) == ("I4", "lost")]
+    assert lost and all("/.claude/projects/" in d and ".jsonl: line" in d for d in lost), lost
+    assert any(" user " in d for d in lost), lost  # named by Claude Code's own line type and uuid
 
 
 SCRIPT_PATH = ROOT / "scripts" / "install-claude-code.sh"

@@ -35,7 +35,7 @@ def test_the_contract_journal_is_its_path_under_any_state_home_and_nothing_else(
     assert not loc.is_journal("/tmp/t1/trial/tools.json", "r1")
     assert not loc.is_journal(None, "r1") and not loc.is_journal("", "r1")
     assert loc.path({"state_home": "/s", "run_id": "r1"}) == "/s/fisk-ai/runs/r1.json"
-    assert loc.in_store("/x", "r1") == "/x/fisk-ai/runs/r1.json"
+    assert JournalLocation("{trial_dir}/{run_uuid}.jsonl").path({"trial_dir": "/x", "run_uuid": "u"}) == "/x/u.jsonl"
 
 
 def test_a_profile_s_template_is_matched_with_its_own_directories_and_file_name():
@@ -45,6 +45,7 @@ def test_a_profile_s_template_is_matched_with_its_own_directories_and_file_name(
     assert not loc.is_journal("/t/home/.agent/projects/claude-x/r1.json", "r1")
     assert not loc.is_journal("/t/state/fisk-ai/runs/r1.json", "r1")
     assert not loc.is_journal("/t/home/.agent/r1.jsonl", "r1")                  # the folders are part of it
+    assert not loc.is_journal("/t/home/.agent/projects/a/b/r1.jsonl", "r1")     # {model}: one component
     with pytest.raises(KeyError):
         loc.path({"home": "/h", "run_id": "r1"})                                  # {model} not given
 

@@ -82,10 +82,10 @@ def test_there_is_no_one_to_ask_in_model_mode_and_a_status_command_is_not_asked_
 def test_a_laid_crash_state_keeps_only_files_whose_folder_survived_and_a_resume_completes_the_run(server):
     with Runner(server=server) as runner, closing(StateExecutor(SCENARIO, runner)) as ex:
         ctx, shared = ex.ctx, ex.shared
-        rel = Path(CONTRACT_JOURNAL.format(state_home=".", run_id=ctx.run_id))  # under the state home
+        rel = Path(CONTRACT_JOURNAL.format(state_home="state", run_id=ctx.run_id))  # under the trial's folder
         data = ctx.ref.history.legs[-1].journal
         cut = data[:data.index(b"\n") + 1]  # the meta record alone
-        where = lay(ctx, shared / "a", files={str(rel): cut, "lost/x": b"x"}, dirs=[str(rel.parent)])
+        where = lay(ctx, shared / "a", files={str(rel): cut, "state/lost/x": b"x"}, dirs=[str(rel.parent)])
         assert ctx.journal(shared / "a").read_bytes() == cut and not (shared / "a" / "state" / "lost").exists()
         assert where["state_home"] == str(shared / "a" / "state")
         ref_leg = ctx.ref.history.legs[-1]

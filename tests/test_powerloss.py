@@ -44,7 +44,8 @@ def campaign(runner, scenario):
     (run,) = result.scenarios
     cheap = [t for t in result.trials if "cheap" in t.history.options]
     full = [t for t in result.trials if "cheap" not in t.history.options]
-    return cheap, full, state_space(run.reference, run_id_for(scenario), POWER_LOSS.params(scenario))
+    return cheap, full, state_space(run.reference, run_id_for(scenario), POWER_LOSS.params(scenario),
+                                   runner.subject)
 
 
 def test_every_crash_state_of_the_reference_is_judged_cheaply_and_a_sample_recovers_to_the_reference_result(server):
@@ -75,7 +76,7 @@ def _cheap(runner, scenario, **params):
 
     with closing(StateExecutor(scenario, runner)) as ex:
         ctx = ex.ctx
-        space = state_space(ctx.ref, ctx.run_id, Params(**params))
+        space = state_space(ctx.ref, ctx.run_id, Params(**params), ctx.subject)
         return judge_cheap(ctx, space.distinct, ("I4", "I5"), mode=cheap_mode(runner.subject),
                            tmp_root=runner.tmp_root)
 

@@ -9,7 +9,7 @@ import pytest
 
 from builders import M, T, journal
 
-from harness.errors import ProfileError
+from harness.errors import ProfileError, SetupError
 from harness.history.promises import FISK_AI, Promises
 from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE
 from harness.subject.contract import RunConfig, default_subject
@@ -86,6 +86,50 @@ def test_templates_splice_optional_words_and_fill_the_trial_s_values(tmp_path):
     assert dict(s.not_applicable) == {"I1": "the agent has no suspend"} and not s.chat
 
 
+OWN_IDS = '''
+name = "own-ids"
+command = ["{env:OWN_AGENT_BIN}", "--print"]
+home = true
+cwd = "{trial_dir}/work"
+[env]
+TMPDIR = "{tmp_dir}"
+CFG = '{{"dir": "{home}/cfg"}}'
+[mcp]
+transport = "http"
+config = "{trial_dir}/m.json"
+[commands]
+start = ["-p", "{prompt}", "--session-id", "{run_uuid}", "--mcp-config", "{mcp_config}", "--tools", "{mcp_tools}"]
+resume = ["--resume", "{run_uuid}", "--url", "{mcp_url}"]
+[journal]
+path = "{home}/.agent/projects/{cwd_slug}/{run_uuid}.jsonl"
+format = "jsonl"
+'''
+
+
+def test_a_profile_gives_the_agent_its_own_id_cwd_env_and_mcp_tools(tmp_path, monkeypatch):
+    s = parse_profile(OWN_IDS, str(tmp_path / "p.toml"))
+    where = s.trial_where(tmp_path / "t")
+    uid, t = where["run_uuid"], str(tmp_path / "t")
+    assert all((tmp_path / "t" / d).is_dir() for d in ("home", "state", "tmp", "work"))
+    assert where["cwd"] == f"{t}/work" and where["cwd_slug"] == f"{t}/work".replace("/", "-").replace("_", "-")
+    assert s.trial_where(tmp_path / "u")["run_uuid"] != uid and s.trial_where(tmp_path / "u", uid)["run_uuid"] == uid
+    assert s.tool_name == "mcp__fiskj__{tool}" and where["mcp_tools"].split(",")[0] == "mcp__fiskj__effect_a"
+    monkeypatch.delenv("OWN_AGENT_BIN", raising=False)
+    with pytest.raises(SetupError, match=r"reads \$OWN_AGENT_BIN, which is not set"):
+        s.start_argv(CFG, **where)
+    monkeypatch.setenv("OWN_AGENT_BIN", "/opt/agent")
+    assert s.start_argv(CFG, **where) == ["/opt/agent", "--print", "-p", "do it", "--session-id", uid, "--mcp-config",
+                                          f"{t}/m.json", "--tools", where["mcp_tools"]]
+    assert s.resume_argv(CFG, **where, mcp_url="http://h/mcp")[-3:] == [uid, "--url", "http://h/mcp"]
+    journal_path = s.journal_path(CFG, **where)
+    assert journal_path == Path(f"{t}/home/.agent/projects/{where['cwd_slug']}/{uid}.jsonl")
+    assert s.caps.journal.is_journal(str(journal_path), "r1")
+    assert not s.caps.journal.is_journal(f"{journal_path.parent}/{uid}/sub/x.jsonl", "r1")
+    env = s.env(base={"PATH": "/bin"}, base_url="u", api_key="k", state_home="/s", ledger="/l", leg=0, trace=None,
+                values=s.values(CFG, **where))
+    assert env["TMPDIR"] == f"{t}/tmp" and env["CFG"] == f'{{"dir": "{t}/home/cfg"}}'
+
+
 def test_an_exit_status_of_several_outcomes_is_decided_by_the_journal(tmp_path):
     s = parse_profile(FISK_AI_LIKE, str(tmp_path / "agent.toml"))
     before = journal(M(), T("suspended"))
@@ -138,6 +182,10 @@ def test_a_subject_value_may_name_a_profile_after_variables():
     (('["SIGINT"]', '["SIGHUP"]'), "promises.suspend_signals", "those that suspend cleanly"),
     (('"reported"', '"never"'), "promises.interrupted_tool", "rerun-at-most-once, reported"),
     (("error_stdout = '", "error_stdout = '(("), "exit.error_stdout", "regular expression"),
+    (('I1 = "the agent has no suspend"', 'I1 = "x"\n[mcp]\ntransport = "pigeon"'), "mcp.transport", "'pigeon'"),
+    (('I1 = "the agent has no suspend"', 'I1 = "x"\n[mcp]\ntool_name = "a{tool}{tool}"'), "mcp.tool_name", "exactly once"),
+    (('AGENT_OFFLINE = "1"', 'AGENT_OFFLINE = "{env}"'), "env.AGENT_OFFLINE", "unknown template variable"),
+    (('"--name", "{run_id}"', '"--name", "{model:x}"'), "commands.start", "unknown template variable"),
 ])
 def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit, key, message):
     path = tmp_path / "bad.toml"
@@ -159,7 +207,7 @@ def test_a_missing_profile_file_is_a_typed_error(tmp_path):
 
 
 def test_a_misspelt_profile_key_or_invariant_is_refused_with_the_closest_known_one(tmp_path):
-    from harness.errors import ProfileError
+    from harness.errors import ProfileError, SetupError
     from harness.subject.profile import load_profile
 
     for text, hint in (('name = "x"\ncommand = ["a"]\n[comands]\n', "did you mean 'commands'"),

@@ -45,7 +45,8 @@ trace does not give makes the verdict unknown.
 
 A power-loss crash state (``history.crash_state``, recorded by the
 power-loss family; docs/persistence-model.md) is judged on the state
-instead: a write is acknowledged once the trace shows its call returned
+instead: a write of the journal (the crash state holds every file the agent wrote; only the journal's
+lines are records) is acknowledged once the trace shows its call returned
 (the crash model's :class:`~harness.history.model.CrashAck` s), and each
 must be in the state, byte for byte, in a file that still has the inode it
 was written to (:func:`lost_acknowledged`).
@@ -65,6 +66,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+from dataclasses import replace
 from typing import Any
 
 from harness.history.model import CrashStateFacts, History, Leg
@@ -111,15 +113,24 @@ def _truncations(view: JournalView, legs: list[Leg], ack: Ack) -> list[dict[str,
 
 @functools.lru_cache(maxsize=4096)  # the same acknowledged lines recur in every later crash state
 def _record_name(data: bytes) -> str:
-    """``"record seq 7 (tool_result) "`` when ``data`` is one journal line, else ``""`` (pure)."""
-    try:
-        obj = json.loads(data)
-    except ValueError:
-        return ""
-    if not isinstance(obj, dict) or "seq" not in obj:
-        return ""
-    kind = str(obj.get("protocol", "")).rsplit(".", 1)[-1] or "?"
-    return f"record seq {obj['seq']} ({kind}) "
+    """``"record seq 7 (tool_result) "`` when ``data`` is one fisk-ai v2 line; for the JSON objects of a jsonl
+    journal their own type and id, ``"lines user 5c1e..., assistant 9f0a... "``; else ``""`` (pure)."""
+    names = []
+    for line in data.split(b"\n"):
+        try:
+            obj = json.loads(line) if line.strip() else None
+        except ValueError:
+            return ""
+        if obj is None:
+            continue
+        if not isinstance(obj, dict):
+            return ""
+        if "seq" in obj:
+            kind = str(obj.get("protocol", "")).rsplit(".", 1)[-1] or "?"
+            return f"record seq {obj['seq']} ({kind}) "
+        names.append(" ".join(str(obj[k])[:36] for k in ("type", "subtype", "uuid") if isinstance(obj.get(k), str))
+                     or "JSON")
+    return f"line{'s' if len(names) > 1 else ''} {', '.join(names)} " if names else ""
 
 
 def _why_gone(state: CrashStateFacts, path: str) -> str:
@@ -155,6 +166,8 @@ def lost_acknowledged(state: CrashStateFacts) -> list[str]:
 
 
 def _check_crash_state(state: CrashStateFacts, history: History | None = None) -> Any:
+    if history is not None:  # the agent's journal is what it promises to keep; its other files are judged elsewhere
+        state = replace(state, acks=[a for a in state.acks if JournalView(history).is_journal(a.path)])
     lost = lost_acknowledged(state)
     cut = _lost_by_recovery(state, JournalView(history), lost) if history is not None else []
     summary = (f"{len(lost)} acknowledged write(s) missing from crash state {state.id}: {lost[0]}" if lost

@@ -139,15 +139,11 @@ class FamilyBase:
     def check(self, scenario: Scenario) -> tuple[str, str] | None:
         return None
 
-    #: True for a family that lays journals or crash states out at the contract's path (docs/subject.md),
-    #: not a profile's: it cannot run a subject whose journal lies elsewhere (power loss, tail).
-    lays_out_store = False
-
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         return []
 
     def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
-        return subject.caps.store_layout_refusal(self.name) if self.lays_out_store and subject is not None else None
+        return None
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         return scenario.faults.schedule is not None

@@ -38,7 +38,7 @@ class JournalLocation:
     """A run's journal as a subject lays it out: a path ``template`` and the line ``format``.
 
     ``template`` uses the variables of :data:`harness.subject.contract.TEMPLATE_VARS` and must name
-    ``{run_id}`` (the profile parser checks that: :func:`harness.subject.profile.parse_profile`);
+    ``{run_id}`` or ``{run_uuid}`` (the profile parser checks that: :func:`harness.subject.profile.parse_profile`);
     ``format`` is one of :data:`harness.names.JOURNAL_FORMATS`.
     """
 
@@ -60,15 +60,11 @@ class JournalLocation:
         directories at least).  Raises ``KeyError`` naming a variable ``values`` lacks."""
         return self.template.format_map(values)
 
-    def in_store(self, state_home: object, run_id: str) -> str:
-        """The journal of ``run_id`` in a store laid out under ``state_home`` alone (a crash state's or a
-        mutated tail's fresh store): every directory variable is ``state_home``."""
-        return self.path({**{v: str(state_home) for v in DIRECTORY_VARS}, "run_id": run_id})
-
     def is_journal(self, path: str | None, run_id: str) -> bool:
         """True when ``path`` (as the IO seam or the observer recorded it: a POSIX path, docs/ioseam.md)
         is ``run_id``'s journal: it ends as the template does after its last directory variable, with
-        ``{run_id}`` filled in and any other variable standing for one path component or more."""
+        ``{run_id}`` filled in and any other variable (``{run_uuid}``, ``{cwd_slug}``, ...) standing for one
+        path component or part of one."""
         if not path:
             return False
         return _pattern(self.template, run_id).fullmatch(_lexical(path)) is not None
@@ -98,7 +94,7 @@ def _pattern(template: str, run_id: str) -> re.Pattern[str]:
     out, pos = [head], cut
     for m in _VAR.finditer(template, cut):
         out.append(re.escape(template[pos:m.start()]))
-        out.append(re.escape(run_id) if m.group(1) == "run_id" else r"[^\n]+?")
+        out.append(re.escape(run_id) if m.group(1) == "run_id" else r"[^/\n]+")
         pos = m.end()
     out.append(re.escape(template[pos:]))
     return re.compile("".join(out))

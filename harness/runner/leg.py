@@ -41,9 +41,10 @@ from harness.observer.trace import ops_to_trace
 from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
 from harness.subject.contract import CONTRACT_EXITS, Subject
 from harness.subject.forkserver import ForkServer
+from harness.workload.mcp_setup import LegMcp, open_leg
 
 __all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records",
-           "observer_faults", "HOLD_KINDS"]
+           "observer_faults", "HOLD_KINDS", "open_mcp"]
 
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
@@ -97,6 +98,18 @@ def start_or_resume(journal: bytes | None, fmt: str = FISK_AI_V2) -> str:
     except Exception:  # noqa: BLE001 - not a record: nothing to resume
         return "start"
     return "resume"
+
+
+def open_mcp(subject: Subject, where: dict[str, str], ledger: Path, index: int,
+             drifted: bool = False) -> tuple[dict[str, str], LegMcp | None]:
+    """Give leg ``index`` of ``subject`` the workload's tools over MCP when its profile says so (``[mcp]``):
+    its configuration written (and the HTTP server started), :func:`harness.workload.mcp_setup.open_leg`.
+    Returns the leg's template values (``where`` with ``mcp_url``) and what to close after the leg
+    (``None`` without MCP).  Raises ``McpSetupError``/``OSError`` when it cannot be set up."""
+    if subject.mcp is None:
+        return dict(where), None
+    leg = open_leg(subject.mcp, where["mcp_config"], ledger=ledger, leg=index, drifted=drifted)
+    return {**where, "mcp_url": leg.http.url if leg.http else ""}, leg
 
 
 def count_user_records(journal: bytes | None) -> int:
@@ -272,13 +285,14 @@ class LegStarter:
 
     def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path, *,
               log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None,
-              control: bool = False) -> Any:
+              control: bool = False, cwd: str = "") -> Any:
         """Start one leg in a new session; returns a Popen-like object (``pid``, ``wait``, ``poll``, ``returncode``).
 
         ``stdin``: a file to read (else ``/dev/null``); ``out``/``err``:
         files that receive its output (truncated).  When observed: ``log``
         receives the operations under ``roots``, and ``faults`` are the
-        observer's (:func:`observer_faults`).  Raises ``OSError`` or
+        observer's (:func:`observer_faults`); ``cwd``: its working directory
+        (``""``: this process's).  Raises ``OSError`` or
         ``RuntimeError`` when the process cannot start.
         """
         if self.observe:
@@ -286,16 +300,17 @@ class LegStarter:
             with open(out, "wb") as fo, open(err, "wb") as fe:
                 stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
                 try:
-                    return spawn_observed(argv, env=env, stdin=stdin_file, stdout=fo, stderr=fe, log=str(log),
+                    return spawn_observed(argv, env=env, cwd=cwd or None, stdin=stdin_file, stdout=fo, stderr=fe, log=str(log),
                                           roots=list(roots), faults=list(faults or ()), control=control,
                                           start_new_session=True, lookups=control)
                 finally:
                     if stdin is not None:
                         stdin_file.close()  # type: ignore[union-attr]
-        return self._start_plain(argv, env, stdin, out, err)
+        return self._start_plain(argv, env, stdin, out, err, cwd)
 
-    def _start_plain(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path) -> Any:
-        server = self._server()
+    def _start_plain(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
+                     cwd: str = "") -> Any:
+        server = None if cwd else self._server()
         if server is not None:
             words = argv[len(self.subject.argv):]
             try:
@@ -311,7 +326,7 @@ class LegStarter:
             stdin_file = open(stdin, "rb") if stdin is not None else None
             try:
                 return subprocess.Popen(argv, env=env, stdin=stdin_file or subprocess.DEVNULL, stdout=fo, stderr=fe,
-                                        start_new_session=True, close_fds=True)
+                                        start_new_session=True, close_fds=True, cwd=cwd or None)
             finally:
                 if stdin_file is not None:
                     stdin_file.close()
@@ -394,7 +409,9 @@ class LegPlan:
     ``detail``: extra facts for the leg's fault record; ``roots``: the
     directories an observed leg's operations are recorded under (the trial's
     state home); ``reading``: the subject's own reading command, run after
-    the leg (:meth:`Subject.status_argv`; ``None``: the subject gives none).
+    the leg (:meth:`Subject.status_argv`; ``None``: the subject gives none);
+    ``cwd``: its working directory (``""``: the harness's); ``mcp``: its MCP
+    server set-up (:func:`open_mcp`), closed by :func:`run_leg` after it.
     """
 
     index: int
@@ -410,6 +427,8 @@ class LegPlan:
     detail: dict[str, Any] = field(default_factory=dict)
     roots: tuple[str, ...] = ()
     reading: list[str] | None = None
+    cwd: str = ""
+    mcp: LegMcp | None = None
 
 
 def run_leg(plan: LegPlan, starter: LegStarter,
@@ -421,8 +440,16 @@ def run_leg(plan: LegPlan, starter: LegStarter,
     an unobserved one's is the subject's IO-seam trace.  Raises
     ``OSError``/``RuntimeError``/``ValueError`` only when the process
     cannot be started (a setup error); a misbehaving agent is recorded,
-    never raised.
+    never raised.  The leg's MCP set-up (``plan.mcp``) is closed when it ends.
     """
+    try:
+        return _run_leg(plan, starter, rival)
+    finally:
+        if plan.mcp is not None:
+            plan.mcp.close()
+
+
+def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None) -> tuple[Leg, LegOutcome]:
     out, err = plan.workdir / f"leg-{plan.index}.out", plan.workdir / f"leg-{plan.index}.err"
     stdin_path = None
     if plan.stdin is not None:
@@ -438,7 +465,7 @@ def run_leg(plan: LegPlan, starter: LegStarter,
     if hold and not starter.observe:
         raise ValueError("a hold fault (a race's sequence point) needs the outside observer")
     proc = starter.start(plan.argv, plan.env, stdin_path, out, err, log=log, roots=plan.roots,
-                         faults=observer_faults(plan.fault) if starter.observe else None, control=hold)
+                         faults=observer_faults(plan.fault) if starter.observe else None, control=hold, cwd=plan.cwd)
     leg.pid = proc.pid
     held = False
     if hold:  # a race: this leg waits at its sequence point while the rival leg runs to its end

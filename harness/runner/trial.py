@@ -33,7 +33,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,7 +44,7 @@ from harness.history.model import History, Leg, Reference, observed_result
 from harness.history.promises import COMPLETED_PROBE
 from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
-from harness.runner.leg import LegOutcome, LegPlan, LegStarter, count_user_records, run_leg, start_or_resume
+from harness.runner.leg import LegOutcome, LegPlan, LegStarter, count_user_records, open_mcp, run_leg, start_or_resume
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
@@ -256,7 +256,7 @@ class Runner:
 
     def _run(self, scenario: Scenario, *, seed: int, schedule: list[dict[str, Any]], reference: Reference | None,
              timeout_s: float | None = None) -> History:
-        workload = build_workload(scenario)
+        workload = build_workload(scenario, tool_name=self.subject.tool_name)
         run_id = run_id_for(scenario)
         budget = timeout_s if timeout_s is not None else scenario.trials.timeout_s
         drift = tuple(scenario.workload.drift)
@@ -310,6 +310,7 @@ class Runner:
         """
         deadline = time.monotonic() + budget
         place = self._place(workload, tmp, token, run_id, drift)
+        history.options.update(run_uuid=place.where["run_uuid"], trial_dir=str(tmp))
         done = self._run_legs(history, workload, place, schedule, max_legs, budget, deadline)
         ended = history.legs[-1].exit_code if history.legs else None
         if done and probe_completed and not workload.chat and deadline > time.monotonic() \
@@ -325,16 +326,13 @@ class Runner:
 
     def _place(self, workload: Workload, tmp: Path, token: str, run_id: str, drift: tuple[str, ...]) -> _Place:
         """Lay out a trial in ``tmp``: its state home (and home), ledger, tools files and run configurations."""
-        state_home = tmp / "state"
-        state_home.mkdir()
-        home = tmp / "home" if self.subject.home else None
-        if home is not None:
-            home.mkdir()
+        where = self.subject.trial_where(tmp)
+        state_home = Path(where["state_home"])
+        home = Path(where["home"]) if where["home"] else None
         tools = write_tools_file(tmp / "tools.json")
         cfg = RunConfig(run_id=run_id, model=workload.model, base_url=self.server.base_url, tools_file=tools,
                         max_tokens=workload.max_tokens, max_iterations=workload.max_iterations,
                         prompt=workload.prompt, chat=workload.chat, thinking=workload.thinking)
-        where = {"state_home": str(state_home), "home": str(home or ""), "trial_dir": str(tmp)}
         drifted = cfg
         if drift:
             system = tmp / "system-drifted.txt"
@@ -346,14 +344,16 @@ class Runner:
                       drifted=drifted, drift=drift, where=where, journal=self.subject.journal_path(cfg, **where),
                       reading=self.subject.status_argv(cfg, **where) if self.readings else None)
 
-    def _env(self, place: _Place, index: int, fault: str | None = None, traced: bool = True) -> dict[str, str]:
+    def _env(self, place: _Place, index: int, fault: str | None = None, traced: bool = True,
+             values: dict[str, str] | None = None) -> dict[str, str]:
         """Leg ``index``'s environment: its model API key, the trial's directories and ledger, and (for a leg
-        the observer does not see) its IO-seam trace file (``traced``) and seam fault."""
+        the observer does not see) its IO-seam trace file (``traced``) and seam fault; ``values``: the leg's
+        template values (a profile's ``[env]``)."""
         trace = None if self.observe or not traced else str(place.tmp / f"trace-{index}.jsonl")
         return self.subject.env(base_url=self.server.base_url, api_key=api_key(place.token, index),
                                 state_home=str(place.state_home), ledger=str(place.ledger), leg=index, trace=trace,
                                 fault=None if self.observe else fault,
-                                home=str(place.home) if place.home is not None else None)
+                                home=str(place.home) if place.home is not None else None, values=values)
 
     def _run_legs(self, history: History, workload: Workload, place: _Place, schedule: list[dict[str, Any]],
                   max_legs: int, budget: float, deadline: float) -> bool:
@@ -395,22 +395,31 @@ class Runner:
         """Leg ``index``: a start, a resume (forced with the drifted configuration after a refused probe) or a
         drift probe, under fault ``spec``; the subject's files are written for it."""
         cfg = place.drifted if place.drift and kind == "resume" else place.cfg
-        if probe:
-            argv = self.subject.resume_argv(place.drifted, **place.where)
-            detail: dict[str, Any] = {"drift": list(place.drift), "expect": "refused"}
-        elif kind == "resume":
-            argv = self.subject.resume_argv(cfg, force=True, **place.where) if place.drift \
-                else self.subject.resume_argv(cfg, **place.where)
-            detail = {"drift": list(place.drift), "forced": True} if place.drift else {}
-        else:
-            argv = self.subject.start_argv(place.cfg, **place.where)
-            detail = {}
-        if self.subject.files:
-            self.subject.write_files(cfg, **place.where)
+        where, mcp = open_mcp(self.subject, place.where, place.ledger, index, "tools" in place.drift and cfg != place.cfg)
+        try:
+            if probe:
+                argv = self.subject.resume_argv(place.drifted, **where)
+                detail: dict[str, Any] = {"drift": list(place.drift), "expect": "refused"}
+            elif kind == "resume":
+                argv = self.subject.resume_argv(cfg, force=True, **where) if place.drift \
+                    else self.subject.resume_argv(cfg, **where)
+                detail = {"drift": list(place.drift), "forced": True} if place.drift else {}
+            else:
+                argv = self.subject.start_argv(place.cfg, **where)
+                detail = {}
+            if self.subject.files:
+                self.subject.write_files(cfg, **where)
+            place.values = self.subject.values(cfg, **where)
+            env = self._env(place, index, seam_fault(spec), values=place.values)
+        except BaseException:
+            if mcp is not None:
+                mcp.close()
+            raise
         stdin = workload.stdin_for(count_user_records(before)) if workload.chat else None
-        return LegPlan(index=index, kind=kind, argv=argv, env=self._env(place, index, seam_fault(spec)), fault=spec,
-                       workdir=place.tmp, journal=place.journal, trace=place.tmp / f"trace-{index}.jsonl",
-                       stdin=stdin, timeout_s=remaining, detail=detail, roots=place.roots, reading=place.reading)
+        return LegPlan(index=index, kind=kind, argv=argv, env=env, fault=spec, workdir=place.tmp,
+                       journal=place.journal, trace=place.tmp / f"trace-{index}.jsonl", stdin=stdin,
+                       timeout_s=remaining, detail=detail, roots=place.roots, reading=place.reading,
+                       cwd=where["cwd"], mcp=mcp)
 
     def _hold(self, history: History, place: _Place, plan: LegPlan) -> tuple[LegPlan, Callable[[], None] | None]:
         """For a ``hold`` fault, the rival that runs while ``plan``'s leg waits at its sequence point: the
@@ -432,13 +441,14 @@ class Runner:
                                          "reading": parse_reading(raw, self.subject.status_fields)})
             return plan, read
         held = plan.index + 1
-        rival_plan = replace(plan, fault={"kind": "none"}, detail={"rival_of": held})
+        rival_plan = replace(plan, fault={"kind": "none"}, detail={"rival_of": held}, mcp=None)
 
         def rival() -> None:
             rival_leg, _ = run_leg(rival_plan, self.legs)
             history.legs.append(rival_leg)
         held_plan = replace(plan, index=held, trace=place.tmp / f"trace-{held}.jsonl",
-                            env=self._env(place, held, traced=False), detail={"held_at": spec["at"], "rival": plan.index})
+                            env=self._env(place, held, traced=False, values=place.values),
+                            detail={"held_at": spec["at"], "rival": plan.index})
         return held_plan, rival
 
     @staticmethod
@@ -482,14 +492,17 @@ class Runner:
         6): I2, I3 and I6 judge that leg like any other.
         """
         index = max(lg.index for lg in history.legs) + 1
+        where, mcp = open_mcp(self.subject, place.where, place.ledger, index)
         if self.subject.files:
-            self.subject.write_files(place.cfg, **place.where)
-        plan = LegPlan(index=index, kind="resume", argv=self.subject.resume_argv(place.cfg, **place.where),
-                       env=self._env(place, index), fault={"kind": "none"}, workdir=place.tmp, journal=place.journal,
+            self.subject.write_files(place.cfg, **where)
+        plan = LegPlan(index=index, kind="resume", argv=self.subject.resume_argv(place.cfg, **where),
+                       env=self._env(place, index, values=self.subject.values(place.cfg, **where)),
+                       fault={"kind": "none"}, workdir=place.tmp, journal=place.journal,
                        trace=place.tmp / f"trace-{index}.jsonl", timeout_s=max(1.0, deadline - time.monotonic()),
                        detail={"expect": self.subject.promises.expect_after_completed, "probe": COMPLETED_PROBE}
                        if ended == EXIT_COMPLETED
-                       else {"expect": "error", "probe": "resume after error"}, roots=place.roots, reading=None)
+                       else {"expect": "error", "probe": "resume after error"}, roots=place.roots, reading=None,
+                       cwd=where["cwd"], mcp=mcp)
         leg, _ = run_leg(plan, self.legs)
         history.legs.append(leg)
 
@@ -511,6 +524,7 @@ class _Place:
     where: dict[str, str]
     journal: Path
     reading: list[str] | None
+    values: dict[str, str] = field(default_factory=dict)  # the last leg's template values (a held leg's rival's)
 
     @property
     def roots(self) -> tuple[str, ...]:

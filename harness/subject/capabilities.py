@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.history.journal_location import CONTRACT_JOURNAL, JournalLocation
+from harness.history.journal_location import JournalLocation
 from harness.names import FISK_AI_V2, MUTANT_SUBJECT
 
 __all__ = ["Capabilities", "DRIFT_WORDS"]
@@ -108,14 +108,6 @@ class Capabilities:
                        "whether a refused resume had a run it had to resume (I9 refused_resumable: the status a "
                        "journal folds to)")
         return out
-
-    def store_layout_refusal(self, family: str) -> str | None:
-        """Why ``family``, which lays journals and crash states out at the contract's path, cannot run this
-        subject, or ``None`` when its journal lies there (:data:`harness.history.journal_location.CONTRACT_JOURNAL`)."""
-        if self.journal.is_contract:
-            return None
-        return (f"the {family} family lays out and crashes the store at {CONTRACT_JOURNAL}, and this subject's "
-                f"journal is {self.journal.template} (not supported yet)")
 
 
 def _this_python(exe: str) -> bool:

@@ -10,14 +10,18 @@ import os
 import re
 import shlex
 import sys
+import uuid
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from harness.errors import SetupError
 from harness.history.journal_location import CONTRACT_JOURNAL
 from harness.history.promises import FISK_AI, Promises
 from harness.subject.capabilities import Capabilities
+from harness.workload.mcp_setup import McpSpec
+from harness.workload.tools import PLAIN
 from harness.names import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, MUTANT_ENV, MUTANT_SUBJECT,
                            PRELOAD_ENV)
 
@@ -70,7 +74,32 @@ FISKJ_STATUS_FIELDS = (("status", "status"), ("pending", "pending.unanswered"), 
 #: The template variables a profile may use (docs/subject.md "Subject profiles").
 TEMPLATE_VARS = ("run_id", "model", "base_url", "tools_file", "max_tokens", "max_iterations", "prompt",
                  "resume_prompt", "state_home", "home", "trial_dir", "profile_dir", "python", "system_file",
-                 "thinking")
+                 "thinking", "run_uuid", "cwd", "cwd_slug", "tmp_dir", "mcp_config", "mcp_url", "mcp_tools", "env")
+_FIELD = re.compile(r"\{\{|\}\}|\{([a-z_]+)(?::([A-Za-z_][A-Za-z0-9_]*))?\}")
+
+
+def fill(template: str, values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
+    """``template`` with each ``{name}`` of ``values`` and each ``{env:NAME}`` (``environ``'s, default
+    ``os.environ``) filled in; ``{{``/``}}`` are literal braces, any other ``{...}`` is left as it is.
+    Raises :class:`SetupError` for an ``{env:NAME}`` that is not set (docs/subject.md "Templates")."""
+    def one(m: re.Match[str]) -> str:
+        name, var = m.groups()
+        if name is None:
+            return m.group(0)[0]
+        if name == "env" and var:
+            value = (os.environ if environ is None else environ).get(var)
+            if value is None:
+                raise SetupError(f"the subject's template {template!r} reads ${var}, which is not set: set it in "
+                                 f"the harness's environment (or as {var}=VALUE before the profile in --subject)")
+            return value
+        return values[name] if name in values and not var else m.group(0)
+    return _FIELD.sub(one, template)
+
+
+def cwd_slug(path: str) -> str:
+    """A directory as agents name a folder after it (Claude Code's ``~/.claude/projects/<slug>``): every
+    character but an ASCII letter or digit made ``-``."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
 
 
 @dataclass(frozen=True)
@@ -82,7 +111,8 @@ class Subject:
     again on resume.  Every other field is a subject profile's key of the same
     meaning, its default the contract's (docs/subject.md "Subject profiles"):
     argument templates, ``exits`` (:meth:`outcome`) and ``error_stdout``, ``promises``, the ``journal`` template
-    and format, ``status_args``/``status_fields`` (``None``: no reading).
+    and format, ``status_args``/``status_fields`` (``None``: no reading), ``cwd`` and ``mcp`` (docs/subject.md
+    "Tools over MCP").
     """
 
     argv: tuple[str, ...]
@@ -109,6 +139,9 @@ class Subject:
     files: tuple[tuple[str, str], ...] = ()
     name: str = ""
     profile: str | None = None
+    cwd: str = ""
+    mcp: McpSpec | None = None
+    mcp_config: str = "{trial_dir}/mcp.json"
 
     @property
     def is_reference(self) -> bool:
@@ -155,19 +188,46 @@ class Subject:
                    "{thinking_args}": self.thinking_args if values.get("thinking") else ()}
         out: list[str] = []
         for word in template:
-            out += [w.format_map(values) for w in spliced.get(word, (word,))]
+            out += [self.fill(w, values) for w in spliced.get(word, (word,))]
         return out
 
-    def values(self, cfg: RunConfig, *, state_home: str = "", home: str = "", trial_dir: str = "") -> dict[str, str]:
-        """The template variables of ``cfg`` and the trial's directories (:data:`TEMPLATE_VARS`)."""
+    def fill(self, template: str, values: Mapping[str, str]) -> str:
+        """:func:`fill` with this subject's ``NAME=value`` words over ``os.environ`` for ``{env:NAME}``."""
+        return fill(template, values, {**os.environ, **dict(self.extra_env)} if self.extra_env else None)
+
+    @property
+    def tool_name(self) -> str:
+        """How the agent shows the workload's tools to the model (:meth:`McpSpec.tool_template`; plain without MCP)."""
+        return self.mcp.tool_template() if self.mcp else PLAIN
+
+    def values(self, cfg: RunConfig, **where: str) -> dict[str, str]:
+        """The template variables of ``cfg`` and of the trial (``where``: :meth:`trial_where`'s, and ``mcp_url``
+        for a leg; :data:`TEMPLATE_VARS`)."""
         run = {name: str(value) for name, value in asdict(cfg).items() if name != "chat"}
-        return {**run, "resume_prompt": self.resume_prompt, "state_home": state_home, "home": home,
-                "trial_dir": trial_dir, "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable}
+        return {**run, "resume_prompt": self.resume_prompt, "state_home": "", "home": "", "trial_dir": "",
+                "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable, "mcp_url": "", **where}
+
+    def trial_where(self, tmp: Path, run_uuid: str | None = None, make: bool = True) -> dict[str, str]:
+        """The values of a trial laid in folder ``tmp``, its folders made (``make``): ``state_home`` (``tmp/state``),
+        ``home`` (``tmp/home`` with ``home = true``, else ``""``), ``trial_dir``, ``tmp_dir`` (``tmp/tmp``),
+        ``run_uuid`` (a fresh UUID unless given: the run whose state is laid), ``cwd`` (the profile's, made;
+        ``""``: the harness's) and its ``cwd_slug``, ``mcp_config`` and ``mcp_tools``."""
+        where = {"state_home": str(tmp / "state"), "home": str(tmp / "home") if self.home else "",
+                 "trial_dir": str(tmp), "tmp_dir": str(tmp / "tmp"), "run_uuid": run_uuid or str(uuid.uuid4())}
+        where["cwd"] = self.fill(self.cwd, where) if self.cwd else ""
+        where["cwd_slug"] = cwd_slug(where["cwd"] or os.getcwd())
+        where["mcp_config"] = self.fill(self.mcp_config, where) if self.mcp else ""
+        where["mcp_tools"] = ",".join(self.mcp.shown_tools()) if self.mcp else ""
+        for key in ("state_home", "home", "tmp_dir", "cwd") if make else ():
+            if where[key]:
+                os.makedirs(where[key], 0o700, exist_ok=True)
+        return where
 
     def start_argv(self, cfg: RunConfig, **where: str) -> list[str]:
         """argv that starts a checkpointed run named ``cfg.run_id`` (the prompt is one argument); ``where``:
-        the trial's ``state_home``, ``home`` and ``trial_dir`` for the templates that name them."""
-        return [*self.argv, *self._words(self.start_args, self.values(cfg, **where), chat=cfg.chat)]
+        the trial's values (:meth:`trial_where`) for the templates that name them.  Raises
+        :class:`SetupError` for an ``{env:NAME}`` not set."""
+        return self._words(self.argv + self.start_args, self.values(cfg, **where), chat=cfg.chat)
 
     def resume_argv(self, cfg: RunConfig, force: bool = False, **where: str) -> list[str]:
         """argv that resumes ``cfg.run_id`` (``--force`` overrides a fingerprint mismatch); ``where``: as
@@ -175,29 +235,29 @@ class Subject:
         template = self.resume_args
         if not self.resume_config and template == CONTRACT_RESUME:
             template = CONTRACT_RESUME[:4]
-        return [*self.argv, *self._words(template, self.values(cfg, **where), force=force)]
+        return self._words(self.argv + template, self.values(cfg, **where), force=force)
 
     def status_argv(self, cfg: RunConfig, **where: str) -> list[str] | None:
         """argv that prints the subject's own reading of ``cfg.run_id``'s journal, or ``None`` (no reading);
         ``where``: as :meth:`start_argv`."""
         if self.status_args is None:
             return None
-        return [*self.argv, *self._words(self.status_args, self.values(cfg, **where))]
+        return self._words(self.argv + self.status_args, self.values(cfg, **where))
 
-    def journal_path(self, cfg: RunConfig, *, state_home: str, **where: str) -> Path:
+    def journal_path(self, cfg: RunConfig, **where: str) -> Path:
         """Where this subject keeps ``cfg.run_id``'s journal in a trial (the ``journal`` template:
-        :meth:`harness.history.journal_location.JournalLocation.path`); ``where``: as :meth:`start_argv`."""
-        return Path(self.caps.journal.path(self.values(cfg, state_home=state_home, **where)))
+        :meth:`harness.history.journal_location.JournalLocation.path`)."""
+        return Path(self.caps.journal.path(self.values(cfg, **where)))
 
-    def write_files(self, cfg: RunConfig, *, state_home: str, **where: str) -> list[Path]:
-        """Write the ``files`` templates filled with ``cfg`` (a drifted resume: the drifted values) and the
-        trial's directories; returns the paths written (parents made)."""
-        values = self.values(cfg, state_home=state_home, **where)
+    def write_files(self, cfg: RunConfig, **where: str) -> list[Path]:
+        """Write the ``files`` templates filled with ``cfg`` (the leg's configuration: a drifted resume gets
+        the drifted values) and the trial's values; returns the paths written (parents made)."""
+        values = self.values(cfg, **where)
         out = []
         for path_t, content_t in self.files:
-            path = Path(path_t.format_map(values))
+            path = Path(self.fill(path_t, values))
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content_t.format_map(values), encoding="utf-8")
+            path.write_text(self.fill(content_t, values), encoding="utf-8")
             out.append(path)
         return out
 
@@ -231,13 +291,14 @@ class Subject:
 
     def env(self, *, base: Mapping[str, str] | None = None, base_url: str, api_key: str, state_home: str,
             ledger: str, leg: int, trace: str | None, fault: str | None = None,
-            home: str | None = None) -> dict[str, str]:
+            home: str | None = None, values: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment of one leg (docs/subject.md "Environment"): ``base`` (default ``os.environ``) minus
         :data:`HARNESS_ENV` and ``env_unset``, plus ``extra_env`` and the harness's variables (``HOME``,
-        ``FISKJ_IOSEAM_TRACE``, ``FISKJ_IOSEAM_FAULT`` only when given)."""
+        ``FISKJ_IOSEAM_TRACE``, ``FISKJ_IOSEAM_FAULT`` only when given); ``values``: the leg's template values
+        (:meth:`values`), which fill ``extra_env`` (a profile's ``[env]``)."""
         drop = set(HARNESS_ENV) | set(self.env_unset)
         env = {k: v for k, v in (os.environ if base is None else base).items() if k not in drop}
-        env.update(self.extra_env)
+        env.update((k, self.fill(v, values)) if values else (k, v) for k, v in self.extra_env)
         env.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=api_key, XDG_STATE_HOME=state_home,
                    FISKJ_LEDGER=ledger, FISKJ_HARNESS_LEG=str(leg), FISKJ_PROBES=probes_path(ledger))
         optional = {"HOME": home, "FISKJ_IOSEAM_TRACE": trace, "FISKJ_IOSEAM_FAULT": fault}

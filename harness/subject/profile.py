@@ -1,8 +1,8 @@
 """Subject profiles: a TOML file that says how to run a real agent under the harness, without a wrapper.
 
 docs/subject.md "Subject profiles" is the reference: every table and key (``name``, ``command``, ``home``,
-``chat``, ``[env]``, ``[files]``, ``[commands]``, ``[exit]``, ``[journal]``, ``[reading]``, ``[not_applicable]``,
-``[promises]``),
+``chat``, ``cwd``, ``[env]``, ``[files]``, ``[mcp]``, ``[commands]``, ``[exit]``, ``[journal]``, ``[reading]``,
+``[not_applicable]``, ``[promises]``),
 with an example.
 
 Templates use ``{name}`` for :data:`harness.subject.contract.TEMPLATE_VARS`;
@@ -30,13 +30,16 @@ from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT
                                       TEMPLATE_VARS, Subject, parse_subject)
 from harness.suggest import did_you_mean
 from harness.tomlwhere import load_toml, located
+from harness.workload.mcp_setup import McpSetupError, McpSpec
+from harness.workload.tools import ToolNameError
 
 __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject", "JOURNAL_FORMATS",
            "bundled_profiles"]
 
 
-_TOP = {"name", "about", "command", "home", "chat", "env", "files", "commands", "exit", "journal", "reading",
-        "not_applicable", "promises"}
+_TOP = {"name", "about", "command", "home", "chat", "cwd", "env", "files", "mcp", "commands", "exit", "journal",
+        "reading", "not_applicable", "promises"}
+_MCP = {"transport", "server", "tool_name", "config"}
 _COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
 _JOURNAL = {"path", "format"}
 _READING = {"command", "status", "pending", "records"}
@@ -105,6 +108,7 @@ def parse_profile(text: str, path: str) -> Subject:
     name, argv, home, chat = _top_level(src)
     env_set, env_unset = _env(src)
     files = _files(src, home)
+    mcp = _mcp(src)
     commands = _commands(src)
     exits, error_stdout = _exits(src)
     journal, fmt = _journal(src, home)
@@ -112,7 +116,7 @@ def parse_profile(text: str, path: str) -> Subject:
     return Subject(argv=argv, extra_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
                    journal_format=fmt, home=home, chat=chat, status_args=status_args, status_fields=status_fields,
                    not_applicable=_not_applicable(src), files=files, name=name, profile=path,
-                   error_stdout=error_stdout, promises=_promises(src))
+                   error_stdout=error_stdout, promises=_promises(src), cwd=_cwd(src), **mcp)
 
 
 class _ProfileText:
@@ -151,19 +155,21 @@ class _ProfileText:
         if value in _SPLICED:
             return value
         try:
-            names = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+            fields = [(f, spec) for _, f, spec, _ in string.Formatter().parse(value) if f is not None]
         except ValueError as exc:
             raise self.fail(section, key, f"bad template {value!r}: {exc}") from None
-        bad = [n for n in names if n not in TEMPLATE_VARS]
+        bad = [f"{n}:{spec}" if spec else n for n, spec in fields
+               if n not in TEMPLATE_VARS or bool(spec) != (n == "env") or (spec and not _ENV_NAME.match(spec))]
         if bad:
             raise self.fail(section, key, f"unknown template variable(s) {bad} in {value!r}; known: "
-                                          f"{', '.join(TEMPLATE_VARS)} (and the words {', '.join(sorted(_SPLICED))})")
+                                          f"{', '.join(TEMPLATE_VARS[:-1])}, env:NAME (and the words "
+                                          f"{', '.join(sorted(_SPLICED))})")
         return value
 
 
 def _top_level(src: _ProfileText) -> tuple[str, tuple[str, ...], bool, bool]:
     """The top-level keys: ``(name, argv, home, chat)``, the command prefix with ``{profile_dir}`` and
-    ``{python}`` filled in (``about`` is checked: a string, for people only)."""
+    ``{python}`` filled in (``{env:NAME}`` is filled per leg; ``about`` is checked: a string, for people only)."""
     for key in src.doc:
         if key not in _TOP:
             raise src.fail("", key, f"unknown key{did_you_mean(key, _TOP)}; a profile takes {', '.join(sorted(_TOP))}")
@@ -177,8 +183,9 @@ def _top_level(src: _ProfileText) -> tuple[str, tuple[str, ...], bool, bool]:
         raise src.fail("", None, "missing key 'command': the command prefix that starts the agent")
     command = src.words("", "command", src.doc["command"])
     for w in command:
-        if {f for _, f, _, _ in string.Formatter().parse(w) if f} - {"profile_dir", "python"}:
-            raise src.fail("", "command", f"the command prefix may only use {{profile_dir}} and {{python}}: {w!r}")
+        if {f for _, f, _, _ in string.Formatter().parse(w) if f} - {"profile_dir", "python", "env"}:
+            raise src.fail("", "command", f"the command prefix may only use {{profile_dir}}, {{python}} and "
+                                          f"{{env:NAME}}: {w!r}")
     flags = []
     for key in ("home", "chat"):
         value = src.doc.get(key, key == "chat")
@@ -190,8 +197,34 @@ def _top_level(src: _ProfileText) -> tuple[str, tuple[str, ...], bool, bool]:
     return name, argv, flags[0], flags[1]
 
 
+def _cwd(src: _ProfileText) -> str:
+    """``cwd``: the legs' working directory, a template (``""``: the harness's own)."""
+    cwd = src.doc.get("cwd", "")
+    if not isinstance(cwd, str):
+        raise src.fail("", "cwd", f"expected a path template, got {cwd!r}")
+    return src.template("", "cwd", cwd)
+
+
+def _mcp(src: _ProfileText) -> dict[str, Any]:
+    """``[mcp]``: the :class:`Subject` fields ``mcp`` (an :class:`McpSpec`, ``None`` without the table) and
+    ``mcp_config`` (where its configuration is written before each leg)."""
+    table = src.table("mcp", _MCP)
+    if "mcp" not in src.doc:
+        return {}
+    for key, value in table.items():
+        if not isinstance(value, str) or not value:
+            raise src.fail("mcp", key, f"expected a non-empty string, got {value!r}")
+    try:
+        spec = McpSpec(**{k: v for k, v in table.items() if k != "config"})
+    except (McpSetupError, ToolNameError) as exc:
+        key = "tool_name" if isinstance(exc, ToolNameError) else "transport" if "transport" in str(exc) else "server"
+        raise src.fail("mcp", key, str(exc)) from None
+    config = src.template("mcp", "config", table.get("config", Subject.mcp_config))
+    return {"mcp": spec, "mcp_config": config}
+
+
 def _env(src: _ProfileText) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """``[env]``: the variables a leg sets (name, value) and those it removes (``false``)."""
+    """``[env]``: the variables a leg sets (name, value template) and those it removes (``false``)."""
     env_set, env_unset = [], []
     for key, value in src.table("env", None).items():
         if not _ENV_NAME.match(key):
@@ -199,7 +232,7 @@ def _env(src: _ProfileText) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...
         if value is False:
             env_unset.append(key)
         elif isinstance(value, str):
-            env_set.append((key, value))
+            env_set.append((key, src.template("env", key, value)))
         else:
             raise src.fail("env", key, f"expected a string (set it) or false (remove it), got {value!r}")
     return tuple(env_set), tuple(env_unset)
@@ -238,8 +271,8 @@ def _commands(src: _ProfileText) -> dict[str, Any]:
     resume_prompt = commands.get("resume_prompt", "")
     if not isinstance(resume_prompt, str):
         raise src.fail("commands", "resume_prompt", f"expected a string, got {resume_prompt!r}")
-    if "resume" in commands and "{run_id}" not in " ".join(resume):
-        raise src.fail("commands", "resume", "the resume command must name the run: put {run_id} in it")
+    if "resume" in commands and not {"{run_id}", "{run_uuid}"} & set(re.findall(r"\{[a-z_]+\}", " ".join(resume))):
+        raise src.fail("commands", "resume", "the resume command must name the run: put {run_id} or {run_uuid} in it")
     return {"start_args": start, "resume_args": resume, **spliced, "resume_prompt": resume_prompt}
 
 
@@ -274,8 +307,8 @@ def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
     if not isinstance(path, str) or not path:
         raise src.fail("journal", "path", f"expected a path template, got {path!r}")
     src.template("journal", "path", path)
-    if "{run_id}" not in path:
-        raise src.fail("journal", "path", "the journal path must name the run: put {run_id} in it")
+    if "{run_id}" not in path and "{run_uuid}" not in path:
+        raise src.fail("journal", "path", "the journal path must name the run: put {run_id} or {run_uuid} in it")
     if not path.startswith(("{state_home}", "{home}", "{trial_dir}")):
         raise src.fail("journal", "path", "the journal must live in the trial's directories: start the path with "
                                           "{state_home}, {home} or {trial_dir}")

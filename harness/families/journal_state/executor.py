@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from harness.history.model import Effect, History, Leg, ModelCall
 from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
-from harness.runner.leg import LegPlan, count_user_records, run_leg, start_or_resume
+from harness.runner.leg import LegPlan, count_user_records, open_mcp, run_leg, start_or_resume
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario
 from harness.subject.contract import RunConfig, Subject, probes_path
@@ -71,11 +71,15 @@ class Context:
                          tools_file=self.tools_file, max_tokens=wl.max_tokens, max_iterations=wl.max_iterations,
                          prompt=wl.prompt, chat=wl.chat, thinking=wl.thinking)
 
+    @functools.cached_property
+    def run_uuid(self) -> str:
+        """The agent's own id of the run the states come from (the reference's ``{run_uuid}``)."""
+        return self.ref.history.options.get("run_uuid") or self.subject.trial_where(Path("/"), make=False)["run_uuid"]
+
     def where(self, tmp: Path) -> dict[str, str]:
-        """The trial directories of a state laid in ``tmp``: ``state_home`` (``tmp/state``), ``home``
-        (``tmp/home`` when the subject wants one, else ``""``) and ``trial_dir``."""
-        return {"state_home": str(tmp / "state"), "home": str(tmp / "home") if self.subject.home else "",
-                "trial_dir": str(tmp)}
+        """The values of a state laid in ``tmp`` (:meth:`harness.subject.contract.Subject.trial_where`, its
+        folders made), with the reference run's ``run_uuid``."""
+        return self.subject.trial_where(tmp, self.run_uuid)
 
     def journal(self, tmp: Path) -> Path:
         """Where the subject keeps the run's journal in a state laid in ``tmp`` (its profile's template)."""
@@ -85,7 +89,8 @@ class Context:
 def context(runner: Runner, scenario: Scenario, shared: Path, ref: ReferenceRun | None = None) -> Context:
     """The :class:`Context` of ``scenario`` (``ref``: the run the states come from, default its uninterrupted
     run, IO on first use; the tools file is written to ``shared``)."""
-    return Context(runner, scenario, ref or runner.reference(scenario), build_workload(scenario),
+    return Context(runner, scenario, ref or runner.reference(scenario),
+                   build_workload(scenario, tool_name=runner.subject.tool_name),
                    write_tools_file(shared / "tools.json"), run_id_for(scenario), scenario.trials.timeout_s)
 
 
@@ -120,32 +125,31 @@ def _mkdirs(root: str, rel: str, made: set[str]) -> None:
 
 def lay(ctx: Context, tmp: Path, *, journal: bytes | None = None, files: Mapping[str, bytes] | None = None,
         dirs: Iterable[str] = ()) -> dict[str, str]:
-    """Lay a journal state in ``tmp`` (an empty or new folder): its state home ``tmp/state`` and the subject's home.
+    """Lay a journal state in ``tmp`` (an empty or new folder): the trial's folders (:meth:`Context.where`) and
+    what the state holds.
 
-    ``dirs`` and ``files`` are paths relative to the state home (a crash
-    state's); a file whose folder is not among them (nor made for the
-    journal) did not survive and is not written.  ``journal``: bytes put
+    ``dirs`` and ``files`` are paths relative to ``tmp`` (a crash state's,
+    relative to its trial's folder); a file whose folder is not among them (nor
+    the trial's, nor made for the journal) did not survive and is not written.  ``journal``: bytes put
     where the subject keeps the run's journal (:meth:`Context.journal`),
     its folders made.  Returns the trial directories (:meth:`Context.where`),
     the subject's ``files`` templates written in them.
     """
-    where = ctx.where(tmp)
-    state = where["state_home"]
     tmp.mkdir(mode=0o700, exist_ok=True)
-    os.mkdir(state, 0o700)
-    if where["home"]:
-        os.makedirs(where["home"], 0o700, exist_ok=True)
-    made = {""}
+    where = ctx.where(tmp)
+    root = str(tmp)
+    made = {""} | {os.path.relpath(where[k], root) for k in ("state_home", "home", "tmp_dir", "cwd")
+                   if where[k].startswith(root + os.sep)}
     for d in sorted(dirs, key=len):
-        _mkdirs(state, d, made)
+        _mkdirs(root, d, made)
     laid = dict(files or {})
     if journal is not None:
-        rel = os.path.relpath(ctx.journal(tmp), state)
-        _mkdirs(state, os.path.dirname(rel), made)
+        rel = os.path.relpath(ctx.journal(tmp), root)
+        _mkdirs(root, os.path.dirname(rel), made)
         laid[rel] = journal
     for rel, data in laid.items():
         if os.path.dirname(os.path.normpath(rel)) in made:  # its folder survived
-            target = os.path.join(state, rel)
+            target = os.path.join(root, rel)
             with open(target, "wb") as f:
                 f.write(data)
             os.chmod(target, 0o600)
@@ -174,16 +178,18 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
     index = len(before)
     data = journal.read_bytes() if journal.exists() else None
     kind = start_or_resume(data, subject.caps.journal.format)
+    where, mcp = open_mcp(subject, where, ledger, index)
     argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
     session = runner.server.open_session(ctx.workload.script)
     trace = tmp / f"trace-{index}.jsonl"
     env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
                       state_home=where["state_home"], ledger=str(ledger), leg=index,
-                      trace=None if runner.observe else str(trace), home=where["home"] or None)
+                      trace=None if runner.observe else str(trace), home=where["home"] or None,
+                      values=subject.values(cfg, **where))
     plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault={"kind": "none"}, workdir=tmp, journal=journal,
                    trace=trace, stdin=ctx.workload.stdin_for(count_user_records(data)) if ctx.workload.chat else None,
-                   timeout_s=ctx.timeout_s, roots=(where["state_home"],),
-                   reading=subject.status_argv(cfg, **where) if runner.readings else None)
+                   timeout_s=ctx.timeout_s, roots=tuple(where[k] for k in ("state_home", "home") if where[k]),
+                   reading=subject.status_argv(cfg, **where) if runner.readings else None, cwd=where["cwd"], mcp=mcp)
     try:
         leg, _ = run_leg(plan, runner.legs)
     finally:

@@ -106,14 +106,16 @@ class Space:
     start: tuple = ()
 
 
-def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
+def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) -> Space:
     """Enumerate the crash states of the reference run's last leg (pure; raises ``ValueError``
     when its trace shows no journal: nothing was observed, so nothing can be judged).
 
     The first leg starts from an empty state home; a later leg (``crash_leg
     = "resume"``) starts from what the leg before it left, all of it durable
     (that leg was killed right after an fsync of the journal, its
-    directories were made durable when they were created).
+    directories were made durable when they were created).  The persistence
+    model covers every file the trace shows under the trial's folder (the
+    reference's ``trial_dir``; the agent under test ``subject``'s folders there existed before the run).
     """
     t0 = time.monotonic()
     leg = len(ref.history.legs) - 1 if params.crash_leg == "resume" else 0
@@ -123,12 +125,17 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params) -> Space:
     if jpath is None:
         raise ValueError(f"the reference run's trace ({len(trace)} events) shows no write of the journal "
                          f"{journal.template}: power loss has nothing to simulate (is the leg observed?)")
-    old_home = str(Path(jpath).parents[2])
+    opts = ref.history.options
+    old_home = opts.get("trial_dir") or str(Path(jpath).parents[3])  # (a history from before trial_dir was kept)
+    before = subject.trial_where(Path(old_home), opts.get("run_uuid"), make=False)
+    dirs = {old_home, str(Path(old_home).parent)} | {before[k] for k in ("state_home", "home", "tmp_dir", "cwd")
+                                                     if before[k].startswith(old_home + "/")}
     files: dict[str, bytes] = {}
-    dirs = {old_home, str(Path(old_home).parent)}
     if leg > 0:
-        files = {jpath: ref.history.legs[leg - 1].journal or b"", str(Path(jpath).with_suffix(".lock")): b""}
-        dirs |= {str(Path(jpath).parent), str(Path(jpath).parents[1])}
+        files = {jpath: ref.history.legs[leg - 1].journal or b""}
+        if journal.is_contract:  # the contract's run lock beside it (docs/spec.md section 10)
+            files[str(Path(jpath).with_suffix(".lock"))] = b""
+        dirs |= {str(p) for p in Path(jpath).parents if str(p).startswith(old_home + "/")}
     points = list(crash_points(trace, files, dirs,
                                sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
                                samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
@@ -144,15 +151,19 @@ def explore_state(ctx: Context, state: CrashState, space: Space) -> History:
     ref_leg = ctx.ref.history.legs[space.leg]
     prior = list(ctx.ref.history.legs[:space.leg])
     old_home = space.old_home
+    slug = ctx.subject.trial_where(Path(old_home), ctx.run_uuid, make=False)["cwd_slug"]
 
-    def local(path: str) -> str | None:
-        return path[len(old_home) + 1:] if path.startswith(old_home + "/") else None
+    def local(path: str) -> str | None:  # relative to the trial's folder; a folder named after its cwd renamed
+        if not path.startswith(old_home + "/"):
+            return None
+        return path[len(old_home) + 1:].replace(slug, new_slug) if ctx.subject.cwd else path[len(old_home) + 1:]
 
-    files = {local(p): data for p, data in state.files.items() if local(p) is not None}
-    dirs = [d for d in (local(p) for p in state.dirs) if d is not None]
     with tempfile.TemporaryDirectory(prefix="fiskj-powerloss-", dir=ctx.runner.tmp_root,
                                      ignore_cleanup_errors=True) as name:
         tmp = Path(name)
+        new_slug = ctx.where(tmp)["cwd_slug"]
+        files = {local(p): data for p, data in state.files.items() if local(p) is not None}
+        dirs = [d for d in (local(p) for p in state.dirs) if d is not None]
         lay(ctx, tmp, files=files, dirs=dirs)  # type: ignore[arg-type]
         p, crashed = state.prefix_n, ctx.journal(tmp)
         results, assistants = space.index

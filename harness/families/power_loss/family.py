@@ -87,7 +87,6 @@ class PowerLossFamily(FamilyBase):
     """The power-loss family (see the module docstring); registered as :data:`POWER_LOSS`."""
 
     name = "power_loss"
-    lays_out_store = True
     modes = MODES
     Params = Params
 
@@ -121,20 +120,22 @@ class PowerLossFamily(FamilyBase):
         """Its crash states are a function of the seed (the count only sizes the tiers)."""
         return True
 
-    def _space(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int) -> tuple[Params, Space]:
+    def _space(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
+               subject: Any) -> tuple[Params, Space]:
         """The scenario's params and the reference run's crash states, kept on it (a shrink plans one at a time)."""
         params = self.params(scenario, count, seed)
         spaces = vars(reference).setdefault("crash_spaces", {})
         key = (run_id_for(scenario), replace(params, max_states=0, resumes=0, batch_states=1, stop_on_violation=False))
         if key not in spaces:
-            spaces[key] = state_space(reference, run_id_for(scenario), params)
+            spaces[key] = state_space(reference, run_id_for(scenario), params, subject)
         return params, spaces[key]
 
     def _dropped(self, scenario: Scenario, reference: ReferenceRun, step: dict[str, Any]) -> tuple[list, list | None]:
         """The window's units at the crash point ``step`` names and the units its state dropped (sorted; ``None``:
         a size-only state or a batch, not shrunk)."""
-        spaces = list(vars(reference).get("crash_spaces", {}).values()) \
-            or [self._space(scenario, reference, 0, scenario.trials.seed)[1]]  # those the campaign planned from
+        spaces = list(vars(reference).get("crash_spaces", {}).values())  # those the campaign planned from
+        if not spaces:
+            raise ValueError("no crash states planned from this reference run")
         trace, files, dirs, sector = spaces[0].start
         units = window(trace, files, dirs, int(step.get("prefix_n", 0)), sector_bytes=sector)[0]
         if "dropped" in step:
@@ -165,7 +166,7 @@ class PowerLossFamily(FamilyBase):
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
-        params, space = self._space(scenario, reference, count, seed)
+        params, space = self._space(scenario, reference, count, seed, subject)
         run_id = run_id_for(scenario)
         ordered = sorted(space.distinct, key=lambda s: (s.prefix_n, s.id))
         cheap_inv = tuple(i for i in CHEAP_CHECKED if i == "I4" or i in scenario.check.invariants)

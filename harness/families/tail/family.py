@@ -105,7 +105,6 @@ class TailFamily(FamilyBase):
     """The tail family (see the module docstring); registered as :data:`TAIL`."""
 
     name = "tail"
-    lays_out_store = True
     modes = MODES
     Params = Params
 
