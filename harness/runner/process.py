@@ -91,6 +91,7 @@ def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
 
 
 def close_pidfd(proc: subprocess.Popen) -> None:
+    """Close ``proc``'s pidfd, when :func:`wait_for_exit` opened one."""
     pidfd = getattr(proc, "_fiskj_pidfd", None)
     if pidfd is not None:
         proc._fiskj_pidfd = None  # type: ignore[attr-defined]
@@ -119,9 +120,7 @@ def reap_group(pgid: int) -> list[int]:
     """
     try:
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return []
-    except PermissionError:
+    except (ProcessLookupError, PermissionError):
         return []
     found = []
     for child in psutil.Process().children(recursive=True):
@@ -134,52 +133,53 @@ def reap_group(pgid: int) -> list[int]:
     return found
 
 
+def _descendants(pid: int) -> list[psutil.Process]:
+    """``pid``'s descendants, parents before children (none when it is gone)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _sigkill_all(procs: list[psutil.Process]) -> list[int]:
+    """SIGKILL each of ``procs`` in order; returns the pids signalled (the ones gone already are skipped)."""
+    killed = []
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGKILL)
+            killed.append(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return killed
+
+
 def kill_tree(proc: subprocess.Popen, pgid: int | None = None) -> list[int]:
     """SIGKILL ``proc`` and all its descendants, children first; reap them all.
 
     Order: SIGSTOP the agent (so it cannot see a tool die and journal an
     error result), SIGKILL descendants deepest first, SIGKILL the agent,
-    (an observed leg, whose ``proc`` is the tracer: SIGKILL the program, then
-    its other descendants, and let the tracer log the calls the kill cut
-    short and exit by itself),
     SIGKILL the process group ``pgid`` (default: the agent's pid, as legs
-    start in a new session), then wait for and reap everything.  Returns
-    the pids signalled.  Never raises for processes that are already gone.
+    start in a new session), then wait for and reap everything.  An observed
+    leg's ``proc`` is the tracer, which must outlive the program to log the
+    calls the kill cut short: the program and its tools die first and the
+    tracer exits by itself.  Returns the pids signalled.  Never raises for
+    processes that are already gone.
     """
     pid = proc.pid
     killed: list[int] = []
     descendants: list[psutil.Process] = []
-    if proc.returncode is None and hasattr(proc, "ops"):
-        # An observed leg (harness.observer.run.ObservedProcess): ``proc`` is the tracer.  It must outlive
-        # the program to log the calls the kill cut short (a write that ran while it was stopped would
-        # be lost), so the program dies first, then its tools, and the tracer exits by itself.
-        try:
-            descendants = psutil.Process(pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            descendants = []
-        for child in descendants:  # the program (the tracer's child) first: it cannot journal a tool's death
-            try:
-                child.send_signal(signal.SIGKILL)
-                killed.append(child.pid)
-            except psutil.NoSuchProcess:
-                pass
+    if proc.returncode is None and hasattr(proc, "ops"):  # an observed leg (harness.observer.run.ObservedProcess)
+        descendants = _descendants(pid)
+        killed += _sigkill_all(descendants)
         if not wait_for_exit(proc, 10.0):
-            os.kill(pid, signal.SIGKILL)
+            sigkill(pid)
     if proc.returncode is None:
         try:
             os.kill(pid, signal.SIGSTOP)
         except ProcessLookupError:
             pass
-        try:
-            descendants = psutil.Process(pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            descendants = []
-        for child in reversed(descendants):
-            try:
-                child.send_signal(signal.SIGKILL)
-                killed.append(child.pid)
-            except psutil.NoSuchProcess:
-                pass
+        descendants = _descendants(pid)
+        killed += _sigkill_all(descendants[::-1])
         try:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
