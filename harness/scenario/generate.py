@@ -1,26 +1,8 @@
-"""Generated workloads: a scenario whose ``[workload] generate = N`` stands for N drawn workloads.
+"""Generated workloads: a scenario whose ``[workload] generate = N`` stands for N drawn workloads (pure).
 
-Each draw is a :class:`~harness.scenario.model.WorkloadSpec` from a
-:mod:`hypothesis` strategy (:func:`workload_strategy`) over what the
-bundled scenarios set one at a time: the script's shape (turns, batches of
-1 to 4 tools), tool and model latency (fast and slow models), chat
-follow-ups, tool outputs of every kind (non-ASCII, line separators, NUL and
-lone-surrogate escapes, JSON, bytes that are not UTF-8, error results),
-reasoning and server-tool blocks,
-both answer stop reasons, runs cut short at their last reply (``final_stop``:
-max_tokens or refusal, ending with error), a paused turn, cache tokens and thinking on
-(outputs at the 16 MiB record limit are left to ``payload-variety``: a
-draw holding them takes ten times as long as the others).  The
-draws are a function of the scenario's ``[trials] seed`` alone
-(:func:`harness.draws.seeded_draws` collects them
-with a seeded random source), so every machine and shard expands a
-scenario the same way.
-
-:func:`expand` turns the scenario into N scenarios named ``NAME.wK``
-(K = 0 .. N-1; the first draw is hypothesis' simplest workload), each
-with its drawn workload and ``ceil(count / N)`` of the trials; the rest of
-the scenario (faults, checks) is shared.  A trial's reproducer names its
-draw: ``fiskj-harness run NAME@wK ...`` (:func:`split_draw`).  Pure.
+What a draw covers, how a draw is named (``NAME.wK``, ``NAME@wK`` on a command line) and how the trials are
+shared: docs/scenarios.md, ``[workload] generate``.  The draws are a function of ``[trials] seed`` alone
+(:func:`harness.draws.seeded_draws`), so every machine and shard expands a scenario the same way.
 """
 
 from __future__ import annotations
@@ -37,11 +19,14 @@ __all__ = ["workload_strategy", "draw_workloads", "expand", "expand_all", "deriv
 
 #: How a command line names one draw of a generated scenario: ``NAME@wK`` (or ``FILE.toml@wK``).
 DRAW_SEP = "@w"
-_DRAW = re.compile(r"^(?P<base>.+)" + re.escape(DRAW_SEP) + r"(?P<k>\d+)$")
+#: ``NAME@wK``, or the draw's scenario name ``NAME.wK`` (as reports write it).
+_DRAW = re.compile(r"^(?P<base>.+)(?:" + re.escape(DRAW_SEP) + r"|\.w)(?P<k>\d+)$")
 
 
 def workload_strategy() -> Any:
-    """The :mod:`hypothesis` strategy of generated :class:`WorkloadSpec` s (see the module docstring)."""
+    """The :mod:`hypothesis` strategy of generated :class:`WorkloadSpec` s: what the bundled scenarios set one at a
+    time (outputs at the 16 MiB record limit are left to ``payload-variety``: a draw holding them is ten times
+    slower)."""
     from hypothesis import strategies as st
 
     blocks = st.lists(st.sampled_from(REPLY_BLOCKS), unique=True, max_size=3).map(tuple)
@@ -91,11 +76,8 @@ def expand_all(scenarios: list[Scenario]) -> list[Scenario]:
     return [s for scenario in scenarios for s in expand(scenario)]
 
 
-_DRAW_NAME = re.compile(r"^(?P<base>.+)\.w(?P<k>\d+)$")
-
-
 def split_draw(arg: str) -> tuple[str, int | None]:
     """``"NAME@w3"`` (or the draw's scenario name ``"NAME.w3"``, as reports write it) -> ``("NAME", 3)``;
     anything else -> ``(arg, None)``.  A caller tries the whole argument as a file or name first."""
-    m = _DRAW.match(arg) or _DRAW_NAME.match(arg)
+    m = _DRAW.match(arg)
     return (m.group("base"), int(m.group("k"))) if m else (arg, None)

@@ -1,16 +1,12 @@
-"""A scenario as data: the frozen dataclasses a scenario file is parsed into (pure).
+"""A scenario as data: the frozen dataclasses a scenario file is parsed into (pure; the keys: docs/scenarios.md).
 
-One scenario names a workload (what the agent does), its faults (a fault
-family and that family's parameters), its trials and its checks
-(docs/scenarios.md).  The ``[faults]`` keys other than ``family`` and
-``schedule`` belong to the family: they are the fields of the family's
-``Params`` dataclass (:mod:`harness.families.registry`), held here as
-``FaultSpec.params``.
+The ``[faults]`` keys other than ``family`` and ``schedule`` are the fields of the family's ``Params``
+(:mod:`harness.families.registry`), held as ``FaultSpec.params``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from harness.names import CUT_STOPS, INVARIANTS, WORKLOAD_MAX_TOKENS
@@ -45,29 +41,17 @@ UNFINISHED_STOP_REASONS = {
                   "use final_stop = \"max_tokens\"",
     "refusal": "a refusal ends the run with error (docs/spec.md section 12, rule 6): use final_stop = \"refusal\"",
 }
-#: ``[workload] final_stop``: the run's last reply stops so and the run ends with ``error`` (a ``max_tokens``
-#: reply carries a tool_use block, which must never run: docs/spec.md section 12, rule 6).
+#: ``[workload] final_stop``: the run's last reply stops so and the run ends with ``error`` (docs/spec.md
+#: section 12, rule 6).
 FINAL_STOPS = CUT_STOPS
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """What the agent does (the ``[workload]`` table).  Times in milliseconds, ``cache_tokens`` in tokens.
+    """What the agent does (the ``[workload]`` table: every key, its unit and default in docs/scenarios.md).
 
-    The payload keys (docs/scenarios.md ``[workload]``) default to what the
-    workload always did, so a scenario without them gets the same script:
-    ``outputs`` (kinds of :data:`OUTPUT_KINDS`, cycled over the tool calls),
-    ``limit_outputs`` (:data:`LIMIT_OUTPUTS`: one tool turn of outputs at the
-    record limit before the last final answer), ``reply_blocks`` (tuples of
-    :data:`REPLY_BLOCKS`, cycled over the replies), ``answer_stop_reasons``
-    (:data:`ANSWER_STOP_REASONS`, cycled over the final answers; empty:
-    ``end_turn``), ``pause_turn`` (a ``pause_turn`` reply before the last
-    final answer), ``cache_tokens`` (the cache counts replies report) and
-    ``thinking`` (the run's thinking mode, ``adaptive`` or ``enabled:N``,
-    passed to every leg; empty: none given, thinking off); ``final_stop``
-    (:data:`FINAL_STOPS`: the last reply stops so and the run ends with
-    ``error``; empty: it completes).  ``generate`` N
-    > 0: the scenario stands for N workloads drawn by hypothesis
+    Times in milliseconds, ``cache_tokens`` in tokens; the payload keys default to none, so a scenario without
+    them gets the plain script.  ``generate`` N > 0: the scenario stands for N workloads drawn by hypothesis
     (:mod:`harness.scenario.generate`), which replace these keys.
     """
 
@@ -108,10 +92,6 @@ class FaultSpec:
     schedule: tuple[dict[str, Any], ...] | None = None
     params: Any = None
     given: tuple[tuple[str, Any], ...] = ()
-
-    def param(self, key: str, default: Any = None) -> Any:
-        """The value of a family key given in the file, else ``default``."""
-        return dict(self.given).get(key, default)
 
 
 @dataclass(frozen=True)
@@ -156,10 +136,6 @@ class Scenario:
     path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     draw: int | None = None
-
-    def with_path(self, path: str | None) -> "Scenario":
-        """Return a copy with ``path`` set."""
-        return replace(self, path=path)
 
 
 def family_params(cls: type[Any], scenario: Scenario, defaults: dict[str, Any], overrides: dict[str, Any]) -> Any:
