@@ -22,9 +22,6 @@ from harness.history.ending import answer_text
 from harness.history.model import History
 from harness.names import CUT_STOPS, WORKLOAD_MAX_TOKENS
 
-INVARIANT = "I11"
-NAME = "the run is faithful to its workload"
-
 #: (record field, usage key) pairs: what an assistant record journals of a reply's usage (docs/spec.md section 4).
 USAGE = (("in_tokens", "input_tokens"), ("out_tokens", "output_tokens"),
          ("cache_read_tokens", "cache_read_input_tokens"), ("cache_create_tokens", "cache_creation_input_tokens"))

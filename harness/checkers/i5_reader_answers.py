@@ -1,24 +1,10 @@
 """I5, the reader's half: a subject's reader answers every mutated journal as docs/spec.md section 7 says.
 
-Normative text (docs/spec.md section 7, "Reading"): a final line that is
-incomplete or unparsable is a **torn** tail, dropped and reported as
-``(offset, length)`` with every record before it kept; a cut exactly at a
-line end is **clean** (the records before it, no torn tail); an unparsable
-line that is not the last is **corrupt**, an error naming its 1-based line.
-
-How it is judged.  The tail family records one
-:class:`~harness.history.model.ReaderCheck` per mutated journal
-(``history.reader_checks``): the mutation's label (``expected``) and the
-answer of the subject's own reader, asked in a child process (``answer``):
-fiskj's reader under the subject's mutant, or, for another agent, its own
-status command (``via: status``: it must refuse a corrupt journal and read
-a clean or torn one with the expected number of records).
-:func:`answer_problem` compares them: a reader that tolerates interior
-corruption, names the wrong line, drops a complete final record, blanks
-the run on a torn tail, or does not report the tail is wrong.  Each wrong
-answer is a violation of kind ``reader_answer`` with the mutation, the
-reason and the answer.  :mod:`harness.checkers.i5_readable` folds these
-into the I5 verdict.
+Judged (docs/spec.md section 15, I5) on ``history.reader_checks``, one
+:class:`~harness.history.model.ReaderCheck` per journal the tail family mutated: the mutation's label
+(``expected``) against the answer of the subject's own reader (``answer``; ``via: status`` for its status
+command).  Each wrong answer is a ``reader_answer`` violation; :mod:`harness.checkers.i5_readable` folds
+them into the I5 verdict.
 """
 
 from __future__ import annotations

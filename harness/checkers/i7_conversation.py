@@ -1,14 +1,5 @@
-"""I7 the conversation is well-formed at every model call.
-
-Normative text: docs/spec.md section 15, I7.
-
-How it is judged: for each :class:`~harness.history.model.ModelCall`, its
-``messages`` (the request as the fake server received it) are walked once.
-Violations (``kind``): ``empty``, ``first_not_user``, ``roles_not_alternating``,
-``unanswered_tool_use``, ``duplicate_tool_result``, ``orphan_tool_result``,
-``bad_message``; each names the call (index, leg, turn), the message index
-and the ids.
-"""
+"""I7 the conversation is well-formed at every model call: docs/spec.md section 15, I7 (the rules, the violation
+kinds), judged on each :class:`~harness.history.model.ModelCall`'s ``messages`` as the fake server received them."""
 
 from __future__ import annotations
 
@@ -16,9 +7,6 @@ from typing import Any
 
 from harness.history.model import History
 from harness.checkers.verdict import INVALID, VALID, make
-
-INVARIANT = "I7"
-NAME = "conversation well-formed at every model call"
 
 
 def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -86,6 +74,7 @@ def problems(messages: list[Any]) -> list[dict[str, Any]]:
 
 
 def check(history: History) -> Any:
+    """Judge I7 on ``history``: a :class:`harness.checkers.verdict.Verdict` (valid, invalid)."""
     violations: list[dict[str, Any]] = []
     for call in history.model_calls:
         for p in problems(call.messages):

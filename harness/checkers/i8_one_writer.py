@@ -1,32 +1,5 @@
-"""I8 one writer at a time.
-
-Normative text: docs/spec.md section 15, I8 (the lock: section 10).
-
-How it is judged.
-
-* Lines (every snapshot): every complete line before the last is one whole
-  record (``broken_line`` otherwise, with its leg, line, offset and bytes),
-  unless the line lies in bytes a ``tail`` fault made, untouched since.
-* Lock discipline (each leg's trace): every change of the journal (write,
-  ftruncate, unlink, rename, ``O_TRUNC`` open) happens while that process
-  holds the lock, by trace order ``n``: after a successful ``LOCK_EX``
-  flock of ``<id>.lock`` and before its unlock or close
-  (``write_without_lock``).  So does every fsync and the close of a
-  journal descriptor the process wrote (``fsync_without_lock``,
-  ``close_without_lock``): the lock is held until the writer's last
-  append is durable and its descriptor closed.
-* Two holders (pairs of legs whose ``[t_start, t_end]`` overlap): no two
-  processes that both changed the journal hold the lock over overlapping
-  intervals (``lock_overlap``), and no process changes the journal while
-  another holds the lock (``write_under_foreign_lock``).  This needs event
-  times ``t``; without them such a pair makes the verdict unknown.  Legs
-  that never overlap in time cannot have two writers at once.
-* Refused at once (observed traces): a leg the runner had to kill because it
-  never ended, whose observed calls under the store end in a lock it was
-  still waiting in (``error: KILLED``), waited for a busy lock instead of
-  being refused (``waited_for_lock``; docs/spec.md section 10, rule 2).  A
-  race's rival meets the lock while the held leg holds it, so it must end.
-"""
+"""I8 one writer at a time: docs/spec.md section 15, I8 (the rules, how it is judged, the violation kinds; the
+lock: section 10)."""
 
 from __future__ import annotations
 
@@ -37,9 +10,6 @@ from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import legs_in_order, nemesis_prefix_holds
 from harness.checkers._trace import Span, events, lock_spans, traced
 from harness.checkers.journal_view import JournalView
-
-INVARIANT = "I8"
-NAME = "one writer at a time"
 
 
 def _overlap(a0: int | None, a1: int | None, b0: int | None, b1: int | None) -> bool:
@@ -76,6 +46,7 @@ def _lines(view: JournalView, legs: list[Leg], violations: list[dict[str, Any]])
 
 
 def check(history: History) -> Any:
+    """Judge I8 on ``history``: a :class:`harness.checkers.verdict.Verdict` (valid, invalid, unknown)."""
     legs = legs_in_order(history)
     violations: list[dict[str, Any]] = []
     view = JournalView(history)
@@ -96,16 +67,13 @@ def check(history: History) -> Any:
                                              "writer could take over while its appends were not yet durable"})
         violations += _waited(history, leg)
     undecided: list[dict[str, Any]] = []
-    pairs = 0
-    if not traced(history):
-        for i, a in enumerate(legs):
-            for b in legs[i + 1:]:
-                if a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end:
-                    undecided.append({"legs": [a.index, b.index], "why": "the legs coexisted and left no IO-seam trace"})
+    pairs, untraced = 0, not traced(history)
     for i, a in enumerate(legs):
         for b in legs[i + 1:]:
             if not (a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end):
                 continue
+            if untraced:
+                undecided.append({"legs": [a.index, b.index], "why": "the legs coexisted and left no IO-seam trace"})
             if not (writes[a.index] and writes[b.index]):
                 continue
             pairs += 1

@@ -1,12 +1,7 @@
-"""The one verdict type of the harness: what a checker answers about one history.
+"""The one verdict type of the harness: what a checker answers about one history (docs/spec.md section 15).
 
-docs/spec.md section 15 ("Invariants"): a checker answers ``valid``,
-``invalid`` (with evidence) or ``unknown``; a checker that crashes is
-unknown, never valid.  Every family's results are :class:`Verdict` s made
-by a module of :mod:`harness.checkers`; no family builds its own.
-
-The ids a verdict names: ``I1`` .. ``I11`` (:data:`INVARIANTS`, the table of
-docs/spec.md section 15).
+A checker answers ``valid``, ``invalid`` (with evidence) or ``unknown``, built with :func:`make` so that an
+invariant's id (:data:`INVARIANTS`) and name are written once (:data:`CHECKERS`); no family builds its own.
 """
 
 from __future__ import annotations
@@ -37,6 +32,7 @@ CHECKERS: dict[str, tuple[str, str]] = {
     "I10": ("i10_reading", "the subject's own reading agrees with the journal"),
     "I11": ("i11_workload", "the run is faithful to its workload"),
 }
+
 
 @dataclass
 class Verdict:
@@ -78,23 +74,14 @@ def verdict_from_json(data: dict[str, Any] | Verdict) -> Verdict:
 
 
 def combine(statuses: list[str]) -> str:
-    """Overall status (docs/spec.md section 15): ``invalid`` beats ``unknown`` beats ``valid``.
-
-    Nothing judged is ``valid``.
-    """
-    if INVALID in statuses:
-        return INVALID
-    if UNKNOWN in statuses:
-        return UNKNOWN
-    return VALID
+    """Overall status (docs/spec.md section 15): ``invalid`` beats ``unknown`` beats ``valid``; nothing judged
+    is ``valid``."""
+    return next((s for s in (INVALID, UNKNOWN) if s in statuses), VALID)
 
 
 def make(module: str, status: str, evidence: dict[str, Any]) -> Verdict:
-    """The verdict of checker ``module`` (``harness.checkers.<name>``), with the id and name it is registered under.
-
-    Every checker builds its answer here, so the id and the name of an
-    invariant are written once (:data:`CHECKERS`).
-    """
+    """The verdict of checker ``module`` (``harness.checkers.<name>``), with the id and name it is registered
+    under in :data:`CHECKERS`; ``ValueError`` for a module that is not registered."""
     for inv, (modname, name) in CHECKERS.items():
         if module == f"harness.checkers.{modname}":
             return Verdict(inv, name, status, evidence, module)
