@@ -1,37 +1,10 @@
 """The race family: legs of the subject's own commands on one run, interleaved at sequence points.
 
-Every subject, the reference included, races the same way, through its own
-commands under the one leg runner (:mod:`harness.runner.trial`), observed from
-outside (docs/observer.md): a leg is *held* at its K-th sequence point (a
-lookup, read, open or lock of the store: :data:`harness.runner.leg.HOLD_KINDS`)
-while a *rival* leg running the same command runs to its end; the held leg is
-then released.  Faults are tied to observed events, never to time.
-
-* ``two-resumers``: both resume a run killed with a pending tool batch.  K runs
-  over every sequence point a resumer reaches before it holds the lock (its
-  ``lock_point``, seen in a resume of the uninterrupted run's journal), then on
-  past it: a held resumer that read the journal unlocked, at any layer, and
-  continues from what it read re-runs the tools the rival ran or re-asks the
-  model (fisk-ai defect 2: I2, I3, I5).
-* ``two-writers``: the same sequence points seen from the writer that holds
-  the run: the rival must be refused at once, change no byte (I8, I9) and never
-  wait in the lock until it is killed (I8 ``waited_for_lock``); the run still
-  ends as the uninterrupted one did (I6).
-* ``two-creates``: both create the run, K over the creator's points up to and
-  past its lock; the held one must not touch the winner's journal (a create
-  without ``O_EXCL`` does, defect 3: I2, I4, I5).
-* ``holder-killed``: the resumer holding the run is SIGKILLed after its K-th
-  durability call; the next resumer must take the run over at once and finish
-  it (a lock that outlives its holder: I6, I8).
-* ``readers-during-appends``: the writer is held before its K-th write while
-  the subject's own reading command reads the run (I10; a reader that locks
-  or calls a half line corrupt answers wrong).
-
-Plan (pure, :mod:`harness.families.race.plan`): trial ``i`` runs race
-``i mod len(races)`` at its next K; a replay names its schedule.
-:meth:`RaceFamily.prepare` runs the uninterrupted run observed (a fiskj-based
-subject's legs are not observed by default) and probes a start and a resume of
-it, so the plan knows where each leg asks for its lock (``lock_point``).
+Every subject, the reference included, races the same way, under the one leg runner
+(:mod:`harness.runner.trial`) and the outside observer: a leg is *held* at its K-th sequence point while a rival
+leg runs to its end.  The races, what each judges and how K runs: docs/scenarios.md, family ``race``; the plan:
+:mod:`harness.families.race.plan`.  :meth:`RaceFamily.prepare` runs the uninterrupted run observed and probes a
+start and a resume of it, so the plan knows where each leg asks for its lock (``lock_point``).
 """
 
 from __future__ import annotations
