@@ -11,8 +11,8 @@ from typing import Any
 
 from harness.names import CUT_STOPS, INVARIANTS, WORKLOAD_MAX_TOKENS
 
-__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS", "FINAL_STOPS",
-           "LIMIT_OUTPUTS", "REPLY_BLOCKS", "ANSWER_STOP_REASONS", "UNFINISHED_STOP_REASONS", "family_params"]
+__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS",
+           "FINAL_STOPS", "LIMIT_OUTPUTS", "REPLY_BLOCKS", "ANSWER_STOP_REASONS", "UNFINISHED_STOP_REASONS", "family_params"]
 
 #: Fingerprint fields a scenario may change on resume (``[workload] drift``).
 DRIFT_FIELDS = ("model", "system", "tools", "thinking", "max_tokens", "max_iterations")
@@ -20,20 +20,16 @@ DRIFT_FIELDS = ("model", "system", "tools", "thinking", "max_tokens", "max_itera
 #: Tool output kinds of ``[workload] outputs`` (docs/scenarios.md; :mod:`harness.workload.payloads`).
 OUTPUT_KINDS = ("plain", "unicode", "separators", "controls", "json", "binary", "error", "surrogates")
 
-#: Outputs at the record limit, ``[workload] limit_outputs``: a tool_result record just under / just over
-#: ``fiskj.encode.MAX_RECORD_BYTES``.
+#: Outputs at the record limit, ``[workload] limit_outputs``: a tool_result record just under / over it.
 LIMIT_OUTPUTS = ("under", "over")
 
-#: Extra blocks of a model reply, ``[workload] reply_blocks``: a signed ``thinking`` block, a
-#: ``redacted_thinking`` block, a ``web_search`` server tool (``server_tool_use`` + ``web_search_tool_result``).
+#: Extra blocks of a model reply, ``[workload] reply_blocks``.
 REPLY_BLOCKS = ("thinking", "redacted_thinking", "web_search")
 
 #: Stop reasons a final answer may end with, ``[workload] answer_stop_reasons``.
 ANSWER_STOP_REASONS = ("end_turn", "stop_sequence")
 
-#: Stop reasons the Messages API has that ``answer_stop_reasons`` does not take, and where they come from
-#: (the parser says so): ``tool_use`` and ``pause_turn`` have their own keys, ``max_tokens`` and ``refusal``
-#: end a run with ``error`` and come from ``final_stop``.
+#: Stop reasons the Messages API has that ``answer_stop_reasons`` does not take, and where they come from.
 UNFINISHED_STOP_REASONS = {
     "tool_use": "a turn with tool_use blocks ends so; tool turns come from turns and tools_per_turn",
     "pause_turn": "a paused server-tool turn comes from pause_turn = true",
@@ -41,8 +37,7 @@ UNFINISHED_STOP_REASONS = {
                   "use final_stop = \"max_tokens\"",
     "refusal": "a refusal ends the run with error (docs/spec.md section 12, rule 6): use final_stop = \"refusal\"",
 }
-#: ``[workload] final_stop``: the run's last reply stops so and the run ends with ``error`` (docs/spec.md
-#: section 12, rule 6).
+#: ``[workload] final_stop``: the run's last reply stops so and the run ends with ``error``.
 FINAL_STOPS = CUT_STOPS
 
 
@@ -78,15 +73,9 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """Which faults the nemesis injects (the ``[faults]`` table).
-
-    ``family``: the ``[faults] family`` value; ``schedule``: one explicit
-    schedule every trial runs (regression scenarios), or ``None``;
-    ``params``: the family's ``Params`` instance (its keys, defaults filled
-    in; ``None`` only for a hand-built scenario: each family then uses its
-    defaults); ``given``: the family keys the file gave, ``(key, value)``
-    pairs in file order.
-    """
+    """Which faults the nemesis injects (the ``[faults]`` table): ``family``; ``schedule``, one explicit schedule
+    every trial runs, or ``None``; ``params``, the family's ``Params`` (``None`` only in a hand-built scenario:
+    the family's defaults); ``given``, the family keys the file gave, ``(key, value)`` pairs in file order."""
 
     family: str = "none"
     schedule: tuple[dict[str, Any], ...] | None = None
@@ -106,12 +95,8 @@ class TrialSpec:
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """Which invariants must hold (the ``[check]`` table).
-
-    ``resume_after_completed``: once the run completes, the harness resumes it once more and that resume
-    must be refused with the journal unchanged (judged as I9; docs/scenarios.md): from outside, the only
-    proof that the run really ended, whatever its journal format.
-    """
+    """Which invariants must hold, and ``resume_after_completed`` (a completed run resumed once more must be
+    refused, judged as I9): the ``[check]`` table, docs/scenarios.md."""
 
     invariants: tuple[str, ...] = INVARIANTS
     resume_after_completed: bool = False
@@ -119,13 +104,8 @@ class CheckSpec:
 
 @dataclass(frozen=True)
 class Scenario:
-    """One scenario file, parsed and checked.
-
-    ``path`` is the file it came from (``None`` when parsed from text);
-    ``raw`` the TOML document as parsed; ``draw``: for one draw of a
-    generated scenario (``[workload] generate``), its number K (the name
-    is then ``NAME.wK``; :mod:`harness.scenario.generate`).
-    """
+    """One scenario file, parsed and checked: ``path`` the file (``None`` when parsed from text), ``raw`` the TOML
+    document as parsed, ``draw`` the number K of one draw of a generated scenario (named ``NAME.wK``)."""
 
     name: str
     purpose: str
@@ -139,13 +119,9 @@ class Scenario:
 
 
 def family_params(cls: type[Any], scenario: Scenario, defaults: dict[str, Any], overrides: dict[str, Any]) -> Any:
-    """The parameters ``cls`` (a family's ``Params`` dataclass) for ``scenario``.
-
-    ``defaults`` (taken from the scenario's other tables), then the
-    ``[faults]`` keys the file gave that are fields of ``cls``, then the
-    non-None ``overrides``, each over the one before; absent fields keep
-    ``cls``'s defaults.
-    """
+    """The parameters ``cls`` (a family's ``Params`` dataclass) for ``scenario``: ``defaults`` (from the scenario's
+    other tables), then the ``[faults]`` keys the file gave that are fields of ``cls``, then the non-None
+    ``overrides``, each over the one before; absent fields keep ``cls``'s defaults."""
     known = {f.name for f in fields(cls)}
     values = dict(defaults)
     values.update({k: v for k, v in scenario.faults.given if k in known})

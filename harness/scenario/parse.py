@@ -94,7 +94,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
 #: ``[faults]`` keys of each family (by family name): key -> checker, from the fields of its ``Params``.
 FAMILY_KEYS: dict[str, dict[str, Check]] = {f.name: toml_keys(f.Params) for f in FAMILIES}
 
-_SECTION_TYPES = {"workload": WorkloadSpec, "faults": FaultSpec, "trials": TrialSpec, "check": CheckSpec}
+_SECTIONS = ("workload", "faults", "trials", "check")
 
 
 def _key_owner(key: str) -> Any:
@@ -130,13 +130,13 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
 
     top: dict[str, Any] = {}
     given: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTION_TYPES}
+    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
     for key, value in doc.items():
         if key in SCHEMA[""]:
             top[key] = checked("", key, SCHEMA[""][key], value)
             continue
-        if key not in _SECTION_TYPES:
-            known = sorted(list(SCHEMA[""]) + [f"[{s}]" for s in _SECTION_TYPES])
+        if key not in _SECTIONS:
+            known = sorted(list(SCHEMA[""]) + [f"[{s}]" for s in _SECTIONS])
             raise fail("", key, f"unknown key{did_you_mean(key, known)} (known: {', '.join(known)})")
         if not isinstance(value, dict):
             raise fail("", key, f"expected a table [{key}], got {type(value).__name__}")
@@ -207,19 +207,13 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def bundled_scenario_dir() -> Path:
-    """Return the bundled ``scenarios/`` directory.
-
-    That is the repository's (next to the ``harness`` package) in a checkout
-    or an editable install, else ``<prefix>/share/fiskj/scenarios`` where a
-    regular install puts them.  Raises :class:`ScenarioError` when neither
-    exists.
-    """
+    """Return the bundled ``scenarios/`` directory: the repository's (next to the ``harness`` package) in a checkout
+    or an editable install, else ``<prefix>/share/fiskj/scenarios`` where a regular install puts them.  Raises
+    :class:`ScenarioError` when neither exists."""
     d = Path(__file__).resolve().parents[2] / "scenarios"
-    if d.is_dir():
-        return d
-    installed = Path(sys.prefix) / "share" / "fiskj" / "scenarios"
-    if installed.is_dir():
-        return installed
+    for candidate in (d, Path(sys.prefix) / "share" / "fiskj" / "scenarios"):
+        if candidate.is_dir():
+            return candidate
     raise ScenarioError("the bundled scenarios directory is missing; pass scenario files explicitly", path=str(d))
 
 
