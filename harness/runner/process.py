@@ -1,12 +1,6 @@
-"""Process control for legs: wait without polling, kill a whole tree, reap everything.
-
-The one place the harness signals and reaps agent processes.  It waits on
-processes without polling loops (a pidfd on Linux), kills whole process
-trees with :mod:`psutil` (the agent is stopped first so it cannot observe
-its tools dying, then descendants children-first, then the agent, then its
-process group) and reaps every process it killed: the harness makes itself
-a child subreaper (:func:`enable_subreaper`) so orphaned tools are
-reparented to it and never left as zombies.
+"""Process control for legs, the one place the harness signals and reaps agent processes: wait without polling
+(a pidfd), kill a whole tree (:func:`kill_tree`, with :mod:`psutil`), reap everything (the harness is a child
+subreaper, :func:`enable_subreaper`, so orphaned tools are reparented to it and never left as zombies).
 """
 
 from __future__ import annotations
@@ -22,17 +16,13 @@ import psutil
 
 __all__ = ["enable_subreaper", "wait_for_exit", "kill_tree", "reap_group", "close_pidfd", "signal_name", "sigkill"]
 
-
 _subreaper = False
 
 
 def enable_subreaper() -> bool:
-    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``); idempotent.
-
-    Orphans of killed agents (their tool processes) are then reparented to
-    the harness, which reaps them in :func:`kill_tree` / :func:`reap_group`.
-    Returns False where unsupported (orphans then go to init).
-    """
+    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so that orphans of killed agents
+    are reaped by :func:`kill_tree` / :func:`reap_group`; idempotent.  False where unsupported (orphans go to
+    init)."""
     global _subreaper
     if _subreaper:
         return True
@@ -114,10 +104,8 @@ def _reap(pids: list[int], timeout: float = 5.0) -> None:
 
 
 def reap_group(pgid: int) -> list[int]:
-    """SIGKILL whatever is left in process group ``pgid`` and reap it; returns the pids found.
-
-    Cheap when the group is empty (one ``killpg`` returning ESRCH).
-    """
+    """SIGKILL whatever is left in process group ``pgid`` and reap it; returns the pids found (cheap when the
+    group is empty: one ``killpg`` returning ESRCH)."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
