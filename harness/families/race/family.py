@@ -36,14 +36,6 @@ class Prepared(ReferenceRun):
     runner: Runner | None = None
 
 
-def _observed(runner: Runner) -> Runner | None:
-    """A runner like ``runner`` whose legs run under the outside observer, or ``None`` when it observes."""
-    if runner.observe:
-        return None
-    return Runner(runner.subject, runner.server, tmp_root=runner.tmp_root, keep_dirs=runner.keep_dirs,
-                  observe=True, readings=runner.readings)
-
-
 class _Executor:
     def __init__(self, scenario: Scenario, runner: Runner, own: Runner | None) -> None:
         self.scenario, self.runner, self.own = scenario, own or runner, own
@@ -67,12 +59,10 @@ class RaceFamily(FamilyBase):
     def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         """Why ``scenario`` cannot race ``subject`` at all, or ``None``: :data:`READER_RACE` needs the
         subject's own reading command."""
-        if scenario is None or subject.caps.reading:
+        if scenario is None or subject.caps.reading or READER_RACE not in races_of(scenario):
             return None
-        if READER_RACE in races_of(scenario):
-            return (f"{READER_RACE} needs the subject's own reading command (a profile's [reading], "
-                    f"docs/subject.md) to read the run while it is written")
-        return None
+        return (f"{READER_RACE} needs the subject's own reading command (a profile's [reading], "
+                f"docs/subject.md) to read the run while it is written")
 
     def prepare(self, scenario: Scenario, runner: Any, reference: Any) -> Prepared:
         """The uninterrupted run observed, and the lock points of a start and of a resume (IO).
@@ -80,7 +70,8 @@ class RaceFamily(FamilyBase):
         Each lock point comes from a probe: a trial whose leg is held at a sequence point it never reaches
         (:data:`NEVER`), so that its lookups and reads are observed; the resume's first leg is killed with a
         pending tool batch.  Raises :class:`harness.errors.SetupError` as the runner does."""
-        own = _observed(runner)
+        own = None if runner.observe else Runner(runner.subject, runner.server, tmp_root=runner.tmp_root,
+                                                 keep_dirs=runner.keep_dirs, observe=True, readings=runner.readings)
         obs = own or runner
         ref = obs.reference(scenario)
         races = set(races_of(scenario))

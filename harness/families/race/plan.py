@@ -58,15 +58,12 @@ def hold_points(lock: int | None, holding_first: bool = False) -> list[int]:
 def plan_races(scenario: Scenario, history: History | None, count: int, seed: int,
                schedules: list[list[dict[str, Any]]] | None, *, run_id: str = "", start_lock: int | None = None,
                resume_lock: int | None = None) -> list[Planned]:
-    """Trial ``i``: race ``i mod len(races)`` at its ``(i div len(races))``-th sequence point (pure).
+    """Trial ``i``: race ``i mod len(races)`` at its ``(i div len(races))``-th sequence point (pure; each race's
+    K: docs/scenarios.md, family ``race``).
 
     ``history``: the uninterrupted run of ``scenario`` (observed), whose journal is ``run_id``'s;
     ``start_lock``, ``resume_lock``: the ``lock_point`` of a start and of a resume of it (``None``:
-    unknown, K then counts 1, 2, ...); ``schedules``: explicit ones to replay instead.
-
-    ``two-resumers``, ``two-writers`` and ``two-creates`` hold a leg at K = 1, 2, ... over the points
-    up to its lock and :data:`LOCKED_POINTS` past it, round and round; ``holder-killed`` kills after the
-    K-th durability call; ``readers-during-appends`` holds the writer before its K-th write.  Raises
+    unknown, K then counts 1, 2, ...); ``schedules``: explicit ones to replay instead.  Raises
     ``ValueError`` when the uninterrupted run gives a race nothing to race."""
     invariants = tuple(scenario.check.invariants)
     if schedules is not None:
