@@ -8,13 +8,7 @@ from typing import Any, Iterable
 from harness.history.journal_location import JournalLocation
 from harness.history.model import History
 
-__all__ = ["pending_point", "pending_point_of", "write_count", "tool_use_ids"]
-
-
-def tool_use_ids(history: History) -> list[str]:
-    """The tool_use ids in ``history``'s model replies, in call order (pure)."""
-    return [b["id"] for c in sorted(history.model_calls, key=lambda c: c.index) for b in c.reply
-            if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
+__all__ = ["pending_point", "pending_point_of", "write_count"]
 
 
 def pending_point_of(history: History, run_id: str) -> int | None:
@@ -22,7 +16,9 @@ def pending_point_of(history: History, run_id: str) -> int | None:
     handed out when its journal is not fisk-ai v2; ``None`` with no leg."""
     if not history.legs:
         return None
-    ids = tool_use_ids(history) if not history.journal.decoded else []
+    calls = sorted(history.model_calls, key=lambda c: c.index) if not history.journal.decoded else []
+    ids = [b["id"] for c in calls for b in c.reply
+           if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
     return pending_point(history.legs[0].trace, run_id, history.journal, ids)
 
 
