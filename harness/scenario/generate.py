@@ -15,7 +15,7 @@ from typing import Any
 from harness.draws import seeded_draws
 from harness.scenario.model import (ANSWER_STOP_REASONS, OUTPUT_KINDS, REPLY_BLOCKS, Scenario, WorkloadSpec)
 
-__all__ = ["workload_strategy", "draw_workloads", "expand", "expand_all", "derive", "split_draw", "DRAW_SEP"]
+__all__ = ["workload_strategy", "expand", "expand_all", "split_draw", "DRAW_SEP"]
 
 #: How a command line names one draw of a generated scenario: ``NAME@wK`` (or ``FILE.toml@wK``).
 DRAW_SEP = "@w"
@@ -48,27 +48,19 @@ def workload_strategy() -> Any:
     ).map(lambda w: replace(w, final_stop="") if w.chat_followups else w)  # (a chat run reads its follow-ups)
 
 
-def draw_workloads(n: int, seed: int) -> list[WorkloadSpec]:
-    """``n`` workloads drawn from :func:`workload_strategy`, deterministically for ``seed``."""
-    drawn = seeded_draws(workload_strategy(), n, seed)
-    return [w if isinstance(w, WorkloadSpec) else WorkloadSpec() for w in drawn]
-
-
-def derive(scenario: Scenario, k: int, spec: WorkloadSpec, n: int) -> Scenario:
-    """Draw ``k`` of ``n`` of generated ``scenario`` with workload ``spec``: name ``NAME.wK``, its share of the trials."""
-    spec = replace(spec, drift=scenario.workload.drift, max_tokens=scenario.workload.max_tokens,
-                   max_iterations=scenario.workload.max_iterations, generate=0)
-    count = max(1, math.ceil(scenario.trials.count / n))
-    return replace(scenario, name=f"{scenario.name}.w{k}", workload=spec,
-                   trials=replace(scenario.trials, count=count), draw=k)
-
-
 def expand(scenario: Scenario) -> list[Scenario]:
-    """The scenarios ``scenario`` stands for: itself, or one per draw when it has ``generate``."""
-    n = scenario.workload.generate
+    """The scenarios ``scenario`` stands for: itself, or one per draw K when it has ``generate`` N: named
+    ``NAME.wK``, with its drawn workload (the drift and limits kept) and ``ceil(count / N)`` of the trials."""
+    n, w = scenario.workload.generate, scenario.workload
     if not n:
         return [scenario]
-    return [derive(scenario, k, spec, n) for k, spec in enumerate(draw_workloads(n, scenario.trials.seed))]
+    trials = replace(scenario.trials, count=max(1, math.ceil(scenario.trials.count / n)))
+    out = []
+    for k, spec in enumerate(seeded_draws(workload_strategy(), n, scenario.trials.seed)):
+        spec = replace(spec if isinstance(spec, WorkloadSpec) else WorkloadSpec(), drift=w.drift,
+                       max_tokens=w.max_tokens, max_iterations=w.max_iterations, generate=0)
+        out.append(replace(scenario, name=f"{scenario.name}.w{k}", workload=spec, trials=trials, draw=k))
+    return out
 
 
 def expand_all(scenarios: list[Scenario]) -> list[Scenario]:
