@@ -10,7 +10,6 @@ import os
 import select
 import signal
 import subprocess
-import time
 
 import psutil
 
@@ -69,15 +68,11 @@ def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
             return False
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
-    deadline = time.monotonic() + max(timeout, 0)
-    while True:
-        remaining = deadline - time.monotonic()
-        if poller.poll(max(remaining, 0) * 1000.0):
-            proc.wait()
-            close_pidfd(proc)
-            return True
-        if remaining <= 0:
-            return False
+    if not poller.poll(max(timeout, 0) * 1000.0):  # (an interrupted poll is retried for the time left: PEP 475)
+        return False
+    proc.wait()
+    close_pidfd(proc)
+    return True
 
 
 def close_pidfd(proc: subprocess.Popen) -> None:
