@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.history.model import History, ReaderCheck
+from harness.history.model import History
 
-__all__ = ["answer_problem", "describe", "reader_violations"]
+__all__ = ["answer_problem", "reader_violations"]
 
 
 def _pair(value: Any) -> tuple[int, int] | None:
@@ -73,20 +73,14 @@ def answer_problem(mutation: str, expected: dict[str, Any], answer: dict[str, An
     return None
 
 
-def describe(check: ReaderCheck) -> dict[str, Any]:
-    """The mutation's JSON label as evidence (id, kind, size, what the reader must answer; no bytes)."""
-    exp = check.expected
-    return {"id": check.mutation, "kind": check.kind, "size": check.size, "expect": exp["kind"],
-            "records": len(exp.get("seqs") or ()), "good_size": exp.get("good_size", 0),
-            "torn": list(exp["torn"]) if exp.get("torn") else None, "line": exp.get("line")}
-
-
 def reader_violations(history: History) -> tuple[int, list[dict[str, Any]]]:
     """``(answers judged, violations)`` of ``history.reader_checks`` (docs/spec.md section 7), in order."""
     out = []
     for check in history.reader_checks:
-        reason = answer_problem(check.mutation, check.expected, check.answer)
-        if reason is not None:
-            out.append({"kind": "reader_answer", "mutation": describe(check), "reason": reason,
-                        "answer": dict(check.answer)})
+        reason, exp = answer_problem(check.mutation, check.expected, check.answer), check.expected
+        if reason is not None:  # the mutation's label as evidence (no bytes)
+            mutation = {"id": check.mutation, "kind": check.kind, "size": check.size, "expect": exp["kind"],
+                        "records": len(exp.get("seqs") or ()), "good_size": exp.get("good_size", 0),
+                        "torn": list(exp["torn"]) if exp.get("torn") else None, "line": exp.get("line")}
+            out.append({"kind": "reader_answer", "mutation": mutation, "reason": reason, "answer": dict(check.answer)})
     return len(history.reader_checks), out

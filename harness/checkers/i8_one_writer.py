@@ -25,11 +25,9 @@ def _covered(n: int, spans: list[Span], pid: int, observed: bool = False) -> boo
 
 
 def _ev(ev: dict[str, Any], leg: Leg) -> dict[str, Any]:
-    out = {"leg": leg.index, "pid": ev.get("pid"), "n": ev.get("n"), "op": ev.get("op")}
-    for key in ("t", "offset", "len", "length"):
-        if ev.get(key) is not None:
-            out[key] = ev[key]
-    return out
+    """Trace event ``ev`` of ``leg`` as evidence."""
+    return {"leg": leg.index, "pid": ev.get("pid"), "n": ev.get("n"), "op": ev.get("op"),
+            **{k: ev[k] for k in ("t", "offset", "len", "length") if ev.get(k) is not None}}
 
 
 def _lines(view: JournalView, legs: list[Leg], violations: list[dict[str, Any]]) -> int:
