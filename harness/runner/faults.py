@@ -154,12 +154,7 @@ def seam_fault(spec: dict[str, Any]) -> str | None:
     if spec.get("kind") == "io_error":
         return f"{spec['action']}@{spec['event']}:{spec['op']}"
     action = event_action(spec)
-    if action is None:
-        return None
-    value = f"{action}@{spec['event']}"
-    if spec.get("op"):
-        value += f":{spec['op']}"
-    return value
+    return None if action is None else f"{action}@{spec['event']}" + (f":{spec['op']}" if spec.get("op") else "")
 
 
 def history_fault(spec: dict[str, Any], injected: bool = False) -> Fault:
