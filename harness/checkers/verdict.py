@@ -36,11 +36,8 @@ CHECKERS: dict[str, tuple[str, str]] = {
 
 @dataclass
 class Verdict:
-    """One checker's answer about one history (docs/spec.md section 15).
-
-    ``status`` is ``valid``, ``invalid`` or ``unknown``; ``evidence`` is
-    JSON-able; ``checker`` names the module that judged.
-    """
+    """One checker's answer about one history (docs/spec.md section 15): ``status`` one of :data:`STATUSES`
+    (``ValueError`` otherwise), ``evidence`` JSON-able, ``checker`` the module that judged."""
 
     invariant: str
     name: str
@@ -60,9 +57,7 @@ class Verdict:
     def summary(self) -> str:
         """The evidence's one-line ``summary`` (the evidence itself when it has none)."""
         ev = self.evidence
-        if isinstance(ev, dict) and isinstance(ev.get("summary"), str):
-            return ev["summary"]
-        return str(ev)
+        return ev["summary"] if isinstance(ev, dict) and isinstance(ev.get("summary"), str) else str(ev)
 
 
 def verdict_from_json(data: dict[str, Any] | Verdict) -> Verdict:
