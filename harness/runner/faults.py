@@ -46,6 +46,13 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
+def _among(v: Any, options: tuple[str, ...], what: str) -> Any:
+    """``v`` when it is one of ``options``, else ``ValueError`` saying ``what`` must be one."""
+    if v not in options:
+        raise ValueError(f"{what} must be one of {', '.join(options)}, got {_json(v)}")
+    return v
+
+
 def _count(v: Any, what: str) -> int:
     """``v`` when it is an int >= 1 (not a bool), else ``ValueError`` saying ``what`` must be one."""
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -70,9 +77,8 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
     if unknown and kind != "none":  # (a no-fault entry drops whatever else it holds)
         raise ValueError(f"a {kind} fault has no key {', '.join(map(repr, unknown))} (its keys: "
                          f"{', '.join(sorted(_KEYS[kind]))})")
-    if kind in ("kill", "suspend") and spec.get("op") is not None and spec["op"] not in EVENT_OPS:
-        raise ValueError(f"{kind} op must be one of {', '.join(EVENT_OPS)} (the calls an event counts), "
-                         f"got {_json(spec['op'])}")
+    if kind in ("kill", "suspend") and spec.get("op") is not None:
+        _among(spec["op"], EVENT_OPS, f"{kind} op (the calls an event counts)")
     out: dict[str, Any] = {"kind": kind}
     if kind == "none":
         return out
@@ -90,23 +96,15 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
             out["reader"] = True
         return out
     if kind == "io_error":
-        action, op = spec.get("action"), spec.get("op")
-        if action not in IO_ERRORS:
-            raise ValueError(f"io_error action must be one of {', '.join(IO_ERRORS)}, got {_json(action)}")
-        event = _count(spec.get("event"), "io_error event")
-        if op not in IO_ERROR_OPS:
-            raise ValueError(f"io_error op must be one of {', '.join(IO_ERROR_OPS)}, got {_json(op)}")
-        return {"kind": kind, "action": action, "event": event, "op": op}
+        return {"kind": kind, "action": _among(spec.get("action"), IO_ERRORS, "io_error action"),
+                "event": _count(spec.get("event"), "io_error event"),
+                "op": _among(spec.get("op"), IO_ERROR_OPS, "io_error op")}
     if kind == "suspend":  # at a time or at an event, a suspend names its signal
-        out["signal"] = spec.get("signal", "SIGINT")
-        if out["signal"] not in SIGNALS:
-            raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {_json(out['signal'])}")
+        out["signal"] = _among(spec.get("signal", "SIGINT"), SIGNALS, "suspend signal")
     if "event" in spec:
         out["event"] = _count(spec["event"], f"{kind} event")
-        out["when"] = spec.get("when", "after")
-        if out["when"] not in ("after", "before") or (kind == "suspend" and out["when"] != "after"):
-            raise ValueError(f"{kind} 'when' must be {'after' if kind == 'suspend' else 'after or before'}, "
-                             f"got {_json(out['when'])}")
+        whens = ("after",) if kind == "suspend" else ("after", "before")
+        out["when"] = _among(spec.get("when", "after"), whens, f"{kind} 'when'")
         if "after_ms" in spec:
             raise ValueError(f"a {kind} has either 'event' or 'after_ms', not both")
         if spec.get("op"):
