@@ -18,12 +18,8 @@ def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 
 def _continues_pause(before: dict[str, Any], after: dict[str, Any]) -> bool:
-    """True when assistant message ``after`` continues ``before``, a paused turn (stop reason ``pause_turn``).
-
-    A paused turn holds a server tool call (``server_tool_use``) and no ``tool_use``; the Messages API
-    continues it when it is sent back, and reads the paused turn and its continuation, two assistant
-    messages in a row, as one turn.  Nothing else may repeat a role.
-    """
+    """True when assistant message ``after`` continues ``before``, a paused turn (a ``server_tool_use``, no
+    ``tool_use``): the one pair of messages that may repeat a role (docs/spec.md section 15, I7)."""
     return (before["role"] == after["role"] == "assistant" and bool(_blocks(before, "server_tool_use"))
             and not _blocks(before, "tool_use"))
 

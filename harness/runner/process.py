@@ -35,14 +35,10 @@ def enable_subreaper() -> bool:
 
 
 def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
-    """Block until ``proc`` exits or ``timeout`` seconds pass; True when it exited (and was reaped).
-
-    ``proc`` is a :class:`subprocess.Popen` or anything with its own
-    ``wait_for_exit(timeout)`` (:class:`harness.subject.forkserver.ForkedProcess`).
-    Uses a pidfd (no sleep-polling), closed as soon as the process is reaped (a campaign starts thousands:
-    an open pidfd each would run the harness out of descriptors); falls back to :meth:`Popen.wait`.
-    ``timeout`` ``None`` waits forever; <= 0 only checks.
-    """
+    """Block until ``proc`` exits or ``timeout`` seconds pass (``None``: forever; <= 0: only check); True when it
+    exited (and was reaped).  ``proc`` is a :class:`subprocess.Popen` or has its own ``wait_for_exit(timeout)``
+    (:class:`harness.subject.forkserver.ForkedProcess`).  Waits on a pidfd (no sleep-polling), closed once the
+    process is reaped (a campaign starts thousands of legs); falls back to :meth:`Popen.wait`."""
     if proc.returncode is not None:
         close_pidfd(proc)
         return True

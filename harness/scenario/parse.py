@@ -40,13 +40,11 @@ def _reply_blocks(v: Any) -> tuple[tuple[str, ...], ...]:
     if not isinstance(v, list) or not all(isinstance(x, list) for x in v):
         raise Bad(f"expected a list of lists like [[\"thinking\"], [\"redacted_thinking\", \"web_search\"], []], "
                   f"got {v!r}")
-    out = []
-    for i, entry in enumerate(v):
-        blocks = list_of(REPLY_BLOCKS)(entry)
+    out = tuple(list_of(REPLY_BLOCKS)(entry) for entry in v)
+    for i, blocks in enumerate(out):
         if len(set(blocks)) != len(blocks):
-            raise Bad(f"entry {i} names a block twice: {entry!r}")
-        out.append(blocks)
-    return tuple(out)
+            raise Bad(f"entry {i} names a block twice: {v[i]!r}")
+    return out
 
 
 def _answer_stop_reasons(v: Any) -> tuple[str, ...]:

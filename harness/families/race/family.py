@@ -25,11 +25,9 @@ __all__ = ["RACE", "RaceFamily", "Prepared"]
 
 @dataclass
 class Prepared(ReferenceRun):
-    """The uninterrupted run, observed (a :class:`ReferenceRun`, what :meth:`RaceFamily.plan` plans from and
-    the report reads), with ``start_lock`` and ``resume_lock``, the ``lock_point`` of a start and of a resume
-    of a run with a pending batch (``None``: the leg took no lock, or the scenario has no such race);
-    ``runner``: the observed runner the races run on when the campaign's runner does not observe
-    (``None``: the campaign's own)."""
+    """The uninterrupted run, observed, with ``start_lock`` and ``resume_lock``, the ``lock_point`` of a start and
+    of a resume of a run with a pending batch (``None``: no lock taken, or no such race), and ``runner``, the
+    observed runner the races run on when the campaign's does not observe (``None``: the campaign's own)."""
 
     start_lock: int | None = None
     resume_lock: int | None = None

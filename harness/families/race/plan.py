@@ -1,8 +1,6 @@
-"""The race family's plan (pure: no IO): which leg is held at which sequence point, trial by trial.
-
-A *sequence point* is a lookup, read, open or lock of the store a leg makes (what a ``hold`` fault counts:
-:data:`harness.runner.leg.HOLD_KINDS`); a leg's ``lock_point`` is the point at which it asks for its first
-lock (:class:`harness.history.model.Leg`).  See :mod:`harness.families.race.family` for the races.
+"""The race family's plan (pure: no IO): which leg is held at which sequence point (a lookup, read, open or lock
+of the store: :data:`harness.runner.leg.HOLD_KINDS`), trial by trial; a leg's ``lock_point`` is the point at
+which it asks for its first lock (:class:`harness.history.model.Leg`).
 """
 
 from __future__ import annotations
@@ -28,11 +26,8 @@ LOCKED_POINTS = 6
 
 
 def races_of(scenario: Any) -> list[str]:
-    """The races a scenario asks for: ``[faults] races`` when it names them, else from its name.
-
-    ``race-<race>`` names one race (``race-two-writers``); any other name (``race-all``) means every
-    race of :data:`RACES`.  Raises ``ValueError`` for an unknown race.
-    """
+    """The races a scenario asks for: ``[faults] races`` when it names them, else from its name: ``race-<race>``
+    names one race, any other name every race of :data:`RACES`.  Raises ``ValueError`` for an unknown race."""
     raw = getattr(scenario, "raw", None) or {}
     listed = (raw.get("faults") or {}).get("races")
     if listed:
