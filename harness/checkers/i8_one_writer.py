@@ -17,11 +17,13 @@ def _overlap(a0: int | None, a1: int | None, b0: int | None, b1: int | None) -> 
         a1 if a1 is not None else b0 + 1)
 
 
-def _covered(n: int, spans: list[Span], pid: int, observed: bool = False) -> bool:
-    """Whether event ``n`` lies inside a lock span: of the same process for an IO-seam trace (its ``n``
-    counts that process's calls), of any process of the leg for an observed one (its ``n`` is global over
-    the leg's processes, and a lock may be taken by a child on an inherited descriptor: ``flock(1)``)."""
-    return any((observed or s.pid == pid) and s.first_n < n and (s.last_n is None or n < s.last_n) for s in spans)
+def _covered(ev: dict[str, Any], spans: list[Span]) -> bool:
+    """Whether trace event ``ev`` lies inside a lock span: of the same process for an IO-seam trace (its ``n``
+    counts that process's calls), of any process of the leg for an observed one (``seq`` in ``ev``: its ``n`` is
+    global over the leg's processes, and a child may take the lock on an inherited descriptor: ``flock(1)``)."""
+    n, observed = ev.get("n", 0), "seq" in ev
+    return any((observed or s.pid == ev.get("pid")) and s.first_n < n and (s.last_n is None or n < s.last_n)
+               for s in spans)
 
 
 def _ev(ev: dict[str, Any], leg: Leg) -> dict[str, Any]:
@@ -52,17 +54,15 @@ def check(history: History) -> Any:
     spans = {leg.index: lock_spans(history, leg) for leg in legs}
     writes = {leg.index: view.writes(leg) for leg in legs}
     for leg in legs:
-        for ev in writes[leg.index]:
-            if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid"), observed="seq" in ev):
-                violations.append({"kind": "write_without_lock", **_ev(ev, leg),
-                                   "detail": f"leg {leg.index} changed the journal ({ev.get('op')} n={ev.get('n')}) "
-                                             "without holding the run lock"})
-        for ev in _finishing_calls(view, leg):
-            if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid"), observed="seq" in ev):
-                violations.append({"kind": f"{ev.get('op')}_without_lock", **_ev(ev, leg),
-                                   "detail": f"leg {leg.index} released the run lock before the {ev.get('op')} "
-                                             f"(n={ev.get('n')}) of a journal descriptor it had written: another "
-                                             "writer could take over while its appends were not yet durable"})
+        violations += [{"kind": "write_without_lock", **_ev(ev, leg),
+                        "detail": f"leg {leg.index} changed the journal ({ev.get('op')} n={ev.get('n')}) without "
+                                  "holding the run lock"}
+                       for ev in writes[leg.index] if not _covered(ev, spans[leg.index])]
+        violations += [{"kind": f"{ev.get('op')}_without_lock", **_ev(ev, leg),
+                        "detail": f"leg {leg.index} released the run lock before the {ev.get('op')} (n={ev.get('n')}) "
+                                  "of a journal descriptor it had written: another writer could take over while its "
+                                  "appends were not yet durable"}
+                       for ev in _finishing_calls(view, leg) if not _covered(ev, spans[leg.index])]
         violations += _waited(history, leg)
     undecided: list[dict[str, Any]] = []
     pairs, untraced = 0, not traced(history)
@@ -134,18 +134,12 @@ def _finishing_calls(view: JournalView, leg: Leg) -> list[dict[str, Any]]:
 
 def _pair(a: Leg, b: Leg, spans: dict[int, list[Span]], writes: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Violations between two concurrent, timed legs: overlapping lock holds, writes under the other's lock."""
-    out: list[dict[str, Any]] = []
-    for sa in spans[a.index]:
-        for sb in spans[b.index]:
-            if _overlap(sa.start, sa.end, sb.start, sb.end):
-                out.append({"kind": "lock_overlap", "legs": [a.index, b.index], "spans": [vars(sa), vars(sb)],
-                            "detail": "two processes held the run lock at the same time"})
-    for x, y in ((a, b), (b, a)):
-        for ev in writes[x.index]:
-            if _held_at(spans[y.index], ev.get("t")):
-                out.append({"kind": "write_under_foreign_lock", **_ev(ev, x), "holder_leg": y.index,
-                            "detail": f"leg {x.index} changed the journal while leg {y.index} held the lock"})
-    return out
+    out = [{"kind": "lock_overlap", "legs": [a.index, b.index], "spans": [vars(sa), vars(sb)],
+            "detail": "two processes held the run lock at the same time"}
+           for sa in spans[a.index] for sb in spans[b.index] if _overlap(sa.start, sa.end, sb.start, sb.end)]
+    return out + [{"kind": "write_under_foreign_lock", **_ev(ev, x), "holder_leg": y.index,
+                   "detail": f"leg {x.index} changed the journal while leg {y.index} held the lock"}
+                  for x, y in ((a, b), (b, a)) for ev in writes[x.index] if _held_at(spans[y.index], ev.get("t"))]
 
 
 def _held_at(spans: list[Span], t: int | None) -> bool:
