@@ -23,8 +23,7 @@ def _fold(view: JournalView, journal: bytes | None) -> tuple[dict[str, Any] | No
     if journal is None:
         return None, "no journal"
     snap = view.lines(journal)
-    bad = [ln for ln in snap.lines[:-1] if ln.record is None]
-    if bad or (snap.lines and snap.lines[-1].complete and snap.lines[-1].record is None):
+    if any(ln.record is None for ln in snap.lines[:-1]) or (snap.lines and snap.lines[-1].complete and snap.lines[-1].record is None):
         return None, "a line does not decode (I5 judges it)"
     records = snap.records()
     if not records:

@@ -103,8 +103,8 @@ def check(history: History) -> Any:
 
 
 def _waited(history: History, leg: Leg) -> list[dict[str, Any]]:
-    """``waited_for_lock``: ``leg`` timed out inside a lock call under the store (it never returned); not
-    a call the harness itself held there (a race's ``pause`` at its sequence point: the wait was ours)."""
+    """``waited_for_lock``: ``leg`` timed out inside a lock call under the store, not one the harness held
+    there (a race's ``pause``)."""
     if not leg.timed_out:
         return []
     return [{"kind": "waited_for_lock", **_ev(ev, leg),
@@ -115,8 +115,7 @@ def _waited(history: History, leg: Leg) -> list[dict[str, Any]]:
 
 
 def _finishing_calls(view: JournalView, leg: Leg) -> list[dict[str, Any]]:
-    """The fsyncs and the close of each journal descriptor a process of ``leg`` wrote, after its first
-    write: what a writer must still do under the lock (its appends are not acknowledged before them)."""
+    """The fsyncs and the close of each journal descriptor a process of ``leg`` wrote, after its first write."""
     written: set[tuple[Any, Any]] = set()
     out = []
     for ev in events(leg):

@@ -27,12 +27,8 @@ def pending_point(trace: list[dict[str, Any]], run_id: str, journal: JournalLoca
     """The trace event ``n`` after which a kill leaves the run with a pending tool batch (pure): the fsync
     that acknowledged the first assistant record with tool calls, else (an engine that never fsyncs it)
     that record's write; ``None`` when no such record was written.  ``journal``: where the subject keeps
-    ``run_id``'s journal (:attr:`harness.history.model.History.journal`).
-
-    A fisk-ai v2 assistant record is known by its protocol; with ``tool_ids`` (the tool_use ids the model
-    handed out, for a journal in a format the harness does not decode: docs/subject.md "Journal
-    formats") the first journal write holding one of them is taken for it instead: a run journals the
-    model's tool calls before any result of them."""
+    ``run_id``'s journal.  With ``tool_ids`` (the model's tool_use ids, for a journal format the harness does
+    not decode) that record is the first journal write holding one of them, not a fisk-ai v2 assistant record."""
     ids = [i.encode() for i in tool_ids]
     write_n = None
     for ev in trace:

@@ -107,13 +107,9 @@ def _modes_of(family: Any, key: str) -> tuple[str, ...]:
 
 
 def parse_scenario(text: str, path: str | None = None) -> Scenario:
-    """Parse scenario TOML ``text`` (``path`` is used in errors only).
-
-    Returns a :class:`Scenario`.  Raises :class:`ScenarioError` naming the
-    file, line and key on a syntax error, an unknown table or key, a value
-    of the wrong type or range, a key of another family, a broken family
-    rule, or a missing ``name``/``purpose``.
-    """
+    """Parse scenario TOML ``text`` (``path`` is used in errors only) into a :class:`Scenario`.  Raises
+    :class:`ScenarioError` naming the file, line and key on a syntax error, an unknown table or key, a value of
+    the wrong type or range, a key of another family, a broken family rule, or a missing ``name``/``purpose``."""
     where = path or "<scenario>"
     doc = load_toml(text, where, ScenarioError)
 
@@ -189,11 +185,8 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and parse the scenario file ``path``.
-
-    Raises :class:`ScenarioError` (see :func:`parse_scenario`), also when the
-    file cannot be read or is not UTF-8.
-    """
+    """Read and parse the scenario file ``path``; :class:`ScenarioError` as :func:`parse_scenario` raises it, or
+    when the file cannot be read or is not UTF-8."""
     p = Path(path)
     try:
         text = p.read_bytes().decode("utf-8")
