@@ -21,11 +21,10 @@ def _pair(value: Any) -> tuple[int, int] | None:
 
 
 def _span(seqs: tuple[int, ...]) -> str:
-    if not seqs:
-        return "(none)"
-    if list(seqs) == list(range(seqs[0], seqs[0] + len(seqs))):
+    """``seqs`` as ``a..b`` when consecutive, else comma-separated; ``(none)`` when empty."""
+    if seqs and list(seqs) == list(range(seqs[0], seqs[0] + len(seqs))):
         return f"{seqs[0]}..{seqs[-1]}"
-    return ",".join(map(str, seqs))
+    return ",".join(map(str, seqs)) or "(none)"
 
 
 def answer_problem(mutation: str, expected: dict[str, Any], answer: dict[str, Any]) -> str | None:

@@ -153,17 +153,11 @@ def kill_tree(proc: subprocess.Popen, pgid: int | None = None) -> list[int]:
         if not wait_for_exit(proc, 10.0):
             sigkill(pid)
     if proc.returncode is None:
-        try:
-            os.kill(pid, signal.SIGSTOP)
-        except ProcessLookupError:
-            pass
+        sigkill(pid, signal.SIGSTOP)
         descendants = _descendants(pid)
         killed += _sigkill_all(descendants[::-1])
-        try:
-            os.kill(pid, signal.SIGKILL)
+        if sigkill(pid):
             killed.append(pid)
-        except ProcessLookupError:
-            pass
     proc.wait()
     close_pidfd(proc)
     _reap([c.pid for c in descendants])
@@ -179,9 +173,10 @@ def signal_name(num: int) -> str:
         return f"SIG{num}"
 
 
-def sigkill(pid: int) -> None:
-    """Send SIGKILL to ``pid``; a process already gone is no error."""
+def sigkill(pid: int, sig: int = signal.SIGKILL) -> bool:
+    """Send ``sig`` (SIGKILL) to ``pid``; False when the process is gone already (no error)."""
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
+        return True
     except ProcessLookupError:
-        pass
+        return False

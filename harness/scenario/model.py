@@ -123,7 +123,5 @@ def family_params(cls: type[Any], scenario: Scenario, defaults: dict[str, Any], 
     other tables), then the ``[faults]`` keys the file gave that are fields of ``cls``, then the non-None
     ``overrides``, each over the one before; absent fields keep ``cls``'s defaults."""
     known = {f.name for f in fields(cls)}
-    values = dict(defaults)
-    values.update({k: v for k, v in scenario.faults.given if k in known})
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return cls(**values)
+    return cls(**{**defaults, **{k: v for k, v in scenario.faults.given if k in known},
+                  **{k: v for k, v in overrides.items() if v is not None}})
