@@ -63,11 +63,9 @@ class RaceFamily(FamilyBase):
                 f"docs/subject.md) to read the run while it is written")
 
     def prepare(self, scenario: Scenario, runner: Any, reference: Any) -> Prepared:
-        """The uninterrupted run observed, and the lock points of a start and of a resume (IO).
-
-        Each lock point comes from a probe: a trial whose leg is held at a sequence point it never reaches
-        (:data:`NEVER`), so that its lookups and reads are observed; the resume's first leg is killed with a
-        pending tool batch.  Raises :class:`harness.errors.SetupError` as the runner does."""
+        """The uninterrupted run observed, and the lock points of a start and of a resume (IO), each from a probe
+        held at a sequence point it never reaches (:data:`NEVER`), the resume's first leg killed with a pending
+        tool batch.  Raises :class:`harness.errors.SetupError` as the runner does."""
         own = None if runner.observe else Runner(runner.subject, runner.server, tmp_root=runner.tmp_root,
                                                  keep_dirs=runner.keep_dirs, observe=True, readings=runner.readings)
         obs = own or runner
