@@ -20,11 +20,10 @@ from harness.suggest import did_you_mean
 from harness.tomlwhere import load_toml, located
 from harness.scenario.model import (ANSWER_STOP_REASONS, DRIFT_FIELDS, FINAL_STOPS, LIMIT_OUTPUTS, OUTPUT_KINDS,
                                     REPLY_BLOCKS, UNFINISHED_STOP_REASONS, CheckSpec, FaultSpec, Scenario, TrialSpec,
-                                    WorkloadSpec, family_params)
+                                    WorkloadSpec)
 
-__all__ = ["ScenarioError", "WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "SCHEMA", "FAMILIES",
-           "INVARIANTS", "load_scenario", "parse_scenario", "bundled_scenario_dir", "bundled_scenarios",
-           "regression_scenarios", "FAMILY_KEYS", "family_params", "DRIFT_FIELDS"]
+__all__ = ["ScenarioError", "Scenario", "SCHEMA", "FAMILY_KEYS", "INVARIANTS", "load_scenario", "parse_scenario",
+           "bundled_scenario_dir", "bundled_scenarios", "regression_scenarios"]
 
 
 def _schedule(v: Any) -> tuple[dict[str, Any], ...]:
