@@ -197,8 +197,8 @@ def test_drift_schedule_races_and_family_parameters_are_parsed_into_the_fault_sp
     assert s.faults.schedule == ({"kind": "kill", "event": 7, "when": "after"},
                                  {"kind": "suspend", "signal": "SIGINT", "after_ms": 5.0})
     p = parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "power_loss"\nmax_states = 5\nzero_fill = false\n')
-    assert p.faults.param("max_states") == 5 and p.faults.param("zero_fill") is False
-    assert p.faults.param("samples", 64) == 64
+    assert dict(p.faults.given)["max_states"] == 5 and dict(p.faults.given)["zero_fill"] is False
+    assert dict(p.faults.given).get("samples", 64) == 64
     r = parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "race"\nraces = ["two-writers"]\n')
     assert r.faults.params.races == ("two-writers",)
 

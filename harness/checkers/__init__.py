@@ -1,8 +1,8 @@
 """The checkers: the only judges of a :class:`~harness.history.model.History`.
 
 One module per invariant of docs/spec.md section 15 (ids ``I1`` .. ``I11``,
-listed in :data:`INVARIANTS`).  Each module
-exposes ``INVARIANT`` (the id), ``NAME`` and ``check(history) -> Verdict``;
+listed in :data:`INVARIANTS`, named in :data:`.verdict.CHECKERS`).  Each module
+exposes ``check(history) -> Verdict``;
 its docstring points to the invariant's normative text and states how it is
 judged from the history (its violations' kinds and evidence).
 

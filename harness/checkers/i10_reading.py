@@ -1,30 +1,8 @@
-"""I10 the subject's own reading of its journal agrees with the journal.
+"""I10 the subject's own reading of its journal agrees with the journal: docs/spec.md section 15, I10 (the
+occasions, the fields compared, the violation kinds; the status command: docs/subject.md "Subject profiles").
 
-Normative text: docs/spec.md section 15, I10 (the status command: docs/subject.md "Subject profiles").
-
-How it is judged.  For each leg with a reading (``Leg.reading``, taken
-after the leg ended, on the bytes ``Leg.journal`` holds), and each reading
-taken while a writer was held at a sequence point (``History.readings``,
-race ``readers-during-appends`` through the subject's commands, on the
-bytes the journal held then, possibly ending in a half-written line):
-
-* the journal is split and folded here (pure: no IO); a journal fiskj
-  cannot fold (an interior line that does not decode, a fold error) or a
-  missing journal is not judged here (I5 judges readability), it is listed
-  under ``not_judged``;
-* ``unreadable``: the reading failed (non-zero exit, no JSON, a missing or
-  ill-typed field) although fiskj reads the journal;
-* ``status``: the subject's status differs from the fold's (``open``,
-  ``suspended``, ``completed``, ``error``, ...);
-* ``pending``: the subject's unanswered ids differ from the fold's (no
-  pending batch and an empty list are the same);
-* ``records``: the subject's count of records differs from the number of
-  complete records (a torn tail is not a record).
-
-Only the fields the subject's reading gives are compared (``given``).  A
-history with no reading is valid with ``checked: 0`` (vacuous): the
-campaign says beforehand when a subject gives no status command, and
-reports I10 as not applicable to it.
+A history with no reading is valid with ``checked: 0``: the campaign reports I10 as not applicable to a subject
+with no status command.
 """
 
 from __future__ import annotations
@@ -39,18 +17,13 @@ from harness.checkers.journal_view import JournalView
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.history.model import History
 
-INVARIANT = "I10"
-NAME = "the subject's own reading agrees with the journal"
-
-
 def _fold(view: JournalView, journal: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
     """fiskj's reading of ``journal`` (bytes of ``view``'s decoded journal): ``({"status", "pending",
     "records"}, None)`` or ``(None, why not)``."""
     if journal is None:
         return None, "no journal"
     snap = view.lines(journal)
-    bad = [ln for ln in snap.lines[:-1] if ln.record is None]
-    if bad or (snap.lines and snap.lines[-1].complete and snap.lines[-1].record is None):
+    if any(ln.record is None for ln in snap.lines[:-1]) or (snap.lines and snap.lines[-1].complete and snap.lines[-1].record is None):
         return None, "a line does not decode (I5 judges it)"
     records = snap.records()
     if not records:
@@ -64,7 +37,7 @@ def _fold(view: JournalView, journal: bytes | None) -> tuple[dict[str, Any] | No
 
 
 def check(history: History) -> Any:
-    """Judge I10 on ``history``: a :class:`harness.checkers.verdict.Verdict` (valid, invalid)."""
+    """Judge I10 on ``history``: a :class:`harness.checkers.verdict.Verdict` (valid, invalid, unknown)."""
     checked, not_judged, violations = 0, [], []
     occasions: list[tuple[dict[str, Any], bytes | None, dict[str, Any]]] = [
         ({"leg": leg.index}, leg.journal, leg.reading) for leg in legs_in_order(history) if leg.reading is not None]

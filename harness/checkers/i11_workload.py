@@ -1,12 +1,6 @@
-"""I11 the run is faithful to its workload (docs/spec.md section 15, I11: the rules and violation kinds).
-
-Judged on the last leg's journal (as I6) against the fake model's calls (``history.model_calls``: replies,
-stop reasons, ``usage``) and the workload's limits (``history.options``: ``workload.max_tokens``,
-``workload.max_iterations`` or ``script_turns`` + 5, ``chat``, ``drift``: a drifted budget or cap gives the
-forced legs the value + 1, so either end is accepted).  A record is matched to the calls that sent its reply
-by its tool_use ids and text; the tokens it adds are the model's.  Not judged (valid, ``checked: 0``,
-``not_judged``): a journal the harness does not decode (the campaign lists I11 as not applicable then), a
-history without a model call or a journal.
+"""I11 the run is faithful to its workload: docs/spec.md section 15, I11 (the rules, how it is judged, the violation
+kinds), judged on the last leg's journal against ``history.model_calls`` and the workload's limits in
+``history.options``.  What is not judged is valid with ``checked: 0`` and ``not_judged``.
 """
 
 from __future__ import annotations
@@ -21,9 +15,6 @@ from harness.checkers.verdict import INVALID, VALID, make
 from harness.history.ending import answer_text
 from harness.history.model import History
 from harness.names import CUT_STOPS, WORKLOAD_MAX_TOKENS
-
-INVARIANT = "I11"
-NAME = "the run is faithful to its workload"
 
 #: (record field, usage key) pairs: what an assistant record journals of a reply's usage (docs/spec.md section 4).
 USAGE = (("in_tokens", "input_tokens"), ("out_tokens", "output_tokens"),

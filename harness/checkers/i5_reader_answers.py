@@ -1,33 +1,19 @@
 """I5, the reader's half: a subject's reader answers every mutated journal as docs/spec.md section 7 says.
 
-Normative text (docs/spec.md section 7, "Reading"): a final line that is
-incomplete or unparsable is a **torn** tail, dropped and reported as
-``(offset, length)`` with every record before it kept; a cut exactly at a
-line end is **clean** (the records before it, no torn tail); an unparsable
-line that is not the last is **corrupt**, an error naming its 1-based line.
-
-How it is judged.  The tail family records one
-:class:`~harness.history.model.ReaderCheck` per mutated journal
-(``history.reader_checks``): the mutation's label (``expected``) and the
-answer of the subject's own reader, asked in a child process (``answer``):
-fiskj's reader under the subject's mutant, or, for another agent, its own
-status command (``via: status``: it must refuse a corrupt journal and read
-a clean or torn one with the expected number of records).
-:func:`answer_problem` compares them: a reader that tolerates interior
-corruption, names the wrong line, drops a complete final record, blanks
-the run on a torn tail, or does not report the tail is wrong.  Each wrong
-answer is a violation of kind ``reader_answer`` with the mutation, the
-reason and the answer.  :mod:`harness.checkers.i5_readable` folds these
-into the I5 verdict.
+Judged (docs/spec.md section 15, I5) on ``history.reader_checks``, one
+:class:`~harness.history.model.ReaderCheck` per journal the tail family mutated: the mutation's label
+(``expected``) against the answer of the subject's own reader (``answer``; ``via: status`` for its status
+command).  Each wrong answer is a ``reader_answer`` violation; :mod:`harness.checkers.i5_readable` folds
+them into the I5 verdict.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.history.model import History, ReaderCheck
+from harness.history.model import History
 
-__all__ = ["answer_problem", "describe", "reader_violations"]
+__all__ = ["answer_problem", "reader_violations"]
 
 
 def _pair(value: Any) -> tuple[int, int] | None:
@@ -35,11 +21,10 @@ def _pair(value: Any) -> tuple[int, int] | None:
 
 
 def _span(seqs: tuple[int, ...]) -> str:
-    if not seqs:
-        return "(none)"
-    if list(seqs) == list(range(seqs[0], seqs[0] + len(seqs))):
+    """``seqs`` as ``a..b`` when consecutive, else comma-separated; ``(none)`` when empty."""
+    if seqs and list(seqs) == list(range(seqs[0], seqs[0] + len(seqs))):
         return f"{seqs[0]}..{seqs[-1]}"
-    return ",".join(map(str, seqs))
+    return ",".join(map(str, seqs)) or "(none)"
 
 
 def answer_problem(mutation: str, expected: dict[str, Any], answer: dict[str, Any]) -> str | None:
@@ -87,20 +72,14 @@ def answer_problem(mutation: str, expected: dict[str, Any], answer: dict[str, An
     return None
 
 
-def describe(check: ReaderCheck) -> dict[str, Any]:
-    """The mutation's JSON label as evidence (id, kind, size, what the reader must answer; no bytes)."""
-    exp = check.expected
-    return {"id": check.mutation, "kind": check.kind, "size": check.size, "expect": exp["kind"],
-            "records": len(exp.get("seqs") or ()), "good_size": exp.get("good_size", 0),
-            "torn": list(exp["torn"]) if exp.get("torn") else None, "line": exp.get("line")}
-
-
 def reader_violations(history: History) -> tuple[int, list[dict[str, Any]]]:
     """``(answers judged, violations)`` of ``history.reader_checks`` (docs/spec.md section 7), in order."""
     out = []
     for check in history.reader_checks:
-        reason = answer_problem(check.mutation, check.expected, check.answer)
-        if reason is not None:
-            out.append({"kind": "reader_answer", "mutation": describe(check), "reason": reason,
-                        "answer": dict(check.answer)})
+        reason, exp = answer_problem(check.mutation, check.expected, check.answer), check.expected
+        if reason is not None:  # the mutation's label as evidence (no bytes)
+            mutation = {"id": check.mutation, "kind": check.kind, "size": check.size, "expect": exp["kind"],
+                        "records": len(exp.get("seqs") or ()), "good_size": exp.get("good_size", 0),
+                        "torn": list(exp["torn"]) if exp.get("torn") else None, "line": exp.get("line")}
+            out.append({"kind": "reader_answer", "mutation": mutation, "reason": reason, "answer": dict(check.answer)})
     return len(history.reader_checks), out

@@ -1,24 +1,13 @@
-"""I7 the conversation is well-formed at every model call.
-
-Normative text: docs/spec.md section 15, I7.
-
-How it is judged: for each :class:`~harness.history.model.ModelCall`, its
-``messages`` (the request as the fake server received it) are walked once.
-Violations (``kind``): ``empty``, ``first_not_user``, ``roles_not_alternating``,
-``unanswered_tool_use``, ``duplicate_tool_result``, ``orphan_tool_result``,
-``bad_message``; each names the call (index, leg, turn), the message index
-and the ids.
-"""
+"""I7 the conversation is well-formed at every model call: docs/spec.md section 15, I7 (the rules, the violation
+kinds), judged on each :class:`~harness.history.model.ModelCall`'s ``messages`` as the fake server received them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from harness.history.model import History
 from harness.checkers.verdict import INVALID, VALID, make
-
-INVARIANT = "I7"
-NAME = "conversation well-formed at every model call"
 
 
 def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -29,55 +18,38 @@ def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 
 def _continues_pause(before: dict[str, Any], after: dict[str, Any]) -> bool:
-    """True when assistant message ``after`` continues ``before``, a paused turn (stop reason ``pause_turn``).
-
-    A paused turn holds a server tool call (``server_tool_use``) and no ``tool_use``; the Messages API
-    continues it when it is sent back, and reads the paused turn and its continuation, two assistant
-    messages in a row, as one turn.  Nothing else may repeat a role.
-    """
+    """True when assistant message ``after`` continues ``before``, a paused turn (a ``server_tool_use``, no
+    ``tool_use``): the one pair of messages that may repeat a role (docs/spec.md section 15, I7)."""
     return (before["role"] == after["role"] == "assistant" and bool(_blocks(before, "server_tool_use"))
             and not _blocks(before, "tool_use"))
 
 
 def problems(messages: list[Any]) -> list[dict[str, Any]]:
-    """Every rule ``messages`` breaks (empty list: well-formed)."""
-    out: list[dict[str, Any]] = []
+    """Every rule ``messages`` breaks (empty list: well-formed), message by message."""
     if not messages:
         return [{"kind": "empty", "detail": "the request has no messages"}]
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            out.append({"kind": "bad_message", "message": i, "detail": f"not a user/assistant message: {str(m)[:80]}"})
+    out = [{"kind": "bad_message", "message": i, "detail": f"not a user/assistant message: {str(m)[:80]}"}
+           for i, m in enumerate(messages) if not isinstance(m, dict) or m.get("role") not in ("user", "assistant")]
     if out:
         return out
     if messages[0]["role"] != "user":
         out.append({"kind": "first_not_user", "message": 0, "role": messages[0]["role"]})
-    for i in range(1, len(messages)):
-        if messages[i]["role"] == messages[i - 1]["role"] and not _continues_pause(messages[i - 1], messages[i]):
-            out.append({"kind": "roles_not_alternating", "message": i, "role": messages[i]["role"]})
     for i, m in enumerate(messages):
-        if m["role"] != "user":
-            continue
-        prev = messages[i - 1] if i > 0 and messages[i - 1]["role"] == "assistant" else None
-        asked = [b.get("id") for b in _blocks(prev, "tool_use")] if prev else []
-        seen: dict[str, int] = {}
-        for b in _blocks(m, "tool_result"):
-            tid = b.get("tool_use_id")
-            seen[tid] = seen.get(tid, 0) + 1
-            if tid not in asked:
-                out.append({"kind": "orphan_tool_result", "message": i, "tool_use_id": tid,
-                            "detail": f"message {i} answers {tid!r}, which message {i - 1} did not ask"})
-        for tid, count in seen.items():
-            if count > 1 and tid in asked:
-                out.append({"kind": "duplicate_tool_result", "message": i, "tool_use_id": tid, "count": count})
-    for i, m in enumerate(messages):
-        if m["role"] != "assistant":
-            continue
-        asked = [b.get("id") for b in _blocks(m, "tool_use")]
-        if not asked:
-            continue
+        prev = messages[i - 1] if i > 0 else None
         nxt = messages[i + 1] if i + 1 < len(messages) else None
+        if prev is not None and m["role"] == prev["role"] and not _continues_pause(prev, m):
+            out.append({"kind": "roles_not_alternating", "message": i, "role": m["role"]})
+        if m["role"] == "user":
+            asked = [b.get("id") for b in _blocks(prev, "tool_use")] if prev and prev["role"] == "assistant" else []
+            results = [b.get("tool_use_id") for b in _blocks(m, "tool_result")]
+            out += [{"kind": "orphan_tool_result", "message": i, "tool_use_id": tid,
+                     "detail": f"message {i} answers {tid!r}, which message {i - 1} did not ask"}
+                    for tid in results if tid not in asked]
+            out += [{"kind": "duplicate_tool_result", "message": i, "tool_use_id": tid, "count": count}
+                    for tid, count in Counter(results).items() if count > 1 and tid in asked]
+            continue
         answered = {b.get("tool_use_id") for b in _blocks(nxt, "tool_result")} if nxt and nxt["role"] == "user" else set()
-        missing = [t for t in asked if t not in answered]
+        missing = [b.get("id") for b in _blocks(m, "tool_use") if b.get("id") not in answered]
         if missing:
             out.append({"kind": "unanswered_tool_use", "message": i, "tool_use_ids": missing,
                         "detail": f"message {i} asked {missing} and " + (
@@ -86,6 +58,7 @@ def problems(messages: list[Any]) -> list[dict[str, Any]]:
 
 
 def check(history: History) -> Any:
+    """Judge I7 on ``history``: a :class:`harness.checkers.verdict.Verdict` (valid, invalid)."""
     violations: list[dict[str, Any]] = []
     for call in history.model_calls:
         for p in problems(call.messages):

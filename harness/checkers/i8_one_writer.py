@@ -1,32 +1,5 @@
-"""I8 one writer at a time.
-
-Normative text: docs/spec.md section 15, I8 (the lock: section 10).
-
-How it is judged.
-
-* Lines (every snapshot): every complete line before the last is one whole
-  record (``broken_line`` otherwise, with its leg, line, offset and bytes),
-  unless the line lies in bytes a ``tail`` fault made, untouched since.
-* Lock discipline (each leg's trace): every change of the journal (write,
-  ftruncate, unlink, rename, ``O_TRUNC`` open) happens while that process
-  holds the lock, by trace order ``n``: after a successful ``LOCK_EX``
-  flock of ``<id>.lock`` and before its unlock or close
-  (``write_without_lock``).  So does every fsync and the close of a
-  journal descriptor the process wrote (``fsync_without_lock``,
-  ``close_without_lock``): the lock is held until the writer's last
-  append is durable and its descriptor closed.
-* Two holders (pairs of legs whose ``[t_start, t_end]`` overlap): no two
-  processes that both changed the journal hold the lock over overlapping
-  intervals (``lock_overlap``), and no process changes the journal while
-  another holds the lock (``write_under_foreign_lock``).  This needs event
-  times ``t``; without them such a pair makes the verdict unknown.  Legs
-  that never overlap in time cannot have two writers at once.
-* Refused at once (observed traces): a leg the runner had to kill because it
-  never ended, whose observed calls under the store end in a lock it was
-  still waiting in (``error: KILLED``), waited for a busy lock instead of
-  being refused (``waited_for_lock``; docs/spec.md section 10, rule 2).  A
-  race's rival meets the lock while the held leg holds it, so it must end.
-"""
+"""I8 one writer at a time: docs/spec.md section 15, I8 (the rules, how it is judged, the violation kinds; the
+lock: section 10)."""
 
 from __future__ import annotations
 
@@ -38,28 +11,25 @@ from harness.checkers._common import legs_in_order, nemesis_prefix_holds
 from harness.checkers._trace import Span, events, lock_spans, traced
 from harness.checkers.journal_view import JournalView
 
-INVARIANT = "I8"
-NAME = "one writer at a time"
-
 
 def _overlap(a0: int | None, a1: int | None, b0: int | None, b1: int | None) -> bool:
     return a0 is not None and b0 is not None and a0 < (b1 if b1 is not None else a0 + 1) and b0 < (
         a1 if a1 is not None else b0 + 1)
 
 
-def _covered(n: int, spans: list[Span], pid: int, observed: bool = False) -> bool:
-    """Whether event ``n`` lies inside a lock span: of the same process for an IO-seam trace (its ``n``
-    counts that process's calls), of any process of the leg for an observed one (its ``n`` is global over
-    the leg's processes, and a lock may be taken by a child on an inherited descriptor: ``flock(1)``)."""
-    return any((observed or s.pid == pid) and s.first_n < n and (s.last_n is None or n < s.last_n) for s in spans)
+def _covered(ev: dict[str, Any], spans: list[Span]) -> bool:
+    """Whether trace event ``ev`` lies inside a lock span: of the same process for an IO-seam trace (its ``n``
+    counts that process's calls), of any process of the leg for an observed one (``seq`` in ``ev``: its ``n`` is
+    global over the leg's processes, and a child may take the lock on an inherited descriptor: ``flock(1)``)."""
+    n, observed = ev.get("n", 0), "seq" in ev
+    return any((observed or s.pid == ev.get("pid")) and s.first_n < n and (s.last_n is None or n < s.last_n)
+               for s in spans)
 
 
 def _ev(ev: dict[str, Any], leg: Leg) -> dict[str, Any]:
-    out = {"leg": leg.index, "pid": ev.get("pid"), "n": ev.get("n"), "op": ev.get("op")}
-    for key in ("t", "offset", "len", "length"):
-        if ev.get(key) is not None:
-            out[key] = ev[key]
-    return out
+    """Trace event ``ev`` of ``leg`` as evidence."""
+    return {"leg": leg.index, "pid": ev.get("pid"), "n": ev.get("n"), "op": ev.get("op"),
+            **{k: ev[k] for k in ("t", "offset", "len", "length") if ev.get(k) is not None}}
 
 
 def _lines(view: JournalView, legs: list[Leg], violations: list[dict[str, Any]]) -> int:
@@ -76,6 +46,7 @@ def _lines(view: JournalView, legs: list[Leg], violations: list[dict[str, Any]])
 
 
 def check(history: History) -> Any:
+    """Judge I8 on ``history``: a :class:`harness.checkers.verdict.Verdict` (valid, invalid, unknown)."""
     legs = legs_in_order(history)
     violations: list[dict[str, Any]] = []
     view = JournalView(history)
@@ -83,29 +54,24 @@ def check(history: History) -> Any:
     spans = {leg.index: lock_spans(history, leg) for leg in legs}
     writes = {leg.index: view.writes(leg) for leg in legs}
     for leg in legs:
-        for ev in writes[leg.index]:
-            if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid"), observed="seq" in ev):
-                violations.append({"kind": "write_without_lock", **_ev(ev, leg),
-                                   "detail": f"leg {leg.index} changed the journal ({ev.get('op')} n={ev.get('n')}) "
-                                             "without holding the run lock"})
-        for ev in _finishing_calls(view, leg):
-            if not _covered(ev.get("n", 0), spans[leg.index], ev.get("pid"), observed="seq" in ev):
-                violations.append({"kind": f"{ev.get('op')}_without_lock", **_ev(ev, leg),
-                                   "detail": f"leg {leg.index} released the run lock before the {ev.get('op')} "
-                                             f"(n={ev.get('n')}) of a journal descriptor it had written: another "
-                                             "writer could take over while its appends were not yet durable"})
+        violations += [{"kind": "write_without_lock", **_ev(ev, leg),
+                        "detail": f"leg {leg.index} changed the journal ({ev.get('op')} n={ev.get('n')}) without "
+                                  "holding the run lock"}
+                       for ev in writes[leg.index] if not _covered(ev, spans[leg.index])]
+        violations += [{"kind": f"{ev.get('op')}_without_lock", **_ev(ev, leg),
+                        "detail": f"leg {leg.index} released the run lock before the {ev.get('op')} (n={ev.get('n')}) "
+                                  "of a journal descriptor it had written: another writer could take over while its "
+                                  "appends were not yet durable"}
+                       for ev in _finishing_calls(view, leg) if not _covered(ev, spans[leg.index])]
         violations += _waited(history, leg)
     undecided: list[dict[str, Any]] = []
-    pairs = 0
-    if not traced(history):
-        for i, a in enumerate(legs):
-            for b in legs[i + 1:]:
-                if a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end:
-                    undecided.append({"legs": [a.index, b.index], "why": "the legs coexisted and left no IO-seam trace"})
+    pairs, untraced = 0, not traced(history)
     for i, a in enumerate(legs):
         for b in legs[i + 1:]:
             if not (a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end):
                 continue
+            if untraced:
+                undecided.append({"legs": [a.index, b.index], "why": "the legs coexisted and left no IO-seam trace"})
             if not (writes[a.index] and writes[b.index]):
                 continue
             pairs += 1
@@ -137,8 +103,8 @@ def check(history: History) -> Any:
 
 
 def _waited(history: History, leg: Leg) -> list[dict[str, Any]]:
-    """``waited_for_lock``: ``leg`` timed out inside a lock call under the store (it never returned); not
-    a call the harness itself held there (a race's ``pause`` at its sequence point: the wait was ours)."""
+    """``waited_for_lock``: ``leg`` timed out inside a lock call under the store, not one the harness held
+    there (a race's ``pause``)."""
     if not leg.timed_out:
         return []
     return [{"kind": "waited_for_lock", **_ev(ev, leg),
@@ -149,8 +115,7 @@ def _waited(history: History, leg: Leg) -> list[dict[str, Any]]:
 
 
 def _finishing_calls(view: JournalView, leg: Leg) -> list[dict[str, Any]]:
-    """The fsyncs and the close of each journal descriptor a process of ``leg`` wrote, after its first
-    write: what a writer must still do under the lock (its appends are not acknowledged before them)."""
+    """The fsyncs and the close of each journal descriptor a process of ``leg`` wrote, after its first write."""
     written: set[tuple[Any, Any]] = set()
     out = []
     for ev in events(leg):
@@ -168,18 +133,12 @@ def _finishing_calls(view: JournalView, leg: Leg) -> list[dict[str, Any]]:
 
 def _pair(a: Leg, b: Leg, spans: dict[int, list[Span]], writes: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Violations between two concurrent, timed legs: overlapping lock holds, writes under the other's lock."""
-    out: list[dict[str, Any]] = []
-    for sa in spans[a.index]:
-        for sb in spans[b.index]:
-            if _overlap(sa.start, sa.end, sb.start, sb.end):
-                out.append({"kind": "lock_overlap", "legs": [a.index, b.index], "spans": [vars(sa), vars(sb)],
-                            "detail": "two processes held the run lock at the same time"})
-    for x, y in ((a, b), (b, a)):
-        for ev in writes[x.index]:
-            if _held_at(spans[y.index], ev.get("t")):
-                out.append({"kind": "write_under_foreign_lock", **_ev(ev, x), "holder_leg": y.index,
-                            "detail": f"leg {x.index} changed the journal while leg {y.index} held the lock"})
-    return out
+    out = [{"kind": "lock_overlap", "legs": [a.index, b.index], "spans": [vars(sa), vars(sb)],
+            "detail": "two processes held the run lock at the same time"}
+           for sa in spans[a.index] for sb in spans[b.index] if _overlap(sa.start, sa.end, sb.start, sb.end)]
+    return out + [{"kind": "write_under_foreign_lock", **_ev(ev, x), "holder_leg": y.index,
+                   "detail": f"leg {x.index} changed the journal while leg {y.index} held the lock"}
+                  for x, y in ((a, b), (b, a)) for ev in writes[x.index] if _held_at(spans[y.index], ev.get("t"))]
 
 
 def _held_at(spans: list[Span], t: int | None) -> bool:

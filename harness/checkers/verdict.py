@@ -1,12 +1,7 @@
-"""The one verdict type of the harness: what a checker answers about one history.
+"""The one verdict type of the harness: what a checker answers about one history (docs/spec.md section 15).
 
-docs/spec.md section 15 ("Invariants"): a checker answers ``valid``,
-``invalid`` (with evidence) or ``unknown``; a checker that crashes is
-unknown, never valid.  Every family's results are :class:`Verdict` s made
-by a module of :mod:`harness.checkers`; no family builds its own.
-
-The ids a verdict names: ``I1`` .. ``I11`` (:data:`INVARIANTS`, the table of
-docs/spec.md section 15).
+A checker answers ``valid``, ``invalid`` (with evidence) or ``unknown``, built with :func:`make` so that an
+invariant's id (:data:`INVARIANTS`) and name are written once (:data:`CHECKERS`); no family builds its own.
 """
 
 from __future__ import annotations
@@ -38,13 +33,11 @@ CHECKERS: dict[str, tuple[str, str]] = {
     "I11": ("i11_workload", "the run is faithful to its workload"),
 }
 
+
 @dataclass
 class Verdict:
-    """One checker's answer about one history (docs/spec.md section 15).
-
-    ``status`` is ``valid``, ``invalid`` or ``unknown``; ``evidence`` is
-    JSON-able; ``checker`` names the module that judged.
-    """
+    """One checker's answer about one history (docs/spec.md section 15): ``status`` one of :data:`STATUSES`
+    (``ValueError`` otherwise), ``evidence`` JSON-able, ``checker`` the module that judged."""
 
     invariant: str
     name: str
@@ -64,9 +57,7 @@ class Verdict:
     def summary(self) -> str:
         """The evidence's one-line ``summary`` (the evidence itself when it has none)."""
         ev = self.evidence
-        if isinstance(ev, dict) and isinstance(ev.get("summary"), str):
-            return ev["summary"]
-        return str(ev)
+        return ev["summary"] if isinstance(ev, dict) and isinstance(ev.get("summary"), str) else str(ev)
 
 
 def verdict_from_json(data: dict[str, Any] | Verdict) -> Verdict:
@@ -78,23 +69,14 @@ def verdict_from_json(data: dict[str, Any] | Verdict) -> Verdict:
 
 
 def combine(statuses: list[str]) -> str:
-    """Overall status (docs/spec.md section 15): ``invalid`` beats ``unknown`` beats ``valid``.
-
-    Nothing judged is ``valid``.
-    """
-    if INVALID in statuses:
-        return INVALID
-    if UNKNOWN in statuses:
-        return UNKNOWN
-    return VALID
+    """Overall status (docs/spec.md section 15): ``invalid`` beats ``unknown`` beats ``valid``; nothing judged
+    is ``valid``."""
+    return next((s for s in (INVALID, UNKNOWN) if s in statuses), VALID)
 
 
 def make(module: str, status: str, evidence: dict[str, Any]) -> Verdict:
-    """The verdict of checker ``module`` (``harness.checkers.<name>``), with the id and name it is registered under.
-
-    Every checker builds its answer here, so the id and the name of an
-    invariant are written once (:data:`CHECKERS`).
-    """
+    """The verdict of checker ``module`` (``harness.checkers.<name>``), with the id and name it is registered
+    under in :data:`CHECKERS`; ``ValueError`` for a module that is not registered."""
     for inv, (modname, name) in CHECKERS.items():
         if module == f"harness.checkers.{modname}":
             return Verdict(inv, name, status, evidence, module)

@@ -1,9 +1,7 @@
-"""The fault families, registered by direct import: one line per family.
+"""The fault families, registered by direct import: one line per family (adding one: docs/architecture.md).
 
-The campaign, the scenario parser, the report and the shard logic find a
-family here and treat every family alike (:class:`harness.families.base.Family`).
-Adding a family: a folder ``harness/families/<name>/``, one line in
-:data:`FAMILIES`, a section in docs/scenarios.md.
+The campaign, the scenario parser, the report and the shard logic find a family here and treat every family
+alike (:class:`harness.families.base.Family`).
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from harness.families.race.family import RACE
 from harness.families.signals.family import SIGNALS
 from harness.families.tail.family import TAIL
 
-__all__ = ["FAMILIES", "MODES", "by_mode", "family_names"]
+__all__ = ["FAMILIES", "MODES", "by_mode"]
 
 #: Every family, in report order.
 FAMILIES: tuple[Any, ...] = (SIGNALS, TAIL, POWER_LOSS, RACE, IO_ERROR)
@@ -32,7 +30,3 @@ def by_mode(mode: str) -> Any:
             return family
     raise KeyError(f"no fault family runs mode {mode!r} (known: {', '.join(MODES)})")
 
-
-def family_names() -> tuple[str, ...]:
-    """The families' names, in report order."""
-    return tuple(f.name for f in FAMILIES)

@@ -8,13 +8,7 @@ from typing import Any, Iterable
 from harness.history.journal_location import JournalLocation
 from harness.history.model import History
 
-__all__ = ["pending_point", "pending_point_of", "write_count", "tool_use_ids"]
-
-
-def tool_use_ids(history: History) -> list[str]:
-    """The tool_use ids in ``history``'s model replies, in call order (pure)."""
-    return [b["id"] for c in sorted(history.model_calls, key=lambda c: c.index) for b in c.reply
-            if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
+__all__ = ["pending_point", "pending_point_of", "write_count"]
 
 
 def pending_point_of(history: History, run_id: str) -> int | None:
@@ -22,7 +16,9 @@ def pending_point_of(history: History, run_id: str) -> int | None:
     handed out when its journal is not fisk-ai v2; ``None`` with no leg."""
     if not history.legs:
         return None
-    ids = tool_use_ids(history) if not history.journal.decoded else []
+    calls = sorted(history.model_calls, key=lambda c: c.index) if not history.journal.decoded else []
+    ids = [b["id"] for c in calls for b in c.reply
+           if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
     return pending_point(history.legs[0].trace, run_id, history.journal, ids)
 
 
@@ -31,12 +27,8 @@ def pending_point(trace: list[dict[str, Any]], run_id: str, journal: JournalLoca
     """The trace event ``n`` after which a kill leaves the run with a pending tool batch (pure): the fsync
     that acknowledged the first assistant record with tool calls, else (an engine that never fsyncs it)
     that record's write; ``None`` when no such record was written.  ``journal``: where the subject keeps
-    ``run_id``'s journal (:attr:`harness.history.model.History.journal`).
-
-    A fisk-ai v2 assistant record is known by its protocol; with ``tool_ids`` (the tool_use ids the model
-    handed out, for a journal in a format the harness does not decode: docs/subject.md "Journal
-    formats") the first journal write holding one of them is taken for it instead: a run journals the
-    model's tool calls before any result of them."""
+    ``run_id``'s journal.  With ``tool_ids`` (the model's tool_use ids, for a journal format the harness does
+    not decode) that record is the first journal write holding one of them, not a fisk-ai v2 assistant record."""
     ids = [i.encode() for i in tool_ids]
     write_n = None
     for ev in trace:

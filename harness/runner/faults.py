@@ -1,38 +1,9 @@
 """The leg runner's faults as data: one fault per leg, as the families schedule them (pure: no IO).
 
-A *schedule* is a list with one fault per leg (leg 0 is the start, later
-legs are resumes); legs past its end get no fault.  A fault is a dict:
-
-=========================================================  =====================================
-``{"kind": "none"}``                                        no fault (the no-op nemesis: ``[]``)
-``{"kind": "kill", "after_ms": 37.2}``                      SIGKILL the process tree 37.2 ms
-                                                            after the leg started
-``{"kind": "kill", "event": 12}``                           SIGKILL at the 12th IO-seam call,
-                                                            after it completed (``FISKJ_IOSEAM_FAULT=
-                                                            kill-after@12``); add ``"when":
-                                                            "before"`` for ``kill-before``, and
-                                                            ``"op": "fsync"`` to count one op only
-``{"kind": "suspend", "signal": "SIGINT", "after_ms": 5}``  send SIGINT (or SIGTERM) to the agent
-                                                            process (not its tools) after 5 ms
-``{"kind": "suspend", "signal": "SIGTERM", "event": 7}``    send it right after the 7th IO-seam (or
-                                                            observed) call completed (``sigterm-
-                                                            after@7``; ``"op"`` counts one op only):
-                                                            a suspend at a durability event, the
-                                                            same on a fast or a loaded machine
-``{"kind": "hold", "at": 3}``                               (observed legs) stop the leg at its 3rd
-                                                            lookup, read, open or lock while a rival
-                                                            runs; ``"ops": "write"`` counts writes
-                                                            only, ``"reader": true`` makes the
-                                                            rival the subject's reading
-=========================================================  =====================================
-
-Chains (a crash during the resume itself, during the completion of a
-pending batch, right after a suspend) are schedules of several legs, e.g.
-``[{"kind": "suspend", ...}, {"kind": "kill", "event": 3}]``.
-
-A fault is applied to a running leg by the one leg runner
-(:func:`harness.runner.leg.run_leg`); this module only says what the faults
-are (docs/spec.md section 14, docs/scenarios.md "Schedules").
+A *schedule* is a list with one fault per leg (leg 0 is the start, later legs are resumes); legs past its end get
+no fault.  The fault kinds (``none``, timed or event ``kill`` and ``suspend``, ``hold``, ``io_error``), their keys
+and chains of them are docs/scenarios.md "[faults]" (``schedule``); the one leg runner
+(:func:`harness.runner.leg.run_leg`) applies them.
 """
 
 from __future__ import annotations
@@ -43,8 +14,8 @@ from typing import Any
 
 from harness.history.model import Fault
 
-__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "EVENT_OPS", "IO_ERRORS", "IO_ERROR_OPS", "validate_fault", "validate_schedule", "fault_for_leg", "seam_fault", "event_action",
-           "history_fault", "fault_family"]
+__all__ = ["NOOP", "FAULT_KINDS", "SIGNALS", "EVENT_OPS", "IO_ERRORS", "IO_ERROR_OPS", "validate_fault",
+           "validate_schedule", "fault_for_leg", "seam_fault", "event_action", "history_fault"]
 
 #: The no-op nemesis: a schedule with no faults (every leg runs undisturbed).
 NOOP: list[dict[str, Any]] = []
@@ -75,6 +46,20 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
+def _among(v: Any, options: tuple[str, ...], what: str) -> Any:
+    """``v`` when it is one of ``options``, else ``ValueError`` saying ``what`` must be one."""
+    if v not in options:
+        raise ValueError(f"{what} must be one of {', '.join(options)}, got {_json(v)}")
+    return v
+
+
+def _count(v: Any, what: str) -> int:
+    """``v`` when it is an int >= 1 (not a bool), else ``ValueError`` saying ``what`` must be one."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{what} must be an int >= 1, got {_json(v)}")
+    return v
+
+
 def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
     """Return a normalized copy of one leg's fault; raise ``ValueError`` naming the problem.
 
@@ -92,56 +77,36 @@ def validate_fault(spec: dict[str, Any]) -> dict[str, Any]:
     if unknown and kind != "none":  # (a no-fault entry drops whatever else it holds)
         raise ValueError(f"a {kind} fault has no key {', '.join(map(repr, unknown))} (its keys: "
                          f"{', '.join(sorted(_KEYS[kind]))})")
-    if kind in ("kill", "suspend") and spec.get("op") is not None and spec["op"] not in EVENT_OPS:
-        raise ValueError(f"{kind} op must be one of {', '.join(EVENT_OPS)} (the calls an event counts), "
-                         f"got {_json(spec['op'])}")
+    if kind in ("kill", "suspend") and spec.get("op") is not None:
+        _among(spec["op"], EVENT_OPS, f"{kind} op (the calls an event counts)")
     out: dict[str, Any] = {"kind": kind}
     if kind == "none":
         return out
     if kind == "hold":
-        at = spec.get("at")
-        if isinstance(at, bool) or not isinstance(at, int) or at < 1:
-            raise ValueError(f"hold 'at' (the sequence point: the leg's K-th lookup, read, open or lock) must be "
-                             f"an int >= 1, got {_json(at)}")
-        out = {"kind": kind, "at": at}
+        out["at"] = _count(spec.get("at"), "hold 'at' (the sequence point: the leg's K-th lookup, read, open or lock)")
         ops = spec.get("ops")
         if ops is not None:  # the observer names an unknown kind when the leg starts (docs/observer.md)
             if not isinstance(ops, str) or not re.fullmatch(r"[a-z_]+(,[a-z_]+)*", ops):
                 raise ValueError(f"hold 'ops' must be observed op kinds, comma-separated (e.g. 'write' or "
                                  f"'open,read'), got {_json(ops)}")
             out["ops"] = ops
-        if "reader" in spec:
-            if not isinstance(spec["reader"], bool):
-                raise ValueError(f"hold 'reader' must be true or false, got {_json(spec['reader'])}")
-            if spec["reader"]:
-                out["reader"] = True
+        if not isinstance(spec.get("reader", False), bool):
+            raise ValueError(f"hold 'reader' must be true or false, got {_json(spec['reader'])}")
+        if spec.get("reader"):
+            out["reader"] = True
         return out
     if kind == "io_error":
-        action, ev, op = spec.get("action"), spec.get("event"), spec.get("op")
-        if action not in IO_ERRORS:
-            raise ValueError(f"io_error action must be one of {', '.join(IO_ERRORS)}, got {_json(action)}")
-        if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
-            raise ValueError(f"io_error event must be an int >= 1, got {_json(ev)}")
-        if op not in IO_ERROR_OPS:
-            raise ValueError(f"io_error op must be one of {', '.join(IO_ERROR_OPS)}, got {_json(op)}")
-        return {"kind": kind, "action": action, "event": ev, "op": op}
+        return {"kind": kind, "action": _among(spec.get("action"), IO_ERRORS, "io_error action"),
+                "event": _count(spec.get("event"), "io_error event"),
+                "op": _among(spec.get("op"), IO_ERROR_OPS, "io_error op")}
     if kind == "suspend":  # at a time or at an event, a suspend names its signal
-        sig = spec.get("signal", "SIGINT")
-        if sig not in SIGNALS:
-            raise ValueError(f"suspend signal must be SIGINT or SIGTERM, got {_json(sig)}")
-        out["signal"] = sig
-    if kind in ("kill", "suspend") and "event" in spec:
-        ev = spec["event"]
-        if isinstance(ev, bool) or not isinstance(ev, int) or ev < 1:
-            raise ValueError(f"{kind} event must be an int >= 1, got {_json(ev)}")
-        when = spec.get("when", "after")
-        if when not in ("after", "before") or (kind == "suspend" and when != "after"):
-            raise ValueError(f"{kind} 'when' must be {'after' if kind == 'suspend' else 'after or before'}, "
-                             f"got {_json(when)}")
+        out["signal"] = _among(spec.get("signal", "SIGINT"), SIGNALS, "suspend signal")
+    if "event" in spec:
+        out["event"] = _count(spec["event"], f"{kind} event")
+        whens = ("after",) if kind == "suspend" else ("after", "before")
+        out["when"] = _among(spec.get("when", "after"), whens, f"{kind} 'when'")
         if "after_ms" in spec:
             raise ValueError(f"a {kind} has either 'event' or 'after_ms', not both")
-        out["event"] = ev
-        out["when"] = when
         if spec.get("op"):
             out["op"] = str(spec["op"])
         return out
@@ -187,32 +152,16 @@ def seam_fault(spec: dict[str, Any]) -> str | None:
     if spec.get("kind") == "io_error":
         return f"{spec['action']}@{spec['event']}:{spec['op']}"
     action = event_action(spec)
-    if action is None:
-        return None
-    value = f"{action}@{spec['event']}"
-    if spec.get("op"):
-        value += f":{spec['op']}"
-    return value
-
-
-def fault_family(spec: dict[str, Any]) -> str:
-    """The report family of a fault: ``kill``, ``suspend`` or ``none``."""
-    return spec.get("kind", "none")
+    return None if action is None else f"{action}@{spec['event']}" + (f":{spec['op']}" if spec.get("op") else "")
 
 
 def history_fault(spec: dict[str, Any], injected: bool = False) -> Fault:
-    """Convert a schedule entry to :class:`harness.history.model.Fault` (``at`` holds ``after_ms`` or ``event``/``op``)."""
-    at: dict[str, Any] = {}
-    if "after_ms" in spec:
-        at["after_ms"] = spec["after_ms"]
-    if spec.get("kind") == "hold":
-        at.update({k: spec[k] for k in ("at", "ops", "reader") if k in spec})
-    if "event" in spec and spec.get("kind") == "io_error":
-        at.update(event=spec["event"], op=spec["op"], action=spec["action"])
-    elif "event" in spec:
-        at["event"] = spec["event"]
+    """Convert a schedule entry to :class:`harness.history.model.Fault` (``at`` holds ``after_ms``, a hold's
+    ``at``/``ops``/``reader``, or ``event``/``when``/``op`` and an IO error's ``action``)."""
+    kind = spec.get("kind", "none")
+    keys = ("after_ms", "at", "ops", "reader", "event", "op", "action")
+    at = {k: spec[k] for k in keys if spec.get(k) not in (None, "")}
+    if "event" in spec and kind != "io_error":
         at["when"] = spec.get("when", "after")
-        if spec.get("op"):
-            at["op"] = spec["op"]
-    return Fault(kind=spec.get("kind", "none"), signal=spec.get("signal") if spec.get("kind") == "suspend" else (
-        "SIGKILL" if spec.get("kind") == "kill" else None), at=at, detail={}, injected=injected)
+    signal = {"suspend": spec.get("signal"), "kill": "SIGKILL"}.get(kind)
+    return Fault(kind=kind, signal=signal, at=at, detail={}, injected=injected)

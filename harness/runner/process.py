@@ -1,12 +1,6 @@
-"""Process control for legs: wait without polling, kill a whole tree, reap everything.
-
-The one place the harness signals and reaps agent processes.  It waits on
-processes without polling loops (a pidfd on Linux), kills whole process
-trees with :mod:`psutil` (the agent is stopped first so it cannot observe
-its tools dying, then descendants children-first, then the agent, then its
-process group) and reaps every process it killed: the harness makes itself
-a child subreaper (:func:`enable_subreaper`) so orphaned tools are
-reparented to it and never left as zombies.
+"""Process control for legs, the one place the harness signals and reaps agent processes: wait without polling
+(a pidfd), kill a whole tree (:func:`kill_tree`, with :mod:`psutil`), reap everything (the harness is a child
+subreaper, :func:`enable_subreaper`, so orphaned tools are reparented to it and never left as zombies).
 """
 
 from __future__ import annotations
@@ -16,23 +10,18 @@ import os
 import select
 import signal
 import subprocess
-import time
 
 import psutil
 
 __all__ = ["enable_subreaper", "wait_for_exit", "kill_tree", "reap_group", "close_pidfd", "signal_name", "sigkill"]
 
-
 _subreaper = False
 
 
 def enable_subreaper() -> bool:
-    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``); idempotent.
-
-    Orphans of killed agents (their tool processes) are then reparented to
-    the harness, which reaps them in :func:`kill_tree` / :func:`reap_group`.
-    Returns False where unsupported (orphans then go to init).
-    """
+    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so that orphans of killed agents
+    are reaped by :func:`kill_tree` / :func:`reap_group`; idempotent.  False where unsupported (orphans go to
+    init)."""
     global _subreaper
     if _subreaper:
         return True
@@ -46,14 +35,10 @@ def enable_subreaper() -> bool:
 
 
 def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
-    """Block until ``proc`` exits or ``timeout`` seconds pass; True when it exited (and was reaped).
-
-    ``proc`` is a :class:`subprocess.Popen` or anything with its own
-    ``wait_for_exit(timeout)`` (:class:`harness.subject.forkserver.ForkedProcess`).
-    Uses a pidfd (no sleep-polling), closed as soon as the process is reaped (a campaign starts thousands:
-    an open pidfd each would run the harness out of descriptors); falls back to :meth:`Popen.wait`.
-    ``timeout`` ``None`` waits forever; <= 0 only checks.
-    """
+    """Block until ``proc`` exits or ``timeout`` seconds pass (``None``: forever; <= 0: only check); True when it
+    exited (and was reaped).  ``proc`` is a :class:`subprocess.Popen` or has its own ``wait_for_exit(timeout)``
+    (:class:`harness.subject.forkserver.ForkedProcess`).  Waits on a pidfd (no sleep-polling), closed once the
+    process is reaped (a campaign starts thousands of legs); falls back to :meth:`Popen.wait`."""
     if proc.returncode is not None:
         close_pidfd(proc)
         return True
@@ -79,18 +64,15 @@ def wait_for_exit(proc: subprocess.Popen, timeout: float | None) -> bool:
             return False
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
-    deadline = time.monotonic() + max(timeout, 0)
-    while True:
-        remaining = deadline - time.monotonic()
-        if poller.poll(max(remaining, 0) * 1000.0):
-            proc.wait()
-            close_pidfd(proc)
-            return True
-        if remaining <= 0:
-            return False
+    if not poller.poll(max(timeout, 0) * 1000.0):  # (an interrupted poll is retried for the time left: PEP 475)
+        return False
+    proc.wait()
+    close_pidfd(proc)
+    return True
 
 
 def close_pidfd(proc: subprocess.Popen) -> None:
+    """Close ``proc``'s pidfd, when :func:`wait_for_exit` opened one."""
     pidfd = getattr(proc, "_fiskj_pidfd", None)
     if pidfd is not None:
         proc._fiskj_pidfd = None  # type: ignore[attr-defined]
@@ -113,15 +95,11 @@ def _reap(pids: list[int], timeout: float = 5.0) -> None:
 
 
 def reap_group(pgid: int) -> list[int]:
-    """SIGKILL whatever is left in process group ``pgid`` and reap it; returns the pids found.
-
-    Cheap when the group is empty (one ``killpg`` returning ESRCH).
-    """
+    """SIGKILL whatever is left in process group ``pgid`` and reap it; returns the pids found (cheap when the
+    group is empty: one ``killpg`` returning ESRCH)."""
     try:
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return []
-    except PermissionError:
+    except (ProcessLookupError, PermissionError):
         return []
     found = []
     for child in psutil.Process().children(recursive=True):
@@ -134,57 +112,52 @@ def reap_group(pgid: int) -> list[int]:
     return found
 
 
+def _descendants(pid: int) -> list[psutil.Process]:
+    """``pid``'s descendants, parents before children (none when it is gone)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _sigkill_all(procs: list[psutil.Process]) -> list[int]:
+    """SIGKILL each of ``procs`` in order; returns the pids signalled (the ones gone already are skipped)."""
+    killed = []
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGKILL)
+            killed.append(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return killed
+
+
 def kill_tree(proc: subprocess.Popen, pgid: int | None = None) -> list[int]:
     """SIGKILL ``proc`` and all its descendants, children first; reap them all.
 
     Order: SIGSTOP the agent (so it cannot see a tool die and journal an
     error result), SIGKILL descendants deepest first, SIGKILL the agent,
-    (an observed leg, whose ``proc`` is the tracer: SIGKILL the program, then
-    its other descendants, and let the tracer log the calls the kill cut
-    short and exit by itself),
     SIGKILL the process group ``pgid`` (default: the agent's pid, as legs
-    start in a new session), then wait for and reap everything.  Returns
-    the pids signalled.  Never raises for processes that are already gone.
+    start in a new session), then wait for and reap everything.  An observed
+    leg's ``proc`` is the tracer, which must outlive the program to log the
+    calls the kill cut short: the program and its tools die first and the
+    tracer exits by itself.  Returns the pids signalled.  Never raises for
+    processes that are already gone.
     """
     pid = proc.pid
     killed: list[int] = []
     descendants: list[psutil.Process] = []
-    if proc.returncode is None and hasattr(proc, "ops"):
-        # An observed leg (harness.observer.run.ObservedProcess): ``proc`` is the tracer.  It must outlive
-        # the program to log the calls the kill cut short (a write that ran while it was stopped would
-        # be lost), so the program dies first, then its tools, and the tracer exits by itself.
-        try:
-            descendants = psutil.Process(pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            descendants = []
-        for child in descendants:  # the program (the tracer's child) first: it cannot journal a tool's death
-            try:
-                child.send_signal(signal.SIGKILL)
-                killed.append(child.pid)
-            except psutil.NoSuchProcess:
-                pass
+    if proc.returncode is None and hasattr(proc, "ops"):  # an observed leg (harness.observer.run.ObservedProcess)
+        descendants = _descendants(pid)
+        killed += _sigkill_all(descendants)
         if not wait_for_exit(proc, 10.0):
-            os.kill(pid, signal.SIGKILL)
+            sigkill(pid)
     if proc.returncode is None:
-        try:
-            os.kill(pid, signal.SIGSTOP)
-        except ProcessLookupError:
-            pass
-        try:
-            descendants = psutil.Process(pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            descendants = []
-        for child in reversed(descendants):
-            try:
-                child.send_signal(signal.SIGKILL)
-                killed.append(child.pid)
-            except psutil.NoSuchProcess:
-                pass
-        try:
-            os.kill(pid, signal.SIGKILL)
+        sigkill(pid, signal.SIGSTOP)
+        descendants = _descendants(pid)
+        killed += _sigkill_all(descendants[::-1])
+        if sigkill(pid):
             killed.append(pid)
-        except ProcessLookupError:
-            pass
     proc.wait()
     close_pidfd(proc)
     _reap([c.pid for c in descendants])
@@ -200,9 +173,10 @@ def signal_name(num: int) -> str:
         return f"SIG{num}"
 
 
-def sigkill(pid: int) -> None:
-    """Send SIGKILL to ``pid``; a process already gone is no error."""
+def sigkill(pid: int, sig: int = signal.SIGKILL) -> bool:
+    """Send ``sig`` (SIGKILL) to ``pid``; False when the process is gone already (no error)."""
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
+        return True
     except ProcessLookupError:
-        pass
+        return False

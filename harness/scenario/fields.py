@@ -1,11 +1,8 @@
 """Value checkers for scenario keys, and a family's ``Params`` dataclass as its TOML schema (pure).
 
-A checker takes the raw TOML value and returns the converted value, or
-raises :class:`Bad` with a message.  A family's ``Params`` dataclass *is*
-the schema of its ``[faults]`` keys: each field whose metadata holds a
-checker (``field(default=..., metadata=key(int_(0)))``) is a key a scenario
-file may give (docs/scenarios.md); fields without one (``seed``, ``jobs``)
-come from elsewhere.
+A checker takes the raw TOML value and returns the converted value, or raises :class:`Bad`.  A ``Params`` field
+whose metadata holds a checker (``field(default=..., metadata=key(int_(0)))``) is a ``[faults]`` key a scenario
+may give (docs/scenarios.md); fields without one (``seed``, ``jobs``) come from elsewhere.
 """
 
 from __future__ import annotations
@@ -26,11 +23,16 @@ class Bad(Exception):
     """A value a checker refuses; ``str()`` is the message (the parser adds file, line and key)."""
 
 
+def _expect(v: Any, ok: bool, what: str) -> None:
+    """Raise :class:`Bad` "expected ``what``" unless ``ok``."""
+    if not ok:
+        raise Bad(f"expected {what}, got {type(v).__name__} {v!r}")
+
+
 def int_(lo: int | None = None) -> Callable[[Any], int]:
     """An integer (not a bool), at least ``lo`` when given."""
     def check(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise Bad(f"expected an integer, got {type(v).__name__} {v!r}")
+        _expect(v, isinstance(v, int) and not isinstance(v, bool), "an integer")
         if lo is not None and v < lo:
             raise Bad(f"must be >= {lo}, got {v}")
         return v
@@ -41,8 +43,7 @@ def int_(lo: int | None = None) -> Callable[[Any], int]:
 def num(lo: float = 0.0, strict: bool = False) -> Callable[[Any], float]:
     """A number >= ``lo`` (> ``lo`` when ``strict``), as a float."""
     def check(v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise Bad(f"expected a number, got {type(v).__name__} {v!r}")
+        _expect(v, isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
         if v < lo or (strict and v == lo):
             raise Bad(f"must be {'>' if strict else '>='} {lo}, got {v}")
         return float(v)
@@ -52,15 +53,13 @@ def num(lo: float = 0.0, strict: bool = False) -> Callable[[Any], float]:
 
 def bool_(v: Any) -> bool:
     """``true`` or ``false``."""
-    if not isinstance(v, bool):
-        raise Bad(f"expected true or false, got {type(v).__name__} {v!r}")
+    _expect(v, isinstance(v, bool), "true or false")
     return v
 
 
 def str_(v: Any) -> str:
     """A string."""
-    if not isinstance(v, str):
-        raise Bad(f"expected a string, got {type(v).__name__} {v!r}")
+    _expect(v, isinstance(v, str), "a string")
     return v
 
 
@@ -86,16 +85,13 @@ def choice(*options: str) -> Callable[[Any], str]:
 def list_of(options: tuple[str, ...], *, nonempty: bool = False) -> Callable[[Any], tuple[str, ...]]:
     """A list of strings among ``options`` (not empty when ``nonempty``), as a tuple."""
     def check(v: Any) -> tuple[str, ...]:
-        if not isinstance(v, list):
-            raise Bad(f"expected a list of strings, got {type(v).__name__} {v!r}")
+        _expect(v, isinstance(v, list), "a list of strings")
         if nonempty and not v:
             raise Bad("must not be empty")
-        out = []
         for item in v:
             if not isinstance(item, str) or item not in options:
                 raise Bad(f"items must be among {', '.join(options)}, got {item!r}")
-            out.append(item)
-        return tuple(out)
+        return tuple(v)
 
     return check
 

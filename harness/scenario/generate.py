@@ -1,26 +1,8 @@
-"""Generated workloads: a scenario whose ``[workload] generate = N`` stands for N drawn workloads.
+"""Generated workloads: a scenario whose ``[workload] generate = N`` stands for N drawn workloads (pure).
 
-Each draw is a :class:`~harness.scenario.model.WorkloadSpec` from a
-:mod:`hypothesis` strategy (:func:`workload_strategy`) over what the
-bundled scenarios set one at a time: the script's shape (turns, batches of
-1 to 4 tools), tool and model latency (fast and slow models), chat
-follow-ups, tool outputs of every kind (non-ASCII, line separators, NUL and
-lone-surrogate escapes, JSON, bytes that are not UTF-8, error results),
-reasoning and server-tool blocks,
-both answer stop reasons, runs cut short at their last reply (``final_stop``:
-max_tokens or refusal, ending with error), a paused turn, cache tokens and thinking on
-(outputs at the 16 MiB record limit are left to ``payload-variety``: a
-draw holding them takes ten times as long as the others).  The
-draws are a function of the scenario's ``[trials] seed`` alone
-(:func:`harness.draws.seeded_draws` collects them
-with a seeded random source), so every machine and shard expands a
-scenario the same way.
-
-:func:`expand` turns the scenario into N scenarios named ``NAME.wK``
-(K = 0 .. N-1; the first draw is hypothesis' simplest workload), each
-with its drawn workload and ``ceil(count / N)`` of the trials; the rest of
-the scenario (faults, checks) is shared.  A trial's reproducer names its
-draw: ``fiskj-harness run NAME@wK ...`` (:func:`split_draw`).  Pure.
+What a draw covers, how a draw is named (``NAME.wK``, ``NAME@wK`` on a command line) and how the trials are
+shared: docs/scenarios.md, ``[workload] generate``.  The draws are a function of ``[trials] seed`` alone
+(:func:`harness.draws.seeded_draws`), so every machine and shard expands a scenario the same way.
 """
 
 from __future__ import annotations
@@ -33,15 +15,18 @@ from typing import Any
 from harness.draws import seeded_draws
 from harness.scenario.model import (ANSWER_STOP_REASONS, OUTPUT_KINDS, REPLY_BLOCKS, Scenario, WorkloadSpec)
 
-__all__ = ["workload_strategy", "draw_workloads", "expand", "expand_all", "derive", "split_draw", "DRAW_SEP"]
+__all__ = ["workload_strategy", "expand", "expand_all", "split_draw", "DRAW_SEP"]
 
 #: How a command line names one draw of a generated scenario: ``NAME@wK`` (or ``FILE.toml@wK``).
 DRAW_SEP = "@w"
-_DRAW = re.compile(r"^(?P<base>.+)" + re.escape(DRAW_SEP) + r"(?P<k>\d+)$")
+#: ``NAME@wK``, or the draw's scenario name ``NAME.wK`` (as reports write it).
+_DRAW = re.compile(r"^(?P<base>.+)(?:" + re.escape(DRAW_SEP) + r"|\.w)(?P<k>\d+)$")
 
 
 def workload_strategy() -> Any:
-    """The :mod:`hypothesis` strategy of generated :class:`WorkloadSpec` s (see the module docstring)."""
+    """The :mod:`hypothesis` strategy of generated :class:`WorkloadSpec` s: what the bundled scenarios set one at a
+    time (outputs at the 16 MiB record limit are left to ``payload-variety``: a draw holding them is ten times
+    slower)."""
     from hypothesis import strategies as st
 
     blocks = st.lists(st.sampled_from(REPLY_BLOCKS), unique=True, max_size=3).map(tuple)
@@ -63,27 +48,19 @@ def workload_strategy() -> Any:
     ).map(lambda w: replace(w, final_stop="") if w.chat_followups else w)  # (a chat run reads its follow-ups)
 
 
-def draw_workloads(n: int, seed: int) -> list[WorkloadSpec]:
-    """``n`` workloads drawn from :func:`workload_strategy`, deterministically for ``seed``."""
-    drawn = seeded_draws(workload_strategy(), n, seed)
-    return [w if isinstance(w, WorkloadSpec) else WorkloadSpec() for w in drawn]
-
-
-def derive(scenario: Scenario, k: int, spec: WorkloadSpec, n: int) -> Scenario:
-    """Draw ``k`` of ``n`` of generated ``scenario`` with workload ``spec``: name ``NAME.wK``, its share of the trials."""
-    spec = replace(spec, drift=scenario.workload.drift, max_tokens=scenario.workload.max_tokens,
-                   max_iterations=scenario.workload.max_iterations, generate=0)
-    count = max(1, math.ceil(scenario.trials.count / n))
-    return replace(scenario, name=f"{scenario.name}.w{k}", workload=spec,
-                   trials=replace(scenario.trials, count=count), draw=k)
-
-
 def expand(scenario: Scenario) -> list[Scenario]:
-    """The scenarios ``scenario`` stands for: itself, or one per draw when it has ``generate``."""
-    n = scenario.workload.generate
+    """The scenarios ``scenario`` stands for: itself, or one per draw K when it has ``generate`` N: named
+    ``NAME.wK``, with its drawn workload (the drift and limits kept) and ``ceil(count / N)`` of the trials."""
+    n, w = scenario.workload.generate, scenario.workload
     if not n:
         return [scenario]
-    return [derive(scenario, k, spec, n) for k, spec in enumerate(draw_workloads(n, scenario.trials.seed))]
+    trials = replace(scenario.trials, count=max(1, math.ceil(scenario.trials.count / n)))
+    out = []
+    for k, spec in enumerate(seeded_draws(workload_strategy(), n, scenario.trials.seed)):
+        spec = replace(spec if isinstance(spec, WorkloadSpec) else WorkloadSpec(), drift=w.drift,
+                       max_tokens=w.max_tokens, max_iterations=w.max_iterations, generate=0)
+        out.append(replace(scenario, name=f"{scenario.name}.w{k}", workload=spec, trials=trials, draw=k))
+    return out
 
 
 def expand_all(scenarios: list[Scenario]) -> list[Scenario]:
@@ -91,11 +68,8 @@ def expand_all(scenarios: list[Scenario]) -> list[Scenario]:
     return [s for scenario in scenarios for s in expand(scenario)]
 
 
-_DRAW_NAME = re.compile(r"^(?P<base>.+)\.w(?P<k>\d+)$")
-
-
 def split_draw(arg: str) -> tuple[str, int | None]:
     """``"NAME@w3"`` (or the draw's scenario name ``"NAME.w3"``, as reports write it) -> ``("NAME", 3)``;
     anything else -> ``(arg, None)``.  A caller tries the whole argument as a file or name first."""
-    m = _DRAW.match(arg) or _DRAW_NAME.match(arg)
+    m = _DRAW.match(arg)
     return (m.group("base"), int(m.group("k"))) if m else (arg, None)

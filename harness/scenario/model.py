@@ -1,22 +1,18 @@
-"""A scenario as data: the frozen dataclasses a scenario file is parsed into (pure).
+"""A scenario as data: the frozen dataclasses a scenario file is parsed into (pure; the keys: docs/scenarios.md).
 
-One scenario names a workload (what the agent does), its faults (a fault
-family and that family's parameters), its trials and its checks
-(docs/scenarios.md).  The ``[faults]`` keys other than ``family`` and
-``schedule`` belong to the family: they are the fields of the family's
-``Params`` dataclass (:mod:`harness.families.registry`), held here as
-``FaultSpec.params``.
+The ``[faults]`` keys other than ``family`` and ``schedule`` are the fields of the family's ``Params``
+(:mod:`harness.families.registry`), held as ``FaultSpec.params``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from harness.names import CUT_STOPS, INVARIANTS, WORKLOAD_MAX_TOKENS
 
-__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS", "FINAL_STOPS",
-           "LIMIT_OUTPUTS", "REPLY_BLOCKS", "ANSWER_STOP_REASONS", "UNFINISHED_STOP_REASONS", "family_params"]
+__all__ = ["WorkloadSpec", "FaultSpec", "TrialSpec", "CheckSpec", "Scenario", "DRIFT_FIELDS", "OUTPUT_KINDS",
+           "FINAL_STOPS", "LIMIT_OUTPUTS", "REPLY_BLOCKS", "ANSWER_STOP_REASONS", "UNFINISHED_STOP_REASONS", "family_params"]
 
 #: Fingerprint fields a scenario may change on resume (``[workload] drift``).
 DRIFT_FIELDS = ("model", "system", "tools", "thinking", "max_tokens", "max_iterations")
@@ -24,20 +20,16 @@ DRIFT_FIELDS = ("model", "system", "tools", "thinking", "max_tokens", "max_itera
 #: Tool output kinds of ``[workload] outputs`` (docs/scenarios.md; :mod:`harness.workload.payloads`).
 OUTPUT_KINDS = ("plain", "unicode", "separators", "controls", "json", "binary", "error", "surrogates")
 
-#: Outputs at the record limit, ``[workload] limit_outputs``: a tool_result record just under / just over
-#: ``fiskj.encode.MAX_RECORD_BYTES``.
+#: Outputs at the record limit, ``[workload] limit_outputs``: a tool_result record just under / over it.
 LIMIT_OUTPUTS = ("under", "over")
 
-#: Extra blocks of a model reply, ``[workload] reply_blocks``: a signed ``thinking`` block, a
-#: ``redacted_thinking`` block, a ``web_search`` server tool (``server_tool_use`` + ``web_search_tool_result``).
+#: Extra blocks of a model reply, ``[workload] reply_blocks``.
 REPLY_BLOCKS = ("thinking", "redacted_thinking", "web_search")
 
 #: Stop reasons a final answer may end with, ``[workload] answer_stop_reasons``.
 ANSWER_STOP_REASONS = ("end_turn", "stop_sequence")
 
-#: Stop reasons the Messages API has that ``answer_stop_reasons`` does not take, and where they come from
-#: (the parser says so): ``tool_use`` and ``pause_turn`` have their own keys, ``max_tokens`` and ``refusal``
-#: end a run with ``error`` and come from ``final_stop``.
+#: Stop reasons the Messages API has that ``answer_stop_reasons`` does not take, and where they come from.
 UNFINISHED_STOP_REASONS = {
     "tool_use": "a turn with tool_use blocks ends so; tool turns come from turns and tools_per_turn",
     "pause_turn": "a paused server-tool turn comes from pause_turn = true",
@@ -45,29 +37,16 @@ UNFINISHED_STOP_REASONS = {
                   "use final_stop = \"max_tokens\"",
     "refusal": "a refusal ends the run with error (docs/spec.md section 12, rule 6): use final_stop = \"refusal\"",
 }
-#: ``[workload] final_stop``: the run's last reply stops so and the run ends with ``error`` (a ``max_tokens``
-#: reply carries a tool_use block, which must never run: docs/spec.md section 12, rule 6).
+#: ``[workload] final_stop``: the run's last reply stops so and the run ends with ``error``.
 FINAL_STOPS = CUT_STOPS
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """What the agent does (the ``[workload]`` table).  Times in milliseconds, ``cache_tokens`` in tokens.
+    """What the agent does (the ``[workload]`` table: every key, its unit and default in docs/scenarios.md).
 
-    The payload keys (docs/scenarios.md ``[workload]``) default to what the
-    workload always did, so a scenario without them gets the same script:
-    ``outputs`` (kinds of :data:`OUTPUT_KINDS`, cycled over the tool calls),
-    ``limit_outputs`` (:data:`LIMIT_OUTPUTS`: one tool turn of outputs at the
-    record limit before the last final answer), ``reply_blocks`` (tuples of
-    :data:`REPLY_BLOCKS`, cycled over the replies), ``answer_stop_reasons``
-    (:data:`ANSWER_STOP_REASONS`, cycled over the final answers; empty:
-    ``end_turn``), ``pause_turn`` (a ``pause_turn`` reply before the last
-    final answer), ``cache_tokens`` (the cache counts replies report) and
-    ``thinking`` (the run's thinking mode, ``adaptive`` or ``enabled:N``,
-    passed to every leg; empty: none given, thinking off); ``final_stop``
-    (:data:`FINAL_STOPS`: the last reply stops so and the run ends with
-    ``error``; empty: it completes).  ``generate`` N
-    > 0: the scenario stands for N workloads drawn by hypothesis
+    Times in milliseconds, ``cache_tokens`` in tokens; the payload keys default to none, so a scenario without
+    them gets the plain script.  ``generate`` N > 0: the scenario stands for N workloads drawn by hypothesis
     (:mod:`harness.scenario.generate`), which replace these keys.
     """
 
@@ -94,24 +73,14 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """Which faults the nemesis injects (the ``[faults]`` table).
-
-    ``family``: the ``[faults] family`` value; ``schedule``: one explicit
-    schedule every trial runs (regression scenarios), or ``None``;
-    ``params``: the family's ``Params`` instance (its keys, defaults filled
-    in; ``None`` only for a hand-built scenario: each family then uses its
-    defaults); ``given``: the family keys the file gave, ``(key, value)``
-    pairs in file order.
-    """
+    """Which faults the nemesis injects (the ``[faults]`` table): ``family``; ``schedule``, one explicit schedule
+    every trial runs, or ``None``; ``params``, the family's ``Params`` (``None`` only in a hand-built scenario:
+    the family's defaults); ``given``, the family keys the file gave, ``(key, value)`` pairs in file order."""
 
     family: str = "none"
     schedule: tuple[dict[str, Any], ...] | None = None
     params: Any = None
     given: tuple[tuple[str, Any], ...] = ()
-
-    def param(self, key: str, default: Any = None) -> Any:
-        """The value of a family key given in the file, else ``default``."""
-        return dict(self.given).get(key, default)
 
 
 @dataclass(frozen=True)
@@ -126,12 +95,8 @@ class TrialSpec:
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """Which invariants must hold (the ``[check]`` table).
-
-    ``resume_after_completed``: once the run completes, the harness resumes it once more and that resume
-    must be refused with the journal unchanged (judged as I9; docs/scenarios.md): from outside, the only
-    proof that the run really ended, whatever its journal format.
-    """
+    """Which invariants must hold, and ``resume_after_completed`` (a completed run resumed once more must be
+    refused, judged as I9): the ``[check]`` table, docs/scenarios.md."""
 
     invariants: tuple[str, ...] = INVARIANTS
     resume_after_completed: bool = False
@@ -139,13 +104,8 @@ class CheckSpec:
 
 @dataclass(frozen=True)
 class Scenario:
-    """One scenario file, parsed and checked.
-
-    ``path`` is the file it came from (``None`` when parsed from text);
-    ``raw`` the TOML document as parsed; ``draw``: for one draw of a
-    generated scenario (``[workload] generate``), its number K (the name
-    is then ``NAME.wK``; :mod:`harness.scenario.generate`).
-    """
+    """One scenario file, parsed and checked: ``path`` the file (``None`` when parsed from text), ``raw`` the TOML
+    document as parsed, ``draw`` the number K of one draw of a generated scenario (named ``NAME.wK``)."""
 
     name: str
     purpose: str
@@ -157,21 +117,11 @@ class Scenario:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     draw: int | None = None
 
-    def with_path(self, path: str | None) -> "Scenario":
-        """Return a copy with ``path`` set."""
-        return replace(self, path=path)
-
 
 def family_params(cls: type[Any], scenario: Scenario, defaults: dict[str, Any], overrides: dict[str, Any]) -> Any:
-    """The parameters ``cls`` (a family's ``Params`` dataclass) for ``scenario``.
-
-    ``defaults`` (taken from the scenario's other tables), then the
-    ``[faults]`` keys the file gave that are fields of ``cls``, then the
-    non-None ``overrides``, each over the one before; absent fields keep
-    ``cls``'s defaults.
-    """
+    """The parameters ``cls`` (a family's ``Params`` dataclass) for ``scenario``: ``defaults`` (from the scenario's
+    other tables), then the ``[faults]`` keys the file gave that are fields of ``cls``, then the non-None
+    ``overrides``, each over the one before; absent fields keep ``cls``'s defaults."""
     known = {f.name for f in fields(cls)}
-    values = dict(defaults)
-    values.update({k: v for k, v in scenario.faults.given if k in known})
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return cls(**values)
+    return cls(**{**defaults, **{k: v for k, v in scenario.faults.given if k in known},
+                  **{k: v for k, v in overrides.items() if v is not None}})

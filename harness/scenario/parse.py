@@ -1,15 +1,8 @@
-"""Scenarios as data: TOML files that name a workload, its faults, its trials and its checks.
+"""Scenarios as data: TOML files read into a frozen :class:`Scenario`, every key checked.
 
-A scenario is read with :func:`load_scenario` into a frozen :class:`Scenario`.
-Every key is checked against :data:`SCHEMA` and the family's ``Params``; an unknown key, a value of the
-wrong type or out of range, or a TOML syntax error raises
-:class:`ScenarioError`, which names the file, the line and the key (the line
-is found by scanning the text, since :mod:`tomllib` does not keep positions).
-
-The tables are ``[workload]`` (the scripted conversation: :class:`WorkloadSpec`), ``[faults]`` (``family``,
-an explicit ``schedule``, and the family's own keys, the fields of its ``Params``: ``FAMILY_KEYS``), ``[trials]``
-and ``[check]``; only ``name`` and ``purpose`` are required.  The full, normative key reference (types,
-units, defaults, which family takes which key) is docs/scenarios.md.
+The keys (types, units, defaults, which family takes which) and the errors are docs/scenarios.md; a
+:class:`ScenarioError` names the file, the line (found by scanning the text: :mod:`tomllib` keeps no
+positions) and the key.
 """
 
 from __future__ import annotations
@@ -26,30 +19,11 @@ from harness.scenario.fields import Bad, Check, int_, list_of, name, num, range_
 from harness.suggest import did_you_mean
 from harness.tomlwhere import load_toml, located
 from harness.scenario.model import (ANSWER_STOP_REASONS, DRIFT_FIELDS, FINAL_STOPS, LIMIT_OUTPUTS, OUTPUT_KINDS,
-                                    REPLY_BLOCKS,
-                                    UNFINISHED_STOP_REASONS, CheckSpec, FaultSpec, Scenario, TrialSpec, WorkloadSpec,
-                                    family_params)
+                                    REPLY_BLOCKS, UNFINISHED_STOP_REASONS, CheckSpec, FaultSpec, Scenario, TrialSpec,
+                                    WorkloadSpec)
 
-__all__ = [
-    "ScenarioError",
-    "WorkloadSpec",
-    "FaultSpec",
-    "TrialSpec",
-    "CheckSpec",
-    "Scenario",
-    "SCHEMA",
-    "FAMILIES",
-    "INVARIANTS",
-    "load_scenario",
-    "parse_scenario",
-    "bundled_scenario_dir",
-    "bundled_scenarios",
-    "regression_scenario_dir",
-    "regression_scenarios",
-    "FAMILY_KEYS",
-    "family_params",
-    "DRIFT_FIELDS",
-]
+__all__ = ["ScenarioError", "Scenario", "SCHEMA", "FAMILY_KEYS", "INVARIANTS", "load_scenario", "parse_scenario",
+           "bundled_scenario_dir", "bundled_scenarios", "regression_scenarios"]
 
 
 def _schedule(v: Any) -> tuple[dict[str, Any], ...]:
@@ -65,13 +39,11 @@ def _reply_blocks(v: Any) -> tuple[tuple[str, ...], ...]:
     if not isinstance(v, list) or not all(isinstance(x, list) for x in v):
         raise Bad(f"expected a list of lists like [[\"thinking\"], [\"redacted_thinking\", \"web_search\"], []], "
                   f"got {v!r}")
-    out = []
-    for i, entry in enumerate(v):
-        blocks = list_of(REPLY_BLOCKS)(entry)
+    out = tuple(list_of(REPLY_BLOCKS)(entry) for entry in v)
+    for i, blocks in enumerate(out):
         if len(set(blocks)) != len(blocks):
-            raise Bad(f"entry {i} names a block twice: {entry!r}")
-        out.append(blocks)
-    return tuple(out)
+            raise Bad(f"entry {i} names a block twice: {v[i]!r}")
+    return out
 
 
 def _answer_stop_reasons(v: Any) -> tuple[str, ...]:
@@ -99,49 +71,27 @@ def _thinking_mode(v: Any) -> str:
     raise Bad(f"expected \"adaptive\" or \"enabled:N\" with N >= 1024, got {v!r}")
 
 
-#: section -> key -> (field name, checker).  Section "" is the top level.  The ``[faults]`` keys
-#: other than these are the families' (:data:`FAMILY_KEYS`).
-SCHEMA: dict[str, dict[str, tuple[str, Check]]] = {
-    "": {"name": ("name", name), "purpose": ("purpose", str_)},
+#: section -> key -> checker; the key is the field's name.  Section "" is the top level.  The ``[faults]``
+#: keys other than these are the families' (:data:`FAMILY_KEYS`).
+SCHEMA: dict[str, dict[str, Check]] = {
+    "": {"name": name, "purpose": str_},
     "workload": {
-        "turns": ("turns", int_(0)),
-        "tools_per_turn": ("tools_per_turn", int_(1)),
-        "tool_ms": ("tool_ms", range_ms),
-        "model_ms": ("model_ms", num()),
-        "chat_followups": ("chat_followups", int_(0)),
-        "max_tokens": ("max_tokens", int_(1)),
-        "max_iterations": ("max_iterations", int_(0)),
-        "vary_on_repeat": ("vary_on_repeat", bool_),
-        "seed": ("seed", int_()),
-        "drift": ("drift", list_of(DRIFT_FIELDS)),
-        "outputs": ("outputs", list_of(OUTPUT_KINDS)),
-        "limit_outputs": ("limit_outputs", list_of(LIMIT_OUTPUTS)),
-        "reply_blocks": ("reply_blocks", _reply_blocks),
-        "answer_stop_reasons": ("answer_stop_reasons", _answer_stop_reasons),
-        "pause_turn": ("pause_turn", bool_),
-        "cache_tokens": ("cache_tokens", int_(0)),
-        "thinking": ("thinking", _thinking_mode),
-        "final_stop": ("final_stop", choice("", *FINAL_STOPS)),
-        "generate": ("generate", int_(0)),
+        "turns": int_(0), "tools_per_turn": int_(1), "tool_ms": range_ms, "model_ms": num(),
+        "chat_followups": int_(0), "max_tokens": int_(1), "max_iterations": int_(0), "vary_on_repeat": bool_,
+        "seed": int_(), "drift": list_of(DRIFT_FIELDS), "outputs": list_of(OUTPUT_KINDS),
+        "limit_outputs": list_of(LIMIT_OUTPUTS), "reply_blocks": _reply_blocks,
+        "answer_stop_reasons": _answer_stop_reasons, "pause_turn": bool_, "cache_tokens": int_(0),
+        "thinking": _thinking_mode, "final_stop": choice("", *FINAL_STOPS), "generate": int_(0),
     },
-    "faults": {
-        "family": ("family", choice(*MODES)),
-        "schedule": ("schedule", _schedule),
-    },
-    "trials": {
-        "count": ("count", int_(1)),
-        "seed": ("seed", int_()),
-        "timeout_s": ("timeout_s", num(0.0, strict=True)),
-        "max_legs": ("max_legs", int_(0)),
-    },
-    "check": {"invariants": ("invariants", list_of(INVARIANTS, nonempty=True)),
-              "resume_after_completed": ("resume_after_completed", bool_)},
+    "faults": {"family": choice(*MODES), "schedule": _schedule},
+    "trials": {"count": int_(1), "seed": int_(), "timeout_s": num(0.0, strict=True), "max_legs": int_(0)},
+    "check": {"invariants": list_of(INVARIANTS, nonempty=True), "resume_after_completed": bool_},
 }
 
 #: ``[faults]`` keys of each family (by family name): key -> checker, from the fields of its ``Params``.
 FAMILY_KEYS: dict[str, dict[str, Check]] = {f.name: toml_keys(f.Params) for f in FAMILIES}
 
-_SECTION_TYPES = {"workload": WorkloadSpec, "faults": FaultSpec, "trials": TrialSpec, "check": CheckSpec}
+_SECTIONS = ("workload", "faults", "trials", "check")
 
 
 def _key_owner(key: str) -> Any:
@@ -155,62 +105,45 @@ def _modes_of(family: Any, key: str) -> tuple[str, ...]:
     return tuple(meta.get("modes", family.modes))
 
 
-# --- line finding ------------------------------------------------------------
-
-
-
-# --- parsing -----------------------------------------------------------------
-
-
 def parse_scenario(text: str, path: str | None = None) -> Scenario:
-    """Parse scenario TOML ``text`` (``path`` is used in errors only).
-
-    Returns a :class:`Scenario`.  Raises :class:`ScenarioError` naming the
-    file, line and key on a syntax error, an unknown table or key, a value
-    of the wrong type or range, a key of another family, a broken family
-    rule, or a missing ``name``/``purpose``.
-    """
+    """Parse scenario TOML ``text`` (``path`` is used in errors only) into a :class:`Scenario`.  Raises
+    :class:`ScenarioError` naming the file, line and key on a syntax error, an unknown table or key, a value of
+    the wrong type or range, a key of another family, a broken family rule, or a missing ``name``/``purpose``."""
     where = path or "<scenario>"
     doc = load_toml(text, where, ScenarioError)
 
     def fail(section: str, key: str | None, message: str) -> ScenarioError:
         return located(ScenarioError, text, where, section, key, message)
 
+    def checked(section: str, key: str, check: Check, value: Any) -> Any:
+        try:
+            return check(value)
+        except Bad as bad:
+            raise fail(section, key, str(bad)) from None
+
     top: dict[str, Any] = {}
     given: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTION_TYPES}
+    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
     for key, value in doc.items():
-        if key in _SECTION_TYPES:
-            if not isinstance(value, dict):
-                raise fail("", key, f"expected a table [{key}], got {type(value).__name__}")
-            schema = SCHEMA[key]
-            for sub, subval in value.items():
-                owner = _key_owner(sub) if key == "faults" and sub not in schema else None
-                if owner is not None:
-                    try:
-                        given[sub] = FAMILY_KEYS[owner.name][sub](subval)
-                    except Bad as bad:
-                        raise fail(key, sub, str(bad)) from None
-                    continue
-                if sub not in schema:
-                    known = sorted(schema) + (sorted(k for keys in FAMILY_KEYS.values() for k in keys)
-                                              if key == "faults" else [])
-                    raise fail(key, sub,
-                               f"unknown key in [{key}]{did_you_mean(sub, known)} (known: {', '.join(known)})")
-                attr, check = schema[sub]
-                try:
-                    sections[key][attr] = check(subval)
-                except Bad as bad:
-                    raise fail(key, sub, str(bad)) from None
-        elif key in SCHEMA[""]:
-            attr, check = SCHEMA[""][key]
-            try:
-                top[attr] = check(value)
-            except Bad as bad:
-                raise fail("", key, str(bad)) from None
-        else:
-            known = sorted(list(SCHEMA[""]) + [f"[{s}]" for s in _SECTION_TYPES])
+        if key in SCHEMA[""]:
+            top[key] = checked("", key, SCHEMA[""][key], value)
+            continue
+        if key not in _SECTIONS:
+            known = sorted(list(SCHEMA[""]) + [f"[{s}]" for s in _SECTIONS])
             raise fail("", key, f"unknown key{did_you_mean(key, known)} (known: {', '.join(known)})")
+        if not isinstance(value, dict):
+            raise fail("", key, f"expected a table [{key}], got {type(value).__name__}")
+        schema = SCHEMA[key]
+        for sub, subval in value.items():
+            owner = _key_owner(sub) if key == "faults" and sub not in schema else None
+            if owner is not None:
+                given[sub] = checked(key, sub, FAMILY_KEYS[owner.name][sub], subval)
+            elif sub in schema:
+                sections[key][sub] = checked(key, sub, schema[sub], subval)
+            else:
+                known = sorted(schema) + (sorted(k for keys in FAMILY_KEYS.values() for k in keys)
+                                          if key == "faults" else [])
+                raise fail(key, sub, f"unknown key in [{key}]{did_you_mean(sub, known)} (known: {', '.join(known)})")
     for required in ("name", "purpose"):
         if required not in top:
             raise ScenarioError(f"missing required key {required!r}", path=where, line=None, key=required)
@@ -222,7 +155,7 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
         if mode not in modes:
             raise fail("faults", sub, f"{sub} is only used with family = {' or '.join(repr(m) for m in modes)}, "
                                       f"not {mode!r}")
-    params = family.Params(**{k: v for k, v in given.items()})
+    params = family.Params(**given)
     faults = FaultSpec(family=mode, schedule=sections["faults"].get("schedule"), params=params,
                        given=tuple(given.items()))
     if faults.schedule is not None:
@@ -242,16 +175,8 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
         raise fail("workload", "drift", f"drift needs resumed legs (families "
                                         f"{', '.join(m for f in FAMILIES if f.resumes for m in f.modes)}), "
                                         f"not {mode!r}")
-    scenario = Scenario(
-        name=top["name"],
-        purpose=top["purpose"],
-        workload=workload,
-        faults=faults,
-        trials=TrialSpec(**sections["trials"]),
-        check=CheckSpec(**sections["check"]),
-        path=path,
-        raw=doc,
-    )
+    scenario = Scenario(top["name"], top["purpose"], workload, faults, TrialSpec(**sections["trials"]),
+                        CheckSpec(**sections["check"]), path=path, raw=doc)
     broken = family.check(scenario)
     if broken is not None:
         raise fail("faults", broken[0], broken[1])
@@ -259,11 +184,8 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and parse the scenario file ``path``.
-
-    Raises :class:`ScenarioError` (see :func:`parse_scenario`), also when the
-    file cannot be read or is not UTF-8.
-    """
+    """Read and parse the scenario file ``path``; :class:`ScenarioError` as :func:`parse_scenario` raises it, or
+    when the file cannot be read or is not UTF-8."""
     p = Path(path)
     try:
         text = p.read_bytes().decode("utf-8")
@@ -275,19 +197,13 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def bundled_scenario_dir() -> Path:
-    """Return the bundled ``scenarios/`` directory.
-
-    That is the repository's (next to the ``harness`` package) in a checkout
-    or an editable install, else ``<prefix>/share/fiskj/scenarios`` where a
-    regular install puts them.  Raises :class:`ScenarioError` when neither
-    exists.
-    """
+    """Return the bundled ``scenarios/`` directory: the repository's (next to the ``harness`` package) in a checkout
+    or an editable install, else ``<prefix>/share/fiskj/scenarios`` where a regular install puts them.  Raises
+    :class:`ScenarioError` when neither exists."""
     d = Path(__file__).resolve().parents[2] / "scenarios"
-    if d.is_dir():
-        return d
-    installed = Path(sys.prefix) / "share" / "fiskj" / "scenarios"
-    if installed.is_dir():
-        return installed
+    for candidate in (d, Path(sys.prefix) / "share" / "fiskj" / "scenarios"):
+        if candidate.is_dir():
+            return candidate
     raise ScenarioError("the bundled scenarios directory is missing; pass scenario files explicitly", path=str(d))
 
 
@@ -296,12 +212,8 @@ def bundled_scenarios() -> list[Path]:
     return sorted(bundled_scenario_dir().glob("*.toml"))
 
 
-def regression_scenario_dir() -> Path:
-    """Return ``scenarios/regressions/``: one scenario per bug the suite found (``run --save-regression``)."""
-    return bundled_scenario_dir() / "regressions"
-
-
 def regression_scenarios() -> list[Path]:
-    """Return every ``scenarios/regressions/*.toml``, sorted by name (empty when there is none)."""
-    d = regression_scenario_dir()
+    """Return every ``scenarios/regressions/*.toml`` (one scenario per bug the suite found: ``run
+    --save-regression``), sorted by name (empty when there is none)."""
+    d = bundled_scenario_dir() / "regressions"
     return sorted(d.glob("*.toml")) if d.is_dir() else []

@@ -1,37 +1,10 @@
 """The race family: legs of the subject's own commands on one run, interleaved at sequence points.
 
-Every subject, the reference included, races the same way, through its own
-commands under the one leg runner (:mod:`harness.runner.trial`), observed from
-outside (docs/observer.md): a leg is *held* at its K-th sequence point (a
-lookup, read, open or lock of the store: :data:`harness.runner.leg.HOLD_KINDS`)
-while a *rival* leg running the same command runs to its end; the held leg is
-then released.  Faults are tied to observed events, never to time.
-
-* ``two-resumers``: both resume a run killed with a pending tool batch.  K runs
-  over every sequence point a resumer reaches before it holds the lock (its
-  ``lock_point``, seen in a resume of the uninterrupted run's journal), then on
-  past it: a held resumer that read the journal unlocked, at any layer, and
-  continues from what it read re-runs the tools the rival ran or re-asks the
-  model (fisk-ai defect 2: I2, I3, I5).
-* ``two-writers``: the same sequence points seen from the writer that holds
-  the run: the rival must be refused at once, change no byte (I8, I9) and never
-  wait in the lock until it is killed (I8 ``waited_for_lock``); the run still
-  ends as the uninterrupted one did (I6).
-* ``two-creates``: both create the run, K over the creator's points up to and
-  past its lock; the held one must not touch the winner's journal (a create
-  without ``O_EXCL`` does, defect 3: I2, I4, I5).
-* ``holder-killed``: the resumer holding the run is SIGKILLed after its K-th
-  durability call; the next resumer must take the run over at once and finish
-  it (a lock that outlives its holder: I6, I8).
-* ``readers-during-appends``: the writer is held before its K-th write while
-  the subject's own reading command reads the run (I10; a reader that locks
-  or calls a half line corrupt answers wrong).
-
-Plan (pure, :mod:`harness.families.race.plan`): trial ``i`` runs race
-``i mod len(races)`` at its next K; a replay names its schedule.
-:meth:`RaceFamily.prepare` runs the uninterrupted run observed (a fiskj-based
-subject's legs are not observed by default) and probes a start and a resume of
-it, so the plan knows where each leg asks for its lock (``lock_point``).
+Every subject, the reference included, races the same way, under the one leg runner
+(:mod:`harness.runner.trial`) and the outside observer: a leg is *held* at its K-th sequence point while a rival
+leg runs to its end.  The races, what each judges and how K runs: docs/scenarios.md, family ``race``; the plan:
+:mod:`harness.families.race.plan`.  :meth:`RaceFamily.prepare` runs the uninterrupted run observed and probes a
+start and a resume of it, so the plan knows where each leg asks for its lock (``lock_point``).
 """
 
 from __future__ import annotations
@@ -52,23 +25,13 @@ __all__ = ["RACE", "RaceFamily", "Prepared"]
 
 @dataclass
 class Prepared(ReferenceRun):
-    """The uninterrupted run, observed (a :class:`ReferenceRun`, what :meth:`RaceFamily.plan` plans from and
-    the report reads), with ``start_lock`` and ``resume_lock``, the ``lock_point`` of a start and of a resume
-    of a run with a pending batch (``None``: the leg took no lock, or the scenario has no such race);
-    ``runner``: the observed runner the races run on when the campaign's runner does not observe
-    (``None``: the campaign's own)."""
+    """The uninterrupted run, observed, with ``start_lock`` and ``resume_lock``, the ``lock_point`` of a start and
+    of a resume of a run with a pending batch (``None``: no lock taken, or no such race), and ``runner``, the
+    observed runner the races run on when the campaign's does not observe (``None``: the campaign's own)."""
 
     start_lock: int | None = None
     resume_lock: int | None = None
     runner: Runner | None = None
-
-
-def _observed(runner: Runner) -> Runner | None:
-    """A runner like ``runner`` whose legs run under the outside observer, or ``None`` when it observes."""
-    if runner.observe:
-        return None
-    return Runner(runner.subject, runner.server, tmp_root=runner.tmp_root, keep_dirs=runner.keep_dirs,
-                  observe=True, readings=runner.readings)
 
 
 class _Executor:
@@ -94,20 +57,17 @@ class RaceFamily(FamilyBase):
     def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         """Why ``scenario`` cannot race ``subject`` at all, or ``None``: :data:`READER_RACE` needs the
         subject's own reading command."""
-        if scenario is None or subject.caps.reading:
+        if scenario is None or subject.caps.reading or READER_RACE not in races_of(scenario):
             return None
-        if READER_RACE in races_of(scenario):
-            return (f"{READER_RACE} needs the subject's own reading command (a profile's [reading], "
-                    f"docs/subject.md) to read the run while it is written")
-        return None
+        return (f"{READER_RACE} needs the subject's own reading command (a profile's [reading], "
+                f"docs/subject.md) to read the run while it is written")
 
     def prepare(self, scenario: Scenario, runner: Any, reference: Any) -> Prepared:
-        """The uninterrupted run observed, and the lock points of a start and of a resume (IO).
-
-        Each lock point comes from a probe: a trial whose leg is held at a sequence point it never reaches
-        (:data:`NEVER`), so that its lookups and reads are observed; the resume's first leg is killed with a
-        pending tool batch.  Raises :class:`harness.errors.SetupError` as the runner does."""
-        own = _observed(runner)
+        """The uninterrupted run observed, and the lock points of a start and of a resume (IO), each from a probe
+        held at a sequence point it never reaches (:data:`NEVER`), the resume's first leg killed with a pending
+        tool batch.  Raises :class:`harness.errors.SetupError` as the runner does."""
+        own = None if runner.observe else Runner(runner.subject, runner.server, tmp_root=runner.tmp_root,
+                                                 keep_dirs=runner.keep_dirs, observe=True, readings=runner.readings)
         obs = own or runner
         ref = obs.reference(scenario)
         races = set(races_of(scenario))

@@ -1,8 +1,6 @@
-"""The race family's plan (pure: no IO): which leg is held at which sequence point, trial by trial.
-
-A *sequence point* is a lookup, read, open or lock of the store a leg makes (what a ``hold`` fault counts:
-:data:`harness.runner.leg.HOLD_KINDS`); a leg's ``lock_point`` is the point at which it asks for its first
-lock (:class:`harness.history.model.Leg`).  See :mod:`harness.families.race.family` for the races.
+"""The race family's plan (pure: no IO): which leg is held at which sequence point (a lookup, read, open or lock
+of the store: :data:`harness.runner.leg.HOLD_KINDS`), trial by trial; a leg's ``lock_point`` is the point at
+which it asks for its first lock (:class:`harness.history.model.Leg`).
 """
 
 from __future__ import annotations
@@ -28,11 +26,8 @@ LOCKED_POINTS = 6
 
 
 def races_of(scenario: Any) -> list[str]:
-    """The races a scenario asks for: ``[faults] races`` when it names them, else from its name.
-
-    ``race-<race>`` names one race (``race-two-writers``); any other name (``race-all``) means every
-    race of :data:`RACES`.  Raises ``ValueError`` for an unknown race.
-    """
+    """The races a scenario asks for: ``[faults] races`` when it names them, else from its name: ``race-<race>``
+    names one race, any other name every race of :data:`RACES`.  Raises ``ValueError`` for an unknown race."""
     raw = getattr(scenario, "raw", None) or {}
     listed = (raw.get("faults") or {}).get("races")
     if listed:
@@ -58,15 +53,12 @@ def hold_points(lock: int | None, holding_first: bool = False) -> list[int]:
 def plan_races(scenario: Scenario, history: History | None, count: int, seed: int,
                schedules: list[list[dict[str, Any]]] | None, *, run_id: str = "", start_lock: int | None = None,
                resume_lock: int | None = None) -> list[Planned]:
-    """Trial ``i``: race ``i mod len(races)`` at its ``(i div len(races))``-th sequence point (pure).
+    """Trial ``i``: race ``i mod len(races)`` at its ``(i div len(races))``-th sequence point (pure; each race's
+    K: docs/scenarios.md, family ``race``).
 
     ``history``: the uninterrupted run of ``scenario`` (observed), whose journal is ``run_id``'s;
     ``start_lock``, ``resume_lock``: the ``lock_point`` of a start and of a resume of it (``None``:
-    unknown, K then counts 1, 2, ...); ``schedules``: explicit ones to replay instead.
-
-    ``two-resumers``, ``two-writers`` and ``two-creates`` hold a leg at K = 1, 2, ... over the points
-    up to its lock and :data:`LOCKED_POINTS` past it, round and round; ``holder-killed`` kills after the
-    K-th durability call; ``readers-during-appends`` holds the writer before its K-th write.  Raises
+    unknown, K then counts 1, 2, ...); ``schedules``: explicit ones to replay instead.  Raises
     ``ValueError`` when the uninterrupted run gives a race nothing to race."""
     invariants = tuple(scenario.check.invariants)
     if schedules is not None:
