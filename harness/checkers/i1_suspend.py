@@ -39,9 +39,6 @@ from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import attribute, is_tail, legs_in_order, pending_ids
 from harness.checkers.journal_view import JournalView
 
-INVARIANT = "I1"
-NAME = "exactly-once after a clean suspend"
-
 
 def _assistants_in(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")

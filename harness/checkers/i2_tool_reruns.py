@@ -30,9 +30,6 @@ from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index, previous_snapshot
 from harness.checkers.journal_view import JournalView
 
-INVARIANT = "I2"
-NAME = "at most one tool re-run per crash, only the one in flight"
-
 
 def _ex(li: int, e: Any) -> dict[str, Any]:
     return {"leg": li, "attempt": e.attempt, "pid": e.pid, "t": e.t, "tool": e.tool}

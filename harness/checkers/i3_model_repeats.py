@@ -33,9 +33,6 @@ from harness.checkers.verdict import INVALID, VALID, make
 from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index
 from harness.checkers.journal_view import JournalView, reply_markers
 
-INVARIANT = "I3"
-NAME = "at most one model call repeated per crash"
-
 
 def _call(li: int, c: Any) -> dict[str, Any]:
     return {"leg": li, "index": c.index, "t": c.t, "turn": c.turn}

@@ -78,9 +78,6 @@ from harness.checkers.journal_view import JournalView
 #: The name of an acknowledged line's key in evidence: its seq (fisk-ai v2), or its byte offset (jsonl).
 _KEY = {False: "seq", True: "offset"}
 
-INVARIANT = "I4"
-NAME = "no acknowledged record lost"
-
 
 def _due(ack: Ack, acker: Leg, snap_leg: Leg) -> bool:
     """True when ``snap_leg``'s snapshot was taken after ``ack`` was acknowledged."""

@@ -52,9 +52,6 @@ from harness.checkers._trace import events
 from harness.checkers.journal_view import JournalView
 from harness.checkers.i5_reader_answers import reader_violations
 
-INVARIANT = "I5"
-NAME = "journal always readable, at most one torn tail"
-
 
 def _holds_no_record(view: JournalView, data: bytes) -> bool:
     """True when fiskj's reader finds no complete record in ``data`` (and no corruption before one);

@@ -69,8 +69,6 @@ from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds
 from harness.checkers.journal_view import JournalView
 
-INVARIANT = "I6"
-NAME = "result equals the uninterrupted reference run"
 MAX_DIFFS = 10
 _SHORT = 200
 

@@ -61,9 +61,6 @@ from harness.checkers._trace import observed
 #: The statuses whose run a resume continues (docs/spec.md section 12, rule 2; fisk-ai v2 does the same).
 RESUMED = ("open", "suspended", "error", "budget", "max_iterations")
 
-INVARIANT = "I9"
-NAME = "a refused resume appends nothing"
-
 
 def _first_difference(a: bytes, b: bytes) -> int:
     for i, (x, y) in enumerate(zip(a, b)):
