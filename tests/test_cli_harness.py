@@ -386,8 +386,11 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_any_work(tmp_pa
 
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results"
+    (tmp_path / "afile").write_text("x")
     for option, value, why in (("--junit", str(tmp_path / "missing" / "r.xml"), "does not exist"),
-                               ("--junit", str(tmp_path), "is a folder")):
+                               ("--junit", str(tmp_path), "is a folder"),
+                               ("--junit", str(tmp_path / "afile" / "r.xml"), "is a file, not a folder"),
+                               ("--report-json", "/proc/version", "cannot write in its folder /proc")):
         code = main([*command, option, value] + (["--results", str(results)] if command[0] != "check"
                                                  and command[0] != "merge" else []))
         err = capsys.readouterr().err

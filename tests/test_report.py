@@ -195,16 +195,22 @@ def test_one_function_writes_every_reproducer_and_one_every_replay_command():
     assert replay_command("r.json", 3) == "fiskj-harness replay r.json --trial 3"
 
 
-def test_a_long_example_is_clipped_between_words_keeping_its_start_and_its_end():
+def test_a_long_example_is_clipped_between_words_and_clauses_never_joining_two_parts_into_one_claim():
     from harness.report.report import _clip
 
     text = " ".join(f"word{i:02d}" for i in range(60))  # 6-letter words: a space is always near a cut
     clipped = _clip(text, 100)
-    assert len(clipped) <= 100 and clipped.startswith("word00 word01") and clipped.endswith("word58 word59")
-    head, tail = clipped.split(" .. ")
-    assert all(len(w) == 6 for w in head.split() + tail.split())  # no word cut in two
+    assert len(clipped) <= 100 and clipped.startswith("word00 word01") and clipped.endswith(" ...")
+    assert all(len(w) == 6 for w in clipped[:-4].split())  # no word cut in two
     assert _clip("short", 100) == "short"
-    assert _clip("x" * 300, 100) == "x" * 48 + " .. " + "x" * 48  # no space near the cut: cut where it falls
+    assert _clip("x" * 300, 100) == "x" * 96 + " ..."  # no space near the cut: cut where it falls
+    # clauses: whole ones from the start, the last one (the cause), the middle said as "..."; never
+    # "leg 0 write ... .. before close n=88", a leg 0 write joined to a leg 1 close
+    clauses = [f"leg {i} write n={i}{i} not fsynced before close n={i}{i}{i}" for i in range(6)]
+    clipped = _clip("; ".join(clauses), 150)
+    kept = clipped.split("; ")
+    assert len(clipped) <= 150 and kept[-1] == clauses[-1] and "..." in kept
+    assert all(k in clauses for k in kept if k != "...")
 
 
 def test_no_table_row_or_reproducer_line_of_the_summary_is_cut_inside_a_word():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 __all__ = ["add_common_options", "add_report_options", "add_results_options", "check_output_paths",
@@ -56,7 +57,7 @@ def add_results_options(p: argparse.ArgumentParser) -> None:
 def check_output_paths(args: argparse.Namespace) -> None:
     """Refuse, before any work starts, an output file (:data:`OUTPUT_FILE_OPTIONS`) the command could not write
     at its end: a folder, a file in a folder that does not exist or cannot be written, a file that cannot be
-    overwritten.  Raises :class:`_Usage` naming the option and the path (exit 2); creates nothing."""
+    overwritten.  Raises :class:`_Usage` naming the option and the path (exit 2); leaves nothing behind."""
     for attr, option in OUTPUT_FILE_OPTIONS:
         value = getattr(args, attr, None)
         if not value or not isinstance(value, str):
@@ -66,11 +67,16 @@ def check_output_paths(args: argparse.Namespace) -> None:
         if path.is_dir():
             raise _Usage(f"{option} {value}: is a folder, not a file")
         if not folder.is_dir():
-            raise _Usage(f"{option} {value}: its folder {folder} does not exist")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise _Usage(f"{option} {value}: cannot write in its folder {folder}")
+            why = "is a file, not a folder" if folder.exists() else "does not exist"
+            raise _Usage(f"{option} {value}: its folder {folder} {why}")
         if path.exists() and not os.access(path, os.W_OK):
             raise _Usage(f"{option} {value}: the file exists and cannot be overwritten")
+        try:  # the report is written beside it first, then renamed: try that folder for real
+            fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise _Usage(f"{option} {value}: cannot write in its folder {folder} ({exc.strerror})") from None
 
 
 def _shard(text: str) -> tuple[int, int]:

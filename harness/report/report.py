@@ -279,19 +279,22 @@ def fault_line(report: dict[str, Any]) -> str:
 
 
 def _clip(text: str, width: int) -> str:
-    """``text`` cut to at most ``width`` characters keeping its start and its end (where a violation names its
-    cause), cut between words when a space is near the cut (never more than a sixth of each half lost)."""
+    """``text`` cut to at most ``width`` characters without joining two parts of it into one claim: whole
+    ``; ``-separated clauses kept from its start, its last clause kept (where a violation names its cause), the
+    clauses between said as ``...``; else its start cut between words and ended with `` ...``."""
     if len(text) <= width:
         return text
-    half = width // 2 - 2
-    head, tail = text[:half], text[-half:]
-    space = head.rfind(" ")
-    if space >= half - half // 6:
-        head = head[:space]
-    space = tail.find(" ")
-    if 0 <= space <= half // 6:
-        tail = tail[space + 1:]
-    return head + " .. " + tail
+    parts = text.split("; ")
+    head: list[str] = []
+    for part in parts[:-1] if len(parts) > 2 else ():
+        if len("; ".join([*head, part, "...", parts[-1]])) > width:
+            break
+        head.append(part)
+    if head:
+        return "; ".join([*head, "...", parts[-1]])
+    cut = text[:width - 4]
+    space = cut.rfind(" ")
+    return (cut[:space] if space >= len(cut) * 5 // 6 else cut) + " ..."
 
 
 def rate_text(report: dict[str, Any], note: str = "") -> str:
