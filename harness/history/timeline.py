@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 from harness.history.model import History
@@ -24,12 +25,16 @@ class Timeline:
 
 
 def first_journal_event(history: History, index: int = 0) -> int:
-    """The ``n`` (1-based seam event number) of leg ``index``'s first operation on the run's journal; 0 when
-    none was observed.  What an agent does before it is start-up: a crash there loses nothing of the run."""
-    for i, ev in enumerate(history.legs[index].trace if index < len(history.legs) else []):
-        if history.journal.is_journal(ev.get("path"), history.run_id):
-            return int(ev.get("n") or i + 1)
-    return 0
+    """The ``n`` (1-based seam event number) of leg ``index``'s first operation on the run's journal or its
+    folder (made, fsynced, a lock file in it); 0 when the journal was never touched.  What an agent does
+    before it is start-up: a crash there loses nothing of the run."""
+    trace = history.legs[index].trace if index < len(history.legs) else []
+    hit = next((ev for ev in trace if history.journal.is_journal(ev.get("path"), history.run_id)), None)
+    if hit is None:
+        return 0
+    folder = posixpath.dirname(hit["path"])
+    return next(int(ev.get("n") or i + 1) for i, ev in enumerate(trace)
+                if ev is hit or str(ev.get("path") or "") in (folder,) or str(ev.get("path") or "").startswith(folder + "/"))
 
 
 def leg_timeline(history: History, index: int = 0) -> Timeline:
