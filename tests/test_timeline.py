@@ -39,7 +39,8 @@ def test_a_leg_with_nothing_observed_spans_its_whole_life_and_no_leg_is_an_error
 
 def test_start_up_is_not_work_ready_is_the_first_journal_call_model_call_or_effect():
     # An agent's start-up calls (its config, its libraries) come first; ready is its first journal call.
-    h = _history([{"n": 1, "op": "open", "path": "/home/.config", "t": 1010 * MS},
+    h = _history([{"n": 1, "op": "open", "path": "/s/fisk-ai/runs/memory", "error": "ENOENT", "t": 1005 * MS},
+                  {"n": 1, "op": "open", "path": "/home/.config", "t": 1010 * MS},
                   {"n": 2, "op": "mkdir", "path": "/s/fisk-ai/runs", "t": 1070 * MS},
                   {"n": 3, "op": "open", "path": "/s/fisk-ai/runs/r.json", "t": 1080 * MS},
                   {"n": 4, "op": "write", "path": "/s/fisk-ai/runs/r.json", "t": 1090 * MS}])

@@ -26,15 +26,15 @@ class Timeline:
 
 def first_journal_event(history: History, index: int = 0) -> int:
     """The ``n`` (1-based seam event number) of leg ``index``'s first operation on the run's journal or its
-    folder (made, fsynced, a lock file in it); 0 when the journal was never touched.  What an agent does
+    folder that did not fail (made, fsynced, a lock file in it); 0 when the journal was never touched.  What an agent does
     before it is start-up: a crash there loses nothing of the run."""
     trace = history.legs[index].trace if index < len(history.legs) else []
     hit = next((ev for ev in trace if history.journal.is_journal(ev.get("path"), history.run_id)), None)
     if hit is None:
         return 0
     folder = posixpath.dirname(hit["path"])
-    return next(int(ev.get("n") or i + 1) for i, ev in enumerate(trace)
-                if ev is hit or str(ev.get("path") or "") in (folder,) or str(ev.get("path") or "").startswith(folder + "/"))
+    return next(int(ev.get("n") or i + 1) for i, ev in enumerate(trace) if ev is hit or (not ev.get("error") and (
+        str(ev.get("path")) == folder or str(ev.get("path")).startswith(folder + "/"))))  # a failed lookup changed nothing
 
 
 def leg_timeline(history: History, index: int = 0) -> Timeline:
