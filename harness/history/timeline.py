@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 
 from harness.history.model import History
@@ -32,7 +31,7 @@ def first_journal_event(history: History, index: int = 0) -> int:
     hit = next((ev for ev in trace if history.journal.is_journal(ev.get("path"), history.run_id)), None)
     if hit is None:
         return 0
-    folder = posixpath.dirname(hit["path"])
+    folder = str(hit["path"]).rpartition("/")[0]
     return next(int(ev.get("n") or i + 1) for i, ev in enumerate(trace) if ev is hit or (not ev.get("error") and (
         str(ev.get("path")) == folder or str(ev.get("path")).startswith(folder + "/"))))  # a failed lookup changed nothing
 
