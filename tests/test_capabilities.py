@@ -17,8 +17,8 @@ from harness.subject.profile import parse_profile
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _workload(chat: int = 0, drift: tuple[str, ...] = ()) -> SimpleNamespace:
-    return SimpleNamespace(chat_followups=("more",) * chat, drift=drift)
+def _workload(chat: int = 0, drift: tuple[str, ...] = (), blocks=(), pause: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(chat_followups=("more",) * chat, drift=drift, reply_blocks=blocks, pause_turn=pause)
 
 
 def test_the_reference_and_the_mutant_subject_are_fiskj_based_and_forkable_and_nothing_else_is():
@@ -57,6 +57,17 @@ format = "jsonl"
     assert "a drift of tools" in caps.refuses(_workload(drift=("tools",)))
     assert caps.refuses(_workload(drift=("model",))) is None
     assert any(line.startswith("journal format jsonl (not decoded)") for line in caps.limits())
+    assert caps.server_tools and caps.refuses(_workload(pause=True)) is None      # the default: it takes them
+
+
+def test_a_profile_without_server_tools_is_not_given_server_tool_replies():
+    caps = parse_profile('name = "p"\ncommand = ["agent"]\nserver_tools = false\n', "/p/profile.toml").caps
+    assert not caps.server_tools and caps.refuses(_workload(blocks=(("thinking",),))) is None
+    for w in (_workload(pause=True), _workload(blocks=(("thinking",), ("redacted_thinking", "web_search")))):
+        assert "never enabled server tools" in caps.refuses(w)
+    payload = load_scenario(ROOT / "scenarios" / "payload-variety.toml")
+    cc = parse_profile((ROOT / "subjects" / "claude-code" / "profile.toml").read_text(), "/p/profile.toml")
+    assert "server_tools = false" in unsupported(cc, payload)
 
 
 def test_every_family_runs_a_journal_wherever_it_lies_and_the_campaign_says_no_refusal():

@@ -66,3 +66,17 @@ def test_a_power_loss_that_drops_the_unsynced_assistant_record_allows_one_repeat
     v = i3_model_repeats.check(eng.finish())
     assert v.status == "valid", v.evidence
     assert v.evidence["attributed"][0]["fault"] == "power_loss"
+
+
+def test_a_repeat_of_a_reply_the_crashed_leg_had_acted_on_is_a_lost_delivered_reply():
+    from harness.history.model import Effect
+    eng = Engine()
+    eng.leg(kill_after=2)           # M, call -> killed before A(0) was journaled: one repeat allowed ...
+    h = eng.finish()
+    first = h.model_calls[0]
+    tool = next(b["id"] for b in first.reply if b.get("type") == "tool_use")
+    h.effects.append(Effect(tool_use_id=tool, attempt=1, pid=1, t=first.t + 1, leg=0))  # ... unless it ran its tool
+    v = i3_model_repeats.check(h)
+    assert v.status == "invalid"
+    (row,) = v.evidence["violations"]
+    assert row["kind"] == "lost_delivered_reply" and row["acted_on"] == f"ran {tool}" and row["turn"] == 0

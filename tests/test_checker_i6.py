@@ -3,6 +3,7 @@
 from synth import Engine, reference
 
 from harness.checkers import i6_reference
+from harness.history.promises import FISK_AI, Promises
 
 
 def test_a_run_resumed_after_crashes_and_a_suspend_equals_the_reference():
@@ -147,6 +148,9 @@ def test_a_tool_asked_for_by_a_reply_cut_off_by_max_tokens_must_never_run_whatev
     (row,) = v.evidence["violations"]
     assert (row["kind"], row["tool_use_id"], row["stop"], row["leg"]) == ("cut_off_tool_run", "toolu_cut",
                                                                            "max_tokens", 1)
+    h.promises = Promises(cut_off_turn="continues")               # an agent that goes on past a cut-off turn
+    assert i6_reference.check(h).status == "valid"
+    h.promises = FISK_AI
     h.options.update(uninterrupted=True)                          # the uninterrupted run itself: judged the same
     assert i6_reference.check(h).evidence["violations"][0]["kind"] == "cut_off_tool_run"
     cut.stop = "tool_use"                                         # an ordinary tool turn: its tool runs
@@ -165,3 +169,5 @@ def test_an_uninterrupted_run_of_a_final_stop_workload_that_completes_ended_wron
     h.options["workload"]["final_stop"] = "max_tokens"            # its last reply was cut off: it must end with error
     v = i6_reference.check(h)
     assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "uninterrupted_run_ended_wrong"
+    h.promises = Promises(cut_off_turn="continues")               # unless it promises to go on and complete
+    assert i6_reference.check(h).status == "valid"

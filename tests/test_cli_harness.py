@@ -271,6 +271,8 @@ def test_exhaustive_crash_points_cover_every_event_and_are_sampled_beyond_the_ca
     sampled = exhaustive_schedules(30, cap=8, seed=1)
     assert len(sampled) == 8 and sampled[0] == points[0] and sampled[-1] == points[-1]
     assert sampled == exhaustive_schedules(30, cap=8, seed=1)
+    late = exhaustive_schedules(30, cap=100, seed=1, first=12)  # start-up before the first journal call: one point
+    assert late[0] == points[0] and [p[0]["event"] for p in late[1:]] == list(range(11, 31))
     s = parse_scenario(KILL.replace('"random"', '"events"').replace("legs = 2", "legs = 1"))
     assert [origin for _, origin in plan_schedules(s, REF, 100, 1)] == ["exhaustive"] * 31
 

@@ -107,6 +107,13 @@ def test_tail_trials_on_the_reference_are_all_valid(runner):
     assert {t.schedule[0]["check"] for t in trials} == {"reader", "resume"}
 
 
+def test_a_tail_trial_s_first_leg_keeps_what_the_uninterrupted_run_printed(runner):
+    # a resume of the damaged journal may be trimmed as after the run's end: leg 0 then completed the run,
+    # and its answer is judged from what it printed (I6 answer_not_printed)
+    trials = [t for t in family_trials("tails-basic", 4, runner, keep_histories=True) if t.history.legs]
+    assert trials and all("Final answer" in t.history.legs[0].stdout for t in trials)
+
+
 @pytest.mark.parametrize("name, invariant", [("reader-tolerates-corruption", "I5"),
                                              ("reader-drops-final-record", "I5"),
                                              ("torn-tail-not-cut", "I4")])

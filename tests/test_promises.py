@@ -74,6 +74,12 @@ def test_a_resume_after_a_kill_that_followed_the_journaled_end_is_a_new_turn_whe
     i6, i3 = _judge(h, NEW_TURN, i6_reference, i3_model_repeats)
     assert i6.status == "valid" and i3.status == "valid", (i6.evidence, i3.evidence)
     assert _judge(h, FISK_AI, i6_reference)[0].status == "invalid"
+    # so is one after a SIGTERM it promises to abort on (exit 143): its exit is a kill's, not compared
+    h.legs[0].exit_code, h.legs[0].exit_signal = 143, None
+    h.legs[0].fault = Fault(kind="suspend", signal="SIGTERM", injected=True)
+    both = dataclasses.replace(NEW_TURN, suspend_signals=())
+    assert _judge(h, both, i6_reference)[0].status == "valid", _judge(h, both, i6_reference)[0].evidence
+    assert _judge(h, NEW_TURN, i6_reference)[0].status == "invalid"   # a clean suspend would exit as promised
 
 
 def test_an_agent_that_promises_a_no_op_does_nothing_and_breaks_it_by_calling_the_model():

@@ -3,7 +3,7 @@
 import pytest
 
 from harness.history.model import Effect, History, Leg, ModelCall
-from harness.history.timeline import leg_timeline
+from harness.history.timeline import first_journal_event, leg_timeline
 
 MS = 1_000_000
 
@@ -35,3 +35,14 @@ def test_a_leg_with_nothing_observed_spans_its_whole_life_and_no_leg_is_an_error
     assert (tl.ready_ms, tl.last_ms, tl.end_ms) == (0.0, 200.0, 200.0)
     with pytest.raises(IndexError):
         leg_timeline(History(scenario="s", seed=0, schedule=[], run_id="r"))
+
+
+def test_start_up_is_not_work_ready_is_the_first_journal_call_model_call_or_effect():
+    # An agent's start-up calls (its config, its libraries) come first; ready is its first journal call.
+    h = _history([{"n": 1, "op": "open", "path": "/s/fisk-ai/runs/memory", "error": "ENOENT", "t": 1005 * MS},
+                  {"n": 1, "op": "open", "path": "/home/.config", "t": 1010 * MS},
+                  {"n": 2, "op": "mkdir", "path": "/s/fisk-ai/runs", "t": 1070 * MS},
+                  {"n": 3, "op": "open", "path": "/s/fisk-ai/runs/r.json", "t": 1080 * MS},
+                  {"n": 4, "op": "write", "path": "/s/fisk-ai/runs/r.json", "t": 1090 * MS}])
+    assert leg_timeline(h).ready_ms == 80.0 and first_journal_event(h) == 2     # its folder's mkdir is the run's
+    assert first_journal_event(_history([{"n": 1, "op": "open", "path": "/x", "t": 1010 * MS}])) == 0

@@ -17,7 +17,9 @@ the first is a *repeat* and must be attributed:
 * to a ``tail`` fault on a leg between the two calls whose post-fault
   journal lacks that assistant record (no per-fault limit).
 
-So repeats of a key never exceed the crashes between them.  A subject that
+So repeats of a key never exceed the crashes between them, and the repeated call must have been in
+flight at the crash: a crashed leg that had run a tool its reply asked for, or made a later model call,
+had the reply delivered, and a journal that lost it then is a ``lost_delivered_reply``.  A subject that
 promises to continue a completed run with a new turn (``resume_completed =
 "new-turn"``) makes no repeat when a resume of the completed run
 (:meth:`JournalView.after_end`) sends a longer conversation than the call it shares a key with (``new_turns``).  Evidence names
@@ -30,7 +32,7 @@ from typing import Any
 
 from harness.history.model import History
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import blame_repeat, group_by_leg, leg_by_index
+from harness.checkers._common import blame_repeat, group_by_leg, is_tail, leg_by_index
 from harness.checkers.journal_view import JournalView, reply_markers
 
 
@@ -80,6 +82,12 @@ def check(history: History) -> Any:
                 violations.append({"kind": "unattributed_repeat", **row, "refused_candidates": refused,
                                    "detail": f"model call for turn {cur.turn} repeated in leg {lc}; no crash accounts for it"})
                 continue
+            acted = _acted_on(history, lp, prev) if fault != "tail" and not is_tail(legs.get(lp)) else ""
+            if acted:
+                violations.append({"kind": "lost_delivered_reply", **row, "acted_on": acted, "detail": (
+                    f"leg {lp} had the reply to turn {prev.turn} and went on ({acted}), so it was no longer in "
+                    f"flight; its journal lost it at the crash and leg {lc} asked for it again")})
+                continue
             attributed.append({"key": key, "turn": cur.turn, "repeat_leg": lc, "crash_leg": by,
                                "fault": fault})
     evidence: dict[str, Any] = {"checked": repeats, "calls": len(history.model_calls), "attributed": attributed}
@@ -93,6 +101,16 @@ def check(history: History) -> Any:
     evidence["summary"] = (f"{repeats} repeated call(s) in {len(history.model_calls)}, each attributed to one crash"
                            if repeats else f"no model call repeated in {len(history.model_calls)}")
     return make(__name__, VALID, evidence)
+
+
+def _acted_on(history: History, leg: int, call: Any) -> str:
+    """What ``leg`` did after ``call``'s reply came, by its own evidence (a tool the reply asked for ran, or
+    a later model call with a longer conversation was made): the reply was delivered and acted on, not in flight.  ``""``: nothing."""
+    asked = {b.get("id") for b in call.reply if isinstance(b, dict) and b.get("type") == "tool_use"}
+    ran = sorted(e.tool_use_id for e in history.effects if e.leg == leg and e.t > call.t and e.tool_use_id in asked)
+    later = [c for c in history.model_calls if c.leg == leg and c.index > call.index and c.key != call.key
+             and len(c.messages) > len(call.messages)]  # its conversation went on past the call
+    return (f"ran {', '.join(ran)}" if ran else "") or (f"made model call {later[0].index}" if later else "")
 
 
 def _not_killed(leg: Any) -> str:

@@ -196,7 +196,8 @@ def _check_observed(view: JournalView, trimmed: bool = False) -> Any:
     got = observed_result(history)
     legs = legs_in_order(history)
     refused_end = bool(legs) and is_refusal(legs[-1])
-    killed_after_end = trimmed and bool(legs) and legs[-1].crashed  # killed once its journal held the run's end
+    killed_after_end = trimmed and bool(legs) and (  # killed (or aborted by a signal) once its journal held the end
+        legs[-1].crashed or history.promises.aborts(legs[-1]))
     diffs: list[dict[str, Any]] = []
     missing = [k for k in ref.call_keys if k not in got["call_keys"]]
     extra = [k for k in got["call_keys"] if k not in ref.call_keys]

@@ -61,7 +61,10 @@ def cut_off_tool_runs(history: History) -> list[dict[str, Any]]:
     :data:`harness.names.CUT_STOPS` stop reason asked for (docs/spec.md section 12, rule 6: a reply cut off by
     ``max_tokens`` or refused ends the run with error, and its tool_use blocks are never run, on the first
     leg or on any resume).  A row per run: ``tool_use_id``, ``leg``, ``attempt``, the asking call's ``call``
-    index and ``stop``; ``[]`` when none (or when the history predates ``ModelCall.stop``)."""
+    index and ``stop``; ``[]`` when none (or when the history predates ``ModelCall.stop``, or the subject
+    promises ``cut_off_turn = "continues"``)."""
+    if history.promises.cut_off_turn == "continues":
+        return []
     cut = {b.get("id"): call for call in history.model_calls if call.stop in CUT_STOPS
            for b in call.reply if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id")}
     return [{"tool_use_id": e.tool_use_id, "leg": e.leg, "attempt": e.attempt, "call": cut[e.tool_use_id].index,
@@ -86,7 +89,8 @@ def uninterrupted_end(history: History) -> str | None:
         status = {EXIT_COMPLETED: "completed", EXIT_SUSPENDED: "suspended",
                   EXIT_ERROR: BUDGET_ENDS[0] if capped else None}.get(last.exit_code)  # type: ignore[arg-type]
     chat_end = bool(spec.get("chat_followups")) and status == "suspended"  # the end of its input
-    if (last.exit_code == EXIT_COMPLETED and status == "completed" and not spec.get("final_stop")) \
+    goes_on = not spec.get("final_stop") or history.promises.cut_off_turn == "continues"  # docs/spec.md promises
+    if (last.exit_code == EXIT_COMPLETED and status == "completed" and goes_on) \
             or (last.exit_code == EXIT_SUSPENDED and chat_end) \
             or (last.exit_code == EXIT_ERROR and status in BUDGET_ENDS) \
             or (last.exit_code == EXIT_ERROR and spec.get("final_stop")

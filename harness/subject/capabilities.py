@@ -12,7 +12,7 @@ A :class:`Capabilities` is computed from a :class:`harness.subject.contract.Subj
   :func:`harness.subject.contract.fork_server_enabled`);
 * ``reading``: it gives a reading command (``[reading]``, judged by I10);
 * ``journal``: where its journal lies and in what format (:class:`JournalLocation`);
-* ``chat``: it takes follow-ups on standard input;
+* ``chat``: it takes follow-ups on standard input; ``server_tools``: it takes server-tool replies;
 * ``drift``: the fields of the run configuration its resume command (or its ``[files]``) passes, so a
   drifted resume differs from the run (docs/subject.md "Subject profiles");
 * ``not_applicable``: invariant -> why it does not apply (the profile's, and I10 with no reading).
@@ -50,6 +50,7 @@ class Capabilities:
     journal: JournalLocation
     chat: bool
     drift: frozenset[str]
+    server_tools: bool = True
     not_applicable: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -71,7 +72,7 @@ class Capabilities:
                                  f"{subject.journal_format}): what it journaled of each reply is not judged")
         return cls(fiskj_based=fiskj_based, forkable=fiskj_based and len(argv) == 3 and _this_python(argv[0]),
                    reading=reading, journal=JournalLocation(subject.journal, subject.journal_format),
-                   chat=subject.chat, drift=drift, not_applicable=tuple(na.items()))
+                   chat=subject.chat, drift=drift, server_tools=subject.server_tools, not_applicable=tuple(na.items()))
 
     @property
     def decoded(self) -> bool:
@@ -81,13 +82,17 @@ class Capabilities:
 
     def refuses(self, workload: Any) -> str | None:
         """Why a scenario with ``workload`` (a :class:`harness.scenario.model.Workload`) cannot run against
-        this subject at all (a setup error, never a pass), or ``None``: a chat for a subject that cannot
-        chat or whose journal the harness cannot count follow-ups in, or a drift its resume cannot pass."""
+        this subject at all (named before the first trial, never a pass), or ``None``: a chat for a subject that
+        cannot chat or whose journal the harness cannot count follow-ups in, server-tool replies for one without
+        server tools, or a drift its resume cannot pass."""
         if workload.chat_followups and not self.chat:
             return "a chat scenario, and this subject cannot run a chat (its profile says chat = false)"
         if workload.chat_followups and not self.decoded:
             return (f"a chat scenario needs a {FISK_AI_V2} journal: the harness counts the follow-ups a journal "
                     f"holds to know which to send next, and this subject's journal format is {self.journal.format}")
+        if not self.server_tools and (workload.pause_turn or any("web_search" in b for b in workload.reply_blocks)):
+            return ("server-tool replies (web_search, pause_turn), and this subject never enabled server tools "
+                    "(its profile says server_tools = false)")
         missing = [f for f in workload.drift if f not in self.drift]
         if missing:
             return (f"a drift of {', '.join(missing)}, and this subject's resume command (and files) pass no "

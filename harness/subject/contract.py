@@ -133,6 +133,7 @@ class Subject:
     journal_format: str = "fisk-ai-v2"
     home: bool = False
     chat: bool = True
+    server_tools: bool = True  # it takes the model's server-tool blocks (web_search, pause_turn)
     status_args: tuple[str, ...] | None = None
     status_fields: tuple[tuple[str, str], ...] = ()
     not_applicable: tuple[tuple[str, str], ...] = ()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import ProfileError
-from harness.history.promises import INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS, Promises
+from harness.history.promises import CUT_OFF_TURN, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS, Promises
 from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
@@ -37,7 +37,7 @@ __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject"
            "bundled_profiles"]
 
 
-_TOP = {"name", "about", "command", "home", "chat", "cwd", "env", "files", "mcp", "commands", "exit", "journal",
+_TOP = {"name", "about", "command", "home", "chat", "server_tools", "cwd", "env", "files", "mcp", "commands", "exit", "journal",
         "reading", "not_applicable", "promises"}
 _MCP = {"transport", "server", "tool_name", "config"}
 _COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
@@ -105,7 +105,7 @@ def parse_profile(text: str, path: str) -> Subject:
     unsupported journal format or an unknown invariant id.
     """
     src = _ProfileText(text, path)  # each table in the order of docs/subject.md: the first mistake is named
-    name, argv, home, chat = _top_level(src)
+    name, argv, home, chat, server_tools = _top_level(src)
     env_set, env_unset = _env(src)
     files = _files(src, home)
     mcp = _mcp(src)
@@ -114,8 +114,8 @@ def parse_profile(text: str, path: str) -> Subject:
     journal, fmt = _journal(src, home)
     status_args, status_fields = _reading(src, fmt)
     return Subject(argv=argv, extra_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
-                   journal_format=fmt, home=home, chat=chat, status_args=status_args, status_fields=status_fields,
-                   not_applicable=_not_applicable(src), files=files, name=name, profile=path,
+                   journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
+                   status_fields=status_fields, not_applicable=_not_applicable(src), files=files, name=name, profile=path,
                    error_stdout=error_stdout, promises=_promises(src), cwd=_cwd(src), **mcp)
 
 
@@ -187,14 +187,14 @@ def _top_level(src: _ProfileText) -> tuple[str, tuple[str, ...], bool, bool]:
             raise src.fail("", "command", f"the command prefix may only use {{profile_dir}}, {{python}} and "
                                           f"{{env:NAME}}: {w!r}")
     flags = []
-    for key in ("home", "chat"):
-        value = src.doc.get(key, key == "chat")
+    for key in ("home", "chat", "server_tools"):
+        value = src.doc.get(key, key != "home")
         if not isinstance(value, bool):
             raise src.fail("", key, f"expected true or false, got {value!r}")
         flags.append(value)
     profile_dir = os.path.dirname(src.path)
     argv = tuple(w.replace("{profile_dir}", profile_dir).replace("{python}", sys.executable) for w in command)
-    return name, argv, flags[0], flags[1]
+    return name, argv, *flags
 
 
 def _cwd(src: _ProfileText) -> str:
@@ -360,9 +360,10 @@ def _not_applicable(src: _ProfileText) -> tuple[tuple[str, str], ...]:
 def _promises(src: _ProfileText) -> Promises:
     """``[promises]``: what the agent promises of its semantics (docs/spec.md section 15 "Declared promises");
     fisk-ai's rules for a key left out."""
-    doc = src.table("promises", {"resume_completed", "suspend_signals", "interrupted_tool"})
+    doc = src.table("promises", {"resume_completed", "suspend_signals", "interrupted_tool", "cut_off_turn"})
     out = {}
-    for key, allowed in (("resume_completed", RESUME_COMPLETED), ("interrupted_tool", INTERRUPTED_TOOL)):
+    for key, allowed in (("resume_completed", RESUME_COMPLETED), ("interrupted_tool", INTERRUPTED_TOOL),
+                         ("cut_off_turn", CUT_OFF_TURN)):
         if key in doc:
             if doc[key] not in allowed:
                 raise src.fail("promises", key, f"expected one of {', '.join(allowed)}, got {doc[key]!r}")

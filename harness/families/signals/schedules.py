@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.draws import seeded_draws
 from harness.families.signals.params import Params
-from harness.history.timeline import Timeline
+from harness.history.timeline import Timeline, first_journal_event
 from harness.scenario.model import Scenario
 
 if TYPE_CHECKING:  # an annotation only: this generator does no IO
@@ -128,22 +128,23 @@ def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
     return st.lists(leg, min_size=1, max_size=faults.legs)
 
 
-def exhaustive_schedules(events: int, cap: int, seed: int,
-                         signals: tuple[str, ...] | None = None) -> list[list[dict[str, Any]]]:
-    """Single-leg crash points: a kill before seam event 1 and after each event ``1..events``; with
-    ``signals``, suspend points instead: a suspend right after each event ``1..events``, its signal
-    taken from ``signals`` in turn.
+def exhaustive_schedules(events: int, cap: int, seed: int, signals: tuple[str, ...] | None = None,
+                         first: int = 1) -> list[list[dict[str, Any]]]:
+    """Single-leg crash points: a kill before seam event 1 and after each event ``first-1..events``; with
+    ``signals``, suspend points instead: a suspend right after each event ``first-1..events``, its signal
+    taken from ``signals`` in turn.  ``first``: the agent's first journal operation (1 or less: none
+    known); the points in its start-up before it would lose nothing of the run, so all but one are left out.
 
     When there are more than ``cap`` points, ``cap`` of them are sampled
     (deterministically from ``seed``; the first and last points are always
     kept) and returned in event order.
     """
+    ks = range(max(1, first - 1), events + 1)
     if signals:
-        points = [[{"kind": "suspend", "signal": signals[k % len(signals)], "event": k}]
-                  for k in range(1, events + 1)]
+        points = [[{"kind": "suspend", "signal": signals[k % len(signals)], "event": k}] for k in ks]
     else:
         points = [[{"kind": "kill", "event": 1, "when": "before"}]]
-        points += [[{"kind": "kill", "event": k, "when": "after"}] for k in range(1, events + 1)]
+        points += [[{"kind": "kill", "event": k, "when": "after"}] for k in ks]
     return spread(points, cap, seed)
 
 
@@ -178,8 +179,9 @@ def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int)
     suspends = scenario.faults.family == "suspend" and faults.suspend_points == "events"
     if (scenario.faults.family == "kill" and faults.kill_points == "events") or suspends:
         cap = faults.max_events or count
+        first = first_journal_event(ref.history) if ref.history.legs else 0
         plan += [(sch, "exhaustive") for sch in exhaustive_schedules(ref.events, cap, s,
-                                                                     faults.signals if suspends else None)]
+                                                                     faults.signals if suspends else None, first)]
         if faults.legs == 1:
             return plan
     rest = count - len(plan)

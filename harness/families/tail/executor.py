@@ -85,6 +85,7 @@ def repair_history(ctx: Context, m: Mutation) -> History:
         lay(ctx, Path(tmp), journal=m.data)
         leg0 = Leg(index=0, kind="start", argv=ref_leg.argv, pid=ref_leg.pid, t_start=ref_leg.t_start,
                    t_end=ref_leg.t_end, trace=ref_leg.trace, journal=m.data, exit_code=ref_leg.exit_code,
+                   stdout=ref_leg.stdout, stderr=ref_leg.stderr,  # what it printed (its answer: I6)
                    fault=Fault(kind="tail", injected=True, detail={"mutation": m.id, **m.describe()}))
         return resume(ctx, Path(tmp), [leg0], list(ctx.ref.history.model_calls), list(ctx.ref.history.effects),
                       {"kind": "tail", "mutation": m.id})
