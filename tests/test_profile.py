@@ -217,3 +217,18 @@ def test_a_misspelt_profile_key_or_invariant_is_refused_with_the_closest_known_o
         path.write_text(text, encoding="utf-8")
         with pytest.raises(ProfileError, match=hint):
             load_profile(path)
+
+
+def test_a_reproducer_names_a_profile_once_with_the_variables_its_templates_read_and_not_its_own_env(monkeypatch):
+    from harness.subject.profile import resolve_subject
+
+    monkeypatch.setenv("FISKJ_CLAUDE_CODE", "/opt/cc/claude")
+    s = resolve_subject("X_Y=1 subjects/claude-code/profile.toml")
+    line = s.command_line()
+    assert line.startswith("X_Y=1 FISKJ_CLAUDE_CODE=/opt/cc/claude ") and line.endswith("/claude-code/profile.toml")
+    assert "TMPDIR" not in line and line.count("=") == 2, line
+    again = resolve_subject(line)                     # a replay of the reproducer: the same subject, nothing twice
+    assert again.command_line() == line and again.profile_env == s.profile_env
+    env = again.env(base_url="u", api_key="k", state_home="/s", ledger="/l/ledger", leg=0, trace=None,
+                    values={"tmp_dir": "/t/tmp"})
+    assert env["TMPDIR"] == "/t/tmp" and env["X_Y"] == "1" and env["FISKJ_CLAUDE_CODE"] == "/opt/cc/claude"

@@ -133,7 +133,7 @@ def test_a_folder_that_is_not_a_results_folder_and_a_corrupt_history_are_typed_e
         tmp_path, capsys):
     assert main(["check", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert f"ResultsError: {tmp_path}: not a results folder" in err and "Traceback" not in err
+    assert f"fiskj-harness: {tmp_path}: not a results folder" in err and "Traceback" not in err
     assert main(["check", str(tmp_path / "nothing")]) == 2
     _, written = _folder(tmp_path / "r")
     history = written["trials"][0] / "history.json"

@@ -20,7 +20,7 @@ from harness.checkers import check_all
 from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
 from harness.families.base import Planned
 from harness.families.registry import by_mode
-from harness.report.groups import first_violation
+from harness.report.groups import fault_total, first_violation
 from harness.runner.trial import Runner
 from harness.scenario.generate import expand_all
 from harness.scenario.model import Scenario
@@ -339,7 +339,8 @@ class Campaign:
         out = []
         for run in runs:
             mine = [r for r in results if r.scenario == run.scenario.name and r.scenario_path == run.scenario.path]
-            failed = [r for r in mine if r.failed and r.origin not in GIVEN_ORIGINS]
+            failed = [r for r in mine if r.failed and r.origin not in GIVEN_ORIGINS
+                      and fault_total({"faults": r.faults, "schedule": r.schedule})]  # none injected: nothing to shrink
             if failed and run.reference is not None:
                 size = lambda r: run.family.size(run.scenario, run.reference, r.schedule)[0]  # noqa: E731
                 try:

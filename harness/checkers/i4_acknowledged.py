@@ -464,4 +464,6 @@ def _brief(v: dict[str, Any]) -> str:
     if v["kind"] == "undecodable_ack":
         return f"leg {v['ack']['leg']} acknowledged a line that is not a record (offset {v['ack'].get('offset')})"
     where = f"offset {v['offset']}" if "offset" in v else f"seq {v.get('seq')}"
+    if "second" in v:  # two different lines acknowledged at one place
+        return f"{where}: leg {v['first'].get('leg')} and leg {v['second'].get('leg')} acknowledged different lines"
     return f"{where} {v['kind']} after leg {v.get('leg', v.get('ack', {}).get('leg'))}"

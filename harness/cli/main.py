@@ -201,7 +201,7 @@ def _main(argv: list[str] | None) -> int:
             print(f"fiskj-harness: {exc}", file=sys.stderr)
             code = HARNESS_USAGE
         except FiskjError as exc:  # ScenarioError, SetupError, ResultsError
-            print(f"fiskj-harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"fiskj-harness: {exc}", file=sys.stderr)
             code = HARNESS_USAGE
         except ModuleNotFoundError as exc:  # the harness's own dependencies are an extra of the fiskj package
             print(f"fiskj-harness: {exc}; the harness needs its extras: from a clone of the repository, "

@@ -102,7 +102,9 @@ def sentence(row: dict[str, Any]) -> str:
     template = SENTENCES.get((str(row.get("invariant")), str(first.get("kind"))))
     if template:
         try:
-            return template.format_map(first)
+            said = template.format_map(first)
+            if not re.search(r"\bNone\b", said):  # a field the evidence left empty: say its detail instead
+                return said
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             pass
     evidence = row.get("evidence")

@@ -96,6 +96,10 @@ def fill(template: str, values: Mapping[str, str], environ: Mapping[str, str] | 
     return _FIELD.sub(one, template)
 
 
+#: ``{env:NAME}`` in a template: the variables a subject reads from the harness's environment.
+_ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
 def cwd_slug(path: str) -> str:
     """A directory as agents name a folder after it (Claude Code's ``~/.claude/projects/<slug>``): every
     character but an ASCII letter or digit made ``-``."""
@@ -118,6 +122,7 @@ class Subject:
     argv: tuple[str, ...]
     resume_config: bool = True
     extra_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    profile_env: tuple[tuple[str, str], ...] = ()  # a profile's [env] (templates); extra_env: NAME=value words
     env_unset: tuple[str, ...] = ()
     start_args: tuple[str, ...] = CONTRACT_START
     resume_args: tuple[str, ...] = CONTRACT_RESUME
@@ -174,9 +179,13 @@ class Subject:
 
     def command_line(self) -> str:
         """The subject as one shell-quoted ``--subject`` value (for reproducers): ``extra_env`` as ``NAME=value``
-        words, then the profile file or the command."""
+        words, and each variable the subject's templates read (``{env:NAME}``) as it is set now, then the profile
+        file or the command (a profile's own ``[env]`` is the profile's: not repeated)."""
         words = [self.profile] if self.profile else list(self.argv)
-        return shlex.join([f"{k}={v}" for k, v in self.extra_env] + words)
+        given = dict(self.extra_env)
+        read = sorted(set(_ENV_REF.findall(repr(self))) - set(given))
+        env = [*given.items(), *((k, os.environ[k]) for k in read if k in os.environ)]
+        return shlex.join([f"{k}={v}" for k, v in env] + words)
 
     def spec(self) -> str | list[str]:
         """What a JSON report stores to rebuild the subject: the profile path, else the argv list."""
@@ -299,7 +308,7 @@ class Subject:
         (:meth:`values`), which fill ``extra_env`` (a profile's ``[env]``)."""
         drop = set(HARNESS_ENV) | set(self.env_unset)
         env = {k: v for k, v in (os.environ if base is None else base).items() if k not in drop}
-        env.update((k, self.fill(v, values)) if values else (k, v) for k, v in self.extra_env)
+        env.update((k, self.fill(v, values)) if values else (k, v) for k, v in self.profile_env + self.extra_env)
         env.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=api_key, XDG_STATE_HOME=state_home,
                    FISKJ_LEDGER=ledger, FISKJ_HARNESS_LEG=str(leg), FISKJ_PROBES=probes_path(ledger))
         optional = {"HOME": home, "FISKJ_IOSEAM_TRACE": trace, "FISKJ_IOSEAM_FAULT": fault}

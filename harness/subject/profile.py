@@ -113,7 +113,7 @@ def parse_profile(text: str, path: str) -> Subject:
     exits, error_stdout = _exits(src)
     journal, fmt = _journal(src, home)
     status_args, status_fields = _reading(src, fmt)
-    return Subject(argv=argv, extra_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
+    return Subject(argv=argv, profile_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
                    status_fields=status_fields, not_applicable=_not_applicable(src), files=files, name=name, profile=path,
                    error_stdout=error_stdout, promises=_promises(src), cwd=_cwd(src), **mcp)
