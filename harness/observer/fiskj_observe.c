@@ -88,7 +88,7 @@ enum action { A_KILL_BEFORE, A_KILL_AFTER, A_EIO, A_ENOSPC, A_SHORT, A_PAUSE, A_
               NACTIONS };
 static const char *const ACTION[NACTIONS] = {"kill-before", "kill-after", "eio", "enospc",
                                              "short-write", "pause", "sigint-after", "sigterm-after"};
-struct fault { int action; long k, count; unsigned kinds; int released; };
+struct fault { int action; long k, count; unsigned kinds; int released; const char *suffix; };  /* suffix: of the path counted */
 
 /* ---- per-thread state -------------------------------------------------- */
 struct op {                       /* the one recorded syscall a thread is in */
@@ -455,7 +455,12 @@ static void apply_faults(struct task *t, struct op *op) {
     }
     for (int i = 0; i < nfaults; i++) {
         struct fault *f = &faults[i];
-        if (!(f->kinds & (1u << op->kind)) || ++f->count != f->k) continue;
+        if (!(f->kinds & (1u << op->kind))) continue;
+        if (f->suffix) {                                   /* only the calls on a path ending so */
+            size_t n = strlen(op->path), m = strlen(f->suffix);
+            if (n < m || strcmp(op->path + n - m, f->suffix)) continue;
+        }
+        if (++f->count != f->k) continue;
         op->faults |= 1u << f->action;
         if (f->action == A_PAUSE) pause_fault = i;
     }
@@ -827,12 +832,16 @@ static void add_root(const char *r) {
     roots[nroots++] = strdup(abs);
     if (realpath(abs, real) && strcmp(real, abs)) roots[nroots++] = strdup(real);  /* both spellings */
 }
-static void add_fault(const char *s) {
-    char act[32], kinds[512] = ""; long k; int n = 0;
+static void add_fault(const char *arg) {
+    char act[32], kinds[512] = "", s[1024]; long k; int n = 0;
     struct fault *f = &faults[nfaults];
     if (nfaults == MAX_FAULTS) die("too many --fault");
+    snprintf(s, sizeof s, "%s", arg);
+    char *eq = strchr(s, '=');                         /* ACTION@K[:KINDS][=SUFFIX] */
+    f->suffix = eq ? strdup(eq + 1) : NULL;
+    if (eq) *eq = 0;
     if (sscanf(s, "%31[^@]@%ld%n:%511s", act, &k, &n, kinds) < 2 || k < 1 || (s[n] && s[n] != ':'))
-        die("bad --fault %s: expected ACTION@K[:KINDS], e.g. kill-before@3:fsync", s);
+        die("bad --fault %s: expected ACTION@K[:KINDS][=SUFFIX], e.g. kill-before@3:fsync", s);
     f->action = -1;
     for (int i = 0; i < NACTIONS; i++) if (!strcmp(act, ACTION[i])) f->action = i;
     if (f->action < 0) die("bad --fault %s: unknown action %s", s, act);

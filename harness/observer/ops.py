@@ -165,27 +165,31 @@ def entry_order(ops: Iterable[Op]) -> list[Op]:
 
 @dataclass(frozen=True, slots=True)
 class FaultSpec:
-    """``ACTION@K[:KINDS]`` parsed; ``kinds`` defaults to :data:`DURABLE_KINDS`."""
+    """``ACTION@K[:KINDS][=SUFFIX]`` parsed; ``kinds`` defaults to :data:`DURABLE_KINDS`; ``suffix``: only calls on
+    a path ending so are counted (``""``: every call)."""
 
     action: str
     k: int
     kinds: frozenset[str]
+    suffix: str = ""
 
     def __str__(self) -> str:
         named = "" if self.kinds == DURABLE_KINDS else ":" + ",".join(k for k in KINDS if k in self.kinds)
-        return f"{self.action}@{self.k}{named}"
+        return f"{self.action}@{self.k}{named}" + (f"={self.suffix}" if self.suffix else "")
 
 
 def parse_fault(spec: str) -> FaultSpec:
     """Validate a fault spec (the tracer checks again); raises :class:`FaultSpecError`."""
+    spec, _, suffix = spec.partition("=")
     head, _, kinds = spec.partition(":")
     action, at, k = head.partition("@")
     if not at or action not in ACTIONS:
-        raise FaultSpecError(f"fault {spec!r}: expected ACTION@K[:KINDS] with ACTION one of {', '.join(ACTIONS)}")
+        raise FaultSpecError(f"fault {spec!r}: expected ACTION@K[:KINDS][=SUFFIX] with ACTION one of "
+                             f"{', '.join(ACTIONS)}")
     if not k.isdigit() or int(k) < 1:
         raise FaultSpecError(f"fault {spec!r}: K must be an integer >= 1, got {k!r}")
     names = frozenset(kinds.split(",")) if kinds else DURABLE_KINDS
     unknown = sorted(names - set(KINDS))
     if unknown:
         raise FaultSpecError(f"fault {spec!r}: unknown op kind(s) {unknown}; known: {', '.join(KINDS)}")
-    return FaultSpec(action, int(k), names)
+    return FaultSpec(action, int(k), names, suffix)

@@ -128,16 +128,16 @@ HOLD_KINDS = "open,read,stat,access,flock,lock"
 READING_LIMIT = 512 << 20
 
 
-def observer_faults(spec: dict[str, Any]) -> list[str]:
+def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
     """The outside observer's faults for a leg's schedule entry (docs/observer.md): an event kill
     ``{"kind": "kill", "event": K, "when": W[, "op": OP]}`` is ``kill-W@K[:OP]``, counted over every
     process and thread of the leg; an IO error ``{"kind": "io_error", "action": A, "event": K, "op": OP}``
-    is ``A@K:OP``; a hold ``{"kind": "hold", "at": K[, "ops": KINDS]}`` is ``pause@K:KINDS`` (default
+    is ``A@K:OP=/NAME``, the K-th ``OP`` call on the ``journal`` file named NAME (any call without one); a hold ``{"kind": "hold", "at": K[, "ops": KINDS]}`` is ``pause@K:KINDS`` (default
     :data:`HOLD_KINDS`); other faults need no observer fault."""
     if spec.get("kind") == "hold":  # the leg stops at its K-th lookup, read, open or lock until released
         return [f"pause@{spec['at']}:{spec.get('ops') or HOLD_KINDS}"]
-    if spec.get("kind") == "io_error":  # counted over the leg's calls of that kind (fsync: of files and dirs)
-        return [f"{spec['action']}@{spec['event']}:{spec['op']}"]
+    if spec.get("kind") == "io_error":  # counted over the leg's calls of that kind on the journal
+        return [f"{spec['action']}@{spec['event']}:{spec['op']}" + (f"=/{journal}" if journal else "")]
     action = event_action(spec)  # an event kill, or an event suspend (``sigint-after@K``)
     if action is None:
         return []
@@ -465,7 +465,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     if hold and not starter.observe:
         raise ValueError("a hold fault (a race's sequence point) needs the outside observer")
     proc = starter.start(plan.argv, plan.env, stdin_path, out, err, log=log, roots=plan.roots,
-                         faults=observer_faults(plan.fault) if starter.observe else None, control=hold, cwd=plan.cwd)
+                         faults=observer_faults(plan.fault, plan.journal.name) if starter.observe else None,
+                         control=hold, cwd=plan.cwd)
     leg.pid = proc.pid
     held = False
     if hold:  # a race: this leg waits at its sequence point while the rival leg runs to its end

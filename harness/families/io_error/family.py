@@ -31,15 +31,15 @@ __all__ = ["IO_ERROR", "IoErrorFamily", "journal_calls"]
 
 def journal_calls(trace: list[dict[str, Any]], run_id: str, journal: JournalLocation, op: str) -> list[int]:
     """The fault counts ``K`` that hit the journal's ``op`` calls in ``trace``: the position of each among the
-    calls the fault counts (the IO seam counts its ``op`` calls; the observer counts system calls, so
-    ``fsync`` there also counts the directory fsyncs, ``fsync_dir`` in the trace)."""
+    calls the fault counts (the IO seam counts its ``op`` calls; the observer counts the ``op`` calls on the
+    journal's file only, whatever else the agent writes: :func:`harness.runner.leg.observer_faults`)."""
     observed = any("seq" in ev for ev in trace)
-    kinds = {op, "fsync_dir"} if observed and op == "fsync" else {op}
     out, k = [], 0
     for ev in trace:
-        if ev.get("op") in kinds:
+        mine = ev.get("op") == op and journal.is_journal(ev.get("path"), run_id)
+        if ev.get("op") == op and (mine or not observed):
             k += 1
-            if ev.get("op") == op and journal.is_journal(ev.get("path"), run_id) and not ev.get("error"):
+            if mine and not ev.get("error"):
                 out.append(k)
     return out
 
