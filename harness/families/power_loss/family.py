@@ -154,12 +154,13 @@ class PowerLossFamily(FamilyBase):
 
     def smaller(self, scenario: Scenario, reference: ReferenceRun,
                 schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-        """The same crash point with fewer of its dropped units dropped (pure): none, each one alone, each half,
-        all but one; as cheap a trial as the one shrunk (``explore``)."""
+        """The same crash point with fewer of its dropped units dropped (pure): none, each half (so a large set
+        halves in a few steps whatever the budget), each one alone, all but one; as cheap a trial as the one
+        shrunk (``explore``)."""
         step = schedule[0] if schedule else {}
         d = self._dropped(scenario, reference, step)[1] or []
         half = len(d) // 2
-        subsets = [[]] + ([[u] for u in d] if len(d) > 1 else []) + ([d[:half], d[half:]] if len(d) > 3 else []) \
+        subsets = [[]] + ([d[:half], d[half:]] if len(d) > 3 else []) + ([[u] for u in d] if len(d) > 1 else []) \
             + ([d[:i] + d[i + 1:] for i in range(len(d))] if len(d) > 2 else [])
         return [[{"kind": "power_loss", "prefix_n": step["prefix_n"], "dropped": [list(u) for u in sub],
                   **{k: step[k] for k in ("explore",) if k in step}}] for sub in subsets] if d else []
