@@ -195,7 +195,7 @@ def test_usage_and_setup_errors_exit_2(files, capsys):
     assert main(["run", str(files / "tiny-noop.toml"), "--trials", "0"]) == 2
     capsys.readouterr()
     assert main(["run", str(files / "tiny-noop.toml"), "--results", str(files / "broken.py")]) == 2   # before a trial
-    assert "ResultsError" in capsys.readouterr().err
+    assert "cannot create the results folder" in capsys.readouterr().err
     failing = f"{sys.executable} -c 'import sys; sys.exit(1)'"
     assert main(["run", str(files / "tiny-noop.toml"), "--subject", failing, "-q"]) == 2
     assert "the subject did not run scenario" in capsys.readouterr().err
