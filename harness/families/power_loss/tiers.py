@@ -103,9 +103,10 @@ def cheap_limit(subject: Any) -> str | None:
         return ("power-loss crash states are judged cheaply through the subject's status command, a reading "
                 "with no repair: the cut of a torn tail is judged only on the sampled full resumes")
     if mode == "model":
-        return ("POWER LOSS: the subject has no reading command (a profile's [reading], docs/subject.md) the "
-                "harness can ask about a fisk-ai-v2 journal: every crash state is judged cheaply for I4 by the "
-                "crash model alone, and its recovery (I5) only on the sampled full resumes")
+        return ("POWER LOSS: the harness cannot ask the subject what a crash state's journal holds (that needs a "
+                "reading command, a profile's [reading], and a fisk-ai-v2 journal: docs/subject.md): every crash "
+                "state is judged cheaply for I4 by the crash model alone, and its recovery (I5) only on the "
+                "sampled full resumes")
     return None
 
 
