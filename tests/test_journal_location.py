@@ -10,6 +10,7 @@ the recognition is worth: nothing is counted.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -107,3 +108,63 @@ def test_the_same_agent_through_a_profile_naming_the_contract_s_file_has_no_jour
     trial, by = _run(_profile(tmp_path, ".json"))
     assert by["I8"].evidence["journal_changes"] == 0
     assert by["I4"].evidence["checked"] == 0
+
+
+def test_a_glob_in_the_file_name_stands_for_a_name_the_agent_chooses(tmp_path):
+    from harness.subject.contract import journal_file
+
+    loc = JournalLocation("{state_home}/agent/sessions/*.jsonl", JSONL)
+    assert loc.is_glob and loc.is_journal("/t/state/agent/sessions/8f3a-b2.jsonl", "r1")
+    assert loc.is_journal("/t/state/agent/sessions/.jsonl", "r1")                  # any name, even none
+    assert not loc.is_journal("/t/state/agent/sessions/x/8f3a.jsonl", "r1")       # never a folder
+    assert not loc.is_journal("/t/state/agent/sessions/8f3a.json", "r1")
+    pattern = tmp_path / "*.jsonl"
+    assert journal_file(pattern) == pattern                                       # none made yet: the glob itself
+    (tmp_path / "a.jsonl").write_text("1\n")
+    (tmp_path / "b.txt").write_text("1\n")
+    assert journal_file(pattern) == tmp_path / "a.jsonl"
+    assert journal_file(tmp_path / "z.jsonl") == tmp_path / "z.jsonl"            # no glob: the path as it is
+
+
+@pytest.mark.parametrize(("path", "why"), [("{state_home}/*/x.jsonl", "only in the journal's file name"),
+                                           ("{state_home}/x.jsonl", "put {run_id} or {run_uuid} in it, or a *")])
+def test_a_glob_journal_path_is_checked_where_it_is_written(path, why):
+    from harness.errors import ProfileError
+    from harness.subject.profile import parse_profile
+
+    with pytest.raises(ProfileError, match=re.escape(why)):
+        parse_profile(f'name = "a"\ncommand = ["agent"]\n[journal]\npath = "{path}"\nformat = "jsonl"\n', "p.toml")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed (every machine here has Node.js 20)")
+@pytest.mark.parametrize("bug", ["", "no-fsync"])
+def test_an_agent_whose_journal_is_found_by_a_glob_is_judged_by_every_family(tmp_path, bug):
+    from harness.campaign.campaign import Campaign
+    from harness.scenario.parse import load_scenario
+    from harness.subject.profile import load_profile
+
+    profile = tmp_path / "glob.toml"
+    profile.write_text(f'''
+name = "node-agent-glob"
+command = ["node", "{NODE_DIR}/agent.mjs"]
+[env]
+NODE_EXTRA_CA_CERTS = false
+AGENT_JOURNAL_SUFFIX = ".jsonl"
+{'FISKJ_FOREIGN_BUG = "' + bug + '"' if bug else ''}
+[journal]
+path = "{{state_home}}/fisk-ai/runs/*.jsonl"
+''')
+    scenarios = [load_scenario(ROOT / "scenarios" / f"{name}.toml")
+                 for name in ("kill-every-event", "power-loss-basic", "tails-basic", "io-errors")]
+    result = Campaign(scenarios, seed=1, subject=load_profile(profile), trials=3, shrink_budget=0, jobs=2).run()
+    assert not result.errors, result.errors
+    ran = {t.scenario for t in result.trials}
+    assert ran == {s.name for s in scenarios}
+    failed = {v.invariant for t in result.trials for v in t.verdicts if v.status != "valid"}
+    if bug:
+        assert "I4" in failed                                    # its unsynced appends are judged on the glob's file
+    else:
+        assert not failed, [(t.scenario, v.invariant, v.summary) for t in result.trials for v in t.verdicts
+                             if v.status != "valid"]
+    io = [t for t in result.trials if t.scenario == "io-errors"]
+    assert io and all(t.faults.get("io_error") for t in io)     # its own journal's calls were failed

@@ -211,7 +211,7 @@ def test_a_hold_and_an_io_error_are_leg_faults_the_observer_applies_from_outside
     assert observer_faults({"kind": "hold", "at": 3}) == [f"pause@3:{HOLD_KINDS}"]
     io = validate_fault({"kind": "io_error", "action": "eio", "event": 2, "op": "fsync"})
     assert observer_faults(io) == ["eio@2:fsync"] and seam_fault(io) == "eio@2:fsync"
-    assert observer_faults(io, "r.jsonl") == ["eio@2:fsync=/r.jsonl"]  # the K-th fsync of the journal's file
+    assert observer_faults(io, "/r.jsonl") == ["eio@2:fsync=/r.jsonl"]  # the K-th fsync of the journal's file
     for bad in ({"kind": "hold", "at": 0}, {"kind": "hold"}, {"kind": "io_error", "action": "boom", "event": 1,
                                                               "op": "fsync"},
                 {"kind": "io_error", "action": "eio", "event": 1, "op": "rename"}):

@@ -37,8 +37,9 @@ _VAR = re.compile(r"\{([a-z_]+)\}")
 class JournalLocation:
     """A run's journal as a subject lays it out: a path ``template`` and the line ``format``.
 
-    ``template`` uses the variables of :data:`harness.subject.contract.TEMPLATE_VARS` and must name
-    ``{run_id}`` or ``{run_uuid}`` (the profile parser checks that: :func:`harness.subject.profile.parse_profile`);
+    ``template`` uses the variables of :data:`harness.subject.contract.TEMPLATE_VARS` and names
+    ``{run_id}`` or ``{run_uuid}``, or has a ``*`` in its file name (a glob: the agent names the file itself;
+    the profile parser checks that: :func:`harness.subject.profile.parse_profile`);
     ``format`` is one of :data:`harness.names.JOURNAL_FORMATS`.
     """
 
@@ -49,6 +50,11 @@ class JournalLocation:
     def decoded(self) -> bool:
         """True when the harness decodes the journal's lines as records (fisk-ai v2, docs/spec.md section 1)."""
         return self.format == FISK_AI_V2
+
+    @property
+    def is_glob(self) -> bool:
+        """True when the file name is a glob (``*``): the file is the one the agent made that matches it."""
+        return "*" in self.template
 
     @property
     def is_contract(self) -> bool:
@@ -93,9 +99,14 @@ def _pattern(template: str, run_id: str) -> re.Pattern[str]:
     head = "(?:.*)?" if cut else ""
     out, pos = [head], cut
     for m in _VAR.finditer(template, cut):
-        out.append(re.escape(template[pos:m.start()]))
+        out.append(_glob(template[pos:m.start()]))
         out.append(re.escape(run_id) if m.group(1) == "run_id" else r"[^/\n]+")
         pos = m.end()
-    out.append(re.escape(template[pos:]))
+    out.append(_glob(template[pos:]))
     return re.compile("".join(out))
+
+
+def _glob(text: str) -> str:
+    """``text`` as a regular expression, a ``*`` (a glob in the file name) standing for any characters but ``/``."""
+    return "[^/\n]*".join(re.escape(part) for part in text.split("*"))
 

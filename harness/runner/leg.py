@@ -32,6 +32,7 @@ from harness.history.jsonl import holds_a_line
 from harness.names import EXIT_SUSPENDED, FISK_AI_V2
 
 from harness.runner.faults import event_action, history_fault
+from harness.subject.contract import journal_file
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
@@ -132,12 +133,13 @@ def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
     """The outside observer's faults for a leg's schedule entry (docs/observer.md): an event kill
     ``{"kind": "kill", "event": K, "when": W[, "op": OP]}`` is ``kill-W@K[:OP]``, counted over every
     process and thread of the leg; an IO error ``{"kind": "io_error", "action": A, "event": K, "op": OP}``
-    is ``A@K:OP=/NAME``, the K-th ``OP`` call on the ``journal`` file named NAME (any call without one); a hold ``{"kind": "hold", "at": K[, "ops": KINDS]}`` is ``pause@K:KINDS`` (default
+    is ``A@K:OP=SUFFIX``, the K-th ``OP`` call on a path ending in ``journal`` (``/NAME`` for the journal's
+    file; for a glob, what its name ends with; every call without one); a hold ``{"kind": "hold", "at": K[, "ops": KINDS]}`` is ``pause@K:KINDS`` (default
     :data:`HOLD_KINDS`); other faults need no observer fault."""
     if spec.get("kind") == "hold":  # the leg stops at its K-th lookup, read, open or lock until released
         return [f"pause@{spec['at']}:{spec.get('ops') or HOLD_KINDS}"]
     if spec.get("kind") == "io_error":  # counted over the leg's calls of that kind on the journal
-        return [f"{spec['action']}@{spec['event']}:{spec['op']}" + (f"=/{journal}" if journal else "")]
+        return [f"{spec['action']}@{spec['event']}:{spec['op']}" + (f"={journal}" if journal else "")]
     action = event_action(spec)  # an event kill, or an event suspend (``sigint-after@K``)
     if action is None:
         return []
@@ -148,6 +150,11 @@ def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
             raise ValueError(f"event kill op {op!r} is not an observed op (known: {', '.join(KINDS)})")
         value += f":{op}"
     return [value]
+
+
+def _suffix(name: str) -> str:
+    """How the journal's paths end: ``/NAME``, or for a glob (``*.jsonl``) what follows its last ``*``."""
+    return name.rpartition("*")[2] if "*" in name else f"/{name}"
 
 
 def lock_point(ops: Any) -> int | None:
@@ -456,7 +463,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         stdin_path = plan.workdir / f"leg-{plan.index}.in"
         stdin_path.write_bytes(plan.stdin)
     leg = Leg(index=plan.index, kind=plan.kind, argv=plan.argv)
-    before = plan.journal.read_bytes() if plan.journal.exists() else None
+    journal = journal_file(plan.journal)  # (a glob: the file the agent made, read again after the leg)
+    before = journal.read_bytes() if journal.exists() else None
     starter.prepare()  # the fork server starts before the leg's clock
     t0 = time.monotonic()
     leg.t_start = time.monotonic_ns()
@@ -465,7 +473,7 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     if hold and not starter.observe:
         raise ValueError("a hold fault (a race's sequence point) needs the outside observer")
     proc = starter.start(plan.argv, plan.env, stdin_path, out, err, log=log, roots=plan.roots,
-                         faults=observer_faults(plan.fault, plan.journal.name) if starter.observe else None,
+                         faults=observer_faults(plan.fault, _suffix(plan.journal.name)) if starter.observe else None,
                          control=hold, cwd=plan.cwd)
     leg.pid = proc.pid
     held = False
@@ -483,7 +491,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     leg.timed_out = outcome.timed_out
     leg.fault = history_fault(plan.fault, injected=outcome.injected)
     leg.fault.detail.update(plan.detail)
-    leg.journal = plan.journal.read_bytes() if plan.journal.exists() else None
+    journal = journal_file(plan.journal)
+    leg.journal = journal.read_bytes() if journal.exists() else None
     if starter.observe:
         ops = proc.ops() if log.exists() else []
         leg.trace = ops_to_trace(ops)
@@ -513,6 +522,6 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
         leg.reading = parse_reading(raw, starter.subject.status_fields)
-        if plan.journal.exists() and plan.journal.read_bytes() != leg.journal:
+        if journal.exists() and journal.read_bytes() != leg.journal:
             leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"
     return leg, outcome

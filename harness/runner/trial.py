@@ -48,8 +48,8 @@ from harness.runner.leg import LegOutcome, LegPlan, LegStarter, count_user_recor
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
-from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject, probes_path,
-                                      default_subject, fork_server_enabled)
+from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
+                                      default_subject, fork_server_enabled, journal_file, probes_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
 __all__ = ["ReferenceRun", "Runner", "run_id_for", "drifted_config", "observe_by_default", "BUDGET_ENDS"]
@@ -322,7 +322,7 @@ class Runner:
         history.effects, ledger_notes = read_ledger(place.ledger)
         history.notes.extend(ledger_notes)
         history.probes = read_probes(probes_path(place.ledger))
-        history.final_state, history.final_error = fold_journal(place.journal, history.journal.format)
+        history.final_state, history.final_error = fold_journal(journal_file(place.journal), history.journal.format)
 
     def _place(self, workload: Workload, tmp: Path, token: str, run_id: str, drift: tuple[str, ...]) -> _Place:
         """Lay out a trial in ``tmp``: its state home (and home), ledger, tools files and run configurations."""
@@ -367,7 +367,8 @@ class Runner:
             if remaining <= 0:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 return False
-            before = place.journal.read_bytes() if place.journal.exists() else None
+            journal = journal_file(place.journal)
+            before = journal.read_bytes() if journal.exists() else None
             kind = start_or_resume(before, history.journal.format)
             probe = bool(place.drift) and kind == "resume" and probe_next
             spec = {"kind": "none"} if probe else fault_for_leg(schedule, faulted)
@@ -434,7 +435,8 @@ class Runner:
                 raise SetupError("a reader race needs the subject's own reading command (a profile's [reading])")
 
             def read(at: int = int(spec["at"]), leg_index: int = plan.index) -> None:
-                data = place.journal.read_bytes() if place.journal.exists() else None
+                journal = journal_file(place.journal)
+                data = journal.read_bytes() if journal.exists() else None
                 raw = self.legs.read(reading, plan.env, place.tmp, f"{leg_index}-at-{at}")
                 history.readings.append({"leg": leg_index, "at": at,
                                          "journal": data.decode("latin-1") if data is not None else None,

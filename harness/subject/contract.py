@@ -96,6 +96,15 @@ def fill(template: str, values: Mapping[str, str], environ: Mapping[str, str] | 
     return _FIELD.sub(one, template)
 
 
+def journal_file(path: Path) -> Path:
+    """``path``, or when its file name is a glob (``*``) the newest file that matches it (``path`` itself, glob
+    and all, when none does yet: the agent has not made it).  Read again after each leg: the agent names it."""
+    if "*" not in path.name:
+        return path
+    found = sorted(path.parent.glob(path.name), key=lambda p: (p.stat().st_mtime_ns, p.name))
+    return found[-1] if found else path
+
+
 #: ``{env:NAME}`` in a template: the variables a subject reads from the harness's environment.
 _ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -256,8 +265,8 @@ class Subject:
 
     def journal_path(self, cfg: RunConfig, **where: str) -> Path:
         """Where this subject keeps ``cfg.run_id``'s journal in a trial (the ``journal`` template:
-        :meth:`harness.history.journal_location.JournalLocation.path`)."""
-        return Path(self.caps.journal.path(self.values(cfg, **where)))
+        :meth:`harness.history.journal_location.JournalLocation.path`; a glob: :func:`journal_file`)."""
+        return journal_file(Path(self.caps.journal.path(self.values(cfg, **where))))
 
     def write_files(self, cfg: RunConfig, **where: str) -> list[Path]:
         """Write the ``files`` templates filled with ``cfg`` (the leg's configuration: a drifted resume gets

@@ -307,8 +307,11 @@ def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
     if not isinstance(path, str) or not path:
         raise src.fail("journal", "path", f"expected a path template, got {path!r}")
     src.template("journal", "path", path)
-    if "{run_id}" not in path and "{run_uuid}" not in path:
-        raise src.fail("journal", "path", "the journal path must name the run: put {run_id} or {run_uuid} in it")
+    if "*" in path.rpartition("/")[0]:
+        raise src.fail("journal", "path", "a * may stand only in the journal's file name, not in a folder")
+    if "{run_id}" not in path and "{run_uuid}" not in path and "*" not in path:
+        raise src.fail("journal", "path", "the journal path must name the run: put {run_id} or {run_uuid} in it, "
+                                          "or a * in its file name for a name the agent chooses")
     if not path.startswith(("{state_home}", "{home}", "{trial_dir}")):
         raise src.fail("journal", "path", "the journal must live in the trial's directories: start the path with "
                                           "{state_home}, {home} or {trial_dir}")

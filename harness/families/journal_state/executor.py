@@ -82,8 +82,14 @@ class Context:
         return self.subject.trial_where(tmp, self.run_uuid)
 
     def journal(self, tmp: Path) -> Path:
-        """Where the subject keeps the run's journal in a state laid in ``tmp`` (its profile's template)."""
-        return self.subject.journal_path(self.config, **self.where(tmp))
+        """Where the subject keeps the run's journal in a state laid in ``tmp`` (its profile's template; a glob
+        named as the file the reference run made)."""
+        path = self.subject.journal_path(self.config, **self.where(tmp))
+        if "*" not in path.name:
+            return path
+        made = next((ev["path"] for leg in self.ref.history.legs for ev in leg.trace
+                     if self.ref.history.journal.is_journal(ev.get("path"), self.run_id)), None)
+        return path.with_name(Path(made).name) if made else path
 
 
 def context(runner: Runner, scenario: Scenario, shared: Path, ref: ReferenceRun | None = None) -> Context:
