@@ -439,7 +439,7 @@ def check(history: History) -> Any:
     if retired:
         evidence["retired_by_unlink"] = retired
     if violations:
-        evidence["summary"] = (f"{len(violations)} violation(s) of acknowledged records: "
+        evidence["summary"] = (f"{len(violations)} durability violation(s) of the journal (acknowledged or acted on): "
                                + "; ".join(_brief(v) for v in violations[:5]))
         evidence["violations"] = violations
         return make(__name__, INVALID, evidence)
