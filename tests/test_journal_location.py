@@ -51,8 +51,9 @@ def test_a_profile_s_template_is_matched_with_its_own_directories_and_file_name(
         loc.path({"home": "/h", "run_id": "r1"})                                  # {model} not given
 
 
-def _profile(tmp_path: Path, suffix_in_path: str) -> Path:
-    """The Node.js agent writing ``<id>.jsonl``, through a profile whose journal path ends ``suffix_in_path``."""
+def _profile(tmp_path: Path, suffix_in_path: str, journal: str = "{run_id}", bug: str = "") -> Path:
+    """The Node.js agent writing ``<id>.jsonl`` (with its variant ``bug``), through a profile whose journal path
+    ends ``journal`` + ``suffix_in_path``."""
     path = tmp_path / f"node{suffix_in_path}.toml"
     path.write_text(f'''
 name = "node-agent-jsonl-name"
@@ -60,8 +61,9 @@ command = ["node", "{NODE_DIR}/agent.mjs"]
 [env]
 NODE_EXTRA_CA_CERTS = false
 AGENT_JOURNAL_SUFFIX = ".jsonl"
+{f'FISKJ_FOREIGN_BUG = "{bug}"' if bug else ''}
 [journal]
-path = "{{state_home}}/fisk-ai/runs/{{run_id}}{suffix_in_path}"
+path = "{{state_home}}/fisk-ai/runs/{journal}{suffix_in_path}"
 ''')
     return path
 
@@ -143,17 +145,7 @@ def test_an_agent_whose_journal_is_found_by_a_glob_is_judged_by_every_family(tmp
     from harness.scenario.parse import load_scenario
     from harness.subject.profile import load_profile
 
-    profile = tmp_path / "glob.toml"
-    profile.write_text(f'''
-name = "node-agent-glob"
-command = ["node", "{NODE_DIR}/agent.mjs"]
-[env]
-NODE_EXTRA_CA_CERTS = false
-AGENT_JOURNAL_SUFFIX = ".jsonl"
-{'FISKJ_FOREIGN_BUG = "' + bug + '"' if bug else ''}
-[journal]
-path = "{{state_home}}/fisk-ai/runs/*.jsonl"
-''')
+    profile = _profile(tmp_path, ".jsonl", journal="*", bug=bug)
     scenarios = [load_scenario(ROOT / "scenarios" / f"{name}.toml")
                  for name in ("kill-every-event", "power-loss-basic", "tails-basic", "io-errors")]
     result = Campaign(scenarios, seed=1, subject=load_profile(profile), trials=3, shrink_budget=0, jobs=2).run()
