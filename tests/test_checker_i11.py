@@ -18,17 +18,18 @@ def reply(i, tools):
 
 
 def run(script, journaled, end, *, ran=None, usage=None, record_usage=None, max_tokens=1_000_000,
-        max_iterations=0, **options):
+        max_iterations=0, stops=None, **options):
     """A one-leg history: ``script`` the tool count of each scripted reply (0: the answer), the first
     ``journaled`` of them journaled (each tool turn answered, but the results of the replies ``ran`` excludes),
-    then terminal ``end``.  ``usage``: what the model sent (per reply index), ``record_usage`` what was journaled."""
+    then terminal ``end``.  ``usage``: what the model sent (per reply index), ``record_usage`` what was journaled;
+    ``stops``: a reply's stop reason (per reply index) where it is not ``tool_use``/``end_turn``."""
     usage, record_usage = usage or {}, record_usage or {}
     recs = [MetaRecord(version=2, run_id="r1", created="2026-01-01T00:00:00Z", fingerprint=FP, prompt="p")]
     calls, effects = [], []
     for i in range(journaled):
         sent = usage.get(i, USAGE)
         calls.append(ModelCall(index=i, t=i, key=f"k{i}", turn=i, messages=[], reply=reply(i, script[i]), leg=0,
-                               stop="tool_use" if script[i] else "end_turn", usage=sent))
+                               stop=(stops or {}).get(i, "tool_use" if script[i] else "end_turn"), usage=sent))
         got = record_usage.get(i, sent)
         recs.append(AssistantRecord(iteration=i, message={"role": "assistant", "content": reply(i, script[i])},
                                     stop_reason=calls[-1].stop, in_tokens=got["input_tokens"],
@@ -135,3 +136,16 @@ def test_a_journal_the_harness_does_not_decode_is_not_judged():
     h.journal_format = JSONL
     v = i11_workload.check(h)
     assert v.status == "valid" and v.evidence["checked"] == 0 and "not decoded" in v.evidence["not_judged"]
+
+
+
+def test_a_cut_off_reply_ends_the_run_unless_the_subject_promises_it_goes_on():
+    from harness.history.promises import Promises
+
+    turns = [(10, "max_tokens", True), (10, "end_turn", False)]
+    assert i11_workload.end_turn(turns, 1_000, 99, False)[:2] == ("error", 0)
+    assert i11_workload.end_turn(turns, 1_000, 99, False, cut_ends=False)[:2] == ("completed", 1)
+    h = run([1, 0], 2, "completed", stops={0: "max_tokens"})
+    assert "ran_past_end" in kinds(h)[1]                           # fisk-ai's rule: the cut-off reply ends the run
+    h.promises = Promises(cut_off_turn="continues")
+    assert kinds(h) == ("valid", [])                               # a subject that promises it goes on: no violation

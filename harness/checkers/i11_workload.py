@@ -34,11 +34,12 @@ def _tools(rec: AssistantRecord) -> list[str]:
     return list(_key(rec.message.get("content"))[0])
 
 
-def end_turn(turns: list[tuple[int, str | None, bool]], max_tokens: int, cap: float, chat: bool
-             ) -> tuple[str | None, int, int]:
+def end_turn(turns: list[tuple[int, str | None, bool]], max_tokens: int, cap: float, chat: bool,
+             cut_ends: bool = True) -> tuple[str | None, int, int]:
     """Where a run whose replies are ``turns`` (``(tokens, stop_reason, asks_for_tools)`` in journal order) must
     end: ``(reason, index of its last reply, tokens spent by then)``; reason ``None`` when the replies end
-    before the workload's end.  The rules of docs/spec.md section 15, I11."""
+    before the workload's end.  The rules of docs/spec.md section 15, I11; ``cut_ends`` false: a reply cut off by
+    ``max_tokens`` or refused ends nothing (the subject promises ``cut_off_turn = "continues"``)."""
     spent = 0
     for i in range(len(turns) + 1):
         if i >= cap:
@@ -47,7 +48,7 @@ def end_turn(turns: list[tuple[int, str | None, bool]], max_tokens: int, cap: fl
             return None, i - 1, spent
         tokens, stop, tools = turns[i]
         spent += tokens
-        if stop in CUT_STOPS:
+        if stop in CUT_STOPS and cut_ends:
             return "error", i, spent
         if not tools and stop != "pause_turn":
             if not chat:
@@ -77,7 +78,7 @@ def _ending(history: History, recs: list[Any], turns: list[tuple[int, str | None
     assistants = [r for r in recs if isinstance(r, AssistantRecord)]
     found: list[list[dict[str, Any]]] = []
     for budget, cap in _limits(history):
-        why, k, spent = end_turn(turns, budget, cap, chat)
+        why, k, spent = end_turn(turns, budget, cap, chat, history.promises.cut_off_turn != "continues")
         said = {"budget": f"{spent} tokens spent, over the budget of {budget}", "max_iterations": f"the cap of "
                 f"{cap} iterations", "completed": "its final answer", "error": "a reply cut off"}.get(why or "", "")
         out: list[dict[str, Any]] = []
