@@ -149,3 +149,19 @@ def test_a_cut_off_reply_ends_the_run_unless_the_subject_promises_it_goes_on():
     assert "ran_past_end" in kinds(h)[1]                           # fisk-ai's rule: the cut-off reply ends the run
     h.promises = Promises(cut_off_turn="continues")
     assert kinds(h) == ("valid", [])                               # a subject that promises it goes on: no violation
+
+
+def test_a_new_turn_after_the_completed_run_is_judged_by_what_the_subject_promises():
+    from harness.history.promises import Promises
+
+    h = run([1, 0], 2, "completed")
+    answer = [{"type": "text", "text": "a new turn's answer"}]
+    more = [AssistantRecord(iteration=2, message={"role": "assistant", "content": answer},
+                            stop_reason="end_turn", in_tokens=100, out_tokens=10), TerminalRecord(reason="completed")]
+    tail = b"".join(encode_record(dataclasses.replace(r, seq=n)) for n, r in enumerate(more, 6))
+    h.legs.append(Leg(index=1, kind="resume", argv=["agent"], journal=h.legs[0].journal + tail, exit_code=0))
+    h.model_calls.append(ModelCall(index=2, t=2, key="k2", turn=2, messages=[], reply=answer, leg=1,
+                                   stop="end_turn", usage=USAGE))
+    assert kinds(h)[0] == "invalid"                  # fisk-ai's rule: a completed run takes no new turn
+    h.promises = Promises(resume_completed="new-turn")
+    assert kinds(h) == ("valid", [])                 # promised: the run is judged as it stood when it completed

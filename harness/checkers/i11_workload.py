@@ -115,7 +115,8 @@ def _ending(history: History, recs: list[Any], turns: list[tuple[int, str | None
 def check(history: History) -> Any:
     """Judge I11 (docs/spec.md section 15) on ``history``; see the module docstring."""
     view = JournalView(history)
-    last = ([lg for lg in legs_in_order(history) if lg.journal is not None] or [None])[-1]
+    after = view.after_end()  # the resumes of a completed run its subject promises a new turn or nothing
+    last = ([lg for lg in legs_in_order(history) if lg.journal is not None and lg.index not in after] or [None])[-1]
     if not view.decoded or last is None or not history.model_calls:
         why = (f"journal format {view.format}: its records are not decoded" if not view.decoded else
                "no leg left a journal" if last is None else "no model call recorded")
