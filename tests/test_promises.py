@@ -82,6 +82,19 @@ def test_a_resume_after_a_kill_that_followed_the_journaled_end_is_a_new_turn_whe
     assert _judge(h, NEW_TURN, i6_reference)[0].status == "invalid"   # a clean suspend would exit as promised
 
 
+def test_a_recovery_resume_that_finds_the_run_completed_keeps_the_new_turn_promise_too():
+    # leg 0 journaled the run's end, then was killed; leg 1, an ordinary resume (not the probe), refuses it
+    h = _completed_then("refused", NEW_TURN)
+    h.legs[0].exit_code, h.legs[0].exit_signal = None, "SIGKILL"
+    h.legs[0].fault = Fault(kind="kill", signal="SIGKILL", injected=True)
+    h.legs[1].fault = Fault()
+    (v,) = _judge(h, NEW_TURN, i9_refusal)[0].evidence["violations"]
+    assert v["kind"] == "new_turn_not_taken" and v["leg"] == 1
+    assert _judge(h, FISK_AI, i9_refusal)[0].status == "valid"      # fisk-ai's rule: refusing it is right
+    h.legs[1].fault = Fault(kind="kill", signal="SIGKILL", injected=True)   # cut short by its own fault
+    assert _judge(h, NEW_TURN, i9_refusal)[0].status == "valid"
+
+
 def test_an_agent_that_promises_a_no_op_does_nothing_and_breaks_it_by_calling_the_model():
     i9, i6 = _judge(_completed_then("no-op", NO_OP), NO_OP, i9_refusal, i6_reference)
     assert i9.status == "valid" and i6.status == "valid", (i9.evidence, i6.evidence)

@@ -132,7 +132,11 @@ def check(history: History) -> Any:
                            "bytes_before": None if before is None else len(before),
                            "bytes_after": None if after is None else len(after),
                            "stderr": (leg.stderr or "")[-300:]})
-    promised = [(lg, completed_probe(history, lg)) for lg in legs if completed_probe(history, lg) in ("new-turn", "no-op")]
+    # every resume of the completed run, the probe or a recovery that found the run's end, keeps the promise;
+    # a leg a fault of its own cut short is not held to it
+    want = history.promises.expect_after_completed
+    promised = [(lg, want) for lg in legs if want in ("new-turn", "no-op") and lg.index in view.after_end()
+                and (completed_probe(history, lg) or not lg.fault.injected)]
     for leg, want in promised:
         row = {"leg": leg.index, "exit_code": leg.raw_exit_code if leg.raw_exit_code is not None else leg.exit_code,
                "exit_signal": leg.exit_signal, "stdout_tail": (leg.stdout or "")[-200:]}
