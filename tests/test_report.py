@@ -234,3 +234,18 @@ def test_no_table_row_or_reproducer_line_of_the_summary_is_cut_inside_a_word():
     assert "survives a crash" in text and text.count("not applicable to this subject") == 1
     assert long_why.split()[-1].strip(",") in text                     # the reason is wrapped, not cut
     render_markdown(report)                                           # the Markdown table builds from the same
+
+
+def test_invariants_a_scenario_lists_that_no_trial_judged_are_said_not_left_out_of_the_table(tmp_path):
+    from harness.cli.main import main
+
+    out = tmp_path / "r.json"
+    assert main(["run", "power-loss-basic", "--trials", "1", "--results", str(tmp_path / "res"),
+                 "--report-json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    missed = report["campaign"]["unjudged"]["power-loss-basic"]
+    assert {"I2", "I6"} <= set(missed) and not set(missed) & set(report["invariants"])   # one trial: no full resume
+    assert "power-loss-basic: " + ", ".join(missed) in render_summary(report)
+    assert main(["run", "power-loss-basic", "--trials", "4", "--results", str(tmp_path / "res"),
+                 "--report-json", str(out)]) == 0
+    assert "power-loss-basic" not in json.loads(out.read_text())["campaign"]["unjudged"]

@@ -143,6 +143,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
                                          "model_calls": r.reference.reference.model_calls,
                                          "effects": r.reference.reference.effects}
                        for r in result.scenarios if r.reference is not None},
+        "unjudged": _unjudged(result, report["scenarios"]),
         "shrinks": [{"scenario": t.scenario, "from_trial": t.shrunk_from, "trial": t.index, "schedule": t.schedule,
                      "from_schedule": next((o.schedule for o in result.trials if o.index == t.shrunk_from), None),
                      "reproduce": t.reproduce, "what": t.shrink}
@@ -304,6 +305,21 @@ def rate_text(report: dict[str, Any], note: str = "") -> str:
             + (f" ({rate:.1f} trials/s)" if rate else ""))
 
 
+def _unjudged(result: Any, scenarios: dict[str, Any]) -> dict[str, list[str]]:
+    """Per scenario that ran trials, the invariants its ``[check]`` lists that no trial judged (not those the
+    subject declares not applicable): its plan's trials did not reach them (a power-loss plan of one trial
+    resumes no crash state in full), which the table alone would not show."""
+    out = {}
+    for run in result.scenarios:
+        judged, check = scenarios.get(run.scenario.name, {}), getattr(run.scenario, "check", None)
+        if check is not None and run.error is None and not run.skipped and judged.get("trials"):
+            missed = [i for i in check.invariants
+                      if i not in judged.get("invariants", {}) and i not in getattr(result, "not_applicable", {})]
+            if missed:
+                out[run.scenario.name] = missed
+    return out
+
+
 def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     """A fixed-width text summary: trials, faults by kind, invariant table, violations with reproducers."""
     width = min(72, max([len(c.get("name", "")) for c in report.get("invariants", {}).values()] + [20]) + 2)
@@ -320,8 +336,11 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
     if report.get("interrupted"):
         lines.append(interrupted_line(report))
     lines.append("")
+    unjudged = [f"{name}: {', '.join(i)}" for name, i in (camp.get("unjudged") or {}).items()]
     for title, given in ((f"limits for this subject ({len(limits)}):", limits),
-                         (f"setup errors ({len(errors)}; exit 2):", errors)):
+                         (f"setup errors ({len(errors)}; exit 2):", errors),
+                         (f"checked by no trial run, though the scenario lists them ({len(unjudged)}; its plan's "
+                          "trials did not reach them: more --trials may):", unjudged)):
         if given:
             lines += [title] + [f"  {line}" for line in given] + [""]
     lines += probe_lines(report.get("probes")) + ([""] if report.get("probes") else [])
