@@ -184,7 +184,7 @@ function statusCommand(argv) {
   return 0;
 }
 
-// fisk-ai's `session [--state-dir D] show ID`: the same fold as text lines (../shared/FISKAI-CLI.md section 4).
+// fisk-ai's `session [--state-dir D] show ID`: the same fold as text lines (subjects/fisk-ai/profile.toml [reading]).
 function sessionCommand(argv) {
   const dir = argv[0] === '--state-dir' ? argv[1] : undefined;
   const rest = dir === undefined ? argv : argv.slice(2);
