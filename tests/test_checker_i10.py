@@ -78,3 +78,32 @@ def test_parse_reading_follows_dotted_paths_and_names_what_is_wrong():
     assert "is 3" in typed["error"]
     hung = parse_reading({"exit_code": None, "timed_out": True, "stdout": ""}, fields)
     assert "hung" in hung["error"]
+
+
+SHOW = (("status", r"^Status:\s+(?P<value>\S+)"), ("pending", r"^Pending:\s+(?P<value>\S+)"),
+        ("records", r"^Records:\s+(?P<value>\S+)"))
+
+
+def _show(stdout: str, code: int = 0) -> dict:
+    return parse_reading({"argv": ["agent", "session", "show", "r1"], "exit_code": code, "stdout": stdout}, SHOW, "text")
+
+
+def test_a_text_reading_takes_each_field_from_its_pattern_s_value_group_and_names_what_is_wrong():
+    ok = _show("Session r1\nStatus:  open\nPending: t2\nPending: t3\nRecords: 6\nPrompt: Status: no\n")
+    assert ok["error"] is None and ok["given"] == ["status", "pending", "records"]
+    assert (ok["status"], ok["pending"], ok["records"]) == ("open", ["t2", "t3"], 6)
+    assert _show("Status: completed\n")["pending"] == []            # every match of a list field: none is none
+    assert "no line matching '^Status:" in _show("Session r1\nState: open\n")["error"]
+    assert "(records) is 'six'" in _show("Status: open\nRecords: six\n")["error"]
+    assert _show("Status: open\n", code=1)["error"] == "the status command exited 1"
+
+
+def test_defect_5_is_caught_through_a_text_reading():
+    h = History(scenario="s", seed=1, schedule=[], run_id="r1")
+    h.legs.append(Leg(index=0, kind="start", argv=["agent"], journal=SUSPENDED_THEN_RESUMED,
+                      reading=_show("Session r1\nStatus: suspended\nPending: t3\nRecords: 6\n")))
+    v = i10_reading.check(h)
+    assert v.status == "invalid" and [(r["kind"], r["subject"]) for r in v.evidence["violations"]] == [
+        ("status", "suspended")]
+    h.legs[0].reading = _show("Session r1\nStatus: open\nPending: t3\nRecords: 6\n")
+    assert i10_reading.check(h).status == "valid"

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from harness.selftest.targets import (FOREIGN_NOT_CAUGHT, FOREIGN_SUBJECT, FOREIGN_TARGETS, JSONL_NOT_CAUGHT,
-                                      JSONL_SAME_PATH, JSONL_SUBJECT, JSONL_TARGETS)
+                                      JSONL_SAME_PATH, JSONL_SUBJECT, JSONL_TARGETS, TEXT_READING_SUBJECT,
+                                      TEXT_READING_TARGETS)
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = shutil.which("node")
@@ -75,6 +76,23 @@ def test_a_variant_whose_behaviour_its_profile_declares_is_judged_by_its_promise
     assert sum(report["faults"].get(k, 0) for k in ("kill", "suspend")) >= trials // 2
     assert all(c["invalid"] == 0 and c["unknown"] == 0 for c in report["invariants"].values())
     assert report["campaign"]["promises"].startswith(declared)
+
+
+@pytest.mark.parametrize("bug", sorted(TEXT_READING_TARGETS))
+def test_a_variant_whose_own_reading_is_wrong_is_caught_through_a_text_reading_read_by_pattern(tmp_path, bug):
+    # fisk-ai's `session show` prints text only: the fisk-ai-style profile reads its Status line by pattern
+    target = TEXT_READING_TARGETS[bug]
+    proc, report = campaign(tmp_path, [target.scenario], target.trials, bug=bug, profile=TEXT_READING_SUBJECT)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert {row["invariant"] for row in report["violations"]} & set(target.expect), report["violations"]
+
+
+def test_the_correct_agent_s_text_reading_agrees_with_the_journal_where_the_variants_are_caught(tmp_path):
+    scenarios = sorted({t.scenario for t in TEXT_READING_TARGETS.values()})
+    proc, report = campaign(tmp_path, scenarios, 6, profile=TEXT_READING_SUBJECT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    i10 = report["invariants"]["I10"]
+    assert report["verdict"] == "valid" and i10["valid"] == i10["checked"] > i10["vacuous"]
 
 
 def test_the_variants_not_caught_yet_are_every_other_variant_the_subject_has():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -116,42 +117,72 @@ def _dotted(obj: Any, path: str) -> tuple[bool, Any]:
     return True, obj
 
 
-def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...], fmt: str = "json") -> dict[str, Any]:
     """The subject's own reading of a journal from its status command's output (docs/history.md).
 
     ``raw``: what :meth:`harness.runner.leg.LegStarter.read` returned;
-    ``fields``: ``status``, ``pending``, ``records`` -> dotted paths.  Returns
-    ``raw`` (``stdout`` cut to :data:`READING_KEEP`) with ``status``,
+    ``fields``: ``status``, ``pending``, ``records`` -> dotted paths into the
+    JSON it printed (``fmt`` ``"json"``), or -> regular expressions whose group
+    ``value`` takes the field from its text (``fmt`` ``"text"``: the first
+    match, every match for ``pending``; docs/subject.md "Subject profiles").
+    Returns ``raw`` (``stdout`` cut to :data:`READING_KEEP`) with ``status``,
     ``pending``, ``records``, ``given`` (the fields found) and ``error``
     (``None``, or why the reading is unusable).  Never raises.
     """
     text = str(raw.get("stdout", "")).strip()
     out: dict[str, Any] = {**raw, "stdout": text[-READING_KEEP:], "status": None, "pending": None, "records": None,
                            "given": [], "error": None}
-    doc, out["error"] = _printed_object(raw, text)
+    out["error"] = _unusable(raw)
+    doc, where = None, "field"
+    if out["error"] is None and fmt == "text":
+        doc, where = _matched(text, fields), "line matching"
+    elif out["error"] is None:
+        doc, out["error"] = _printed_object(text)
     for name, path in fields if doc is not None else ():
-        found, value = _dotted(doc, path)
+        found, value = (path in doc, doc.get(path)) if fmt == "text" else _dotted(doc, path)
         ok = {"status": isinstance(value, str),
               "pending": value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
               "records": isinstance(value, int) and not isinstance(value, bool)}.get(name, True)
         if not found and name == "status":
-            out["error"] = f"the status command's output has no field {path!r}"
+            out["error"] = f"the status command's output has no {where} {path!r}"
         elif found and not ok:
-            out["error"] = f"the status command's field {path!r} ({name}) is {value!r}"
+            out["error"] = f"the status command's {where} {path!r} ({name}) is {value!r}"
         elif found:
             out[name] = value
             out["given"].append(name)
     return out
 
 
-def _printed_object(raw: dict[str, Any], text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The JSON object a status command printed (its whole output, else its last line), or why there is none."""
+#: Text readings: the fields read from every match (a list), and those read as a whole number.
+_TEXT_LISTS, _TEXT_NUMBERS = ("pending",), ("records",)
+
+
+def _matched(text: str, fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """pattern -> the value its group ``value`` takes in ``text`` (lines matched with ``re.MULTILINE``): every
+    match's for a list field, else the first match's (an integer for a number field); absent: no match."""
+    doc: dict[str, Any] = {}
+    for name, pattern in fields:
+        if name in _TEXT_LISTS:
+            doc[pattern] = [m.group("value") for m in re.finditer(pattern, text, re.MULTILINE)]
+        elif m := re.search(pattern, text, re.MULTILINE):
+            value = m.group("value")
+            doc[pattern] = int(value) if name in _TEXT_NUMBERS and value.isdigit() else value
+    return doc
+
+
+def _unusable(raw: dict[str, Any]) -> str | None:
+    """Why a status command's run gives no reading at all (it hung, printed too much, failed), else ``None``."""
     if raw.get("timed_out"):
-        return None, "the status command hung (killed)"
+        return "the status command hung (killed)"
     if raw.get("over_limit"):
-        return None, f"the status command printed more than {raw['over_limit']} bytes, more than any reading needs"
+        return f"the status command printed more than {raw['over_limit']} bytes, more than any reading needs"
     if raw.get("exit_code") != 0:
-        return None, f"the status command exited {raw.get('exit_code')}"
+        return f"the status command exited {raw.get('exit_code')}"
+    return None
+
+
+def _printed_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object a status command printed (its whole output, else its last line), or why there is none."""
     for printed in (text, text.splitlines()[-1] if text else ""):
         try:
             doc = json.loads(printed)

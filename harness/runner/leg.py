@@ -521,7 +521,7 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         # (a journal with no complete record holds nothing to read: I10 would not judge it)
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
-        leg.reading = parse_reading(raw, starter.subject.status_fields)
+        leg.reading = parse_reading(raw, starter.subject.status_fields, starter.subject.reading_format)
         if journal.exists() and journal.read_bytes() != leg.journal:
             leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"
     return leg, outcome

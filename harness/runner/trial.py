@@ -440,7 +440,8 @@ class Runner:
                 raw = self.legs.read(reading, plan.env, place.tmp, f"{leg_index}-at-{at}")
                 history.readings.append({"leg": leg_index, "at": at,
                                          "journal": data.decode("latin-1") if data is not None else None,
-                                         "reading": parse_reading(raw, self.subject.status_fields)})
+                                         "reading": parse_reading(raw, self.subject.status_fields,
+                                                                  self.subject.reading_format)})
             return plan, read
         held = plan.index + 1
         rival_plan = replace(plan, fault={"kind": "none"}, detail={"rival_of": held}, mcp=None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Target", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT", "JSONL_SUBJECT",
-           "JSONL_TARGETS", "JSONL_NOT_CAUGHT", "JSONL_SAME_PATH"]
+           "JSONL_TARGETS", "JSONL_NOT_CAUGHT", "JSONL_SAME_PATH", "TEXT_READING_SUBJECT", "TEXT_READING_TARGETS"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,13 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
 )}
 #: Variants of the foreign subject no bundled scenario catches yet, and what would.
 FOREIGN_NOT_CAUGHT: dict[str, str] = {}
+#: The foreign subject exiting and reading as fisk-ai does: its reading is `session show` text read by pattern
+#: (``[reading] format = "text"``), so the variants its own reading shows are caught through the text.
+TEXT_READING_SUBJECT = "subjects/node/fisk-ai-style.toml"
+TEXT_READING_TARGETS: dict[str, Target] = {t.mutant: t for t in (
+    Target("status-stays-suspended", "chain-crash-after-suspend", 12, ("I10",)),
+    Target("reader-locks", "race-readers-during-appends", 4, ("I10",)),
+)}
 
 
 #: The foreign subject writing its own JSON-lines journal (``format = "jsonl"``, docs/subject.md "Journal

@@ -124,7 +124,7 @@ class Subject:
     again on resume.  Every other field is a subject profile's key of the same
     meaning, its default the contract's (docs/subject.md "Subject profiles"):
     argument templates, ``exits`` (:meth:`outcome`) and ``error_stdout``, ``promises``, the ``journal`` template
-    and format, ``status_args``/``status_fields`` (``None``: no reading), ``cwd`` and ``mcp`` (docs/subject.md
+    and format, ``status_args``/``status_fields``/``reading_format`` (``None``: no reading), ``cwd`` and ``mcp`` (docs/subject.md
     "Tools over MCP").
     """
 
@@ -150,6 +150,7 @@ class Subject:
     server_tools: bool = True  # it takes the model's server-tool blocks (web_search, pause_turn)
     status_args: tuple[str, ...] | None = None
     status_fields: tuple[tuple[str, str], ...] = ()
+    reading_format: str = "json"  # or "text": status_fields are regular expressions (docs/subject.md)
     not_applicable: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, str], ...] = ()
     name: str = ""

@@ -42,7 +42,7 @@ _TOP = {"name", "about", "command", "home", "chat", "server_tools", "cwd", "env"
 _MCP = {"transport", "server", "tool_name", "config"}
 _COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
 _JOURNAL = {"path", "format"}
-_READING = {"command", "status", "pending", "records"}
+_READING = {"command", "format", "status", "pending", "records"}
 _SPLICED = {"{chat_args}", "{force_args}", "{system_args}", "{thinking_args}"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -112,11 +112,12 @@ def parse_profile(text: str, path: str) -> Subject:
     commands = _commands(src)
     exits, error_stdout = _exits(src)
     journal, fmt = _journal(src, home)
-    status_args, status_fields = _reading(src, fmt)
+    status_args, status_fields, reading_format = _reading(src, fmt)
     return Subject(argv=argv, profile_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
-                   status_fields=status_fields, not_applicable=_not_applicable(src), files=files, name=name, profile=path,
-                   error_stdout=error_stdout, promises=_promises(src), cwd=_cwd(src), **mcp)
+                   status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
+                   files=files, name=name, profile=path, error_stdout=error_stdout, promises=_promises(src),
+                   cwd=_cwd(src), **mcp)
 
 
 class _ProfileText:
@@ -323,28 +324,42 @@ def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
     return path, fmt
 
 
-def _reading(src: _ProfileText, fmt: str) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
-    """``[reading]``: the agent's own reading command (None: it has none) and where its JSON holds each
-    field (``status`` required); it needs a journal fiskj can fold (I10 compares the two)."""
+def _reading(src: _ProfileText, fmt: str) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...], str]:
+    """``[reading]``: the agent's own reading command (None: it has none), where its output holds each field
+    (``status`` required) and how it prints them (``format``: ``"json"``, dotted paths into the JSON object it
+    prints; ``"text"``, a regular expression per field whose group ``value`` is the field); it needs a journal
+    fiskj can fold (I10 compares the two)."""
     reading = src.table("reading", _READING)
     if not reading:
-        return None, ()
+        return None, (), "json"
     if fmt != FISK_AI_V2:
         raise src.fail("reading", None, f"a reading is compared with fiskj's fold of the journal (I10), which needs "
                                         f"journal format {FISK_AI_V2!r}; this profile says {fmt!r}")
     if "command" not in reading:
         raise src.fail("reading", None, "missing key 'command': the command that prints the agent's reading")
     command = src.words("reading", "command", reading["command"])
+    out = reading.get("format", "json")
+    if out not in ("json", "text"):
+        raise src.fail("reading", "format", f"expected \"json\" or \"text\", got {out!r}")
     fields = []
     for key in ("status", "pending", "records"):
         if key in reading:
             value = reading[key]
             if not isinstance(value, str) or not value:
-                raise src.fail("reading", key, f"expected a dotted path into the reading's JSON, got {value!r}")
+                raise src.fail("reading", key, f"expected a {'regular expression' if out == 'text' else 'dotted path'}"
+                                               f" into the reading's {out.upper()}, got {value!r}")
+            if out == "text":
+                try:
+                    group = "value" in re.compile(value).groupindex
+                except re.error as exc:
+                    raise src.fail("reading", key, f"bad regular expression {value!r}: {exc}") from None
+                if not group:
+                    raise src.fail("reading", key, f"the regular expression {value!r} names no group (?P<value>...)"
+                                                   f": the part of the match that is the {key}")
             fields.append((key, value))
     if "status" not in reading:
-        raise src.fail("reading", "status", "missing: where the reading's JSON holds the run's status")
-    return command, tuple(fields)
+        raise src.fail("reading", "status", "missing: where the reading holds the run's status")
+    return command, tuple(fields), out
 
 
 def _not_applicable(src: _ProfileText) -> tuple[tuple[str, str], ...]:

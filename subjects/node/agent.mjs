@@ -8,6 +8,7 @@
 //   node agent.mjs run --resume ID [--force] --model M --base-url URL --tools FILE \
 //       --max-tokens N --max-iterations N
 //   node agent.mjs status ID
+//   node agent.mjs session [--state-dir D] show ID      (text, as fisk-ai prints it)
 //
 // Exit: 0 completed, 3 suspended, 1 error (also budget, max_iterations, locked,
 // missing run), 2 usage error or refused resume.  With AGENT_EXIT_STYLE=fisk-ai it
@@ -32,6 +33,7 @@ const USAGE = `usage:
   agent.mjs run --resume ID [--force] [--model M] [--base-url URL] [--tools FILE] [--system FILE] [--thinking MODE]
                 [--max-tokens N] [--max-iterations N] [-q]
   agent.mjs status ID
+  agent.mjs session [--state-dir D] show ID
   (--config FILE: a JSON object {model, tools, max_tokens, max_iterations, base_url} of defaults)
 exit status: 0 completed, 3 suspended, 1 error, 2 usage error or refused resume
   (AGENT_EXIT_STYLE=fisk-ai: 0 completed or suspended, 1 error or refused)`;
@@ -165,18 +167,36 @@ class LazyLines {
   }
 }
 
+// The agent's own fold of run ID's journal in store DIR, read as a reader reads it (no lock).
+function readRun(runId, dir) {
+  validateRunId(runId);
+  if (bug('reader-locks')) releaseLock(acquireLock(path.join(dir, `${runId}.lock`), runId));
+  return loadJournal(path.join(dir, journalName(runId)), runId).folder.state();
+}
+
 function statusCommand(argv) {
   if (argv.length !== 1) throw new UsageError('usage: agent.mjs status ID');
-  const runId = argv[0];
-  validateRunId(runId);
-  const jpath = path.join(defaultStoreDir(), journalName(runId));
-  if (bug('reader-locks')) releaseLock(acquireLock(path.join(defaultStoreDir(), `${runId}.lock`), runId));
-  const { folder } = loadJournal(jpath, runId); // no lock: a reader
-  const s = folder.state();
+  const s = readRun(argv[0], defaultStoreDir());
   process.stdout.write(`${JSON.stringify({
     status: s.status, records: s.records, last_seq: s.lastSeq,
     pending: s.pending ? s.pending.unanswered : null, next_iteration: s.nextIteration,
   })}\n`);
+  return 0;
+}
+
+// fisk-ai's `session [--state-dir D] show ID`: the same fold as text lines (subjects/fisk-ai/profile.toml [reading]).
+function sessionCommand(argv) {
+  const dir = argv[0] === '--state-dir' ? argv[1] : undefined;
+  const rest = dir === undefined ? argv : argv.slice(2);
+  if (rest.length !== 2 || rest[0] !== 'show' || dir === '') {
+    throw new UsageError('usage: agent.mjs session [--state-dir D] show ID');
+  }
+  const s = readRun(rest[1], dir ?? defaultStoreDir());
+  const c = s.counters;
+  process.stdout.write([`Session ${rest[1]}`, `Status: ${s.status}`, `Model: ${s.fingerprint?.model ?? ''}`,
+    `Next iter: ${s.nextIteration}`, `LLM calls: ${c.llm_calls}`,
+    `Tool calls: ${c.tool_calls} (remote ${c.remote_tool_calls})`, `Tokens: ${c.in_tokens} in / ${c.out_tokens} out`,
+    `Prompt: ${s.meta?.prompt ?? ''}`, ''].join('\n'));
   return 0;
 }
 
@@ -192,6 +212,7 @@ async function main(argv) {
   const [command, ...rest] = argv;
   if (command === 'run') return runCommand(rest);
   if (command === 'status') return statusCommand(rest);
+  if (command === 'session') return sessionCommand(rest);
   if (command === '--help' || command === '-h' || command === 'help') {
     process.stdout.write(`${USAGE}\n`);
     return 0;

@@ -132,7 +132,8 @@ def _status_answer(ctx: Context, data: bytes, tmp: Path) -> Answer:
     assert argv is not None, "a status answer needs a subject with a status command (cheap_mode 'status')"
     env = subject.env(base_url=runner.server.base_url, api_key="fiskj-journal-state", state_home=where["state_home"],
                       ledger=str(tmp / "ledger.jsonl"), leg=0, trace=None, home=where["home"] or None)
-    reading = parse_reading(runner.legs.read(argv, env, tmp, "state"), subject.status_fields)
+    reading = parse_reading(runner.legs.read(argv, env, tmp, "state"), subject.status_fields,
+                            subject.reading_format)
     if reading["error"]:
         return Answer("error", via="status",
                       message=f"{reading['error']}; stderr: {str(reading.get('stderr', ''))[-200:]}")
