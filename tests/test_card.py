@@ -5,8 +5,10 @@ applicable and cannot run a chat scenario."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +144,21 @@ def test_a_file_that_is_not_a_campaign_report_exits_2_naming_it_and_the_field(tm
     with pytest.raises(ResultsError):
         check_card_report("x.json", {"format": "fiskj-harness-report/1", "trials": "3", "invariants": {},
                                      "scenarios": {}, "campaign": {}})
+
+
+def test_the_script_rebuilds_the_card_from_the_reports_it_finds(reports, tmp_path):
+    import shutil
+    import subprocess
+
+    from harness.report.card import card_pages as pages_of
+
+    shutil.copy(reports / "reference.json", tmp_path / "reference.json")
+    env = {**os.environ, "CARD_RESULTS": str(tmp_path), "CARD_OUT": str(tmp_path / "out" / "README.md"),
+           "CARD_AGENTS": "reference", "FISKJ_HARNESS": f"{sys.executable} -m harness.cli.main"}
+    script = Path(__file__).resolve().parents[1] / "scripts" / "report-card.sh"
+    proc = subprocess.run(["sh", str(script), "card"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    expected = pages_of([(str(tmp_path / "reference.json"), json.loads((tmp_path / "reference.json").read_text()))])
+    assert (tmp_path / "out" / "README.md").read_text(encoding="utf-8") == expected["README.md"]
+    bad = subprocess.run(["sh", str(script), "fast"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown mode 'fast'" in bad.stderr

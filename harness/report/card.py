@@ -93,8 +93,6 @@ class _Agent:
         self.not_applicable = {k: v for c in self.camps for k, v in (c.get("not_applicable") or {}).items()}
         self.not_run = {k: v for c in self.camps for k, v in (c.get("not_run") or {}).items()
                         if not (self.report["scenarios"].get(k) or {}).get("trials")}
-        if not self.report["trials"] and not self.not_run:  # an older report: its setup errors say why
-            self.not_run = {f"error {i}": e for i, e in enumerate(e for c in self.camps for e in c.get("errors") or [])}
         judged = {sc: set(v.get("invariants") or {}) for sc, v in self.report["scenarios"].items()}
         self.unjudged = {sc: [i for i in invs if i not in judged.get(sc, set())]
                          for c in self.camps for sc, invs in (c.get("unjudged") or {}).items()}
@@ -120,17 +118,23 @@ class _Agent:
     def link(self, text: str, heading: str) -> str:
         return f"[{text}]({self.page()}#{_anchor(heading)})"
 
+    def _marks(self, labels: Any) -> str | None:
+        """❌ (else ⚠️) and a link to the first finding (else unknown verdict) of each label that
+        ``labels(group, families)`` gives; ``None`` when there is none."""
+        for status, mark in (("invalid", "❌"), ("unknown", "⚠️")):
+            links: dict[str, str] = {}
+            for st, heading, group, fams in self.findings:
+                for label in labels(group, fams) if st == status else ():
+                    links.setdefault(label, self.link(label, heading))
+            if links:
+                return f"{mark} " + ", ".join(links[k] for k in _ordered(links))
+        return None
+
     def invariant_cell(self, inv: str) -> str:
         counts = self.report["invariants"].get(inv) or {}
-        for status, mark in (("invalid", "❌"), ("unknown", "⚠️")):
-            if counts.get(status):
-                links = {}
-                for st, heading, group, fams in self.findings:
-                    for fam in fams if st == status and group["key"]["invariant"] == inv else ():
-                        links.setdefault(fam, self.link(fam, heading))
-                return f"{mark} " + ", ".join(links[f] for f in _family_order(links))
-        if inv in self.not_applicable:
-            return self.link("n/a", "Not applicable")
+        marks = self._marks(lambda group, fams: fams if group["key"]["invariant"] == inv else ())
+        if marks or inv in self.not_applicable:
+            return marks or self.link("n/a", "Not applicable")
         if counts.get("checked"):
             return f"✅ {counts['checked']}" + (" *vacuous*" if counts.get("vacuous") == counts["checked"] else "")
         if not self.report["trials"]:
@@ -139,27 +143,16 @@ class _Agent:
 
     def family_cell(self, fam: str) -> str:
         ran = [sc for sc, v in self.report["scenarios"].items() if v.get("trials") and self.families.get(sc) == fam]
-        skipped = [sc for sc in self.not_run if self.families.get(sc) == fam or (sc.startswith("error ") and
-                                                                                 not self.report["trials"])]
-        cell = "—"
-        for status, mark in (("invalid", "❌"), ("unknown", "⚠️")):
-            links = {}
-            for st, heading, group, fams in self.findings:
-                if st == status and fam in fams:
-                    links.setdefault(group["key"]["invariant"], self.link(group["key"]["invariant"], heading))
-            if links:
-                cell = f"{mark} " + ", ".join(links[i] for i in sorted(links, key=invariant_order))
-                break
-        else:
-            cell = f"✅ {len(ran)} scenario(s)" if ran else self.link("not run", "Not run") if skipped else "—"
-        if ran and skipped:
-            cell += " · " + self.link(f"{len(skipped)} not run", "Not run")
-        return cell
+        skipped = [sc for sc in self.not_run if self.families.get(sc) == fam]
+        cell = (self._marks(lambda group, fams: (group["key"]["invariant"],) if fam in fams else ())
+                or (f"✅ {len(ran)} scenario(s)" if ran else self.link("not run", "Not run") if skipped else "—"))
+        return cell + (" · " + self.link(f"{len(skipped)} not run", "Not run") if ran and skipped else "")
 
 
-def _family_order(names: Any) -> list[str]:
+def _ordered(names: Any) -> list[str]:
+    """Fault families in the registry's order, invariants in theirs."""
     order = [f.name for f in FAMILIES]
-    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), invariant_order(n)))
 
 
 def _source_rows(sources: list[tuple[str, dict[str, Any]]], agent: dict[str, str] | None = None) -> list[str]:
@@ -170,7 +163,7 @@ def _source_rows(sources: list[tuple[str, dict[str, Any]]], agent: dict[str, str
         c = rep["campaign"]
         seeds = sorted({str(s) for s in (c.get("seeds") or {}).values()})
         harness = " ".join(str(x) for x in (c.get("version"), c.get("commit") and f"({c['commit']})") if x)
-        command = " ".join(c["command"]) if isinstance(c.get("command"), list) else ""
+        command = shlex.join(c["command"]) if isinstance(c.get("command"), list) else ""
         out.append(f"| `{_md(path)}` | " + (f"{agent[path]} | " if agent else "")
                    + f"{c.get('started') or '?'} | " + (f"`{_md(command)}`" if command else "?")
                    + f" | {_md(harness) or '?'} | {rep['trials']} | {', '.join(seeds) or '-'} | "
@@ -232,7 +225,7 @@ def card_pages(sources: list[tuple[str, dict[str, Any]]], explained: dict[str, s
         for inv in a.not_applicable:
             names.setdefault(inv, "")
     invs = sorted(names, key=invariant_order)
-    fams = _family_order({f.name for f in FAMILIES} | {f for a in agents for f in a.families.values()})
+    fams = _ordered({f.name for f in FAMILIES} | {f for a in agents for f in a.families.values()})
     row = lambda a: f"| [{_md(a.name)}]({a.page()}) | "  # noqa: E731
     out = ["# Durability report card of agents", "",
            f"Generated by `fiskj-harness card` from {len(sources)} campaign report(s) (`scripts/report-card.sh` runs "
