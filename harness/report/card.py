@@ -64,7 +64,7 @@ def _subject_arg(campaign: dict[str, Any]) -> tuple[str | None, str | None]:
     """The agent as ``--subject`` takes it, quoted, the way the card names it (a bundled profile as
     ``subjects/...``), and that profile's path alone; ``(None, None)`` for the plain reference."""
     ref, subject = campaign.get("subject_ref") or {}, campaign.get("subject")
-    where = f"subjects/{ref['bundled']}" if "bundled" in ref else ref.get("file") or subject
+    where = f"subjects/{ref['bundled']}" if "bundled" in ref else subject
     if where is None:
         return None, None
     where = where if isinstance(where, str) else shlex.join(where)
