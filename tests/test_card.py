@@ -132,7 +132,7 @@ def test_a_hand_written_page_beside_the_card_is_linked_from_its_agent(reports):
     ("[1, 2]", "not a campaign report: a JSON list"),
     ('{"format": "other/1"}', "field 'format': not a campaign report: format 'other/1'"),
     ('{"format": "fiskj-harness-report/1", "trials": 1, "invariants": {}, "scenarios": {}}', "field 'campaign'"),
-    ("{not json", "not a campaign report: not JSON"),
+    ("{not json", "the campaign report is not JSON"),
 ])
 def test_a_file_that_is_not_a_campaign_report_exits_2_naming_it_and_the_field(tmp_path, capsys, content, says):
     bad = tmp_path / "bad.json"
@@ -141,6 +141,8 @@ def test_a_file_that_is_not_a_campaign_report_exits_2_naming_it_and_the_field(tm
     err = capsys.readouterr().err
     assert str(bad) in err and says in err, err
     assert not (tmp_path / "README.md").exists()
+    assert main(["card", str(tmp_path / "none.json"), "--out", str(tmp_path / "README.md")]) == 2
+    assert f"{tmp_path / 'none.json'}: no campaign report here" in capsys.readouterr().err
     with pytest.raises(ResultsError):
         check_card_report("x.json", {"format": "fiskj-harness-report/1", "trials": "3", "invariants": {},
                                      "scenarios": {}, "campaign": {}})

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,21 +28,11 @@ def add_card_parser(sub: Any) -> argparse.ArgumentParser:
 def cmd_card(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness card``: writes the card and its pages, prints their paths; returns 0.  A file that is not
     a campaign report is a :class:`harness.errors.ResultsError` naming it and the field (exit 2)."""
-    from harness.errors import ResultsError
     from harness.report.card import card_pages, check_card_report
+    from harness.report.results_dir import _read_json
 
     out = out or sys.stdout
-    sources = []
-    for path in args.reports:
-        try:
-            with open(path, encoding="utf-8") as f:
-                sources.append((path, check_card_report(path, json.load(f))))
-        except ValueError as exc:
-            if isinstance(exc, ResultsError):
-                raise
-            raise ResultsError(f"not a campaign report: not JSON ({exc})", path=path) from None
-        except OSError as exc:
-            raise _Usage(f"cannot read report {path}: {exc.strerror}") from None
+    sources = [(path, check_card_report(path, _read_json(Path(path), "campaign report"))) for path in args.reports]
     folder = Path(args.out).parent
     explained = {p.stem: p.name for p in folder.glob("*.md") if p.name != Path(args.out).name} \
         if folder.is_dir() else {}
@@ -53,9 +41,7 @@ def cmd_card(args: argparse.Namespace, out: Any = None) -> int:
         path = Path(args.out) if name == "README.md" else folder / name
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
+            path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise _Usage(f"cannot write {path}: {exc.strerror}") from None
         out.write(f"{path}\n")
