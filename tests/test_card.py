@@ -126,6 +126,11 @@ def test_a_hand_written_page_beside_the_card_is_linked_from_its_agent(reports):
     card = _card(reports, "reference.json", out="hand/README.md")
     assert "[findings](findings/reference.md), [explained](reference.md)" in card
     assert "[reference.md](../reference.md)" in (reports / "hand" / "findings" / "reference.md").read_text()
+    one = json.loads((reports / "reference.json").read_text())
+    one["campaign"] = dict(one["campaign"], subject="/x/subjects/lg/profile.toml", subject_name="lg-agent",
+                           subject_ref={"bundled": "lg/profile.toml"})
+    card = card_pages([("r.json", one)], {"lg": "lg.md"})["README.md"]  # named after its profile's folder
+    assert "[findings](findings/lg-agent.md), [explained](lg.md)" in card
 
 
 @pytest.mark.parametrize("content, says", [

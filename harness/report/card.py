@@ -101,6 +101,7 @@ class _Agent:
                        if ": NOT RUN for this subject" not in line  # both said below, by scenario and invariant
                        and not any(line.startswith(f"{i} not applicable:") for i in self.not_applicable)]
         (self.subject, where), path = _subject_arg(first), first.get("subject")
+        self.folder = (where or "").split("/")[1] if (where or "").startswith("subjects/") else slug
         self.findings: list[tuple[str, str, dict[str, Any], list[str]]] = []  # (status, heading, group, families)
         for status, key, tag in (("invalid", "groups", "F"), ("unknown", "unknown_groups", "U")):
             for n, group in enumerate(self.report.get(key) or [], 1):
@@ -206,9 +207,10 @@ def card_pages(sources: list[tuple[str, dict[str, Any]]], explained: dict[str, s
     """The report card and its pages from campaign reports ``sources`` (``(file as named, report)``, each
     checked by :func:`check_card_report`): ``{"README.md": card, "findings/<slug>.md": page, ...}``, paths
     relative to the card's folder.  Agents are rows in the order they first appear; reports of one agent
-    (same subject and variables) merge.  ``explained``: slug -> a hand-written page beside the card, linked.
+    (same subject and variables) merge.  ``explained``: name -> a hand-written page beside the card, linked
+    from the agent whose slug or bundled profile folder (``subjects/<folder>/...``) is that name.
     Deterministic: the same reports give the same bytes (no time but the reports' own)."""
-    explained = explained or {}
+    given = explained or {}
     grouped: dict[Any, list[tuple[str, dict[str, Any]]]] = {}
     for path, rep in sources:
         grouped.setdefault(_agent_key(rep["campaign"]), []).append((path, rep))
@@ -218,6 +220,7 @@ def card_pages(sources: list[tuple[str, dict[str, Any]]], explained: dict[str, s
         while any(a.slug == slug for a in agents):  # two agents of one name: the second gets a suffix
             slug += "-2"
         agents.append(_Agent(slug, members))
+    explained = {a.slug: page for a in agents for key in (a.folder, a.slug) if (page := given.get(key))}
     names = {inv: name for inv, (_, name) in CHECKERS.items()}  # every invariant a column, judged or not
     for a in agents:
         for inv, c in a.report["invariants"].items():
