@@ -246,7 +246,7 @@ class Campaign:
         for run in runs:  # a family that cannot run against this subject is an error, never a silent pass
             why = unsupported(runner.subject, run.scenario)
             if why is not None and self.skip_unsupported:  # the default set: said loudly, not an error
-                run.skipped = True
+                run.skipped, run.not_run = True, why
                 limits.append(f"{run.scenario.name}: NOT RUN for this subject (it cannot apply, see above; named "
                               "on the command line it is a setup error, exit 2)")
             elif why is not None:

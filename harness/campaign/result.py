@@ -64,6 +64,7 @@ class ScenarioRun:
     plan: list[Any] = field(default_factory=list)
     error: str | None = None
     shrink_runs: int = 0
+    not_run: str = ""  # why the campaign ran none of its trials: it cannot apply to the subject (the default set)
     skipped: bool = False  # no faulted trial runs: its uninterrupted run ended wrong (judged as a trial), or the
     #                        scenario cannot apply to the subject and the campaign runs the default set
     seeds: list[int] = field(default_factory=list)  # the seed of each plan drawn (harness.campaign.stream)

@@ -10,18 +10,21 @@ import argparse
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from typing import Any
 
 from fiskj.cli_common import positive_int
 
 from harness.campaign import interrupt
 from harness.cli.arguments import _shard, _Usage, add_common_options, add_results_options, check_output_paths
+from harness.cli.card_cmd import add_card_parser
 from harness.cli.check_cmd import add_check_parser
 from harness.cli.gate_cmd import add_gate_parser
 from harness.cli.merge_cmd import add_merge_parser
 from harness.cli.mutants_cmd import add_mutants_parser
 from harness.cli.replay_cmd import add_replay_parser
-from harness.cli.reporting import _finish, _progress, _results_folder, _results_place, _shrink_lines, _write_folder
+from harness.cli.reporting import (_finish, _progress, _provenance, _results_folder, _results_place, _shrink_lines,
+                                   _write_folder)
 from harness.cli.resolve import resolve_scenarios, subject_of
 from harness.cli.streams import SafeStream
 from harness.names import HARNESS_USAGE
@@ -79,22 +82,24 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
     for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial
         print(f"fiskj-harness: limit for this subject: {line}", file=sys.stderr)
     place = _results_place(args, scenarios)
+    started = datetime.now(timezone.utc)
     try:
         result = campaign.run()
     finally:
         if progress is not None:
             progress.close()
     with interrupt.deferred():  # a signal now lets the reports be written whole, then exits 130/143
-        return _run_reports(args, result, place, out)
+        return _run_reports(args, result, place, out, started)
 
 
-def _run_reports(args: argparse.Namespace, result: Any, place: Any, out: Any) -> int:
+def _run_reports(args: argparse.Namespace, result: Any, place: Any, out: Any, started: datetime) -> int:
     """The reports of ``run``'s campaign ``result``: the results folder, ``--report-json``, ``--junit``,
     regression scenarios, the summary; returns the exit status."""
     from harness.report.report import campaign_report, render_summary
 
     folder = _results_folder(place)
     report = campaign_report(result, args.report_json or (str(folder / "report.json") if folder is not None else None))
+    report["campaign"].update(_provenance(args, started))
     if args.shard:
         report["campaign"]["shard"] = f"{args.shard[0]}/{args.shard[1]}"
     if args.save_regression:
@@ -109,7 +114,8 @@ def _run_reports(args: argparse.Namespace, result: Any, place: Any, out: Any) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``fiskj-harness`` argument parser: ``run``, ``check``, ``replay``, ``gate``, ``merge``, ``mutants``."""
+    """The ``fiskj-harness`` argument parser: ``run``, ``check``, ``replay``, ``gate``, ``merge``, ``mutants``,
+        ``card``."""
     parser = argparse.ArgumentParser(
         prog="fiskj-harness",
         description="Crash-consistency campaigns for agent run journals: kill and suspend agents, "
@@ -150,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_gate_parser(sub)
     add_merge_parser(sub)
     add_mutants_parser(sub)
+    add_card_parser(sub)
     return parser
 
 

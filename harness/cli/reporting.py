@@ -112,6 +112,23 @@ def _results_place(args: argparse.Namespace, scenarios: list[Any]) -> tuple[str,
     return root, name, datetime.now(timezone.utc)
 
 
+def _provenance(args: argparse.Namespace, started: datetime) -> dict[str, Any]:
+    """Where a campaign's report came from, for its ``campaign`` block (docs/results.md "The JSON report"):
+    ``started`` (UTC, ISO 8601 to the second), ``command`` (as typed), ``version`` (fiskj-harness) and
+    ``commit`` (``git describe --always --dirty`` of the checkout the harness runs from; ``None`` outside one)."""
+    import subprocess
+
+    from fiskj import __version__
+
+    try:
+        commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True,
+                                text=True, cwd=Path(__file__).resolve().parents[2], timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"started": started.strftime("%Y-%m-%dT%H:%M:%SZ"), "version": __version__, "commit": commit,
+            "command": ["fiskj-harness", *getattr(args, "argv", sys.argv[1:])]}
+
+
 def _results_folder(place: tuple[str, str, datetime] | None) -> Path | None:
     """Make the results folder of a finished campaign (:func:`_results_place`)."""
     from harness.report.results_dir import make_results_dir

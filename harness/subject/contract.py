@@ -154,6 +154,7 @@ class Subject:
     not_applicable: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, str], ...] = ()
     name: str = ""
+    about: str = ""  # the profile's ``about``: what the subject is, for people (reports, the report card)
     profile: str | None = None
     cwd: str = ""
     mcp: McpSpec | None = None

@@ -116,8 +116,8 @@ def parse_profile(text: str, path: str) -> Subject:
     return Subject(argv=argv, profile_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
-                   files=files, name=name, profile=path, error_stdout=error_stdout, promises=_promises(src),
-                   cwd=_cwd(src), **mcp)
+                   files=files, name=name, profile=path, about=src.doc.get("about", ""), error_stdout=error_stdout,
+                   promises=_promises(src), cwd=_cwd(src), **mcp)
 
 
 class _ProfileText:
