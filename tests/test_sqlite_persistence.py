@@ -25,10 +25,15 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from harness.families.power_loss.crashstates import crash_points
+from harness.families.power_loss.executor import state_space
+from harness.families.power_loss.params import Params
+from harness.history.model import History, Leg
+from harness.names import OPAQUE
 from harness.observer import spawn_observed
 from harness.observer.trace import ops_to_trace
 from observer_helpers import tracer_works  # noqa: F401
@@ -37,22 +42,31 @@ WRITER = str(Path(__file__).parent / "data" / "sqlite_writer.py")
 COMMITS = 3
 
 
+def _run(root: Path, journal_mode: str, synchronous: str, n: int = COMMITS, first: int = 1) -> list[dict]:
+    """The trace of one observed run of the writer (commits ``first`` .. ``first + n - 1``) under ``root``."""
+    proc = spawn_observed([sys.executable, WRITER, str(root), journal_mode, synchronous, str(n), str(first)],
+                          log=root / f"log{first}", roots=[root / "db", root / "acks"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.decode().split() == " ".join(f"committed {k}" for k in range(first, first + n)).split()
+    return ops_to_trace(proc.ops())
+
+
 def _states(tmp_path: Path, journal_mode: str, synchronous: str) -> list[tuple[int, bool, list[int]]]:
     """``(acknowledged commits, intact, commits present)`` of every crash state of one run of the writer."""
     root = tmp_path / "root"
     (root / "db").mkdir(parents=True)  # the store's folder exists before the run (durable)
-    proc = spawn_observed([sys.executable, WRITER, str(root), journal_mode, synchronous, str(COMMITS)],
-                          log=tmp_path / "log", roots=[root], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert out.decode().split() == " ".join(f"committed {k}" for k in range(1, COMMITS + 1)).split()
-    trace = ops_to_trace(proc.ops())
+    trace = _run(root, journal_mode, synchronous)
+    if journal_mode == "WAL":  # its index is written through mmap: the model leaves it out (VOLATILE)
+        assert any(ev["path"].endswith("-shm") for ev in trace)
     acks = [ev["n"] for ev in trace if ev["op"] == "write" and ev["path"] == str(root / "acks")]
     assert len(acks) == COMMITS
     store, judged, out_states = str(root / "db") + "/", {}, []
     for point in crash_points(trace, {}, {str(root), str(root.parent), str(root / "db")}, samples=64, seed=1):
         acked = sum(1 for n in acks if n <= point.prefix_n)
         for state in point.states:
+            assert not any(p.endswith("-shm") for p in state.files)
             files = tuple(sorted((p[len(store):], data) for p, data in state.files.items() if p.startswith(store)))
             if files not in judged:
                 judged[files] = _open(tmp_path / f"s{len(judged)}", dict(files))
@@ -113,3 +127,34 @@ def test_sqlite_off_loses_an_acknowledged_commit_or_the_database_in_some_crash_s
     states = _states(tmp_path, journal_mode, "OFF")
     assert any(not intact or len(present) < acked for acked, intact, present in states)
     assert any(intact and len(present) == COMMITS for _, intact, present in states)
+
+
+def test_power_loss_follows_an_opaque_store_through_a_resume_leg_from_the_files_the_first_leg_left(tmp_path):
+    """state_space over a store (``format = "opaque"``): no decoded journal needed, no acknowledged bytes (a
+    database rewrites them), no ``-shm``; the leg that loses power starts from the store as the trace of the
+    leg before it left it (crashstates.written), so every state holds that leg's commits."""
+    root = tmp_path / "root"
+    (root / "db").mkdir(parents=True)
+    legs = [Leg(index=0, kind="start", argv=[], trace=_run(root, "WAL", "FULL", 2, 1))]
+    after_start = {str(p): p.read_bytes() for p in (root / "db").iterdir()}  # what the start leg left
+    legs.append(Leg(index=1, kind="resume", argv=[], trace=_run(root, "WAL", "FULL", 2, 3)))
+    ref = SimpleNamespace(history=History(scenario="s", seed=0, schedule=[], run_id="r1", legs=legs,
+                                          options={"trial_dir": str(root)}, journal_format=OPAQUE,
+                                          journal_template="{trial_dir}/db"))
+    subject = SimpleNamespace(trial_where=lambda home, uuid, make: {k: str(home / k) for k in
+                                                                     ("state_home", "home", "tmp_dir", "cwd")})
+    space = state_space(ref, "r1", Params(crash_leg="resume"), subject)  # type: ignore[arg-type]
+    assert space.leg == 1 and space.start[1] == after_start
+    store = str(root / "db") + "/"
+    seen: dict[tuple, list[int]] = {}
+    for state in space.distinct:
+        assert not state.acks and not state.acknowledged and not any(p.endswith("-shm") for p in state.files)
+        files = tuple(sorted((p[len(store):], b) for p, b in state.files.items() if p.startswith(store)))
+        if files not in seen:
+            intact, seen[files] = _open(tmp_path / f"s{len(seen)}", dict(files))
+            assert intact and seen[files][:2] == [1, 2]
+    assert {len(present) for present in seen.values()} >= {2, 4}
+    with pytest.raises(ValueError, match="no write of the journal"):
+        state_space(SimpleNamespace(history=History(scenario="s", seed=0, schedule=[], run_id="r1", legs=legs,
+                                                    journal_format=OPAQUE, journal_template="{trial_dir}/other")),
+                    "r1", Params(), subject)  # type: ignore[arg-type]
