@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -205,13 +206,15 @@ def test_no_process_is_left_after_many_kills():
 
 
 def test_a_hold_and_an_io_error_are_leg_faults_the_observer_applies_from_outside():
-    from harness.runner.leg import HOLD_KINDS, observer_faults
+    from harness.runner.leg import HOLD_KINDS, journal_glob, observer_faults
 
     assert validate_fault({"kind": "hold", "at": 3}) == {"kind": "hold", "at": 3}
     assert observer_faults({"kind": "hold", "at": 3}) == [f"pause@3:{HOLD_KINDS}"]
     io = validate_fault({"kind": "io_error", "action": "eio", "event": 2, "op": "fsync"})
-    assert observer_faults(io) == ["eio@2:fsync"] and seam_fault(io) == "eio@2:fsync"
-    assert observer_faults(io, "/r.jsonl") == ["eio@2:fsync=/r.jsonl"]  # the K-th fsync of the journal's file
+    assert observer_faults(io) == ["eio@2:fsync,fdatasync"] and seam_fault(io) == "eio@2:fsync"
+    assert observer_faults(io, "*/r.jsonl") == ["eio@2:fsync,fdatasync=*/r.jsonl"]  # the K-th fsync of the journal
+    assert journal_glob(Path("/s/runs/r-*.jsonl"), False) == "*/r-*.jsonl"
+    assert journal_glob(Path("/s/lg[1]"), True) == os.path.realpath("/s/lg") + "[[]1]/*"  # every file below a store
     for bad in ({"kind": "hold", "at": 0}, {"kind": "hold"}, {"kind": "io_error", "action": "boom", "event": 1,
                                                               "op": "fsync"},
                 {"kind": "io_error", "action": "eio", "event": 1, "op": "rename"}):

@@ -29,25 +29,31 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.families.io_error.family import journal_calls
 from harness.families.power_loss.crashstates import crash_points
 from harness.families.power_loss.executor import state_space
 from harness.families.power_loss.params import Params
+from harness.history.journal_location import JournalLocation
 from harness.history.model import History, Leg
 from harness.names import OPAQUE
 from harness.observer import spawn_observed
 from harness.observer.trace import ops_to_trace
+from harness.runner.leg import journal_glob, observer_faults
 from observer_helpers import tracer_works  # noqa: F401
 
 WRITER = str(Path(__file__).parent / "data" / "sqlite_writer.py")
 COMMITS = 3
 
 
-def _run(root: Path, journal_mode: str, synchronous: str, n: int = COMMITS, first: int = 1) -> list[dict]:
+def _run(root: Path, journal_mode: str, synchronous: str, n: int = COMMITS, first: int = 1,
+         faults: list[str] = ()) -> list[dict]:  # type: ignore[assignment]
     """The trace of one observed run of the writer (commits ``first`` .. ``first + n - 1``) under ``root``."""
     proc = spawn_observed([sys.executable, WRITER, str(root), journal_mode, synchronous, str(n), str(first)],
                           log=root / f"log{first}", roots=[root / "db", root / "acks"], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
+                          stderr=subprocess.PIPE, faults=faults)
     out, err = proc.communicate(timeout=60)
+    if faults:
+        return ops_to_trace(proc.ops())
     assert proc.returncode == 0, err
     assert out.decode().split() == " ".join(f"committed {k}" for k in range(first, first + n)).split()
     return ops_to_trace(proc.ops())
@@ -158,3 +164,26 @@ def test_power_loss_follows_an_opaque_store_through_a_resume_leg_from_the_files_
         state_space(SimpleNamespace(history=History(scenario="s", seed=0, schedule=[], run_id="r1", legs=legs,
                                                     journal_format=OPAQUE, journal_template="{trial_dir}/other")),
                     "r1", Params(), subject)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("op, kind", [("write", "write"), ("fsync", "fdatasync")])
+def test_an_io_error_of_an_opaque_store_fails_the_call_its_plan_names_among_every_file_below_it(tmp_path, op, kind):
+    """io-errors over a store: the plan's K (journal_calls: the store's writes, or fsyncs and fdatasyncs, of
+    every file below it) is the call the observer fails with the leg runner's fault (observer_faults with the
+    store's journal_glob)."""
+    store = JournalLocation("{trial_dir}/db", OPAQUE)
+    (tmp_path / "clean" / "db").mkdir(parents=True)
+    clean = _run(tmp_path / "clean", "DELETE", "FULL")
+    calls = journal_calls(clean, "r1", store, op)
+    assert len(calls) >= 3 and {ev["path"].rsplit("/", 1)[1] for ev in clean if ev["op"] == kind
+                                and store.is_journal(ev["path"], "r1")} >= {"t.db", "t.db-journal"}
+    k = calls[len(calls) // 2]
+    root = tmp_path / "faulted"
+    (root / "db").mkdir(parents=True)
+    spec = observer_faults({"kind": "io_error", "action": "eio", "event": k, "op": op}, journal_glob(root / "db", True))
+    trace = _run(root, "DELETE", "FULL", faults=spec)
+    (hit,) = [ev for ev in trace if ev.get("fault")]
+    assert hit["error"] == "EIO" and hit["op"] == kind and hit["path"].startswith(f"{root}/db/")
+    i = trace.index(hit)
+    assert journal_calls(trace[:i] + [{**hit, "error": None}], "r1", store, op)[-1] == k  # the K-th, as planned
+    assert [ev["op"] for ev in trace[:i]] == [ev["op"] for ev in clean[:i]]
