@@ -33,6 +33,9 @@ from harness.families.io_error.family import journal_calls
 from harness.families.power_loss.crashstates import crash_points
 from harness.families.power_loss.executor import state_space
 from harness.families.power_loss.params import Params
+from harness.families.tail.executor import store_damage, store_files
+from harness.families.tail.family import TAIL
+from harness.scenario.parse import bundled_scenario_dir, load_scenario
 from harness.history.journal_location import JournalLocation
 from harness.history.model import History, Leg
 from harness.names import OPAQUE
@@ -187,3 +190,27 @@ def test_an_io_error_of_an_opaque_store_fails_the_call_its_plan_names_among_ever
     i = trace.index(hit)
     assert journal_calls(trace[:i] + [{**hit, "error": None}], "r1", store, op)[-1] == k  # the K-th, as planned
     assert [ev["op"] for ev in trace[:i]] == [ev["op"] for ev in clean[:i]]
+
+
+def test_tails_over_an_opaque_store_damage_the_files_last_written_at_their_last_write_and_resume_each(tmp_path):
+    """The tail plan of a store: the two files the run wrote last (DELETE mode: the journal is gone at the end,
+    so the database alone), cut at page and sector boundaries and zeroed where last written, each a resume
+    trial; the damage is real (SQLite opens some damaged databases as corrupt or missing a commit)."""
+    root = tmp_path / "root"
+    (root / "db").mkdir(parents=True)
+    history = History(scenario="s", seed=0, schedule=[], run_id="r1", journal_format=OPAQUE,
+                      journal_template="{trial_dir}/db", legs=[Leg(index=0, kind="start", argv=[],
+                                                                     trace=_run(root, "DELETE", "FULL"))])
+    assert store_files(history) == {"t.db": (root / "db" / "t.db").read_bytes()}
+    muts = store_damage(history)
+    assert {m.file for m in muts} == {"t.db"} and {m.kind for m in muts} == {"cut", "zeros"}
+    outcomes = {_open(tmp_path / f"s{i}", {"t.db": m.data}) != (True, [1, 2, 3]) for i, m in enumerate(muts)}
+    assert outcomes == {True}  # every damage changes what SQLite reads
+    scenario = load_scenario(bundled_scenario_dir() / "tails-basic.toml")
+    plan = TAIL.plan(scenario, SimpleNamespace(history=history), 4, 1, None)  # type: ignore[arg-type]
+    assert plan and all(p.item.check == "resume" and p.item.mutation.file == "t.db" for p in plan)
+    assert {p.item.mutation.kind for p in plan} == {"cut", "zeros"} and len(plan) == min(4, len(muts))
+    assert len(TAIL.bound(scenario, plan, 2, 1)) == 2
+    replay = TAIL.plan(scenario, SimpleNamespace(history=history), 4, 1, [plan[-1].schedule])  # type: ignore[arg-type]
+    assert [p.item.mutation for p in replay] == [plan[-1].item.mutation]
+    assert TAIL.smaller(scenario, SimpleNamespace(history=history), plan[-1].schedule) == []  # type: ignore[arg-type]

@@ -81,6 +81,11 @@ class JournalLocation:
             return False
         return _pattern(self.template, run_id, self.is_store).fullmatch(_lexical(path)) is not None
 
+    def store_file(self, path: str | None, run_id: str = "") -> str | None:
+        """``path`` relative to the store's folder when it lies below it (a store: :attr:`is_store`), else None."""
+        m = _pattern(self.template, run_id, True).fullmatch(_lexical(path)) if path and self.is_store else None
+        return m.group(1) if m else None
+
 
 def _lexical(path: str) -> str:
     """``path`` with empty and ``.`` components dropped and ``..`` taken back, as text (no file is looked at)."""
@@ -109,7 +114,7 @@ def _pattern(template: str, run_id: str, below: bool = False) -> re.Pattern[str]
         out.append(_glob(template[pos:m.start()]))
         out.append(re.escape(run_id) if m.group(1) == "run_id" else r"[^/\n]+")
         pos = m.end()
-    out.append(_glob(template[pos:].rstrip("/")) + ("/[^\n]+" if below else ""))
+    out.append(_glob(template[pos:].rstrip("/")) + ("/([^\n]+)" if below else ""))
     return re.compile("".join(out))
 
 
