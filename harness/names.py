@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "OPAQUE", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
+__all__ = ["INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "OPAQUE", "VOLATILE", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
            "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "HARNESS_VALID", "HARNESS_VIOLATION",
            "HARNESS_USAGE", "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
            "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANT_PRELOAD"]
@@ -21,6 +21,9 @@ JSONL = "jsonl"
 #: A store the harness does not decode: a directory and every file below it (a SQLite database with its
 #: ``-wal``/``-journal``, ...; docs/subject.md "Journal formats").
 OPAQUE = "opaque"
+#: Files of a store that hold no durable state (SQLite's WAL index, written through mmap and rebuilt from the
+#: WAL by the first connection after a reboot): no crash state or snapshot of a store holds them.
+VOLATILE = ("-shm",)
 #: Journal formats a subject profile may name, the first the default.
 JOURNAL_FORMATS = (FISK_AI_V2, JSONL, OPAQUE)
 

@@ -33,7 +33,7 @@ from harness.families.io_error.family import journal_calls
 from harness.families.power_loss.crashstates import crash_points
 from harness.families.power_loss.executor import state_space
 from harness.families.power_loss.params import Params
-from harness.families.tail.executor import store_damage, store_files
+from harness.families.tail.executor import repair_history, store_damage, store_files
 from harness.families.tail.family import TAIL
 from harness.scenario.parse import bundled_scenario_dir, load_scenario
 from harness.history.journal_location import JournalLocation
@@ -46,6 +46,7 @@ from observer_helpers import tracer_works  # noqa: F401
 
 WRITER = str(Path(__file__).parent / "data" / "sqlite_writer.py")
 COMMITS = 3
+WHERE = ("state_home", "home", "tmp_dir", "cwd")
 
 
 def _run(root: Path, journal_mode: str, synchronous: str, n: int = COMMITS, first: int = 1,
@@ -81,6 +82,11 @@ def _states(tmp_path: Path, journal_mode: str, synchronous: str) -> list[tuple[i
                 judged[files] = _open(tmp_path / f"s{len(judged)}", dict(files))
             out_states.append((acked, *judged[files]))
     return out_states
+
+
+def _made(folder: Path) -> str:
+    folder.mkdir(exist_ok=True)
+    return str(folder)
 
 
 def _open(folder: Path, files: dict[str, bytes]) -> tuple[bool, list[int]]:
@@ -192,7 +198,8 @@ def test_an_io_error_of_an_opaque_store_fails_the_call_its_plan_names_among_ever
     assert [ev["op"] for ev in trace[:i]] == [ev["op"] for ev in clean[:i]]
 
 
-def test_tails_over_an_opaque_store_damage_the_files_last_written_at_their_last_write_and_resume_each(tmp_path):
+def test_tails_over_an_opaque_store_damage_the_files_last_written_at_their_last_write_and_resume_each(
+        tmp_path, monkeypatch):
     """The tail plan of a store: the two files the run wrote last (DELETE mode: the journal is gone at the end,
     so the database alone), cut at page and sector boundaries and zeroed where last written, each a resume
     trial; the damage is real (SQLite opens some damaged databases as corrupt or missing a commit)."""
@@ -214,3 +221,17 @@ def test_tails_over_an_opaque_store_damage_the_files_last_written_at_their_last_
     replay = TAIL.plan(scenario, SimpleNamespace(history=history), 4, 1, [plan[-1].schedule])  # type: ignore[arg-type]
     assert [p.item.mutation for p in replay] == [plan[-1].item.mutation]
     assert TAIL.smaller(scenario, SimpleNamespace(history=history), plan[-1].schedule) == []  # type: ignore[arg-type]
+    laid = {}  # the resume of a damaged store starts from every store file, the damaged one replaced
+
+    def resume(ctx, tmp, before, calls, effects, fault):
+        laid.update({str(p.relative_to(tmp)): p.read_bytes() for p in tmp.rglob("*") if p.is_file()})
+        assert before[0].journal is None and before[0].fault.detail["file"] == "t.db"
+        return History(scenario="s", seed=0, schedule=[], run_id="r1")
+
+    monkeypatch.setattr("harness.families.tail.executor.resume", resume)
+    m = plan[-1].item.mutation
+    ctx = SimpleNamespace(ref=SimpleNamespace(history=history), runner=SimpleNamespace(tmp_root=str(tmp_path)),
+                          subject=SimpleNamespace(files=()), where=lambda tmp: {k: _made(tmp / k) for k in WHERE},
+                          journal=lambda tmp: tmp / "state_home" / "lg")
+    repair_history(ctx, m)  # type: ignore[arg-type]
+    assert laid == {"state_home/lg/t.db": m.data}

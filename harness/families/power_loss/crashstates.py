@@ -18,12 +18,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-__all__ = ["SECTOR_BYTES", "VOLATILE", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states", "window", "written"]
+from harness.names import VOLATILE
+
+__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states", "window", "written"]
 
 SECTOR_BYTES = 512
-#: Files no crash state holds: SQLite's WAL index (``-shm``), written through mmap (no traced write shows its
-#: bytes) and no durable state: the first connection after a reboot truncates and rebuilds it from the WAL.
-VOLATILE = ("-shm",)
 
 
 @dataclass(frozen=True)

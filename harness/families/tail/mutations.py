@@ -79,7 +79,7 @@ class Mutation:
         """A JSON-ready label (without the bytes)."""
         return {"id": self.id, "kind": self.kind, "size": len(self.data), "expect": self.expect,
                 "records": len(self.seqs), "good_size": self.good_size,
-                "torn": list(self.torn) if self.torn else None, "line": self.line}
+                "torn": list(self.torn) if self.torn else None, "line": self.line, **({"file": self.file} if self.file else {})}
 
     def expected(self) -> dict[str, Any]:
         """What the reader must answer (docs/spec.md section 7), as JSON: ``kind`` (``clean``, ``torn``,
