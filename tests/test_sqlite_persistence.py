@@ -14,8 +14,8 @@ sqlite3: ``PRAGMA integrity_check`` and the commits present.  Each mode must sho
 * WAL + NORMAL: intact in every state (WAL frames are checksummed), an acknowledged commit lost in some;
 * OFF: some state loses an acknowledged commit or is corrupt.
 
-Measured on 2026-12-02 (3 commits, 2 loaded cores): 1,400 to 4,000 states a mode, 500 to 2,100 distinct
-database contents, about a second a mode.
+Measured on 2026-12-02 (3 commits, 2 loaded cores): 1,100 to 3,600 states a mode, 260 to 1,950 distinct
+databases, 0.6 to 3.7 s a mode (docs/persistence-model.md "Tested against SQLite itself" has the table).
 """
 
 from __future__ import annotations
