@@ -41,6 +41,7 @@ from harness.families.tail.executor import (CHECKED, ask_mutations, mutations_fo
                                             resume_candidates, store_damage, store_files)
 from harness.families.tail.mutations import Mutation, mutation_by_id
 from harness.families.tail.params import MODES, Params
+from harness.names import OPAQUE
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario, family_params
 
@@ -144,7 +145,7 @@ class TailFamily(FamilyBase):
         when a schedule names no trial of this run."""
         params = self.params(scenario, count, seed)
         journal = reference.history.legs[-1].journal or b""
-        store = reference.history.journal.is_store  # damaged at its last writes and resumed, never read
+        store = reference.history.journal_format == OPAQUE  # damaged at its last writes and resumed, never read
         muts = store_damage(reference.history) if store else mutations_for(journal, params,
                                                                            reference.history.journal_format)
         if store and not muts:
@@ -191,7 +192,7 @@ class TailFamily(FamilyBase):
 
     def _mutation(self, scenario: Scenario, reference: ReferenceRun, mid: str) -> Mutation | None:
         """The mutation named ``mid`` (made from its name, else found among the scenario's own), or ``None``."""
-        if reference.history.journal.is_store:
+        if reference.history.journal_format == OPAQUE:
             return next((m for m in store_damage(reference.history) if m.id == mid), None)
         journal, fmt = reference.history.legs[-1].journal or b"", reference.history.journal_format
         try:
