@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness.history.journal_location import CONTRACT_JOURNAL, JournalLocation
-from harness.names import JSONL
+from harness.names import JSONL, OPAQUE
+from harness.subject.profile import parse_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_DIR = ROOT / "subjects" / "node"
@@ -49,6 +50,20 @@ def test_a_profile_s_template_is_matched_with_its_own_directories_and_file_name(
     assert not loc.is_journal("/t/home/.agent/projects/a/b/r1.jsonl", "r1")     # {model}: one component
     with pytest.raises(KeyError):
         loc.path({"home": "/h", "run_id": "r1"})                                  # {model} not given
+
+
+def test_an_opaque_store_is_every_file_below_its_directory_and_need_not_name_the_run(tmp_path):
+    loc = JournalLocation("{state_home}/langgraph", OPAQUE)
+    assert loc.is_store and not loc.decoded and not JournalLocation().is_store
+    for path in ("/t/state/langgraph/checkpoints.db", "/t/state/langgraph/checkpoints.db-wal", "/t/s/langgraph/a/b"):
+        assert loc.is_journal(path, "r1") and loc.is_journal(path, "any-other-run")
+    for path in ("/t/state/langgraph", "/t/state/langgraphs/c.db", "/t/state/other/c.db", "/t/langgraph.db"):
+        assert not loc.is_journal(path, "r1")
+    assert JournalLocation("{state_home}/lg/", OPAQUE).is_journal("/t/s/lg/c.db", "r1")
+    profile = 'name = "db-agent"\ncommand = ["agent"]\n[commands]\nstart = ["run", "{prompt}"]\n' \
+              '[journal]\npath = "{state_home}/langgraph"\nformat = "opaque"\n'
+    s = parse_profile(profile, str(tmp_path / "p.toml"))
+    assert s.caps.journal == JournalLocation("{state_home}/langgraph", OPAQUE)
 
 
 def _profile(tmp_path: Path, suffix_in_path: str, journal: str = "{run_id}", bug: str = "") -> Path:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -205,13 +206,15 @@ def test_no_process_is_left_after_many_kills():
 
 
 def test_a_hold_and_an_io_error_are_leg_faults_the_observer_applies_from_outside():
-    from harness.runner.leg import HOLD_KINDS, observer_faults
+    from harness.runner.leg import HOLD_KINDS, journal_glob, observer_faults
 
     assert validate_fault({"kind": "hold", "at": 3}) == {"kind": "hold", "at": 3}
     assert observer_faults({"kind": "hold", "at": 3}) == [f"pause@3:{HOLD_KINDS}"]
     io = validate_fault({"kind": "io_error", "action": "eio", "event": 2, "op": "fsync"})
-    assert observer_faults(io) == ["eio@2:fsync"] and seam_fault(io) == "eio@2:fsync"
-    assert observer_faults(io, "/r.jsonl") == ["eio@2:fsync=/r.jsonl"]  # the K-th fsync of the journal's file
+    assert observer_faults(io) == ["eio@2:fsync,fdatasync"] and seam_fault(io) == "eio@2:fsync"
+    assert observer_faults(io, "*/r.jsonl") == ["eio@2:fsync,fdatasync=*/r.jsonl"]  # the K-th fsync of the journal
+    assert journal_glob(Path("/s/runs/r-*.jsonl"), False) == "*/r-*.jsonl"
+    assert journal_glob(Path("/s/lg[1]"), True) == os.path.realpath("/s/lg") + "[[]1]/*"  # every file below a store
     for bad in ({"kind": "hold", "at": 0}, {"kind": "hold"}, {"kind": "io_error", "action": "boom", "event": 1,
                                                               "op": "fsync"},
                 {"kind": "io_error", "action": "eio", "event": 1, "op": "rename"}):
@@ -307,3 +310,24 @@ def test_a_hold_the_tracer_cannot_report_is_the_harness_s_error_never_a_hang_cha
     assert _hold(Proc(ControlTimeout("no thread paused")), 1.0) is False                   # it hung first
     with pytest.raises(ValueError):                                                         # the harness failed
         _hold(Proc(ValueError("filedescriptor out of range in select()")), 1.0)
+
+
+def test_a_leg_records_an_opaque_store_as_a_manifest_of_its_files_and_resumes_a_store_that_holds_any(tmp_path):
+    import hashlib
+    import json
+
+    from harness.names import OPAQUE
+    from harness.runner.leg import journal_bytes, start_or_resume
+
+    store = tmp_path / "lg"
+    assert journal_bytes(store, True) is None and start_or_resume(journal_bytes(store, True), OPAQUE) == "start"
+    (store / "sub").mkdir(parents=True)
+    assert journal_bytes(store, True) is None  # a folder with no file holds nothing
+    (store / "c.db").write_bytes(b"db")
+    (store / "sub" / "c.db-wal").write_bytes(b"")
+    (store / "c.db-shm").write_bytes(b"index")  # no durable state: left out
+    lines = [json.loads(line) for line in journal_bytes(store, True).splitlines()]
+    assert lines == [{"file": "c.db", "size": 2, "sha256": hashlib.sha256(b"db").hexdigest()},
+                     {"file": "sub/c.db-wal", "size": 0, "sha256": hashlib.sha256(b"").hexdigest()}]
+    assert start_or_resume(journal_bytes(store, True), OPAQUE) == "resume"
+    assert journal_bytes(store / "c.db") == b"db" and journal_bytes(tmp_path / "none.json") is None

@@ -97,12 +97,17 @@ def test_eio_skips_the_call_and_the_program_sees_EIO(root):
     assert (ops[1].op, ops[1].ret, ops[1].errno, ops[1].fault, ops[1].len) == ("write", -1, 5, "eio", 0)
 
 
-def test_an_error_fault_with_a_path_suffix_counts_only_the_calls_on_that_file(root):
-    seen, data, ops = _errors_run(root, ["eio@2=/e"])            # the 2nd durability call on .../e: as eio@2
+def test_an_error_fault_with_a_path_glob_counts_only_the_calls_on_the_files_it_matches(root):
+    seen, data, ops = _errors_run(root, ["eio@2=*/e"])           # the 2nd durability call on .../e: as eio@2
     assert seen == [5, 100, None] and (ops[1].op, ops[1].fault) == ("write", "eio")
     (root / "again").mkdir()
-    clean = _errors_run(root / "again", ["eio@1:write=/not-e"])  # no call on such a file: nothing injected
+    clean = _errors_run(root / "again", ["eio@1:write=*/not-e"])  # no call on such a file: nothing injected
     assert clean[0] == [100, 100, None] and not any(o.fault for o in clean[2])
+    (root / "store").mkdir()                                      # a store: every file below its folder
+    below = _errors_run(root / "store", [f"enospc@1:fsync,fdatasync={root / 'store'}/*"])
+    assert below[0] == [100, 100, 28] and [o.fault for o in below[2] if o.fault] == ["enospc"]
+    (root / "again" / "other").mkdir()                             # (its own log: again/log)
+    assert not any(o.fault for o in _errors_run(root / "again" / "other", [f"eio@1={root / 'store'}/*"])[2])
 
 
 def test_enospc_on_an_fsync(root):

@@ -171,3 +171,21 @@ def test_a_tail_mutation_named_by_a_shrink_is_the_one_the_nemesis_makes_and_its_
     assert damage(journal, one.data)[0] == (1, 1) < damage(journal, zeroed.data)[0]
     with pytest.raises(ValueError, match="no tail mutation"):
         mutation_by_id(journal, "garbage0")
+
+
+def test_a_store_is_cut_at_every_page_and_sector_boundary_of_its_last_write_and_zeroed_where_last_written():
+    from harness.families.tail.bound import form
+    from harness.families.tail.mutations import store_mutations
+
+    db, wal = bytes(range(256)) * 48, b"w" * 1000  # 12288 bytes; the last write: 4096..8292 (a page and 100 bytes)
+    muts = list(store_mutations({"t.db": db, "t.db-wal": wal}, [("t.db", 4096, 8292), ("t.db-wal", 400, 1000)]))
+    cuts = {m.id: m for m in muts if m.kind == "cut"}
+    assert [len(m.data) for m in cuts.values() if m.file == "t.db"] == list(range(4096, 8292, 512))
+    assert {form(i) for i in cuts} == {"t.db/cut-page", "t.db/cut-sector", "t.db-wal/cut-sector"}
+    assert all(db.startswith(m.data) for m in cuts.values() if m.file == "t.db")
+    assert [len(m.data) for m in cuts.values() if m.file == "t.db-wal"] == [512]  # the one boundary in 400..1000
+    zero = {m.id: m.data for m in muts if m.kind == "zeros"}
+    assert zero["t.db/zero-page@8192:8292"] == db[:8192] + bytes(100) + db[8292:]
+    assert zero["t.db/zero-write@4096:8292"] == db[:4096] + bytes(4196) + db[8292:]
+    assert zero["t.db-wal/zero-write@400:1000"] == wal[:400] + bytes(600)
+    assert all(m.expect == "damaged" and m.file in ("t.db", "t.db-wal") for m in muts)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping
 
-from harness.names import FISK_AI_V2
+from harness.names import FISK_AI_V2, OPAQUE
 
 __all__ = ["CONTRACT_JOURNAL", "DIRECTORY_VARS", "JournalLocation"]
 
@@ -40,7 +40,8 @@ class JournalLocation:
     ``template`` uses the variables of :data:`harness.subject.contract.TEMPLATE_VARS` and names
     ``{run_id}`` or ``{run_uuid}``, or has a ``*`` in its file name (a glob: the agent names the file itself;
     the profile parser checks that: :func:`harness.subject.profile.parse_profile`);
-    ``format`` is one of :data:`harness.names.JOURNAL_FORMATS`.
+    ``format`` is one of :data:`harness.names.JOURNAL_FORMATS`; an ``opaque`` one's template names a store
+    directory (it need not name the run: one store may hold every run) and every file below it is the journal.
     """
 
     template: str = CONTRACT_JOURNAL
@@ -50,6 +51,11 @@ class JournalLocation:
     def decoded(self) -> bool:
         """True when the harness decodes the journal's lines as records (fisk-ai v2, docs/spec.md section 1)."""
         return self.format == FISK_AI_V2
+
+    @property
+    def is_store(self) -> bool:
+        """True for an opaque store: the template names a directory, and every file below it is its state."""
+        return self.format == OPAQUE
 
     @property
     def is_glob(self) -> bool:
@@ -70,10 +76,15 @@ class JournalLocation:
         """True when ``path`` (as the IO seam or the observer recorded it: a POSIX path, docs/ioseam.md)
         is ``run_id``'s journal: it ends as the template does after its last directory variable, with
         ``{run_id}`` filled in and any other variable (``{run_uuid}``, ``{cwd_slug}``, ...) standing for one
-        path component or part of one."""
+        path component or part of one.  For a store (:attr:`is_store`): any path strictly below its directory."""
         if not path:
             return False
-        return _pattern(self.template, run_id).fullmatch(_lexical(path)) is not None
+        return _pattern(self.template, run_id, self.is_store).fullmatch(_lexical(path)) is not None
+
+    def store_file(self, path: str | None, run_id: str = "") -> str | None:
+        """``path`` relative to the store's folder when it lies below it (a store: :attr:`is_store`), else None."""
+        m = _pattern(self.template, run_id, True).fullmatch(_lexical(path)) if path and self.is_store else None
+        return m.group(1) if m else None
 
 
 def _lexical(path: str) -> str:
@@ -90,8 +101,9 @@ def _lexical(path: str) -> str:
 
 
 @lru_cache(maxsize=256)
-def _pattern(template: str, run_id: str) -> re.Pattern[str]:
-    """The regular expression of ``template``'s journal paths for ``run_id`` (:meth:`JournalLocation.is_journal`)."""
+def _pattern(template: str, run_id: str, below: bool = False) -> re.Pattern[str]:
+    """The regular expression of ``template``'s journal paths for ``run_id`` (:meth:`JournalLocation.is_journal`);
+    ``below``: the paths under the directory it names."""
     cut = 0
     for m in _VAR.finditer(template):
         if m.group(1) in DIRECTORY_VARS:
@@ -102,7 +114,7 @@ def _pattern(template: str, run_id: str) -> re.Pattern[str]:
         out.append(_glob(template[pos:m.start()]))
         out.append(re.escape(run_id) if m.group(1) == "run_id" else r"[^/\n]+")
         pos = m.end()
-    out.append(_glob(template[pos:]))
+    out.append(_glob(template[pos:].rstrip("/")) + ("/([^\n]+)" if below else ""))
     return re.compile("".join(out))
 
 

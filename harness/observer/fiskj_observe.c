@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -88,7 +89,7 @@ enum action { A_KILL_BEFORE, A_KILL_AFTER, A_EIO, A_ENOSPC, A_SHORT, A_PAUSE, A_
               NACTIONS };
 static const char *const ACTION[NACTIONS] = {"kill-before", "kill-after", "eio", "enospc",
                                              "short-write", "pause", "sigint-after", "sigterm-after"};
-struct fault { int action; long k, count; unsigned kinds; int released; const char *suffix; };  /* suffix: of the path counted */
+struct fault { int action; long k, count; unsigned kinds; int released; const char *glob; };  /* glob: the paths counted */
 
 /* ---- per-thread state -------------------------------------------------- */
 struct op {                       /* the one recorded syscall a thread is in */
@@ -456,10 +457,7 @@ static void apply_faults(struct task *t, struct op *op) {
     for (int i = 0; i < nfaults; i++) {
         struct fault *f = &faults[i];
         if (!(f->kinds & (1u << op->kind))) continue;
-        if (f->suffix) {                                   /* only the calls on a path ending so */
-            size_t n = strlen(op->path), m = strlen(f->suffix);
-            if (n < m || strcmp(op->path + n - m, f->suffix)) continue;
-        }
+        if (f->glob && fnmatch(f->glob, op->path, 0)) continue;  /* only the calls on a path it matches */
         if (++f->count != f->k) continue;
         op->faults |= 1u << f->action;
         if (f->action == A_PAUSE) pause_fault = i;
@@ -837,11 +835,11 @@ static void add_fault(const char *arg) {
     struct fault *f = &faults[nfaults];
     if (nfaults == MAX_FAULTS) die("too many --fault");
     snprintf(s, sizeof s, "%s", arg);
-    char *eq = strchr(s, '=');                         /* ACTION@K[:KINDS][=SUFFIX] */
-    f->suffix = eq ? strdup(eq + 1) : NULL;
+    char *eq = strchr(s, '=');                         /* ACTION@K[:KINDS][=GLOB] */
+    f->glob = eq ? strdup(eq + 1) : NULL;
     if (eq) *eq = 0;
     if (sscanf(s, "%31[^@]@%ld%n:%511s", act, &k, &n, kinds) < 2 || k < 1 || (s[n] && s[n] != ':'))
-        die("bad --fault %s: expected ACTION@K[:KINDS][=SUFFIX], e.g. kill-before@3:fsync", s);
+        die("bad --fault %s: expected ACTION@K[:KINDS][=GLOB], e.g. kill-before@3:fsync", s);
     f->action = -1;
     for (int i = 0; i < NACTIONS; i++) if (!strcmp(act, ACTION[i])) f->action = i;
     if (f->action < 0) die("bad --fault %s: unknown action %s", s, act);

@@ -165,26 +165,26 @@ def entry_order(ops: Iterable[Op]) -> list[Op]:
 
 @dataclass(frozen=True, slots=True)
 class FaultSpec:
-    """``ACTION@K[:KINDS][=SUFFIX]`` parsed; ``kinds`` defaults to :data:`DURABLE_KINDS`; ``suffix``: only calls on
-    a path ending so are counted (``""``: every call)."""
+    """``ACTION@K[:KINDS][=GLOB]`` parsed; ``kinds`` defaults to :data:`DURABLE_KINDS`; ``glob``: only calls on
+    a path it matches are counted (fnmatch(3) without ``FNM_PATHNAME``: ``*`` matches ``/`` too; ``""``: every call)."""
 
     action: str
     k: int
     kinds: frozenset[str]
-    suffix: str = ""
+    glob: str = ""
 
     def __str__(self) -> str:
         named = "" if self.kinds == DURABLE_KINDS else ":" + ",".join(k for k in KINDS if k in self.kinds)
-        return f"{self.action}@{self.k}{named}" + (f"={self.suffix}" if self.suffix else "")
+        return f"{self.action}@{self.k}{named}" + (f"={self.glob}" if self.glob else "")
 
 
 def parse_fault(spec: str) -> FaultSpec:
     """Validate a fault spec (the tracer checks again); raises :class:`FaultSpecError`."""
-    spec, _, suffix = spec.partition("=")
+    spec, _, glob = spec.partition("=")
     head, _, kinds = spec.partition(":")
     action, at, k = head.partition("@")
     if not at or action not in ACTIONS:
-        raise FaultSpecError(f"fault {spec!r}: expected ACTION@K[:KINDS][=SUFFIX] with ACTION one of "
+        raise FaultSpecError(f"fault {spec!r}: expected ACTION@K[:KINDS][=GLOB] with ACTION one of "
                              f"{', '.join(ACTIONS)}")
     if not k.isdigit() or int(k) < 1:
         raise FaultSpecError(f"fault {spec!r}: K must be an integer >= 1, got {k!r}")
@@ -192,4 +192,4 @@ def parse_fault(spec: str) -> FaultSpec:
     unknown = sorted(names - set(KINDS))
     if unknown:
         raise FaultSpecError(f"fault {spec!r}: unknown op kind(s) {unknown}; known: {', '.join(KINDS)}")
-    return FaultSpec(action, int(k), names, suffix)
+    return FaultSpec(action, int(k), names, glob)

@@ -17,6 +17,9 @@ many chat follow-ups the journal already holds (:func:`count_user_records`).
 
 from __future__ import annotations
 
+import glob
+import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -29,7 +32,7 @@ from typing import Any, Callable
 from fiskj.codec import decode_record
 
 from harness.history.jsonl import holds_a_line
-from harness.names import EXIT_SUSPENDED, FISK_AI_V2
+from harness.names import EXIT_SUSPENDED, FISK_AI_V2, VOLATILE
 
 from harness.runner.faults import event_action, history_fault
 from harness.subject.contract import journal_file
@@ -45,7 +48,7 @@ from harness.subject.forkserver import ForkServer
 from harness.workload.mcp_setup import LegMcp, open_leg
 
 __all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records",
-           "observer_faults", "HOLD_KINDS", "open_mcp"]
+           "observer_faults", "journal_bytes", "journal_glob", "HOLD_KINDS", "open_mcp"]
 
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
@@ -133,13 +136,14 @@ def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
     """The outside observer's faults for a leg's schedule entry (docs/observer.md): an event kill
     ``{"kind": "kill", "event": K, "when": W[, "op": OP]}`` is ``kill-W@K[:OP]``, counted over every
     process and thread of the leg; an IO error ``{"kind": "io_error", "action": A, "event": K, "op": OP}``
-    is ``A@K:OP=SUFFIX``, the K-th ``OP`` call on a path ending in ``journal`` (``/NAME`` for the journal's
-    file; for a glob, what its name ends with; every call without one); a hold ``{"kind": "hold", "at": K[, "ops": KINDS]}`` is ``pause@K:KINDS`` (default
-    :data:`HOLD_KINDS`); other faults need no observer fault."""
+    is ``A@K:OP=GLOB``, the K-th ``OP`` call (an ``fsync``: ``fsync`` or ``fdatasync``) on a path the glob
+    ``journal`` matches (:func:`journal_glob`; every call without one); a hold ``{"kind": "hold", "at": K[,
+    "ops": KINDS]}`` is ``pause@K:KINDS`` (default :data:`HOLD_KINDS`); other faults need no observer fault."""
     if spec.get("kind") == "hold":  # the leg stops at its K-th lookup, read, open or lock until released
         return [f"pause@{spec['at']}:{spec.get('ops') or HOLD_KINDS}"]
     if spec.get("kind") == "io_error":  # counted over the leg's calls of that kind on the journal
-        return [f"{spec['action']}@{spec['event']}:{spec['op']}" + (f"={journal}" if journal else "")]
+        kinds = "fsync,fdatasync" if spec["op"] == "fsync" else spec["op"]
+        return [f"{spec['action']}@{spec['event']}:{kinds}" + (f"={journal}" if journal else "")]
     action = event_action(spec)  # an event kill, or an event suspend (``sigint-after@K``)
     if action is None:
         return []
@@ -152,9 +156,23 @@ def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
     return [value]
 
 
-def _suffix(name: str) -> str:
-    """How the journal's paths end: ``/NAME``, or for a glob (``*.jsonl``) what follows its last ``*``."""
-    return name.rpartition("*")[2] if "*" in name else f"/{name}"
+def journal_bytes(path: Path, store: bool = False) -> bytes | None:
+    """What a leg records of the journal at ``path`` (a glob: the file the agent made): its bytes (``None``: no
+    file); of an opaque store's folder a manifest, one JSON line ``{"file", "size", "sha256"}`` per file below
+    it in name order (``None``: none; :data:`harness.names.VOLATILE` files left out)."""
+    if not store:
+        journal = journal_file(path)
+        return journal.read_bytes() if journal.is_file() else None
+    lines = [json.dumps({"file": str(f.relative_to(path)), "size": f.stat().st_size,
+                         "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}) + "\n"
+             for f in sorted(path.rglob("*")) if f.is_file() and not f.name.endswith(VOLATILE)]
+    return "".join(lines).encode() or None
+
+
+def journal_glob(path: Path, store: bool) -> str:
+    """The observer's glob of the journal's paths (its faults' ``=GLOB``): ``*/NAME`` for the journal's file
+    (``NAME`` may hold the template's ``*``), ``DIR/*`` for every file below an opaque store ``DIR``."""
+    return glob.escape(os.path.realpath(path)) + "/*" if store else f"*/{path.name}"
 
 
 def lock_point(ops: Any) -> int | None:
@@ -463,8 +481,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         stdin_path = plan.workdir / f"leg-{plan.index}.in"
         stdin_path.write_bytes(plan.stdin)
     leg = Leg(index=plan.index, kind=plan.kind, argv=plan.argv)
-    journal = journal_file(plan.journal)  # (a glob: the file the agent made, read again after the leg)
-    before = journal.read_bytes() if journal.exists() else None
+    store = starter.subject.caps.journal.is_store
+    before = journal_bytes(plan.journal, store)  # (a glob: the file the agent made, read again after the leg)
     starter.prepare()  # the fork server starts before the leg's clock
     t0 = time.monotonic()
     leg.t_start = time.monotonic_ns()
@@ -473,7 +491,7 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     if hold and not starter.observe:
         raise ValueError("a hold fault (a race's sequence point) needs the outside observer")
     proc = starter.start(plan.argv, plan.env, stdin_path, out, err, log=log, roots=plan.roots,
-                         faults=observer_faults(plan.fault, _suffix(plan.journal.name)) if starter.observe else None,
+                         faults=observer_faults(plan.fault, journal_glob(plan.journal, store)) if starter.observe else None,
                          control=hold, cwd=plan.cwd)
     leg.pid = proc.pid
     held = False
@@ -491,8 +509,7 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     leg.timed_out = outcome.timed_out
     leg.fault = history_fault(plan.fault, injected=outcome.injected)
     leg.fault.detail.update(plan.detail)
-    journal = journal_file(plan.journal)
-    leg.journal = journal.read_bytes() if journal.exists() else None
+    leg.journal = journal_bytes(plan.journal, store)
     if starter.observe:
         ops = proc.ops() if log.exists() else []
         leg.trace = ops_to_trace(ops)
@@ -522,6 +539,6 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
         leg.reading = parse_reading(raw, starter.subject.status_fields, starter.subject.reading_format)
-        if journal.exists() and journal.read_bytes() != leg.journal:
+        if journal_bytes(plan.journal, store) != leg.journal:
             leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"
     return leg, outcome

@@ -44,7 +44,8 @@ from harness.history.model import History, Leg, Reference, observed_result
 from harness.history.promises import COMPLETED_PROBE
 from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
-from harness.runner.leg import LegOutcome, LegPlan, LegStarter, count_user_records, open_mcp, run_leg, start_or_resume
+from harness.runner.leg import (LegOutcome, LegPlan, LegStarter, count_user_records, journal_bytes, open_mcp, run_leg,
+                                start_or_resume)
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
@@ -367,8 +368,7 @@ class Runner:
             if remaining <= 0:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 return False
-            journal = journal_file(place.journal)
-            before = journal.read_bytes() if journal.exists() else None
+            before = journal_bytes(place.journal, history.journal.is_store)
             kind = start_or_resume(before, history.journal.format)
             probe = bool(place.drift) and kind == "resume" and probe_next
             spec = {"kind": "none"} if probe else fault_for_leg(schedule, faulted)
@@ -435,8 +435,7 @@ class Runner:
                 raise SetupError("a reader race needs the subject's own reading command (a profile's [reading])")
 
             def read(at: int = int(spec["at"]), leg_index: int = plan.index) -> None:
-                journal = journal_file(place.journal)
-                data = journal.read_bytes() if journal.exists() else None
+                data = journal_bytes(place.journal, self.subject.caps.journal.is_store)
                 raw = self.legs.read(reading, plan.env, place.tmp, f"{leg_index}-at-{at}")
                 history.readings.append({"leg": leg_index, "at": at,
                                          "journal": data.decode("latin-1") if data is not None else None,

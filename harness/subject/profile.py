@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from harness.errors import ProfileError
 from harness.history.promises import CUT_OFF_TURN, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS, Promises
-from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS
+from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS, OPAQUE
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
 from harness.suggest import did_you_mean
@@ -310,7 +310,8 @@ def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
     src.template("journal", "path", path)
     if "*" in path.rpartition("/")[0]:
         raise src.fail("journal", "path", "a * may stand only in the journal's file name, not in a folder")
-    if "{run_id}" not in path and "{run_uuid}" not in path and "*" not in path:
+    fmt = journal.get("format", FISK_AI_V2)
+    if fmt != OPAQUE and "{run_id}" not in path and "{run_uuid}" not in path and "*" not in path:
         raise src.fail("journal", "path", "the journal path must name the run: put {run_id} or {run_uuid} in it, "
                                           "or a * in its file name for a name the agent chooses")
     if not path.startswith(("{state_home}", "{home}", "{trial_dir}")):
@@ -318,7 +319,6 @@ def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
                                           "{state_home}, {home} or {trial_dir}")
     if path.startswith("{home}") and not home:
         raise src.fail("journal", "path", "a journal under {home} needs home = true")
-    fmt = journal.get("format", FISK_AI_V2)
     if fmt not in JOURNAL_FORMATS:
         raise src.fail("journal", "format", f"unsupported journal format {fmt!r}; known: {', '.join(JOURNAL_FORMATS)}")
     return path, fmt

@@ -1,4 +1,5 @@
-"""The io_error family: a write or fsync of the journal fails (EIO, ENOSPC, a short write), then the run is resumed.
+"""The io_error family: a write or fsync of the journal (of an opaque store: of any file below it) fails (EIO,
+ENOSPC, a short write), then the run is resumed.
 
 Field cases of swallowed write and fsync errors: the engine must not
 acknowledge what failed (no retry of an fsync that then claims success, no
@@ -32,12 +33,14 @@ __all__ = ["IO_ERROR", "IoErrorFamily", "journal_calls"]
 def journal_calls(trace: list[dict[str, Any]], run_id: str, journal: JournalLocation, op: str) -> list[int]:
     """The fault counts ``K`` that hit the journal's ``op`` calls in ``trace``: the position of each among the
     calls the fault counts (the IO seam counts its ``op`` calls; the observer counts the ``op`` calls on the
-    journal's file only, whatever else the agent writes: :func:`harness.runner.leg.observer_faults`)."""
+    journal's file, or on any file below an opaque store, only, whatever else the agent writes, an ``fsync``
+    being any fsync or fdatasync: :func:`harness.runner.leg.observer_faults`)."""
     observed = any("seq" in ev for ev in trace)
     out, k = [], 0
     for ev in trace:
-        mine = ev.get("op") == op and journal.is_journal(ev.get("path"), run_id)
-        if ev.get("op") == op and (mine or not observed):
+        kind = {"fdatasync": "fsync", "fsync_dir": "fsync"}.get(ev.get("op"), ev.get("op")) if observed else ev.get("op")
+        mine = kind == op and journal.is_journal(ev.get("path"), run_id)
+        if kind == op and (mine or not observed):
             k += 1
             if mine and not ev.get("error"):
                 out.append(k)

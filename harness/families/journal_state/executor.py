@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from harness.history.model import Effect, History, Leg, ModelCall
 from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
-from harness.runner.leg import LegPlan, count_user_records, open_mcp, run_leg, start_or_resume
+from harness.runner.leg import LegPlan, count_user_records, journal_bytes, open_mcp, run_leg, start_or_resume
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario
 from harness.subject.contract import RunConfig, Subject, probes_path
@@ -182,7 +182,7 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
     cfg, where = ctx.config, ctx.where(tmp)
     journal = ctx.journal(tmp)
     index = len(before)
-    data = journal.read_bytes() if journal.exists() else None
+    data = journal_bytes(journal, subject.caps.journal.is_store)
     kind = start_or_resume(data, subject.caps.journal.format)
     where, mcp = open_mcp(subject, where, ledger, index)
     argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)

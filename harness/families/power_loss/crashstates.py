@@ -18,7 +18,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states", "window"]
+from harness.names import VOLATILE
+
+__all__ = ["SECTOR_BYTES", "Ack", "CrashState", "CrashPoint", "Simulator", "crash_points", "crash_states", "window", "written"]
 
 SECTOR_BYTES = 512
 
@@ -302,7 +304,8 @@ class Simulator:
                 memo[d] = d not in self.made_dirs or (d in made and present(_parent(d)))
             return memo[d]
 
-        files = {p: self._content(i, chosen, zero) for p, i in names.items() if present(_parent(p))}
+        files = {p: self._content(i, chosen, zero) for p, i in names.items()
+                 if present(_parent(p)) and not p.endswith(VOLATILE)}
         persisted = "size-only (zero-filled data)" if zero else (
             " ".join(sorted("/".join(map(str, u)) for u in chosen)) or "none")
         return CrashState(id=state_id, prefix_n=prefix_n, files=files,
@@ -387,3 +390,12 @@ def window(events: list[dict[str, Any]], files: dict[str, bytes] | None, dirs: I
     return units, sim.build(set(units) - drop, state_id=f"p{prefix_n}~{name}", prefix_n=prefix_n,
                             acks=sim.acknowledged())
 
+
+
+def written(events: Iterable[dict[str, Any]], files: dict[str, bytes] | None = None) -> dict[str, bytes]:
+    """The files as ``events`` left them, every call applied and nothing lost (path -> bytes, :data:`VOLATILE`
+    left out): an opaque store after a leg that ran to its end, read from its trace alone."""
+    sim = Simulator(files)
+    for ev in events:
+        sim.apply(ev)
+    return {p: bytes(sim.current[i]) for p, i in sim.names.items() if not p.endswith(VOLATILE)}

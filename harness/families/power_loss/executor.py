@@ -25,10 +25,11 @@ from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, ToolResultRecord
 
 from harness.families.journal_state.executor import Context, lay, resume
-from harness.families.power_loss.crashstates import CrashState, crash_points
+from harness.families.power_loss.crashstates import CrashState, crash_points, written
 from harness.families.power_loss.params import Params
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
+from harness.runner.leg import journal_bytes
 from harness.runner.trial import ReferenceRun
 
 __all__ = ["CHECKED", "Space", "select_states", "journal_index", "state_space", "explore_state"]
@@ -108,7 +109,9 @@ class Space:
 
 def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) -> Space:
     """Enumerate the crash states of the reference run's last leg (pure; raises ``ValueError``
-    when its trace shows no journal: nothing was observed, so nothing can be judged).
+    when its trace shows no journal: nothing was observed, so nothing can be judged).  For an opaque store
+    (:attr:`~harness.history.journal_location.JournalLocation.is_store`) any file below it is its journal and
+    the states carry no acknowledged writes (docs/persistence-model.md "Opaque stores").
 
     The first leg starts from an empty state home; a later leg (``crash_leg
     = "resume"``) starts from what the leg before it left, all of it durable
@@ -131,7 +134,10 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
     dirs = {old_home, str(Path(old_home).parent)} | {before[k] for k in ("state_home", "home", "tmp_dir", "cwd")
                                                      if before[k].startswith(old_home + "/")}
     files: dict[str, bytes] = {}
-    if leg > 0:
+    if leg > 0 and journal.is_store:  # the store as the legs before left it (read from their traces)
+        files = {p: b for p, b in written(ev for lg in ref.history.legs[:leg] for ev in lg.trace).items()
+                 if journal.is_journal(p, run_id)}
+    elif leg > 0:
         files = {jpath: ref.history.legs[leg - 1].journal or b""}
         if journal.is_contract:  # the contract's run lock beside it (docs/spec.md section 10)
             files[str(Path(jpath).with_suffix(".lock"))] = b""
@@ -139,6 +145,9 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
     points = list(crash_points(trace, files, dirs,
                                sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
                                samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
+    if journal.is_store:  # a store's bytes are no records: a database rewrites and removes what it acknowledged
+        for state in (s for point in points for s in point.states):  # (I4 reads the agent's reading instead)
+            state.acks, state.acknowledged = (), []
     distinct = select_states(points, 0)
     return Space(old_home, points, distinct, journal_index(trace, run_id, journal), len(trace),
                  time.monotonic() - t0, leg, (trace, files, dirs, params.sector_bytes))
@@ -184,7 +193,7 @@ def explore_state(ctx: Context, state: CrashState, space: Space) -> History:
                    fault=Fault(kind="power_loss", at={"event": p}, injected=True,
                                detail={"state": state.id, "persisted": state.persisted,
                                        "lost_entries": state.lost_entries}),
-                   journal=crashed.read_bytes() if crashed.exists() else None)
+                   journal=journal_bytes(crashed, hist.journal.is_store))
         history = resume(ctx, tmp, [*prior, leg0], pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
     history.crash_state = CrashStateFacts.of(state)
     return history

@@ -174,7 +174,8 @@ class PowerLossFamily(FamilyBase):
         full_inv = tuple(i for i in ("I4", *CHECKED) if i in scenario.check.invariants)
         if schedules is not None:  # a replay: the states and batches it names, each as it was planned
             return _replayed(schedules, ordered, space, seed, cheap_inv, full_inv)
-        ranges = batches(len(ordered), max(1, count), params.batch_states)
+        store = reference.history.journal.is_store  # nothing to judge cheaply (tiers.cheap_limit): resumes only
+        ranges = [] if store else batches(len(ordered), max(1, count), params.batch_states)
         out = [Planned([{"kind": "power_loss", "cheap": [a, b], "first": ordered[a].id, "last": ordered[b - 1].id}],
                        "crash-state", seed, item=("cheap", ordered[a:b], space), invariants=cheap_inv)
                for a, b in ranges]

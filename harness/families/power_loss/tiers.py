@@ -66,6 +66,8 @@ def outcome_key(state: CrashState, run_id: str, journal: JournalLocation = Journ
     """The state's recovery outcome: what a resume starts from and does first (the journal a correct
     recovery leaves and whether it cuts a torn tail to get it, or the journal's absence with the
     directories that survived).  States with equal keys recover alike.  Pure."""
+    if journal.is_store:  # a store's recovery is the agent's own: its files are the outcome
+        return ("store", tuple(sorted((p, b) for p, b in state.files.items() if journal.is_journal(p, run_id))))
     data = journal_of(state, run_id, journal)
     if data is None:
         return ("absent", frozenset(state.dirs))
@@ -98,6 +100,9 @@ def full_sample(states: list[CrashState], run_id: str, *, resumes: int, cap: int
 
 def cheap_limit(subject: Any) -> str | None:
     """The limit line of the cheap tier for ``subject`` (said before a campaign starts), or ``None``."""
+    if subject.caps.journal.is_store:
+        return ("power-loss crash states of an opaque store are judged by full resumes only: its bytes are no "
+                "records the crash model or a reader could judge cheaply (docs/persistence-model.md)")
     mode = cheap_mode(subject)
     if mode == "status":
         return ("power-loss crash states are judged cheaply through the subject's status command, a reading "

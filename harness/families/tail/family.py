@@ -38,9 +38,10 @@ from harness.families.journal_state.executor import StateExecutor
 from harness.families.journal_state.reader_child import Answer
 from harness.families.tail.bound import bounded, stratum
 from harness.families.tail.executor import (CHECKED, ask_mutations, mutations_for, reader_history, repair_history,
-                                            resume_candidates)
+                                            resume_candidates, store_damage, store_files)
 from harness.families.tail.mutations import Mutation, mutation_by_id
 from harness.families.tail.params import MODES, Params
+from harness.names import OPAQUE
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario, family_params
 
@@ -120,6 +121,9 @@ class TailFamily(FamilyBase):
 
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """What this family cannot do for ``subject`` (said before the campaign starts)."""
+        if subject.caps.journal.is_store:
+            return ["tail damage of an opaque store: its last-written files cut at page and sector boundaries and "
+                    "zeroed where last written, each resumed; no reader check (the harness does not decode it)"]
         mode = cheap_mode(subject)
         if mode == "recovery":
             return []
@@ -141,8 +145,12 @@ class TailFamily(FamilyBase):
         when a schedule names no trial of this run."""
         params = self.params(scenario, count, seed)
         journal = reference.history.legs[-1].journal or b""
-        muts = mutations_for(journal, params, reference.history.journal_format)
-        mode = "recovery" if subject is None else cheap_mode(subject)  # those the subject is asked about
+        store = reference.history.journal_format == OPAQUE  # damaged at its last writes and resumed, never read
+        muts = store_damage(reference.history) if store else mutations_for(journal, params,
+                                                                           reference.history.journal_format)
+        if store and not muts:
+            raise ValueError("the reference run's trace shows no write of the store: nothing was observed to damage")
+        mode = "model" if store else "recovery" if subject is None else cheap_mode(subject)
         reader_muts = [m for m in muts if mode != "model" and expected(m.expected(), mode, "read") is not None]
         total = journal.count(b"\n")
         resume = tuple(i for i in CHECKED if i in scenario.check.invariants or i == "I5")
@@ -184,6 +192,8 @@ class TailFamily(FamilyBase):
 
     def _mutation(self, scenario: Scenario, reference: ReferenceRun, mid: str) -> Mutation | None:
         """The mutation named ``mid`` (made from its name, else found among the scenario's own), or ``None``."""
+        if reference.history.journal_format == OPAQUE:
+            return next((m for m in store_damage(reference.history) if m.id == mid), None)
         journal, fmt = reference.history.legs[-1].journal or b"", reference.history.journal_format
         try:
             return mutation_by_id(journal, "flip@" + mid.split("@")[1] if mid.startswith("flip") else mid, fmt)
@@ -194,6 +204,8 @@ class TailFamily(FamilyBase):
         """The damage of the trial's mutation: bytes cut, appended or changed, then how far before the end."""
         m = self._mutation(scenario, reference, str(schedule[0].get("mutation"))) if schedule else None
         journal = reference.history.legs[-1].journal or b""
+        if m is not None and m.file:  # a store's file, damaged
+            journal = store_files(reference.history).get(m.file, b"")
         return damage(journal, m.data) if m is not None else ((float("inf"), 0), "an unknown mutation")
 
     def smaller(self, scenario: Scenario, reference: ReferenceRun,
@@ -204,7 +216,7 @@ class TailFamily(FamilyBase):
         step = schedule[0] if schedule else {}
         m = self._mutation(scenario, reference, str(step.get("mutation")))
         journal = reference.history.legs[-1].journal or b""
-        if m is None or m.data == journal:
+        if m is None or m.data == journal or m.file:  # (a store's damage has nothing smaller of its kind)
             return []
         size, at = len(journal), str(m.id).partition("@")[2]
         fewer = lambda n: [x for x in dict.fromkeys((1, n // 2, n - 1)) if 0 < x < n]  # noqa: E731

@@ -21,6 +21,9 @@ Input: the bytes of a clean journal (complete lines, each ending in ``\\n``).
   each of which no JSON line survives (in an interior line, or the last);
 * ``intact``: the journal itself.
 
+An opaque store (a database, docs/subject.md "Journal formats") is damaged where the run last wrote it
+instead (:func:`store_mutations`): no reader answer is labelled, its resume is judged.
+
 What the reader must answer (docs/spec.md section 7; field cases F01 and
 F03 in docs/field-cases.md): a final line that is incomplete or unparsable is a **torn** tail,
 dropped and reported as ``(offset, length)`` with every record before it
@@ -44,7 +47,10 @@ from typing import Any, Iterator
 
 from harness.names import FISK_AI_V2
 
-__all__ = ["Mutation", "mutations", "mutation_by_id", "line_spans"]
+__all__ = ["PAGE_BYTES", "Mutation", "mutations", "store_mutations", "mutation_by_id", "line_spans"]
+
+#: The page a database writes at once (SQLite's default page size); a store's cuts also fall on sectors.
+PAGE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,8 @@ class Mutation:
     ``expect``: ``"clean"``, ``"torn"`` or ``"corrupt"``.  ``seqs``: the seqs of
     the records the reader must return (clean and torn), ``good_size`` their
     byte length, ``torn``: ``(offset, length)`` of the torn tail; ``line`` and
-    ``offset``: the corrupt line (1-based) and where it starts.
+    ``offset``: the corrupt line (1-based) and where it starts; ``file``: a store's file ``data`` replaces
+    (its path below the store's folder; ``""``: the journal).
     """
 
     id: str
@@ -66,12 +73,13 @@ class Mutation:
     torn: tuple[int, int] | None = None
     line: int | None = None
     offset: int | None = None
+    file: str = ""
 
     def describe(self) -> dict:
         """A JSON-ready label (without the bytes)."""
         return {"id": self.id, "kind": self.kind, "size": len(self.data), "expect": self.expect,
                 "records": len(self.seqs), "good_size": self.good_size,
-                "torn": list(self.torn) if self.torn else None, "line": self.line}
+                "torn": list(self.torn) if self.torn else None, "line": self.line, **({"file": self.file} if self.file else {})}
 
     def expected(self) -> dict[str, Any]:
         """What the reader must answer (docs/spec.md section 7), as JSON: ``kind`` (``clean``, ``torn``,
@@ -174,6 +182,25 @@ def mutations(journal: bytes, *, seed: int | str = 0, cut_every_offset_of_last_r
                            (f"glued@{a}", body + _garbage(rng, 24) + b"\n"),      # garbage glued to a record
                            (f"cut-off@{a}", body[:max(1, len(body) // 2)] + b"\n")):  # a cut-off line
             yield Mutation(name, "interior", journal[:a] + line + journal[b:], "corrupt", line=k + 1, offset=a)
+
+
+def store_mutations(files: dict[str, bytes], last: list[tuple[str, int, int]], *, sector: int = 512,
+                    page: int = PAGE_BYTES) -> Iterator[Mutation]:
+    """Damage of an opaque store at the run's last writes (pure): for each ``(file, start, end)`` of ``last``
+    (a file of ``files`` and the byte range of the last write to it), the file cut at every page
+    (``cut-page@C``) and sector (``cut-sector@C``) boundary in ``[start, end)``, its last page zeroed
+    (``zero-page@P:Q``) and the whole last write zeroed (``zero-write@A:B``), the size kept.  Each names its
+    file (``NAME/cut-page@4096``); ``expect`` is ``"damaged"`` (no reader answer is labelled)."""
+    for name, a, b in last:
+        data = files[name]
+        b = min(b, len(data))
+        for c in range(-(-a // sector) * sector, b, sector):
+            yield Mutation(f"{name}/cut-{'page' if c % page == 0 else 'sector'}@{c}", "cut", data[:c], "damaged",
+                           file=name)
+        for how, lo in (("page", max(0, (b - 1) // page * page)), ("write", a)):
+            if lo < b:
+                yield Mutation(f"{name}/zero-{how}@{lo}:{b}", "zeros", data[:lo] + bytes(b - lo) + data[b:],
+                               "damaged", file=name)
 
 
 def _cut(journal: bytes, spans: list[tuple[int, int]], seqs: list[int], c: int, label: str = "cut") -> Mutation:
