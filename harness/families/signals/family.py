@@ -14,7 +14,7 @@ from typing import Any
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.runner.faults import validate_schedule
 from harness.families.signals.params import MODES, Params
-from harness.families.signals.recorded import Recorder, prelude, slug_for
+from harness.families.signals.recorded import Recorder, prelude, resumes_first, slug_for
 from harness.families.signals.schedules import params_of, plan_schedules, spread
 from harness.history.faults import fault_counts
 from harness.names import CRASH_RESUMES
@@ -82,7 +82,7 @@ class SignalsFamily(FamilyBase):
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         if schedules is not None:
             return [Planned(validate_schedule(s), "explicit", seed) for s in schedules]
-        return [Planned(s, origin, seed) for s, origin in plan_schedules(scenario, reference, count, seed)]
+        return resumes_first(reference, [Planned(s, o, seed) for s, o in plan_schedules(scenario, reference, count, seed)])
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> TrialExecutor:
         return TrialExecutor(scenario, runner, reference)
@@ -90,10 +90,12 @@ class SignalsFamily(FamilyBase):
     def bound(self, scenario: Scenario, plan: list[Planned], n: int, seed: int) -> list[Planned]:
         """``--trials N`` of an exhaustive plan (every crash or suspend point, capped by ``max_events``, not by
         the count): ``n`` of its points, sampled as :func:`harness.families.signals.schedules.exhaustive_schedules`
-        samples them (first and last kept, deterministic for ``seed``), drawn trials after them up to ``n``."""
+        samples them (first and last kept, deterministic for ``seed``, in event order: :meth:`plan` puts the
+        first point of every recorded state first), drawn trials after them up to ``n``."""
         points = [p for p in plan if p.origin == "exhaustive"]
         if len(plan) <= n or not points:
             return plan
+        points.sort(key=lambda p: (p.schedule[0].get("event", 0), p.schedule[0].get("when") != "before"))
         keep = spread(points, n, seed)
         return keep + [p for p in plan if p.origin != "exhaustive"][: n - len(keep)]
 

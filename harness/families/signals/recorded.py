@@ -14,14 +14,16 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from harness.families.power_loss.crashstates import window
 from harness.history.model import History, Leg
 from harness.runner.faults import event_action, history_fault
 from harness.runner.trial import Prelude, ReferenceRun
 
-__all__ = ["crash_prefix", "in_flight", "prelude", "Recorder", "slug_for"]
+T = TypeVar("T")
+
+__all__ = ["crash_prefix", "in_flight", "prelude", "state_key", "resumes_first", "Recorder", "slug_for"]
 
 
 def crash_prefix(schedule: list[dict[str, Any]]) -> int | None:
@@ -74,6 +76,28 @@ def prelude(ref: ReferenceRun, schedule: list[dict[str, Any]], slug_of: Callable
                    effects=[e for e in hist.effects if e.t <= t_kill])
 
 
+def state_key(pre: Prelude, schedule: list[dict[str, Any]]) -> tuple:
+    """What a recorded trial's resume starts from: the files and folders, the calls and effects made, and the
+    rest of the schedule; points with equal keys share one resume."""
+    return (tuple(sorted(pre.files.items())), tuple(pre.dirs), tuple(c.key for c in pre.calls),
+            tuple((e.tool_use_id, e.attempt) for e in pre.effects), repr(schedule[1:]))
+
+
+def resumes_first(ref: ReferenceRun, schedules: list[T]) -> list[T]:
+    """``schedules`` (or planned trials with a ``schedule``) with the first point of every distinct recorded
+    state first, the points that share its resume after them, each part in its order (pure): parallel
+    trials then run distinct resumes instead of one waiting for another's."""
+    seen: set[tuple] = set()
+    first, rest = [], []
+    for item in schedules:
+        schedule = getattr(item, "schedule", item)
+        pre = prelude(ref, schedule, lambda home: "")
+        key = None if pre is None else state_key(pre, schedule)
+        (rest if key is not None and key in seen else first).append(item)
+        seen.add(key)  # type: ignore[arg-type]
+    return first + rest
+
+
 class Recorder:
     """Runs recorded kill trials, one resume per distinct materialized state (thread-safe).
 
@@ -88,8 +112,7 @@ class Recorder:
 
     def trial(self, scenario: Any, seed: int, schedule: list[dict[str, Any]], pre: Prelude) -> tuple[History, bool]:
         """The history of the trial ``schedule`` names and whether a resume ran for it."""
-        key = (tuple(sorted(pre.files.items())), tuple(pre.dirs), tuple(c.key for c in pre.calls),
-               tuple((e.tool_use_id, e.attempt) for e in pre.effects), repr(schedule[1:]))
+        key = state_key(pre, schedule)
         with self._lock:
             lock, done = self._groups.setdefault(key, (threading.Lock(), []))
         with lock:
