@@ -54,12 +54,12 @@ def prelude(ref: ReferenceRun, schedule: list[dict[str, Any]], slug_of: Callable
     ``None`` when the recording cannot stand in: not an event kill, a point past the leg's end, no times in
     the trace, or an op in flight at the kill (:func:`in_flight`)."""
     p, hist = crash_prefix(schedule), ref.history
-    if p is None or not hist.legs or len(hist.legs[0].trace) <= (p if schedule[0].get("when") == "before" else p - 1):
+    before = schedule[0].get("when") == "before" if schedule else False
+    if p is None or not hist.legs or len(hist.legs[0].trace) < p + before:
         return None
-    leg, before = hist.legs[0], schedule[0].get("when") == "before"
-    trace = leg.trace
-    t_kill = _kill_time(trace, p, before) if trace else leg.t_start
-    old_home = hist.options.get("trial_dir")
+    leg = hist.legs[0]
+    trace, old_home = leg.trace, hist.options.get("trial_dir")
+    t_kill = _kill_time(trace, p, before)
     if t_kill is None or not old_home or in_flight(trace, p + before, t_kill):
         return None
     state = window(trace, {}, (), p, ())[1]
