@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.checkers import check_all
+from harness.families.base import Planned
 from harness.families.signals.family import SIGNALS
 from harness.families.signals.recorded import crash_prefix, in_flight, prelude, slug_for
 from harness.runner.trial import Runner
@@ -107,3 +108,18 @@ def test_a_point_with_an_op_in_flight_or_past_the_run_is_killed_for_real():
     assert prelude(ref, [{"kind": "kill", "event": 4}], no_slug) is None  # past the run's end
     pre = prelude(ref, [{"kind": "kill", "event": 3}], no_slug)
     assert pre is not None and pre.files == {"/t/j": b"x"} and pre.leg.exit_signal == "SIGKILL"
+
+
+def test_points_of_one_state_share_a_resume_and_a_schedule_run_again_gets_its_own():
+    scenario = load_scenario(bundled_scenario_dir() / "kill-every-event.toml")
+    with Runner(observe=False) as runner:
+        ref = runner.reference(scenario)
+        executor = SIGNALS.open(scenario, runner, ref)
+        fsync = next(ev["n"] for ev in ref.history.legs[0].trace if ev["op"] == "fsync")
+        write = [{"kind": "kill", "event": fsync - 1, "when": "after"}]  # the write that fsync acknowledges
+        runs = [executor.run(Planned(s, "explicit", 1)) for s in (write, [{"kind": "kill", "event": fsync}], write)]
+        executor.close()
+    assert [r.faults["crash_resumes"] for r in runs] == [1, 0, 1] and executor.recorder.resumes == 2
+    shared = runs[1].history
+    assert shared.legs[1:] == runs[0].history.legs[1:] and shared.legs[0].trace[-1]["n"] == fsync
+    assert shared.schedule == [{"kind": "kill", "event": fsync}] and "judged on the resume" in shared.notes[-1]

@@ -103,18 +103,20 @@ class Recorder:
 
     ``run(scenario, seed, schedule, prelude)`` is :meth:`harness.runner.trial.Runner.run_trial`; a point whose
     state (files, folders, calls and effects made, later faults) a resume already started from is judged on
-    that resume's legs with its own leg 0.  :attr:`resumes`: the resumes run."""
+    that resume's legs with its own leg 0; the same schedule run again runs again.  :attr:`resumes`: the
+    resumes run."""
 
     def __init__(self, run: Callable[..., History]) -> None:
         self._run, self._lock = run, threading.Lock()
         self._groups: dict[tuple, tuple[threading.Lock, list[History]]] = {}
+        self._seen: dict[str, int] = {}
         self.resumes = 0
 
     def trial(self, scenario: Any, seed: int, schedule: list[dict[str, Any]], pre: Prelude) -> tuple[History, bool]:
         """The history of the trial ``schedule`` names and whether a resume ran for it."""
-        key = state_key(pre, schedule)
-        with self._lock:
-            lock, done = self._groups.setdefault(key, (threading.Lock(), []))
+        with self._lock:  # a schedule planned again (a regression's repeats) gets a resume of its own
+            again = self._seen[repr(schedule)] = self._seen.get(repr(schedule), -1) + 1
+            lock, done = self._groups.setdefault((*state_key(pre, schedule), again), (threading.Lock(), []))
         with lock:
             ran = not done
             if ran:
