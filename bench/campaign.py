@@ -435,3 +435,84 @@ def bench_modes(*, trials: int = 12, rounds: int = 2, scenario_name: str = "kill
         details["foreign_run_ms"] = run_s * 1e3
         details["foreign_ceiling_trials_per_s"] = ceiling
     return rows, details
+
+
+#: The subjects of the recorded-kills bench, in run order (:func:`bench_recorded`).
+RECORDED_MODES = ("reference, IO seam", "reference, observed (black-box)", "foreign subject (Node.js), observed")
+
+
+def bench_recorded(*, rounds: int = 2, scenario_name: str = "kill-every-event", jobs: int | None = None,
+                   modes: tuple[str, ...] = RECORDED_MODES) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Section 3d (issue 27): crash points judged per second on ``scenario_name``'s plan, the old way (every
+    point killed for real: the one leg runner runs the agent up to it, then the resume; the checkers judge)
+    next to the recorded way (the campaign: leg 0 materialized from the uninterrupted run, one resume per
+    distinct state), interleaved over ``rounds``, per subject mode; returns (rows, details).  Where the
+    recorded way's time goes: the trials that ran a resume against those judged on a shared one.  The
+    Node.js agent is left out, loudly, without node."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.campaign.campaign import Campaign
+    from harness.checkers import check_all
+    from harness.families.signals.family import SIGNALS
+    from harness.runner.trial import Runner
+    from harness.scenario.parse import bundled_scenario_dir, load_scenario
+    from harness.selftest.targets import FOREIGN_SUBJECT
+    from harness.subject.profile import resolve_subject
+
+    scenario = load_scenario(bundled_scenario_dir() / f"{scenario_name}.toml")
+    jobs = jobs or os.cpu_count() or 1
+    root = Path(__file__).resolve().parents[1]
+    make = {"reference, IO seam": lambda: Runner(observe=False),
+            "reference, observed (black-box)": lambda: Runner(observe=True),
+            "foreign subject (Node.js), observed": lambda: Runner(
+                resolve_subject(FOREIGN_SUBJECT.replace("subjects/", f"{root}/subjects/")))}
+    details: dict[str, Any] = {}
+    if not shutil.which("node") and "foreign subject (Node.js), observed" in modes:
+        modes = tuple(m for m in modes if not m.startswith("foreign"))
+        details["skipped"] = "foreign subject: node is not installed"
+    runners = {m: make[m]() for m in modes}
+    stats: dict[str, dict[str, Any]] = {m: {"old": [], "recorded": [], "resumes": [], "resumed_s": [],
+                                           "shared_s": []} for m in modes}
+    try:
+        for mode, runner in runners.items():
+            runner.reference(scenario)  # outside the timed runs
+        for _ in range(max(1, rounds)):
+            for mode, runner in runners.items():
+                ref = runner.reference(scenario)
+                plan = SIGNALS.plan(scenario, ref, scenario.trials.count, scenario.trials.seed, None)
+                inv = list(scenario.check.invariants)
+                t = time.perf_counter()
+                with ThreadPoolExecutor(jobs) as pool:  # the old way: a real kill at every point
+                    list(pool.map(lambda p: check_all(runner.run_trial(scenario, p.seed, p.schedule), inv), plan))
+                stats[mode]["old"].append(len(plan) / (time.perf_counter() - t))
+                t = time.perf_counter()
+                result = Campaign([scenario], jobs=jobs, runner=runner, shrink_budget=0, keep_histories=True).run()
+                if result.errors:
+                    raise RuntimeError(f"{mode}: campaign errors: {result.errors}")
+                stats[mode]["recorded"].append(len(result.trials) / (time.perf_counter() - t))
+                ran = [r for r in result.trials if r.faults.get("crash_resumes")]
+                stats[mode]["resumes"].append(len(ran))
+                stats[mode]["resumed_s"] += [r.elapsed_s for r in ran]
+                stats[mode].setdefault("legs_s", []).extend(  # the agent's own legs of a resumed trial
+                    sum(lg.t_end - lg.t_start for lg in r.history.legs[1:]) / 1e9 for r in ran if r.history)
+                stats[mode].setdefault("legs", []).extend(len(r.history.legs) - 1 for r in ran if r.history)
+                stats[mode]["shared_s"] += [r.elapsed_s for r in result.trials if not r.faults.get("crash_resumes")]
+                stats[mode]["points"] = len(result.trials)
+    finally:
+        for runner in runners.values():
+            runner.close()
+    rows = []
+    targets = {"reference, IO seam": ">= 50/s"}
+    for mode, s in stats.items():
+        old, rec = median(s["old"]), median(s["recorded"])
+        met = rec >= 50 if mode in targets else rec >= 5 * old
+        rows.append(row("campaign", f"{scenario_name}: crash points judged/s, recorded vs real kills, {mode}", rec,
+                        old, unit="points/s", target=targets.get(mode, ">= 5x the real kills"), met=met,
+                        note=f"median of {len(s['old'])} round(s), interleaved; {s['points']} points, "
+                             f"{median(s['resumes']):g} resumes run (one per distinct state); a trial that ran a "
+                             f"resume {median(s['resumed_s']) * 1e3:.0f} ms (its {median(s['legs']):g} agent legs "
+                             f"{median(s['legs_s']) * 1e3:.0f} ms, the rest readings, laying the state, checking), "
+                             f"one judged on a shared resume "
+                             f"{(median(s['shared_s']) if s['shared_s'] else 0.0) * 1e3:.1f} ms"))
+    details["recorded"] = stats
+    return rows, details

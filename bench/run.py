@@ -32,7 +32,12 @@ machines are shared and noisy), and quoted as medians and ratios:
    ``power-loss-basic``: crash states judged cheaply per second next to full
    resumes per second (the old way), and the cheap tier on a large state
    space (the no-fsync mutant's).  Targets: 20 trials/s on 2 cores; 1,000
-   judged crash states/s (reference), 200/s (black-box).
+   judged crash states/s (reference), 200/s (black-box).  Then (issue 27) the
+   crash points of ``kill-every-event`` judged per second, every point killed
+   for real (the old way) next to the recorded way (leg 0 materialized from
+   one run, one resume per distinct state), per subject, interleaved.
+   Targets: 5x for the Node.js agent and the black-box reference, 50/s
+   through the reference's IO seam.
 4. ``catch``: for each mutant of ``harness/mutants/``, the median time from a
    cold start (reference run included) to its first detection over 5 seeds
    (quick: 1).  Target: under 10 s.
@@ -59,7 +64,7 @@ if str(ROOT) not in sys.path:
 # The sections live in bench/*.py (one concept per module); this module is the entry point and
 # re-exports their public names, so ``bench/run.py`` keeps its interface.
 from bench.append import bench_append  # noqa: E402
-from bench.campaign import bench_campaign, bench_crash_states, bench_modes  # noqa: E402
+from bench.campaign import bench_campaign, bench_crash_states, bench_modes, bench_recorded  # noqa: E402
 from bench.catch import bench_catch  # noqa: E402
 from bench.common import ROW_KEYS, format_table, fs_type, machine_info, median, row  # noqa: E402,F401
 from bench.journals import generate_records, meta_record, write_journal  # noqa: E402,F401
@@ -67,7 +72,8 @@ from bench.load import _LOAD_MODES, _child_load, bench_load  # noqa: E402,F401
 from bench.observer import bench_observer  # noqa: E402
 
 __all__ = ["ROW_KEYS", "SECTIONS", "row", "machine_info", "generate_records", "write_journal", "bench_append",
-           "bench_load", "bench_campaign", "bench_crash_states", "bench_modes", "bench_catch", "bench_observer",
+           "bench_load", "bench_campaign", "bench_crash_states", "bench_modes", "bench_recorded", "bench_catch",
+           "bench_observer",
            "format_table", "main"]
 
 #: Sections in run order.
@@ -99,6 +105,7 @@ def run(sections: tuple[str, ...], cfg: dict[str, Any], directory: str,
         steps.append(("crash states", lambda: bench_crash_states(explore=cfg["powerloss_states"],
                                                                  rounds=1 if cfg is QUICK else 3)))
         steps.append(("modes", lambda: bench_modes(trials=12 if cfg is QUICK else 36, rounds=1 if cfg is QUICK else 3)))
+        steps.append(("recorded", lambda: bench_recorded(rounds=1 if cfg is QUICK else 3)))
     if "catch" in sections:
         steps.append(("catch", lambda: bench_catch(seeds=cfg["catch_seeds"])))
     if "observer" in sections:

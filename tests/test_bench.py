@@ -121,3 +121,11 @@ def test_main_prints_the_table_and_writes_the_json(bench, tmp_path, monkeypatch,
 def test_unknown_section_is_a_usage_error(bench, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--only", "nope"])
+
+
+def test_recorded_section(bench):
+    rows, details = bench.bench_recorded(rounds=1, modes=("reference, IO seam",))
+    _check_rows(bench, rows, "campaign")
+    assert rows[0]["metric"].endswith("recorded vs real kills, reference, IO seam")
+    stats = details["recorded"]["reference, IO seam"]
+    assert stats["points"] > stats["resumes"][0] > 0 and stats["old"][0] > 0 and stats["recorded"][0] > 0

@@ -43,7 +43,7 @@ from harness.history.ending import BUDGET_ENDS, printed_answer, uninterrupted_en
 from harness.history.model import History, Leg, Reference, observed_result
 from harness.history.promises import COMPLETED_PROBE
 from harness.history.timeline import Timeline, leg_timeline
-from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
+from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes, write_ledger
 from harness.runner.leg import (LegOutcome, LegPlan, LegStarter, count_user_records, journal_bytes, open_mcp, run_leg,
                                 start_or_resume)
 from harness.runner.process import enable_subreaper
@@ -53,7 +53,8 @@ from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED
                                       default_subject, fork_server_enabled, journal_file, probes_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
-__all__ = ["ReferenceRun", "Runner", "run_id_for", "drifted_config", "observe_by_default", "BUDGET_ENDS"]
+__all__ = ["ReferenceRun", "Prelude", "Runner", "run_id_for", "drifted_config", "observe_by_default", "rehome",
+           "BUDGET_ENDS"]
 
 
 
@@ -107,6 +108,32 @@ def _default_tmp_root() -> str | None:
     if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
         return shm
     return None
+
+
+def rehome(path: str, old_home: str, old_slug: str = "", new_slug: str = "") -> str | None:
+    """``path`` of a trial laid in folder ``old_home``, relative to that folder, its cwd-named folder
+    ``old_slug`` renamed ``new_slug`` (a subject that names a folder after its cwd); ``None`` outside it."""
+    if not path.startswith(old_home + "/"):
+        return None
+    rel = path[len(old_home) + 1:]
+    return rel.replace(old_slug, new_slug) if old_slug else rel
+
+
+@dataclass
+class Prelude:
+    """A trial's leg 0 taken from a recording instead of run (docs/persistence-model.md "Kills from the
+    recording"): the files and folders it left (paths under ``old_home``, the recorded trial's folder; ``slug``:
+    its cwd slug for a subject with a ``cwd``, else ``""``), the recorded ``leg`` cut at its crash point, and
+    the model calls and tool effects made by then; ``run_uuid``: the recorded run's own id."""
+
+    files: dict[str, bytes]
+    dirs: list[str]
+    old_home: str
+    slug: str
+    run_uuid: str
+    leg: Leg
+    calls: list[Any]
+    effects: list[Any]
 
 
 @dataclass
@@ -242,21 +269,23 @@ class Runner:
     # -- trials ---------------------------------------------------------------
 
     def run_trial(self, scenario: Scenario, seed: int, schedule: list[dict[str, Any]], *,
-                  timeout_s: float | None = None, with_reference: bool = True) -> History:
+                  timeout_s: float | None = None, with_reference: bool = True,
+                  prelude: Prelude | None = None) -> History:
         """Run one trial of ``scenario`` under ``schedule`` and return its :class:`History`.
 
         ``seed`` is recorded (the schedule was drawn from it; the run itself
         is a function of the scenario and the schedule).  ``timeout_s``
-        overrides the scenario's ``trials.timeout_s``.  Raises ``ValueError``
+        overrides the scenario's ``trials.timeout_s``; ``prelude``: leg 0 is laid from a recording, not run
+        (its fault is ``schedule[0]``).  Raises ``ValueError``
         for a malformed schedule and :class:`SetupError` when the reference
         run fails; a misbehaving agent never raises, it is recorded.
         """
         schedule = validate_schedule(schedule)
         ref = self.reference(scenario).reference if with_reference else None
-        return self._run(scenario, seed=seed, schedule=schedule, reference=ref, timeout_s=timeout_s)
+        return self._run(scenario, seed=seed, schedule=schedule, reference=ref, timeout_s=timeout_s, prelude=prelude)
 
     def _run(self, scenario: Scenario, *, seed: int, schedule: list[dict[str, Any]], reference: Reference | None,
-             timeout_s: float | None = None) -> History:
+             timeout_s: float | None = None, prelude: Prelude | None = None) -> History:
         workload = build_workload(scenario, tool_name=self.subject.tool_name)
         run_id = run_id_for(scenario)
         budget = timeout_s if timeout_s is not None else scenario.trials.timeout_s
@@ -284,9 +313,12 @@ class Runner:
         }
         tmp = tempfile.mkdtemp(prefix="fiskj-trial-", dir=self.tmp_root)
         session = self.server.open_session(workload.script)
+        if prelude is not None:
+            session.replay(prelude.calls)
         try:
             self._legs(history, workload, Path(tmp), session.token, run_id, schedule, max_legs, budget, drift,
-                       probe_completed=scenario.check.resume_after_completed and reference is not None)
+                       probe_completed=scenario.check.resume_after_completed and reference is not None,
+                       prelude=prelude)
         finally:
             history.model_calls = self.server.close_session(session.token)
             if self.keep_dirs:
@@ -297,7 +329,7 @@ class Runner:
 
     def _legs(self, history: History, workload: Workload, tmp: Path, token: str, run_id: str,
               schedule: list[dict[str, Any]], max_legs: int, budget: float, drift: tuple[str, ...] = (),
-              probe_completed: bool = False) -> None:
+              probe_completed: bool = False, prelude: Prelude | None = None) -> None:
         """Run the legs of one trial into ``history``, then read back its ledger, probes and final journal.
 
         With ``drift`` (``[workload] drift``), every resume is first a
@@ -310,9 +342,11 @@ class Runner:
         that ended is resumed once more (:meth:`_resume_after_end`).
         """
         deadline = time.monotonic() + budget
-        place = self._place(workload, tmp, token, run_id, drift)
+        place = self._place(workload, tmp, token, run_id, drift, prelude.run_uuid if prelude else None)
         history.options.update(run_uuid=place.where["run_uuid"], trial_dir=str(tmp))
-        done = self._run_legs(history, workload, place, schedule, max_legs, budget, deadline)
+        if prelude is not None:
+            self._lay_prelude(history, place, prelude)
+        done = self._run_legs(history, workload, place, schedule, max_legs, budget, deadline, 1 if prelude else 0)
         ended = history.legs[-1].exit_code if history.legs else None
         if done and probe_completed and not workload.chat and deadline > time.monotonic() \
                 and (ended == EXIT_COMPLETED or (ended == EXIT_ERROR and workload.spec.final_stop)):
@@ -325,9 +359,35 @@ class Runner:
         history.probes = read_probes(probes_path(place.ledger))
         history.final_state, history.final_error = fold_journal(journal_file(place.journal), history.journal.format)
 
-    def _place(self, workload: Workload, tmp: Path, token: str, run_id: str, drift: tuple[str, ...]) -> _Place:
-        """Lay out a trial in ``tmp``: its state home (and home), ledger, tools files and run configurations."""
-        where = self.subject.trial_where(tmp)
+    def _lay_prelude(self, history: History, place: _Place, prelude: Prelude) -> None:
+        """Lay ``prelude``'s files, folders and effects ledger in the trial, record its leg 0 with the subject's
+        reading of what it left (as :func:`harness.runner.leg.run_leg` reads a leg's)."""
+        root, new_slug = str(place.tmp), place.where["cwd_slug"]
+        for rel in sorted(filter(None, (rehome(d, prelude.old_home, prelude.slug, new_slug) for d in prelude.dirs)),
+                          key=len):
+            os.makedirs(os.path.join(root, rel), 0o700, exist_ok=True)
+        for path, data in prelude.files.items():
+            rel = rehome(path, prelude.old_home, prelude.slug, new_slug)
+            if rel is not None:
+                os.makedirs(os.path.dirname(os.path.join(root, rel)), 0o700, exist_ok=True)
+                with open(os.path.join(root, rel), "wb") as f:
+                    f.write(data)
+        write_ledger(place.ledger, prelude.effects)
+        leg = replace(prelude.leg, fault=replace(prelude.leg.fault, detail=dict(prelude.leg.fault.detail)))
+        leg.journal = journal_bytes(place.journal, self.subject.caps.journal.is_store)
+        if place.reading is not None and start_or_resume(leg.journal, self.subject.caps.journal.format) == "resume":
+            if self.subject.files:
+                self.subject.write_files(place.cfg, **place.where)
+            env = self._env(place, 0, traced=False, values=self.subject.values(place.cfg, **place.where))
+            leg.reading = parse_reading(self.legs.read(place.reading, env, place.tmp, "0"), self.subject.status_fields,
+                                        self.subject.reading_format)
+        history.legs.append(leg)
+
+    def _place(self, workload: Workload, tmp: Path, token: str, run_id: str, drift: tuple[str, ...],
+               run_uuid: str | None = None) -> _Place:
+        """Lay out a trial in ``tmp``: its state home (and home), ledger, tools files and run configurations
+        (``run_uuid``: the agent's own id of the run, default a fresh one)."""
+        where = self.subject.trial_where(tmp, run_uuid)
         state_home = Path(where["state_home"])
         home = Path(where["home"]) if where["home"] else None
         tools = write_tools_file(tmp / "tools.json")
@@ -357,11 +417,12 @@ class Runner:
                                 home=str(place.home) if place.home is not None else None, values=values)
 
     def _run_legs(self, history: History, workload: Workload, place: _Place, schedule: list[dict[str, Any]],
-                  max_legs: int, budget: float, deadline: float) -> bool:
-        """Start or resume the run leg after leg until it ends; True when it ended as its workload says."""
-        faulted = 0  # schedule entries handed out (probes take none)
+                  max_legs: int, budget: float, deadline: float, first: int = 0) -> bool:
+        """Start or resume the run leg after leg until it ends; True when it ended as its workload says
+        (``first``: the legs already recorded, a :class:`Prelude`'s)."""
+        faulted = first  # schedule entries handed out (probes take none)
         probe_next = True
-        index = -1
+        index = first - 1
         while index + 1 < max_legs:
             index += 1
             remaining = deadline - time.monotonic()

@@ -9,7 +9,7 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.history.model import ModelCall
@@ -70,6 +70,17 @@ class Session:
         with self.lock:
             known = [self.reasoned[i] for i in ids if isinstance(i, str) and i in self.reasoned]
         return any(known) if known else None
+
+    def replay(self, calls: list[ModelCall]) -> None:
+        """Take ``calls`` (answered by another session of the same script, in order) as this session's first:
+        a repeated request is then answered as the repeat it is (a run resumed from a recording)."""
+        with self.lock:
+            for call in calls:
+                self.repeats[call.key] = self.repeats.get(call.key, 0) + 1
+                self.calls.append(replace(call, index=len(self.calls)))
+                first = call.reply[0].get("type") if call.reply else ""
+                self.reasoned.update((b["id"], first in ("thinking", "redacted_thinking"))
+                                     for b in call.reply if b.get("type") == "tool_use")
 
     def answer(self, messages: list[dict[str, Any]], leg: int, stream: bool = False,
                request: Request | None = None, betas: tuple[str, ...] = ()) -> tuple[ModelCall, dict[str, Any]]:

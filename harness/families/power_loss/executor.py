@@ -30,7 +30,7 @@ from harness.families.power_loss.params import Params
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
 from harness.runner.leg import journal_bytes
-from harness.runner.trial import ReferenceRun
+from harness.runner.trial import ReferenceRun, rehome
 
 __all__ = ["CHECKED", "Space", "select_states", "journal_index", "state_space", "explore_state"]
 
@@ -160,12 +160,10 @@ def explore_state(ctx: Context, state: CrashState, space: Space) -> History:
     ref_leg = ctx.ref.history.legs[space.leg]
     prior = list(ctx.ref.history.legs[:space.leg])
     old_home = space.old_home
-    slug = ctx.subject.trial_where(Path(old_home), ctx.run_uuid, make=False)["cwd_slug"]
+    slug = ctx.subject.trial_where(Path(old_home), ctx.run_uuid, make=False)["cwd_slug"] if ctx.subject.cwd else ""
 
     def local(path: str) -> str | None:  # relative to the trial's folder; a folder named after its cwd renamed
-        if not path.startswith(old_home + "/"):
-            return None
-        return path[len(old_home) + 1:].replace(slug, new_slug) if ctx.subject.cwd else path[len(old_home) + 1:]
+        return rehome(path, old_home, slug, new_slug)
 
     with tempfile.TemporaryDirectory(prefix="fiskj-powerloss-", dir=ctx.runner.tmp_root,
                                      ignore_cleanup_errors=True) as name:

@@ -14,8 +14,10 @@ from typing import Any
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.runner.faults import validate_schedule
 from harness.families.signals.params import MODES, Params
+from harness.families.signals.recorded import Recorder, prelude, resumes_first, slug_for
 from harness.families.signals.schedules import params_of, plan_schedules, spread
 from harness.history.faults import fault_counts
+from harness.names import CRASH_RESUMES
 from harness.runner.trial import ReferenceRun, Runner
 from harness.scenario.model import Scenario
 
@@ -24,14 +26,22 @@ __all__ = ["SIGNALS", "SignalsFamily", "TrialExecutor"]
 
 class TrialExecutor:
     """Runs a planned schedule as the legs of :meth:`harness.runner.trial.Runner.run_trial` (the signals
-    and io_error families)."""
+    and io_error families).  With ``reference`` (the uninterrupted run), a schedule whose first fault is an
+    event kill takes its leg 0 from that recording (:mod:`harness.families.signals.recorded`), one resume per
+    distinct state; a point the recording cannot stand in for is killed for real."""
 
-    def __init__(self, scenario: Scenario, runner: Runner) -> None:
-        self.scenario, self.runner = scenario, runner
+    def __init__(self, scenario: Scenario, runner: Runner, reference: ReferenceRun | None = None) -> None:
+        self.scenario, self.runner, self.reference = scenario, runner, reference
+        self.recorder = Recorder(runner.run_trial)
+        self.slug = slug_for(runner.subject)
 
     def run(self, planned: Planned) -> Ran:
-        history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule)
-        return Ran(history, fault_counts(history))
+        pre = prelude(self.reference, planned.schedule, self.slug) if self.reference is not None else None
+        if pre is None:
+            history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule)
+            return Ran(history, fault_counts(history))
+        history, resumed = self.recorder.trial(self.scenario, planned.seed, planned.schedule, pre)
+        return Ran(history, {**fault_counts(history), CRASH_RESUMES: int(resumed)})
 
     def close(self) -> None:
         pass
@@ -72,18 +82,20 @@ class SignalsFamily(FamilyBase):
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         if schedules is not None:
             return [Planned(validate_schedule(s), "explicit", seed) for s in schedules]
-        return [Planned(s, origin, seed) for s, origin in plan_schedules(scenario, reference, count, seed)]
+        return resumes_first(reference, [Planned(s, o, seed) for s, o in plan_schedules(scenario, reference, count, seed)])
 
     def open(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> TrialExecutor:
-        return TrialExecutor(scenario, runner)
+        return TrialExecutor(scenario, runner, reference)
 
     def bound(self, scenario: Scenario, plan: list[Planned], n: int, seed: int) -> list[Planned]:
         """``--trials N`` of an exhaustive plan (every crash or suspend point, capped by ``max_events``, not by
         the count): ``n`` of its points, sampled as :func:`harness.families.signals.schedules.exhaustive_schedules`
-        samples them (first and last kept, deterministic for ``seed``), drawn trials after them up to ``n``."""
+        samples them (first and last kept, deterministic for ``seed``, in event order: :meth:`plan` puts the
+        first point of every recorded state first), drawn trials after them up to ``n``."""
         points = [p for p in plan if p.origin == "exhaustive"]
         if len(plan) <= n or not points:
             return plan
+        points.sort(key=lambda p: (p.schedule[0].get("event", 0), p.schedule[0].get("when") != "before"))
         keep = spread(points, n, seed)
         return keep + [p for p in plan if p.origin != "exhaustive"][: n - len(keep)]
 
