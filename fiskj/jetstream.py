@@ -42,7 +42,7 @@ from .errors import (ConsistencyError, FiskjError, InvalidRecord, JournalError, 
 from .fold import Folder, RunState
 from .journal import Journal
 from .paths import is_valid_run_id, validate_run_id
-from .records import MetaRecord
+from .records import MetaRecord, Record
 from .store import RunInfo, _check_run_id
 
 __all__ = ["JetStreamStore", "JetStreamJournal", "NatsClient", "parse_url", "META_TOKEN", "RECORD_FLOOR_BYTES"]
@@ -288,8 +288,9 @@ class JetStreamStore:
         finally:
             await sub.unsubscribe()
 
-    def _fold(self, run_id: str) -> tuple[Folder, int, int]:
-        """Read and fold run ``run_id``: (folder, file-equivalent size in bytes, stream seq of its last record)."""
+    def _fold(self, run_id: str) -> tuple[Folder, int, int, list[Record]]:
+        """Read and fold run ``run_id``: (folder, file-equivalent size in bytes, stream seq of its last record,
+        the records)."""
         subjects = self._subjects(self.run_subjects(run_id), run_id)
         if subjects.get(self.subject(run_id, 1), 0) == 0:
             raise RunNotFound(f"no run {run_id} on stream {self.stream}", path=self.location(run_id), run_id=run_id)
@@ -298,19 +299,20 @@ class JetStreamStore:
         for sseq, subject, body in msgs:
             token = subject.rsplit(".", 1)[-1]
             keyed.append((1 if token == META_TOKEN else int(token) if token.isdigit() else 0, sseq, subject, body))
-        folder, size = Folder(), 0
+        folder, size, records = Folder(), 0, []
         for seq, _, subject, body in sorted(keyed):
             try:
                 record = decode_record(body)
                 if record.seq != seq:
                     raise ConsistencyError(f"the record on {subject} has seq {record.seq}", field="seq")
                 folder.add(record)
+                records.append(record)
             except JournalError as exc:
                 raise type(exc)(exc.message, **{**exc.context, "path": subject, "line": seq, "run_id": run_id}) \
                     from None
             size += len(body) + 1
         _check_run_id(folder, run_id, self.location(run_id))
-        return folder, size, max((k[1] for k in keyed), default=0)
+        return folder, size, max((k[1] for k in keyed), default=0), records
 
     # -- the store's operations --------------------------------------------------------------------
 
@@ -340,14 +342,19 @@ class JetStreamStore:
         :class:`StoreIOError`.
         """
         validate_run_id(run_id)
-        folder, size, tail = self._fold(run_id)
+        folder, size, tail, _ = self._fold(run_id)
         return JetStreamJournal(self, run_id, folder, size, tail)
 
     def load(self, run_id: str) -> RunState:
         """Read and fold run ``run_id``; changes nothing.  Raises as :meth:`open`."""
         validate_run_id(run_id)
-        folder, size, _ = self._fold(run_id)
+        folder, size, _, _ = self._fold(run_id)
         return folder.state(torn_tail=None, good_size=size)
+
+    def records(self, run_id: str) -> list[Record]:
+        """The records of run ``run_id`` in seq order (what ``fiskj session migrate`` copies).  Raises as :meth:`open`."""
+        validate_run_id(run_id)
+        return self._fold(run_id)[3]
 
     def list(self) -> list[RunInfo]:
         """A :class:`RunInfo` per run (a meta subject), sorted by id; a run that does not fold is ``unreadable``."""
@@ -380,6 +387,8 @@ class JetStreamJournal(Journal):
     """The writer of one run on a :class:`JetStreamStore`: :class:`fiskj.journal.Journal`'s checks and fold,
     each record one fenced publish (module docstring).  ``nonce``: this open's ``Nats-Msg-Id`` prefix;
     ``tail``: the stream sequence of the run's last record."""
+
+    STORE = "JetStreamStore"
 
     def __init__(self, store: JetStreamStore, run_id: str, folder: Folder | None, size: int, tail: int) -> None:
         super().__init__(run_id=run_id, path=store.location(run_id), directory=store.location(), fd=None,

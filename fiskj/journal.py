@@ -61,6 +61,8 @@ class Journal:
     The journal owns ``fd`` and ``lock`` from then on.
     """
 
+    STORE = "FileStore"  #: the store class that opens it (named in errors)
+
     def __init__(self, *, run_id: str, path: str, directory: str, fd: int | None, lock: RunLock | None,
                  folder: Folder | None, size: int, new: bool,
                  repaired_tail: TornTail | None = None) -> None:
@@ -122,7 +124,7 @@ class Journal:
         """
         if self._closed:
             raise UsageError(f"journal of run {self.run_id} is closed; open it again with "
-                             f"the store's open({self.run_id!r}) to append", run_id=self.run_id, path=self.path)
+                             f"{self.STORE}.open({self.run_id!r}) to append", run_id=self.run_id, path=self.path)
         if self._poison is not None:
             probes.hit("journal.append_refused_poisoned")
             raise JournalPoisoned(f"journal of run {self.run_id} refuses appends: {self._poison}; "
