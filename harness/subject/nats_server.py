@@ -149,13 +149,19 @@ class NatsServer:
 
 @dataclass
 class NatsCluster:
-    """Servers routed to each other (``servers``); ``urls`` for a client; :meth:`stop` stops every one."""
+    """Servers routed to each other (``servers``); ``urls`` for a client, ``url`` for a store URL; :meth:`stop`
+    stops every one."""
 
     servers: list[NatsServer]
 
     @property
     def urls(self) -> list[str]:
         return [s.url for s in self.servers]
+
+    @property
+    def url(self) -> str:
+        """``nats://127.0.0.1:P1,127.0.0.1:P2,...``: append ``/STREAM`` for a JetStream store URL."""
+        return "nats://" + ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
 
     def server(self, name: str) -> NatsServer:
         """The server named ``name`` (as :func:`stream_leader` names it)."""
@@ -197,7 +203,9 @@ def add_stream(servers: list[str], name: str, *, prefix: str = "fiskj", replicas
     message per subject, discard new per subject, no max age), ``replicas`` and ``storage``; ``overrides``:
     other :class:`nats.js.api.StreamConfig` fields (a test's unsafe stream).  Returns once it has a leader
     and every replica is current.  Raises :class:`SetupError`."""
+    from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
     from nats.js.api import DiscardPolicy, StorageType, StreamConfig
+    from nats.js.errors import ServiceUnavailableError
 
     config = StreamConfig(name=name, subjects=[f"{prefix}.>"], max_msgs_per_subject=1, discard=DiscardPolicy.NEW,
                           discard_new_per_subject=True, storage=StorageType(storage), num_replicas=replicas)
@@ -210,8 +218,9 @@ def add_stream(servers: list[str], name: str, *, prefix: str = "fiskj", replicas
             try:
                 client.run(client.js.add_stream(config))
                 break
-            except Exception as exc:  # noqa: BLE001 - retried until the deadline, then reported
-                if time.monotonic() > deadline:
+            except Exception as exc:  # noqa: BLE001 - reported; retried only while JetStream has no leader yet
+                transient = isinstance(exc, (ServiceUnavailableError, NoRespondersError, NatsTimeout, TimeoutError))
+                if not transient or time.monotonic() > deadline:
                     raise SetupError(f"cannot create stream {name}: {type(exc).__name__}: {exc}") from None
                 time.sleep(0.05)
         _leader(client, name, replicas, deadline)
