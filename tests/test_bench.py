@@ -121,3 +121,10 @@ def test_main_prints_the_table_and_writes_the_json(bench, tmp_path, monkeypatch,
 def test_unknown_section_is_a_usage_error(bench, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--only", "nope"])
+
+
+def test_jetstream_section_measures_appends_beside_the_servers_publish_floor(bench, tmp_path):
+    rows, details = bench.bench_jetstream(str(tmp_path), n=12, sizes=(300,))
+    _check_rows(bench, rows, "jetstream")
+    assert rows[0]["subject"] > 0 and rows[0]["floor"] > 0 and rows[0]["ratio"] > 0
+    assert details["jetstream_300"]["n"] == 12 and 250 <= details["jetstream_300"]["line_bytes"] <= 350
