@@ -59,11 +59,15 @@ class NatsClient:
     ``servers``: a list of ``nats://host:port`` URLs; ``options``: :func:`nats.connect` keywords (``user``,
     ``password``, ``token``, ``user_credentials``).  ``timeout`` (seconds) bounds each request.
     ``run(coro)`` runs a coroutine on the loop and returns its result; ``js`` is the JetStream context.
-    Raises :class:`StoreIOError` when no server answers.  Close with :meth:`close`.
+    Raises :class:`StoreIOError` when no server answers, :class:`UsageError` without nats-py.  Close with
+    :meth:`close`.
     """
 
     def __init__(self, servers: list[str], *, timeout: float = 5.0, **options: Any) -> None:
-        import nats
+        try:
+            import nats
+        except ImportError:
+            raise UsageError("a JetStream store needs nats-py: pip install 'fiskj[jetstream]'") from None
 
         self.servers, self.timeout = servers, timeout
         self.loop = asyncio.new_event_loop()
@@ -75,11 +79,12 @@ class NatsClient:
 
         try:
             self.nc = self.run(nats.connect(servers=servers, connect_timeout=timeout, reconnect_time_wait=0.1,
-                                            max_reconnect_attempts=-1, error_cb=quiet, **options))
+                                            max_reconnect_attempts=1, error_cb=quiet, **options))
         except Exception as exc:
             self._stop()
             raise StoreIOError(f"cannot connect to NATS at {','.join(servers)}: {type(exc).__name__}: {exc}",
                                path=",".join(servers), errno=errno.ECONNREFUSED) from None
+        self.nc.options["max_reconnect_attempts"] = -1  # connected once: from now on reconnect for good
         self.js = self.nc.jetstream(timeout=timeout)
 
     def run(self, coro: Awaitable[T]) -> T:

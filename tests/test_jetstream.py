@@ -12,7 +12,7 @@ import pytest
 from builders import A, M, R, T
 from fiskj.cli import main
 from fiskj.codec import encode_record
-from fiskj.errors import CorruptJournal, JournalPoisoned, RunExists, RunLocked, RunNotFound, StreamRefused
+from fiskj.errors import CorruptJournal, JournalPoisoned, RunExists, RunLocked, RunNotFound, StoreIOError, StreamRefused
 from fiskj.jetstream import JetStreamStore, NatsClient, parse_url
 from fiskj.store import FileStore
 from harness.subject.nats_server import add_stream, start_cluster, stream_leader
@@ -211,6 +211,13 @@ def test_construction_refuses_a_single_replica_unless_allowed_and_a_missing_stre
     with pytest.raises(StreamRefused, match="nats stream add NOPE .*--discard-per-subject") as info:
         JetStreamStore(f"{stream.server.url}/NOPE")
     assert info.value.field == "stream"
+    port = stream.server.port
+    stream.server.port = 1  # nothing listens there: a clear error at once, no endless reconnecting
+    try:
+        with pytest.raises(StoreIOError, match="cannot connect to NATS at nats://127.0.0.1:1"):
+            JetStreamStore(f"{stream.server.url}/{stream.name}")
+    finally:
+        stream.server.port = port
 
 
 def test_store_urls():

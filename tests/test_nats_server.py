@@ -32,8 +32,11 @@ def test_a_server_restarted_on_its_store_keeps_its_runs_after_sigterm_and_after_
             store.create("r1", M("r1"))
         assert server.stop() == 0                         # SIGTERM: a clean shutdown
         server.start()
-        with JetStreamStore(url) as store:
-            store.open("r1").append(T())
+        with JetStreamStore(url, timeout=1.0) as store:
+            journal = store.open("r1")
+            assert server.stop(signal.SIGKILL) == -signal.SIGKILL
+            server.start()
+            journal.append(T())                            # the client reconnects on its own
         assert server.stop(signal.SIGKILL) == -signal.SIGKILL
         server.start()
         with JetStreamStore(url) as store:
