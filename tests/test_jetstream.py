@@ -4,6 +4,7 @@ between backends, and a 3-node cluster losing a follower."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 
@@ -12,7 +13,7 @@ import pytest
 from builders import A, M, R, T
 from fiskj.cli import main
 from fiskj.codec import encode_record
-from fiskj.errors import CorruptJournal, JournalPoisoned, RunExists, RunLocked, RunNotFound, StoreIOError, StreamRefused
+from fiskj.errors import CorruptJournal, JournalPoisoned, RunExists, RunLocked, RunNotFound, StoreIOError, StreamRefused, UsageError
 from fiskj.jetstream import JetStreamStore, NatsClient, parse_url
 from fiskj.store import FileStore
 from harness.subject.nats_server import add_stream, start_cluster, stream_leader
@@ -252,7 +253,7 @@ def test_a_three_node_cluster_keeps_appending_when_a_follower_is_killed(tmp_path
     cluster = start_cluster(str(tmp_path), sync_interval="always")
     try:
         add_stream(cluster.urls, "R3", replicas=3)
-        with JetStreamStore(f"{cluster.url}/R3", timeout=1.0) as store:  # a publish to the killed node: retried in 1 s
+        with JetStreamStore(f"{cluster.url}/R3", timeout=2.0) as store:  # a publish to the killed node: retried in 2 s
             journal = _write(store, "k1", RUN[:2])
             leader = stream_leader(cluster.urls, "R3")
             follower = next(s for s in cluster.servers if s.name != leader)
@@ -275,3 +276,18 @@ def test_fiskj_run_checkpoints_and_resumes_a_run_on_jetstream(stream, capsys):
     before = _messages(stream, "j1")
     assert main(["run", "-q", "--resume", "j1", "--store", stream.url]) == 2  # completed: refused, nothing appended
     assert _messages(stream, "j1") == before
+
+
+def test_a_nats_context_supplies_the_servers_and_a_setting_fiskj_cannot_honour_is_refused(stream, tmp_path,
+                                                                                          monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "nats" / "context").mkdir(parents=True)
+    (tmp_path / "nats" / "context" / "here.json").write_text(json.dumps({"url": stream.server.url, "token": ""}))
+    (tmp_path / "nats" / "context" / "tls.json").write_text(json.dumps({"url": stream.server.url, "cert": "c.pem"}))
+    with JetStreamStore(f"nats:///{stream.name}?context=here&allow_single_replica=1") as store:
+        assert store.servers == [stream.server.url]
+        store.create("x1", M("x1"))
+    with pytest.raises(UsageError, match="sets cert"):
+        JetStreamStore(f"nats:///{stream.name}?context=tls")
+    with pytest.raises(UsageError, match="cannot read nats context 'absent'"):
+        JetStreamStore(f"nats:///{stream.name}", context="absent")

@@ -32,7 +32,7 @@ def test_a_server_restarted_on_its_store_keeps_its_runs_after_sigterm_and_after_
             store.create("r1", M("r1"))
         assert server.stop() == 0                         # SIGTERM: a clean shutdown
         server.start()
-        with JetStreamStore(url, timeout=1.0) as store:
+        with JetStreamStore(url, timeout=2.0) as store:
             journal = store.open("r1")
             assert server.stop(signal.SIGKILL) == -signal.SIGKILL
             server.start()
