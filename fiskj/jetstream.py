@@ -405,8 +405,7 @@ class JetStreamJournal(Journal):
         from nats.js.errors import APIError, ServiceUnavailableError
 
         store, subject, msg_id = self.store, self.store.subject(self.run_id, seq), f"{self.nonce}-{seq}"
-        headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Last-Subject-Sequence": str(self.tail),
-                   "Nats-Expected-Last-Subject-Sequence-Subject": store.run_subjects(self.run_id)}
+        headers = self.headers(msg_id)
         failure: Exception | None = None
         for attempt in range(store.attempts):
             if attempt:
@@ -428,6 +427,12 @@ class JetStreamJournal(Journal):
                 return
         raise self._fail("write", seq, OSError(errno.EIO, f"publish to {subject} not acknowledged after "
                                                           f"{store.attempts} attempts: {type(failure).__name__}: {failure}"))
+
+    def headers(self, msg_id: str) -> dict[str, str]:
+        """The headers of a publish: its ``Nats-Msg-Id`` and the fence (the stream sequence of the run's last
+        record, over the run's subjects)."""
+        return {"Nats-Msg-Id": msg_id, "Nats-Expected-Last-Subject-Sequence": str(self.tail),
+                "Nats-Expected-Last-Subject-Sequence-Subject": self.store.run_subjects(self.run_id)}
 
     def _fenced(self, subject: str, msg_id: str, seq: int) -> None:
         """The fence refused record ``seq``: adopt it when its subject holds our own publish (a lost ack),

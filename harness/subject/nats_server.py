@@ -96,16 +96,22 @@ class NatsServer:
             text += f"cluster {{\n  name: fiskj\n  listen: 127.0.0.1:{self.cluster_port}\n  routes: [{routes}]\n}}\n"
         return text
 
-    def start(self, wait: bool = True) -> "NatsServer":
-        """Start (or restart, on the same ports and store) the server; with ``wait``, until it is ready.
-        Raises :class:`SetupError` when it exits or is not ready within :data:`READY_TIMEOUT_S`."""
+    def command(self) -> list[str]:
+        """The server's argv, its config file written first: what :meth:`start` runs (and what an observer
+        would spawn instead)."""
         os.makedirs(self.directory, exist_ok=True)
         conf = os.path.join(self.directory, "server.conf")
         with open(conf, "w", encoding="utf-8") as f:
             f.write(self.config())
+        return [nats_server_binary(), "-c", conf]
+
+    def start(self, wait: bool = True) -> "NatsServer":
+        """Start (or restart, on the same ports and store) the server; with ``wait``, until it is ready.
+        Raises :class:`SetupError` when it exits or is not ready within :data:`READY_TIMEOUT_S`."""
+        argv = self.command()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([nats_server_binary(), "-c", conf], stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
         if wait:
             self.wait_ready()
         return self
