@@ -266,7 +266,8 @@ def test_a_three_node_cluster_keeps_appending_when_a_follower_is_killed(tmp_path
         cluster.stop(signal.SIGKILL)
 
 
-def test_fiskj_run_checkpoints_and_resumes_a_run_on_jetstream(stream, capsys):
+def test_fiskj_run_checkpoints_and_resumes_a_run_on_jetstream(stream, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the scripted model's tools write there
     argv = ["run", "-q", "--checkpoint", "--name", "j1", "--store", stream.url, "--model", "scripted:0"]
     assert main([*argv, "--max-iterations", "1", "go"]) == 1
     assert stream.store().load("j1").terminal.reason == "max_iterations"
