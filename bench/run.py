@@ -38,7 +38,10 @@ machines are shared and noisy), and quoted as medians and ratios:
    one run, one resume per distinct state), per subject, interleaved.
    Targets: 5x for the Node.js agent and the black-box reference, 50/s
    through the reference's IO seam.
-4. ``catch``: for each mutant of ``harness/mutants/``, the median time from a
+4. ``jetstream``: ``JetStreamStore`` appends (one nats-server, ``sync_interval:
+   always``) vs a bare ``js.publish`` + ack of the same bytes on the same
+   connection, alternating (bench/jetstream.py; issue 28).
+5. ``catch``: for each mutant of ``harness/mutants/``, the median time from a
    cold start (reference run included) to its first detection over 5 seeds
    (quick: 1).  Target: under 10 s.
 
@@ -67,21 +70,22 @@ from bench.append import bench_append  # noqa: E402
 from bench.campaign import bench_campaign, bench_crash_states, bench_modes, bench_recorded  # noqa: E402
 from bench.catch import bench_catch  # noqa: E402
 from bench.common import ROW_KEYS, format_table, fs_type, machine_info, median, row  # noqa: E402,F401
+from bench.jetstream import bench_jetstream  # noqa: E402
 from bench.journals import generate_records, meta_record, write_journal  # noqa: E402,F401
 from bench.load import _LOAD_MODES, _child_load, bench_load  # noqa: E402,F401
 from bench.observer import bench_observer  # noqa: E402
 
 __all__ = ["ROW_KEYS", "SECTIONS", "row", "machine_info", "generate_records", "write_journal", "bench_append",
            "bench_load", "bench_campaign", "bench_crash_states", "bench_modes", "bench_recorded", "bench_catch",
-           "bench_observer",
+           "bench_observer", "bench_jetstream",
            "format_table", "main"]
 
 #: Sections in run order.
-SECTIONS = ("append", "load", "campaign", "catch", "observer")
+SECTIONS = ("append", "load", "campaign", "jetstream", "catch", "observer")
 
-QUICK = {"append_n": 300, "append_long": 10_000, "load_sizes": (1_000, 100_000), "load_rounds": 3,
+QUICK = {"jetstream_n": 200, "append_n": 300, "append_long": 10_000, "load_sizes": (1_000, 100_000), "load_rounds": 3,
          "campaign_trials": 24, "campaign_repeats": 1, "powerloss_states": 8, "catch_seeds": (None,)}
-FULL = {"append_n": 2000, "append_long": 100_000, "load_sizes": (1_000, 100_000, 1_000_000), "load_rounds": 5,
+FULL = {"jetstream_n": 1000, "append_n": 2000, "append_long": 100_000, "load_sizes": (1_000, 100_000, 1_000_000), "load_rounds": 5,
         "campaign_trials": 100, "campaign_repeats": 3, "powerloss_states": 32,
         "catch_seeds": (1, 2, 3, 4, 5)}
 
@@ -106,6 +110,8 @@ def run(sections: tuple[str, ...], cfg: dict[str, Any], directory: str,
                                                                  rounds=1 if cfg is QUICK else 3)))
         steps.append(("modes", lambda: bench_modes(trials=12 if cfg is QUICK else 36, rounds=1 if cfg is QUICK else 3)))
         steps.append(("recorded", lambda: bench_recorded(rounds=1 if cfg is QUICK else 3)))
+    if "jetstream" in sections:
+        steps.append(("jetstream", lambda: bench_jetstream(directory, n=cfg["jetstream_n"])))
     if "catch" in sections:
         steps.append(("catch", lambda: bench_catch(seeds=cfg["catch_seeds"])))
     if "observer" in sections:

@@ -26,7 +26,7 @@ __all__ = [
     # errors (fiskj/errors.py): every error fiskj raises
     "FiskjError", "JournalError", "CorruptJournal", "RecordTooLarge", "UnsupportedVersion", "ConsistencyError",
     "UsageError", "InvalidRunID", "InvalidRecord", "StoreError", "RunLocked", "RunExists", "RunNotFound",
-    "RunNeverCreated", "UnsafeFile", "StoreIOError", "JournalPoisoned", "ResumeRefused", "FingerprintMismatch",
+    "RunNeverCreated", "UnsafeFile", "StreamRefused", "StoreIOError", "JournalPoisoned", "ResumeRefused", "FingerprintMismatch",
     "ModelError", "ToolError",
     # records (fiskj/records.py) and their bytes (fiskj/codec.py)
     "MetaRecord", "AssistantRecord", "UserRecord", "ToolResultRecord", "TerminalRecord", "Record",

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "positive_int", "count"]
+from typing import Any
+
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "positive_int", "count", "is_store_url",
+           "open_store"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -36,3 +39,21 @@ def _int_at_least(text: str, low: int) -> int:
     if value < low:
         raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
     return value
+
+
+def is_store_url(spec: str | None) -> bool:
+    """True when a ``--store`` value names a JetStream store (``nats://`` or ``tls://``), not a directory."""
+    return spec is not None and spec.startswith(("nats://", "tls://"))
+
+
+def open_store(spec: str | None) -> Any:
+    """The store a ``--store`` value names: :class:`fiskj.jetstream.JetStreamStore` for a ``nats://HOST:PORT/STREAM``
+    URL (docs/store.md "The JetStream store"), else :class:`fiskj.store.FileStore` of the directory (None: the
+    default).  Raises what the store's constructor raises (``StreamRefused``, ``StoreIOError``, ``UsageError``)."""
+    if is_store_url(spec):
+        from .jetstream import JetStreamStore
+
+        return JetStreamStore(spec)
+    from .store import FileStore
+
+    return FileStore(spec)

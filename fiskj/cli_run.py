@@ -15,7 +15,7 @@ import sys
 from typing import Any, TextIO
 
 from . import probes
-from .cli_common import EXIT_ERROR, EXIT_USAGE, count, positive_int
+from .cli_common import EXIT_ERROR, EXIT_USAGE, count, open_store, positive_int
 from .errors import FingerprintMismatch, FiskjError, ToolError, UsageError
 from .fold import RunState
 from .loop import (DEFAULT_CALL_MAX_TOKENS, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS, RunConfig, RunResult,
@@ -51,7 +51,8 @@ tools:
 
 checkpoints:
   --checkpoint journals the run in the store ($XDG_STATE_HOME/fisk-ai/runs, else
-  ~/.local/state/fisk-ai/runs, or --store DIR) and prints "run id: ID" on stderr.
+  ~/.local/state/fisk-ai/runs, or --store DIR, or --store nats://HOST:PORT/STREAM for a
+  JetStream stream) and prints "run id: ID" on stderr.
   SIGINT (Ctrl-C) or SIGTERM suspends the run at the next loop boundary (the tools
   of the current turn finish first).  --resume ID continues it: the model, thinking
   mode and budgets default to the journal's; the system prompt and command tools
@@ -105,7 +106,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="with --resume: resume despite a changed configuration")
     g.add_argument("--chat", action="store_true", help="after each answer read a follow-up line from stdin; "
                                                        "end of input suspends the run")
-    g.add_argument("--store", metavar="DIR", help="store directory (default: see checkpoints below)")
+    g.add_argument("--store", metavar="DIR|URL", help="store directory, or a JetStream store "
+                   "nats://HOST:PORT/STREAM (default: see checkpoints below)")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     m = p.add_argument_group("configuration (part of the resume fingerprint)")
     m.add_argument("--model", metavar="M", help="model name or scripted:SEED[:TURNS] (default: see below)")
@@ -259,9 +261,18 @@ class _BestEffort:
 
 def _execute(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO, flag: SuspendFlag) -> RunResult:
     _check_args(args)
-    from .store import FileStore, refusal_probe
+    store = open_store(args.store) if (args.checkpoint or args.resume is not None) else None
+    try:
+        return _execute_on(store, args, out, err, stdin, flag)
+    finally:
+        if store is not None:
+            store.close()
 
-    store = FileStore(args.store) if (args.checkpoint or args.resume is not None) else None
+
+def _execute_on(store: Any, args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO,
+                flag: SuspendFlag) -> RunResult:
+    from .store import refusal_probe
+
     tools = make_registry(args.tools)
     system = _read_system(args.system)
     log = None if args.quiet else (lambda line: print(line, file=err, flush=True))

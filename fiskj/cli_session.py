@@ -9,9 +9,13 @@
 * ``ls [--json]``: the runs of the store (:meth:`fiskj.store.FileStore.list`),
   unreadable ones included.
 * ``rm ID``: delete a run (under its lock).
+* ``migrate --from STORE --to STORE [ID...]``: copy runs (default: every readable
+  run) from one store to another, record by record, and check that each copy
+  folds as its source does (docs/store.md "Migrating between stores").
 
 A target is a PATH when it contains ``/``, ends in ``.json`` or exists;
-otherwise it is a run ID looked up in the store (``--store DIR``, default
+otherwise it is a run ID looked up in the store (``--store DIR`` or
+``--store nats://HOST:PORT/STREAM``, :func:`fiskj.cli_common.open_store`; default
 ``$XDG_STATE_HOME/fisk-ai/runs`` or ``~/.local/state/fisk-ai/runs``).
 Exit status: 0 success, 1 a journal is corrupt or of an unsupported version
 (or another run/IO failure), 2 usage (bad arguments, an invalid run id).
@@ -29,6 +33,7 @@ keeps the output valid JSON that reads back to the same string.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import io
 import json
@@ -37,11 +42,12 @@ import stat
 import sys
 from typing import Any, TextIO
 
-from .cli_common import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from .cli_common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, is_store_url, open_store
 from .errors import FiskjError, StoreIOError, UnsafeFile, UsageError
 from .fold import RunState
 
-__all__ = ["register", "show_command", "verify_command", "ls_command", "rm_command", "is_path", "render_state"]
+__all__ = ["register", "show_command", "verify_command", "ls_command", "rm_command", "migrate_command", "is_path",
+           "render_state"]
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -51,8 +57,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                                           "or by run ID in the store.")
     sub = p.add_subparsers(dest="session_command", metavar="SUBCOMMAND", required=True)
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument("--store", metavar="DIR",
-                       help="store directory (default $XDG_STATE_HOME/fisk-ai/runs, else ~/.local/state/fisk-ai/runs)")
+    store.add_argument("--store", metavar="DIR|URL",
+                       help="store directory (default $XDG_STATE_HOME/fisk-ai/runs, else ~/.local/state/fisk-ai/runs), "
+                            "or a JetStream store nats://HOST:PORT/STREAM")
     show = sub.add_parser("show", parents=[store], help="print the folded state of a run")
     show.add_argument("target", metavar="PATH|ID")
     show.add_argument("--json", action="store_true", help="print the state as JSON")
@@ -67,6 +74,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     rm = sub.add_parser("rm", parents=[store], help="delete a run (refused while a writer holds it)")
     rm.add_argument("run_id", metavar="ID")
     rm.set_defaults(func=rm_command)
+    mig = sub.add_parser("migrate", help="copy runs from one store to another (file or JetStream)")
+    mig.add_argument("--from", dest="source", metavar="DIR|URL", required=True, help="the store to copy from")
+    mig.add_argument("--to", dest="target", metavar="DIR|URL", required=True, help="the store to copy to")
+    mig.add_argument("run_ids", metavar="ID", nargs="*", help="the runs to copy (default: every run of --from)")
+    mig.set_defaults(func=migrate_command)
     return p
 
 
@@ -75,7 +87,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def is_path(target: str) -> bool:
     """True when ``target`` names a file (contains ``/``, ends in ``.json`` or exists), False for a run ID."""
-    return "/" in target or target.endswith(".json") or os.path.exists(target)
+    return not is_store_url(target) and "/" in target or target.endswith(".json") or os.path.exists(target)
 
 
 def _read_path(path: str) -> RunState:
@@ -99,12 +111,13 @@ def _load(target: str, store_dir: str | None) -> tuple[RunState, str]:
     """Return ``(state, journal path)`` of a PATH or a run ID."""
     if is_path(target):
         return _read_path(target), target
-    from .paths import journal_path, validate_run_id
-    from .store import FileStore
+    from .paths import validate_run_id
 
-    store = FileStore(store_dir)
-    state = store.load(validate_run_id(target))
-    return state, journal_path(store.directory, target)
+    store = open_store(store_dir)
+    try:
+        return store.load(validate_run_id(target)), store.location(target)
+    finally:
+        store.close()
 
 
 def _one_line(text: str) -> str:
@@ -280,19 +293,20 @@ def _when(seconds: float | None) -> str:
 
 def ls_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``fiskj session ls``: list the store's runs (unreadable ones with their error); returns the exit status."""
-    from .store import FileStore
-
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        store = FileStore(args.store)
-        infos = store.list()
+        store = open_store(args.store)
+        try:
+            infos = store.list()
+        finally:
+            store.close()
     except (FiskjError, OSError, MemoryError) as exc:
         return _fail("ls", exc, err)
     if args.json:
         _dump(out, [i.to_json() for i in infos])
         return EXIT_OK
     if not infos:
-        _emit(out, f"no runs in {store.directory}\n")
+        _emit(out, f"no runs in {store.location()}\n")
         return EXIT_OK
     width = max(len("ID"), *(len(i.id) for i in infos))
     buf = io.StringIO()
@@ -314,13 +328,62 @@ def ls_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
 
 def rm_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``fiskj session rm``: delete a run under its lock; refused while a writer holds it."""
-    from .store import FileStore
-
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        store = FileStore(args.store)
-        store.delete(args.run_id)
+        store = open_store(args.store)
+        try:
+            store.delete(args.run_id)
+        finally:
+            store.close()
     except (FiskjError, OSError) as exc:
         return _fail("rm", exc, err)
-    _emit(out, f"removed run {args.run_id} from {store.directory}\n")
+    _emit(out, f"removed run {args.run_id} from {store.location()}\n")
     return EXIT_OK
+
+
+# --- migrate ----------------------------------------------------------------------------------------
+
+
+def _comparable(state: RunState) -> dict[str, Any]:
+    """A state's ``show --json`` object without what only says where its bytes lie."""
+    return {k: v for k, v in state.to_json().items() if k not in ("torn_tail", "good_size")}
+
+
+def migrate_run(source: Any, target: Any, run_id: str) -> int:
+    """Copy run ``run_id`` from store ``source`` to store ``target`` (each a FileStore or JetStreamStore): create
+    it with its meta record, append every other record in seq order, then check that the copy folds as the
+    source does.  Returns the records copied.  Raises the stores' errors (``RunExists`` when ``target`` has
+    the run) and :class:`fiskj.errors.ConsistencyError` when the folds differ."""
+    from .errors import ConsistencyError
+
+    records = source.records(run_id)
+    with contextlib.closing(target.create(run_id, records[0])) as journal:
+        for record in records[1:]:
+            journal.append(record)
+    if _comparable(target.load(run_id)) != _comparable(source.load(run_id)):
+        raise ConsistencyError(f"run {run_id} copied to {target.location()} does not fold as its source",
+                               run_id=run_id, path=target.location(run_id))
+    return len(records)
+
+
+def migrate_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``fiskj session migrate``: copy runs between stores; 0 all copied, 1 any failed (named on stderr)."""
+    out, err = out or sys.stdout, err or sys.stderr
+    status, stores = EXIT_OK, []
+    try:
+        stores.append(source := open_store(args.source))
+        stores.append(target := open_store(args.target))
+        run_ids = args.run_ids or [i.id for i in source.list()]
+        for run_id in run_ids:
+            try:
+                n = migrate_run(source, target, run_id)
+            except (FiskjError, OSError) as exc:
+                status = max(status, _fail("migrate", exc, err))
+                continue
+            _emit(out, f"migrated run {run_id}: {n} records from {source.location()} to {target.location()}\n")
+    except (FiskjError, OSError, MemoryError) as exc:
+        return _fail("migrate", exc, err)
+    finally:
+        for store in stores:
+            store.close()
+    return status

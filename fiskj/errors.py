@@ -35,6 +35,7 @@ __all__ = [
     "RunNotFound",
     "RunNeverCreated",
     "UnsafeFile",
+    "StreamRefused",
     "StoreIOError",
     "JournalPoisoned",
     "ResumeRefused",
@@ -185,6 +186,14 @@ class RunNeverCreated(RunNotFound):
 
 class UnsafeFile(StoreError, PermissionError):
     """A store path is a symlink, not a regular file, owned by another user, or too open."""
+
+
+class StreamRefused(StoreError):
+    """A JetStream store refused its stream at construction: missing, or able to lose or mutate a record.
+
+    ``field`` names the stream setting (``max_msgs_per_subject``, ``storage``, ...); the message
+    names the ``nats stream add`` / ``nats stream edit`` flags that fix it (docs/store.md).
+    """
 
 
 class StoreIOError(StoreError):

@@ -24,7 +24,9 @@ disk stay readable.
 
 A :class:`Journal` is built by :class:`fiskj.store.FileStore` (``create`` and
 ``open``), which holds the run's lock for it; :meth:`Journal.close` closes the
-file and releases the lock last.
+file and releases the lock last.  Another backend (:mod:`fiskj.jetstream`) keeps
+steps 1 and 5 and replaces steps 2-4 (:meth:`Journal._write_line`) and the
+release (:meth:`Journal._release`).
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ class Journal:
     The journal owns ``fd`` and ``lock`` from then on.
     """
 
-    def __init__(self, *, run_id: str, path: str, directory: str, fd: int, lock: RunLock,
+    STORE = "FileStore"  #: the store class that opens it (named in errors)
+
+    def __init__(self, *, run_id: str, path: str, directory: str, fd: int | None, lock: RunLock | None,
                  folder: Folder | None, size: int, new: bool,
                  repaired_tail: TornTail | None = None) -> None:
         self.run_id = run_id
@@ -67,6 +71,7 @@ class Journal:
         self.directory = directory
         self.repaired_tail = repaired_tail
         self._fd: int | None = fd
+        self._closed = False
         self._lock = lock
         self._folder = folder
         self._size = size
@@ -93,7 +98,7 @@ class Journal:
     @property
     def closed(self) -> bool:
         """True after :meth:`close`."""
-        return self._fd is None
+        return self._closed
 
     @property
     def poisoned(self) -> bool:
@@ -117,9 +122,9 @@ class Journal:
         Raises :class:`StoreIOError` (``errno`` set) when the write, the
         fsync or the directory fsync fails; the journal is then poisoned.
         """
-        if self._fd is None:
+        if self._closed:
             raise UsageError(f"journal of run {self.run_id} is closed; open it again with "
-                             f"FileStore.open({self.run_id!r}) to append", run_id=self.run_id, path=self.path)
+                             f"{self.STORE}.open({self.run_id!r}) to append", run_id=self.run_id, path=self.path)
         if self._poison is not None:
             probes.hit("journal.append_refused_poisoned")
             raise JournalPoisoned(f"journal of run {self.run_id} refuses appends: {self._poison}; "
@@ -185,9 +190,15 @@ class Journal:
         Raises :class:`StoreIOError` if a ``close`` fails; the lock is
         released even then.
         """
-        fd, self._fd = self._fd, None
-        if fd is None:
+        if self._closed:
             return
+        self._closed = True
+        self._release()
+
+    def _release(self) -> None:
+        """Close the file, then release the lock (last); the lock is released even when the close fails."""
+        fd, self._fd = self._fd, None
+        assert fd is not None and self._lock is not None
         try:
             ioseam.close(fd)
         except OSError as exc:
@@ -203,5 +214,5 @@ class Journal:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._fd is None else ("poisoned" if self._poison else "open")
+        state = "closed" if self._closed else ("poisoned" if self._poison else "open")
         return f"Journal({self.run_id!r}, {state}, last_seq={self._last_seq})"

@@ -47,8 +47,8 @@ from .fold import Folder, RunState
 from .journal import Journal
 from .lock import RunLock, acquire
 from .paths import JOURNAL_SUFFIX, default_store_dir, is_valid_run_id, journal_path, lock_path, validate_run_id
-from .reader import JournalReader, collector_paused, with_context
-from .records import MetaRecord
+from .reader import JournalReader, collector_paused, read_records, with_context
+from .records import MetaRecord, Record
 
 __all__ = ["FileStore", "RunInfo", "fold_open_file", "refusal_probe"]
 
@@ -209,6 +209,13 @@ class FileStore:
 
     def __repr__(self) -> str:
         return f"FileStore({self.directory!r})"
+
+    def location(self, run_id: str | None = None) -> str:
+        """The store directory, or run ``run_id``'s journal path (as :class:`fiskj.jetstream.JetStreamStore`)."""
+        return self.directory if run_id is None else journal_path(self.directory, run_id)
+
+    def close(self) -> None:
+        """Nothing to release (every journal holds its own lock); as :meth:`JetStreamStore.close`."""
 
     # -- the directory ----------------------------------------------------------------
 
@@ -473,6 +480,12 @@ class FileStore:
         validate_run_id(run_id)
         self._require_dir(run_id, tighten=False)  # a read changes nothing (spec section 1, rule 4)
         return self._read(run_id)[0]
+
+    def records(self, run_id: str) -> list[Record]:
+        """The acknowledged records of run ``run_id`` in seq order (a torn tail dropped; what ``fiskj session
+        migrate`` copies).  Raises as :meth:`load`."""
+        self.load(run_id)  # refuses what load refuses
+        return read_records(journal_path(self.directory, run_id))[0]
 
     def list(self) -> list[RunInfo]:
         """Return a :class:`RunInfo` per run (``<valid id>.json``), sorted by id; no lock taken, nothing changed.

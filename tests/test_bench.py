@@ -129,3 +129,10 @@ def test_recorded_section(bench):
     assert rows[0]["metric"].endswith("recorded vs real kills, reference, IO seam")
     stats = details["recorded"]["reference, IO seam"]
     assert stats["points"] > stats["resumes"][0] > 0 and stats["old"][0] > 0 and stats["recorded"][0] > 0
+
+
+def test_jetstream_section_measures_appends_beside_the_servers_publish_floor(bench, tmp_path):
+    rows, details = bench.bench_jetstream(str(tmp_path), n=12, sizes=(300,))
+    _check_rows(bench, rows, "jetstream")
+    assert rows[0]["subject"] > 0 and rows[0]["floor"] > 0 and rows[0]["ratio"] > 0
+    assert details["jetstream_300"]["n"] == 12 and 250 <= details["jetstream_300"]["line_bytes"] <= 350
