@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
+__all__ = ["INVARIANTS", "JOURNAL_FORMATS", "FISK_AI_V2", "JSONL", "OPAQUE", "WORKLOAD_MAX_TOKENS", "CUT_STOPS",
            "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "HARNESS_VALID", "HARNESS_VIOLATION",
            "HARNESS_USAGE", "FAULT_COUNTS", "CRASH_STATES", "CRASH_RESUMES", "NOT_INJECTED", "SEED_STEP",
            "PRELOAD_ENV", "MUTANT_ENV", "MUTANT_SUBJECT", "MUTANT_PRELOAD"]
@@ -18,8 +18,11 @@ INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11"
 FISK_AI_V2 = "fisk-ai-v2"
 #: Any other JSON-lines journal, one JSON value per line, judged without a fold (docs/subject.md "Journal formats").
 JSONL = "jsonl"
+#: A store of files the harness does not decode (a SQLite database and its -wal/-journal, a directory of them);
+#: seen through the agent's own reading (docs/subject.md "Journal formats").
+OPAQUE = "opaque"
 #: Journal formats a subject profile may name, the first the default.
-JOURNAL_FORMATS = (FISK_AI_V2, JSONL)
+JOURNAL_FORMATS = (FISK_AI_V2, JSONL, OPAQUE)
 
 #: ``[workload] max_tokens`` when a scenario sets none: a budget no bundled run reaches.
 WORKLOAD_MAX_TOKENS = 1_000_000

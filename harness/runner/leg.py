@@ -28,11 +28,12 @@ from typing import Any, Callable
 
 from fiskj.codec import decode_record
 
+from harness.history.journal_location import store_files
 from harness.history.jsonl import holds_a_line
-from harness.names import EXIT_SUSPENDED, FISK_AI_V2
+from harness.names import EXIT_SUSPENDED, FISK_AI_V2, OPAQUE
 
 from harness.runner.faults import event_action, history_fault
-from harness.subject.contract import journal_file
+from harness.subject.contract import journal_bytes
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
@@ -89,6 +90,8 @@ def start_or_resume(journal: bytes | None, fmt: str = FISK_AI_V2) -> str:
     next leg starts it again (docs/subject.md "Commands", docs/spec.md
     section 9 on reclaiming a journal with no complete record).
     """
+    if fmt == OPAQUE:  # a store with any bytes in it (the trial asks the agent's reading whether it holds the run)
+        return "resume" if any(store_files(journal).values()) else "start"
     if fmt != FISK_AI_V2:
         return "resume" if holds_a_line(journal) else "start"
     first = (journal or b"").split(b"\n", 1)
@@ -463,8 +466,7 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         stdin_path = plan.workdir / f"leg-{plan.index}.in"
         stdin_path.write_bytes(plan.stdin)
     leg = Leg(index=plan.index, kind=plan.kind, argv=plan.argv)
-    journal = journal_file(plan.journal)  # (a glob: the file the agent made, read again after the leg)
-    before = journal.read_bytes() if journal.exists() else None
+    before = journal_bytes(plan.journal)  # (a glob: the file the agent made, read again after the leg)
     starter.prepare()  # the fork server starts before the leg's clock
     t0 = time.monotonic()
     leg.t_start = time.monotonic_ns()
@@ -491,8 +493,7 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     leg.timed_out = outcome.timed_out
     leg.fault = history_fault(plan.fault, injected=outcome.injected)
     leg.fault.detail.update(plan.detail)
-    journal = journal_file(plan.journal)
-    leg.journal = journal.read_bytes() if journal.exists() else None
+    leg.journal = journal_bytes(plan.journal)
     if starter.observe:
         ops = proc.ops() if log.exists() else []
         leg.trace = ops_to_trace(ops)
@@ -522,6 +523,6 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
         leg.reading = parse_reading(raw, starter.subject.status_fields)
-        if journal.exists() and journal.read_bytes() != leg.journal:
+        if journal_bytes(plan.journal) not in (None, leg.journal):
             leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"
     return leg, outcome

@@ -49,7 +49,7 @@ from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
 from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
-                                      default_subject, fork_server_enabled, journal_file, probes_path)
+                                      default_subject, fork_server_enabled, journal_bytes, journal_file, probes_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
 __all__ = ["ReferenceRun", "Runner", "run_id_for", "drifted_config", "observe_by_default", "BUDGET_ENDS"]
@@ -367,9 +367,11 @@ class Runner:
             if remaining <= 0:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 return False
-            journal = journal_file(place.journal)
-            before = journal.read_bytes() if journal.exists() else None
+            before = journal_bytes(place.journal)
             kind = start_or_resume(before, history.journal.format)
+            if history.journal.opaque and history.legs and (history.legs[-1].reading or {}).get("given") \
+                    and history.legs[-1].reading.get("status") is None:  # its reading: the store has no such run
+                kind = "start"
             probe = bool(place.drift) and kind == "resume" and probe_next
             spec = {"kind": "none"} if probe else fault_for_leg(schedule, faulted)
             faulted += 0 if probe else 1
@@ -435,8 +437,7 @@ class Runner:
                 raise SetupError("a reader race needs the subject's own reading command (a profile's [reading])")
 
             def read(at: int = int(spec["at"]), leg_index: int = plan.index) -> None:
-                journal = journal_file(place.journal)
-                data = journal.read_bytes() if journal.exists() else None
+                data = journal_bytes(place.journal)
                 raw = self.legs.read(reading, plan.env, place.tmp, f"{leg_index}-at-{at}")
                 history.readings.append({"leg": leg_index, "at": at,
                                          "journal": data.decode("latin-1") if data is not None else None,

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.history.model import Effect, History, Leg, ModelCall
-from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
+from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes, write_ledger
 from harness.runner.leg import LegPlan, count_user_records, open_mcp, run_leg, start_or_resume
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario
-from harness.subject.contract import RunConfig, Subject, probes_path
+from harness.subject.contract import RunConfig, Subject, journal_bytes, probes_path
 from harness.workload.build import Workload, build_workload, write_tools_file
 from harness.workload.server import api_key
 
@@ -182,20 +182,25 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
     cfg, where = ctx.config, ctx.where(tmp)
     journal = ctx.journal(tmp)
     index = len(before)
-    data = journal.read_bytes() if journal.exists() else None
+    data = journal_bytes(journal)
     kind = start_or_resume(data, subject.caps.journal.format)
     where, mcp = open_mcp(subject, where, ledger, index)
-    argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
     session = runner.server.open_session(ctx.workload.script)
     trace = tmp / f"trace-{index}.jsonl"
     env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
                       state_home=where["state_home"], ledger=str(ledger), leg=index,
                       trace=None if runner.observe else str(trace), home=where["home"] or None,
                       values=subject.values(cfg, **where))
+    reading = subject.status_argv(cfg, **where) if runner.readings else None
+    if subject.caps.journal.opaque and reading is not None and kind == "resume":  # what the state held: the
+        seen = parse_reading(runner.legs.read(reading, env, tmp, f"{index}-before"), subject.status_fields)
+        before = [*before[:-1], replace(before[-1], reading=seen, journal=data)]  # evidence of I2, I3, I4, I5
+        kind = "start" if seen["given"] and seen["status"] is None else kind
+    argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
     plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault={"kind": "none"}, workdir=tmp, journal=journal,
                    trace=trace, stdin=ctx.workload.stdin_for(count_user_records(data)) if ctx.workload.chat else None,
                    timeout_s=ctx.timeout_s, roots=tuple(where[k] for k in ("state_home", "home") if where[k]),
-                   reading=subject.status_argv(cfg, **where) if runner.readings else None, cwd=where["cwd"], mcp=mcp)
+                   reading=reading, cwd=where["cwd"], mcp=mcp)
     try:
         leg, _ = run_leg(plan, runner.legs)
     finally:

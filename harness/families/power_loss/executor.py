@@ -30,6 +30,7 @@ from harness.families.power_loss.params import Params
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
 from harness.runner.trial import ReferenceRun
+from harness.subject.contract import journal_bytes
 
 __all__ = ["CHECKED", "Space", "select_states", "journal_index", "state_space", "explore_state"]
 
@@ -184,7 +185,7 @@ def explore_state(ctx: Context, state: CrashState, space: Space) -> History:
                    fault=Fault(kind="power_loss", at={"event": p}, injected=True,
                                detail={"state": state.id, "persisted": state.persisted,
                                        "lost_entries": state.lost_entries}),
-                   journal=crashed.read_bytes() if crashed.exists() else None)
+                   journal=journal_bytes(crashed))
         history = resume(ctx, tmp, [*prior, leg0], pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
     history.crash_state = CrashStateFacts.of(state)
     return history
