@@ -360,8 +360,8 @@ def _check_opaque(history: History) -> Any:
                  for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"
                  and isinstance(b.get("tool_use_id"), str)}
         printed = bool(want) and want in (leg.stdout or "")
-        if not acted and not printed:
-            continue
+        if (not acted and not printed) or (leg.reading is None and kind is None):
+            continue  # (a leg that did not crash and was not read: the next crash's reading holds it all)
         checked += 1
         held, r = view.held(leg), leg.reading or {}
         row = {"leg": leg.index, "crash": kind or "none"}

@@ -523,6 +523,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
         leg.reading = parse_reading(raw, starter.subject.status_fields)
-        if journal_bytes(plan.journal) not in (None, leg.journal):
+        if starter.subject.caps.journal.opaque:  # its reading may change its files (SQLite checkpoints on close)
+            leg.journal = journal_bytes(plan.journal)  # the store as the next leg finds it
+        elif journal_bytes(plan.journal) not in (None, leg.journal):
             leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"
     return leg, outcome

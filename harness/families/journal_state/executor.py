@@ -165,7 +165,7 @@ def lay(ctx: Context, tmp: Path, *, journal: bytes | None = None, files: Mapping
 
 
 def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall], pre_effects: list[Effect],
-           fault: dict[str, Any]) -> History:
+           fault: dict[str, Any], read_only: bool = False) -> History:
     """Run one leg of the subject on the state laid in ``tmp`` (:func:`lay`) and return the history.
 
     ``before``: the legs before it, the last one faulted (``fault``: the
@@ -175,6 +175,8 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
     resumes the run, or starts it when the journal holds no complete
     record; it is started through the one leg runner
     (:func:`harness.runner.leg.run_leg`) and never raises for a bad agent.
+    An opaque store is read first (the agent's reading, on the last leg of
+    ``before``: what the state held); ``read_only``: only that, no leg.
     """
     runner, subject = ctx.runner, ctx.subject
     ledger = tmp / "ledger.jsonl"
@@ -184,29 +186,35 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
     index = len(before)
     data = journal_bytes(journal)
     kind = start_or_resume(data, subject.caps.journal.format)
-    where, mcp = open_mcp(subject, where, ledger, index)
-    session = runner.server.open_session(ctx.workload.script)
-    trace = tmp / f"trace-{index}.jsonl"
-    env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
-                      state_home=where["state_home"], ledger=str(ledger), leg=index,
-                      trace=None if runner.observe else str(trace), home=where["home"] or None,
-                      values=subject.values(cfg, **where))
     reading = subject.status_argv(cfg, **where) if runner.readings else None
-    if subject.caps.journal.opaque and reading is not None and kind == "resume":  # what the state held: the
-        seen = parse_reading(runner.legs.read(reading, env, tmp, f"{index}-before"), subject.status_fields)
+
+    def env(token: str = "", trace: Path | None = None) -> dict[str, str]:
+        return subject.env(base_url=runner.server.base_url, api_key=api_key(token, index) if token else "",
+                           state_home=where["state_home"], ledger=str(ledger), leg=index,
+                           trace=None if runner.observe or trace is None else str(trace), home=where["home"] or None,
+                           values=subject.values(cfg, **where))
+    if subject.caps.journal.opaque and reading is not None:  # what the state held (or that it holds no run): the
+        seen = parse_reading(runner.legs.read(reading, env(), tmp, f"{index}-before"), subject.status_fields)
+        data = journal_bytes(journal)  # (as the resume finds it: a reading may change its files)
         before = [*before[:-1], replace(before[-1], reading=seen, journal=data)]  # evidence of I2, I3, I4, I5
         kind = "start" if seen["given"] and seen["status"] is None else kind
-    argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
-    plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault={"kind": "none"}, workdir=tmp, journal=journal,
-                   trace=trace, stdin=ctx.workload.stdin_for(count_user_records(data)) if ctx.workload.chat else None,
-                   timeout_s=ctx.timeout_s, roots=tuple(where[k] for k in ("state_home", "home") if where[k]),
-                   reading=reading, cwd=where["cwd"], mcp=mcp)
-    try:
-        leg, _ = run_leg(plan, runner.legs)
-    finally:
-        calls = runner.server.close_session(session.token)
-    effects, notes = read_ledger(ledger)
-    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[*before, leg],
+    legs, calls, effects, notes = list(before), [], list(pre_effects), []
+    if not read_only:
+        where, mcp = open_mcp(subject, where, ledger, index)
+        session = runner.server.open_session(ctx.workload.script)
+        trace = tmp / f"trace-{index}.jsonl"
+        argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
+        plan = LegPlan(index=index, kind=kind, argv=argv, env=env(session.token, trace), fault={"kind": "none"},
+                       workdir=tmp, journal=journal, trace=trace,
+                       stdin=ctx.workload.stdin_for(count_user_records(data)) if ctx.workload.chat else None,
+                       timeout_s=ctx.timeout_s, roots=tuple(where[k] for k in ("state_home", "home") if where[k]),
+                       reading=reading, cwd=where["cwd"], mcp=mcp)
+        try:
+            legs.append(run_leg(plan, runner.legs)[0])
+        finally:
+            calls = runner.server.close_session(session.token)
+        effects, notes = read_ledger(ledger)
+    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=legs,
                       effects=effects, reference=ctx.ref.reference, notes=notes,
                       model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
                       options={**ctx.ref.history.options, "family": fault["kind"]},

@@ -39,7 +39,7 @@ from harness.families.journal_state.executor import StateExecutor
 from harness.families.power_loss.crashstates import window
 from harness.families.power_loss.executor import CHECKED, Space, explore_state, state_space
 from harness.families.power_loss.params import MODES, Params
-from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, full_sample, judge_cheap
+from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, full_sample, judge_cheap, judge_cheap_opaque
 from harness.families.trace_points import pending_point_of
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario, family_params
@@ -66,8 +66,9 @@ class _Executor(StateExecutor):
             history.seed, history.schedule = planned.seed, planned.schedule
             return Ran(history, {"power_loss": 1, "crash_resumes": 1})
         self.runner.legs.prepare()
-        cheap = judge_cheap(self.ctx, states, planned.invariants or CHEAP_CHECKED,
-                            mode=cheap_mode(self.runner.subject, self.runner.readings), tmp_root=self.runner.tmp_root)
+        cheap = judge_cheap_opaque(self.ctx, states, space) if self.ctx.subject.caps.journal.opaque else \
+            judge_cheap(self.ctx, states, planned.invariants or CHEAP_CHECKED,
+                        mode=cheap_mode(self.runner.subject, self.runner.readings), tmp_root=self.runner.tmp_root)
         history = cheap.first or cheap.last
         assert history is not None  # a batch holds at least one state
         bad = len(cheap.violating)
