@@ -116,7 +116,7 @@ def test_i4_catches_a_tool_result_sent_to_the_model_and_missing_from_the_reading
     assert row["kind"] == "acted_on_lost" and row["tool_use_ids"] == ["b"] and row["leg"] == 0
 
 
-def test_i4_catches_a_printed_answer_missing_from_the_reading_and_a_reading_it_could_not_take():
+def test_i4_catches_a_printed_answer_missing_from_the_reading_and_a_store_the_agent_cannot_read():
     eng = Engine([["a"], []])
     eng.leg()
     eng.h.reference = reference(eng.turns)
@@ -125,9 +125,12 @@ def test_i4_catches_a_printed_answer_missing_from_the_reading_and_a_reading_it_c
     h.legs[0].reading["answer"] = None
     v = i4_acknowledged.check(h)
     assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "answer_lost", v.evidence
-    h.legs[0].reading = {"error": "the status command exited 1", "given": []}
+    h.legs[0].reading = {"error": "the status command hung (killed)", "given": [], "timed_out": True}
     v = i4_acknowledged.check(h)
-    assert v.status == "unknown" and "exited 1" in v.summary
+    assert v.status == "unknown" and "hung" in v.summary
+    h.legs[0].reading = {"error": "the status command exited 1", "given": [], "exit_code": 1}
+    v = i4_acknowledged.check(h)                                         # the agent cannot read its own store
+    assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "unreadable", v.evidence
 
 
 def test_i5_a_recovery_refuses_cleanly_or_resumes_else_it_is_caught():

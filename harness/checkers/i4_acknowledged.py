@@ -342,7 +342,7 @@ def _check_opaque(history: History) -> Any:
     """I4 for an opaque store (docs/spec.md section 15, "Opaque stores"): after each leg (a crash: before the
     next resume) the agent's reading holds every tool_use id whose result it sent to the model (the requests of
     the model-call log up to that leg) and the final answer the leg printed (``acted_on_lost``, ``answer_lost``,
-    ``run_lost``).  Work done before a ``tail`` fault, or before a power loss the store does not promise to
+    ``run_lost``, ``unreadable``: its reading command fails).  Work done before a ``tail`` fault, or before a power loss the store does not promise to
     survive (``[promises] durable = "process-crash"``), is not owed after it; a leg with no usable reading after
     it leaves the verdict unknown."""
     view, promised = JournalView(history), history.promises.durable == "power-loss"
@@ -365,7 +365,12 @@ def _check_opaque(history: History) -> Any:
         checked += 1
         held, r = view.held(leg), leg.reading or {}
         row = {"leg": leg.index, "crash": kind or "none"}
-        if held is None:
+        if held is None and r.get("exit_code") not in (None, 0):  # the agent itself cannot read what it acted on
+            violations.append({"kind": "unreadable", **row, "acted_on": sorted(acted), "error": r.get("error"),
+                               "stderr": str(r.get("stderr", ""))[-300:], "detail": (
+                f"leg {leg.index} acted on the run, and the agent's own reading after the "
+                f"{'crash' if kind else 'leg'} fails: {r.get('error')}")})
+        elif held is None:
             unread.append({**row, "why": r.get("error") or "no reading after the leg"})
         elif r.get("status") is None:
             violations.append({"kind": "run_lost", **row, "acted_on": sorted(acted), "detail": (

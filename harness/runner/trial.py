@@ -143,15 +143,14 @@ class Runner:
     default: when :func:`harness.subject.contract.fork_server_enabled`);
     ``readings``: after every leg, ask the subject's own reading of the
     journal when it gives a status command (:meth:`Subject.status_argv`;
-    judged by I10; always, for an opaque store: its reading is how it is judged).  Use as a context manager or
-    call :meth:`close`.
+    judged by I10).  Use as a context manager or call :meth:`close`.
     """
 
     def __init__(self, subject: Subject | None = None, server: ModelServer | None = None, *,
                  tmp_root: str | None = None, keep_dirs: bool = False, fork_server: bool | None = None,
                  observe: bool | None = None, readings: bool = True) -> None:
         self.subject = subject or default_subject()
-        self.readings = readings or self.subject.caps.journal.opaque
+        self.readings = readings
         self._server = server
         self._own_server = server is None
         self._lock = threading.Lock()
