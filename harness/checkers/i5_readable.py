@@ -152,7 +152,7 @@ _SCRATCH = ("-shm",)
 def _check_opaque(history: History) -> Any:
     """I5 for an opaque store (module docstring; docs/spec.md section 15, "Opaque stores"): violations
     ``not_resumed`` (it died, hung or exited otherwise), ``refused_silently`` (no message on standard error)
-    and ``refused_changed_store`` (the files it changed, by relative path)."""
+    and ``refused_changed_store`` (the files it changed, by relative path; not judged while another leg ran)."""
     legs, violations, checked = legs_in_order(history), [], 0
     ends = {EXIT_COMPLETED, history.reference.exit_code if history.reference is not None else EXIT_COMPLETED}
     for prev, leg in zip(legs, legs[1:]):
@@ -173,7 +173,8 @@ def _check_opaque(history: History) -> Any:
                 f"leg {leg.index} refused the store the {prev.fault.kind} of leg {prev.index} left "
                 f"(exit {leg.exit_code}) and said nothing on standard error")})
         was, now = ({k: v for k, v in store_files(d).items() if not k.endswith(_SCRATCH)} for d in (prev.journal, leg.journal))
-        changed = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k))
+        alone = not any(o is not leg and o.t_start < leg.t_end and leg.t_start < o.t_end for o in legs)
+        changed = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k)) if alone else []
         if changed:
             violations.append({"kind": "refused_changed_store", **row, "files": changed, "detail": (
                 f"leg {leg.index} exited {leg.exit_code} (a refusal or an error) and changed the store: "
