@@ -184,14 +184,15 @@ function statusCommand(argv) {
     return 0;
   }
   const s = folder.state();
-  const blocks = [...s.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])), ...(s.pending?.results ?? [])];
-  const last = s.messages.filter((m) => m.role === 'assistant').at(-1);
-  process.stdout.write(`${JSON.stringify({
-    status: s.status, records: s.records, last_seq: s.lastSeq,
-    pending: s.pending ? s.pending.unanswered : null, next_iteration: s.nextIteration,
-    tool_results: blocks.filter((b) => b?.type === 'tool_result').map((b) => b.tool_use_id),
-    answer: s.status === 'completed' && last ? blocksText(last.content) : null,
-  })}\n`);
+  const out = { status: s.status, records: s.records, last_seq: s.lastSeq,
+    pending: s.pending ? s.pending.unanswered : null, next_iteration: s.nextIteration };
+  if (process.env.AGENT_STORE === 'opaque') { // what its saved state holds: results and a completed run's answer
+    const blocks = [...s.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])), ...(s.pending?.results ?? [])];
+    const last = s.messages.filter((m) => m.role === 'assistant').at(-1);
+    out.tool_results = blocks.filter((b) => b?.type === 'tool_result').map((b) => b.tool_use_id);
+    out.answer = s.status === 'completed' && last ? blocksText(last.content) : null;
+  }
+  process.stdout.write(`${JSON.stringify(out)}\n`);
   return 0;
 }
 
