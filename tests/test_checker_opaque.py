@@ -149,6 +149,15 @@ def test_i5_a_recovery_refuses_cleanly_or_resumes_else_it_is_caught():
     h = opaque(killed_then_finished())
     h.legs[1].journal += b"4 checkpoints.sqlite-shm\nxxxx"               # scratch files are not the store's data
     assert i5_readable.check(h).status == "valid"
+    eng = Engine()
+    eng.leg(kill_after=6)
+    h = opaque(eng)
+    for index, store in ((1, b"1 journal\nx"), (2, h.legs[0].journal)):  # a refusal while leg 2 ran beside it
+        h.legs.append(type(h.legs[0])(index=index, kind="resume", argv=["agent"], exit_code=2, stderr="locked",
+                                      journal=store, t_start=5000, t_end=6000 + index))
+    assert i5_readable.check(h).status == "valid"                        # (what changed may be leg 2's doing)
+    h.legs[2].t_start = 6001
+    assert i5_readable.check(h).evidence["violations"][0]["kind"] == "refused_changed_store"
 
 
 def test_i2_a_rerun_of_a_tool_the_reading_held_after_the_crash_is_caught():

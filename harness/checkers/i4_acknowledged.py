@@ -355,10 +355,7 @@ def _check_opaque(history: History) -> Any:
                             "a power loss, and the store promises to survive a process crash only"})
             since = leg.index
             continue
-        acted = {b["tool_use_id"]: c.index for c in history.model_calls if since < c.leg <= leg.index
-                 for m in c.messages if isinstance(m, dict) and isinstance(m.get("content"), list)
-                 for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"
-                 and isinstance(b.get("tool_use_id"), str)}
+        acted = {t: c.index for c in history.model_calls if since < c.leg <= leg.index for t in c.sent_results}
         printed = bool(want) and want in (leg.stdout or "")
         if (not acted and not printed) or (leg.reading is None and kind is None):
             continue  # (a leg that did not crash and was not read: the next crash's reading holds it all)

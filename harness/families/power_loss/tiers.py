@@ -198,9 +198,7 @@ def judge_cheap_opaque(ctx: Context, states: list[CrashState], space: Space) -> 
     had acted on something (a model call carrying a tool result before it): the state that kept the fewest bytes
     of the store, where a loss of what it acted on shows first."""
     t0, out, pick = time.monotonic(), Cheap(states=len(states), mode="reading"), {}
-    calls = [c for c in ctx.ref.history.model_calls if c.leg == space.leg and any(
-        isinstance(m.get("content"), list) and any(b.get("type") == "tool_result" for b in m["content"]
-                                                   if isinstance(b, dict)) for m in c.messages if isinstance(m, dict))]
+    calls = [c for c in ctx.ref.history.model_calls if c.leg == space.leg and c.sent_results]
     for s in states:
         acted = tuple(c.index for c in calls if c.t <= crash_time(ctx, s, space))
         kept = sum(len(d) for p, d in s.files.items() if ctx.subject.caps.journal.is_journal(p, ctx.run_id))
