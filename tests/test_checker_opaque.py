@@ -202,12 +202,14 @@ def test_i8_two_resumers_that_coexisted_must_not_both_do_the_work():
     eng.leg()
     h = opaque(eng)
     assert i8_one_writer.check(h).status == "valid"
-    h.legs[0].fault = Fault(kind="hold", injected=True)
+    h.legs[0].fault, h.legs[0].exit_code, h.legs[0].exit_signal = Fault(kind="hold", injected=True), 0, None
     h.legs[0].t_end = h.legs[1].t_end + 1                                # they ran at once ...
     h.effects.append(type(h.effects[0])(tool_use_id="c", attempt=9, pid=1, t=h.legs[1].t_end, leg=0))
     v = i8_one_writer.check(h)                                           # ... and both ran tool c
     assert v.status == "invalid", v.evidence
     assert v.evidence["violations"][0]["kind"] == "both_did_the_work" and "c" in v.evidence["violations"][0]["tool_use_ids"]
+    h.legs[0].fault, h.legs[0].exit_signal = Fault(kind="kill", injected=True), "SIGKILL"   # a holder killed:
+    assert i8_one_writer.check(h).status == "valid"                      # its work may be done again (I2's)
 
 
 def test_an_opaque_reading_takes_ids_and_an_answer_and_a_null_status_is_no_such_run():

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.history.model import History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import legs_in_order, nemesis_prefix_holds
+from harness.checkers._common import crash_kind, legs_in_order, nemesis_prefix_holds
 from harness.checkers._trace import Span, events, lock_spans, traced
 from harness.checkers.journal_view import JournalView
 
@@ -48,12 +48,13 @@ def _lines(view: JournalView, legs: list[Leg], violations: list[dict[str, Any]])
 def _check_opaque(history: History, legs: list[Leg]) -> Any:
     """I8 for an opaque store, from outside (docs/spec.md section 15, "Opaque stores"; its locks are its own):
     of two legs whose processes coexisted, never both ran one tool (the ledger) or asked the model one thing (the
-    model-call log): ``both_did_the_work``."""
+    model-call log): ``both_did_the_work``; a pair with a crashed leg is I2's and I3's."""
     violations, pairs = [], 0
     for i, a in enumerate(legs):
         for b in legs[i + 1:]:
-            if not (a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end):
-                continue
+            if not (a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end) \
+                    or crash_kind(a, history.promises) or crash_kind(b, history.promises):
+                continue  # (a crashed leg's work may be done again once: I2 and I3 judge that)
             pairs += 1
             tools = {e.tool_use_id for e in history.effects if e.leg == a.index} & \
                 {e.tool_use_id for e in history.effects if e.leg == b.index}
