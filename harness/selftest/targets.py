@@ -138,6 +138,9 @@ OPAQUE_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("newline-first", "noop-baseline", 2, ("I4",)),
     Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
     Target("sigterm-aborts", "suspend-clean", 30, ("I2", "I3")),
+    Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
+    Target("completed-new-turn", "kill-every-event", 8, ("I6", "I9")),
+    Target("fingerprint-ignores-system", "drift-system", 6, ("I9",)),
 )}
 #: Variants tried through the opaque route and not caught there, and why.
 OPAQUE_NOT_CAUGHT: dict[str, str] = {
@@ -146,4 +149,8 @@ OPAQUE_NOT_CAUGHT: dict[str, str] = {
     "unlock-before-close": "the lock released before the close: an opaque store's locks are its own, and I8 judges "
                            "from outside (two legs doing the same work), which this order alone never causes",
     "fsync-error-swallowed": "io-errors over an opaque store's files are the fault side of issue 25",
+    "status-stays-suspended": "its reading's status is wrong after later records, its tool_results and answer "
+                              "right: only I10 compares a status with a fold, not applicable to an opaque store",
+    "ended-leg-not-resumable": "it refuses a run whose leg ended with error, with a message and the store as it "
+                               "was, which I5 accepts; I9 judges such a refusal by a fisk-ai-v2 journal's fold",
 }
