@@ -69,7 +69,8 @@ def check(history: History) -> Any:
                 lost = lambda i: journaled.lost(i, done)  # noqa: E731
             by, fault, refused = blame_repeat(
                 legs, used, tid, lp, lc, lost,
-                held=f"its journal holds the tool_result for {tid}" if journaled is None else journaled.held.format(item=tid),
+                held=(f"its journal holds the tool_result for {tid}" if journaled is None
+                      else journaled.held.format(item=tid)),
                 used_by="its one allowed re-run was already used by ",
                 not_killed=lambda crash: f"the previous execution's leg was not killed ({_how(crash)})",
                 intact=f"tail fault left the tool_result for {tid} intact", promises=history.promises)

@@ -342,9 +342,9 @@ def _check_opaque(history: History) -> Any:
     """I4 for an opaque store (docs/spec.md section 15, "Opaque stores"): after each leg (a crash: before the
     next resume) the agent's reading holds every tool_use id whose result it sent to the model (the requests of
     the model-call log up to that leg) and the final answer the leg printed (``acted_on_lost``, ``answer_lost``,
-    ``run_lost``, ``unreadable``: its reading command fails).  Work done before a ``tail`` fault, or before a power loss the store does not promise to
-    survive (``[promises] durable = "process-crash"``), is not owed after it; a leg with no usable reading after
-    it leaves the verdict unknown."""
+    ``run_lost``, ``unreadable``: its reading command fails).  Work done before a ``tail`` fault, or before a
+    power loss the store does not promise to survive (``[promises] durable = "process-crash"``), is not owed
+    after it; a leg with no usable reading after it leaves the verdict unknown."""
     view, promised = JournalView(history), history.promises.durable == "power-loss"
     want = history.reference.printed_answer if history.reference is not None else ""
     violations, unread, excused, since, checked = [], [], [], -1, 0

@@ -164,7 +164,8 @@ def _check_opaque(history: History) -> Any:
         if leg.exit_code in ends and not leg.timed_out:
             continue
         if leg.exit_code not in (EXIT_ERROR, EXIT_USAGE) or leg.timed_out:
-            how = "hung" if leg.timed_out else f"signal {leg.exit_signal}" if leg.exit_signal else f"exit {leg.exit_code}"
+            how = ("hung" if leg.timed_out else f"signal {leg.exit_signal}" if leg.exit_signal
+                   else f"exit {leg.exit_code}")
             violations.append({"kind": "not_resumed", **row, "detail": (
                 f"after the {prev.fault.kind} of leg {prev.index} the agent neither resumed nor refused ({how})")})
             continue
@@ -172,7 +173,8 @@ def _check_opaque(history: History) -> Any:
             violations.append({"kind": "refused_silently", **row, "detail": (
                 f"leg {leg.index} refused the store the {prev.fault.kind} of leg {prev.index} left "
                 f"(exit {leg.exit_code}) and said nothing on standard error")})
-        was, now = ({k: v for k, v in store_files(d).items() if not k.endswith(_SCRATCH)} for d in (prev.journal, leg.journal))
+        was, now = ({k: v for k, v in store_files(d).items() if not k.endswith(_SCRATCH)}
+                    for d in (prev.journal, leg.journal))
         alone = not any(o is not leg and o.t_start < leg.t_end and leg.t_start < o.t_end for o in legs)
         changed = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k)) if alone else []
         if changed:

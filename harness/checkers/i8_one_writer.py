@@ -67,7 +67,8 @@ def _check_opaque(history: History, legs: list[Leg]) -> Any:
                     f"{len(tools)} tool run(s), {len(keys)} model call(s)")})
     evidence: dict[str, Any] = {"checked": pairs, "concurrent_pairs": pairs}
     if violations:
-        evidence["summary"] = f"{len(violations)} pair(s) of concurrent legs both did the work: {violations[0]['detail']}"
+        evidence["summary"] = (f"{len(violations)} pair(s) of concurrent legs both did the work: "
+                               f"{violations[0]['detail']}")
         return make(__name__, INVALID, {**evidence, "violations": violations})
     evidence["summary"] = f"{pairs} pair(s) of concurrent legs, never both doing the same work (opaque store)"
     return make(__name__, VALID, evidence)

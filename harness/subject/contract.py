@@ -25,7 +25,8 @@ from harness.workload.tools import PLAIN
 from harness.names import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, MUTANT_ENV, MUTANT_SUBJECT,
                            PRELOAD_ENV)
 
-__all__ = ["probes_path", "journal_bytes", "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "Subject", "RunConfig",
+__all__ = ["probes_path", "journal_bytes",
+           "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "Subject", "RunConfig",
            "default_subject", "parse_subject", "HARNESS_ENV", "fork_server_enabled", "with_fiskj_reading",
            "CONTRACT_START", "CONTRACT_RESUME", "CONTRACT_JOURNAL", "CONTRACT_EXITS", "OUTCOMES", "TEMPLATE_VARS"]
 

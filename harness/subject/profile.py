@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import ProfileError
-from harness.history.promises import CUT_OFF_TURN, DURABLE, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS, Promises
+from harness.history.promises import (CUT_OFF_TURN, DURABLE, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS,
+                                      Promises)
 from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS, OPAQUE
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
