@@ -231,3 +231,20 @@ def test_journal_bytes_snapshots_a_store_directory_and_reads_a_file_as_before(tm
     (store / "sub" / "c.db-wal").write_bytes(b"")
     assert store_files(journal_bytes(store)) == {"c.db": b"pages", "sub/c.db-wal": b""}
     assert journal_bytes(store / "c.db") == b"pages"
+
+
+def test_i9_a_refusal_may_leave_sqlite_s_shared_memory_index_but_no_write_to_the_store_s_data():
+    from harness.checkers import i9_refusal
+    h = opaque(killed_then_finished())
+    done = h.legs[-1]
+
+    def refused(path: str):
+        leg = type(done)(index=len(h.legs), kind="resume", argv=["agent"], pid=4242, exit_code=2,
+                         stderr="agent: ResumeRefused: run r1 is completed", journal=done.journal,
+                         t_start=done.t_end + 10, t_end=done.t_end + 20,
+                         trace=[{"n": 1, "pid": 4242, "op": "write", "path": f"/t/state/store/{path}", "fd": 5,
+                                 "offset": 0, "len": 4, "data": "eHh4eA==", "t": done.t_end + 15}])
+        return i9_refusal.check(type(h)(**{**vars(h), "legs": [*h.legs, leg]}))
+    assert refused("checkpoints.db-shm").status == "valid"
+    v = refused("checkpoints.db")
+    assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "changed_journal", v.evidence

@@ -49,7 +49,7 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import JournalReader, read_state
 
-from harness.history.journal_location import store_files
+from harness.history.journal_location import SCRATCH, store_files
 from harness.history.model import History
 from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_USAGE
 from harness.checkers.verdict import INVALID, VALID, make
@@ -144,11 +144,6 @@ def _read_lines(view: JournalView, leg: Any) -> tuple[dict[str, Any] | None, dic
     return None, torn
 
 
-#: Files of an opaque store that hold no data of their own: SQLite's shared-memory index, rebuilt from the
-#: database and its WAL by whoever opens it (a refusal may leave one behind).
-_SCRATCH = ("-shm",)
-
-
 def _check_opaque(history: History) -> Any:
     """I5 for an opaque store (module docstring; docs/spec.md section 15, "Opaque stores"): violations
     ``not_resumed`` (it died, hung or exited otherwise), ``refused_silently`` (no message on standard error)
@@ -173,7 +168,7 @@ def _check_opaque(history: History) -> Any:
             violations.append({"kind": "refused_silently", **row, "detail": (
                 f"leg {leg.index} refused the store the {prev.fault.kind} of leg {prev.index} left "
                 f"(exit {leg.exit_code}) and said nothing on standard error")})
-        was, now = ({k: v for k, v in store_files(d).items() if not k.endswith(_SCRATCH)}
+        was, now = ({k: v for k, v in store_files(d).items() if not k.endswith(SCRATCH)}
                     for d in (prev.journal, leg.journal))
         alone = not any(o is not leg and o.t_start < leg.t_end and leg.t_start < o.t_end for o in legs)
         changed = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k)) if alone else []

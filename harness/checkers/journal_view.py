@@ -28,7 +28,7 @@ from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord
 
 from harness.checkers._common import completed_probe, excerpt, legs_in_order, previous_snapshot
 from harness.checkers._trace import Ack, acknowledged, journal_writes, record_type
-from harness.history.journal_location import JournalLocation
+from harness.history.journal_location import SCRATCH, JournalLocation
 from harness.history.jsonl import decode_json_line
 from harness.history.model import History, Leg
 from harness.names import FISK_AI_V2
@@ -235,8 +235,9 @@ class JournalView:
 
     def writes(self, leg: Leg) -> list[dict[str, Any]]:
         """``leg``'s events that changed the journal's bytes or name
-        (:func:`harness.checkers._trace.journal_writes`)."""
-        return journal_writes(self.history, leg)
+        (:func:`harness.checkers._trace.journal_writes`; an opaque store's scratch files left out)."""
+        return [ev for ev in journal_writes(self.history, leg)
+                if not (self.location.opaque and str(ev.get("path", "")).endswith(SCRATCH))]
 
     def after_end(self) -> set[int]:
         """The legs that resume a run already completed, for a subject that promises such a resume a new turn

@@ -24,13 +24,16 @@ from typing import Mapping
 
 from harness.names import FISK_AI_V2, OPAQUE
 
-__all__ = ["CONTRACT_JOURNAL", "DIRECTORY_VARS", "JournalLocation", "store_files"]
+__all__ = ["CONTRACT_JOURNAL", "DIRECTORY_VARS", "JournalLocation", "store_files", "SCRATCH"]
 
 #: The journal of the contract (docs/subject.md "Commands"; docs/spec.md section 1).
 CONTRACT_JOURNAL = "{state_home}/fisk-ai/runs/{run_id}.json"
 #: Template variables that stand for a trial's directories (any directory matches them).
 DIRECTORY_VARS = ("state_home", "home", "trial_dir")
 _VAR = re.compile(r"\{([a-z_]+)\}")
+#: Name endings of an opaque store's files that hold no data of their own: SQLite's shared-memory index, rebuilt
+#: from the database and its WAL by whoever opens it (a reader or a refusal may leave one behind).
+SCRATCH = ("-shm",)
 
 
 @dataclass(frozen=True)
