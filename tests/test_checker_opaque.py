@@ -248,3 +248,16 @@ def test_i9_a_refusal_may_leave_sqlite_s_shared_memory_index_but_no_write_to_the
     assert refused("checkpoints.db-shm").status == "valid"
     v = refused("checkpoints.db")
     assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "changed_journal", v.evidence
+
+
+def test_a_power_loss_state_of_an_opaque_store_recovers_by_all_of_the_store_s_files():
+    from harness.families.power_loss.crashstates import CrashState
+    from harness.families.power_loss.tiers import outcome_key
+    loc = JournalLocation("{state_home}/graph", "opaque")
+
+    def state(db: bytes, wal: bytes) -> CrashState:
+        return CrashState(id="s", prefix_n=3, files={"/t/state/graph/c.db": db, "/t/state/graph/c.db-wal": wal,
+                                                     "/t/state/other.txt": b"x"}, dirs=set(), lost_entries=[],
+                          acknowledged=[])
+    assert outcome_key(state(b"db", b"w1"), "r1", loc) != outcome_key(state(b"db", b"w2"), "r1", loc)
+    assert outcome_key(state(b"db", b"w1"), "r1", loc) == outcome_key(state(b"db", b"w1"), "r1", loc)
