@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from harness.selftest.targets import (FOREIGN_NOT_CAUGHT, FOREIGN_SUBJECT, FOREIGN_TARGETS, JSONL_NOT_CAUGHT,
-                                      JSONL_SAME_PATH, JSONL_SUBJECT, JSONL_TARGETS, TEXT_READING_SUBJECT,
-                                      TEXT_READING_TARGETS)
+                                      JSONL_SAME_PATH, JSONL_SUBJECT, JSONL_TARGETS, OPAQUE_NOT_CAUGHT, OPAQUE_SUBJECT,
+                                      OPAQUE_TARGETS, TEXT_READING_SUBJECT, TEXT_READING_TARGETS)
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = shutil.which("node")
@@ -117,6 +117,28 @@ def test_each_bug_variant_is_caught_in_a_journal_format_the_harness_does_not_dec
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     caught = {row["invariant"] for row in report["violations"]}
     assert caught & set(target.expect), (bug, caught)
+
+
+def test_the_correct_agent_with_an_opaque_store_passes_judged_from_outside_and_from_its_reading(tmp_path):
+    proc, report = campaign(tmp_path, ["kill-every-event", "power-loss-basic", "race-two-resumers"], 4,
+                            profile=OPAQUE_SUBJECT, readings=False)     # an opaque store is read all the same
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    for inv in ("I2", "I4", "I5", "I6", "I8"):
+        row = report["invariants"][inv]
+        assert row["valid"] > row.get("vacuous", 0) and row["unknown"] == 0, (inv, row)
+    assert report["faults"]["race"] >= 4 and report["faults"]["power_loss"] >= 4
+    assert "journal format opaque" in proc.stdout + proc.stderr       # what is judged how, said up front
+
+
+@pytest.mark.parametrize("bug", sorted(OPAQUE_TARGETS))
+def test_each_bug_variant_is_caught_through_an_opaque_store(tmp_path, bug):
+    target = OPAQUE_TARGETS[bug]
+    proc, report = campaign(tmp_path, [target.scenario], target.trials, bug=bug, profile=OPAQUE_SUBJECT)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    caught = {row["invariant"] for row in report["violations"]}
+    assert caught & set(target.expect), (bug, caught)
+    assert not set(OPAQUE_TARGETS) & set(OPAQUE_NOT_CAUGHT)
+    assert set(OPAQUE_TARGETS) | set(OPAQUE_NOT_CAUGHT) <= set(FOREIGN_TARGETS)
 
 
 def test_every_variant_is_a_jsonl_target_or_says_why_it_cannot_be_one():

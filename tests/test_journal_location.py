@@ -61,7 +61,8 @@ def test_an_opaque_store_is_every_file_below_its_directory_and_need_not_name_the
         assert not loc.is_journal(path, "r1")
     assert JournalLocation("{state_home}/lg/", OPAQUE).is_journal("/t/s/lg/c.db", "r1")
     profile = 'name = "db-agent"\ncommand = ["agent"]\n[commands]\nstart = ["run", "{prompt}"]\n' \
-              '[journal]\npath = "{state_home}/langgraph"\nformat = "opaque"\n'
+              '[journal]\npath = "{state_home}/langgraph"\nformat = "opaque"\n' \
+              '[reading]\ncommand = ["status"]\nstatus = "s"\ntool_results = "t"\nanswer = "a"\n'
     s = parse_profile(profile, str(tmp_path / "p.toml"))
     assert s.caps.journal == JournalLocation("{state_home}/langgraph", OPAQUE)
 

@@ -312,22 +312,19 @@ def test_a_hold_the_tracer_cannot_report_is_the_harness_s_error_never_a_hang_cha
         _hold(Proc(ValueError("filedescriptor out of range in select()")), 1.0)
 
 
-def test_a_leg_records_an_opaque_store_as_a_manifest_of_its_files_and_resumes_a_store_that_holds_any(tmp_path):
-    import hashlib
-    import json
-
+def test_a_leg_records_an_opaque_store_as_a_snapshot_of_its_files_and_resumes_a_store_that_holds_any(tmp_path):
+    from harness.history.journal_location import store_files
     from harness.names import OPAQUE
-    from harness.runner.leg import journal_bytes, start_or_resume
+    from harness.runner.leg import start_or_resume
+    from harness.subject.contract import journal_bytes
 
     store = tmp_path / "lg"
-    assert journal_bytes(store, True) is None and start_or_resume(journal_bytes(store, True), OPAQUE) == "start"
+    assert journal_bytes(store) is None and start_or_resume(journal_bytes(store), OPAQUE) == "start"
     (store / "sub").mkdir(parents=True)
-    assert journal_bytes(store, True) is None  # a folder with no file holds nothing
+    assert not journal_bytes(store) and start_or_resume(journal_bytes(store), OPAQUE) == "start"  # no file: nothing
     (store / "c.db").write_bytes(b"db")
     (store / "sub" / "c.db-wal").write_bytes(b"")
     (store / "c.db-shm").write_bytes(b"index")  # no durable state: left out
-    lines = [json.loads(line) for line in journal_bytes(store, True).splitlines()]
-    assert lines == [{"file": "c.db", "size": 2, "sha256": hashlib.sha256(b"db").hexdigest()},
-                     {"file": "sub/c.db-wal", "size": 0, "sha256": hashlib.sha256(b"").hexdigest()}]
-    assert start_or_resume(journal_bytes(store, True), OPAQUE) == "resume"
+    assert store_files(journal_bytes(store)) == {"c.db": b"db", "sub/c.db-wal": b""}
+    assert start_or_resume(journal_bytes(store), OPAQUE) == "resume"
     assert journal_bytes(store / "c.db") == b"db" and journal_bytes(tmp_path / "none.json") is None

@@ -227,7 +227,8 @@ def test_no_target_row_is_written_twice_a_duplicate_would_silently_replace_the_f
 
     tree = ast.parse(inspect.getsource(targets))
     for node in ast.walk(tree):
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") in ("FOREIGN_TARGETS", "JSONL_TARGETS"):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") in ("FOREIGN_TARGETS", "JSONL_TARGETS",
+                                                                                 "OPAQUE_TARGETS"):
             rows = [call.args[0].value for call in ast.walk(node.value)
                     if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Target"]
             assert len(rows) == len(set(rows)) == len(getattr(targets, node.target.id)), node.target.id

@@ -235,3 +235,50 @@ def test_a_reproducer_names_a_profile_once_with_the_variables_its_templates_read
     env = again.env(base_url="u", api_key="k", state_home="/s", ledger="/l/ledger", leg=0, trace=None,
                     values={"tmp_dir": "/t/tmp"})
     assert env["TMPDIR"] == "/t/tmp" and env["X_Y"] == "1" and env["FISKJ_CLAUDE_CODE"] == "/opt/cc/claude"
+
+
+OPAQUE_STORE = '''
+name = "graph-agent"
+command = ["{profile_dir}/agent"]
+
+[journal]
+format = "opaque"
+path = "{state_home}/graph"
+
+[reading]
+command = ["status", "{run_id}"]
+status = "run.status"
+tool_results = "tool_results"
+answer = "answer"
+
+[promises]
+durable = "process-crash"
+'''
+
+
+@pytest.mark.parametrize("edit, key, message", [
+    (('answer = "answer"\n', ''), "reading.answer", "missing"),
+    (('answer = "answer"', 'answer = "answer"\npending = "p"'), "reading.pending", "takes no reading field"),
+    (('answer = "answer"', 'answer = 3'), "reading.answer", "dotted path"),
+    (('"process-crash"', '"fire"'), "promises.durable", "power-loss, process-crash"),
+    (('"{state_home}/graph"', '"{state_home}/graph/*.db"'), "journal.path", "takes no *"),
+    (('[reading]', '[other]'), "other", "unknown key"),
+])
+def test_an_opaque_store_is_a_directory_seen_through_its_reading_and_its_mistakes_are_named(tmp_path, edit, key,
+                                                                                             message):
+    path = tmp_path / "opaque.toml"
+    path.write_text(OPAQUE_STORE)
+    s = load_profile(path)
+    assert s.journal_format == "opaque" and s.caps.journal.is_store and s.caps.reading
+    assert s.status_fields == (("status", "run.status"), ("tool_results", "tool_results"), ("answer", "answer"))
+    assert s.promises.durable == "process-crash" and Promises().durable == "power-loss"
+    assert dict(s.caps.not_applicable)["I10"].startswith("its store is opaque")
+    assert any(line.startswith("journal format opaque") for line in s.caps.limits())
+    path.write_text(OPAQUE_STORE.replace(*edit))
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert message in str(info.value) and info.value.key == key and info.value.line is not None
+    path.write_text(OPAQUE_STORE.split("[reading]")[0])
+    with pytest.raises(ProfileError, match="needs a \\[reading\\]") as info:
+        load_profile(path)
+    assert info.value.key == "journal.format"

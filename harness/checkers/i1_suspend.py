@@ -78,7 +78,7 @@ def check(history: History) -> Any:
                 violations.append({"kind": "suspended_mid_batch", "leg": s.index, "assistant_seq": aseq,
                                    "unanswered": unanswered,
                                    "detail": "the suspend was honoured inside a batch this leg started"})
-        results = snap.tool_result_ids()
+        results = view.tool_result_ids(s)
         n_asst = snap.assistant_count()
         for tid in sorted({e.tool_use_id for li, e in effects if li <= s.index}):
             before = [(li, e) for li, e in effects if li <= s.index and e.tool_use_id == tid]

@@ -38,7 +38,7 @@ def _ex(li: int, e: Any) -> dict[str, Any]:
 def check(history: History) -> Any:
     legs = leg_by_index(history)
     view = JournalView(history)
-    results = {i: view.at(lg).tool_result_ids() for i, lg in legs.items()}
+    results = {i: view.tool_result_ids(lg) for i, lg in legs.items()}
     journaled = view.journaled()
     groups = group_by_leg(history, history.effects, lambda e: e.tool_use_id,
                           lambda e: f"effect {e.tool_use_id}#{e.attempt}")
@@ -69,9 +69,8 @@ def check(history: History) -> Any:
                 lost = lambda i: journaled.lost(i, done)  # noqa: E731
             by, fault, refused = blame_repeat(
                 legs, used, tid, lp, lc, lost,
-                held=(f"its journal holds the tool_result for {tid}" if journaled is None else
-                      f"it acknowledged a journal line holding {tid} after the tool ran (its result, or a "
-                      f"line written late)"),
+                held=(f"its journal holds the tool_result for {tid}" if journaled is None
+                      else journaled.held.format(item=tid)),
                 used_by="its one allowed re-run was already used by ",
                 not_killed=lambda crash: f"the previous execution's leg was not killed ({_how(crash)})",
                 intact=f"tail fault left the tool_result for {tid} intact", promises=history.promises)

@@ -73,8 +73,8 @@ def check(history: History) -> Any:
                 lost = lambda i: journaled.lost(i, done)  # noqa: E731
             by, fault, refused = blame_repeat(
                 legs, used, key, lp, lc, lost,
-                held=(f"its journal holds assistant record #{need} (acknowledged)" if journaled is None else
-                      "it acknowledged a journal line holding the reply after the reply came"),
+                held=(f"its journal holds assistant record #{need} (acknowledged)" if journaled is None
+                      else journaled.held.format(item="the reply")),
                 used_by="its one allowed repeat was already used by key ",
                 not_killed=_not_killed,
                 intact=f"tail fault left assistant record #{need} intact", promises=history.promises)

@@ -43,6 +43,9 @@ after a torn tail are ``changed``; ``offset_reacknowledged`` for two
 different lines acknowledged at one offset).  An acknowledged line whose offset the
 trace does not give makes the verdict unknown.
 
+An opaque store (docs/subject.md "Journal formats") is judged from the agent's own reading instead
+(:func:`_check_opaque`): what it acted on survives every crash its store promises to survive.
+
 A power-loss crash state (``history.crash_state``, recorded by the
 power-loss family; docs/persistence-model.md) is judged on the state
 instead: a write of the journal (the crash state holds every file the agent wrote; only the journal's
@@ -71,7 +74,7 @@ from typing import Any
 
 from harness.history.model import CrashStateFacts, History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import legs_in_order
+from harness.checkers._common import crash_kind, is_tail, legs_in_order
 from harness.checkers._trace import Ack, events, traced, unsynced_appends
 from harness.checkers.journal_view import JournalView
 
@@ -335,6 +338,66 @@ def _call(ev: dict[str, Any]) -> dict[str, Any]:
     return {k: ev.get(k) for k in ("n", "op", "pid", "error", "fault", "offset", "len") if ev.get(k) is not None}
 
 
+def _check_opaque(history: History) -> Any:
+    """I4 for an opaque store (docs/spec.md section 15, "Opaque stores"): after each leg (a crash: before the
+    next resume) the agent's reading holds every tool_use id whose result it sent to the model (the requests of
+    the model-call log up to that leg) and the final answer the leg printed (``acted_on_lost``, ``answer_lost``,
+    ``run_lost``, ``unreadable``: its reading command fails).  Work done before a ``tail`` fault, or before a
+    power loss the store does not promise to survive (``[promises] durable = "process-crash"``), is not owed
+    after it; a leg with no usable reading after it leaves the verdict unknown."""
+    view, promised = JournalView(history), history.promises.durable == "power-loss"
+    want = history.reference.printed_answer if history.reference is not None else ""
+    violations, unread, excused, since, checked = [], [], [], -1, 0
+    for leg in legs_in_order(history):
+        kind = crash_kind(leg, history.promises)
+        if is_tail(leg) or (kind == "power_loss" and not promised):
+            excused.append({"leg": leg.index, "why": "a tail fault" if is_tail(leg) else
+                            "a power loss, and the store promises to survive a process crash only"})
+            since = leg.index
+            continue
+        acted = {t: c.index for c in history.model_calls if since < c.leg <= leg.index for t in c.sent_results}
+        printed = bool(want) and want in (leg.stdout or "")
+        if (not acted and not printed) or (leg.reading is None and kind is None):
+            continue  # (a leg that did not crash and was not read: the next crash's reading holds it all)
+        checked += 1
+        held, r = view.held(leg), leg.reading or {}
+        row = {"leg": leg.index, "crash": kind or "none"}
+        if held is None and r.get("exit_code") not in (None, 0):  # the agent itself cannot read what it acted on
+            violations.append({"kind": "unreadable", **row, "acted_on": sorted(acted), "error": r.get("error"),
+                               "stderr": str(r.get("stderr", ""))[-300:], "detail": (
+                f"leg {leg.index} acted on the run, and the agent's own reading after the "
+                f"{'crash' if kind else 'leg'} fails: {r.get('error')}")})
+        elif held is None:
+            unread.append({**row, "why": r.get("error") or "no reading after the leg"})
+        elif r.get("status") is None:
+            violations.append({"kind": "run_lost", **row, "acted_on": sorted(acted), "detail": (
+                f"leg {leg.index} acted on the run (it sent {len(acted)} tool result(s) to the model), and its "
+                f"reading after the {'crash' if kind else 'leg'} has no such run")})
+        else:
+            lost = sorted(t for t in acted if t.encode() not in held)
+            if lost:
+                violations.append({"kind": "acted_on_lost", **row, "tool_use_ids": lost,
+                                   "model_calls": sorted({acted[t] for t in lost}), "detail": (
+                    f"leg {leg.index} sent the result(s) of {', '.join(lost)} to the model, and its reading after the "
+                    f"{'crash' if kind else 'leg'} does not list them in tool_results")})
+            if printed and not (isinstance(r.get("answer"), str) and want in r["answer"]):
+                violations.append({"kind": "answer_lost", **row, "want_tail": want[-80:], "answer": r.get("answer"),
+                                   "detail": f"leg {leg.index} printed the final answer, and its reading after the "
+                                             f"{'crash' if kind else 'leg'} does not hold it"})
+    evidence: dict[str, Any] = {"checked": checked, **({"excused": excused} if excused else {}),
+                                **({"unread": unread} if unread else {})}
+    if violations:
+        evidence["summary"] = (f"{len(violations)} leg(s) whose reading lost what the agent acted on: "
+                               f"{violations[0]['detail']}")
+        return make(__name__, INVALID, {**evidence, "violations": violations})
+    if unread:
+        return make(__name__, UNKNOWN, {**evidence, "reason": "no usable reading", "summary": (
+            f"{len(unread)} leg(s) acted on the run and left no usable reading: {unread[0]['why']}")})
+    evidence["summary"] = (f"what the agent acted on is in its reading after each of {checked} leg(s)" if checked
+                           else "the agent acted on nothing (no tool result sent, no answer printed)")
+    return make(__name__, VALID, evidence)
+
+
 def check(history: History) -> Any:
     """Judge I4 (docs/spec.md section 15; durability rules of section 9) on ``history``.
 
@@ -342,6 +405,8 @@ def check(history: History) -> Any:
     or, when the history holds a power-loss crash state, acknowledged
     writes in that state (see the module docstring).
     """
+    if history.journal.is_store:
+        return _check_opaque(history)
     if history.crash_state is not None:
         return _check_crash_state(history.crash_state, history)
     legs = legs_in_order(history)

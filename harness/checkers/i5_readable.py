@@ -34,6 +34,10 @@ formats") is read at line level, with no fold: every complete line must be
 one JSON value (``corrupt`` otherwise, first per snapshot), a final line
 that is incomplete or not one is its torn tail, and the repair rule applies as above.
 
+An opaque store (docs/subject.md "Journal formats") is not read at all: after each crash or damage, the next
+leg the nemesis left alone resumes to the run's end, or refuses (exit error or usage, a message on standard
+error) and leaves the store's bytes as they were (:func:`_check_opaque`).
+
 ``checked`` counts the snapshots read plus the answers and repairs judged.
 """
 
@@ -45,9 +49,12 @@ from typing import Any
 from fiskj.errors import FiskjError
 from fiskj.reader import JournalReader, read_state
 
+from harness.history.journal_location import store_files
+from harness.names import VOLATILE
 from harness.history.model import History
+from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_USAGE
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import legs_in_order, nemesis_prefix_holds
+from harness.checkers._common import crash_kind, is_tail, legs_in_order, nemesis_prefix_holds
 from harness.checkers._trace import events
 from harness.checkers.journal_view import JournalView
 from harness.checkers.i5_reader_answers import reader_violations
@@ -138,6 +145,48 @@ def _read_lines(view: JournalView, leg: Any) -> tuple[dict[str, Any] | None, dic
     return None, torn
 
 
+def _check_opaque(history: History) -> Any:
+    """I5 for an opaque store (module docstring; docs/spec.md section 15, "Opaque stores"): violations
+    ``not_resumed`` (it died, hung or exited otherwise), ``refused_silently`` (no message on standard error)
+    and ``refused_changed_store`` (the files it changed, by relative path; not judged while another leg ran)."""
+    legs, violations, checked = legs_in_order(history), [], 0
+    ends = {EXIT_COMPLETED, history.reference.exit_code if history.reference is not None else EXIT_COMPLETED}
+    for prev, leg in zip(legs, legs[1:]):
+        if (crash_kind(prev, history.promises) is None and not is_tail(prev)) or leg.fault.injected:
+            continue  # (a leg the nemesis disturbed ended as the nemesis made it)
+        checked += 1
+        row = {"leg": leg.index, "after": prev.index, "fault": prev.fault.kind, "exit_code": leg.exit_code,
+               "stderr": (leg.stderr or "")[-300:]}
+        if leg.exit_code in ends and not leg.timed_out:
+            continue
+        if leg.exit_code not in (EXIT_ERROR, EXIT_USAGE) or leg.timed_out:
+            how = ("hung" if leg.timed_out else f"signal {leg.exit_signal}" if leg.exit_signal
+                   else f"exit {leg.exit_code}")
+            violations.append({"kind": "not_resumed", **row, "detail": (
+                f"after the {prev.fault.kind} of leg {prev.index} the agent neither resumed nor refused ({how})")})
+            continue
+        if not (leg.stderr or "").strip():
+            violations.append({"kind": "refused_silently", **row, "detail": (
+                f"leg {leg.index} refused the store the {prev.fault.kind} of leg {prev.index} left "
+                f"(exit {leg.exit_code}) and said nothing on standard error")})
+        was, now = ({k: v for k, v in store_files(d).items() if not k.endswith(VOLATILE)}
+                    for d in (prev.journal, leg.journal))
+        alone = not any(o is not leg and o.t_start < leg.t_end and leg.t_start < o.t_end for o in legs)
+        changed = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k)) if alone else []
+        if changed:
+            violations.append({"kind": "refused_changed_store", **row, "files": changed, "detail": (
+                f"leg {leg.index} exited {leg.exit_code} (a refusal or an error) and changed the store: "
+                f"{', '.join(changed[:5])}")})
+    evidence: dict[str, Any] = {"checked": checked}
+    if violations:
+        evidence["summary"] = (f"{len(violations)} recovery leg(s) neither resumed nor refused cleanly: "
+                               f"{violations[0]['detail']}")
+        return make(__name__, INVALID, {**evidence, "violations": violations})
+    evidence["summary"] = (f"after each of {checked} crash(es) or damage the agent resumed, or refused cleanly "
+                           "(opaque store: not read)")
+    return make(__name__, VALID, evidence)
+
+
 def check(history: History) -> Any:
     """Judge I5 (docs/spec.md section 15; reading: section 7) on ``history``: its snapshots, reader answers and repairs."""
     violations: list[dict[str, Any]] = []
@@ -145,6 +194,8 @@ def check(history: History) -> Any:
     torn: list[dict[str, Any]] = []
     noted: list[dict[str, Any]] = []
     checked = 0
+    if history.journal.is_store:
+        return _check_opaque(history)
     view = JournalView(history)
     for leg in legs_in_order(history):
         data = leg.journal

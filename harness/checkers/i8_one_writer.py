@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.history.model import History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import legs_in_order, nemesis_prefix_holds
+from harness.checkers._common import crash_kind, legs_in_order, nemesis_prefix_holds
 from harness.checkers._trace import Span, events, lock_spans, traced
 from harness.checkers.journal_view import JournalView
 
@@ -45,9 +45,40 @@ def _lines(view: JournalView, legs: list[Leg], violations: list[dict[str, Any]])
     return checked
 
 
+def _check_opaque(history: History, legs: list[Leg]) -> Any:
+    """I8 for an opaque store, from outside (docs/spec.md section 15, "Opaque stores"; its locks are its own):
+    of two legs whose processes coexisted, never both ran one tool (the ledger) or asked the model one thing (the
+    model-call log): ``both_did_the_work``; a pair with a crashed leg is I2's and I3's."""
+    violations, pairs = [], 0
+    for i, a in enumerate(legs):
+        for b in legs[i + 1:]:
+            if not (a.t_end and b.t_end and a.t_start < b.t_end and b.t_start < a.t_end) \
+                    or crash_kind(a, history.promises) or crash_kind(b, history.promises):
+                continue  # (a crashed leg's work may be done again once: I2 and I3 judge that)
+            pairs += 1
+            tools = {e.tool_use_id for e in history.effects if e.leg == a.index} & \
+                {e.tool_use_id for e in history.effects if e.leg == b.index}
+            keys = {c.key for c in history.model_calls if c.leg == a.index} & \
+                {c.key for c in history.model_calls if c.leg == b.index}
+            if tools or keys:
+                violations.append({"kind": "both_did_the_work", "legs": [a.index, b.index], "tool_use_ids":
+                                   sorted(tools), "call_keys": sorted(keys), "detail": (
+                    f"legs {a.index} and {b.index} ran at once on one run and both did the same work: "
+                    f"{len(tools)} tool run(s), {len(keys)} model call(s)")})
+    evidence: dict[str, Any] = {"checked": pairs, "concurrent_pairs": pairs}
+    if violations:
+        evidence["summary"] = (f"{len(violations)} pair(s) of concurrent legs both did the work: "
+                               f"{violations[0]['detail']}")
+        return make(__name__, INVALID, {**evidence, "violations": violations})
+    evidence["summary"] = f"{pairs} pair(s) of concurrent legs, never both doing the same work (opaque store)"
+    return make(__name__, VALID, evidence)
+
+
 def check(history: History) -> Any:
     """Judge I8 on ``history``: a :class:`harness.checkers.verdict.Verdict` (valid, invalid, unknown)."""
     legs = legs_in_order(history)
+    if history.journal.is_store:
+        return _check_opaque(history, legs)
     violations: list[dict[str, Any]] = []
     view = JournalView(history)
     lines = _lines(view, legs, violations)

@@ -10,7 +10,8 @@ the subject's journal format or naming the journal's file:
   :func:`fiskj.codec.decode_record`), else as one JSON value (``jsonl``, :func:`decode_json_line`);
 * :meth:`JournalView.acknowledged`: the lines a leg wrote and then fsynced (from its IO-seam trace);
 * :meth:`JournalView.journaled`: for a journal whose records are not decoded, whether a leg's journal
-  kept the line that completed a piece of work (:class:`Journaled`);
+  kept the line that completed a piece of work (:class:`Journaled`), or an opaque store's reading holds it
+  (:class:`Read`; :meth:`JournalView.held`, :meth:`JournalView.tool_result_ids`);
 * :attr:`JournalView.decoded`: whether records (seq, kind, fold) can be read at all.
 
 A line is the bytes up to and including a ``\\n`` (the final piece may lack it: a torn tail).
@@ -28,11 +29,12 @@ from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord
 from harness.checkers._common import completed_probe, excerpt, legs_in_order, previous_snapshot
 from harness.checkers._trace import Ack, acknowledged, journal_writes, record_type
 from harness.history.journal_location import JournalLocation
+from harness.names import VOLATILE
 from harness.history.jsonl import decode_json_line
 from harness.history.model import History, Leg
 from harness.names import FISK_AI_V2
 
-__all__ = ["Line", "Snapshot", "split_journal", "Journaled", "JournalView", "reply_markers"]
+__all__ = ["Line", "Snapshot", "split_journal", "Journaled", "Read", "JournalView", "reply_markers"]
 
 
 def reply_markers(reply: list[dict[str, Any]]) -> list[bytes]:
@@ -158,9 +160,30 @@ class Journaled:
         return [a.line for a in self._acks.get(leg, []) if a.t is not None and a.t > t
                 and any(m in a.line for m in marks)]
 
+    #: Why a crashed leg does not account for a repeat (``{item}``: the work), in a checker's evidence.
+    held = "it acknowledged a journal line holding {item} after the work was done (its result, or a line written late)"
+
     def lost(self, i: int, lines: list[bytes]) -> bool:
         """True when leg ``i``'s snapshot holds none of ``lines``."""
         return not any(line in self._lines.get(i, set()) for line in lines)
+
+
+class Read(Journaled):
+    """Whether a leg left work saved, for an opaque store (docs/subject.md "Journal formats"): by the agent's own
+    reading taken after the leg (after a crash: before the next resume).  The work's ``markers`` (tool_use ids,
+    or a reply's ids or text) are saved when the reading lists one of the ids in ``tool_results`` or holds the
+    text as its ``answer``; a leg with no usable reading saved nothing that can be shown."""
+
+    held = "its own reading after the crash holds {item} (a tool result, or the reply's results or answer)"
+
+    def __init__(self, view: "JournalView") -> None:
+        self._held = {lg.index: view.held(lg) or set() for lg in view.history.legs}
+
+    def lines(self, leg: int, t: int, markers: Iterable[bytes]) -> list[bytes]:
+        return [m for m in markers if m]
+
+    def lost(self, i: int, lines: list[bytes]) -> bool:
+        return not any(m in self._held.get(i, set()) for m in lines)
 
 
 class JournalView:
@@ -213,8 +236,9 @@ class JournalView:
 
     def writes(self, leg: Leg) -> list[dict[str, Any]]:
         """``leg``'s events that changed the journal's bytes or name
-        (:func:`harness.checkers._trace.journal_writes`)."""
-        return journal_writes(self.history, leg)
+        (:func:`harness.checkers._trace.journal_writes`; an opaque store's scratch files left out)."""
+        return [ev for ev in journal_writes(self.history, leg)
+                if not (self.location.is_store and str(ev.get("path", "")).endswith(VOLATILE))]
 
     def after_end(self) -> set[int]:
         """The legs that resume a run already completed, for a subject that promises such a resume a new turn
@@ -231,14 +255,33 @@ class JournalView:
                 out.add(leg.index)
             last = self.at(leg).last_record()
             ended = ended or (isinstance(last, TerminalRecord) and last.reason == "completed" if self.decoded else
+                              (leg.reading or {}).get("status") == "completed" if self.location.is_store else
                               any(m in (leg.journal or b"") for m in final))
         return out
 
     def journaled(self) -> Journaled | None:
         """For a journal whose records are not decoded: which work each leg's journal kept, by the lines the
-        legs acknowledged (:class:`Journaled`); ``None`` when records are decoded (ask the snapshots)."""
+        legs acknowledged (:class:`Journaled`) or an opaque store's reading (:class:`Read`); ``None`` when
+        records are decoded (ask the snapshots)."""
         if self.decoded:
             return None
         if self._journaled is None:
-            self._journaled = Journaled(self)
+            self._journaled = Read(self) if self.location.is_store else Journaled(self)
         return self._journaled
+
+    def held(self, leg: Leg) -> set[bytes] | None:
+        """An opaque store's saved work after ``leg`` by its reading: the ``tool_results`` ids and the ``answer``
+        (as :func:`reply_markers` gives a text); ``None`` when the leg has no usable reading."""
+        r = leg.reading
+        if not r or r.get("error") or not r.get("given"):
+            return None
+        answer = r.get("answer")
+        return ({str(i).encode() for i in r.get("tool_results") or []}
+                | (set(reply_markers([{"type": "text", "text": answer}])) if isinstance(answer, str) else set()))
+
+    def tool_result_ids(self, leg: Leg) -> set[str]:
+        """The tool results ``leg``'s journal holds after it: decoded records, an opaque store's reading, else none."""
+        if self.location.is_store:
+            return {str(i) for i in (leg.reading or {}).get("tool_results") or []
+                    if not (leg.reading or {}).get("error")}
+        return self.at(leg).tool_result_ids()

@@ -65,7 +65,8 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
                 raise _Usage(f"--schedule: {exc}") from None
         schedules = [parsed]
     subject = subject_of(args.subject)
-    if args.no_readings:  # I10 is then not applicable: said before the first trial, never counted valid
+    if args.no_readings and not (subject and subject.caps.journal.is_store):  # (an opaque store is judged by it)
+        # I10 is then not applicable: said before the first trial, never counted valid
         from dataclasses import replace as _replace
         base = subject or default_subject()
         subject = _replace(base, status_args=None, not_applicable=tuple(base.not_applicable) + (
@@ -138,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help='run one trial per scenario with this schedule, e.g. \'[{"kind":"kill","event":7}]\'')
     run.add_argument("--no-readings", action="store_true",
                      help="do not ask the subject's own reading after each leg (a node start each, for an agent "
-                          "like subjects/node): I10 is then not applicable")
+                          "like subjects/node): I10 is then not applicable (an opaque store's is asked all the same)")
     run.add_argument("--first-violation", action="store_true",
                      help="stop each scenario at its first violating trial (the trials not started yet are not run)")
     run.add_argument("--shrink-budget", type=int, default=30, metavar="N",

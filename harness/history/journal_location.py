@@ -24,7 +24,7 @@ from typing import Mapping
 
 from harness.names import FISK_AI_V2, OPAQUE
 
-__all__ = ["CONTRACT_JOURNAL", "DIRECTORY_VARS", "JournalLocation"]
+__all__ = ["CONTRACT_JOURNAL", "DIRECTORY_VARS", "JournalLocation", "store_files"]
 
 #: The journal of the contract (docs/subject.md "Commands"; docs/spec.md section 1).
 CONTRACT_JOURNAL = "{state_home}/fisk-ai/runs/{run_id}.json"
@@ -122,3 +122,17 @@ def _glob(text: str) -> str:
     """``text`` as a regular expression, a ``*`` (a glob in the file name) standing for any characters but ``/``."""
     return "[^/\n]*".join(re.escape(part) for part in text.split("*"))
 
+
+
+def store_files(snapshot: bytes | None) -> dict[str, bytes]:
+    """An opaque store's snapshot (:func:`harness.subject.contract.journal_bytes` of its directory: per file,
+    sorted, a line ``SIZE RELPATH`` then its bytes) as relative path -> bytes; a malformed rest is ignored."""
+    out, data, pos = {}, snapshot or b"", 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        size, _, name = data[pos:nl].partition(b" ") if nl >= 0 else (b"", b"", b"")
+        if not size.isdigit():
+            break
+        out[name.decode("utf-8", "replace")] = data[nl + 1:nl + 1 + int(size)]
+        pos = nl + 1 + int(size)
+    return out

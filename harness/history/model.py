@@ -31,6 +31,13 @@ class ModelCall:
     stop: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def sent_results(self) -> list[str]:
+        """The tool_use ids whose results the request carried (``tool_result`` blocks): work the agent acted on."""
+        return [b["tool_use_id"] for m in self.messages if isinstance(m, dict) and isinstance(m.get("content"), list)
+                for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"
+                and isinstance(b.get("tool_use_id"), str)]
+
 
 @dataclass
 class Effect:

@@ -121,27 +121,28 @@ def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...], fmt:
     """The subject's own reading of a journal from its status command's output (docs/history.md).
 
     ``raw``: what :meth:`harness.runner.leg.LegStarter.read` returned;
-    ``fields``: ``status``, ``pending``, ``records`` -> dotted paths into the
-    JSON it printed (``fmt`` ``"json"``), or -> regular expressions whose group
-    ``value`` takes the field from its text (``fmt`` ``"text"``: the first
-    match, every match for ``pending``; docs/subject.md "Subject profiles").
-    Returns ``raw`` (``stdout`` cut to :data:`READING_KEEP`) with ``status``,
-    ``pending``, ``records``, ``given`` (the fields found) and ``error``
-    (``None``, or why the reading is unusable).  Never raises.
+    ``fields``: ``status``, ``pending``, ``records`` (an opaque store's: ``status``, ``tool_results``,
+    ``answer``) -> dotted paths into the JSON it printed (``fmt`` ``"json"``), or -> regular expressions
+    whose group ``value`` takes the field from its text (``fmt`` ``"text"``: the first match, every match for
+    ``pending`` and ``tool_results``; docs/subject.md "Subject profiles").  Returns ``raw`` (``stdout`` cut to
+    :data:`READING_KEEP`) with each field (``None`` when not given; an opaque store's ``status`` null: no
+    such run), ``given`` (the fields found) and ``error`` (``None``, or why the reading is unusable).  Never raises.
     """
     text = str(raw.get("stdout", "")).strip()
-    out: dict[str, Any] = {**raw, "stdout": text[-READING_KEEP:], "status": None, "pending": None, "records": None,
-                           "given": [], "error": None}
+    out: dict[str, Any] = {**raw, "stdout": text[-READING_KEEP:], **{name: None for name, _ in fields},
+                           "status": None, "pending": None, "records": None, "given": [], "error": None}
     out["error"] = _unusable(raw)
     doc, where = None, "field"
     if out["error"] is None and fmt == "text":
         doc, where = _matched(text, fields), "line matching"
     elif out["error"] is None:
         doc, out["error"] = _printed_object(text)
+    ids = lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v)  # noqa: E731
     for name, path in fields if doc is not None else ():
         found, value = (path in doc, doc.get(path)) if fmt == "text" else _dotted(doc, path)
-        ok = {"status": isinstance(value, str),
-              "pending": value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
+        ok = {"status": isinstance(value, str) or (value is None and "tool_results" in dict(fields)),
+              "pending": value is None or ids(value), "tool_results": value is None or ids(value),
+              "answer": value is None or isinstance(value, str),
               "records": isinstance(value, int) and not isinstance(value, bool)}.get(name, True)
         if not found and name == "status":
             out["error"] = f"the status command's output has no {where} {path!r}"
@@ -154,7 +155,7 @@ def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...], fmt:
 
 
 #: Text readings: the fields read from every match (a list), and those read as a whole number.
-_TEXT_LISTS, _TEXT_NUMBERS = ("pending",), ("records",)
+_TEXT_LISTS, _TEXT_NUMBERS = ("pending", "tool_results"), ("records",)
 
 
 def _matched(text: str, fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:

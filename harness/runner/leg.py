@@ -18,8 +18,6 @@ many chat follow-ups the journal already holds (:func:`count_user_records`).
 from __future__ import annotations
 
 import glob
-import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -31,11 +29,12 @@ from typing import Any, Callable
 
 from fiskj.codec import decode_record
 
+from harness.history.journal_location import store_files
 from harness.history.jsonl import holds_a_line
-from harness.names import EXIT_SUSPENDED, FISK_AI_V2, VOLATILE
+from harness.names import EXIT_SUSPENDED, FISK_AI_V2, OPAQUE
 
 from harness.runner.faults import event_action, history_fault
-from harness.subject.contract import journal_file
+from harness.subject.contract import journal_bytes
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
@@ -48,7 +47,7 @@ from harness.subject.forkserver import ForkServer
 from harness.workload.mcp_setup import LegMcp, open_leg
 
 __all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records",
-           "observer_faults", "journal_bytes", "journal_glob", "HOLD_KINDS", "open_mcp"]
+           "observer_faults", "journal_glob", "HOLD_KINDS", "open_mcp"]
 
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
@@ -92,6 +91,8 @@ def start_or_resume(journal: bytes | None, fmt: str = FISK_AI_V2) -> str:
     next leg starts it again (docs/subject.md "Commands", docs/spec.md
     section 9 on reclaiming a journal with no complete record).
     """
+    if fmt == OPAQUE:  # a store with any bytes in it (the trial asks the agent's reading whether it holds the run)
+        return "resume" if any(store_files(journal).values()) else "start"
     if fmt != FISK_AI_V2:
         return "resume" if holds_a_line(journal) else "start"
     first = (journal or b"").split(b"\n", 1)
@@ -154,19 +155,6 @@ def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
             raise ValueError(f"event kill op {op!r} is not an observed op (known: {', '.join(KINDS)})")
         value += f":{op}"
     return [value]
-
-
-def journal_bytes(path: Path, store: bool = False) -> bytes | None:
-    """What a leg records of the journal at ``path`` (a glob: the file the agent made): its bytes (``None``: no
-    file); of an opaque store's folder a manifest, one JSON line ``{"file", "size", "sha256"}`` per file below
-    it in name order (``None``: none; :data:`harness.names.VOLATILE` files left out)."""
-    if not store:
-        journal = journal_file(path)
-        return journal.read_bytes() if journal.is_file() else None
-    lines = [json.dumps({"file": str(f.relative_to(path)), "size": f.stat().st_size,
-                         "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}) + "\n"
-             for f in sorted(path.rglob("*")) if f.is_file() and not f.name.endswith(VOLATILE)]
-    return "".join(lines).encode() or None
 
 
 def journal_glob(path: Path, store: bool) -> str:
@@ -481,8 +469,7 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         stdin_path = plan.workdir / f"leg-{plan.index}.in"
         stdin_path.write_bytes(plan.stdin)
     leg = Leg(index=plan.index, kind=plan.kind, argv=plan.argv)
-    store = starter.subject.caps.journal.is_store
-    before = journal_bytes(plan.journal, store)  # (a glob: the file the agent made, read again after the leg)
+    before = journal_bytes(plan.journal)  # (a glob: the file the agent made, read again after the leg)
     starter.prepare()  # the fork server starts before the leg's clock
     t0 = time.monotonic()
     leg.t_start = time.monotonic_ns()
@@ -491,7 +478,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     if hold and not starter.observe:
         raise ValueError("a hold fault (a race's sequence point) needs the outside observer")
     proc = starter.start(plan.argv, plan.env, stdin_path, out, err, log=log, roots=plan.roots,
-                         faults=observer_faults(plan.fault, journal_glob(plan.journal, store)) if starter.observe else None,
+                         faults=observer_faults(plan.fault, journal_glob(plan.journal, starter.subject.caps.journal.is_store))
+                         if starter.observe else None,
                          control=hold, cwd=plan.cwd)
     leg.pid = proc.pid
     held = False
@@ -509,7 +497,7 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     leg.timed_out = outcome.timed_out
     leg.fault = history_fault(plan.fault, injected=outcome.injected)
     leg.fault.detail.update(plan.detail)
-    leg.journal = journal_bytes(plan.journal, store)
+    leg.journal = journal_bytes(plan.journal)
     if starter.observe:
         ops = proc.ops() if log.exists() else []
         leg.trace = ops_to_trace(ops)
@@ -539,6 +527,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
         leg.reading = parse_reading(raw, starter.subject.status_fields, starter.subject.reading_format)
-        if journal_bytes(plan.journal, store) != leg.journal:
+        if starter.subject.caps.journal.is_store:  # its reading may change its files (SQLite checkpoints on close)
+            leg.journal = journal_bytes(plan.journal)  # the store as the next leg finds it
+        elif journal_bytes(plan.journal) not in (None, leg.journal):
             leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"
     return leg, outcome

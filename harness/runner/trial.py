@@ -44,13 +44,13 @@ from harness.history.model import History, Leg, Reference, observed_result
 from harness.history.promises import COMPLETED_PROBE
 from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes, write_ledger
-from harness.runner.leg import (LegOutcome, LegPlan, LegStarter, count_user_records, journal_bytes, open_mcp, run_leg,
+from harness.runner.leg import (LegOutcome, LegPlan, LegStarter, count_user_records, open_mcp, run_leg,
                                 start_or_resume)
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
 from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, RunConfig, Subject,
-                                      default_subject, fork_server_enabled, journal_file, probes_path)
+                                      default_subject, fork_server_enabled, journal_bytes, journal_file, probes_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
 __all__ = ["ReferenceRun", "Prelude", "Runner", "run_id_for", "drifted_config", "observe_by_default", "rehome",
@@ -374,7 +374,7 @@ class Runner:
                     f.write(data)
         write_ledger(place.ledger, prelude.effects)
         leg = replace(prelude.leg, fault=replace(prelude.leg.fault, detail=dict(prelude.leg.fault.detail)))
-        leg.journal = journal_bytes(place.journal, self.subject.caps.journal.is_store)
+        leg.journal = journal_bytes(place.journal)
         if place.reading is not None and start_or_resume(leg.journal, self.subject.caps.journal.format) == "resume":
             if self.subject.files:
                 self.subject.write_files(place.cfg, **place.where)
@@ -429,8 +429,11 @@ class Runner:
             if remaining <= 0:
                 history.notes.append(f"trial budget of {budget} s spent before leg {index}")
                 return False
-            before = journal_bytes(place.journal, history.journal.is_store)
+            before = journal_bytes(place.journal)
             kind = start_or_resume(before, history.journal.format)
+            if history.journal.is_store and history.legs and (history.legs[-1].reading or {}).get("given") \
+                    and history.legs[-1].reading.get("status") is None:  # its reading: the store has no such run
+                kind = "start"
             probe = bool(place.drift) and kind == "resume" and probe_next
             spec = {"kind": "none"} if probe else fault_for_leg(schedule, faulted)
             faulted += 0 if probe else 1
@@ -496,7 +499,7 @@ class Runner:
                 raise SetupError("a reader race needs the subject's own reading command (a profile's [reading])")
 
             def read(at: int = int(spec["at"]), leg_index: int = plan.index) -> None:
-                data = journal_bytes(place.journal, self.subject.caps.journal.is_store)
+                data = journal_bytes(place.journal)
                 raw = self.legs.read(reading, plan.env, place.tmp, f"{leg_index}-at-{at}")
                 history.readings.append({"leg": leg_index, "at": at,
                                          "journal": data.decode("latin-1") if data is not None else None,

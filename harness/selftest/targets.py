@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Target", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT", "JSONL_SUBJECT",
-           "JSONL_TARGETS", "JSONL_NOT_CAUGHT", "JSONL_SAME_PATH", "TEXT_READING_SUBJECT", "TEXT_READING_TARGETS"]
+           "JSONL_TARGETS", "JSONL_NOT_CAUGHT", "JSONL_SAME_PATH", "TEXT_READING_SUBJECT", "TEXT_READING_TARGETS",
+           "OPAQUE_SUBJECT", "OPAQUE_TARGETS", "OPAQUE_NOT_CAUGHT"]
 
 
 @dataclass(frozen=True)
@@ -124,4 +125,39 @@ JSONL_NOT_CAUGHT: dict[str, str] = {
     "reader-tolerates-corruption": "its reader skips interior damage: the tail family asks the reader through "
                                    "the status command (fisk-ai-v2 only); resumes after interior damage would "
                                    "catch it (issue 15)",
+}
+
+
+#: The foreign subject with its state declared an opaque store (``format = "opaque"``, docs/subject.md "Journal
+#: formats"): judged from outside and from its own reading, never from its files' bytes.
+OPAQUE_SUBJECT = "subjects/node/opaque.toml"
+OPAQUE_TARGETS: dict[str, Target] = {t.mutant: t for t in (
+    Target("no-fsync", "power-loss-basic", 4, ("I4",)),
+    Target("no-dir-fsync", "power-loss-basic", 8, ("I4",)),
+    Target("store-dir-not-durable", "power-loss-basic", 8, ("I4",)),
+    Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
+    Target("fold-before-lock", "race-two-resumers", 8, ("I2", "I8")),
+    Target("create-without-excl", "race-two-creates", 8, ("I2", "I8")),
+    Target("blocking-lock", "race-two-writers", 2, ("I5", "I8")),
+    Target("stale-lock-file", "race-holder-killed", 4, ("I6",)),
+    Target("resume-skips-completed", "kill-every-event", 12, ("I4", "I9")),
+    Target("completed-never-written", "kill-every-event", 6, ("I4", "I9")),
+    Target("newline-first", "noop-baseline", 2, ("I4",)),
+    Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
+    Target("sigterm-aborts", "suspend-clean", 30, ("I2", "I3")),
+    Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
+    Target("completed-new-turn", "kill-every-event", 8, ("I6", "I9")),
+    Target("fingerprint-ignores-system", "drift-system", 6, ("I9",)),
+)}
+#: Variants tried through the opaque route and not caught there, and why.
+OPAQUE_NOT_CAUGHT: dict[str, str] = {
+    "recall-after-final-answer": "a kill between saving the final reply and completing the run: the reading gives "
+                                 "an answer only for a completed run, so nothing shows the reply was saved (I3)",
+    "unlock-before-close": "the lock released before the close: an opaque store's locks are its own, and I8 judges "
+                           "from outside (two legs doing the same work), which this order alone never causes",
+    "fsync-error-swallowed": "io-errors over an opaque store's files are the fault side of issue 25",
+    "status-stays-suspended": "its reading's status is wrong after later records, its tool_results and answer "
+                              "right: only I10 compares a status with a fold, not applicable to an opaque store",
+    "ended-leg-not-resumable": "it refuses a run whose leg ended with error, with a message and the store as it "
+                               "was, which I5 accepts; I9 judges such a refusal by a fisk-ai-v2 journal's fold",
 }

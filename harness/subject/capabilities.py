@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.history.journal_location import JournalLocation
-from harness.names import FISK_AI_V2, MUTANT_SUBJECT
+from harness.names import FISK_AI_V2, MUTANT_SUBJECT, OPAQUE
 
 __all__ = ["Capabilities", "DRIFT_WORDS"]
 
@@ -67,6 +67,9 @@ class Capabilities:
         if not reading:
             na.setdefault("I10", "the subject gives no status command to read its journal with "
                                  "(a profile's [reading], docs/subject.md)")
+        if subject.journal_format == OPAQUE:
+            na.setdefault("I10", "its store is opaque: its reading is how the harness sees inside it, and there is no "
+                                 "fold of fiskj's to compare it with")
         if subject.journal_format != FISK_AI_V2:
             na.setdefault("I11", "its journal's records are not decoded (journal format "
                                  f"{subject.journal_format}): what it journaled of each reply is not judged")
@@ -105,7 +108,16 @@ class Capabilities:
         the invariants that do not apply, and what a journal the harness does not decode leaves unjudged."""
         out = [f"{inv} not applicable: {why}"
                for inv, why in sorted(self.not_applicable, key=lambda kv: int(kv[0][1:]))]
-        if not self.decoded:
+        if self.journal.is_store:
+            out.append(f"journal format {OPAQUE} (a store the harness does not decode; judged from outside and from "
+                       "the agent's own reading, taken after every leg and on every crash state before its resume): "
+                       "I4 what the agent acted on (a tool result it sent to the model, an answer it printed) is in "
+                       "its reading after every crash its store promises to survive ([promises] durable); I5 after a "
+                       "crash or damage it resumes, or refuses with a message and leaves the store's bytes as they "
+                       "were; I1, I2, I3 by the ids its reading holds; I6 from outside; I8 two legs that coexisted "
+                       "never both ran a tool or asked the model the same; not judged: the store's bytes (no line, "
+                       "record or fold), I1's suspend record")
+        elif not self.decoded:
             out.append(f"journal format {self.journal.format} (not decoded): I4 and I5 are judged line by line, I2 "
                        "and I3 by the lines each leg acknowledged after doing the work, I6 from outside (the "
                        "conversation states, the final reply, the tools run, the exit); not judged: whether a "

@@ -22,10 +22,11 @@ from harness.history.promises import FISK_AI, Promises
 from harness.subject.capabilities import Capabilities
 from harness.workload.mcp_setup import McpSpec
 from harness.workload.tools import PLAIN
-from harness.names import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, MUTANT_ENV, MUTANT_SUBJECT,
+from harness.names import (VOLATILE, EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, MUTANT_ENV, MUTANT_SUBJECT,
                            PRELOAD_ENV)
 
-__all__ = ["probes_path", "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "Subject", "RunConfig",
+__all__ = ["probes_path", "journal_bytes",
+           "EXIT_COMPLETED", "EXIT_ERROR", "EXIT_USAGE", "EXIT_SUSPENDED", "Subject", "RunConfig",
            "default_subject", "parse_subject", "HARNESS_ENV", "fork_server_enabled", "with_fiskj_reading",
            "CONTRACT_START", "CONTRACT_RESUME", "CONTRACT_JOURNAL", "CONTRACT_EXITS", "OUTCOMES", "TEMPLATE_VARS"]
 
@@ -103,6 +104,26 @@ def journal_file(path: Path) -> Path:
         return path
     found = sorted(path.parent.glob(path.name), key=lambda p: (p.stat().st_mtime_ns, p.name))
     return found[-1] if found else path
+
+
+def journal_bytes(path: Path) -> bytes | None:
+    """The bytes of the journal at ``path`` (:func:`journal_file`; ``None``: none); a directory (an opaque store)
+    as one snapshot of every regular file below it, sorted (:func:`harness.history.journal_location.store_files`),
+    leaving out :data:`harness.names.VOLATILE` files (no durable state)."""
+    path = journal_file(path)
+    if not path.is_dir():
+        try:
+            return path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+    out = []
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink() and not p.name.endswith(VOLATILE)):
+        try:
+            data = f.read_bytes()
+        except FileNotFoundError:  # (removed while it was read: not in the store any more)
+            continue
+        out.append(b"%d %s\n" % (len(data), str(f.relative_to(path)).encode()) + data)
+    return b"".join(out)
 
 
 #: ``{env:NAME}`` in a template: the variables a subject reads from the harness's environment.

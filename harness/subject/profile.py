@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import ProfileError
-from harness.history.promises import CUT_OFF_TURN, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS, Promises
+from harness.history.promises import (CUT_OFF_TURN, DURABLE, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS,
+                                      Promises)
 from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS, OPAQUE
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
@@ -42,7 +43,9 @@ _TOP = {"name", "about", "command", "home", "chat", "server_tools", "cwd", "env"
 _MCP = {"transport", "server", "tool_name", "config"}
 _COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
 _JOURNAL = {"path", "format"}
-_READING = {"command", "format", "status", "pending", "records"}
+_READING = {"command", "format", "status", "pending", "records", "tool_results", "answer"}
+#: The [reading] fields each journal format takes (an opaque store is seen only through its reading).
+_READING_FIELDS = {FISK_AI_V2: ("status", "pending", "records"), OPAQUE: ("status", "tool_results", "answer")}
 _SPLICED = {"{chat_args}", "{force_args}", "{system_args}", "{thinking_args}"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -311,6 +314,9 @@ def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
     if "*" in path.rpartition("/")[0]:
         raise src.fail("journal", "path", "a * may stand only in the journal's file name, not in a folder")
     fmt = journal.get("format", FISK_AI_V2)
+    if fmt == OPAQUE and "*" in path:
+        raise src.fail("journal", "path", "an opaque store is a directory: its path takes no * (every file below it "
+                                          "is the store)")
     if fmt != OPAQUE and "{run_id}" not in path and "{run_uuid}" not in path and "*" not in path:
         raise src.fail("journal", "path", "the journal path must name the run: put {run_id} or {run_uuid} in it, "
                                           "or a * in its file name for a name the agent chooses")
@@ -326,15 +332,23 @@ def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
 
 def _reading(src: _ProfileText, fmt: str) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...], str]:
     """``[reading]``: the agent's own reading command (None: it has none), where its output holds each field
-    (``status`` required) and how it prints them (``format``: ``"json"``, dotted paths into the JSON object it
-    prints; ``"text"``, a regular expression per field whose group ``value`` is the field); it needs a journal
-    fiskj can fold (I10 compares the two)."""
+    (``status`` required; :data:`_READING_FIELDS` of the format) and how it prints them (``format``: ``"json"``,
+    dotted paths into the JSON object it prints; ``"text"``, a regular expression per field whose group ``value``
+    is the field); it needs a journal fiskj can fold (I10 compares the two), or an opaque store (the reading is
+    how the harness sees inside it; then required)."""
     reading = src.table("reading", _READING)
     if not reading:
+        if fmt == OPAQUE:
+            raise src.fail("journal", "format", "an opaque store needs a [reading] (command, status, tool_results, "
+                                                "answer): the harness sees inside it only through the agent's reading")
         return None, (), "json"
-    if fmt != FISK_AI_V2:
+    if fmt not in _READING_FIELDS:
         raise src.fail("reading", None, f"a reading is compared with fiskj's fold of the journal (I10), which needs "
                                         f"journal format {FISK_AI_V2!r}; this profile says {fmt!r}")
+    wrong = next((k for k in reading if k not in ("command", "format") and k not in _READING_FIELDS[fmt]), None)
+    if wrong:
+        raise src.fail("reading", wrong, f"journal format {fmt!r} takes no reading field {wrong!r}; it takes "
+                                         f"{', '.join(_READING_FIELDS[fmt])}")
     if "command" not in reading:
         raise src.fail("reading", None, "missing key 'command': the command that prints the agent's reading")
     command = src.words("reading", "command", reading["command"])
@@ -342,7 +356,7 @@ def _reading(src: _ProfileText, fmt: str) -> tuple[tuple[str, ...] | None, tuple
     if out not in ("json", "text"):
         raise src.fail("reading", "format", f"expected \"json\" or \"text\", got {out!r}")
     fields = []
-    for key in ("status", "pending", "records"):
+    for key in _READING_FIELDS[fmt]:
         if key in reading:
             value = reading[key]
             if not isinstance(value, str) or not value:
@@ -357,8 +371,9 @@ def _reading(src: _ProfileText, fmt: str) -> tuple[tuple[str, ...] | None, tuple
                     raise src.fail("reading", key, f"the regular expression {value!r} names no group (?P<value>...)"
                                                    f": the part of the match that is the {key}")
             fields.append((key, value))
-    if "status" not in reading:
-        raise src.fail("reading", "status", "missing: where the reading holds the run's status")
+    for key in ("status", "tool_results", "answer") if fmt == OPAQUE else ("status",):
+        if key not in reading:
+            raise src.fail("reading", key, f"missing: where the reading holds the run's {key.replace('_', ' ')}")
     return command, tuple(fields), out
 
 
@@ -378,10 +393,10 @@ def _not_applicable(src: _ProfileText) -> tuple[tuple[str, str], ...]:
 def _promises(src: _ProfileText) -> Promises:
     """``[promises]``: what the agent promises of its semantics (docs/spec.md section 15 "Declared promises");
     fisk-ai's rules for a key left out."""
-    doc = src.table("promises", {"resume_completed", "suspend_signals", "interrupted_tool", "cut_off_turn"})
+    doc = src.table("promises", {"resume_completed", "suspend_signals", "interrupted_tool", "cut_off_turn", "durable"})
     out = {}
     for key, allowed in (("resume_completed", RESUME_COMPLETED), ("interrupted_tool", INTERRUPTED_TOOL),
-                         ("cut_off_turn", CUT_OFF_TURN)):
+                         ("cut_off_turn", CUT_OFF_TURN), ("durable", DURABLE)):
         if key in doc:
             if doc[key] not in allowed:
                 raise src.fail("promises", key, f"expected one of {', '.join(allowed)}, got {doc[key]!r}")

@@ -21,7 +21,7 @@ import path from 'node:path';
 import { bug, configureBugs } from './lib/bugs.mjs';
 import { configureFormat } from './lib/codec.mjs';
 import { acquireLock, releaseLock } from './lib/lock.mjs';
-import { AgentError, UsageError } from './lib/errors.mjs';
+import { AgentError, RunNotFound, UsageError } from './lib/errors.mjs';
 import { Store, defaultStoreDir, journalName, loadJournal, validateRunId } from './lib/store.mjs';
 import { loadTools } from './lib/tools.mjs';
 import { ModelClient, DEFAULT_BASE_URL } from './lib/model.mjs';
@@ -174,13 +174,29 @@ function readRun(runId, dir) {
   return loadJournal(path.join(dir, journalName(runId)), runId).folder.state();
 }
 
+function blocksText(content) {
+  return typeof content === 'string' ? content : content.filter((b) => b?.type === 'text').map((b) => b.text).join('');
+}
+
 function statusCommand(argv) {
   if (argv.length !== 1) throw new UsageError('usage: agent.mjs status ID');
-  const s = readRun(argv[0], defaultStoreDir());
-  process.stdout.write(`${JSON.stringify({
-    status: s.status, records: s.records, last_seq: s.lastSeq,
-    pending: s.pending ? s.pending.unanswered : null, next_iteration: s.nextIteration,
-  })}\n`);
+  let s;
+  try {
+    s = readRun(argv[0], defaultStoreDir());
+  } catch (e) { // AGENT_STORE=opaque (subjects/node/opaque.toml): no such run reads as status null
+    if (!(e instanceof RunNotFound) || process.env.AGENT_STORE !== 'opaque') throw e;
+    process.stdout.write(`${JSON.stringify({ status: null, tool_results: [], answer: null })}\n`);
+    return 0;
+  }
+  const out = { status: s.status, records: s.records, last_seq: s.lastSeq,
+    pending: s.pending ? s.pending.unanswered : null, next_iteration: s.nextIteration };
+  if (process.env.AGENT_STORE === 'opaque') { // what its saved state holds: results and a completed run's answer
+    const blocks = [...s.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])), ...(s.pending?.results ?? [])];
+    const last = s.messages.filter((m) => m.role === 'assistant').at(-1);
+    out.tool_results = blocks.filter((b) => b?.type === 'tool_result').map((b) => b.tool_use_id);
+    out.answer = s.status === 'completed' && last ? blocksText(last.content) : null;
+  }
+  process.stdout.write(`${JSON.stringify(out)}\n`);
   return 0;
 }
 

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.history.model import Effect, History, Leg, ModelCall
-from harness.history.readers import fold_journal, read_ledger, read_probes, write_ledger
-from harness.runner.leg import LegPlan, count_user_records, journal_bytes, open_mcp, run_leg, start_or_resume
+from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes, write_ledger
+from harness.runner.leg import LegPlan, count_user_records, open_mcp, run_leg, start_or_resume
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario
-from harness.subject.contract import RunConfig, Subject, probes_path
+from harness.subject.contract import RunConfig, Subject, journal_bytes, probes_path
 from harness.workload.build import Workload, build_workload, write_tools_file
 from harness.workload.server import api_key
 
@@ -165,7 +165,7 @@ def lay(ctx: Context, tmp: Path, *, journal: bytes | None = None, files: Mapping
 
 
 def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall], pre_effects: list[Effect],
-           fault: dict[str, Any]) -> History:
+           fault: dict[str, Any], read_only: bool = False) -> History:
     """Run one leg of the subject on the state laid in ``tmp`` (:func:`lay`) and return the history.
 
     ``before``: the legs before it, the last one faulted (``fault``: the
@@ -175,6 +175,8 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
     resumes the run, or starts it when the journal holds no complete
     record; it is started through the one leg runner
     (:func:`harness.runner.leg.run_leg`) and never raises for a bad agent.
+    An opaque store is read first (the agent's reading, on the last leg of
+    ``before``: what the state held); ``read_only``: only that, no leg.
     """
     runner, subject = ctx.runner, ctx.subject
     ledger = tmp / "ledger.jsonl"
@@ -182,26 +184,38 @@ def resume(ctx: Context, tmp: Path, before: list[Leg], pre_calls: list[ModelCall
     cfg, where = ctx.config, ctx.where(tmp)
     journal = ctx.journal(tmp)
     index = len(before)
-    data = journal_bytes(journal, subject.caps.journal.is_store)
+    data = journal_bytes(journal)
     kind = start_or_resume(data, subject.caps.journal.format)
-    where, mcp = open_mcp(subject, where, ledger, index)
-    argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
-    session = runner.server.open_session(ctx.workload.script)
-    trace = tmp / f"trace-{index}.jsonl"
-    env = subject.env(base_url=runner.server.base_url, api_key=api_key(session.token, index),
-                      state_home=where["state_home"], ledger=str(ledger), leg=index,
-                      trace=None if runner.observe else str(trace), home=where["home"] or None,
-                      values=subject.values(cfg, **where))
-    plan = LegPlan(index=index, kind=kind, argv=argv, env=env, fault={"kind": "none"}, workdir=tmp, journal=journal,
-                   trace=trace, stdin=ctx.workload.stdin_for(count_user_records(data)) if ctx.workload.chat else None,
-                   timeout_s=ctx.timeout_s, roots=tuple(where[k] for k in ("state_home", "home") if where[k]),
-                   reading=subject.status_argv(cfg, **where) if runner.readings else None, cwd=where["cwd"], mcp=mcp)
-    try:
-        leg, _ = run_leg(plan, runner.legs)
-    finally:
-        calls = runner.server.close_session(session.token)
-    effects, notes = read_ledger(ledger)
-    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=[*before, leg],
+    reading = subject.status_argv(cfg, **where) if runner.readings else None
+
+    def env(token: str = "", trace: Path | None = None) -> dict[str, str]:
+        return subject.env(base_url=runner.server.base_url, api_key=api_key(token, index) if token else "",
+                           state_home=where["state_home"], ledger=str(ledger), leg=index,
+                           trace=None if runner.observe or trace is None else str(trace), home=where["home"] or None,
+                           values=subject.values(cfg, **where))
+    if subject.caps.journal.is_store and reading is not None:  # what the state held (or that it holds no run): the
+        seen = parse_reading(runner.legs.read(reading, env(), tmp, f"{index}-before"), subject.status_fields,
+                             subject.reading_format)
+        data = journal_bytes(journal)  # (as the resume finds it: a reading may change its files)
+        before = [*before[:-1], replace(before[-1], reading=seen, journal=data)]  # evidence of I2, I3, I4, I5
+        kind = "start" if seen["given"] and seen["status"] is None else kind
+    legs, calls, effects, notes = list(before), [], list(pre_effects), []
+    if not read_only:
+        where, mcp = open_mcp(subject, where, ledger, index)
+        session = runner.server.open_session(ctx.workload.script)
+        trace = tmp / f"trace-{index}.jsonl"
+        argv = subject.resume_argv(cfg, **where) if kind == "resume" else subject.start_argv(cfg, **where)
+        plan = LegPlan(index=index, kind=kind, argv=argv, env=env(session.token, trace), fault={"kind": "none"},
+                       workdir=tmp, journal=journal, trace=trace,
+                       stdin=ctx.workload.stdin_for(count_user_records(data)) if ctx.workload.chat else None,
+                       timeout_s=ctx.timeout_s, roots=tuple(where[k] for k in ("state_home", "home") if where[k]),
+                       reading=reading, cwd=where["cwd"], mcp=mcp)
+        try:
+            legs.append(run_leg(plan, runner.legs)[0])
+        finally:
+            calls = runner.server.close_session(session.token)
+        effects, notes = read_ledger(ledger)
+    history = History(scenario=ctx.scenario.name, seed=0, schedule=[fault], run_id=ctx.run_id, legs=legs,
                       effects=effects, reference=ctx.ref.reference, notes=notes,
                       model_calls=pre_calls + [replace(c, index=len(pre_calls) + i) for i, c in enumerate(calls)],
                       options={**ctx.ref.history.options, "family": fault["kind"]},

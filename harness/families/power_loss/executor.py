@@ -29,10 +29,10 @@ from harness.families.power_loss.crashstates import CrashState, crash_points, wr
 from harness.families.power_loss.params import Params
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
-from harness.runner.leg import journal_bytes
 from harness.runner.trial import ReferenceRun, rehome
+from harness.subject.contract import journal_bytes
 
-__all__ = ["CHECKED", "Space", "select_states", "journal_index", "state_space", "explore_state"]
+__all__ = ["CHECKED", "Space", "select_states", "journal_index", "state_space", "explore_state", "crash_time"]
 
 #: Invariants judged by the shared checkers on a power-loss history (I4 is judged on the state).
 CHECKED = ("I2", "I3", "I5", "I6", "I7", "I10")
@@ -153,10 +153,11 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
                  time.monotonic() - t0, leg, (trace, files, dirs, params.sector_bytes))
 
 
-def explore_state(ctx: Context, state: CrashState, space: Space) -> History:
+def explore_state(ctx: Context, state: CrashState, space: Space, read_only: bool = False) -> History:
     """Lay ``state``'s files in a fresh state home (:func:`harness.families.journal_state.executor.lay`),
-    resume it (:func:`~harness.families.journal_state.executor.resume`), and return the history with the
-    state's facts (``History.crash_state``).  Judges nothing."""
+    resume it (:func:`~harness.families.journal_state.executor.resume`; ``read_only``: an opaque store's
+    reading only, no leg), and return the history with the state's facts (``History.crash_state``).  Judges
+    nothing."""
     ref_leg = ctx.ref.history.legs[space.leg]
     prior = list(ctx.ref.history.legs[:space.leg])
     old_home = space.old_home
@@ -182,7 +183,7 @@ def explore_state(ctx: Context, state: CrashState, space: Space) -> History:
                            if e.leg < space.leg or (e.leg == space.leg and e.tool_use_id in ran)]
             upto = [c for k, c in enumerate(calls) if k < len(assistants) and assistants[k] <= p]
         else:  # a journal the harness does not decode: what had happened by the crash point's time
-            crash_t = _time_of(ref_leg.trace[:p], ref_leg.t_start)
+            crash_t = crash_time(ctx, state, space)
             pre_effects = [e for e in hist.effects if e.leg < space.leg or (e.leg == space.leg and e.t <= crash_t)]
             upto = [c for c in calls if c.t <= crash_t]
         pre_calls = [c for c in hist.model_calls if space.leg and c.leg < space.leg] + upto
@@ -191,10 +192,17 @@ def explore_state(ctx: Context, state: CrashState, space: Space) -> History:
                    fault=Fault(kind="power_loss", at={"event": p}, injected=True,
                                detail={"state": state.id, "persisted": state.persisted,
                                        "lost_entries": state.lost_entries}),
-                   journal=journal_bytes(crashed, hist.journal.is_store))
-        history = resume(ctx, tmp, [*prior, leg0], pre_calls, pre_effects, {"kind": "power_loss", "state": state.id})
+                   journal=journal_bytes(crashed))
+        history = resume(ctx, tmp, [*prior, leg0], pre_calls, pre_effects, {"kind": "power_loss", "state": state.id},
+                         read_only)
     history.crash_state = CrashStateFacts.of(state)
     return history
+
+
+def crash_time(ctx: Context, state: CrashState, space: Space) -> int:
+    """The monotonic time (ns) of ``state``'s crash point in the reference leg that lost power (:func:`_time_of`)."""
+    leg = ctx.ref.history.legs[space.leg]
+    return _time_of(leg.trace[:state.prefix_n], leg.t_start)
 
 
 def _time_of(prefix: list[dict[str, Any]], start: int) -> int:

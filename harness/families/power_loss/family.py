@@ -39,7 +39,7 @@ from harness.families.journal_state.executor import StateExecutor
 from harness.families.power_loss.crashstates import window
 from harness.families.power_loss.executor import CHECKED, Space, explore_state, state_space
 from harness.families.power_loss.params import MODES, Params
-from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, full_sample, judge_cheap
+from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, full_sample, judge_cheap, judge_cheap_opaque
 from harness.families.trace_points import pending_point_of
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
 from harness.scenario.model import Scenario, family_params
@@ -66,8 +66,9 @@ class _Executor(StateExecutor):
             history.seed, history.schedule = planned.seed, planned.schedule
             return Ran(history, {"power_loss": 1, "crash_resumes": 1})
         self.runner.legs.prepare()
-        cheap = judge_cheap(self.ctx, states, planned.invariants or CHEAP_CHECKED,
-                            mode=cheap_mode(self.runner.subject, self.runner.readings), tmp_root=self.runner.tmp_root)
+        cheap = judge_cheap_opaque(self.ctx, states, space) if self.ctx.subject.caps.journal.is_store else \
+            judge_cheap(self.ctx, states, planned.invariants or CHEAP_CHECKED,
+                        mode=cheap_mode(self.runner.subject, self.runner.readings), tmp_root=self.runner.tmp_root)
         history = cheap.first or cheap.last
         assert history is not None  # a batch holds at least one state
         bad = len(cheap.violating)
@@ -174,8 +175,7 @@ class PowerLossFamily(FamilyBase):
         full_inv = tuple(i for i in ("I4", *CHECKED) if i in scenario.check.invariants)
         if schedules is not None:  # a replay: the states and batches it names, each as it was planned
             return _replayed(schedules, ordered, space, seed, cheap_inv, full_inv)
-        store = reference.history.journal.is_store  # nothing to judge cheaply (tiers.cheap_limit): resumes only
-        ranges = [] if store else batches(len(ordered), max(1, count), params.batch_states)
+        ranges = batches(len(ordered), max(1, count), params.batch_states)
         out = [Planned([{"kind": "power_loss", "cheap": [a, b], "first": ordered[a].id, "last": ordered[b - 1].id}],
                        "crash-state", seed, item=("cheap", ordered[a:b], space), invariants=cheap_inv)
                for a, b in ranges]

@@ -31,12 +31,13 @@ from harness.checkers import VALID, Verdict, check_all
 from harness.families.journal_state.ask import answers, cheap_mode, expected_reading, reader_check
 from harness.families.journal_state.executor import Context
 from harness.families.power_loss.crashstates import CrashState
+from harness.families.power_loss.executor import Space, crash_time, explore_state
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, History, ReaderCheck
 from harness.names import FISK_AI_V2
 
 __all__ = ["CHEAP_CHECKED", "Cheap", "journal_of", "outcome_key", "full_sample", "cheap_limit", "cheap_history",
-           "judge_cheap"]
+           "judge_cheap", "judge_cheap_opaque"]
 
 #: Invariants the cheap tier judges (those of the scenario's ``[check]``).
 CHEAP_CHECKED = ("I4", "I5")
@@ -100,13 +101,14 @@ def full_sample(states: list[CrashState], run_id: str, *, resumes: int, cap: int
 
 def cheap_limit(subject: Any) -> str | None:
     """The limit line of the cheap tier for ``subject`` (said before a campaign starts), or ``None``."""
-    if subject.caps.journal.is_store:
-        return ("power-loss crash states of an opaque store are judged by full resumes only: its bytes are no "
-                "records the crash model or a reader could judge cheaply (docs/persistence-model.md)")
     mode = cheap_mode(subject)
     if mode == "status":
         return ("power-loss crash states are judged cheaply through the subject's status command, a reading "
                 "with no repair: the cut of a torn tail is judged only on the sampled full resumes")
+    if subject.caps.journal.is_store:
+        return ("power-loss crash states of an opaque store are judged cheaply by the agent's reading (I4) of "
+                "the state that kept the least of its store at each crash point after it sent a tool result to the "
+                "model; the other states, and its recovery (I5), only on the sampled full resumes")
     if mode == "model":
         return ("POWER LOSS: the harness cannot ask the subject what a crash state's journal holds (that needs a "
                 "reading command, a profile's [reading], and a fisk-ai-v2 journal: docs/subject.md): every crash "
@@ -188,5 +190,30 @@ def judge_cheap(ctx: Context, states: list[CrashState], invariants: tuple[str, .
             if out.first is None:
                 out.first = history
     out.last = histories[-1] if histories else None
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+def judge_cheap_opaque(ctx: Context, states: list[CrashState], space: Space) -> Cheap:
+    """The cheap tier for an opaque store (docs/persistence-model.md "Tiered exploration"): I4 by the agent's
+    reading of a laid state (:func:`explore_state` ``read_only``), asked of one state per crash point at which it
+    had acted on something (a model call carrying a tool result before it): the state that kept the fewest bytes
+    of the store, where a loss of what it acted on shows first."""
+    t0, out, pick = time.monotonic(), Cheap(states=len(states), mode="reading"), {}
+    calls = [c for c in ctx.ref.history.model_calls if c.leg == space.leg and c.sent_results]
+    for s in states:
+        acted = tuple(c.index for c in calls if c.t <= crash_time(ctx, s, space))
+        kept = sum(len(d) for p, d in s.files.items() if ctx.subject.caps.journal.is_journal(p, ctx.run_id))
+        if acted and kept < pick.get((s.prefix_n, acted), (kept + 1, None))[0]:
+            pick[(s.prefix_n, acted)] = (kept, s)
+    for _, s in sorted(pick.values(), key=lambda ks: (ks[1].prefix_n, ks[1].id)):
+        history = explore_state(ctx, s, space, read_only=True)
+        out.asked += 1
+        found = check_all(history, ["I4"])
+        if any(v.status != VALID for v in found):
+            out.violating.append((s, found))
+            out.first = out.first or history
+        out.last = history
+    out.last = out.last or cheap_history(ctx.scenario.name, ctx.run_id, states[-1], None, ctx.subject.caps.journal)
     out.seconds = time.monotonic() - t0
     return out
