@@ -145,8 +145,7 @@ def test_sqlite_off_loses_an_acknowledged_commit_or_the_database_in_some_crash_s
 
 
 def test_power_loss_follows_an_opaque_store_through_a_resume_leg_from_the_files_the_first_leg_left(tmp_path):
-    """state_space over a store (``format = "opaque"``): no decoded journal needed, no acknowledged bytes (a
-    database rewrites them), no ``-shm``; the leg that loses power starts from the store as the trace of the
+    """state_space over a store (``format = "opaque"``): no decoded journal needed, no ``-shm``; the leg that loses power starts from the store as the trace of the
     leg before it left it (crashstates.written), so every state holds that leg's commits."""
     root = tmp_path / "root"
     (root / "db").mkdir(parents=True)
@@ -163,7 +162,7 @@ def test_power_loss_follows_an_opaque_store_through_a_resume_leg_from_the_files_
     store = str(root / "db") + "/"
     seen: dict[tuple, list[int]] = {}
     for state in space.distinct:
-        assert not state.acks and not state.acknowledged and not any(p.endswith("-shm") for p in state.files)
+        assert not any(p.endswith("-shm") for p in state.files)
         files = tuple(sorted((p[len(store):], b) for p, b in state.files.items() if p.startswith(store)))
         if files not in seen:
             intact, seen[files] = _open(tmp_path / f"s{len(seen)}", dict(files))

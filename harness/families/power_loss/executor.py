@@ -110,8 +110,8 @@ class Space:
 def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) -> Space:
     """Enumerate the crash states of the reference run's last leg (pure; raises ``ValueError``
     when its trace shows no journal: nothing was observed, so nothing can be judged).  For an opaque store
-    (:attr:`~harness.history.journal_location.JournalLocation.is_store`) any file below it is its journal and
-    the states carry no acknowledged writes (docs/persistence-model.md "Opaque stores").
+    (:attr:`~harness.history.journal_location.JournalLocation.is_store`) any file below it is its journal
+    (docs/persistence-model.md "Opaque stores").
 
     The first leg starts from an empty state home; a later leg (``crash_leg
     = "resume"``) starts from what the leg before it left, all of it durable
@@ -145,9 +145,6 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
     points = list(crash_points(trace, files, dirs,
                                sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
                                samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
-    if journal.is_store:  # a store's bytes are no records: a database rewrites and removes what it acknowledged
-        for state in (s for point in points for s in point.states):  # (I4 reads the agent's reading instead)
-            state.acks, state.acknowledged = (), []
     distinct = select_states(points, 0)
     return Space(old_home, points, distinct, journal_index(trace, run_id, journal), len(trace),
                  time.monotonic() - t0, leg, (trace, files, dirs, params.sector_bytes))
