@@ -33,6 +33,7 @@ for _signum in (signal.SIGINT, signal.SIGTERM):
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import contextlib  # noqa: E402
+import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -196,7 +197,6 @@ def _connections(path: str) -> dict[str, dict[str, Any]]:
 
 async def _drive(saver: Any, args: argparse.Namespace, thread: str, graph_input: Any) -> int:
     """Run the graph on ``thread`` from ``graph_input`` (``None``: continue) to its end, a drain or an error."""
-    from langchain_anthropic import ChatAnthropic
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.tools import load_mcp_tools
     from langgraph.errors import GraphDrained, GraphRecursionError
@@ -209,15 +209,18 @@ async def _drive(saver: Any, args: argparse.Namespace, thread: str, graph_input:
     if _EARLY:
         control.request_drain(_EARLY[0])
     client = MultiServerMCPClient(_connections(args.mcp_config))
-    model = ChatAnthropic(model=args.model, base_url=args.base_url, api_key=os.environ.get("ANTHROPIC_API_KEY", "-"),
-                          max_tokens=args.max_tokens, max_retries=2, timeout=60)
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 2 * args.max_iterations + 1}
     prefetched: dict[str, Any] | None = {} if BUG == "effect-outside-graph" else None
+    # start-up: langchain_anthropic imports (a second or two) in a thread while the MCP servers start
+    anthropic = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "langchain_anthropic"))
     async with contextlib.AsyncExitStack() as stack:
         tools = []
         for name in client.connections:
             session = await stack.enter_async_context(client.session(name))
             tools += await load_mcp_tools(session, server_name=name)
+        model = (await anthropic).ChatAnthropic(model=args.model, base_url=args.base_url, max_tokens=args.max_tokens,
+                                                api_key=os.environ.get("ANTHROPIC_API_KEY", "-"), max_retries=2,
+                                                timeout=60)
         graph = build_graph(saver, tools, model, prefetched)
         await _record_end(saver, thread, None, None)
         try:
