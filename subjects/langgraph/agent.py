@@ -164,7 +164,7 @@ async def reading(saver: Any, thread: str) -> dict[str, Any]:
         return {"status": None, "tool_results": [], "answer": None}
     messages = snapshot.values.get("messages", [])
     results = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
-    if not snapshot.next:
+    if not snapshot.next and not snapshot.tasks:   # a step's saved task writes with no checkpoint after: not done
         last = messages[-1] if messages else None
         answer = _text(last) if isinstance(last, AIMessage) else None
         return {"status": "completed", "tool_results": results, "answer": answer}
