@@ -1,0 +1,225 @@
+"""The LangGraph subject (subjects/langgraph/agent.py) against the harness's fake model server and MCP server.
+
+What a third party meets: the agent completes the fake server's script with every tool run exactly once
+(the effects ledger), a SIGTERM suspends it at a superstep boundary and a resume finishes it with no tool
+re-run, its ``status`` reads the SQLite checkpointer's saved state, a resume of a completed thread is a no-op,
+an unknown thread is refused, and each bug variant (``FISKJ_LANGGRAPH_BUG``) really changes what it does.
+
+The agent runs in its own environment (scripts/install-langgraph.sh: langchain-mcp-adapters needs mcp<2, the
+harness mcp>=2.3); the module fixture makes it, and the tests skip, saying why, only when that cannot be done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.workload.mcp_setup import McpSpec, mcp_config, write_mcp_config
+from harness.workload.server import ModelServer, Script, ToolCall, Turn, api_key
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = ROOT / "subjects" / "langgraph" / "agent.py"
+MODEL = "claude-fiskj-fake"
+PROMPT = "Do the scripted ledger work."
+
+#: Turn 0: a batch of two tools; turn 1: one tool; turn 2: the answer.
+SCRIPT = Script(seed=7, model=MODEL, turns=(
+    Turn(tools=(ToolCall("effect_a", n=1), ToolCall("effect_b", n=2))),
+    Turn(tools=(ToolCall("effect_c", n=3),)),
+    Turn(text="All ledger work done."),
+))
+#: SCRIPT with tools that take 300 ms after their effect: a signal sent once an effect is in the ledger lands
+#: while that batch runs (the node tests' slow_script does the same).
+SLOW = Script(seed=7, model=MODEL, turns=(
+    Turn(tools=(ToolCall("effect_a", n=1, sleep_ms=300), ToolCall("effect_b", n=2, sleep_ms=300))),
+    Turn(tools=(ToolCall("effect_c", n=3, sleep_ms=300),)),
+    Turn(text="All ledger work done."),
+))
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    """The LangGraph environment's interpreter ($FISKJ_LANGGRAPH_PYTHON, else made by the install script)."""
+    given = os.environ.get("FISKJ_LANGGRAPH_PYTHON")
+    if given:
+        return given
+    done = subprocess.run(["sh", str(ROOT / "scripts" / "install-langgraph.sh")], capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        pytest.skip(f"!!! the LangGraph subject is NOT TESTED: scripts/install-langgraph.sh failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with ModelServer() as srv:
+        yield srv
+
+
+class Trial:
+    """One thread of the agent: its own database, ledger, MCP configuration and server session; legs count up."""
+
+    def __init__(self, python: str, server: ModelServer, tmp: Path, script: Script = SCRIPT) -> None:
+        self.python, self.server, self.tmp = python, server, tmp
+        self.session = server.open_session(script)
+        self.db = tmp / "state" / "langgraph" / "checkpoints.sqlite"
+        self.ledger = tmp / "ledger.jsonl"
+        self.leg = 0
+        self.thread = "lg-1"
+        self.python_wrap: list[str] = []
+        tmp.mkdir(parents=True, exist_ok=True)
+
+    def argv(self, command: str) -> list[str]:
+        if command == "status":
+            return ["status", self.thread, "--db", str(self.db)]
+        config = write_mcp_config(self.tmp / f"mcp-{self.leg}.json",
+                                  mcp_config(McpSpec(tool_name="{tool}"), ledger=self.ledger, leg=self.leg))
+        args = [command, self.thread, "--db", str(self.db), "--model", MODEL, "--base-url", self.server.base_url,
+                "--max-tokens", "4096", "--max-iterations", "20", "--mcp-config", config]
+        return [*args, "--", PROMPT] if command == "run" else args
+
+    def popen(self, command: str, bug: str | None = None) -> subprocess.Popen:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FISKJ_", "ANTHROPIC_"))}
+        env.update(ANTHROPIC_API_KEY=api_key(self.session.token, self.leg), FISKJ_LEDGER=str(self.ledger),
+                   FISKJ_HARNESS_LEG=str(self.leg), **({"FISKJ_LANGGRAPH_BUG": bug} if bug else {}))
+        proc = subprocess.Popen([*self.python_wrap, self.python, str(AGENT), *self.argv(command)], env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.leg += command != "status"
+        return proc
+
+    def run(self, command: str, bug: str | None = None) -> subprocess.CompletedProcess:
+        proc = self.popen(command, bug)
+        out, err = proc.communicate(timeout=120)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def status(self, bug: str | None = None) -> dict:
+        done = self.run("status", bug)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def effects(self) -> list[dict]:
+        if not self.ledger.exists():
+            return []
+        return [json.loads(line) for line in self.ledger.read_text().splitlines() if line.strip()]
+
+    def tool_ids(self) -> list[str]:
+        script = self.session.script
+        return [b["id"] for turn in range(len(script.turns)) for b in script.reply(turn)[0] if b["type"] == "tool_use"]
+
+
+def _first_effect(trial: Trial, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while not trial.effects():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.005)
+
+
+def _mode_and_checkpoints(db: Path) -> tuple[str, int]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("PRAGMA journal_mode").fetchone()[0], conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+
+
+def test_completes_the_script_once(python, model_server, tmp_path):
+    trial = Trial(python, model_server, tmp_path)
+    done = trial.run("run")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "All ledger work done."
+    assert sorted(e["tool_use_id"] for e in trial.effects()) == sorted(trial.tool_ids())
+    assert trial.status() == {"status": "completed", "tool_results": trial.tool_ids(), "answer": "All ledger work done."}
+    mode, checkpoints = _mode_and_checkpoints(trial.db)
+    assert mode == "wal" and checkpoints >= 6          # input, agent, tools, agent, tools, agent
+    # a completed thread resumed: LangGraph has nothing to run, the agent prints the answer (no-op)
+    calls = len(trial.session.calls)
+    again = trial.run("resume")
+    assert (again.returncode, again.stdout.strip()) == (0, "All ledger work done."), again.stderr
+    assert len(trial.effects()) == 3
+    assert len(trial.session.calls) == calls
+    # run of an existing thread is a usage error; resume of an unknown thread is refused
+    assert trial.run("run").returncode == 2
+    trial.thread = "no-such-thread"
+    refused = trial.run("resume")
+    assert refused.returncode == 1 and "no thread 'no-such-thread'" in refused.stderr
+    assert trial.status() == {"status": None, "tool_results": [], "answer": None}
+
+
+def test_suspend_at_a_superstep_boundary_then_resume(python, model_server, tmp_path):
+    """SIGTERM once the first tool's effect is in the ledger: the batch finishes, the run drains, a resume ends it."""
+    trial = Trial(python, model_server, tmp_path, SLOW)
+    proc = trial.popen("run")
+    _first_effect(trial, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    status = trial.status()
+    assert status["status"] == "suspended" and status["answer"] is None
+    assert set(status["tool_results"]) <= set(trial.tool_ids()) and len(status["tool_results"]) >= 2
+    done = trial.run("resume")
+    assert (done.returncode, done.stdout.strip()) == (0, "All ledger work done."), done.stderr
+    assert sorted(e["tool_use_id"] for e in trial.effects()) == sorted(trial.tool_ids())   # nothing re-run
+    assert trial.status()["status"] == "completed"
+
+
+def test_a_killed_leg_reads_running_and_resumes(python, model_server, tmp_path):
+    """SIGKILL mid-run: status says running (not suspended), a resume completes with at most the batch re-run."""
+    trial = Trial(python, model_server, tmp_path)
+    proc = trial.popen("run")
+    _first_effect(trial, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert trial.status()["status"] == "running"
+    done = trial.run("resume")
+    assert done.returncode == 0, done.stderr
+    ids = [e["tool_use_id"] for e in trial.effects()]
+    assert set(ids) == set(trial.tool_ids()) and all(ids.count(i) <= 2 for i in ids)
+
+
+def test_an_unknown_bug_variant_is_a_usage_error(python, model_server, tmp_path):
+    done = Trial(python, model_server, tmp_path).run("run", bug="nope")
+    assert done.returncode == 2 and "FISKJ_LANGGRAPH_BUG='nope'" in done.stderr
+
+
+def test_sync_off_never_fsyncs_a_commit(python, model_server, tmp_path):
+    """strace -f (aiosqlite's own thread does the IO): the correct agent fsyncs the WAL at every commit, sync-off
+    only while LangGraph sets its tables up (before the variant's PRAGMA)."""
+    def wal_syncs(bug: str | None) -> int:
+        trial = Trial(python, model_server, tmp_path / str(bug))
+        trace = tmp_path / f"strace-{bug}.txt"
+        trial.python_wrap = ["strace", "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", "-o", str(trace)]
+        done = trial.run("run", bug=bug)
+        assert done.returncode == 0, done.stderr
+        synced = re.findall(r"f(?:data)?sync\(\d+<([^>]*)>\)\s+=\s+0", trace.read_text())
+        return sum(p.endswith("checkpoints.sqlite-wal") for p in synced)
+
+    assert wal_syncs(None) - wal_syncs("sync-off") >= 6      # one a checkpoint at least
+
+
+def test_memory_saver_keeps_nothing(python, model_server, tmp_path):
+    trial = Trial(python, model_server, tmp_path)
+    assert trial.run("run", bug="memory-saver").returncode == 0
+    assert not trial.db.exists() and trial.status("memory-saver")["status"] is None
+    assert trial.run("resume", bug="memory-saver").returncode == 1
+
+
+@pytest.mark.parametrize("bug", ["effect-outside-graph", "new-thread-on-resume"])
+def test_a_clean_suspend_reruns_tools_in_the_variants(python, model_server, tmp_path, bug):
+    """SIGTERM once the first effect is in the ledger, then a resume: each variant runs a tool twice (the correct
+    agent runs each once: test_suspend_at_a_superstep_boundary_then_resume)."""
+    trial = Trial(python, model_server, tmp_path, SLOW)
+    proc = trial.popen("run", bug=bug)
+    _first_effect(trial, proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 3
+    done = trial.run("resume", bug=bug)
+    assert (done.returncode, done.stdout.strip()) == (0, "All ledger work done."), done.stderr
+    ids = [e["tool_use_id"] for e in trial.effects()]
+    assert max(ids.count(i) for i in ids) == 2
+    # new-thread-on-resume leaves the suspended thread suspended; the other finishes it
+    assert trial.status()["status"] == ("suspended" if bug == "new-thread-on-resume" else "completed")
