@@ -1,11 +1,16 @@
 #!/bin/sh
-# Install the Debian packages the test suite needs, when missing: headless Chromium, which
-# tests/test_html_report.py uses to load the HTML report (harness/report/html.py) in a real browser.
+# Install what the test suite needs beyond the project's .venv, when missing: the LangGraph subject's own
+# environment (scripts/install-langgraph.sh: .cache/langgraph, from PyPI), and the Debian packages:
+# headless Chromium, which tests/test_html_report.py uses to load the HTML report (harness/report/html.py)
+# in a real browser.
 #
 # Idempotent and quiet: does nothing when every package is there; otherwise installs them with
 # apt-get as root (sudo -n when not root), running `apt-get update` only when the install fails on
 # old or missing package lists.  Called by the README's test command and .ci/run before pytest.
 set -eu
+
+case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
+sh "$here/install-langgraph.sh" >/dev/null
 
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"

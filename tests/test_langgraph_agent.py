@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.selftest.targets import LANGGRAPH_SUBJECT, LANGGRAPH_TARGETS
 from harness.workload.mcp_setup import McpSpec, mcp_config, write_mcp_config
 from harness.workload.server import ModelServer, Script, ToolCall, Turn, api_key
 
@@ -223,3 +224,39 @@ def test_a_clean_suspend_reruns_tools_in_the_variants(python, model_server, tmp_
     assert max(ids.count(i) for i in ids) == 2
     # new-thread-on-resume leaves the suspended thread suspended; the other finishes it
     assert trial.status()["status"] == ("suspended" if bug == "new-thread-on-resume" else "completed")
+
+
+def _campaign(tmp_path: Path, python: str, scenarios: list[str], trials: int, bug: str | None = None):
+    """``fiskj-harness run`` of the bundled ``scenarios`` against the LangGraph profile (variant ``bug``)."""
+    import sys
+
+    subject = (f"FISKJ_LANGGRAPH_BUG={bug} " if bug else "") + f"FISKJ_LANGGRAPH_PYTHON={python} " \
+        + str(ROOT / LANGGRAPH_SUBJECT)
+    report = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "harness.cli.main", "run", *scenarios, "--subject", subject, "--trials", str(trials),
+            "--seed", "1", "--report-json", str(report), "--quiet", "--keep", "none",
+            *(["--first-violation", "--shrink-budget", "0"] if bug else [])]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")})
+    return proc, (json.loads(report.read_text()) if report.exists() else None)
+
+
+@pytest.mark.slow
+def test_the_langgraph_agent_passes_power_loss_of_its_sqlite_store_and_kills_judged_from_its_reading(tmp_path, python):
+    proc, report = _campaign(tmp_path, python, ["power-loss-basic", "kill-every-event"], 4)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    for inv in ("I4", "I5", "I6"):
+        row = report["invariants"][inv]
+        assert row["valid"] > row.get("vacuous", 0) and row["unknown"] == 0, (inv, row)
+    assert report["faults"]["power_loss"] >= 2 and report["faults"]["kill"] >= 2
+    assert "journal format opaque" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(LANGGRAPH_TARGETS))
+def test_each_langgraph_variant_is_caught_by_its_bundled_scenario(tmp_path, python, bug):
+    target = LANGGRAPH_TARGETS[bug]
+    proc, report = _campaign(tmp_path, python, [target.scenario], target.trials, bug=bug)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    caught = {row["invariant"] for row in report["violations"]}
+    assert caught & set(target.expect), (bug, caught)

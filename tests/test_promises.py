@@ -15,6 +15,7 @@ from harness.history.promises import COMPLETED_PROBE, FISK_AI, Promises
 NEW_TURN, NO_OP = Promises(resume_completed="new-turn"), Promises(resume_completed="no-op")
 ABORT_TERM = Promises(suspend_signals=("SIGINT",))
 REPORTED = Promises(interrupted_tool="reported")
+STEP = Promises(interrupted_tool="rerun-step")
 
 
 def _judge(h: History, promises: Promises, *checkers):
@@ -170,6 +171,33 @@ def test_an_interrupted_tool_reported_and_never_run_again_is_no_difference_when_
     assert i6.status == "valid" and i6.evidence["reported"] == ["a"], i6.evidence
     (default,) = _judge(h, FISK_AI, i6_reference)
     assert default.status == "invalid" and default.evidence["violations"][0]["kind"] == "differs"
+
+
+def _batch_cut_short(saved_first: bool) -> History:
+    """Leg 0 ran tools a and b of batch 0 and was killed before b's result; ``saved_first``: a's result was
+    journaled (as fiskj does) and leg 1 still runs a again, else a's result was never written (an agent that
+    saves a batch's results together, a LangGraph ToolNode) and leg 1 runs the whole batch again."""
+    eng = Engine()
+    eng.leg(kill_after=6)                        # meta, call, A(0), tool a ran, result a, tool b ran -> killed
+    if not saved_first:
+        eng.file = eng.file[:eng.file.rstrip(b"\n").rfind(b"\n") + 1]
+        eng.h.legs[-1].journal = eng.file
+    eng.leg(rerun_answered=saved_first)
+    return eng.finish()
+
+
+def test_a_step_rerun_whole_after_one_crash_breaks_the_default_promise_and_keeps_rerun_step():
+    h = _batch_cut_short(saved_first=False)
+    assert sorted(e.tool_use_id for e in h.effects if e.leg == 1)[:2] == ["a", "b"]
+    (default,) = _judge(h, FISK_AI, i2_tool_reruns)
+    assert default.status == "invalid" and default.evidence["violations"][0]["kind"] == "unattributed_rerun"
+    (step,) = _judge(h, STEP, i2_tool_reruns)
+    assert step.status == "valid" and step.evidence["checked"] == 2, step.evidence
+
+
+def test_rerun_step_still_forbids_re_running_a_tool_whose_result_was_saved():
+    (step,) = _judge(_batch_cut_short(saved_first=True), STEP, i2_tool_reruns)
+    assert step.status == "invalid" and {v["tool_use_id"] for v in step.evidence["violations"]} == {"a"}
 
 
 def test_promises_survive_the_history_json_round_trip():

@@ -15,8 +15,9 @@ execution after the first is a *re-run*, and each must be attributed:
   nemesis destroyed it; no per-fault limit).
 
 A re-run in the same leg as the previous execution, or one no disruption
-accounts for, is a violation.  A subject that promises to report an
-interrupted tool (``interrupted_tool = "reported"``) never re-runs one the
+accounts for, is a violation.  A subject that promises to re-run the step in flight
+(``interrupted_tool = "rerun-step"``) may re-run each tool whose result the crash lost once per crash.  A
+subject that promises to report an interrupted tool (``interrupted_tool = "reported"``) never re-runs one the
 journal it resumed from names (``reported_tool_rerun``).  Evidence names the id, both executions, the
 candidate legs and why each was refused.
 """
@@ -43,6 +44,7 @@ def check(history: History) -> Any:
     groups = group_by_leg(history, history.effects, lambda e: e.tool_use_id,
                           lambda e: f"effect {e.tool_use_id}#{e.attempt}")
     used: dict[int, str] = {}
+    per_tool: dict[str, dict[int, str]] = {}  # rerun-step: each tool of the step in flight once per crash
     attributed: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
     reruns = 0
@@ -68,7 +70,8 @@ def check(history: History) -> Any:
                 done = journaled.lines(lp, prev.t, [tid.encode()])
                 lost = lambda i: journaled.lost(i, done)  # noqa: E731
             by, fault, refused = blame_repeat(
-                legs, used, tid, lp, lc, lost,
+                legs, per_tool.setdefault(tid, {}) if history.promises.interrupted_tool == "rerun-step" else used,
+                tid, lp, lc, lost,
                 held=(f"its journal holds the tool_result for {tid}" if journaled is None
                       else journaled.held.format(item=tid)),
                 used_by="its one allowed re-run was already used by ",

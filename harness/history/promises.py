@@ -15,9 +15,10 @@ __all__ = ["Promises", "FISK_AI", "RESUME_COMPLETED", "INTERRUPTED_TOOL", "SUSPE
 
 #: What a resume of a completed run does: refused (nothing appended), continued with a new turn, or nothing.
 RESUME_COMPLETED = ("refuse", "new-turn", "no-op")
-#: How a tool interrupted by a crash is treated on resume: re-run (at most once per crash), or answered with
-#: an "interrupted, outcome unknown" error result and never re-run.
-INTERRUPTED_TOOL = ("rerun-at-most-once", "reported")
+#: How a tool interrupted by a crash is treated on resume: re-run (at most one tool per crash), every tool of the
+#: step in flight re-run (each at most once per crash: an agent that saves a batch's results together, as a
+#: LangGraph ToolNode does), or answered with an "interrupted, outcome unknown" error result and never re-run.
+INTERRUPTED_TOOL = ("rerun-at-most-once", "rerun-step", "reported")
 #: What a reply stopped by max_tokens or refusal does: ends the run with error, its tools never run (fisk-ai);
 #: or the agent goes on (runs the complete tool calls it holds, asks again after a refusal) and completes.
 CUT_OFF_TURN = ("ends-run", "continues")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 __all__ = ["Target", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT", "JSONL_SUBJECT",
            "JSONL_TARGETS", "JSONL_NOT_CAUGHT", "JSONL_SAME_PATH", "TEXT_READING_SUBJECT", "TEXT_READING_TARGETS",
-           "OPAQUE_SUBJECT", "OPAQUE_TARGETS", "OPAQUE_NOT_CAUGHT"]
+           "OPAQUE_SUBJECT", "OPAQUE_TARGETS", "OPAQUE_NOT_CAUGHT", "LANGGRAPH_SUBJECT", "LANGGRAPH_TARGETS"]
 
 
 @dataclass(frozen=True)
@@ -161,3 +161,15 @@ OPAQUE_NOT_CAUGHT: dict[str, str] = {
     "ended-leg-not-resumable": "it refuses a run whose leg ended with error, with a message and the store as it "
                                "was, which I5 accepts; I9 judges such a refusal by a fisk-ai-v2 journal's fold",
 }
+
+
+#: The LangGraph agent (subjects/langgraph/: its SQLite checkpointer an opaque store; run with
+#: $FISKJ_LANGGRAPH_PYTHON from scripts/install-langgraph.sh) and its variants (``FISKJ_LANGGRAPH_BUG``), each a
+#: mistake a LangGraph user makes, caught by an event-tied or crash-state scenario (never by a timed fault).
+LANGGRAPH_SUBJECT = "subjects/langgraph/profile.toml"
+LANGGRAPH_TARGETS: dict[str, Target] = {t.mutant: t for t in (
+    Target("sync-off", "power-loss-basic", 4, ("I4",)),               # PRAGMA synchronous=OFF: commits not fsynced
+    Target("memory-saver", "power-loss-basic", 2, ("I4",)),           # InMemorySaver: nothing reaches the store
+    Target("effect-outside-graph", "suspend-clean", 6, ("I1", "I2")),  # tools run eagerly in the model node
+    Target("new-thread-on-resume", "suspend-clean", 3, ("I1", "I2", "I3", "I4", "I6")),
+)}

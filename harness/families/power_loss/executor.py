@@ -109,7 +109,8 @@ class Space:
 
 def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) -> Space:
     """Enumerate the crash states of the reference run's last leg (pure; raises ``ValueError``
-    when its trace shows no journal: nothing was observed, so nothing can be judged).  For an opaque store
+    when its trace shows no journal: nothing was observed, so nothing can be judged; an opaque store the
+    run never wrote is judged as it is: a power loss after the run finds nothing of it).  For an opaque store
     (:attr:`~harness.history.journal_location.JournalLocation.is_store`) any file below it is its journal
     (docs/persistence-model.md "Opaque stores").
 
@@ -125,7 +126,7 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
     trace = ref.history.legs[leg].trace
     journal = ref.history.journal
     jpath = next((ev["path"] for ev in trace if journal.is_journal(ev.get("path"), run_id)), None)
-    if jpath is None:
+    if jpath is None and not (journal.is_store and ref.history.options.get("trial_dir")):
         raise ValueError(f"the reference run's trace ({len(trace)} events) shows no write of the journal "
                          f"{journal.template}: power loss has nothing to simulate (is the leg observed?)")
     opts = ref.history.options
@@ -199,6 +200,8 @@ def explore_state(ctx: Context, state: CrashState, space: Space, read_only: bool
 def crash_time(ctx: Context, state: CrashState, space: Space) -> int:
     """The monotonic time (ns) of ``state``'s crash point in the reference leg that lost power (:func:`_time_of`)."""
     leg = ctx.ref.history.legs[space.leg]
+    if state.prefix_n >= len(leg.trace) and leg.t_end:  # after its last call: any time until the leg ended
+        return leg.t_end
     return _time_of(leg.trace[:state.prefix_n], leg.t_start)
 
 

@@ -107,8 +107,8 @@ def cheap_limit(subject: Any) -> str | None:
                 "with no repair: the cut of a torn tail is judged only on the sampled full resumes")
     if subject.caps.journal.is_store:
         return ("power-loss crash states of an opaque store are judged cheaply by the agent's reading (I4) of "
-                "the state that kept the least of its store at each crash point after it sent a tool result to the "
-                "model; the other states, and its recovery (I5), only on the sampled full resumes")
+                "the state that kept the least of its store, one for each set of tool results it had sent the model "
+                "by the crash; the other states, and its recovery (I5), only on the sampled full resumes")
     if mode == "model":
         return ("POWER LOSS: the harness cannot ask the subject what a crash state's journal holds (that needs a "
                 "reading command, a profile's [reading], and a fisk-ai-v2 journal: docs/subject.md): every crash "
@@ -196,16 +196,17 @@ def judge_cheap(ctx: Context, states: list[CrashState], invariants: tuple[str, .
 
 def judge_cheap_opaque(ctx: Context, states: list[CrashState], space: Space) -> Cheap:
     """The cheap tier for an opaque store (docs/persistence-model.md "Tiered exploration"): I4 by the agent's
-    reading of a laid state (:func:`explore_state` ``read_only``), asked of one state per crash point at which it
-    had acted on something (a model call carrying a tool result before it): the state that kept the fewest bytes
-    of the store, where a loss of what it acted on shows first."""
+    reading of a laid state (:func:`explore_state` ``read_only``), asked of one state per set of things it had
+    acted on by its crash point (the model calls carrying a tool result before it): of the batch's states with
+    that set, the one that kept the fewest bytes of the store, where a loss of what it acted on shows first (one
+    reading per set, not per crash point: a reading is a process start of the agent)."""
     t0, out, pick = time.monotonic(), Cheap(states=len(states), mode="reading"), {}
     calls = [c for c in ctx.ref.history.model_calls if c.leg == space.leg and c.sent_results]
     for s in states:
         acted = tuple(c.index for c in calls if c.t <= crash_time(ctx, s, space))
         kept = sum(len(d) for p, d in s.files.items() if ctx.subject.caps.journal.is_journal(p, ctx.run_id))
-        if acted and kept < pick.get((s.prefix_n, acted), (kept + 1, None))[0]:
-            pick[(s.prefix_n, acted)] = (kept, s)
+        if acted and kept < pick.get(acted, (kept + 1, None))[0]:
+            pick[acted] = (kept, s)
     for _, s in sorted(pick.values(), key=lambda ks: (ks[1].prefix_n, ks[1].id)):
         history = explore_state(ctx, s, space, read_only=True)
         out.asked += 1
