@@ -37,13 +37,13 @@ import urllib.parse
 from typing import Any, Awaitable, TypeVar
 
 from .codec import decode_record
-from .errors import (ConsistencyError, FiskjError, InvalidRecord, JournalError, RunExists, RunLocked, RunNotFound,
+from .errors import (ConsistencyError, FiskjError, JournalError, RunExists, RunLocked, RunNotFound,
                      StoreIOError, StreamRefused, UsageError)
 from .fold import Folder, RunState
 from .journal import Journal
 from .paths import is_valid_run_id, validate_run_id
 from .records import MetaRecord, Record
-from .store import RunInfo, _check_run_id
+from .store import RunInfo, _check_run_id, check_create
 
 __all__ = ["JetStreamStore", "JetStreamJournal", "NatsClient", "parse_url", "META_TOKEN", "RECORD_FLOOR_BYTES"]
 
@@ -327,13 +327,7 @@ class JetStreamStore:
         Raises :class:`InvalidRunID`, :class:`InvalidRecord` (not a MetaRecord, or its ``run_id`` differs),
         :class:`RunExists` (the run has a record, or a concurrent creator won), :class:`StoreIOError`.
         """
-        validate_run_id(run_id)
-        if not isinstance(meta, MetaRecord):
-            raise InvalidRecord(f"create needs a MetaRecord as the first record, got {type(meta).__name__}",
-                                run_id=run_id)
-        if meta.run_id != run_id:
-            raise InvalidRecord(f"meta.run_id {meta.run_id!r} differs from the run id {run_id!r}",
-                                run_id=run_id, field="meta.run_id")
+        check_create(run_id, meta)
         journal = JetStreamJournal(self, run_id, None, 0, 0)
         journal.append(meta)
         return journal

@@ -50,7 +50,7 @@ from .paths import JOURNAL_SUFFIX, default_store_dir, is_valid_run_id, journal_p
 from .reader import JournalReader, collector_paused, read_records, with_context
 from .records import MetaRecord, Record
 
-__all__ = ["FileStore", "RunInfo", "fold_open_file", "refusal_probe"]
+__all__ = ["FileStore", "RunInfo", "check_create", "fold_open_file", "refusal_probe"]
 
 _CLOEXEC_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -197,6 +197,18 @@ def _never_created(jpath: str, run_id: str) -> bool:
     return False
 
 
+def check_create(run_id: str, meta: Any) -> None:
+    """What every store checks before it creates run ``run_id`` with ``meta`` (docs/spec.md section 9): raises
+    :class:`InvalidRunID`, or :class:`InvalidRecord` when ``meta`` is not a MetaRecord or names another run."""
+    validate_run_id(run_id)
+    if not isinstance(meta, MetaRecord):
+        raise InvalidRecord(f"create needs a MetaRecord as the first record, got {type(meta).__name__}",
+                            run_id=run_id)
+    if meta.run_id != run_id:
+        raise InvalidRecord(f"meta.run_id {meta.run_id!r} differs from the run id {run_id!r}",
+                            run_id=run_id, field="meta.run_id")
+
+
 class FileStore:
     """The runs in one directory (``directory``, absolute; default: the XDG store directory).
 
@@ -302,13 +314,7 @@ class FileStore:
         When appending meta fails, the new file is removed again (best
         effort) and the error is raised.
         """
-        validate_run_id(run_id)
-        if not isinstance(meta, MetaRecord):
-            raise InvalidRecord(f"create needs a MetaRecord as the first record, got {type(meta).__name__}",
-                                run_id=run_id)
-        if meta.run_id != run_id:
-            raise InvalidRecord(f"meta.run_id {meta.run_id!r} differs from the run id {run_id!r}",
-                                run_id=run_id, field="meta.run_id")
+        check_create(run_id, meta)
         self._ensure_dir(run_id)
         jpath = journal_path(self.directory, run_id)
         try:

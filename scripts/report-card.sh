@@ -11,7 +11,8 @@
 #
 # Agents (CARD_AGENTS, default all): reference (python -m fiskj), node (subjects/node/profile.toml), claude-code
 # (needs FISKJ_CLAUDE_CODE: export FISKJ_CLAUDE_CODE="$(scripts/install-claude-code.sh)"; unset, its row says
-# why it did not run), langgraph (subjects/langgraph/profile.toml, when it exists), fisk-ai
+# why it did not run), langgraph (subjects/langgraph/profile.toml; its environment made by
+# scripts/install-langgraph.sh when FISKJ_LANGGRAPH_PYTHON is unset), fisk-ai
 # (subjects/fisk-ai/profile.toml: with no fisk-ai binary its campaign stops before its first trial and its row
 # says "not run" with the reason).  Reports: $CARD_RESULTS (default fiskj-results/card/, git-ignored) AGENT.json;
 # evidence of failing trials under $CARD_RESULTS/results/.  A campaign's exit 1 (violations) or 2 (setup
@@ -50,6 +51,10 @@ for agent in $agents; do
         continue
     fi
     report="$results/$agent.json"
+    if [ "$agent" = langgraph ] && [ -z "${FISKJ_LANGGRAPH_PYTHON:-}" ] && [ "$mode" != card ]; then
+        FISKJ_LANGGRAPH_PYTHON="$(sh scripts/install-langgraph.sh)"   # its own environment (subjects/langgraph/)
+        export FISKJ_LANGGRAPH_PYTHON
+    fi
     if [ "$mode" != card ]; then
         echo "scripts/report-card.sh: $agent: campaign -> $report" >&2
         rm -f "$report"
