@@ -37,7 +37,7 @@ from harness.names import EXIT_SUSPENDED, FISK_AI_V2, VOLATILE
 from harness.runner.faults import event_action, history_fault
 from harness.subject.contract import journal_file
 from harness.history.model import Leg
-from harness.history.readers import parse_reading, read_trace, tail_text
+from harness.history.readers import parse_reading, read_trace, store_journal, tail_text
 from harness.observer import spawn_observed
 from harness.observer.errors import ControlError
 from harness.observer.ops import KINDS, entry_order
@@ -160,6 +160,8 @@ def journal_bytes(path: Path, store: bool = False) -> bytes | None:
     """What a leg records of the journal at ``path`` (a glob: the file the agent made): its bytes (``None``: no
     file); of an opaque store's folder a manifest, one JSON line ``{"file", "size", "sha256"}`` per file below
     it in name order (``None``: none; :data:`harness.names.VOLATILE` files left out)."""
+    if str(path).startswith("nats:"):  # {store_url}#{run_id}: the run's records read from its JetStream store
+        return store_journal(path)
     if not store:
         journal = journal_file(path)
         return journal.read_bytes() if journal.is_file() else None

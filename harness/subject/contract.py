@@ -74,7 +74,8 @@ FISKJ_STATUS_FIELDS = (("status", "status"), ("pending", "pending.unanswered"), 
 #: The template variables a profile may use (docs/subject.md "Subject profiles").
 TEMPLATE_VARS = ("run_id", "model", "base_url", "tools_file", "max_tokens", "max_iterations", "prompt",
                  "resume_prompt", "state_home", "home", "trial_dir", "profile_dir", "python", "system_file",
-                 "thinking", "run_uuid", "cwd", "cwd_slug", "tmp_dir", "mcp_config", "mcp_url", "mcp_tools", "env")
+                 "thinking", "run_uuid", "cwd", "cwd_slug", "tmp_dir", "mcp_config", "mcp_url", "mcp_tools", "env",
+                 "store_url")
 _FIELD = re.compile(r"\{\{|\}\}|\{([a-z_]+)(?::([A-Za-z_][A-Za-z0-9_]*))?\}")
 
 
@@ -159,6 +160,8 @@ class Subject:
     cwd: str = ""
     mcp: McpSpec | None = None
     mcp_config: str = "{trial_dir}/mcp.json"
+    jetstream: tuple[int, str] | None = None  # [jetstream]: (replicas, sync_interval) of the server(s) a trial starts
+    store_url: str = ""  # {store_url}: the JetStream store of this trial (set per trial by the jetstream family)
 
     @property
     def is_reference(self) -> bool:
@@ -226,7 +229,8 @@ class Subject:
         for a leg; :data:`TEMPLATE_VARS`)."""
         run = {name: str(value) for name, value in asdict(cfg).items() if name != "chat"}
         return {**run, "resume_prompt": self.resume_prompt, "state_home": "", "home": "", "trial_dir": "",
-                "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable, "mcp_url": "", **where}
+                "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable, "mcp_url": "",
+                "store_url": self.store_url, **where}
 
     def trial_where(self, tmp: Path, run_uuid: str | None = None, make: bool = True) -> dict[str, str]:
         """The values of a trial laid in folder ``tmp``, its folders made (``make``): ``state_home`` (``tmp/state``),
