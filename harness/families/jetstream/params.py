@@ -21,4 +21,4 @@ class Params:
     model's unit (docs/persistence-model.md)."""
 
     fault: str = field(default="power-loss", metadata=key(choice(*FAULTS)))
-    sector_bytes: int = field(default=4096, metadata=key(int_(1)))
+    sector_bytes: int = field(default=512, metadata=key(int_(1)))
