@@ -111,16 +111,17 @@ class NatsServer:
             f.write(self.config())
         return [nats_server_binary(), "-c", conf]
 
-    def start(self, wait: bool = True, observe: str | None = None) -> "NatsServer":
+    def start(self, wait: bool = True, observe: str | None = None, faults: tuple[str, ...] = ()) -> "NatsServer":
         """Start (or restart, on the same ports and store) the server; with ``wait``, until it is ready;
-        ``observe``: a log file, to run it under the outside observer (its store directory the root).
+        ``observe``: a log file, to run it under the outside observer (its store directory the root) with
+        ``faults`` (``ACTION@K[:KINDS]``, docs/observer.md).
         Raises :class:`SetupError` when it exits or is not ready within :data:`READY_TIMEOUT_S`."""
         argv = self.command()
         os.makedirs(self.store_dir, exist_ok=True)
         with open(self.log_path, "ab") as log:
             kw: dict[str, Any] = dict(stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       start_new_session=True)
-            self.proc = (spawn_observed(argv, log=observe, roots=[self.store_dir], **kw) if observe
+            self.proc = (spawn_observed(argv, log=observe, roots=[self.store_dir], faults=faults, **kw) if observe
                          else subprocess.Popen(argv, **kw))
         if wait:
             self.wait_ready()

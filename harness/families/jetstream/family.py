@@ -18,19 +18,22 @@ import random
 import shutil
 import signal
 import tempfile
+import threading
 from dataclasses import replace
 from typing import Any
+
+from fiskj.cli_common import open_store
 
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.jetstream.params import MODES, Params
 from harness.families.power_loss.crashstates import window
 from harness.history.faults import fault_counts
-from harness.history.model import Fault
+from harness.history.model import Fault, History
 from harness.observer.trace import ops_to_trace
 from harness.runner.faults import NOOP
-from harness.runner.trial import Prelude, Runner
+from harness.runner.trial import Prelude, Runner, run_id_for
 from harness.scenario.model import Scenario
-from harness.subject.nats_server import add_stream, start_server
+from harness.subject.nats_server import NatsServer, add_stream, start_server
 
 __all__ = ["JETSTREAM", "JetStreamFamily", "lay_state"]
 
@@ -88,29 +91,65 @@ class _Executor:
         try:
             server = start_server(tmp, sync_interval=None if sync == "default" else sync)
             add_stream([server.url], STREAM, replicas=1)
-            server.stop()
-            before = durable_tree(server.store_dir)
-            server.start(observe=os.path.join(tmp, "server-ops.log"))
-            subject = replace(self.runner.subject, store_url=f"{server.url}/{STREAM}?allow_single_replica=1")
-            with Runner(subject, self.runner.server, tmp_root=tmp, fork_server=False, observe=False) as runner:
-                ref = runner.reference(self.scenario)
-                proc = server.proc
-                server.stop(signal.SIGKILL)  # the power goes: the server dies with its page cache
-                state = lay_state(ops_to_trace(proc.ops()), server.store_dir, before, int(spec.get("state", 0)),
-                                  self.params.sector_bytes, planned.seed)
-                server.start()
-                leg = replace(ref.history.legs[0], fault=Fault(kind="power_loss", injected=True,
-                                                               detail={"server": "n1", "state": state}))
-                prelude = Prelude(files={}, dirs=[], old_home=ref.history.options.get("trial_dir", ""), slug="",
-                                  run_uuid=ref.history.options.get("run_uuid", ""), leg=leg,
-                                  calls=list(ref.history.model_calls), effects=list(ref.history.effects))
-                history = runner.run_trial(self.scenario, planned.seed, NOOP, prelude=prelude)
+            url = f"{server.url}/{STREAM}?allow_single_replica=1"
+            with Runner(replace(self.runner.subject, store_url=url), self.runner.server, tmp_root=tmp,
+                        fork_server=False, observe=False) as runner:
+                trial = self._power_loss if spec.get("kind") == "power_loss" else self._kill
+                history = trial(runner, server, spec, planned.seed, os.path.join(tmp, "server-ops.log"))
         finally:
             if server is not None:
                 server.stop(signal.SIGKILL)
             shutil.rmtree(tmp, ignore_errors=True)
         history.schedule = [dict(f) for f in planned.schedule]
         return Ran(history, fault_counts(history))
+
+    def _power_loss(self, runner: Runner, server: NatsServer, spec: dict[str, Any], seed: int, log: str) -> History:
+        """The run to its end on the observed server, then its power cut: crash state ``spec["state"]`` laid,
+        the server restarted, the run resumed (leg 0 the run, as a :class:`Prelude`)."""
+        server.stop()
+        before = durable_tree(server.store_dir)
+        server.start(observe=log)
+        ref = runner.reference(self.scenario)
+        proc = server.proc
+        server.stop(signal.SIGKILL)  # the power goes: the server dies with its page cache
+        state = lay_state(ops_to_trace(proc.ops()), server.store_dir, before, int(spec.get("state", 0)),
+                          self.params.sector_bytes, seed)
+        server.start()
+        leg = replace(ref.history.legs[0], fault=Fault(kind="power_loss", injected=True,
+                                                       detail={"server": server.name, "state": state}))
+        prelude = Prelude(files={}, dirs=[], old_home=ref.history.options.get("trial_dir", ""), slug="",
+                          run_uuid=ref.history.options.get("run_uuid", ""), leg=leg,
+                          calls=list(ref.history.model_calls), effects=list(ref.history.effects))
+        return runner.run_trial(self.scenario, seed, NOOP, prelude=prelude)
+
+    def _kill(self, runner: Runner, server: NatsServer, spec: dict[str, Any], seed: int, log: str) -> History:
+        """SIGKILL of the server right after its ``spec["event"]``-th write of its store (a record persisted,
+        its ack not sent: a lost ack), restarted at once on the same store while the run goes on."""
+        runner.reference(self.scenario)  # I6's reference, on this server; then that run is deleted
+        with open_store(runner.subject.store_url) as store:
+            store.delete(run_id_for(self.scenario))
+        server.stop()
+        server.start(observe=log, faults=(f"kill-after@{int(spec['event'])}:write",))
+        proc, done, restarted = server.proc, threading.Event(), []
+
+        def restart() -> None:  # the kill is observed when the tracer exits: the server comes back at once
+            proc.wait()
+            if not done.is_set():
+                server.start()
+                restarted.append(True)
+
+        watcher = threading.Thread(target=restart, name="fiskj-nats-restart", daemon=True)
+        watcher.start()
+        try:
+            history = runner.run_trial(self.scenario, seed, NOOP)
+        finally:
+            done.set()
+            if not restarted:
+                server.stop(signal.SIGKILL)
+            watcher.join()
+        history.legs[0].fault = Fault(kind="server_kill", injected=bool(restarted),
+                                      detail={"server": server.name, "after_write": int(spec["event"])})
+        return history
 
     def close(self) -> None:
         pass
@@ -139,8 +178,9 @@ class JetStreamFamily(FamilyBase):
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         if schedules is not None:
             return [Planned([dict(f) for f in s], "explicit", seed) for s in schedules]
-        fault = self.params(scenario).fault.replace("-", "_")
-        return [Planned([{"kind": fault, "state": i}], "crash-state", seed) for i in range(count)]
+        if self.params(scenario).fault == "power-loss":
+            return [Planned([{"kind": "power_loss", "state": i}], "crash-state", seed) for i in range(count)]
+        return [Planned([{"kind": "server_kill", "event": k}], "exhaustive", seed) for k in range(1, count + 1)]
 
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
         return _Executor(scenario, runner, self.params(scenario))

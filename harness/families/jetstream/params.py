@@ -11,14 +11,14 @@ __all__ = ["Params", "MODES", "FAULTS"]
 #: The ``[faults] family`` values this family runs.
 MODES = ("jetstream",)
 #: What happens to the server (docs/jetstream.md "Server faults").
-FAULTS = ("power-loss",)
+FAULTS = ("power-loss", "kill")
 
 
 @dataclass(frozen=True)
 class Params:
     """``fault``: what the nemesis does to the server (trial ``i`` of a power loss lays crash state ``i``: 0
-    keeps no unsynced write, 1 every one, the rest a seeded sample); ``sector_bytes``: the persistence
-    model's unit (docs/persistence-model.md)."""
+    keeps no unsynced write, 1 every one, the rest a seeded sample; trial ``i`` of a kill SIGKILLs it right
+    after its ``i+1``-th write); ``sector_bytes``: the persistence model's unit (docs/persistence-model.md)."""
 
     fault: str = field(default="power-loss", metadata=key(choice(*FAULTS)))
     sector_bytes: int = field(default=512, metadata=key(int_(1)))
