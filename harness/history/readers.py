@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from fiskj.errors import FiskjError, StreamRefused
+from fiskj.errors import FiskjError, StoreIOError, StreamRefused
 
 from harness.errors import SetupError
 from fiskj.reader import read_state
@@ -92,12 +92,17 @@ def store_journal(path: str | os.PathLike[str]) -> bytes | None:
 
     url, _, run_id = text.replace("nats:/", "nats://", 1).replace("nats:///", "nats://", 1).rpartition("#")
     try:
-        try:
-            store = open_store(url)
-        except StreamRefused as exc:  # the stream itself is gone (a power loss took its definition): no run
-            if exc.context.get("field") == "stream":
-                return None
-            raise
+        for attempt in range(4):  # a cluster electing a leader after a fault: up to 4 binds of 5 s
+            try:
+                store = open_store(url)
+                break
+            except StreamRefused as exc:  # the stream itself is gone (a power loss took its definition): no run
+                if exc.context.get("field") == "stream":
+                    return None
+                raise
+            except StoreIOError:
+                if attempt == 3:
+                    raise
         try:
             subjects = store._subjects(store.run_subjects(run_id), run_id)
             if not subjects.get(store.subject(run_id, 1)):
