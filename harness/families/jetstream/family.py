@@ -194,6 +194,8 @@ class _Executor:
             if not restarted:
                 target.stop(signal.SIGKILL)
             watcher.join()
+        if not restarted:
+            history.notes.append(f"the server made fewer than {spec['event']} block writes: no kill (not injected)")
         history.legs[0].fault = Fault(kind="server_kill", injected=bool(restarted),
                                       detail={"server": target.name, "after_write": int(spec["event"])})
         return history
