@@ -250,14 +250,15 @@ def add_stream(servers: list[str], name: str, *, prefix: str = "fiskj", replicas
         client.close()
 
 
-def _leader(client: NatsClient, stream: str, replicas: int, deadline: float) -> str | None:
+def _leader(client: NatsClient, stream: str, replicas: int, deadline: float, quorum: bool = False) -> str | None:
     while True:
         try:
             cluster = client.run(client.js.stream_info(stream)).cluster
             if cluster is None or replicas < 2:
                 return None if cluster is None else cluster.leader
             peers = cluster.replicas or []
-            if cluster.leader and len(peers) == replicas - 1 and all(p.current for p in peers):
+            if cluster.leader and (any(p.current for p in peers) if quorum
+                                   else len(peers) == replicas - 1 and all(p.current for p in peers)):
                 return cluster.leader
         except Exception:  # noqa: BLE001 - an election in progress
             pass
@@ -266,11 +267,13 @@ def _leader(client: NatsClient, stream: str, replicas: int, deadline: float) -> 
         time.sleep(0.02)
 
 
-def stream_leader(servers: list[str], stream: str, *, replicas: int = 3, timeout: float = READY_TIMEOUT_S) -> str:
-    """The name of the server leading ``stream`` (waits for a leader with ``replicas`` current replicas)."""
-    client = NatsClient(servers, timeout=timeout)
+def stream_leader(servers: list[str], stream: str, *, replicas: int = 3, timeout: float = READY_TIMEOUT_S,
+                  quorum: bool = False) -> str:
+    """The name of the server leading ``stream`` (waits for a leader with ``replicas`` current replicas; with
+    ``quorum``, with one current follower: a cluster that lost a node)."""
+    client = NatsClient(servers, timeout=min(timeout, 2.0))  # a request lost in an election is asked again
     try:
-        return _leader(client, stream, replicas, time.monotonic() + timeout) or ""
+        return _leader(client, stream, replicas, time.monotonic() + timeout, quorum) or ""
     finally:
         client.close()
 

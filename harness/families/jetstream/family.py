@@ -19,12 +19,10 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 from dataclasses import replace
 from typing import Any
 
 from fiskj.cli_common import open_store
-from fiskj.jetstream import NatsClient
 
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
@@ -36,7 +34,7 @@ from harness.observer.trace import ops_to_trace
 from harness.runner.faults import NOOP
 from harness.runner.trial import Prelude, Runner, run_id_for
 from harness.scenario.model import Scenario
-from harness.subject.nats_server import NatsServer, add_stream, start_cluster, start_server
+from harness.subject.nats_server import NatsServer, add_stream, start_cluster, start_server, stream_leader
 
 __all__ = ["JETSTREAM", "JetStreamFamily", "lay_state"]
 
@@ -90,24 +88,9 @@ def _restart(nodes: list[NatsServer], tmp: str, faults: tuple[str, ...] = ()) ->
         node.wait_ready()
 
 
-def _current(nodes: list[NatsServer], timeout: float = 20.0) -> str:
-    """Wait until the stream has a leader and a quorum (one current follower) of a cluster; its leader's name.
-    Raises :class:`SetupError` after ``timeout`` seconds."""
-    if len(nodes) == 1:
-        return nodes[0].name
-    client, deadline = NatsClient([n.url for n in nodes], timeout=2.0), time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            try:
-                cluster = client.run(client.js.stream_info(STREAM)).cluster
-                if cluster and cluster.leader and any(p.current for p in cluster.replicas or ()):
-                    return cluster.leader
-            except Exception:  # noqa: BLE001 - an election in progress
-                pass
-            time.sleep(0.05)
-    finally:
-        client.close()
-    raise SetupError(f"stream {STREAM} has no leader with a current follower after {timeout:.0f} s")
+def _current(nodes: list[NatsServer]) -> str:
+    """The stream's leader once it has one and a quorum (one current follower); raises :class:`SetupError`."""
+    return nodes[0].name if len(nodes) == 1 else stream_leader([n.url for n in nodes], STREAM, quorum=True)
 
 
 class _Executor:
