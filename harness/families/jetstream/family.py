@@ -13,6 +13,7 @@ records the restarted store holds.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -23,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from fiskj.cli_common import open_store
+from fiskj.jetstream import NatsClient
 
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
@@ -30,6 +32,7 @@ from harness.families.jetstream.params import MODES, Params
 from harness.families.power_loss.crashstates import window
 from harness.history.faults import fault_counts
 from harness.history.model import Fault, History
+from harness.names import EXIT_ERROR
 from harness.observer.trace import ops_to_trace
 from harness.runner.faults import NOOP
 from harness.runner.trial import Prelude, Runner, run_id_for
@@ -93,6 +96,22 @@ def _current(nodes: list[NatsServer]) -> str:
     return nodes[0].name if len(nodes) == 1 else stream_leader([n.url for n in nodes], STREAM, quorum=True)
 
 
+def _lead(nodes: list[NatsServer], name: str) -> None:
+    """Step the stream's leader down, preferring ``name``, until ``name`` leads; raises :class:`SetupError`."""
+    for _ in range(8):
+        if _current(nodes) == name:
+            return
+        client = NatsClient([n.url for n in nodes], timeout=2.0)
+        try:
+            client.run(client.nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{STREAM}",
+                                         json.dumps({"placement": {"preferred": name}}).encode(), timeout=2.0))
+        except Exception:  # noqa: BLE001 - an election in progress: ask again
+            pass
+        finally:
+            client.close()
+    raise SetupError(f"server {name} did not become the leader of stream {STREAM}")
+
+
 class _Executor:
     def __init__(self, scenario: Scenario, runner: Runner, params: Params) -> None:
         self.scenario, self.runner, self.params = scenario, runner, params
@@ -145,21 +164,27 @@ class _Executor:
             _current(nodes)
         except SetupError as exc:  # a node that does not come back, no stream leader: the run and checkers see it
             detail["restart"] = str(exc)
-        leg = replace(ref.history.legs[0], fault=Fault(kind="power_loss", injected=True, detail=detail))
-        prelude = Prelude(files={}, dirs=[], old_home=ref.history.options.get("trial_dir", ""), slug="",
-                          run_uuid=ref.history.options.get("run_uuid", ""), leg=leg,
-                          calls=list(ref.history.model_calls), effects=list(ref.history.effects))
+        return self._resumed(runner, ref.history, Fault(kind="power_loss", injected=True, detail=detail), seed)
+
+    def _resumed(self, runner: Runner, history: History, fault: Fault, seed: int) -> History:
+        """A trial whose leg 0 is ``history``'s (with ``fault`` on it, as a :class:`Prelude`), resumed to its end."""
+        prelude = Prelude(files={}, dirs=[], old_home=history.options.get("trial_dir", ""), slug="",
+                          run_uuid=history.options.get("run_uuid", ""), leg=replace(history.legs[0], fault=fault),
+                          calls=list(history.model_calls), effects=list(history.effects))
         return runner.run_trial(self.scenario, seed, NOOP, prelude=prelude)
 
     def _kill(self, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int, tmp: str) -> History:
-        """SIGKILL of the server right after its ``spec["event"]``-th write of a block file of the stream (a record
-        persisted, its ack not sent: a lost ack), restarted at once on the same store while the run goes on."""
+        """SIGKILL of the server (of a cluster: the stream's leader) right after its ``spec["event"]``-th write of a
+        block file of the stream (a record persisted, its ack not sent: a lost ack), restarted at once on the same
+        store while the run goes on; a run that ended in error meanwhile (the store away longer than the
+        writer's retries, its journal poisoned) is resumed."""
         runner.reference(self.scenario)  # I6's reference, on these servers; then that run is deleted
         with open_store(runner.subject.store_url) as store:
             store.delete(run_id_for(self.scenario))
-        target = nodes[0]
+        target = next(n for n in nodes if n.name == _current(nodes))  # of a cluster: the stream's leader
         target.stop()
         _restart([target], tmp, (f"kill-after@{int(spec['event'])}:write=*/streams/{STREAM}/msgs/*.blk",))
+        _lead(nodes, target.name)
         proc, done, restarted = target.proc, threading.Event(), []
 
         def restart() -> None:  # the kill is observed when the tracer exits: the server comes back at once
@@ -177,10 +202,13 @@ class _Executor:
             if not restarted:
                 target.stop(signal.SIGKILL)
             watcher.join()
+        fault = Fault(kind="server_kill", injected=bool(restarted),
+                      detail={"server": target.name, "after_write": int(spec["event"])})
         if not restarted:
             history.notes.append(f"the server made fewer than {spec['event']} block writes: no kill (not injected)")
-        history.legs[0].fault = Fault(kind="server_kill", injected=bool(restarted),
-                                      detail={"server": target.name, "after_write": int(spec["event"])})
+        elif history.legs[0].exit_code == EXIT_ERROR:  # the store was away longer than the writer's retries
+            return self._resumed(runner, history, fault, seed)
+        history.legs[0].fault = fault
         return history
 
     def close(self) -> None:
@@ -202,8 +230,6 @@ class JetStreamFamily(FamilyBase):
         if subject.jetstream is None:
             return ("its store is not a JetStream server the harness starts: run it with a profile that has "
                     "[jetstream] and --store {store_url} (subjects/jetstream/*.toml)")
-        if scenario is not None and self.params(scenario).fault == "kill" and subject.jetstream[0] > 1:
-            return "fault = \"kill\" runs against a single server only (a 3-replica leader kill is not built yet)"
         if not subject.caps.fiskj_based:
             return "acknowledged publishes are read from fiskj's IO seam (op publish): a fiskj-based subject only"
         return None
