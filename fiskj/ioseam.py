@@ -320,6 +320,15 @@ _TRACED = {
 }
 
 
+def published(path: str, data: bytes) -> None:
+    """Trace a JetStream publish the server acknowledged (op ``publish``: ``path`` the run's store location,
+    ``len``/``data`` the record's journal line): the store's counterpart of a write and its fsync returning
+    (docs/ioseam.md).  No call is made and no fault applies; nothing without a trace."""
+    if _trace_fd is not None:
+        n, _ = _begin("publish")
+        _emit(n, {"op": "publish", "path": path, "len": len(data), "data": base64.b64encode(data).decode("ascii")})
+
+
 def active() -> bool:
     """Return True when tracing or fault injection is on (the seam is not the plain calls)."""
     return _trace_fd is not None or _fault is not None

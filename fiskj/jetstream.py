@@ -36,6 +36,7 @@ import time
 import urllib.parse
 from typing import Any, Awaitable, TypeVar
 
+from . import ioseam
 from .codec import decode_record
 from .errors import (ConsistencyError, FiskjError, JournalError, RunExists, RunLocked, RunNotFound,
                      StoreIOError, StreamRefused, UsageError)
@@ -418,6 +419,7 @@ class JetStreamJournal(Journal):
                 failure = exc
             else:
                 self.tail = ack.seq  # ack.duplicate: our own earlier publish had landed (same Nats-Msg-Id)
+                ioseam.published(self.path, line)
                 return
         raise self._fail("write", seq, OSError(errno.EIO, f"publish to {subject} not acknowledged after "
                                                           f"{store.attempts} attempts: {type(failure).__name__}: {failure}"))
@@ -442,6 +444,7 @@ class JetStreamJournal(Journal):
                                                               f"back failed: {type(exc).__name__}: {exc}")) from None
         if msg is not None and (msg.headers or {}).get("Nats-Msg-Id") == msg_id:
             self.tail = msg.seq
+            ioseam.published(self.path, msg.data + b"\n")
             return
         if seq == 1:
             self._poison = "a concurrent creator made the run"

@@ -80,3 +80,18 @@ def test_a_repeat_of_a_reply_the_crashed_leg_had_acted_on_is_a_lost_delivered_re
     assert v.status == "invalid"
     (row,) = v.evidence["violations"]
     assert row["kind"] == "lost_delivered_reply" and row["acted_on"] == f"ran {tool}" and row["turn"] == 0
+
+
+def test_a_leg_that_ended_in_error_after_its_jetstream_server_was_killed_counts_as_one_crash():
+    from harness.history.model import Fault
+
+    def history(injected):
+        eng = Engine()
+        eng.leg(kill_after=2)           # M, call -> its record's publish never acknowledged: exit 1
+        h = eng.finish()
+        h.legs[0].exit_signal, h.legs[0].exit_code = None, 1
+        h.legs[0].fault = Fault(kind="server_kill", injected=injected)
+        return h
+
+    assert i3_model_repeats.check(history(True)).status == "valid"
+    assert i3_model_repeats.check(history(False)).status == "invalid"   # an error exit alone excuses no repeat

@@ -189,6 +189,9 @@ def test_a_subject_value_may_name_a_profile_after_variables():
     (('I1 = "the agent has no suspend"', 'I1 = "x"\n[mcp]\ntool_name = "a{tool}{tool}"'), "mcp.tool_name", "exactly once"),
     (('AGENT_OFFLINE = "1"', 'AGENT_OFFLINE = "{env}"'), "env.AGENT_OFFLINE", "unknown template variable"),
     (('"--name", "{run_id}"', '"--name", "{model:x}"'), "commands.start", "unknown template variable"),
+    (('I1 = "the agent has no suspend"', 'I1 = "x"\n[jetstream]\nreplicas = 2'), "jetstream.replicas", "expected 1 or 3"),
+    (('I1 = "the agent has no suspend"', 'I1 = "x"\n[jetstream]\nsync_interval = "2m"'), "jetstream.sync_interval",
+     '"default" or "always"'),
 ])
 def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit, key, message):
     path = tmp_path / "bad.toml"

@@ -33,6 +33,8 @@ __all__ = ["Campaign", "subject_limits", "unsupported"]
 def unsupported(subject: Subject, scenario: Scenario) -> str | None:
     """Why ``scenario`` cannot run against ``subject`` at all (a setup error), or ``None``: the subject's own
     limits (:meth:`harness.subject.capabilities.Capabilities.refuses`), then its family's."""
+    if subject.jetstream is not None and scenario.faults.family != "jetstream":
+        return "its store is a JetStream server only the jetstream family starts ([faults] family = \"jetstream\")"
     return subject.caps.refuses(scenario.workload) or by_mode(scenario.faults.family).unsupported(subject, scenario)
 
 

@@ -86,13 +86,15 @@ def crash_kind(leg: Leg | None, promises: Promises = FISK_AI) -> str | None:
     A leg can be both killed and followed by a tail fault; the kill still counts.  A leg ended by an
     injected IO error on its journal counts as a crash of the step in flight (``"kill"``): the record
     whose write or fsync failed was not acknowledged, so its tool or model call may run again once.  So
-    does a leg sent a signal the subject ``promises`` to abort on (:meth:`Promises.aborts`).
+    does a leg sent a signal the subject ``promises`` to abort on (:meth:`Promises.aborts`), and one that ended
+    in error after a ``server_kill`` of its JetStream store (its append not acknowledged, its journal poisoned).
     """
     if leg is None:
         return None
     if leg.fault.kind == "power_loss":
         return "power_loss"
-    if (leg.fault.kind == "io_error" and leg.fault.injected) or promises.aborts(leg):
+    if (leg.fault.kind == "io_error" and leg.fault.injected) or promises.aborts(leg) or \
+            (leg.fault.kind == "server_kill" and leg.fault.injected and leg.exit_code == 1):
         return "kill"
     return "kill" if leg.crashed else None
 
@@ -162,7 +164,7 @@ def is_refusal(leg: Leg) -> bool:
     """
     if leg.exit_signal is not None or leg.exit_code not in (1, 2):
         return False
-    if leg.fault.injected and leg.fault.kind in ("kill", "suspend", "io_error"):
+    if leg.fault.injected and leg.fault.kind in ("kill", "suspend", "io_error", "server_kill"):
         return False
     detail = " ".join(f"{k}={v}" for k, v in leg.fault.detail.items())
     said = _MODEL_REFUSAL.sub("", leg.stderr or "")  # the model refusing to answer is no refused resume

@@ -127,6 +127,7 @@ def _data(ev: dict[str, Any]) -> bytes:
 def acknowledged(history: History, leg: Leg) -> list[Ack]:
     """Journal lines ``leg`` wrote that a later successful fsync/fdatasync of the journal covered.
 
+    A ``publish`` (a JetStream append the server acknowledged: docs/ioseam.md) is acknowledged at once.
     Written bytes are joined per process in write order and split on
     ``\\n``; a complete line is pending until the next completed fsync of the
     journal, then acknowledged.  An ``ftruncate`` or ``O_TRUNC`` open drops
@@ -138,7 +139,9 @@ def acknowledged(history: History, leg: Leg) -> list[Ack]:
     pending: dict[int, list[tuple[bytes, int | None, int]]] = {}
     for ev in events(leg):
         pid, op = ev["pid"], ev.get("op")
-        if not journal.is_journal(ev.get("path"), history.run_id):
+        if op == "publish" and str(ev.get("path", "")).endswith(f".{history.run_id}.>"):
+            pending.setdefault(pid, []).append((_data(ev), None, ev.get("n", 0)))  # a JetStream append, acked:
+        elif not journal.is_journal(ev.get("path"), history.run_id):                # its line, as if fsynced now
             continue
         if op == "open" and "O_TRUNC" in (ev.get("flags") or []) or op == "ftruncate":
             carry.pop(pid, None)
@@ -156,7 +159,7 @@ def acknowledged(history: History, leg: Leg) -> list[Ack]:
                 start = None if start is None else start + len(line)
                 n0 = ev.get("n", 0)
             carry[pid] = (buf, start, n0)
-        elif op in ("fsync", "fdatasync") and not ev.get("error"):
+        if op in ("fsync", "fdatasync", "publish") and not ev.get("error"):
             for line, start, n0 in pending.pop(pid, []):
                 try:
                     seq = decode_record(line).seq

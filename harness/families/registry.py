@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.families.io_error.family import IO_ERROR
+from harness.families.jetstream.family import JETSTREAM
 from harness.families.power_loss.family import POWER_LOSS
 from harness.families.race.family import RACE
 from harness.families.signals.family import SIGNALS
@@ -17,7 +18,7 @@ from harness.families.tail.family import TAIL
 __all__ = ["FAMILIES", "MODES", "by_mode"]
 
 #: Every family, in report order.
-FAMILIES: tuple[Any, ...] = (SIGNALS, TAIL, POWER_LOSS, RACE, IO_ERROR)
+FAMILIES: tuple[Any, ...] = (SIGNALS, TAIL, POWER_LOSS, RACE, IO_ERROR, JETSTREAM)
 
 #: Every ``[faults] family`` value a scenario may name.
 MODES: tuple[str, ...] = tuple(mode for family in FAMILIES for mode in family.modes)

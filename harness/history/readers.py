@@ -10,7 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from fiskj.errors import FiskjError
+from fiskj.errors import FiskjError, StoreIOError, StreamRefused
+
+from harness.errors import SetupError
 from fiskj.reader import read_state
 
 from harness.history.model import Effect
@@ -79,6 +81,41 @@ def write_ledger(path: str | os.PathLike[str], effects: list[Effect]) -> None:
             f.write(json.dumps(asdict(e)) + "\n")
 
 
+def store_journal(path: str | os.PathLike[str]) -> bytes | None:
+    """A ``[journal] path`` of ``{store_url}#{run_id}`` (a JetStream store; pathlib made ``nats://`` ``nats:/``):
+    the run's records as the file journal's lines, in seq order (``None``: no run, or not such a path).
+    Raises :class:`SetupError` when the store does not answer (nothing is known of the run)."""
+    text = str(path)
+    if not text.startswith("nats:"):
+        return None
+    from fiskj.cli_common import open_store
+
+    url, _, run_id = text.replace("nats:/", "nats://", 1).replace("nats:///", "nats://", 1).rpartition("#")
+    try:
+        for attempt in range(4):  # a cluster electing a leader after a fault: up to 4 binds of 5 s
+            try:
+                store = open_store(url)
+                break
+            except StreamRefused as exc:  # the stream itself is gone (a power loss took its definition): no run
+                if exc.context.get("field") == "stream":
+                    return None
+                raise
+            except StoreIOError:
+                if attempt == 3:
+                    raise
+        try:
+            subjects = store._subjects(store.run_subjects(run_id), run_id)
+            if not subjects.get(store.subject(run_id, 1)):
+                return None
+            msgs = store.client.run(store._read(run_id, sum(subjects.values())))
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001 - the store did not answer: nothing is known of the run
+        raise SetupError(f"cannot read run {run_id} from {url}: {type(exc).__name__}: {exc}") from None
+    seq = {s: int(s.rsplit(".", 1)[1]) if s.rsplit(".", 1)[1].isdigit() else 1 for _, s, _ in msgs}
+    return b"".join(body + b"\n" for _, s, body in sorted(msgs, key=lambda m: seq[m[1]]))
+
+
 def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Fold the journal at ``path`` with fiskj: ``(state_json, None)`` or ``(None, error_json)``.
 
@@ -87,12 +124,13 @@ def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[d
     Never raises for a bad journal.
     """
     p = Path(path)
-    if not p.exists():
+    data = store_journal(p)
+    if data is None and not p.exists():
         return None, {"kind": "RunNotFound", "message": f"no journal at {p}", "path": str(p)}
     if fmt != FISK_AI_V2:
         return None, None
     try:
-        return read_state(p).to_json(), None
+        return read_state(p if data is None else data).to_json(), None
     except FiskjError as exc:
         return None, exc.to_json()
     except Exception as exc:  # a fold that crashes is evidence, never a pass

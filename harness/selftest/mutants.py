@@ -9,6 +9,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from harness.names import MUTANT_ENV, MUTANT_PRELOAD, MUTANT_SUBJECT, PRELOAD_ENV
@@ -114,6 +115,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # the lock is held until the writer's last fsync and close (I8)
     M("unlock-before-close", "the run lock is released before the journal's descriptor is closed",
       "race", "race-two-writers", 4, ("I8",), lock.unlock_before_close),
+    # the JetStream store (issue 28): the server's faults, a run's writers on two nodes (the jetstream family)
+    M("jetstream-ignores-lost-ack", "after a lost ack (the server killed between persisting a record and acking "
+      "it) the journal appends the record again instead of adopting its own", "jetstream", "jetstream-server-kill",
+      7, ("I5", "I6"), store.jetstream_ignores_lost_ack),
     # IO errors injected from outside: the io_error family (I4: nothing that failed is acknowledged)
     M("fsync-error-retried", "a failed fsync is retried until it succeeds and the append is acknowledged",
       "io_error", "io-errors", 6, ("I4",), store.retry_failed_fsync),
@@ -245,6 +250,11 @@ def subject_for(name: str) -> Subject:
 
     from harness.subject.contract import Subject, with_fiskj_reading
 
+    if get(name).family == "jetstream":  # the reference on a JetStream server the family starts
+        from harness.subject.profile import load_profile
+
+        js = load_profile(Path(__file__).resolve().parents[2] / "subjects" / "jetstream" / "r1-always.toml")
+        return replace(js, argv=(sys.executable, "-m", MUTANT_SUBJECT), extra_env=mutant_env(name), profile=None)
     return with_fiskj_reading(Subject(argv=(sys.executable, "-m", MUTANT_SUBJECT), extra_env=mutant_env(name)))
 
 

@@ -22,6 +22,7 @@ from harness.history.promises import FISK_AI, Promises
 from harness.subject.capabilities import Capabilities
 from harness.workload.mcp_setup import McpSpec
 from harness.workload.tools import PLAIN
+from harness.history.readers import store_journal
 from harness.names import (VOLATILE, EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE, MUTANT_ENV, MUTANT_SUBJECT,
                            PRELOAD_ENV)
 
@@ -75,7 +76,8 @@ FISKJ_STATUS_FIELDS = (("status", "status"), ("pending", "pending.unanswered"), 
 #: The template variables a profile may use (docs/subject.md "Subject profiles").
 TEMPLATE_VARS = ("run_id", "model", "base_url", "tools_file", "max_tokens", "max_iterations", "prompt",
                  "resume_prompt", "state_home", "home", "trial_dir", "profile_dir", "python", "system_file",
-                 "thinking", "run_uuid", "cwd", "cwd_slug", "tmp_dir", "mcp_config", "mcp_url", "mcp_tools", "env")
+                 "thinking", "run_uuid", "cwd", "cwd_slug", "tmp_dir", "mcp_config", "mcp_url", "mcp_tools", "env",
+                 "store_url")
 _FIELD = re.compile(r"\{\{|\}\}|\{([a-z_]+)(?::([A-Za-z_][A-Za-z0-9_]*))?\}")
 
 
@@ -110,6 +112,8 @@ def journal_bytes(path: Path) -> bytes | None:
     """The bytes of the journal at ``path`` (:func:`journal_file`; ``None``: none); a directory (an opaque store)
     as one snapshot of every regular file below it, sorted (:func:`harness.history.journal_location.store_files`),
     leaving out :data:`harness.names.VOLATILE` files (no durable state)."""
+    if str(path).startswith("nats:"):  # {store_url}#{run_id}: the run's records read from its JetStream store
+        return store_journal(path)
     path = journal_file(path)
     if not path.is_dir():
         try:
@@ -180,6 +184,8 @@ class Subject:
     cwd: str = ""
     mcp: McpSpec | None = None
     mcp_config: str = "{trial_dir}/mcp.json"
+    jetstream: tuple[int, str] | None = None  # [jetstream]: (replicas, sync_interval) of the server(s) a trial starts
+    store_url: str = ""  # {store_url}: the JetStream store of this trial (set per trial by the jetstream family)
 
     @property
     def is_reference(self) -> bool:
@@ -247,7 +253,8 @@ class Subject:
         for a leg; :data:`TEMPLATE_VARS`)."""
         run = {name: str(value) for name, value in asdict(cfg).items() if name != "chat"}
         return {**run, "resume_prompt": self.resume_prompt, "state_home": "", "home": "", "trial_dir": "",
-                "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable, "mcp_url": "", **where}
+                "profile_dir": os.path.dirname(self.profile or ""), "python": sys.executable, "mcp_url": "",
+                "store_url": self.store_url, **where}
 
     def trial_where(self, tmp: Path, run_uuid: str | None = None, make: bool = True) -> dict[str, str]:
         """The values of a trial laid in folder ``tmp``, its folders made (``make``): ``state_home`` (``tmp/state``),

@@ -24,6 +24,8 @@ from typing import Any
 
 from fiskj.jetstream import NatsClient
 from harness.errors import SetupError
+from harness.observer import spawn_observed
+from harness.observer.run import ObservedProcess
 
 __all__ = ["NatsServer", "NatsCluster", "nats_server_binary", "start_server", "start_cluster", "add_stream",
            "stream_leader"]
@@ -83,13 +85,17 @@ class NatsServer:
         return os.path.join(self.directory, "store")
 
     @property
+    def pid_path(self) -> str:
+        return os.path.join(self.directory, "server.pid")
+
+    @property
     def log_path(self) -> str:
         return os.path.join(self.directory, "server.log")
 
     def config(self) -> str:
         """The server's configuration file text."""
         sync = f"\n  sync_interval: {self.sync_interval}" if self.sync_interval else ""
-        text = (f"server_name: {self.name}\nlisten: 127.0.0.1:{self.port}\nhttp: 127.0.0.1:{self.http_port}\n"
+        text = (f"server_name: {self.name}\npid_file: \"{self.pid_path}\"\nlisten: 127.0.0.1:{self.port}\nhttp: 127.0.0.1:{self.http_port}\n"
                 f"jetstream {{\n  store_dir: \"{self.store_dir}\"{sync}\n}}\n")
         if self.cluster_port is not None:
             routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
@@ -105,13 +111,18 @@ class NatsServer:
             f.write(self.config())
         return [nats_server_binary(), "-c", conf]
 
-    def start(self, wait: bool = True) -> "NatsServer":
-        """Start (or restart, on the same ports and store) the server; with ``wait``, until it is ready.
+    def start(self, wait: bool = True, observe: str | None = None, faults: tuple[str, ...] = ()) -> "NatsServer":
+        """Start (or restart, on the same ports and store) the server; with ``wait``, until it is ready;
+        ``observe``: a log file, to run it under the outside observer (its store directory the root) with
+        ``faults`` (``ACTION@K[:KINDS]``, docs/observer.md).
         Raises :class:`SetupError` when it exits or is not ready within :data:`READY_TIMEOUT_S`."""
         argv = self.command()
+        os.makedirs(self.store_dir, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            kw: dict[str, Any] = dict(stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      start_new_session=True)
+            self.proc = (spawn_observed(argv, log=observe, roots=[self.store_dir], faults=faults, **kw) if observe
+                         else subprocess.Popen(argv, **kw))
         if wait:
             self.wait_ready()
         return self
@@ -138,7 +149,10 @@ class NatsServer:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return None if proc is None else proc.returncode
-        proc.send_signal(sig)
+        try:  # the server's own pid: an observed server's proc is its tracer
+            os.kill(int(open(self.pid_path).read()) if isinstance(proc, ObservedProcess) else proc.pid, sig)
+        except (OSError, ValueError):
+            proc.send_signal(sig)
         try:
             return proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -178,10 +192,12 @@ class NatsCluster:
             s.stop(sig)
 
 
-def start_server(directory: str, *, sync_interval: str | None = None, name: str = "n1") -> NatsServer:
-    """A single JetStream server, config and store under ``directory/name``; ready when returned."""
+def start_server(directory: str, *, sync_interval: str | None = None, name: str = "n1",
+                 observe: str | None = None) -> NatsServer:
+    """A single JetStream server, config and store under ``directory/name``; ready when returned;
+    ``observe``: :meth:`NatsServer.start`'s."""
     port, http_port = _free_ports(2)
-    return NatsServer(name, os.path.join(directory, name), port, http_port, sync_interval).start()
+    return NatsServer(name, os.path.join(directory, name), port, http_port, sync_interval).start(observe=observe)
 
 
 def start_cluster(directory: str, *, size: int = 3, sync_interval: str | None = None) -> NatsCluster:
@@ -234,14 +250,15 @@ def add_stream(servers: list[str], name: str, *, prefix: str = "fiskj", replicas
         client.close()
 
 
-def _leader(client: NatsClient, stream: str, replicas: int, deadline: float) -> str | None:
+def _leader(client: NatsClient, stream: str, replicas: int, deadline: float, quorum: bool = False) -> str | None:
     while True:
         try:
             cluster = client.run(client.js.stream_info(stream)).cluster
             if cluster is None or replicas < 2:
                 return None if cluster is None else cluster.leader
             peers = cluster.replicas or []
-            if cluster.leader and len(peers) == replicas - 1 and all(p.current for p in peers):
+            if cluster.leader and (any(p.current for p in peers) if quorum
+                                   else len(peers) == replicas - 1 and all(p.current for p in peers)):
                 return cluster.leader
         except Exception:  # noqa: BLE001 - an election in progress
             pass
@@ -250,10 +267,13 @@ def _leader(client: NatsClient, stream: str, replicas: int, deadline: float) -> 
         time.sleep(0.02)
 
 
-def stream_leader(servers: list[str], stream: str, *, replicas: int = 3, timeout: float = READY_TIMEOUT_S) -> str:
-    """The name of the server leading ``stream`` (waits for a leader with ``replicas`` current replicas)."""
-    client = NatsClient(servers, timeout=timeout)
+def stream_leader(servers: list[str], stream: str, *, replicas: int = 3, timeout: float = READY_TIMEOUT_S,
+                  quorum: bool = False) -> str:
+    """The name of the server leading ``stream`` (waits for a leader with ``replicas`` current replicas; with
+    ``quorum``, with one current follower: a cluster that lost a node)."""
+    client = NatsClient(servers, timeout=min(timeout, 2.0))  # a request lost in an election is asked again
     try:
-        return _leader(client, stream, replicas, time.monotonic() + timeout) or ""
+        return _leader(client, stream, replicas, time.monotonic() + timeout, quorum) or ""
     finally:
         client.close()
+

@@ -39,7 +39,7 @@ __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject"
 
 
 _TOP = {"name", "about", "command", "home", "chat", "server_tools", "cwd", "env", "files", "mcp", "commands", "exit", "journal",
-        "reading", "not_applicable", "promises"}
+        "reading", "not_applicable", "promises", "jetstream"}
 _MCP = {"transport", "server", "tool_name", "config"}
 _COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
 _JOURNAL = {"path", "format"}
@@ -120,7 +120,7 @@ def parse_profile(text: str, path: str) -> Subject:
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
                    files=files, name=name, profile=path, about=src.doc.get("about", ""), error_stdout=error_stdout,
-                   promises=_promises(src), cwd=_cwd(src), **mcp)
+                   promises=_promises(src), cwd=_cwd(src), jetstream=_jetstream(src), **mcp)
 
 
 class _ProfileText:
@@ -320,9 +320,9 @@ def _journal(src: _ProfileText, home: bool) -> tuple[str, str]:
     if fmt != OPAQUE and "{run_id}" not in path and "{run_uuid}" not in path and "*" not in path:
         raise src.fail("journal", "path", "the journal path must name the run: put {run_id} or {run_uuid} in it, "
                                           "or a * in its file name for a name the agent chooses")
-    if not path.startswith(("{state_home}", "{home}", "{trial_dir}")):
+    if not path.startswith(("{state_home}", "{home}", "{trial_dir}", "{store_url}#")):
         raise src.fail("journal", "path", "the journal must live in the trial's directories: start the path with "
-                                          "{state_home}, {home} or {trial_dir}")
+                                          "{state_home}, {home} or {trial_dir} (a JetStream store's: {store_url}#)")
     if path.startswith("{home}") and not home:
         raise src.fail("journal", "path", "a journal under {home} needs home = true")
     if fmt not in JOURNAL_FORMATS:
@@ -408,3 +408,17 @@ def _promises(src: _ProfileText) -> Promises:
                                                           f"(those that suspend cleanly), got {sigs!r}")
         out["suspend_signals"] = tuple(s for s in SUSPEND_SIGNALS if s in sigs)
     return Promises(**out)
+
+
+def _jetstream(src: _ProfileText) -> tuple[int, str] | None:
+    """``[jetstream]``: the agent's store is a JetStream server each trial starts (docs/jetstream.md "Server
+    faults"): ``replicas`` 1 or 3, ``sync_interval`` ``"default"`` or ``"always"``; its commands name ``{store_url}``."""
+    if "jetstream" not in src.doc:
+        return None
+    doc = src.table("jetstream", {"replicas", "sync_interval"})
+    replicas, sync = doc.get("replicas", 1), doc.get("sync_interval", "default")
+    if replicas not in (1, 3):
+        raise src.fail("jetstream", "replicas", f"expected 1 or 3, got {replicas!r}")
+    if sync not in ("default", "always"):
+        raise src.fail("jetstream", "sync_interval", f"expected \"default\" or \"always\", got {sync!r}")
+    return replicas, sync

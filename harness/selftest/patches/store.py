@@ -16,7 +16,8 @@ from harness.selftest.patches import swapped, wrap
 
 __all__ = ["unsynced_appends", "no_dir_fsync", "store_dir_not_durable", "retry_failed_fsync",
            "swallow_write_errors", "newline_first", "create_not_reclaimed", "create_without_excl",
-           "resume_writer_no_record_limit", "drop_thinking_signatures"]
+           "resume_writer_no_record_limit", "drop_thinking_signatures",
+           "jetstream_ignores_lost_ack"]
 
 
 def unsynced_appends(fsync_first: bool = False) -> None:
@@ -150,3 +151,21 @@ def drop_thinking_signatures() -> None:
                 {k: v for k, v in b.items() if k != "signature"} if isinstance(b, dict) and b.get("type") == "thinking"
                 else b for b in content]}
         return out
+
+
+def jetstream_ignores_lost_ack() -> None:
+    """A JetStream journal whose publish was refused by the fence after a lost ack does not adopt its own record
+    on that subject (its own ``Nats-Msg-Id``): it takes it for a failed publish and appends the line again, on
+    the next subject, unfenced (issue 28)."""
+    from fiskj.jetstream import JetStreamJournal
+
+    @wrap(JetStreamJournal, "_fenced")
+    def _fenced(original: Any, self: Any, subject: str, msg_id: str, seq: int) -> None:
+        client = self.store.client
+        try:
+            msg = client.run(client.js.get_last_msg(self.store.stream, subject))
+        except Exception:  # noqa: BLE001 - nothing there: the correct path decides
+            return original(self, subject, msg_id, seq)
+        if (msg.headers or {}).get("Nats-Msg-Id") != msg_id:
+            return original(self, subject, msg_id, seq)
+        self.tail = client.run(client.js.publish(self.store.subject(self.run_id, seq + 1), msg.data)).seq

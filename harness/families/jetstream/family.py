@@ -1,0 +1,250 @@
+"""The jetstream family: faults of the JetStream server(s) a subject's store lives on (issue 28; docs/jetstream.md).
+
+For a subject whose profile has ``[jetstream]`` (its commands name ``{store_url}``), each trial starts the
+server in its own folder, under the outside observer (root: its store directory), and a stream the store
+accepts; runs the scenario's workload to its end on it (:meth:`Runner.reference` of a runner of this trial);
+then applies the server fault and resumes the run through the one leg runner, leg 0 being that run
+(a :class:`harness.runner.trial.Prelude`) with the fault on it.  ``power-loss``: the server is SIGKILLed and its
+store directory laid as a crash state of its observed writes and fsyncs after the run's last acknowledged
+publish (docs/persistence-model.md; :func:`harness.families.power_loss.crashstates.window`), then it restarts.
+I4 judges the publishes fiskj's IO seam traced as acknowledged (op ``publish``, docs/ioseam.md) against the
+records the restarted store holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import tempfile
+import threading
+from dataclasses import replace
+from typing import Any
+
+from fiskj.cli_common import open_store
+from fiskj.jetstream import NatsClient
+
+from harness.errors import SetupError
+from harness.families.base import FamilyBase, Planned, Ran
+from harness.families.jetstream.params import MODES, Params
+from harness.families.power_loss.crashstates import window
+from harness.history.faults import fault_counts
+from harness.history.model import Fault, History
+from harness.names import EXIT_ERROR
+from harness.observer.trace import ops_to_trace
+from harness.runner.faults import NOOP
+from harness.runner.trial import Prelude, Runner, run_id_for
+from harness.scenario.model import Scenario
+from harness.subject.nats_server import NatsServer, add_stream, start_cluster, start_server, stream_leader
+
+__all__ = ["JETSTREAM", "JetStreamFamily", "lay_state"]
+
+STREAM = "FISKJ"
+
+
+def durable_tree(root: str) -> tuple[dict[str, bytes], set[str]]:
+    """Make every file and folder under ``root`` durable (fsync each; the stream as an operator's that existed
+    long before the run) and return them: the tree before the server's trace (path -> bytes, folders)."""
+    files, dirs = {}, set()
+    for d, _, names in os.walk(os.path.realpath(root), topdown=False):
+        for name in names:
+            with open(os.path.join(d, name), "rb+") as f:
+                files[f.name] = f.read()
+                os.fsync(f.fileno())
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(fd)
+        os.close(fd)
+        dirs.add(d)
+    return files, dirs
+
+
+def lay_state(events: list[dict[str, Any]], root: str, before: tuple[dict[str, bytes], set[str]], state: int,
+              sector_bytes: int, seed: int) -> dict[str, Any]:
+    """Replace the store directory ``root`` (``before``: its durable tree when the trace began) with crash
+    state ``state`` of the server's trace ``events`` at its end (0: no unsynced unit kept, 1: every unit, else
+    a sample seeded by ``seed``); its summary."""
+    root = os.path.realpath(root)
+    files, dirs = before
+    units, _ = window(events, files, dirs, len(events), complete=False, sector_bytes=sector_bytes)
+    rng = random.Random(f"{seed}:{state}")
+    dropped = units if state == 0 else [] if state == 1 else [u for u in units if rng.random() < 0.5]
+    _, crash = window(events, files, dirs, len(events), dropped, complete=False, sector_bytes=sector_bytes)
+    assert crash is not None
+    shutil.rmtree(root)
+    for d in sorted(d for d in crash.dirs | {root} if d.startswith(root)):
+        os.makedirs(d, exist_ok=True)
+    for path, data in crash.files.items():
+        if path.startswith(root + "/"):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+    return {**crash.describe(), "units": len(units), "dropped": len(dropped)}
+
+
+def _restart(nodes: list[NatsServer], tmp: str, faults: tuple[str, ...] = ()) -> None:
+    """Start ``nodes`` again, under the observer (``tmp/NAME-ops.log``; ``faults``), and wait until each is ready."""
+    for node in nodes:
+        node.start(wait=False, observe=os.path.join(tmp, f"{node.name}-ops.log") if tmp else None, faults=faults)
+    for node in nodes:
+        node.wait_ready()
+
+
+def _current(nodes: list[NatsServer]) -> str:
+    """The stream's leader once it has one and a quorum (one current follower); raises :class:`SetupError`."""
+    return nodes[0].name if len(nodes) == 1 else stream_leader([n.url for n in nodes], STREAM, quorum=True)
+
+
+def _lead(nodes: list[NatsServer], name: str) -> None:
+    """Step the stream's leader down, preferring ``name``, until ``name`` leads; raises :class:`SetupError`."""
+    for _ in range(8):
+        if _current(nodes) == name:
+            return
+        client = NatsClient([n.url for n in nodes], timeout=2.0)
+        try:
+            client.run(client.nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{STREAM}",
+                                         json.dumps({"placement": {"preferred": name}}).encode(), timeout=2.0))
+        except Exception:  # noqa: BLE001 - an election in progress: ask again
+            pass
+        finally:
+            client.close()
+    raise SetupError(f"server {name} did not become the leader of stream {STREAM}")
+
+
+class _Executor:
+    def __init__(self, scenario: Scenario, runner: Runner, params: Params) -> None:
+        self.scenario, self.runner, self.params = scenario, runner, params
+
+    def run(self, planned: Planned) -> Ran:
+        spec = planned.schedule[0]
+        replicas, sync = self.runner.subject.jetstream or (1, "default")
+        tmp = tempfile.mkdtemp(prefix="fiskj-jetstream-", dir=self.runner.tmp_root)
+        nodes: list[NatsServer] = []
+        try:
+            sync_interval = None if sync == "default" else sync
+            nodes = ([start_server(tmp, sync_interval=sync_interval)] if replicas == 1
+                     else start_cluster(tmp, size=replicas, sync_interval=sync_interval).servers)
+            add_stream([n.url for n in nodes], STREAM, replicas=replicas)
+            url = "nats://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes) + f"/{STREAM}" + \
+                ("?allow_single_replica=1" if replicas == 1 else "")
+            with Runner(replace(self.runner.subject, store_url=url), self.runner.server, tmp_root=tmp,
+                        fork_server=False, observe=False) as runner:
+                trial = self._power_loss if spec.get("kind") == "power_loss" else self._kill
+                history = trial(runner, nodes, spec, planned.seed, tmp)
+        finally:
+            for node in nodes:
+                node.stop(signal.SIGKILL)
+            shutil.rmtree(tmp, ignore_errors=True)
+        history.schedule = [dict(f) for f in planned.schedule]
+        return Ran(history, fault_counts(history))
+
+    def _power_loss(self, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int,
+                    tmp: str) -> History:
+        """The run to its end on the observed servers, then the power cut of the stream's leader (every node
+        with ``nodes = "all"``): crash state ``spec["state"]`` laid in each, restarted, the run resumed (leg 0
+        the run, as a :class:`Prelude`)."""
+        for node in nodes:
+            node.stop()
+        before = {node.name: durable_tree(node.store_dir) for node in nodes}
+        _restart(nodes, tmp)
+        _current(nodes)
+        ref = runner.reference(self.scenario)
+        leader = _current(nodes)
+        cut = nodes if self.params.nodes == "all" else [n for n in nodes if n.name == leader]
+        states = {}
+        for node in cut:
+            proc = node.proc
+            node.stop(signal.SIGKILL)  # the power goes: the server dies with its page cache
+            states[node.name] = lay_state(ops_to_trace(proc.ops()), node.store_dir, before[node.name],
+                                          int(spec.get("state", 0)), self.params.sector_bytes, seed)
+        detail: dict[str, Any] = {"leader": leader, "states": states}
+        try:
+            _restart(cut, "")
+            _current(nodes)
+        except SetupError as exc:  # a node that does not come back, no stream leader: the run and checkers see it
+            detail["restart"] = str(exc)
+        return self._resumed(runner, ref.history, Fault(kind="power_loss", injected=True, detail=detail), seed)
+
+    def _resumed(self, runner: Runner, history: History, fault: Fault, seed: int) -> History:
+        """A trial whose leg 0 is ``history``'s (with ``fault`` on it, as a :class:`Prelude`), resumed to its end."""
+        prelude = Prelude(files={}, dirs=[], old_home=history.options.get("trial_dir", ""), slug="",
+                          run_uuid=history.options.get("run_uuid", ""), leg=replace(history.legs[0], fault=fault),
+                          calls=list(history.model_calls), effects=list(history.effects))
+        return runner.run_trial(self.scenario, seed, NOOP, prelude=prelude)
+
+    def _kill(self, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int, tmp: str) -> History:
+        """SIGKILL of the server (of a cluster: the stream's leader) right after its ``spec["event"]``-th write of a
+        block file of the stream (a record persisted, its ack not sent: a lost ack), restarted at once on the same
+        store while the run goes on; a run that ended in error meanwhile (the store away longer than the
+        writer's retries, its journal poisoned) is resumed."""
+        runner.reference(self.scenario)  # I6's reference, on these servers; then that run is deleted
+        with open_store(runner.subject.store_url) as store:
+            store.delete(run_id_for(self.scenario))
+        target = next(n for n in nodes if n.name == _current(nodes))  # of a cluster: the stream's leader
+        target.stop()
+        _restart([target], tmp, (f"kill-after@{int(spec['event'])}:write=*/streams/{STREAM}/msgs/*.blk",))
+        _lead(nodes, target.name)
+        proc, done, restarted = target.proc, threading.Event(), []
+
+        def restart() -> None:  # the kill is observed when the tracer exits: the server comes back at once
+            proc.wait()
+            if not done.is_set():
+                target.start()
+                restarted.append(True)
+
+        watcher = threading.Thread(target=restart, name="fiskj-nats-restart", daemon=True)
+        watcher.start()
+        try:
+            history = runner.run_trial(self.scenario, seed, NOOP)
+        finally:
+            done.set()
+            if not restarted:
+                target.stop(signal.SIGKILL)
+            watcher.join()
+        fault = Fault(kind="server_kill", injected=bool(restarted),
+                      detail={"server": target.name, "after_write": int(spec["event"])})
+        if not restarted:
+            history.notes.append(f"the server made fewer than {spec['event']} block writes: no kill (not injected)")
+        elif history.legs[0].exit_code == EXIT_ERROR:  # the store was away longer than the writer's retries
+            return self._resumed(runner, history, fault, seed)
+        history.legs[0].fault = fault
+        return history
+
+    def close(self) -> None:
+        pass
+
+
+class JetStreamFamily(FamilyBase):
+    """The jetstream family (see the module docstring); registered as :data:`JETSTREAM`."""
+
+    name = "jetstream"
+    modes = MODES
+    Params = Params
+    resumes = True
+
+    def needs_reference(self, scenario: Scenario) -> bool:
+        return False  # each trial's own run on its own server is the reference
+
+    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
+        if subject.jetstream is None:
+            return ("its store is not a JetStream server the harness starts: run it with a profile that has "
+                    "[jetstream] and --store {store_url} (subjects/jetstream/*.toml)")
+        if not subject.caps.fiskj_based:
+            return "acknowledged publishes are read from fiskj's IO seam (op publish): a fiskj-based subject only"
+        return None
+
+    def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
+             schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
+        if schedules is not None:
+            return [Planned([dict(f) for f in s], "explicit", seed) for s in schedules]
+        if self.params(scenario).fault == "power-loss":
+            return [Planned([{"kind": "power_loss", "state": i}], "crash-state", seed) for i in range(count)]
+        return [Planned([{"kind": "server_kill", "event": k}], "exhaustive", seed) for k in range(1, count + 1)]
+
+    def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
+        return _Executor(scenario, runner, self.params(scenario))
+
+
+#: The registered instance.
+JETSTREAM = JetStreamFamily()
