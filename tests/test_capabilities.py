@@ -37,8 +37,7 @@ def test_the_capabilities_are_computed_once_per_subject_and_again_for_a_changed_
     assert "I10" in dict(replace(subject, status_args=None).caps.not_applicable)
 
 
-def test_a_profile_s_journal_chat_and_drift_are_its_capabilities():
-    subject = parse_profile('''
+PROFILE = '''
 name = "p"
 command = ["agent"]
 chat = false
@@ -49,7 +48,11 @@ resume = ["resume", "{run_id}", "--model", "{model}"]
 [journal]
 path = "{home}/.agent/{run_id}.jsonl"
 format = "jsonl"
-''', "/p/profile.toml")
+'''
+
+
+def test_a_profile_s_journal_chat_and_drift_are_its_capabilities():
+    subject = parse_profile(PROFILE, "/p/profile.toml")
     caps = subject.caps
     assert not caps.chat and caps.drift == {"model"} and not caps.decoded and not caps.journal.is_contract
     assert caps.journal.is_journal("/t/home/.agent/r1.jsonl", "r1")
@@ -58,6 +61,10 @@ format = "jsonl"
     assert caps.refuses(_workload(drift=("model",))) is None
     assert any(line.startswith("journal format jsonl (not decoded)") for line in caps.limits())
     assert caps.server_tools and caps.refuses(_workload(pause=True)) is None      # the default: it takes them
+    continues = parse_profile(PROFILE + '[promises]\ndrifted_resume = "continues"\n', "/p/profile.toml").caps
+    assert caps.drift_refused and not continues.drift_refused
+    assert "drifted_resume = \"continues\"" in continues.refuses(_workload(drift=("model",)))
+    assert continues.refuses(_workload()) is None                                  # only drift scenarios
 
 
 def test_a_profile_without_server_tools_is_not_given_server_tool_replies():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Promises", "FISK_AI", "RESUME_COMPLETED", "INTERRUPTED_TOOL", "SUSPEND_SIGNALS", "COMPLETED_PROBE",
-           "CUT_OFF_TURN", "DURABLE"]
+           "CUT_OFF_TURN", "DURABLE", "DRIFTED_RESUME"]
 
 #: What a resume of a completed run does: refused (nothing appended), continued with a new turn, or nothing.
 RESUME_COMPLETED = ("refuse", "new-turn", "no-op")
@@ -22,6 +22,9 @@ INTERRUPTED_TOOL = ("rerun-at-most-once", "rerun-step", "reported")
 #: What a reply stopped by max_tokens or refusal does: ends the run with error, its tools never run (fisk-ai);
 #: or the agent goes on (runs the complete tool calls it holds, asks again after a refusal) and completes.
 CUT_OFF_TURN = ("ends-run", "continues")
+#: What a resume under a changed configuration (model, prompt, tools, budgets) does: refused (fisk-ai's
+#: fingerprint, docs/spec.md section 7), or continued under the new one (an agent that keeps no fingerprint).
+DRIFTED_RESUME = ("refuse", "continues")
 #: What an opaque store promises to survive (docs/subject.md "Journal formats"): a power loss (its writes are
 #: fsynced before the agent acts on them), or only a process crash (a power loss may lose what it acted on).
 DURABLE = ("power-loss", "process-crash")
@@ -36,13 +39,14 @@ class Promises:
     """``resume_completed`` (:data:`RESUME_COMPLETED`), ``suspend_signals`` (those that suspend cleanly at a
     boundary; the others of :data:`SUSPEND_SIGNALS` abort the step in flight like a kill) and
     ``interrupted_tool`` (:data:`INTERRUPTED_TOOL`), ``cut_off_turn`` (:data:`CUT_OFF_TURN`), ``durable``
-    (:data:`DURABLE`)."""
+    (:data:`DURABLE`), ``drifted_resume`` (:data:`DRIFTED_RESUME`)."""
 
     resume_completed: str = "refuse"
     suspend_signals: tuple[str, ...] = SUSPEND_SIGNALS
     interrupted_tool: str = "rerun-at-most-once"
     cut_off_turn: str = "ends-run"
     durable: str = "power-loss"
+    drifted_resume: str = "refuse"
 
     def aborts(self, leg: Any) -> bool:
         """True when ``leg`` (a :class:`harness.history.model.Leg`) got an injected suspend signal this
@@ -63,7 +67,8 @@ class Promises:
                 + (f", abort like a kill on {', '.join(aborts)}" if aborts else "")
                 + f"; interrupted tool: {self.interrupted_tool}"
                 + (f"; cut-off turn: {self.cut_off_turn}" if self.cut_off_turn != "ends-run" else "")
-                + (f"; store durable against: {self.durable} only" if self.durable != "power-loss" else ""))
+                + (f"; store durable against: {self.durable} only" if self.durable != "power-loss" else "")
+                + (f"; drifted resume: {self.drifted_resume}" if self.drifted_resume != "refuse" else ""))
 
     @classmethod
     def from_json(cls, raw: dict[str, Any] | None) -> "Promises":

@@ -52,6 +52,7 @@ class Capabilities:
     drift: frozenset[str]
     server_tools: bool = True
     not_applicable: tuple[tuple[str, str], ...] = ()
+    drift_refused: bool = True
 
     @classmethod
     def of(cls, subject: Any) -> "Capabilities":
@@ -75,7 +76,8 @@ class Capabilities:
                                  f"{subject.journal_format}): what it journaled of each reply is not judged")
         return cls(fiskj_based=fiskj_based, forkable=fiskj_based and len(argv) == 3 and _this_python(argv[0]),
                    reading=reading, journal=JournalLocation(subject.journal, subject.journal_format),
-                   chat=subject.chat, drift=drift, server_tools=subject.server_tools, not_applicable=tuple(na.items()))
+                   chat=subject.chat, drift=drift, server_tools=subject.server_tools, not_applicable=tuple(na.items()),
+                   drift_refused=getattr(subject, "promises", None) is None or subject.promises.drifted_resume == "refuse")
 
     @property
     def decoded(self) -> bool:
@@ -87,7 +89,7 @@ class Capabilities:
         """Why a scenario with ``workload`` (a :class:`harness.scenario.model.Workload`) cannot run against
         this subject at all (named before the first trial, never a pass), or ``None``: a chat for a subject that
         cannot chat or whose journal the harness cannot count follow-ups in, server-tool replies for one without
-        server tools, or a drift its resume cannot pass."""
+        server tools, or a drift its resume cannot pass or promises not to refuse."""
         if workload.chat_followups and not self.chat:
             return "a chat scenario, and this subject cannot run a chat (its profile says chat = false)"
         if workload.chat_followups and not self.decoded:
@@ -96,6 +98,9 @@ class Capabilities:
         if not self.server_tools and (workload.pause_turn or any("web_search" in b for b in workload.reply_blocks)):
             return ("server-tool replies (web_search, pause_turn), and this subject never enabled server tools "
                     "(its profile says server_tools = false)")
+        if workload.drift and not self.drift_refused:
+            return ("a drift scenario, and this subject promises to continue a resume under a changed configuration "
+                    "([promises] drifted_resume = \"continues\": it keeps no fingerprint): no refusal to judge")
         missing = [f for f in workload.drift if f not in self.drift]
         if missing:
             return (f"a drift of {', '.join(missing)}, and this subject's resume command (and files) pass no "

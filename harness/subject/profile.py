@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import ProfileError
-from harness.history.promises import (CUT_OFF_TURN, DURABLE, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS,
+from harness.history.promises import (CUT_OFF_TURN, DRIFTED_RESUME, DURABLE, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS,
                                       Promises)
 from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS, OPAQUE
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
@@ -393,10 +393,11 @@ def _not_applicable(src: _ProfileText) -> tuple[tuple[str, str], ...]:
 def _promises(src: _ProfileText) -> Promises:
     """``[promises]``: what the agent promises of its semantics (docs/spec.md section 15 "Declared promises");
     fisk-ai's rules for a key left out."""
-    doc = src.table("promises", {"resume_completed", "suspend_signals", "interrupted_tool", "cut_off_turn", "durable"})
+    doc = src.table("promises", {"resume_completed", "suspend_signals", "interrupted_tool", "cut_off_turn", "durable",
+                                 "drifted_resume"})
     out = {}
     for key, allowed in (("resume_completed", RESUME_COMPLETED), ("interrupted_tool", INTERRUPTED_TOOL),
-                         ("cut_off_turn", CUT_OFF_TURN), ("durable", DURABLE)):
+                         ("cut_off_turn", CUT_OFF_TURN), ("durable", DURABLE), ("drifted_resume", DRIFTED_RESUME)):
         if key in doc:
             if doc[key] not in allowed:
                 raise src.fail("promises", key, f"expected one of {', '.join(allowed)}, got {doc[key]!r}")

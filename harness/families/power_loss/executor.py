@@ -138,6 +138,7 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
     if leg > 0 and journal.is_store:  # the store as the legs before left it (read from their traces)
         files = {p: b for p, b in written(ev for lg in ref.history.legs[:leg] for ev in lg.trace).items()
                  if journal.is_journal(p, run_id)}
+        dirs |= {str(d) for p in files for d in Path(p).parents if str(d).startswith(old_home + "/")}
     elif leg > 0:
         files = {jpath: ref.history.legs[leg - 1].journal or b""}
         if journal.is_contract:  # the contract's run lock beside it (docs/spec.md section 10)

@@ -95,6 +95,17 @@ class PowerLossFamily(FamilyBase):
         return family_params(Params, scenario, {"max_states": count or scenario.trials.count,
                                                 "seed": scenario.trials.seed if seed is None else seed}, {})
 
+    def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
+        """A resume leg's power loss (``crash_leg = "resume"``) over an opaque store: the store the earlier legs
+        left is rebuilt from their traces, and a database may change its files in ways no traced call shows
+        (SQLite's WAL index through mmap decides a WAL reset): the rebuild is not proven faithful, so not run."""
+        if scenario is not None and subject is not None and subject.caps.journal.is_store \
+                and self.params(scenario).crash_leg == "resume":
+            return ("power loss of a resume leg over an opaque store: the store the earlier legs left would be "
+                    "rebuilt from their traces, which a database's mmap writes can make unfaithful (a false alarm "
+                    "seen on SQLite's WAL); not run (docs/persistence-model.md \"Opaque stores\")")
+        return None
+
     def cannot(self, subject: Any, scenario: Scenario | None = None) -> list[str]:
         """How the cheap tier judges ``subject``'s crash states, when it cannot recover them itself."""
         line = cheap_limit(subject)
