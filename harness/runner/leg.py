@@ -169,6 +169,22 @@ def journal_bytes(path: Path, store: bool = False) -> bytes | None:
     return "".join(lines).encode() or None
 
 
+def state_of(workdir: Path, roots: tuple[str, ...], slug: str = "") -> tuple[tuple[str, bytes | None], ...]:
+    """The files a leg or a reading starts from, as one value to compare: every folder (``None``) and file (its
+    bytes) below ``roots``, paths relative to ``workdir`` with the trial's cwd slug ``slug`` blanked."""
+    found: list[tuple[str, bytes | None]] = []
+    for root in roots:
+        for top, dirs, files in os.walk(root):
+            dirs.sort()
+            rel = os.path.relpath(top, workdir)
+            rel = rel.replace(slug, "") if slug else rel
+            found.append((rel, None))
+            for name in sorted(files):
+                with open(os.path.join(top, name), "rb") as f:
+                    found.append((os.path.join(rel, name), f.read()))
+    return tuple(found)
+
+
 def journal_glob(path: Path, store: bool) -> str:
     """The observer's glob of the journal's paths (its faults' ``=GLOB``): ``*/NAME`` for the journal's file
     (``NAME`` may hold the template's ``*``), ``DIR/*`` for every file below an opaque store ``DIR``."""
@@ -292,6 +308,7 @@ class LegStarter:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._servers: list[ForkServer] = []
+        self._readings: dict[Any, dict[str, Any]] = {}
 
     def prepare(self) -> None:
         """Start this thread's fork server now (before a leg's clock starts), when legs are forked."""
@@ -357,10 +374,12 @@ class LegStarter:
                     stdin_file.close()
 
     def read(self, argv: list[str], env: dict[str, str], workdir: Path, tag: str,
-             timeout_s: float = 30.0) -> dict[str, Any]:
+             timeout_s: float = 30.0, state: Any = None) -> dict[str, Any]:
         """Run the subject's own reading command (``argv``, not observed, no fault) to its end; its output
         goes to ``workdir/reading-TAG.out`` and ``.err``.
 
+        ``state``: the files it reads (:func:`state_of`); a reading of the same files with the same command
+        (the trial folder left out) is run once (one reading per distinct state).
         Returns ``{"argv", "exit_code", "stdout", "stderr", "timed_out"}``
         (``stdout``: its first :data:`READING_LIMIT` bytes, to parse, and
         ``over_limit`` when it printed more;
@@ -368,6 +387,11 @@ class LegStarter:
         when it was killed after ``timeout_s`` seconds).  Raises ``OSError``
         or ``RuntimeError`` when it cannot start.
         """
+        key = None if state is None else (tuple(a.replace(str(workdir), "") for a in argv), state)
+        with self._lock:
+            known = self._readings.get(key) if key is not None else None
+        if known is not None:
+            return {**known, "argv": list(argv)}
         out, err = workdir / f"reading-{tag}.out", workdir / f"reading-{tag}.err"
         proc = self._start_plain(argv, env, None, out, err)
         timed_out = not wait_for_exit(proc, timeout_s)
@@ -386,6 +410,9 @@ class LegStarter:
                    "timed_out": timed_out}
         if over:
             reading["over_limit"] = READING_LIMIT
+        if key is not None and not timed_out and str(workdir) not in stdout + reading["stderr"]:
+            with self._lock:
+                self._readings[key] = reading
         return reading
 
     def run_module(self, module: str, args: list[str], env: dict[str, str], workdir: Path, tag: str,
@@ -436,7 +463,8 @@ class LegPlan:
     state home); ``reading``: the subject's own reading command, run after
     the leg (:meth:`Subject.status_argv`; ``None``: the subject gives none);
     ``cwd``: its working directory (``""``: the harness's); ``mcp``: its MCP
-    server set-up (:func:`open_mcp`), closed by :func:`run_leg` after it.
+    server set-up (:func:`open_mcp`), closed by :func:`run_leg` after it; ``share``: the trial's cwd slug
+    when its reading may be shared with any reading of the same state (:meth:`LegStarter.read`), else ``None``.
     """
 
     index: int
@@ -454,6 +482,7 @@ class LegPlan:
     reading: list[str] | None = None
     cwd: str = ""
     mcp: LegMcp | None = None
+    share: str | None = None
 
 
 def run_leg(plan: LegPlan, starter: LegStarter,
@@ -537,7 +566,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
             and start_or_resume(leg.journal, starter.subject.caps.journal.format) == "resume":
         # (a journal with no complete record holds nothing to read: I10 would not judge it)
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
-        raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
+        raw = starter.read(plan.reading, env, plan.workdir, str(plan.index),
+                           state=None if plan.share is None else state_of(plan.workdir, plan.roots, plan.share))
         leg.reading = parse_reading(raw, starter.subject.status_fields, starter.subject.reading_format)
         if journal_bytes(plan.journal, store) != leg.journal:
             leg.reading["error"] = "the journal changed while the subject was reading it (a process outlived its leg)"
