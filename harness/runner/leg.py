@@ -39,6 +39,7 @@ from harness.subject.contract import journal_file
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
+from harness.observer.run import seccomp_filter
 from harness.observer.errors import ControlError
 from harness.observer.ops import KINDS, entry_order
 from harness.observer.trace import ops_to_trace
@@ -309,6 +310,7 @@ class LegStarter:
         self._lock = threading.Lock()
         self._servers: list[ForkServer] = []
         self._readings: dict[Any, dict[str, Any]] = {}
+        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by (faults, lookups)
 
     def prepare(self) -> None:
         """Start this thread's fork server now (before a leg's clock starts), when legs are forked."""
@@ -339,6 +341,9 @@ class LegStarter:
         """
         if self.observe:
             assert log is not None, "an observed leg needs a log path"
+            attached = self._start_attached(argv, env, stdin, out, err, log, roots, faults, control, cwd)
+            if attached is not None:
+                return attached
             with open(out, "wb") as fo, open(err, "wb") as fe:
                 stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
                 try:
@@ -349,6 +354,32 @@ class LegStarter:
                     if stdin is not None:
                         stdin_file.close()  # type: ignore[union-attr]
         return self._start_plain(argv, env, stdin, out, err, cwd)
+
+    def _start_attached(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
+                        log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str) -> Any:
+        """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "The
+        reference subject's fork server"); ``None`` when legs are not forked or the fork server fails."""
+        server = None if cwd or not self.forked_reads else self._server()
+        if server is None:
+            return None
+        key = (tuple(faults or ()), control)
+        try:
+            if key not in self._filters:
+                self._filters[key] = seccomp_filter(*key)
+            child = server.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
+                                 stdout=str(out), stderr=str(err), seccomp=self._filters[key])
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
+            server.close()
+            self._local.server = None
+            return None
+        try:
+            with open(err, "ab") as fe:  # the tracer's own complaints, after the leg's
+                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), control=control,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe,
+                                      start_new_session=True, lookups=control, attach=child.pid)
+        except BaseException:
+            os.kill(child.pid, signal.SIGKILL)
+            raise
 
     def _start_plain(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
                      cwd: str = "") -> Any:
