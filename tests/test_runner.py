@@ -90,9 +90,15 @@ def test_event_suspend_points_are_planned_at_every_event_in_turn_of_signals(runn
                                                  "\"events\"\n[workload]"), "s.toml")
     ref = runner.reference(scenario)
     plan = plan_schedules(scenario, ref, 100, 1)
-    # from the one before the journal folder's first call (its mkdir, event 3): start-up before it is one point
-    assert [sch for sch, _ in plan] == [[{"kind": "suspend", "signal": ("SIGINT", "SIGTERM")[k % 2], "event": k}]
-                                        for k in range(2, ref.events + 1)]
+    first = next(ev["n"] for ev in ref.history.legs[0].trace if ref.history.journal.is_journal(ev["path"], ref.history.run_id))
+    assert first > 3  # its folders and lock come first
+    # from the one before the journal's first call: the start-up before it is one point (startup_points: each)
+    for startup, start in ((False, first - 1), (True, 1)):
+        plan = plan_schedules(parse_scenario(SMALL_TOML.replace("[workload]", "[faults]\nfamily = \"suspend\"\n"
+                              f"suspend_points = \"events\"\nstartup_points = {str(startup).lower()}\n[workload]"),
+                              "s.toml"), ref, 100, 1)
+        assert [sch for sch, _ in plan] == [[{"kind": "suspend", "signal": ("SIGINT", "SIGTERM")[k % 2], "event": k}]
+                                            for k in range(start, ref.events + 1)]
     assert {origin for _, origin in plan} == {"exhaustive"}
 
 

@@ -294,23 +294,22 @@ class LegStarter:
     durability operations and injects event faults from outside, for any
     subject; ``fork_server``: the subject allows forking from a pre-imported
     interpreter, one per thread (:class:`harness.subject.forkserver.ForkServer`;
-    see :func:`harness.subject.contract.fork_server_enabled`): unobserved legs
-    are forked, and so, observed or not, are the subject's readings and
-    helper modules (never observed, no fault), each the same code a fresh
-    process would run.  Thread-safe;
+    see :func:`harness.subject.contract.fork_server_enabled`): legs are forked
+    (an observed one with the tracer attached to it, ``fiskj-observe --attach``),
+    and so are the subject's readings and helper modules (never observed, no
+    fault), each the same code a fresh process would run.  Thread-safe;
     :meth:`close` stops every fork server it started.
     """
 
     def __init__(self, subject: Subject, fork_server: bool, observe: bool = False) -> None:
         self.subject = subject
         self.observe = observe
-        self.fork_server = fork_server and not observe  # legs: an observed leg is a fresh process under the tracer
-        self.forked_reads = fork_server  # readings and helper modules are never observed: forked whenever allowed
+        self.forked_reads = fork_server  # legs (observed: the tracer attached), readings and helper modules
         self._local = threading.local()
         self._lock = threading.Lock()
         self._servers: list[ForkServer] = []
         self._readings: dict[Any, dict[str, Any]] = {}
-        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by (faults, lookups)
+        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
 
     def prepare(self) -> None:
         """Start this thread's fork server now (before a leg's clock starts), when legs are forked."""
@@ -358,14 +357,15 @@ class LegStarter:
     def _start_attached(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
                         log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str) -> Any:
         """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "The
-        reference subject's fork server"); ``None`` when legs are not forked or the fork server fails."""
-        server = None if cwd or not self.forked_reads else self._server()
+        reference subject's fork server"); ``None`` when legs are not forked, the fork server fails, or the leg
+        is to be held (``control``: its rival, leg or reading, needs the fork server while it waits)."""
+        server = None if cwd or control or not self.forked_reads else self._server()
         if server is None:
             return None
-        key = (tuple(faults or ()), control)
+        key = tuple(faults or ())
         try:
             if key not in self._filters:
-                self._filters[key] = seccomp_filter(*key)
+                self._filters[key] = seccomp_filter(key, lookups=False)
             child = server.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
                                  stdout=str(out), stderr=str(err), seccomp=self._filters[key])
         except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
@@ -374,9 +374,9 @@ class LegStarter:
             return None
         try:
             with open(err, "ab") as fe:  # the tracer's own complaints, after the leg's
-                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), control=control,
+                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), lookups=False,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe,
-                                      start_new_session=True, lookups=control, attach=child.pid)
+                                      start_new_session=True, attach=child.pid)
         except BaseException:
             os.kill(child.pid, signal.SIGKILL)
             raise

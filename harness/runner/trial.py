@@ -189,7 +189,7 @@ class Runner:
         self.keep_dirs = keep_dirs or os.environ.get("FISKJ_HARNESS_KEEP_DIRS") == "1"
         self.observe = observe_by_default(self.subject) if observe is None else observe
         forkable = fork_server_enabled(self.subject) if fork_server is None else fork_server
-        self.fork_server = forkable and not self.observe  # legs forked (an observed leg is a fresh process)
+        self.fork_server = forkable  # legs forked (an observed one with the tracer attached to it)
         self.legs = LegStarter(self.subject, forkable, observe=self.observe)
         enable_subreaper()
 
