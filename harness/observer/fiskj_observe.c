@@ -779,7 +779,9 @@ static pid_t start_program(char **argv) {
     long opts = PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
                 PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD;
     if (attach_pid) {  /* it stops itself (SIGSTOP) once its filter is in: on_stop lets that stop go */
-        if (ptrace(PTRACE_SEIZE, attach_pid, 0, (void *)opts) < 0) { kill(attach_pid, SIGKILL); die("PTRACE_SEIZE: %s", strerror(errno)); }
+        if (ptrace(PTRACE_SEIZE, attach_pid, 0, (void *)opts) < 0) {
+            kill(attach_pid, SIGKILL); die("PTRACE_SEIZE: %s", strerror(errno));
+        }
         return attach_pid;
     }
     if (pipe2(sync, O_CLOEXEC) < 0) die("pipe: %s", strerror(errno));

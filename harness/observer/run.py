@@ -44,8 +44,8 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
 
     ``env``: the program's environment (``None``: this process's); ``lookups=False`` (``--ops durable``)
     stops only the durability calls and the kinds a fault counts; ``attach``: trace this process instead of
-    starting ``argv`` (it installed :func:`seccomp_filter` of the same options and stopped itself).  Raises :class:`FaultSpecError` for a bad
-    fault or a pause without ``control``, ``ValueError`` without a root.
+    starting ``argv`` (it installed :func:`seccomp_filter` of the same options and stopped itself).  Raises
+    :class:`FaultSpecError` for a bad fault or a pause without ``control``, ``ValueError`` without a root.
     """
 
     def __init__(self, argv: Sequence[str], *, log: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]],

@@ -184,7 +184,7 @@ class Runner:
         self._lock = threading.Lock()
         self._refs: dict[Any, ReferenceRun] = {}
         self._ref_locks: dict[Any, threading.Lock] = {}
-        self._probes: dict[tuple, Leg] = {}  # the probe after the end of a recorded trial, by the state it left as it was
+        self._probes: dict[tuple, Leg] = {}  # a recorded trial's probe after the end, by the files it left as they were
         self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
         self.keep_dirs = keep_dirs or os.environ.get("FISKJ_HARNESS_KEEP_DIRS") == "1"
         self.observe = observe_by_default(self.subject) if observe is None else observe
@@ -561,8 +561,9 @@ class Runner:
 
         def state() -> tuple:  # the probe's command and files; the ledger and the calls made, which it must not change
             session = self.server.session(place.token)
-            return ((self.subject.argv, ended, place.state()), place.ledger.read_bytes() if place.ledger.exists()
-                    else b"", len(session.calls) if session else 0)
+            argv = tuple(a.replace(str(place.tmp), "") for a in self.subject.resume_argv(place.cfg, **place.where))
+            return ((argv, ended, place.state()), place.ledger.read_bytes() if place.ledger.exists() else b"",
+                    len(session.calls) if session else 0)
         before = state() if place.shared else None
         key = before[0] if before is not None else None
         with self._lock:
