@@ -64,6 +64,7 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
         self.log = Path(log)
         self.roots = tuple(os.path.realpath(r) for r in roots)
         self.faults = tuple(faults)
+        self.attached = attach
         cmd = [*_options(self.faults, lookups, binary), "--log", str(self.log)]
         for root in self.roots:
             cmd += ["--root", root]
