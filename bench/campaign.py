@@ -494,8 +494,10 @@ def bench_recorded(*, rounds: int = 2, scenario_name: str = "kill-every-event", 
                 stats[mode]["resumes"].append(len(ran))
                 stats[mode]["resumed_s"] += [r.elapsed_s for r in ran]
                 stats[mode].setdefault("legs_s", []).extend(  # the agent's own legs of a resumed trial
-                    sum(lg.t_end - lg.t_start for lg in r.history.legs[1:]) / 1e9 for r in ran if r.history)
-                stats[mode].setdefault("legs", []).extend(len(r.history.legs) - 1 for r in ran if r.history)
+                    sum(lg.t_end - lg.t_start for lg in r.history.legs[1:] if not lg.fault.detail.get("shared")) / 1e9
+                    for r in ran if r.history)
+                stats[mode].setdefault("legs", []).extend(
+                    sum(not lg.fault.detail.get("shared") for lg in r.history.legs[1:]) for r in ran if r.history)
                 stats[mode]["shared_s"] += [r.elapsed_s for r in result.trials if not r.faults.get("crash_resumes")]
                 stats[mode]["points"] = len(result.trials)
     finally:

@@ -90,9 +90,16 @@ def test_event_suspend_points_are_planned_at_every_event_in_turn_of_signals(runn
                                                  "\"events\"\n[workload]"), "s.toml")
     ref = runner.reference(scenario)
     plan = plan_schedules(scenario, ref, 100, 1)
-    # from the one before the journal folder's first call (its mkdir, event 3): start-up before it is one point
-    assert [sch for sch, _ in plan] == [[{"kind": "suspend", "signal": ("SIGINT", "SIGTERM")[k % 2], "event": k}]
-                                        for k in range(2, ref.events + 1)]
+    journal, run_id = ref.history.journal, ref.history.run_id
+    first = next(ev["n"] for ev in ref.history.legs[0].trace if journal.is_journal(ev["path"], run_id))
+    assert first > 3  # its folders and lock come first
+    # from the one before the journal's first call: the start-up before it is one point (startup_points: each)
+    for startup, start in ((False, first - 1), (True, 1)):
+        plan = plan_schedules(parse_scenario(SMALL_TOML.replace("[workload]", "[faults]\nfamily = \"suspend\"\n"
+                              f"suspend_points = \"events\"\nstartup_points = {str(startup).lower()}\n[workload]"),
+                              "s.toml"), ref, 100, 1)
+        assert [sch for sch, _ in plan] == [[{"kind": "suspend", "signal": ("SIGINT", "SIGTERM")[k % 2], "event": k}]
+                                            for k in range(start, ref.events + 1)]
     assert {origin for _, origin in plan} == {"exhaustive"}
 
 
@@ -158,17 +165,26 @@ def test_a_hung_agent_is_killed_and_recorded(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_fresh_processes_and_the_fork_server_give_the_same_result(tmp_path):
-    with Runner(tmp_root=str(tmp_path), fork_server=False) as fresh:
+@pytest.mark.parametrize("observe", [False, True])
+def test_fresh_processes_and_the_fork_server_give_the_same_result(tmp_path, observe):
+    # observed: a fresh interpreter under the tracer vs a forked leg the tracer attached to (fiskj-observe --attach)
+    with Runner(tmp_root=str(tmp_path), fork_server=False, observe=observe) as fresh:
         assert not fresh.fork_server
         h = fresh.run_trial(SMALL, 1, [{"kind": "kill", "event": 14}])
-    with Runner(tmp_root=str(tmp_path)) as forked:
+    with Runner(tmp_root=str(tmp_path), observe=observe) as forked:
         assert forked.fork_server
         g = forked.run_trial(SMALL, 1, [{"kind": "kill", "event": 14}])
+        assert bool(forked.legs._filters) == observe  # the observed legs were forked, the tracer attached
     assert [(leg.kind, leg.exit_code, leg.exit_signal) for leg in h.legs] == [
         (leg.kind, leg.exit_code, leg.exit_signal) for leg in g.legs]
     assert view(h.final_state) == view(g.final_state)
     assert [len(leg.trace) for leg in h.legs] == [len(leg.trace) for leg in g.legs]
+
+    def ops(history):  # each leg's operations: kind, path in its trial folder, length, fault
+        return [[(ev["op"], ev["path"].split("fiskj-trial-")[-1].partition("/")[2], ev.get("len"), ev.get("fault"))
+                 for ev in leg.trace] for leg in history.legs]
+    if observe:
+        assert ops(h) == ops(g) and h.legs[0].trace[-1].get("fault")
 
 
 DRIFT = parse_scenario("""

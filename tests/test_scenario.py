@@ -216,7 +216,8 @@ def test_the_family_keys_are_exactly_the_parameters_their_families_read():
     assert set(FAMILY_KEYS["power_loss"]) == {f.name for f in fields(PowerLossParams)} - not_from_a_file
     for family in FAMILIES:  # each family's Params is its TOML schema
         assert set(FAMILY_KEYS[family.name]) == {f.name for f in fields(family.Params)} - not_from_a_file
-    assert set(FAMILY_KEYS["signals"]) == {"kill_points", "suspend_points", "signals", "legs", "chain", "max_events"}
+    assert set(FAMILY_KEYS["signals"]) == {"kill_points", "suspend_points", "signals", "legs", "chain", "max_events",
+                                          "startup_points"}
     # the races a scenario may name are the race catalog's, one definition
     assert parse_scenario('name = "x"\npurpose = "y"\n[faults]\nfamily = "race"\nraces = ' + str(list(RACES))
                           .replace("'", '"') + "\n").faults.params.races == RACES

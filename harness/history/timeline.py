@@ -23,14 +23,14 @@ class Timeline:
         return max(self.last_ms - self.ready_ms, 1.0)
 
 
-def first_journal_event(history: History, index: int = 0) -> int:
+def first_journal_event(history: History, index: int = 0, file: bool = False) -> int:
     """The ``n`` (1-based seam event number) of leg ``index``'s first operation on the run's journal or its
-    folder that did not fail (made, fsynced, a lock file in it); 0 when the journal was never touched.  What an agent does
-    before it is start-up: a crash there loses nothing of the run."""
+    folder that did not fail (made, fsynced, a lock file in it; ``file``: on the journal itself); 0 when the
+    journal was never touched.  What an agent does before it is start-up: a crash there loses nothing of the run."""
     trace = history.legs[index].trace if index < len(history.legs) else []
     hit = next((ev for ev in trace if history.journal.is_journal(ev.get("path"), history.run_id)), None)
-    if hit is None:
-        return 0
+    if hit is None or file:
+        return int(hit.get("n") or trace.index(hit) + 1) if hit is not None else 0
     folder = str(hit["path"]).rpartition("/")[0]
     return next(int(ev.get("n") or i + 1) for i, ev in enumerate(trace) if ev is hit or (not ev.get("error") and (
         str(ev.get("path")) == folder or str(ev.get("path")).startswith(folder + "/"))))  # a failed lookup changed nothing

@@ -110,6 +110,8 @@ static char *roots[MAX_ROOTS]; static int nroots;
 static struct fault faults[MAX_FAULTS]; static int nfaults;
 static int logfd = -1, ctl_in = -1, ctl_out = -1, sigfd = -1;
 static pid_t main_pid;
+static pid_t attach_pid;               /* --attach PID: trace a process that installed the filter and stopped */
+static int print_filter;               /* --print-filter: write the filter program to stdout, exit */
 static long seq;
 static int dying, killed, main_done, main_status;
 static long long deadline;
@@ -689,6 +691,7 @@ static void on_stop(struct task *t, int st) {
     } else if (ev == PTRACE_EVENT_EXEC) { on_exec(t); resume(t, PTRACE_CONT, 0); }
     else if (ev == PTRACE_EVENT_STOP) {                  /* group-stop: LISTEN; else (new task) go */
         int group = sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+        if (group && attach_pid && t->tid == attach_pid) { attach_pid = 0; group = 0; }  /* its own wait for us */
         resume(t, group ? PTRACE_LISTEN : PTRACE_CONT, 0);
     } else resume(t, PTRACE_CONT, sig);                  /* signal-delivery-stop: re-inject */
 }
@@ -765,6 +768,7 @@ static void install_filter(void) {
     f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE);
     struct sock_fprog prog = {(unsigned short)n, f};
+    if (print_filter) exit(fwrite(f, sizeof f[0], n, stdout) == (size_t)n && fflush(stdout) == 0 ? 0 : SETUP_FAILED);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
         perror("fiskj-observe: seccomp"); _exit(SETUP_FAILED);
     }
@@ -772,6 +776,14 @@ static void install_filter(void) {
 /* Fork the program: it waits until we have seized it, installs the filter, execs. */
 static pid_t start_program(char **argv) {
     int sync[2]; char c;
+    long opts = PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+                PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD;
+    if (attach_pid) {  /* it stops itself (SIGSTOP) once its filter is in: on_stop lets that stop go */
+        if (ptrace(PTRACE_SEIZE, attach_pid, 0, (void *)opts) < 0) {
+            kill(attach_pid, SIGKILL); die("PTRACE_SEIZE: %s", strerror(errno));
+        }
+        return attach_pid;
+    }
     if (pipe2(sync, O_CLOEXEC) < 0) die("pipe: %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0) die("fork: %s", strerror(errno));
@@ -784,8 +796,6 @@ static pid_t start_program(char **argv) {
         _exit(errno == ENOENT ? 127 : 126);
     }
     close(sync[0]);
-    long opts = PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-                PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD;
     if (ptrace(PTRACE_SEIZE, pid, 0, (void *)opts) < 0) { kill(pid, SIGKILL); die("PTRACE_SEIZE: %s", strerror(errno)); }
     if (write(sync[1], "g", 1) != 1) die("sync: %s", strerror(errno));
     close(sync[1]);
@@ -862,6 +872,7 @@ static char **parse_args(int argc, char **argv) {
     const char *log = NULL;
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--"); i += 2) {
+        if (!strcmp(argv[i], "--print-filter")) { print_filter = 1; i--; continue; }
         if (i + 1 >= argc) die("%s needs a value", argv[i]);
         if (!strcmp(argv[i], "--log")) log = argv[i + 1];
         else if (!strcmp(argv[i], "--root")) add_root(argv[i + 1]);
@@ -870,13 +881,15 @@ static char **parse_args(int argc, char **argv) {
         else if (!strcmp(argv[i], "--control-out")) ctl_out = fd_arg(argv[i + 1]);
         else if (!strcmp(argv[i], "--ops") && !strcmp(argv[i + 1], "all")) traced_kinds = ~0u;
         else if (!strcmp(argv[i], "--ops") && !strcmp(argv[i + 1], "durable")) traced_kinds = DURABLE;
+        else if (!strcmp(argv[i], "--attach") && atoi(argv[i + 1]) > 0) attach_pid = atoi(argv[i + 1]);
         else die("unknown option %s %s", argv[i], argv[i + 1]);
     }
     if (traced_kinds != ~0u)                           /* a fault's kinds are always traced */
         for (int f = 0; f < nfaults; f++) traced_kinds |= faults[f].kinds;
-    if (!log || !nroots || i + 1 >= argc)
+    if (print_filter) install_filter();
+    if (!log || !nroots || (i + 1 >= argc && !attach_pid))
         die("usage: fiskj-observe --log PATH --root DIR [--root DIR ...] [--fault SPEC ...] "
-            "[--control-in FD --control-out FD] [--ops all|durable] -- PROG ARGS...");
+            "[--control-in FD --control-out FD] [--ops all|durable] (-- PROG ARGS... | --attach PID)");
     for (int f = 0; f < nfaults; f++) {
         if (faults[f].action != A_PAUSE) continue;
         if (ctl_in < 0 || ctl_out < 0) die("a pause fault needs --control-in and --control-out");
@@ -884,7 +897,7 @@ static char **parse_args(int argc, char **argv) {
             if (faults[g].action == A_PAUSE && faults[g].k == faults[f].k) die("two pause faults with K=%ld", faults[f].k);
     }
     if ((logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0) die("cannot open log %s: %s", log, strerror(errno));
-    return argv + i + 1;
+    return argv + (i < argc ? i + 1 : i);
 }
 
 int main(int argc, char **argv) {

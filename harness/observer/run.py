@@ -43,15 +43,16 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
     (``ACTION@K[:KINDS]`` specs); Popen-like, plus :meth:`ops` and, with ``control``, pause/release.
 
     ``env``: the program's environment (``None``: this process's); ``lookups=False`` (``--ops durable``)
-    stops only the durability calls and the kinds a fault counts.  Raises :class:`FaultSpecError` for a bad
-    fault or a pause without ``control``, ``ValueError`` without a root.
+    stops only the durability calls and the kinds a fault counts; ``attach``: trace this process instead of
+    starting ``argv`` (it installed :func:`seccomp_filter` of the same options and stopped itself).  Raises
+    :class:`FaultSpecError` for a bad fault or a pause without ``control``, ``ValueError`` without a root.
     """
 
     def __init__(self, argv: Sequence[str], *, log: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]],
                  faults: Sequence[str] = (), control: bool = False, env: Mapping[str, str] | None = None,
                  cwd: str | os.PathLike[str] | None = None, stdin: _File = None, stdout: _File = None,
                  stderr: _File = None, start_new_session: bool = True, binary: str | os.PathLike[str] | None = None,
-                 lookups: bool = True):
+                 lookups: bool = True, attach: int | None = None):
         if not roots:
             raise ValueError("spawn_observed needs at least one root")
         parsed = [parse_fault(spec) for spec in faults]  # a bad spec raises here, not as a tracer exit
@@ -63,13 +64,10 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
         self.log = Path(log)
         self.roots = tuple(os.path.realpath(r) for r in roots)
         self.faults = tuple(faults)
-        cmd = [str(binary or observer_binary()), "--log", str(self.log)]
+        self.attached = attach
+        cmd = [*_options(self.faults, lookups, binary), "--log", str(self.log)]
         for root in self.roots:
             cmd += ["--root", root]
-        for spec in self.faults:
-            cmd += ["--fault", spec]
-        if not lookups:
-            cmd += ["--ops", "durable"]
         self._ctl_w: int | None = None
         self._ctl_r: int | None = None
         self._ctl_buf = b""
@@ -79,7 +77,7 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
             self._ctl_r, tracer_out = os.pipe()
             theirs = (tracer_in, tracer_out)
             cmd += ["--control-in", str(tracer_in), "--control-out", str(tracer_out)]
-        cmd += ["--", *argv]
+        cmd += ["--attach", str(attach)] if attach else ["--", *argv]
         try:
             super().__init__(cmd, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
                              start_new_session=start_new_session, pass_fds=theirs, close_fds=True)
@@ -143,6 +141,17 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
         """The log parsed (:func:`harness.observer.ops.parse_ops`); complete once the process was waited for."""
         with open(self.log, "rb") as f:
             return parse_ops(f)
+
+
+def _options(faults: Sequence[str], lookups: bool, binary: Any = None) -> list[str]:
+    return [str(binary or observer_binary()), *(w for spec in faults for w in ("--fault", spec)),
+            *(() if lookups else ("--ops", "durable"))]
+
+
+def seccomp_filter(faults: Sequence[str] = (), lookups: bool = True) -> bytes:
+    """The tracer's seccomp-bpf program for these options (``struct sock_filter`` array), for a process to
+    install before :class:`ObservedProcess` ``attach``-es to it.  Raises ``OSError`` when the tracer fails."""
+    return subprocess.run([*_options(faults, lookups), "--print-filter"], check=True, capture_output=True).stdout
 
 
 #: Run ``argv`` under the tracer (docs/observer.md "Use"): :class:`ObservedProcess`'s constructor.

@@ -38,6 +38,7 @@ from harness.subject.contract import journal_bytes
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
 from harness.observer import spawn_observed
+from harness.observer.run import seccomp_filter
 from harness.observer.errors import ControlError
 from harness.observer.ops import KINDS, entry_order
 from harness.observer.trace import ops_to_trace
@@ -157,6 +158,22 @@ def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
     return [value]
 
 
+def state_of(workdir: Path, roots: tuple[str, ...], slug: str = "") -> tuple[tuple[str, bytes | None], ...]:
+    """The files a leg or a reading starts from, as one value to compare: every folder (``None``) and file (its
+    bytes) below ``roots``, paths relative to ``workdir`` with the trial's cwd slug ``slug`` blanked."""
+    found: list[tuple[str, bytes | None]] = []
+    for root in roots:
+        for top, dirs, files in os.walk(root):
+            dirs.sort()
+            rel = os.path.relpath(top, workdir)
+            rel = rel.replace(slug, "") if slug else rel
+            found.append((rel, None))
+            for name in sorted(files):
+                with open(os.path.join(top, name), "rb") as f:
+                    found.append((os.path.join(rel, name), f.read()))
+    return tuple(found)
+
+
 def journal_glob(path: Path, store: bool) -> str:
     """The observer's glob of the journal's paths (its faults' ``=GLOB``): ``*/NAME`` for the journal's file
     (``NAME`` may hold the template's ``*``), ``DIR/*`` for every file below an opaque store ``DIR``."""
@@ -265,21 +282,22 @@ class LegStarter:
     durability operations and injects event faults from outside, for any
     subject; ``fork_server``: the subject allows forking from a pre-imported
     interpreter, one per thread (:class:`harness.subject.forkserver.ForkServer`;
-    see :func:`harness.subject.contract.fork_server_enabled`): unobserved legs
-    are forked, and so, observed or not, are the subject's readings and
-    helper modules (never observed, no fault), each the same code a fresh
-    process would run.  Thread-safe;
+    see :func:`harness.subject.contract.fork_server_enabled`): legs are forked
+    (an observed one with the tracer attached to it, ``fiskj-observe --attach``),
+    and so are the subject's readings and helper modules (never observed, no
+    fault), each the same code a fresh process would run.  Thread-safe;
     :meth:`close` stops every fork server it started.
     """
 
     def __init__(self, subject: Subject, fork_server: bool, observe: bool = False) -> None:
         self.subject = subject
         self.observe = observe
-        self.fork_server = fork_server and not observe  # legs: an observed leg is a fresh process under the tracer
-        self.forked_reads = fork_server  # readings and helper modules are never observed: forked whenever allowed
+        self.forked_reads = fork_server  # legs (observed: the tracer attached), readings and helper modules
         self._local = threading.local()
         self._lock = threading.Lock()
         self._servers: list[ForkServer] = []
+        self._readings: dict[Any, dict[str, Any]] = {}
+        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
 
     def prepare(self) -> None:
         """Start this thread's fork server now (before a leg's clock starts), when legs are forked."""
@@ -310,6 +328,9 @@ class LegStarter:
         """
         if self.observe:
             assert log is not None, "an observed leg needs a log path"
+            attached = self._start_attached(argv, env, stdin, out, err, log, roots, faults, control, cwd)
+            if attached is not None:
+                return attached
             with open(out, "wb") as fo, open(err, "wb") as fe:
                 stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
                 try:
@@ -320,6 +341,33 @@ class LegStarter:
                     if stdin is not None:
                         stdin_file.close()  # type: ignore[union-attr]
         return self._start_plain(argv, env, stdin, out, err, cwd)
+
+    def _start_attached(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
+                        log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str) -> Any:
+        """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "The
+        reference subject's fork server"); ``None`` when legs are not forked, the fork server fails, or the leg
+        is to be held (``control``: its rival, leg or reading, needs the fork server while it waits)."""
+        server = None if cwd or control or not self.forked_reads else self._server()
+        if server is None:
+            return None
+        key = tuple(faults or ())
+        try:
+            if key not in self._filters:
+                self._filters[key] = seccomp_filter(key, lookups=False)
+            child = server.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
+                                 stdout=str(out), stderr=str(err), seccomp=self._filters[key])
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
+            server.close()
+            self._local.server = None
+            return None
+        try:
+            with open(err, "ab") as fe:  # the tracer's own complaints, after the leg's
+                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), lookups=False,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe,
+                                      start_new_session=True, attach=child.pid)
+        except BaseException:
+            os.kill(child.pid, signal.SIGKILL)
+            raise
 
     def _start_plain(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
                      cwd: str = "") -> Any:
@@ -345,10 +393,12 @@ class LegStarter:
                     stdin_file.close()
 
     def read(self, argv: list[str], env: dict[str, str], workdir: Path, tag: str,
-             timeout_s: float = 30.0) -> dict[str, Any]:
+             timeout_s: float = 30.0, state: Any = None) -> dict[str, Any]:
         """Run the subject's own reading command (``argv``, not observed, no fault) to its end; its output
         goes to ``workdir/reading-TAG.out`` and ``.err``.
 
+        ``state``: the files it reads (:func:`state_of`); a reading of the same files with the same command
+        (the trial folder left out) is run once (one reading per distinct state).
         Returns ``{"argv", "exit_code", "stdout", "stderr", "timed_out"}``
         (``stdout``: its first :data:`READING_LIMIT` bytes, to parse, and
         ``over_limit`` when it printed more;
@@ -356,6 +406,11 @@ class LegStarter:
         when it was killed after ``timeout_s`` seconds).  Raises ``OSError``
         or ``RuntimeError`` when it cannot start.
         """
+        key = None if state is None else (tuple(a.replace(str(workdir), "") for a in argv), state)
+        with self._lock:
+            known = self._readings.get(key) if key is not None else None
+        if known is not None:
+            return {**known, "argv": list(argv)}
         out, err = workdir / f"reading-{tag}.out", workdir / f"reading-{tag}.err"
         proc = self._start_plain(argv, env, None, out, err)
         timed_out = not wait_for_exit(proc, timeout_s)
@@ -374,6 +429,9 @@ class LegStarter:
                    "timed_out": timed_out}
         if over:
             reading["over_limit"] = READING_LIMIT
+        if key is not None and not timed_out and str(workdir) not in stdout + reading["stderr"]:
+            with self._lock:
+                self._readings[key] = reading
         return reading
 
     def run_module(self, module: str, args: list[str], env: dict[str, str], workdir: Path, tag: str,
@@ -424,7 +482,8 @@ class LegPlan:
     state home); ``reading``: the subject's own reading command, run after
     the leg (:meth:`Subject.status_argv`; ``None``: the subject gives none);
     ``cwd``: its working directory (``""``: the harness's); ``mcp``: its MCP
-    server set-up (:func:`open_mcp`), closed by :func:`run_leg` after it.
+    server set-up (:func:`open_mcp`), closed by :func:`run_leg` after it; ``share``: the trial's cwd slug
+    when its reading may be shared with any reading of the same state (:meth:`LegStarter.read`), else ``None``.
     """
 
     index: int
@@ -442,6 +501,7 @@ class LegPlan:
     reading: list[str] | None = None
     cwd: str = ""
     mcp: LegMcp | None = None
+    share: str | None = None
 
 
 def run_leg(plan: LegPlan, starter: LegStarter,
@@ -525,7 +585,8 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
             and start_or_resume(leg.journal, starter.subject.caps.journal.format) == "resume":
         # (a journal with no complete record holds nothing to read: I10 would not judge it)
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
-        raw = starter.read(plan.reading, env, plan.workdir, str(plan.index))
+        raw = starter.read(plan.reading, env, plan.workdir, str(plan.index),
+                           state=None if plan.share is None else state_of(plan.workdir, plan.roots, plan.share))
         leg.reading = parse_reading(raw, starter.subject.status_fields, starter.subject.reading_format)
         if starter.subject.caps.journal.is_store:  # its reading may change its files (SQLite checkpoints on close)
             leg.journal = journal_bytes(plan.journal)  # the store as the next leg finds it

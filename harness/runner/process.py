@@ -112,10 +112,11 @@ def reap_group(pgid: int) -> list[int]:
     return found
 
 
-def _descendants(pid: int) -> list[psutil.Process]:
-    """``pid``'s descendants, parents before children (none when it is gone)."""
+def _descendants(pid: int, itself: bool = False) -> list[psutil.Process]:
+    """``pid``'s descendants (``itself``: and it first), parents before children (none when it is gone)."""
     try:
-        return psutil.Process(pid).children(recursive=True)
+        p = psutil.Process(pid)
+        return [p] * itself + p.children(recursive=True)
     except psutil.NoSuchProcess:
         return []
 
@@ -140,7 +141,8 @@ def kill_tree(proc: subprocess.Popen, pgid: int | None = None) -> list[int]:
     SIGKILL the process group ``pgid`` (default: the agent's pid, as legs
     start in a new session), then wait for and reap everything.  An observed
     leg's ``proc`` is the tracer, which must outlive the program to log the
-    calls the kill cut short: the program and its tools die first and the
+    calls the kill cut short: the program (``proc.attached``: a process the
+    tracer attached to, not its child) and its tools die first and the
     tracer exits by itself.  Returns the pids signalled.  Never raises for
     processes that are already gone.
     """
@@ -148,7 +150,8 @@ def kill_tree(proc: subprocess.Popen, pgid: int | None = None) -> list[int]:
     killed: list[int] = []
     descendants: list[psutil.Process] = []
     if proc.returncode is None and hasattr(proc, "ops"):  # an observed leg (harness.observer.run.ObservedProcess)
-        descendants = _descendants(pid)
+        attached = getattr(proc, "attached", None)
+        descendants = _descendants(pid) + (_descendants(attached, itself=True) if attached else [])
         killed += _sigkill_all(descendants)
         if not wait_for_exit(proc, 10.0):
             sigkill(pid)

@@ -45,7 +45,7 @@ from harness.history.promises import COMPLETED_PROBE
 from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes, write_ledger
 from harness.runner.leg import (LegOutcome, LegPlan, LegStarter, count_user_records, open_mcp, run_leg,
-                                start_or_resume)
+                                start_or_resume, state_of)
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
@@ -184,11 +184,12 @@ class Runner:
         self._lock = threading.Lock()
         self._refs: dict[Any, ReferenceRun] = {}
         self._ref_locks: dict[Any, threading.Lock] = {}
+        self._probes: dict[tuple, Leg] = {}  # a recorded trial's probe after the end, by the files it left as they were
         self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
         self.keep_dirs = keep_dirs or os.environ.get("FISKJ_HARNESS_KEEP_DIRS") == "1"
         self.observe = observe_by_default(self.subject) if observe is None else observe
         forkable = fork_server_enabled(self.subject) if fork_server is None else fork_server
-        self.fork_server = forkable and not self.observe  # legs forked (an observed leg is a fresh process)
+        self.fork_server = forkable  # legs forked (an observed one with the tracer attached to it)
         self.legs = LegStarter(self.subject, forkable, observe=self.observe)
         enable_subreaper()
 
@@ -345,6 +346,7 @@ class Runner:
         place = self._place(workload, tmp, token, run_id, drift, prelude.run_uuid if prelude else None)
         history.options.update(run_uuid=place.where["run_uuid"], trial_dir=str(tmp))
         if prelude is not None:
+            place.shared = True
             self._lay_prelude(history, place, prelude)
         done = self._run_legs(history, workload, place, schedule, max_legs, budget, deadline, 1 if prelude else 0)
         ended = history.legs[-1].exit_code if history.legs else None
@@ -379,8 +381,8 @@ class Runner:
             if self.subject.files:
                 self.subject.write_files(place.cfg, **place.where)
             env = self._env(place, 0, traced=False, values=self.subject.values(place.cfg, **place.where))
-            leg.reading = parse_reading(self.legs.read(place.reading, env, place.tmp, "0"), self.subject.status_fields,
-                                        self.subject.reading_format)
+            raw = self.legs.read(place.reading, env, place.tmp, "0", state=place.state())
+            leg.reading = parse_reading(raw, self.subject.status_fields, self.subject.reading_format)
         history.legs.append(leg)
 
     def _place(self, workload: Workload, tmp: Path, token: str, run_id: str, drift: tuple[str, ...],
@@ -484,7 +486,7 @@ class Runner:
         return LegPlan(index=index, kind=kind, argv=argv, env=env, fault=spec, workdir=place.tmp,
                        journal=place.journal, trace=place.tmp / f"trace-{index}.jsonl", stdin=stdin,
                        timeout_s=remaining, detail=detail, roots=place.roots, reading=place.reading,
-                       cwd=where["cwd"], mcp=mcp)
+                       cwd=where["cwd"], mcp=mcp, share=where["cwd_slug"] if place.shared else None)
 
     def _hold(self, history: History, place: _Place, plan: LegPlan) -> tuple[LegPlan, Callable[[], None] | None]:
         """For a ``hold`` fault, the rival that runs while ``plan``'s leg waits at its sequence point: the
@@ -555,9 +557,24 @@ class Runner:
         A completed run does what its subject promises (refused, journal unchanged, by default; I9); a run
         that ended with error at its cut-short last reply ends so again, with
         no model call and no tool run (docs/spec.md section 12, rules 2 and
-        6): I2, I3 and I6 judge that leg like any other.
+        6): I2, I3 and I6 judge that leg like any other.  A recorded trial's probe that changed nothing (files,
+        ledger, model calls) stands for the probe of every recorded trial that ends in the same files.
         """
         index = max(lg.index for lg in history.legs) + 1
+
+        def state() -> tuple:  # the probe's command and files; the ledger and the calls made, which it must not change
+            session = self.server.session(place.token)
+            argv = tuple(a.replace(str(place.tmp), "") for a in self.subject.resume_argv(place.cfg, **place.where))
+            return ((argv, ended, place.state()), place.ledger.read_bytes() if place.ledger.exists() else b"",
+                    len(session.calls) if session else 0)
+        before = state() if place.shared else None
+        key = before[0] if before is not None else None
+        with self._lock:
+            done = self._probes.get(key) if key is not None else None
+        if done is not None:  # the probe of this same state left it as it was: judged on that leg
+            history.legs.append(replace(done, index=index, fault=replace(done.fault, detail={**done.fault.detail,
+                                                                                            "shared": True})))
+            return
         where, mcp = open_mcp(self.subject, place.where, place.ledger, index)
         if self.subject.files:
             self.subject.write_files(place.cfg, **where)
@@ -571,6 +588,9 @@ class Runner:
                        cwd=where["cwd"], mcp=mcp)
         leg, _ = run_leg(plan, self.legs)
         history.legs.append(leg)
+        if before is not None and state() == before:  # it changed nothing: trials ending in these files share it
+            with self._lock:
+                self._probes[key] = leg
 
 
 @dataclass
@@ -591,6 +611,11 @@ class _Place:
     journal: Path
     reading: list[str] | None
     values: dict[str, str] = field(default_factory=dict)  # the last leg's template values (a held leg's rival's)
+    shared: bool = False  # a recorded trial's: a reading or the probe after the end shared by trials of one state
+
+    def state(self) -> tuple | None:
+        """The files below :attr:`roots` (:func:`harness.runner.leg.state_of`) when :attr:`shared`, else ``None``."""
+        return state_of(self.tmp, self.roots, self.where["cwd_slug"]) if self.shared else None
 
     @property
     def roots(self) -> tuple[str, ...]:

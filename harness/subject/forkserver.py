@@ -61,6 +61,7 @@ class ForkServer:
         self.python = python or sys.executable
         self._proc: subprocess.Popen | None = None
         self._buf = b""
+        self._last: ForkedProcess | None = None
 
     @property
     def running(self) -> bool:
@@ -99,21 +100,26 @@ class ForkServer:
         return json.loads(line)
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], *, stdin: str | None, stdout: str,
-              stderr: str, main: str | None = None) -> ForkedProcess:
+              stderr: str, main: str | None = None, seccomp: bytes | None = None) -> ForkedProcess:
         """Fork a leg running ``fiskj`` with ``argv`` (the words after the subject prefix) in a new session:
         ``env`` its whole environment, ``stdin`` a file path or ``None`` (``/dev/null``), ``stdout``/``stderr`` file
         paths (truncated); ``main``: a module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`, after the
-        preload (the journal-state engine's reader child)."""
+        preload (the journal-state engine's reader child); ``seccomp``: the outside observer's filter
+        (:func:`harness.observer.run.seccomp_filter`), which the leg installs, then stops until the tracer
+        attaches to it (docs/observer.md "Use").  Waits for the last leg's exit first."""
         self.start()
+        if self._last is not None and not self._last.wait_for_exit(60.0):
+            raise RuntimeError(f"the fork server's last leg (pid {self._last.pid}) did not end")
         assert self._proc is not None and self._proc.stdin is not None
         req = {"argv": list(argv), "env": dict(env), "stdin": stdin, "stdout": stdout, "stderr": stderr,
-               "main": main}
+               "main": main, "seccomp": seccomp.hex() if seccomp else None}
         self._proc.stdin.write(json.dumps(req).encode() + b"\n")
         self._proc.stdin.flush()
         msg = self._read(60.0)
         if not msg or "pid" not in msg:
             raise RuntimeError(f"the fork server did not fork: {msg!r}")
-        return ForkedProcess(self, int(msg["pid"]))
+        self._last = ForkedProcess(self, int(msg["pid"]))
+        return self._last
 
     def close(self) -> None:
         """Stop the server (EOF on its stdin, then SIGKILL after 5 s); idempotent."""
@@ -133,6 +139,7 @@ class ForkServer:
 
 def _fork_server_main() -> int:
     """The server loop: read a JSON request per line on fd 0, fork the leg, report pid then exit status on fd 1."""
+    import ctypes  # (a traced leg installs its filter with it: no import after that)
     import gc
     import importlib
     import pkgutil
@@ -190,6 +197,24 @@ def _sigterm_until_fiskj() -> Any:
     return save_then_die
 
 
+def _await_tracer(program: bytes) -> None:
+    """Install the observer's seccomp filter ``program``, then stop until the tracer attaches and lets the
+    leg go on (``fiskj-observe --attach``): from here on every filtered call is the tracer's to see."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = ctypes.create_string_buffer(program, len(program))
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Fprog(len(program) // 8, ctypes.addressof(code))
+    libc.prctl(0x59616D61, ctypes.c_ulong(-1), 0, 0, 0)  # PR_SET_PTRACER_ANY: under Yama the tracer is no ancestor
+    if libc.prctl(38, 1, 0, 0, 0) or libc.syscall(317, 1, 0, ctypes.byref(prog)):  # NO_NEW_PRIVS; seccomp(FILTER)
+        raise OSError(ctypes.get_errno(), "cannot install the observer's seccomp filter")
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def _fork_child(req: dict[str, Any]) -> None:
     """The leg: its session, stdio and environment, the IO seam, its preload, then ``fiskj.cli.main``."""
     code = EXIT_ERROR
@@ -218,6 +243,8 @@ def _fork_child(req: dict[str, Any]) -> None:
         fiskj.ioseam.configure(os.environ.get("FISKJ_IOSEAM_TRACE") or None,
                                os.environ.get("FISKJ_IOSEAM_FAULT") or None)
         sys.argv = ["fiskj", *req["argv"]]
+        if req.get("seccomp"):
+            _await_tracer(bytes.fromhex(req["seccomp"]))
         try:
             # Deliver a signal that came early: SIGTERM kills (as before fiskj's handler in a
             # fresh interpreter), SIGINT raises KeyboardInterrupt (exit 1, as fiskj.cli.main does).

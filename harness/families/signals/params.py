@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.runner.faults import SIGNALS
-from harness.scenario.fields import choice, int_, key, list_of
+from harness.scenario.fields import bool_, choice, int_, key, list_of
 
 __all__ = ["Params", "CHAIN_KINDS", "MODES"]
 
@@ -30,7 +30,8 @@ class Params:
     ``signals``: suspend signals to draw from; ``legs``:
     max faulted legs per trial; ``chain``: per-leg kinds for mode ``chain``
     (required there, refused elsewhere); ``max_events``: cap on exhaustive
-    crash points (0: ``trials.count``).
+    crash points (0: ``trials.count``); ``startup_points``: exhaustive points also at every operation of the
+    agent's start-up, before its first operation on the journal (by default only the last of them).
     """
 
     kill_points: str = field(default="random", metadata=key(choice("random", "events", "both")))
@@ -40,3 +41,4 @@ class Params:
     legs: int = field(default=1, metadata=key(int_(1)))
     chain: tuple[str, ...] = field(default=(), metadata={**key(list_of(CHAIN_KINDS)), "modes": ("chain",)})
     max_events: int = field(default=0, metadata=key(int_(0)))
+    startup_points: bool = field(default=False, metadata=key(bool_))

@@ -179,7 +179,7 @@ def plan_schedules(scenario: Scenario, ref: ReferenceRun, count: int, seed: int)
     suspends = scenario.faults.family == "suspend" and faults.suspend_points == "events"
     if (scenario.faults.family == "kill" and faults.kill_points == "events") or suspends:
         cap = faults.max_events or count
-        first = first_journal_event(ref.history) if ref.history.legs else 0
+        first = 0 if faults.startup_points or not ref.history.legs else first_journal_event(ref.history, file=True)
         plan += [(sch, "exhaustive") for sch in exhaustive_schedules(ref.events, cap, s,
                                                                      faults.signals if suspends else None, first)]
         if faults.legs == 1:
