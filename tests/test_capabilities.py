@@ -65,6 +65,7 @@ def test_a_profile_s_journal_chat_and_drift_are_its_capabilities():
     assert caps.drift_refused and not continues.drift_refused
     assert "drifted_resume = \"continues\"" in continues.refuses(_workload(drift=("model",)))
     assert continues.refuses(_workload()) is None                                  # only drift scenarios
+    assert subject.time_scale == 1.0 and parse_profile("time_scale = 4\n" + PROFILE, "/p/p.toml").time_scale == 4.0
 
 
 def test_a_profile_without_server_tools_is_not_given_server_tool_replies():

@@ -261,3 +261,22 @@ def test_a_power_loss_state_of_an_opaque_store_recovers_by_all_of_the_store_s_fi
                           acknowledged=[])
     assert outcome_key(state(b"db", b"w1"), "r1", loc) != outcome_key(state(b"db", b"w2"), "r1", loc)
     assert outcome_key(state(b"db", b"w1"), "r1", loc) == outcome_key(state(b"db", b"w1"), "r1", loc)
+
+
+def test_i6_a_clean_refusal_of_a_damaged_store_is_no_exit_difference_and_a_changed_store_is():
+    from harness.checkers import i6_reference
+
+    def after_damage(store_after: bytes | None):
+        eng = Engine([["a"], []])
+        eng.leg()
+        eng.h.reference = reference(eng.turns)
+        h = opaque(eng)
+        h.legs[0].fault = Fault(kind="tail", injected=True)
+        h.legs.append(type(h.legs[0])(index=1, kind="resume", argv=["agent", "resume"], exit_code=1,
+                                      stderr="error: database disk image is malformed",
+                                      journal=store_after or h.legs[0].journal))
+        return i6_reference.check(h)
+    clean = after_damage(None)
+    assert not any(d["path"] == "exit" for v in clean.evidence.get("violations", []) for d in v["diff"]), clean.evidence
+    changed = after_damage(b"1 journal\nx")                              # it wrote to the store and failed
+    assert any(d["path"] == "exit" for v in changed.evidence["violations"] for d in v["diff"]), changed.evidence

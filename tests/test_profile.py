@@ -183,6 +183,7 @@ def test_a_subject_value_may_name_a_profile_after_variables():
     (('{run_id}.jsonl"', '{run_id}.jsonl"\nformat = "jsonl"'), "reading", "needs journal format 'fisk-ai-v2'"),
     (('"new-turn"', '"continue"'), "promises.resume_completed", "expected one of refuse, new-turn, no-op"),
     (('["SIGINT"]', '["SIGHUP"]'), "promises.suspend_signals", "those that suspend cleanly"),
+    (('name = "cli-agent"', 'name = "cli-agent"\ntime_scale = 0.5'), "time_scale", "a number from 1 to 20"),
     (('"reported"', '"never"'), "promises.interrupted_tool", "rerun-at-most-once, rerun-step, reported"),
     (("error_stdout = '", "error_stdout = '(("), "exit.error_stdout", "regular expression"),
     (('I1 = "the agent has no suspend"', 'I1 = "x"\n[mcp]\ntransport = "pigeon"'), "mcp.transport", "'pigeon'"),

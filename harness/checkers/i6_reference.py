@@ -66,7 +66,7 @@ from harness.history.ending import completing_leg, cut_off_tool_runs, uninterrup
 from harness.history.model import History, observed_result
 from harness.names import EXIT_COMPLETED
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds
+from harness.checkers._common import crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds, previous_snapshot
 from harness.checkers.journal_view import JournalView
 
 MAX_DIFFS = 10
@@ -195,7 +195,7 @@ def _check_observed(view: JournalView, trimmed: bool = False) -> Any:
                                         "reason": "no observed reference"})
     got = observed_result(history)
     legs = legs_in_order(history)
-    refused_end = bool(legs) and is_refusal(legs[-1])
+    refused_end = bool(legs) and (is_refusal(legs[-1]) or _store_refused(history, legs[-1]))
     killed_after_end = trimmed and bool(legs) and (  # killed (or aborted by a signal) once its journal held the end
         legs[-1].crashed or history.promises.aborts(legs[-1]))
     diffs: list[dict[str, Any]] = []
@@ -231,6 +231,14 @@ def _check_observed(view: JournalView, trimmed: bool = False) -> Any:
     evidence["summary"] = (f"{len(ref.call_keys)} conversation state(s), the final answer, {len(want)} tool(s) "
                            f"and the exit equal the reference's (observed from outside)")
     return make(__name__, VALID, evidence)
+
+
+def _store_refused(history: History, leg: Any) -> bool:
+    """An opaque store's clean refusal (docs/spec.md section 15 "Opaque stores", I5): ``leg`` exited 1 or 2 with
+    a message and left the store's bytes as they were, after a fault damaged or crashed it."""
+    return (history.journal.is_store and leg.exit_signal is None and leg.exit_code in (1, 2)
+            and bool((leg.stderr or "").strip()) and previous_snapshot(history, leg) == leg.journal
+            and any(lg.fault.kind in ("tail", "power_loss") for lg in history.legs if lg.index < leg.index))
 
 
 def _answer_not_printed(history: History, status: Any) -> list[dict[str, Any]]:

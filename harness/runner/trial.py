@@ -289,7 +289,7 @@ class Runner:
              timeout_s: float | None = None, prelude: Prelude | None = None) -> History:
         workload = build_workload(scenario, tool_name=self.subject.tool_name)
         run_id = run_id_for(scenario)
-        budget = timeout_s if timeout_s is not None else scenario.trials.timeout_s
+        budget = timeout_s if timeout_s is not None else scenario.trials.timeout_s * self.subject.time_scale
         drift = tuple(scenario.workload.drift)
         # With drift every resume is first a refused probe, so a faulted leg needs two legs.
         max_legs = scenario.trials.max_legs or (2 * len(schedule) + 4 if drift else len(schedule) + 3)

@@ -173,6 +173,7 @@ class Subject:
     home: bool = False
     chat: bool = True
     server_tools: bool = True  # it takes the model's server-tool blocks (web_search, pause_turn)
+    time_scale: float = 1.0  # a trial may take this many times its scenario's budget (a slow agent)
     status_args: tuple[str, ...] | None = None
     status_fields: tuple[tuple[str, str], ...] = ()
     reading_format: str = "json"  # or "text": status_fields are regular expressions (docs/subject.md)

@@ -39,7 +39,7 @@ __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject"
 
 
 _TOP = {"name", "about", "command", "home", "chat", "server_tools", "cwd", "env", "files", "mcp", "commands", "exit", "journal",
-        "reading", "not_applicable", "promises", "jetstream"}
+        "reading", "not_applicable", "promises", "jetstream", "time_scale"}
 _MCP = {"transport", "server", "tool_name", "config"}
 _COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
 _JOURNAL = {"path", "format"}
@@ -120,7 +120,8 @@ def parse_profile(text: str, path: str) -> Subject:
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
                    files=files, name=name, profile=path, about=src.doc.get("about", ""), error_stdout=error_stdout,
-                   promises=_promises(src), cwd=_cwd(src), jetstream=_jetstream(src), **mcp)
+                   promises=_promises(src), cwd=_cwd(src), jetstream=_jetstream(src), time_scale=_time_scale(src),
+                   **mcp)
 
 
 class _ProfileText:
@@ -199,6 +200,15 @@ def _top_level(src: _ProfileText) -> tuple[str, tuple[str, ...], bool, bool]:
     profile_dir = os.path.dirname(src.path)
     argv = tuple(w.replace("{profile_dir}", profile_dir).replace("{python}", sys.executable) for w in command)
     return name, argv, *flags
+
+
+def _time_scale(src: _ProfileText) -> float:
+    """``time_scale``: how many times a scenario's trial budget (``[trials] timeout_s``) this agent's trial may
+    take (a number from 1 to 20; default 1): an agent whose every leg starts seconds of imports is not hung."""
+    scale = src.doc.get("time_scale", 1)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 1 <= scale <= 20:
+        raise src.fail("", "time_scale", f"expected a number from 1 to 20, got {scale!r}")
+    return float(scale)
 
 
 def _cwd(src: _ProfileText) -> str:

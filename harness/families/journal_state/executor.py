@@ -97,7 +97,8 @@ def context(runner: Runner, scenario: Scenario, shared: Path, ref: ReferenceRun 
     run, IO on first use; the tools file is written to ``shared``)."""
     return Context(runner, scenario, ref or runner.reference(scenario),
                    build_workload(scenario, tool_name=runner.subject.tool_name),
-                   write_tools_file(shared / "tools.json"), run_id_for(scenario), scenario.trials.timeout_s)
+                   write_tools_file(shared / "tools.json"), run_id_for(scenario),
+                   scenario.trials.timeout_s * runner.subject.time_scale)
 
 
 class StateExecutor:
