@@ -53,6 +53,7 @@ tool_ms = 1
 [faults]
 family = "kill"
 kill_points = "events"
+startup_points = true   # every crash point from the first event (the plans these tests were written on)
 
 [trials]
 count = 40
@@ -192,7 +193,7 @@ def test_an_exhaustive_plan_and_a_regression_schedule_draw_nothing_new_from_a_fr
     per = collections.Counter(name for name, _, _, _ in got)
     kill, events, again = runs
     assert events.ended == "spent" and again.ended == "spent"             # the same trials whatever the seed
-    assert per["gate-events"] == len(events.plan) == events.reference.events   # its whole plan, once (start-up: 1)
+    assert per["gate-events"] == len(events.plan) == events.reference.events + 1   # its whole plan, once
     assert per["r"] == 2 and again.seeds == [1, 1001, 2001, 3001]           # its count, once; then 3 empty draws
     assert kill.ended == "draws" and len(kill.seeds) == 6 and per["gate-kill"] == 6 * 12  # a growing plan: redrawn
     assert len({json.dumps(x) for name, _, _, x in got if name == "gate-kill"}) > 12         # with new trials
@@ -214,7 +215,7 @@ def test_the_gate_spreads_trials_over_every_scenario_and_writes_junit_and_a_mark
     events = json.loads(report.read_text())["campaign"]["references"]["gate-events"]["events"]
     rows = {row["scenario"]: row for row in data["gate"]["plan"]}
     if rows["gate-events"]["ended"] == "spent":                             # its whole exhaustive plan, once
-        assert per["gate-events"] == events      # one point for the start-up before the journal folder's mkdir
+        assert per["gate-events"] == events + 1  # a kill before event 1 and after each (startup_points = true)
     else:                                                                   # interleaved with the others
         assert per["gate-events"] <= events + 1
         assert max(per.values()) - per["gate-events"] <= 1

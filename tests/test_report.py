@@ -249,3 +249,12 @@ def test_invariants_a_scenario_lists_that_no_trial_judged_are_said_not_left_out_
     assert main(["run", "power-loss-basic", "--trials", "4", "--results", str(tmp_path / "res"),
                  "--report-json", str(out)]) == 0
     assert "power-loss-basic" not in json.loads(out.read_text())["campaign"]["unjudged"]
+
+
+def test_the_fault_line_puts_crash_resumes_beside_power_loss_or_beside_kills_judged_from_one_recording():
+    from harness.report.report import fault_line
+
+    power = fault_line({"faults": {"power_loss": 2, "crash_states": 40, "crash_resumes": 3}, "power_loss_s": 1.5})
+    assert "power_loss 2 (40 crash states judged, 3 resumed in full in 1.5 s of power-loss trials)" in power
+    kills = fault_line({"faults": {"kill": 3, "crash_resumes": 3}, "power_loss_s": 2.0})
+    assert "kill 3 (3 resumed in full)" in kills and "power_loss 0  " in kills + "  " and "power-loss trials" not in kills

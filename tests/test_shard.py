@@ -31,6 +31,7 @@ tool_ms = 1
 [faults]
 family = "kill"
 kill_points = "events"
+startup_points = true   # every crash point from the first event (the plans these tests were written on)
 legs = 2
 max_events = 6
 

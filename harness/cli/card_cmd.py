@@ -19,8 +19,9 @@ def add_card_parser(sub: Any) -> argparse.ArgumentParser:
                           description="Build the report card (agents by invariant and fault family) and a page per "
                                       "agent with each finding's reproducer, from JSON reports of `run`.")
     card.add_argument("reports", nargs="+", metavar="REPORT", help="JSON reports written by run --report-json")
-    card.add_argument("--out", default="docs/agents/README.md", metavar="FILE",
-                      help="the card (default docs/agents/README.md); the pages go to findings/ beside it")
+    card.add_argument("--out", default="fiskj-results/card/README.md", metavar="FILE",
+                      help="the card (default fiskj-results/card/README.md; the committed one, docs/agents/README.md, "
+                           "is rebuilt by scripts/report-card.sh); the pages go to findings/ beside it")
     card.set_defaults(func=cmd_card)
     return card
 

@@ -267,15 +267,17 @@ def reproducer_text(rep: dict[str, Any]) -> str:
 
 
 def fault_line(report: dict[str, Any]) -> str:
-    """The injected faults by kind, with the crash states judged and resumed beside ``power_loss``."""
+    """The injected faults by kind, with the crash states judged and resumed beside ``power_loss`` (beside
+    ``kill`` when only kills judged from one recording resumed crash states)."""
     f = report.get("faults", {})
     parts = [f"{fam} {f.get(fam, 0)}" for fam in FAULT_COUNTS]
     said = [f"{f[key]} {what}" for key, what in ((CRASH_STATES, "crash states judged"),
                                                  (CRASH_RESUMES, "resumed in full")) if f.get(key)]
-    if said:
-        spent = report.get("power_loss_s")
-        parts[FAULT_COUNTS.index("power_loss")] += (f" ({', '.join(said)}"
-                                                    + (f" in {spent:.1f} s of power-loss trials" if spent else "") + ")")
+    if said:  # beside power loss; with no power loss, beside the kills judged from one recording
+        spent = report.get("power_loss_s") if f.get("power_loss") else None
+        fam = "power_loss" if f.get("power_loss") or not f.get("kill") else "kill"
+        parts[FAULT_COUNTS.index(fam)] += (f" ({', '.join(said)}"
+                                           + (f" in {spent:.1f} s of power-loss trials" if spent else "") + ")")
     extra = [f"{k} {v}" for k, v in f.items()
              if k not in FAULT_COUNTS and k not in (CRASH_STATES, CRASH_RESUMES, NOT_INJECTED)]
     if f.get(NOT_INJECTED):  # scheduled, never fired: those legs tested nothing of their fault

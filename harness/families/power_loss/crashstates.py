@@ -101,6 +101,7 @@ class Simulator:
         self.made_dirs: set[str] = set()      # dirs a mkdir/rename of the trace created
         self.fds: dict[tuple, Any] = {}       # (pid, fd) -> inode or ("dir", path)
         self.last: dict[str, Any] | None = None
+        self.assumed: set[int] = set()        # inodes of paths opened but never created nor listed
         for path, data in (files or {}).items():
             self.base[path] = self.names[path] = self._inode(bytes(data))
 
@@ -123,6 +124,7 @@ class Simulator:
             target = self.names.get(path)
             if target is None:  # a file the initial tree did not list: assume it existed, empty
                 target = self.base[path] = self.names[path] = self._inode()
+                self.assumed.add(target)
         return target
 
     def apply(self, ev: dict[str, Any]) -> None:
@@ -146,8 +148,9 @@ class Simulator:
         if ev.get("created") or (ino is None and "O_CREAT" in flags):
             ino = self.names[path] = self._inode()
             self._entry("create", path, ino)
-        elif ino is None:
+        elif ino is None:  # opened, not created: it existed (a file, or a folder opened without O_DIRECTORY)
             ino = self.base[path] = self.names[path] = self._inode()
+            self.assumed.add(ino)
         elif "O_TRUNC" in flags:
             self._data(ino, ("t", 0))
         self.fds[key] = ino
@@ -304,14 +307,21 @@ class Simulator:
                 memo[d] = d not in self.made_dirs or (d in made and present(_parent(d)))
             return memo[d]
 
-        files = {p: self._content(i, chosen, zero) for p, i in names.items()
-                 if present(_parent(p)) and not p.endswith(VOLATILE)}
+        files = {p: self._content(i, chosen, zero) for p, i in self.kept(names).items() if present(_parent(p))}
         persisted = "size-only (zero-filled data)" if zero else (
             " ".join(sorted("/".join(map(str, u)) for u in chosen)) or "none")
         return CrashState(id=state_id, prefix_n=prefix_n, files=files,
                           dirs=self.base_dirs | {d for d in made if present(d)}, lost_entries=lost,
                           acknowledged=[(a.path, a.end) for a in acks], persisted=persisted,
                           acks=acks, inodes={p: names[p] for p in files}, kept=None if zero else frozenset(chosen))
+
+    def kept(self, names: dict[str, int]) -> dict[str, int]:
+        """The names a state holds as files: not :data:`VOLATILE`, not a folder (a path with a name below it, or
+        one only opened: a folder opened without ``O_DIRECTORY`` for its fsync), not a file the trace only
+        opened (assumed to exist; the trial's own setup lays it)."""
+        parents = {_parent(p) for p in names} | self.dirs_now
+        return {p: i for p, i in names.items() if not p.endswith(VOLATILE) and p not in parents
+                and not (i in self.assumed and not self.current[i] and not self.pending[i])}
 
     def states(self, prefix_n: int, *, seed: int | str = 0, exhaustive_units: int = 12,
                samples: int = 256, zero_fill: bool = True) -> CrashPoint:
@@ -398,4 +408,4 @@ def written(events: Iterable[dict[str, Any]], files: dict[str, bytes] | None = N
     sim = Simulator(files)
     for ev in events:
         sim.apply(ev)
-    return {p: bytes(sim.current[i]) for p, i in sim.names.items() if not p.endswith(VOLATILE)}
+    return {p: bytes(sim.current[i]) for p, i in sim.kept(sim.names).items()}
