@@ -280,3 +280,21 @@ def test_i6_a_clean_refusal_of_a_damaged_store_is_no_exit_difference_and_a_chang
     assert not any(d["path"] == "exit" for v in clean.evidence.get("violations", []) for d in v["diff"]), clean.evidence
     changed = after_damage(b"1 journal\nx")                              # it wrote to the store and failed
     assert any(d["path"] == "exit" for v in changed.evidence["violations"] for d in v["diff"]), changed.evidence
+
+
+def test_a_refusal_that_tidies_the_store_changing_nothing_its_reading_holds_is_no_change_and_one_that_loses_work_is():
+    def refusal(after: dict):
+        eng = Engine()
+        eng.leg(kill_after=6)
+        h = opaque(eng)
+        h.legs.append(type(h.legs[0])(index=1, kind="resume", argv=["agent", "resume"], exit_code=2,
+                                      stderr="error: not resuming", journal=b"4 journal\ntidy", reading=after))
+        return i5_readable.check(h), h
+    v, h = refusal(None)                                                 # no reading after: the bytes decide
+    assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "refused_changed_store"
+    same = dict(h.legs[0].reading)
+    v, h = refusal(same)                                                 # a WAL copied in and removed: same reading
+    assert v.status == "valid", v.evidence
+    lost = {**same, "tool_results": []}
+    v, _ = refusal(lost)                                                 # its reading lost a saved result
+    assert v.status == "invalid" and v.evidence["violations"][0]["kind"] == "refused_changed_store"

@@ -198,6 +198,22 @@ def previous_snapshot(history: History, leg: Leg) -> bytes | None:
     return max(before, key=lambda lg: lg.index).journal
 
 
+def same_saved_state(history: History, leg: Leg) -> bool:
+    """An opaque store whose files ``leg`` changed without changing what the agent reads of them: its reading
+    after ``leg`` equals the one before (status, tool_results, answer), both usable (a database tidies its
+    files as it closes: SQLite copies its WAL into the database and removes it).  False for any journal."""
+    before = [lg for lg in history.legs if lg.index < leg.index]
+    if not history.journal.is_store or not before:
+        return False
+
+    def saved(r: dict[str, Any] | None) -> tuple | None:
+        if not r or r.get("error") or not r.get("given"):
+            return None
+        return r.get("status"), tuple(sorted(r.get("tool_results") or ())), r.get("answer")
+    was = saved(max(before, key=lambda lg: lg.index).reading)
+    return was is not None and was == saved(leg.reading)
+
+
 def nemesis_prefix_holds(history: History, leg: Leg, end: int) -> bool:
     """True when bytes ``[0, end)`` of ``leg``'s journal are exactly as the last tail fault left them.
 

@@ -54,7 +54,7 @@ from harness.names import VOLATILE
 from harness.history.model import History
 from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_USAGE
 from harness.checkers.verdict import INVALID, VALID, make
-from harness.checkers._common import crash_kind, is_tail, legs_in_order, nemesis_prefix_holds
+from harness.checkers._common import crash_kind, is_tail, legs_in_order, nemesis_prefix_holds, same_saved_state
 from harness.checkers._trace import events
 from harness.checkers.journal_view import JournalView
 from harness.checkers.i5_reader_answers import reader_violations
@@ -172,7 +172,8 @@ def _check_opaque(history: History) -> Any:
         was, now = ({k: v for k, v in store_files(d).items() if not k.endswith(VOLATILE)}
                     for d in (prev.journal, leg.journal))
         alone = not any(o is not leg and o.t_start < leg.t_end and leg.t_start < o.t_end for o in legs)
-        changed = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k)) if alone else []
+        changed = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k)) \
+            if alone and not same_saved_state(history, leg) else []
         if changed:
             violations.append({"kind": "refused_changed_store", **row, "files": changed, "detail": (
                 f"leg {leg.index} exited {leg.exit_code} (a refusal or an error) and changed the store: "

@@ -53,7 +53,7 @@ from fiskj.reader import read_state
 from harness.history.model import History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import (Unattributable, attribute, completed_probe, is_refusal, legs_in_order,
-                                      previous_snapshot)
+                                      previous_snapshot, same_saved_state)
 from harness.names import EXIT_COMPLETED
 from harness.checkers.journal_view import JournalView, Snapshot
 from harness.checkers._trace import observed
@@ -144,7 +144,8 @@ def check(history: History) -> Any:
             violations.append({"kind": "new_turn_not_taken", **row, "stderr": (leg.stderr or "")[-300:],
                                "rule": "the agent promises to continue a completed run with a new turn"})
         work = _work(history, leg) if want == "no-op" else []
-        if want == "no-op" and (work or leg.crashed or leg.journal != previous_snapshot(history, leg)):
+        if want == "no-op" and (work or leg.crashed or (leg.journal != previous_snapshot(history, leg)
+                                                       and not same_saved_state(history, leg))):
             violations.append({"kind": "no_op_did_something", **row, "work": work[:10],
                                "journal_changed": leg.journal != previous_snapshot(history, leg),
                                "rule": "the agent promises that resuming a completed run does nothing"})
@@ -161,7 +162,8 @@ def check(history: History) -> Any:
         if cut is not None and any(_is_repair(ev, cut) for ev in changes):
             repairs.append({"leg": leg.index, "cut_at": cut, "bytes_before": len(before or b"")})
         changes = [ev for ev in changes if not _is_repair(ev, cut)]
-        if changes:
+        tidied = same_saved_state(history, leg)  # an opaque store tidied, what its reading holds unchanged
+        if changes and not tidied:
             violations.append({"kind": "changed_journal", **base,
                                "events": [{k: ev.get(k) for k in ("n", "pid", "op", "offset", "len", "length")
                                            if ev.get(k) is not None} for ev in changes[:10]]})
@@ -174,7 +176,7 @@ def check(history: History) -> Any:
                                   if _overlaps(leg, legs) else f"its snapshot is after a {leg.fault.kind} fault "
                                   "and it left no IO-seam trace"})
             continue
-        if before == after or (cut is not None and before is not None and after == before[:cut]):
+        if before == after or tidied or (cut is not None and before is not None and after == before[:cut]):
             continue
         b, a = before or b"", after or b""
         at = _first_difference(b, a)
