@@ -349,7 +349,7 @@ def test_a_60_s_gate_over_the_bundled_scenarios_runs_every_one_twice_before_any_
     from harness.subject.contract import default_subject
 
     every = resolve_scenarios([str(p) for p in bundled_scenarios()])
-    scenarios = [s for s in every if unsupported(default_subject(), s) is None]  # the jetstream ones: NOT RUN
+    scenarios = [s for s in every if unsupported(default_subject(), s) is None]  # (every one applies)
     n = len(scenarios)
     clock = _TrialClock(60 / (n + 5))            # the deadline comes a few trials into round 2
     gate = run_gate(every, budget_s=60, jobs=2, clock=clock, skip_unsupported=True)

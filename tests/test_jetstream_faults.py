@@ -20,7 +20,7 @@ from harness.subject.contract import default_subject
 from harness.subject.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIO = ROOT / "scenarios" / "jetstream-power-loss.toml"
+SCENARIO = ROOT / "scenarios" / "jetstream" / "jetstream-power-loss.toml"
 
 
 def _trial(profile: str, state: int, tmp_path, fault=None, scenario=SCENARIO, subject=None):
@@ -61,7 +61,7 @@ def test_every_bundled_jetstream_profile_loads_and_names_its_store():
         assert subject.jetstream is not None and "{store_url}" in " ".join(subject.start_args)
 
 
-KILL = ROOT / "scenarios" / "jetstream-server-kill.toml"
+KILL = ROOT / "scenarios" / "jetstream" / "jetstream-server-kill.toml"
 
 
 def test_a_server_killed_between_persisting_a_record_and_acking_it_loses_nothing_and_the_writer_adopts_it(tmp_path):

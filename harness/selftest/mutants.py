@@ -117,7 +117,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "race", "race-two-writers", 4, ("I8",), lock.unlock_before_close),
     # the JetStream store (issue 28): the server's faults, a run's writers on two nodes (the jetstream family)
     M("jetstream-ignores-lost-ack", "after a lost ack (the server killed between persisting a record and acking "
-      "it) the journal appends the record again instead of adopting its own", "jetstream", "jetstream-server-kill",
+      "it) the journal appends the record again instead of adopting its own", "jetstream", "jetstream/jetstream-server-kill",
       7, ("I5", "I6"), store.jetstream_ignores_lost_ack),
     # IO errors injected from outside: the io_error family (I4: nothing that failed is acknowledged)
     M("fsync-error-retried", "a failed fsync is retried until it succeeds and the append is acknowledged",
