@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.tomlwhere import find_line
-from harness.scenario.parse import (INVARIANTS, Scenario, ScenarioError, bundled_scenarios, load_scenario,
+from harness.scenario.parse import (INVARIANTS, Scenario, ScenarioError, bundled_scenario_dir, bundled_scenarios, load_scenario,
                               parse_scenario)
 
 GOOD = """\
@@ -229,7 +229,8 @@ def test_the_bundled_scenarios_cover_every_invariant_and_every_fault_family():
 
     scenarios = [load_scenario(p) for p in bundled_scenarios()]
     assert len(scenarios) >= 12
-    assert {s.faults.family for s in scenarios} == set(MODES)
+    jetstream = [load_scenario(p) for p in sorted((bundled_scenario_dir() / "jetstream").glob("*.toml"))]
+    assert {s.faults.family for s in scenarios + jetstream} == set(MODES)   # (jetstream's: for a JetStream store)
     assert {i for s in scenarios for i in s.check.invariants} == set(INVARIANTS)
     workloads = [s.workload for s in scenarios]
     assert any(w.drift for w in workloads) and any(w.vary_on_repeat for w in workloads)
