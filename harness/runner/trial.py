@@ -43,9 +43,11 @@ from harness.history.ending import BUDGET_ENDS, printed_answer, uninterrupted_en
 from harness.history.model import History, Leg, Reference, observed_result
 from harness.history.promises import COMPLETED_PROBE
 from harness.history.timeline import Timeline, leg_timeline
-from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes, write_ledger
+from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
 from harness.runner.leg import (LegOutcome, LegPlan, LegStarter, count_user_records, open_mcp, run_leg,
                                 start_or_resume, state_of)
+from harness.runner.drift import drifted_config
+from harness.runner.prelude import Prelude, lay_files, rehome
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
@@ -53,38 +55,8 @@ from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED
                                       default_subject, fork_server_enabled, journal_bytes, journal_file, probes_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
-__all__ = ["ReferenceRun", "Prelude", "Runner", "run_id_for", "drifted_config", "observe_by_default", "rehome",
-           "BUDGET_ENDS"]
+__all__ = ["ReferenceRun", "Runner", "run_id_for", "observe_by_default", "BUDGET_ENDS"]
 
-
-
-def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str, system_file: str = "") -> RunConfig:
-    """``cfg`` with the fingerprint fields named in ``drift`` changed (``[workload] drift``).
-
-    ``model`` gets a ``-drifted`` suffix, ``max_tokens`` and ``max_iterations``
-    one more, ``tools`` the tool file ``tools_file`` (same tools, other
-    descriptions), ``system`` the system prompt file ``system_file`` (the run
-    started with none), ``thinking`` the mode ``adaptive`` (``enabled:2048`` when it
-    started with ``adaptive``).  The fake model server ignores the model name and the
-    system prompt, and the thinking mode only decides whether a request
-    that continues a tool loop must send that turn's thinking block first
-    (as the Messages API does), so a forced resume with drift gives the
-    same conversation.
-    """
-    changes: dict[str, Any] = {}
-    if "model" in drift:
-        changes["model"] = cfg.model + "-drifted"
-    if "max_tokens" in drift:
-        changes["max_tokens"] = cfg.max_tokens + 1
-    if "max_iterations" in drift:
-        changes["max_iterations"] = cfg.max_iterations + 1
-    if "tools" in drift:
-        changes["tools_file"] = tools_file
-    if "system" in drift:
-        changes["system_file"] = system_file
-    if "thinking" in drift:
-        changes["thinking"] = "enabled:2048" if cfg.thinking == "adaptive" else "adaptive"
-    return replace(cfg, **changes)
 
 
 def observe_by_default(subject: Subject, environ: dict[str, str] | None = None) -> bool:
@@ -108,32 +80,6 @@ def _default_tmp_root() -> str | None:
     if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
         return shm
     return None
-
-
-def rehome(path: str, old_home: str, old_slug: str = "", new_slug: str = "") -> str | None:
-    """``path`` of a trial laid in folder ``old_home``, relative to that folder, its cwd-named folder
-    ``old_slug`` renamed ``new_slug`` (a subject that names a folder after its cwd); ``None`` outside it."""
-    if not path.startswith(old_home + "/"):
-        return None
-    rel = path[len(old_home) + 1:]
-    return rel.replace(old_slug, new_slug) if old_slug else rel
-
-
-@dataclass
-class Prelude:
-    """A trial's leg 0 taken from a recording instead of run (docs/persistence-model.md "Kills from the
-    recording"): the files and folders it left (paths under ``old_home``, the recorded trial's folder; ``slug``:
-    its cwd slug for a subject with a ``cwd``, else ``""``), the recorded ``leg`` cut at its crash point, and
-    the model calls and tool effects made by then; ``run_uuid``: the recorded run's own id."""
-
-    files: dict[str, bytes]
-    dirs: list[str]
-    old_home: str
-    slug: str
-    run_uuid: str
-    leg: Leg
-    calls: list[Any]
-    effects: list[Any]
 
 
 @dataclass
@@ -364,17 +310,7 @@ class Runner:
     def _lay_prelude(self, history: History, place: _Place, prelude: Prelude) -> None:
         """Lay ``prelude``'s files, folders and effects ledger in the trial, record its leg 0 with the subject's
         reading of what it left (as :func:`harness.runner.leg.run_leg` reads a leg's)."""
-        root, new_slug = str(place.tmp), place.where["cwd_slug"]
-        for rel in sorted(filter(None, (rehome(d, prelude.old_home, prelude.slug, new_slug) for d in prelude.dirs)),
-                          key=len):
-            os.makedirs(os.path.join(root, rel), 0o700, exist_ok=True)
-        for path, data in prelude.files.items():
-            rel = rehome(path, prelude.old_home, prelude.slug, new_slug)
-            if rel is not None:
-                os.makedirs(os.path.dirname(os.path.join(root, rel)), 0o700, exist_ok=True)
-                with open(os.path.join(root, rel), "wb") as f:
-                    f.write(data)
-        write_ledger(place.ledger, prelude.effects)
+        lay_files(prelude, place.tmp, place.where["cwd_slug"], place.ledger)
         leg = replace(prelude.leg, fault=replace(prelude.leg.fault, detail=dict(prelude.leg.fault.detail)))
         leg.journal = journal_bytes(place.journal)
         if place.reading is not None and start_or_resume(leg.journal, self.subject.caps.journal.format) == "resume":

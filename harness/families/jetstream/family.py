@@ -35,7 +35,8 @@ from harness.history.model import Fault, History
 from harness.names import EXIT_ERROR
 from harness.observer.trace import ops_to_trace
 from harness.runner.faults import NOOP
-from harness.runner.trial import Prelude, Runner, run_id_for
+from harness.runner.prelude import Prelude
+from harness.runner.trial import Runner, run_id_for
 from harness.scenario.model import Scenario
 from harness.subject.nats_server import NatsServer, add_stream, start_cluster, start_server, stream_leader
 

@@ -29,7 +29,8 @@ from harness.families.power_loss.crashstates import CrashState, crash_points, wr
 from harness.families.power_loss.params import Params
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
-from harness.runner.trial import ReferenceRun, rehome
+from harness.runner.prelude import rehome
+from harness.runner.trial import ReferenceRun
 from harness.subject.contract import journal_bytes
 
 __all__ = ["CHECKED", "Space", "select_states", "journal_index", "state_space", "explore_state", "crash_time"]

@@ -19,7 +19,8 @@ from typing import Any, Callable, TypeVar
 from harness.families.power_loss.crashstates import window
 from harness.history.model import History, Leg
 from harness.runner.faults import event_action, history_fault
-from harness.runner.trial import Prelude, ReferenceRun
+from harness.runner.prelude import Prelude
+from harness.runner.trial import ReferenceRun
 
 T = TypeVar("T")
 
