@@ -66,7 +66,8 @@ from harness.history.ending import completing_leg, cut_off_tool_runs, uninterrup
 from harness.history.model import History, observed_result
 from harness.names import EXIT_COMPLETED
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
-from harness.checkers._common import crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds, previous_snapshot
+from harness.checkers._common import (crash_kind, is_refusal, legs_in_order, nemesis_prefix_holds, previous_snapshot,
+                                      same_saved_state)
 from harness.checkers.journal_view import JournalView
 
 MAX_DIFFS = 10
@@ -237,7 +238,8 @@ def _store_refused(history: History, leg: Any) -> bool:
     """An opaque store's clean refusal (docs/spec.md section 15 "Opaque stores", I5): ``leg`` exited 1 or 2 with
     a message and left the store's bytes as they were, after a fault damaged or crashed it."""
     return (history.journal.is_store and leg.exit_signal is None and leg.exit_code in (1, 2)
-            and bool((leg.stderr or "").strip()) and previous_snapshot(history, leg) == leg.journal
+            and bool((leg.stderr or "").strip())
+            and (previous_snapshot(history, leg) == leg.journal or same_saved_state(history, leg))
             and any(lg.fault.kind in ("tail", "power_loss") for lg in history.legs if lg.index < leg.index))
 
 
