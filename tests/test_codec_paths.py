@@ -20,6 +20,7 @@ or holding ``NaN``):
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 from typing import Any
@@ -143,7 +144,7 @@ def damaged(draw, obj: dict[str, Any], key: str) -> dict[str, Any]:
         if draw(st.integers(0, 3)) == 0:
             parent.pop(name, None)
         else:
-            parent[name] = draw(odd_values)
+            parent[name] = copy.deepcopy(draw(odd_values))  # a copy: a shared value set twice makes no cycle
     return obj
 
 
