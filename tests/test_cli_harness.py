@@ -200,6 +200,14 @@ def test_usage_and_setup_errors_exit_2(files, capsys):
     assert main(["run", str(files / "tiny-noop.toml"), "--subject", failing, "-q"]) == 2
     assert "the subject did not run scenario" in capsys.readouterr().err
     assert main(["replay", str(files / "missing.json"), "--trial", "0"]) == 2
+    capsys.readouterr()
+    # a named scenario whose family cannot run for the subject: said once, as a setup error, before any work;
+    # nothing judged, so no results folder and never "no violations"
+    results = files / "never"
+    assert main(["run", "jetstream/jetstream-power-loss", "--results", str(results)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and not results.exists()
+    assert err.count("jetstream-power-loss") == 1 and "setup error" in err and "[jetstream]" in err
 
 
 def test_a_subject_naming_an_unknown_mutant_is_a_usage_error(files, capsys):

@@ -38,14 +38,15 @@ def unsupported(subject: Subject, scenario: Scenario) -> str | None:
     return subject.caps.refuses(scenario.workload) or by_mode(scenario.faults.family).unsupported(subject, scenario)
 
 
-def subject_limits(scenarios: list[Scenario], subject: Subject) -> list[str]:
+def subject_limits(scenarios: list[Scenario], subject: Subject, *, named: bool = False) -> list[str]:
     """What cannot be done for ``subject``, one line each, known before any trial: what the checkers cannot
     judge for it (:meth:`harness.subject.capabilities.Capabilities.limits`), and per scenario a family that
-    cannot run at all (its scenarios become setup errors) or runs only in part."""
+    cannot run at all or runs only in part.  ``named``: the scenarios were named on the command line, so one
+    that cannot run at all is a setup error (:func:`unsupported`), said as such and not again here."""
     out = subject.caps.limits()
     for scenario in scenarios:
         family = by_mode(scenario.faults.family)
-        why = unsupported(subject, scenario)
+        why = None if named else unsupported(subject, scenario)
         out += [f"{scenario.name}: {line}" for line in ([why] if why else []) + family.cannot(subject, scenario)]
     return out
 
@@ -238,7 +239,7 @@ class Campaign:
                             family=by_mode(s.faults.family)) for s in self.scenarios]
         errors: list[str] = []
         results: list[TrialResult] = []
-        limits = subject_limits([run.scenario for run in runs], runner.subject)
+        limits = subject_limits([run.scenario for run in runs], runner.subject, named=not self.skip_unsupported)
         try:  # the slower tool said once (harness/workload/ledger_build.py); a bad setting fails each trial's setup
             tool = ledger_tool()
             if tool.kind != "c":

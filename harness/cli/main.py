@@ -45,7 +45,7 @@ def version_text() -> str:
 
 def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
     """``fiskj-harness run``: returns the exit status."""
-    from harness.campaign.campaign import Campaign, subject_limits
+    from harness.campaign.campaign import Campaign, subject_limits, unsupported
     from harness.subject.contract import default_subject
 
     out = out or sys.stdout
@@ -80,7 +80,14 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
                             skip_unsupported=not args.scenarios and schedules is None)  # the bundled set
     except ValueError as exc:
         raise _Usage(f"--schedule: {exc}") from None
-    for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial
+    named = campaign.skip_unsupported is False
+    cannot = [f"{s.path or s.name}: {why}" for s in scenarios
+              if named and (why := unsupported(subject or default_subject(), s)) is not None]
+    if cannot and len(cannot) == len(scenarios):  # nothing could run: said before any work, no results folder
+        for line in cannot:
+            print(f"fiskj-harness: setup error: {line}", file=sys.stderr)
+        return HARNESS_USAGE
+    for line in subject_limits(scenarios, subject or default_subject(), named=named):  # said before the first trial
         print(f"fiskj-harness: limit for this subject: {line}", file=sys.stderr)
     place = _results_place(args, scenarios)
     started = datetime.now(timezone.utc)

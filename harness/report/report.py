@@ -349,6 +349,8 @@ def render_summary(report: dict[str, Any], max_violations: int = 20) -> str:
                           "trials did not reach them: more --trials may):", unjudged)):
         if given:
             lines += [title] + [f"  {line}" for line in given] + [""]
+    if not report.get("trials"):  # nothing ran: no table of zeros, no probes, never "no violations"
+        return "\n".join(lines + ["nothing judged: no trial ran" + (" (setup errors above)" if errors else "")]) + "\n"
     lines += probe_lines(report.get("probes")) + ([""] if report.get("probes") else [])
     lines.append(f"{'invariant':<10}{'name':<{width}}" + "".join(f"{k:>8}" for k in _COUNT_KEYS))
     for inv, c in report.get("invariants", {}).items():
