@@ -7,6 +7,9 @@ then applies the server fault and resumes the run through the one leg runner, le
 (a :class:`harness.runner.trial.Prelude`) with the fault on it.  ``power-loss``: the server is SIGKILLed and its
 store directory laid as a crash state of its observed writes and fsyncs after the run's last acknowledged
 publish (docs/persistence-model.md; :func:`harness.families.power_loss.crashstates.window`), then it restarts.
+``kill``: it is SIGKILLed right after its K-th block write and restarted at once.  ``damage`` (3 replicas;
+:mod:`harness.families.jetstream.damage`): one follower's last block file is cut or has a bit flipped after the
+run, and that follower, restarted, is made the stream's leader.
 I4 judges the publishes fiskj's IO seam traced as acknowledged (op ``publish``, docs/ioseam.md) against the
 records the restarted store holds.
 """
@@ -28,6 +31,7 @@ from fiskj.jetstream import NatsClient
 
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
+from harness.families.jetstream import damage
 from harness.families.jetstream.params import MODES, Params
 from harness.families.power_loss.crashstates import window
 from harness.history.faults import fault_counts
@@ -131,8 +135,11 @@ class _Executor:
                 ("?allow_single_replica=1" if replicas == 1 else "")
             with Runner(replace(self.runner.subject, store_url=url), self.runner.server, tmp_root=tmp,
                         fork_server=False, observe=False) as runner:
-                trial = self._power_loss if spec.get("kind") == "power_loss" else self._kill
-                history = trial(runner, nodes, spec, planned.seed, tmp)
+                if spec.get("kind") == "damage":
+                    history = damage.run(self, runner, nodes, spec, planned.seed)
+                else:
+                    trial = self._power_loss if spec.get("kind") == "power_loss" else self._kill
+                    history = trial(runner, nodes, spec, planned.seed, tmp)
         finally:
             for node in nodes:
                 node.stop(signal.SIGKILL)
@@ -233,6 +240,9 @@ class JetStreamFamily(FamilyBase):
                     "[jetstream] and --store {store_url} (subjects/jetstream/*.toml)")
         if not subject.caps.fiskj_based:
             return "acknowledged publishes are read from fiskj's IO seam (op publish): a fiskj-based subject only"
+        if scenario is not None and self.params(scenario).fault == "damage" and subject.jetstream[0] < 3:
+            return ("damage of one replica's block files needs 3 replicas: with one there is no other copy, so "
+                    "damaged block files lose records by construction (docs/jetstream.md)")
         return None
 
     def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
@@ -241,6 +251,8 @@ class JetStreamFamily(FamilyBase):
             return [Planned([dict(f) for f in s], "explicit", seed) for s in schedules]
         if self.params(scenario).fault == "power-loss":
             return [Planned([{"kind": "power_loss", "state": i}], "crash-state", seed) for i in range(count)]
+        if self.params(scenario).fault == "damage":
+            return [Planned([damage.spec_for(i)], "damage-point", seed) for i in range(count)]
         return [Planned([{"kind": "server_kill", "event": k}], "exhaustive", seed) for k in range(1, count + 1)]
 
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
