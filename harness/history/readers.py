@@ -83,7 +83,8 @@ def write_ledger(path: str | os.PathLike[str], effects: list[Effect]) -> None:
 
 def store_journal(path: str | os.PathLike[str]) -> bytes | None:
     """A ``[journal] path`` of ``{store_url}#{run_id}`` (a JetStream store; pathlib made ``nats://`` ``nats:/``):
-    the run's records as the file journal's lines, in seq order (``None``: no run, or not such a path).
+    the run's records as the file journal's lines, in seq order (:meth:`fiskj.jetstream.JetStreamStore.raw_records`;
+    ``None``: no run, its meta record absent, or not such a path).
     Raises :class:`SetupError` when the store does not answer (nothing is known of the run)."""
     text = str(path)
     if not text.startswith("nats:"):
@@ -104,16 +105,14 @@ def store_journal(path: str | os.PathLike[str]) -> bytes | None:
                 if attempt == 3:
                     raise
         try:
-            subjects = store._subjects(store.run_subjects(run_id), run_id)
-            if not subjects.get(store.subject(run_id, 1)):
-                return None
-            msgs = store.client.run(store._read(run_id, sum(subjects.values())))
+            records = store.raw_records(run_id)
         finally:
             store.close()
     except Exception as exc:  # noqa: BLE001 - the store did not answer: nothing is known of the run
         raise SetupError(f"cannot read run {run_id} from {url}: {type(exc).__name__}: {exc}") from None
-    seq = {s: int(s.rsplit(".", 1)[1]) if s.rsplit(".", 1)[1].isdigit() else 1 for _, s, _ in msgs}
-    return b"".join(body + b"\n" for _, s, body in sorted(msgs, key=lambda m: seq[m[1]]))
+    if not any(seq == 1 for seq, _ in records):  # no meta record: no run (a deleted run's stray records too)
+        return None
+    return b"".join(body + b"\n" for _, body in records)
 
 
 def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

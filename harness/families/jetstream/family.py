@@ -29,6 +29,7 @@ from fiskj.jetstream import NatsClient
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.jetstream.params import MODES, Params
+from harness.families.jetstream.writers import stale_writer
 from harness.families.power_loss.crashstates import window
 from harness.history.faults import fault_counts
 from harness.history.model import Fault, History
@@ -132,7 +133,8 @@ class _Executor:
             with Runner(replace(self.runner.subject, store_url=url), self.runner.server, tmp_root=tmp,
                         fork_server=False, observe=False) as runner:
                 trial = self._power_loss if spec.get("kind") == "power_loss" else self._kill
-                history = trial(runner, nodes, spec, planned.seed, tmp)
+                history = stale_writer(self.scenario, runner, nodes, STREAM, spec, planned.seed, tmp) \
+                    if spec.get("kind") == "stale_writer" else trial(runner, nodes, spec, planned.seed, tmp)
         finally:
             for node in nodes:
                 node.stop(signal.SIGKILL)
@@ -239,6 +241,8 @@ class JetStreamFamily(FamilyBase):
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         if schedules is not None:
             return [Planned([dict(f) for f in s], "explicit", seed) for s in schedules]
+        if self.params(scenario).fault == "stale-writer":  # K: writer 1 held after its K-th acknowledged publish
+            return [Planned([{"kind": "stale_writer", "after_publish": k}], "exhaustive", seed) for k in range(1, count + 1)]
         if self.params(scenario).fault == "power-loss":
             return [Planned([{"kind": "power_loss", "state": i}], "crash-state", seed) for i in range(count)]
         return [Planned([{"kind": "server_kill", "event": k}], "exhaustive", seed) for k in range(1, count + 1)]

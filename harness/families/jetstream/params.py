@@ -11,14 +11,15 @@ __all__ = ["Params", "MODES", "FAULTS"]
 #: The ``[faults] family`` values this family runs.
 MODES = ("jetstream",)
 #: What happens to the server (docs/jetstream.md "Server faults").
-FAULTS = ("power-loss", "kill")
+FAULTS = ("power-loss", "kill", "stale-writer")
 
 
 @dataclass(frozen=True)
 class Params:
     """``fault``: what the nemesis does to the server (trial ``i`` of a power loss lays crash state ``i``: 0
     keeps no unsynced write, 1 every one, the rest a seeded sample; trial ``i`` of a kill SIGKILLs it right
-    after its ``i+1``-th write; of 3 replicas, the stream's leader); ``nodes``: whose power a power loss cuts
+    after its ``i+1``-th write; of 3 replicas, the stream's leader; trial ``i`` of a stale writer holds writer 1
+    after its ``i+1``-th acknowledged publish while the run is deleted: docs/jetstream.md); ``nodes``: whose power a power loss cuts
     (``"leader"``, or ``"all"`` the cluster's); ``sector_bytes``: the persistence model's unit (docs/persistence-model.md)."""
 
     fault: str = field(default="power-loss", metadata=key(choice(*FAULTS)))
