@@ -100,6 +100,18 @@ def test_the_fence_refuses_a_writer_whose_run_was_deleted_under_it_and_nothing_l
         store.create("g2", M("g2"))
 
 
+def test_without_the_fence_a_stale_writer_of_a_live_run_is_still_refused_by_one_message_per_subject(stream,
+                                                                                                    monkeypatch):
+    first = _write(stream.store(), "h1", RUN[:2])
+    stale = stream.store().open("h1")
+    first.append(A(text="mine", iteration=1))
+    monkeypatch.setattr(type(stale), "headers", lambda self, msg_id: {"Nats-Msg-Id": msg_id})  # no fence
+    with pytest.raises(StoreIOError, match="maximum messages per subject"):  # err 10077: not RunLocked, no retry
+        stale.append(A(text="theirs", iteration=1))
+    monkeypatch.undo()
+    assert [m[2]["Nats-Msg-Id"].split("-")[0] for m in _messages(stream, "h1")] == [first.nonce] * 4
+
+
 def test_raw_records_are_the_bodies_on_the_runs_subjects_in_seq_order(stream):
     store = stream.store()
     _write(store, "r1", RUN[:3])
