@@ -18,6 +18,9 @@ once at import (docs/ioseam.md has the full format and an example):
   ``kill-after`` (SIGKILL to this process before/after the real call),
   ``sigint-after``, ``sigterm-after`` (that signal to this process after the
   real call: a suspend request landing at a durability event),
+  ``stop-after`` (SIGSTOP to this process after the real call: the harness holds it
+  there and continues it with SIGCONT, a race's sequence point; ``:publish`` counts the
+  JetStream appends the server acknowledged, :func:`published`),
   ``eio``, ``enospc`` (raise that ``OSError`` instead of the call),
   ``short-write`` (write the first half of the bytes, then raise ENOSPC;
   on a call that is not a write it acts as ``enospc``).
@@ -41,7 +44,7 @@ from typing import Any
 from .errors import UsageError
 
 __all__ = [
-    "OPS", "ACTIONS", "TRACE_ENV", "FAULT_ENV", "Fault", "parse_fault", "configure",
+    "OPS", "FAULT_OPS", "ACTIONS", "TRACE_ENV", "FAULT_ENV", "Fault", "parse_fault", "configure",
     "active", "open", "write", "fsync", "fdatasync", "ftruncate", "rename", "mkdir",
     "fsync_dir", "flock", "close", "unlink",
 ]
@@ -53,7 +56,10 @@ FAULT_ENV = "FISKJ_IOSEAM_FAULT"
 OPS = ("open", "write", "fsync", "fdatasync", "ftruncate", "rename", "mkdir",
        "fsync_dir", "flock", "close", "unlink")
 #: Fault actions of ``FISKJ_IOSEAM_FAULT``.
-ACTIONS = ("kill-before", "kill-after", "eio", "enospc", "short-write", "sigint-after", "sigterm-after")
+ACTIONS = ("kill-before", "kill-after", "eio", "enospc", "short-write", "sigint-after", "sigterm-after",
+           "stop-after")
+#: What a fault's ``:OP`` may count: the calls, and ``publish`` (a JetStream append acknowledged, :func:`published`).
+FAULT_OPS = OPS + ("publish",)
 #: The actions that send this process a suspend signal once the call completed.
 _SIGNAL_AFTER = {"sigint-after": signal.SIGINT, "sigterm-after": signal.SIGTERM}
 
@@ -91,13 +97,13 @@ def parse_fault(value: str) -> Fault:
     """Parse ``ACTION@K[:OP]`` (e.g. ``"eio@2:fsync"``) into a :class:`Fault`.
 
     K is a decimal integer >= 1, ACTION one of :data:`ACTIONS`, OP one of
-    :data:`OPS`.  Raises :class:`UsageError` naming the variable and the
+    :data:`FAULT_OPS`.  Raises :class:`UsageError` naming the variable and the
     expected syntax when the value is malformed.
     """
     def bad(why: str) -> UsageError:
         return UsageError(f"{FAULT_ENV}={value!r} is malformed ({why}); expected ACTION@K[:OP], "
                           f"e.g. 'kill-before@3:fsync', with ACTION one of {', '.join(ACTIONS)} "
-                          f"and OP one of {', '.join(OPS)}", field=FAULT_ENV)
+                          f"and OP one of {', '.join(FAULT_OPS)}", field=FAULT_ENV)
     action, at, rest = value.strip().partition("@")
     if not at:
         raise bad("no '@'")
@@ -106,7 +112,7 @@ def parse_fault(value: str) -> Fault:
     k_text, colon, op = rest.partition(":")
     if not k_text.isdecimal() or int(k_text) < 1:
         raise bad(f"K must be an integer >= 1, got {k_text!r}")
-    if colon and op not in OPS:
+    if colon and op not in FAULT_OPS:
         raise bad(f"unknown op {op!r}")
     return Fault(action, int(k_text), op if colon else None)
 
@@ -163,13 +169,15 @@ def _kill() -> None:
 
 def _done(n: int, action: str | None, rec: dict[str, Any]) -> None:
     """Trace a completed call, then do the action due after it (a SIGKILL, or a suspend signal)."""
-    if action in _SIGNAL_AFTER:
+    if action in _SIGNAL_AFTER or action == "stop-after":
         rec["fault"] = action
     _emit(n, rec)
     if action == "kill-after":
         _kill()
     elif action in _SIGNAL_AFTER:
         os.kill(os.getpid(), _SIGNAL_AFTER[action])
+    elif action == "stop-after":
+        os.kill(os.getpid(), signal.SIGSTOP)  # held here until the harness sends SIGCONT
 
 
 def _errname(code: int | None) -> str:
@@ -323,10 +331,12 @@ _TRACED = {
 def published(path: str, data: bytes) -> None:
     """Trace a JetStream publish the server acknowledged (op ``publish``: ``path`` the run's store location,
     ``len``/``data`` the record's journal line): the store's counterpart of a write and its fsync returning
-    (docs/ioseam.md).  No call is made and no fault applies; nothing without a trace."""
-    if _trace_fd is not None:
-        n, _ = _begin("publish")
-        _emit(n, {"op": "publish", "path": path, "len": len(data), "data": base64.b64encode(data).decode("ascii")})
+    (docs/ioseam.md).  No call is made; a fault counting ``publish`` acts after it (``kill-after``,
+    ``stop-after``, a suspend signal; the others do nothing here).  Nothing without a trace or a fault."""
+    if _trace_fd is not None or _fault is not None:
+        n, action = _begin("publish")
+        rec = {"op": "publish", "path": path, "len": len(data), "data": base64.b64encode(data).decode("ascii")}
+        _done(n, action if action in ("kill-after", "stop-after", *_SIGNAL_AFTER) else None, rec)
 
 
 def active() -> bool:

@@ -294,19 +294,54 @@ class JetStreamStore:
         finally:
             await sub.unsubscribe()
 
-    def _fold(self, run_id: str) -> tuple[Folder, int, int, list[Record]]:
-        """Read and fold run ``run_id``: (folder, file-equivalent size in bytes, stream seq of its last record,
-        the records)."""
+    def _messages(self, run_id: str, from_leader: bool = False) -> list[tuple[int, int, str, bytes]]:
+        """Every message on the run's subjects, sorted by record seq: (seq, stream seq, subject, body); the seq is
+        the subject's last token (``_meta``: 1; a token that is not a number: 0).  Read by an ordered consumer, or
+        ``from_leader``: one get per subject, answered by the stream's leader.  Raises :class:`StoreIOError`."""
         subjects = self._subjects(self.run_subjects(run_id), run_id)
-        if subjects.get(self.subject(run_id, 1), 0) == 0:
-            raise RunNotFound(f"no run {run_id} on stream {self.stream}", path=self.location(run_id), run_id=run_id)
-        msgs = self._call(self._read(run_id, sum(subjects.values())), "reading the run", run_id)
+        if from_leader:
+            msgs = self._call(self._get_each(list(subjects)), "reading the run", run_id)
+        else:
+            msgs = self._call(self._read(run_id, sum(subjects.values())), "reading the run", run_id) if subjects else []
         keyed = []
         for sseq, subject, body in msgs:
             token = subject.rsplit(".", 1)[-1]
             keyed.append((1 if token == META_TOKEN else int(token) if token.isdigit() else 0, sseq, subject, body))
+        return sorted(keyed)
+
+    async def _get_each(self, subjects: list[str]) -> list[tuple[int, str, bytes]]:
+        """The last message of each of ``subjects``, one get each (``$JS.API.STREAM.MSG.GET``, which the stream's
+        leader answers): (stream seq, subject, body); a subject the leader holds no message of (err_code 10037)
+        is left out."""
+        from nats.js.errors import NotFoundError
+
+        out = []
+        for subject in subjects:
+            try:
+                msg = await self.client.js.get_msg(self.stream, subject=subject)
+            except NotFoundError:
+                continue
+            out.append((msg.seq, subject, msg.data or b""))
+        return out
+
+    def raw_records(self, run_id: str, *, from_leader: bool = False) -> list[tuple[int, bytes]]:
+        """The run's records as the stream holds them, neither decoded nor folded: ``(seq, body)`` in seq order
+        (``body`` the file journal's line without its ``\\n``; seq from the subject).  Empty when no message is
+        on the run's subjects; records with no meta record (seq 1) are returned as they are.  ``from_leader``:
+        each subject's message as the stream's leader serves it, one get each, instead of an ordered consumer
+        (which the server may place on any replica, so two reads of a stream with a damaged replica can differ:
+        an oracle reads this way, docs/jetstream.md).  Raises :class:`InvalidRunID`, :class:`StoreIOError`."""
+        validate_run_id(run_id)
+        return [(seq, body) for seq, _, _, body in self._messages(run_id, from_leader)]
+
+    def _fold(self, run_id: str) -> tuple[Folder, int, int, list[Record]]:
+        """Read and fold run ``run_id``: (folder, file-equivalent size in bytes, stream seq of its last record,
+        the records)."""
+        keyed = self._messages(run_id)
+        if not any(seq == 1 for seq, *_ in keyed):
+            raise RunNotFound(f"no run {run_id} on stream {self.stream}", path=self.location(run_id), run_id=run_id)
         folder, size, records = Folder(), 0, []
-        for seq, _, subject, body in sorted(keyed):
+        for seq, _, subject, body in keyed:
             try:
                 record = decode_record(body)
                 if record.seq != seq:
@@ -450,10 +485,10 @@ class JetStreamJournal(Journal):
             self._poison = "a concurrent creator made the run"
             raise RunExists(f"run {self.run_id} already exists on stream {self.store.stream}; pick another id, "
                             f"or open it to resume", path=self.path, run_id=self.run_id)
-        self._poison = f"another writer advanced the run before seq {seq}"
-        raise RunLocked(f"run {self.run_id}: another writer advanced it, so record {seq} was refused by the fence "
-                        f"and nothing was written; another process holds this run", path=self.path,
-                        run_id=self.run_id)
+        how = "another writer advanced it" if msg is not None else "another writer advanced it or it was deleted"
+        self._poison = f"{how} before seq {seq}"
+        raise RunLocked(f"run {self.run_id}: {how}, so record {seq} was refused by the fence and nothing was "
+                        f"written; another process holds this run", path=self.path, run_id=self.run_id)
 
     def _release(self) -> None:
         """Nothing to release: the fence, not a lock, keeps other writers out; the store owns the connection."""

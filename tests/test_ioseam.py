@@ -236,3 +236,25 @@ def test_the_trace_variable_traces_a_child_process(tmp_path):
     assert proc.returncode == 0
     assert [l["op"] for l in read_trace(trace)] == ["open", "write", "write"]
     assert read_trace(trace)[2]["offset"] == len(b"first\n")
+
+
+PUBLISH_CHILD = """
+import os, sys
+from fiskj import ioseam
+for i in range(3):
+    ioseam.published("nats://h:1/S p.r.>", b"r%d\\n" % i)
+print("continued", flush=True)
+"""
+
+
+def test_a_stop_after_publish_fault_stops_the_process_right_after_its_kth_acknowledged_publish(tmp_path):
+    trace = tmp_path / "t"
+    env = {**os.environ, "FISKJ_IOSEAM_FAULT": "stop-after@2:publish", "FISKJ_IOSEAM_TRACE": str(trace)}
+    proc = subprocess.Popen([sys.executable, "-c", PUBLISH_CHILD], env=env, cwd=tmp_path, stdout=subprocess.PIPE)
+    _, status = os.waitpid(proc.pid, os.WUNTRACED)  # stopped, not ended: the harness holds it there
+    assert os.WIFSTOPPED(status) and os.WSTOPSIG(status) == signal.SIGSTOP
+    assert [(l["op"], l.get("fault")) for l in read_trace(trace)] == [("publish", None), ("publish", "stop-after")]
+    os.kill(proc.pid, signal.SIGCONT)
+    assert proc.communicate(timeout=30)[0] == b"continued\n" and proc.returncode == 0
+    assert len(read_trace(trace)) == 3
+    assert ioseam.parse_fault("stop-after@2:publish").op == "publish"

@@ -81,6 +81,46 @@ def test_the_fence_refuses_a_stale_writer_and_nothing_interleaves(stream):
     assert state.records == 5 and state.status == "completed" and state.messages[-1]["content"][0]["text"] == "mine"
 
 
+def test_the_fence_refuses_a_writer_whose_run_was_deleted_under_it_and_nothing_lands(stream, monkeypatch):
+    store = stream.store()
+    stale = _write(store, "g1", RUN[:2])              # holds the run as of seq 3
+    stream.store().delete("g1")                       # fiskj session rm, from another process
+    with pytest.raises(RunLocked, match="another writer"):
+        stale.append(A(text="late", iteration=1))     # seq 4: its subject is empty, the fence is not
+    assert _messages(stream, "g1") == [] and store.raw_records("g1") == []
+    ghost = _write(store, "g2", RUN[:2])
+    stream.store().delete("g2")
+    monkeypatch.setattr(type(ghost), "headers", lambda self, msg_id: {"Nats-Msg-Id": msg_id})  # no fence
+    assert ghost.append(A(text="late", iteration=1)) == 4  # one message per subject does not stop it: it lands
+    assert [seq for seq, _ in store.raw_records("g2")] == [4]  # in a deleted run, with no meta record
+    with pytest.raises(RunNotFound):
+        store.load("g2")
+    monkeypatch.undo()
+    with pytest.raises(RunExists):                    # and the id cannot be used again, even by a fenced writer
+        store.create("g2", M("g2"))
+
+
+def test_without_the_fence_a_stale_writer_of_a_live_run_is_still_refused_by_one_message_per_subject(stream,
+                                                                                                    monkeypatch):
+    first = _write(stream.store(), "h1", RUN[:2])
+    stale = stream.store().open("h1")
+    first.append(A(text="mine", iteration=1))
+    monkeypatch.setattr(type(stale), "headers", lambda self, msg_id: {"Nats-Msg-Id": msg_id})  # no fence
+    with pytest.raises(StoreIOError, match="maximum messages per subject"):  # err 10077: not RunLocked, no retry
+        stale.append(A(text="theirs", iteration=1))
+    monkeypatch.undo()
+    assert [m[2]["Nats-Msg-Id"].split("-")[0] for m in _messages(stream, "h1")] == [first.nonce] * 4
+
+
+def test_raw_records_are_the_bodies_on_the_runs_subjects_in_seq_order(stream):
+    store = stream.store()
+    _write(store, "r1", RUN[:3])
+    raw = store.raw_records("r1")
+    assert [seq for seq, _ in raw] == [1, 2, 3, 4]
+    assert [body for _, body in raw] == [m[3] for m in _messages(stream, "r1")]
+    assert store.raw_records("none") == []
+
+
 def _lose_first_ack(monkeypatch, journal, after_landing=lambda: None):
     """The journal's next publish lands on the server, but its ack is lost (a TimeoutError instead)."""
     js = journal.store.client.js

@@ -33,7 +33,10 @@ defect 3), that too.  A ``tail`` fault's destroyed records are the
 nemesis's doing: records it removed are listed as ``destroyed_by_fault``
 and no longer expected.  The run's own ``unlink`` of the journal (a
 delete, or create removing a journal whose first append failed) retires
-every record acknowledged before it (``retired_by_unlink``).  With no
+every record acknowledged before it (``retired_by_unlink``), and so does the
+nemesis deleting a JetStream run while a leg was held after its call ``n``
+(fault detail ``run_deleted_after_n``, docs/jetstream.md "Two writers of one
+run"): the leg's records acknowledged after that must still be in the run.  With no
 trace at all the verdict is unknown.
 
 A ``jsonl`` journal (:class:`~harness.checkers.journal_view.JournalView` not ``decoded``; docs/subject.md "Journal
@@ -445,6 +448,9 @@ def check(history: History) -> Any:
             expected.setdefault(key, (ack, ackers[ack.leg]))
         unlinks = [ev.get("n", 0) for ev in events(snap_leg) if ev.get("op") == "unlink" and not ev.get("error")
                    and view.is_journal(ev.get("path"))]
+        deleted = snap_leg.fault.detail.get("run_deleted_after_n") if snap_leg.fault.injected else None
+        if isinstance(deleted, int):  # the nemesis deleted the run while the leg was held after that call
+            unlinks.append(deleted)
         if unlinks:
             for key in [k for k, (a, _) in expected.items() if not (a.leg == snap_leg.index and a.fsync_n > max(unlinks))]:
                 retired.append({_KEY[by_offset]: key, "unlink_leg": snap_leg.index, "unlink_n": max(unlinks)})

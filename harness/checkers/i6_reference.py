@@ -11,7 +11,8 @@ last terminal reason and ``next_iteration`` are compared with
 fair test: when ``history.options["vary_on_repeat"]`` is set
 and some model call was repeated, the verdict is unknown.  No reference is
 unknown too.  A final journal that cannot be read is invalid, unless the
-damage is a tail fault's (then unknown).  Evidence: a compact diff, at most
+damage is a tail fault's (then unknown); no final journal and no final state is
+unknown, unless a leg completed the run (exit 0): ``run_missing``.  Evidence: a compact diff, at most
 :data:`MAX_DIFFS` entries ``{"path", "got", "want"}``.
 
 The tools' side effects are part of the result too: in the uninterrupted
@@ -307,6 +308,14 @@ def check(history: History) -> Any:
     elif history.final_state is not None:
         final, source = history.final_state, "history.final_state"
     else:
+        done = [lg for lg in legs_in_order(history) if lg.exit_code == EXIT_COMPLETED]
+        if done:  # a leg said it completed the run, and no run is left (a writer of a deleted JetStream run)
+            leg = done[-1]
+            return make(__name__, INVALID, {"summary": f"leg {leg.index} completed the run (exit 0), and no run is "
+                                                       "left: no journal, no final state", "checked": 1,
+                                            "violations": [{"kind": "run_missing", "leg": leg.index,
+                                                            "final_error": history.final_error,
+                                                            "stderr": (leg.stderr or "")[-300:]}]})
         return make(__name__, UNKNOWN, {"summary": "no final journal and no final state", "reason": "no final state"})
     reported = _reported(history)
     if reported:

@@ -83,10 +83,10 @@ def write_ledger(path: str | os.PathLike[str], effects: list[Effect]) -> None:
 
 def store_journal(path: str | os.PathLike[str]) -> bytes | None:
     """A ``[journal] path`` of ``{store_url}#{run_id}`` (a JetStream store; pathlib made ``nats://`` ``nats:/``):
-    the run's records as the file journal's lines, in seq order (``None``: no run, or not such a path).
-    The records are those the stream's leader serves (:func:`_each_subject`): a subject it lists and answers it
-    holds nothing of is not in the journal.  Raises :class:`SetupError` when the store
-    does not answer (nothing is known of the run)."""
+    the run's records as the file journal's lines, in seq order, as the stream's leader serves them
+    (:meth:`fiskj.jetstream.JetStreamStore.raw_records` ``from_leader``: a subject it lists but holds nothing of is left out;
+    ``None``: no run, its meta record absent, or not such a path).
+    Raises :class:`SetupError` when the store does not answer (nothing is known of the run)."""
     text = str(path)
     if not text.startswith("nats:"):
         return None
@@ -106,34 +106,14 @@ def store_journal(path: str | os.PathLike[str]) -> bytes | None:
                 if attempt == 3:
                     raise
         try:
-            subjects = store._subjects(store.run_subjects(run_id), run_id)
-            if not subjects.get(store.subject(run_id, 1)):
-                return None
-            msgs = _each_subject(store, subjects)
+            records = store.raw_records(run_id, from_leader=True)  # stable reads of a damaged replica's stream
         finally:
             store.close()
     except Exception as exc:  # noqa: BLE001 - the store did not answer: nothing is known of the run
         raise SetupError(f"cannot read run {run_id} from {url}: {type(exc).__name__}: {exc}") from None
-    seq = {s: int(s.rsplit(".", 1)[1]) if s.rsplit(".", 1)[1].isdigit() else 1 for _, s, _ in msgs}
-    return b"".join(body + b"\n" for _, s, body in sorted(msgs, key=lambda m: seq[m[1]]))
-
-
-def _each_subject(store: Any, subjects: dict[str, int]) -> list[tuple[int, str, bytes]]:
-    """The run's messages as the stream's leader serves them: the last message of each subject the stream lists,
-    one get each (``$JS.API.STREAM.MSG.GET``, answered by the leader).  Not an ordered consumer: a consumer is
-    placed on any replica by the server, so two reads of one damaged stream could differ (docs/jetstream.md,
-    damaged block files).  A subject the leader answers it holds no message of (``NotFoundError``, err_code
-    10037) is left out of the journal; any other failure raises."""
-    from nats.js.errors import NotFoundError
-
-    out = []
-    for subject in subjects:
-        try:
-            msg = store.client.run(store.client.js.get_msg(store.stream, subject=subject))
-        except NotFoundError:
-            continue
-        out.append((msg.seq, subject, msg.data or b""))
-    return out
+    if not any(seq == 1 for seq, _ in records):  # no meta record: no run (a deleted run's stray records too)
+        return None
+    return b"".join(body + b"\n" for _, body in records)
 
 
 def fold_journal(path: str | os.PathLike[str], fmt: str = FISK_AI_V2) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

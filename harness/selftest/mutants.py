@@ -119,6 +119,9 @@ MUTANTS: tuple[Mutant, ...] = (
     M("jetstream-ignores-lost-ack", "after a lost ack (the server killed between persisting a record and acking "
       "it) the journal appends the record again instead of adopting its own", "jetstream", "jetstream/jetstream-server-kill",
       7, ("I5", "I6"), store.jetstream_ignores_lost_ack),
+    M("jetstream-no-fence", "the journal publishes without the fence (the expected last sequence over the run's "
+      "subjects): a writer whose run was deleted under it appends its next records into the deleted run",
+      "jetstream", "jetstream/jetstream-stale-writer", 1, ("I4", "I6"), store.jetstream_no_fence),
     # IO errors injected from outside: the io_error family (I4: nothing that failed is acknowledged)
     M("fsync-error-retried", "a failed fsync is retried until it succeeds and the append is acknowledged",
       "io_error", "io-errors", 6, ("I4",), store.retry_failed_fsync),
@@ -237,6 +240,11 @@ def get(name: str) -> Mutant:
     raise KeyError(f"unknown mutant {name!r}{did_you_mean(name, names)}; known: {', '.join(names)}")
 
 
+#: The JetStream profile (``subjects/jetstream/NAME.toml``) a jetstream mutant runs on, when not ``r1-always``:
+#: two writers on two nodes need a cluster.
+JETSTREAM_PROFILES = {"jetstream-no-fence": "r3-always"}
+
+
 def mutant_env(name: str) -> tuple[tuple[str, str], ...]:
     """The variables that give mutant ``name`` to a child: ``FISKJ_MUTANT=name`` (what the preload applies, and
     what reports and reproducers show) and ``FISKJ_PRELOAD=harness.selftest.mutants`` (the preload); raises
@@ -250,10 +258,11 @@ def subject_for(name: str) -> Subject:
 
     from harness.subject.contract import Subject, with_fiskj_reading
 
-    if get(name).family == "jetstream":  # the reference on a JetStream server the family starts
+    if get(name).family == "jetstream":  # the reference on a JetStream server (cluster) the family starts
         from harness.subject.profile import load_profile
 
-        js = load_profile(Path(__file__).resolve().parents[2] / "subjects" / "jetstream" / "r1-always.toml")
+        profile = JETSTREAM_PROFILES.get(name, "r1-always")
+        js = load_profile(Path(__file__).resolve().parents[2] / "subjects" / "jetstream" / f"{profile}.toml")
         return replace(js, argv=(sys.executable, "-m", MUTANT_SUBJECT), extra_env=mutant_env(name), profile=None)
     return with_fiskj_reading(Subject(argv=(sys.executable, "-m", MUTANT_SUBJECT), extra_env=mutant_env(name)))
 

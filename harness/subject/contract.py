@@ -187,6 +187,7 @@ class Subject:
     mcp_config: str = "{trial_dir}/mcp.json"
     jetstream: tuple[int, str] | None = None  # [jetstream]: (replicas, sync_interval) of the server(s) a trial starts
     store_url: str = ""  # {store_url}: the JetStream store of this trial (set per trial by the jetstream family)
+    jetstream_storage: str = "file"  # [jetstream] storage: "file", or "memory" (refused before any trial)
 
     @property
     def is_reference(self) -> bool:

@@ -121,6 +121,7 @@ def parse_profile(text: str, path: str) -> Subject:
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
                    files=files, name=name, profile=path, about=src.doc.get("about", ""), error_stdout=error_stdout,
                    promises=_promises(src), cwd=_cwd(src), jetstream=_jetstream(src), time_scale=_time_scale(src),
+                   jetstream_storage=_jetstream_storage(src),
                    **mcp)
 
 
@@ -423,13 +424,22 @@ def _promises(src: _ProfileText) -> Promises:
 
 def _jetstream(src: _ProfileText) -> tuple[int, str] | None:
     """``[jetstream]``: the agent's store is a JetStream server each trial starts (docs/jetstream.md "Server
-    faults"): ``replicas`` 1 or 3, ``sync_interval`` ``"default"`` or ``"always"``; its commands name ``{store_url}``."""
+    faults"): ``replicas`` 1 or 3, ``sync_interval`` ``"default"`` or ``"always"``, ``storage`` ``"file"`` or
+    ``"memory"`` (:func:`_jetstream_storage`); its commands name ``{store_url}``."""
     if "jetstream" not in src.doc:
         return None
-    doc = src.table("jetstream", {"replicas", "sync_interval"})
+    doc = src.table("jetstream", {"replicas", "sync_interval", "storage"})
     replicas, sync = doc.get("replicas", 1), doc.get("sync_interval", "default")
     if replicas not in (1, 3):
         raise src.fail("jetstream", "replicas", f"expected 1 or 3, got {replicas!r}")
     if sync not in ("default", "always"):
         raise src.fail("jetstream", "sync_interval", f"expected \"default\" or \"always\", got {sync!r}")
+    if doc.get("storage", "file") not in ("file", "memory"):
+        raise src.fail("jetstream", "storage", f"expected \"file\" or \"memory\", got {doc['storage']!r}")
     return replicas, sync
+
+
+def _jetstream_storage(src: _ProfileText) -> str:
+    """``[jetstream] storage``: ``"file"`` (default) or ``"memory"``, the stream's storage a trial would make
+    (a memory stream is refused before any trial: :func:`harness.campaign.campaign.unsupported`)."""
+    return str((src.doc.get("jetstream") or {}).get("storage", "file"))

@@ -33,6 +33,7 @@ from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.jetstream import damage
 from harness.families.jetstream.params import MODES, Params
+from harness.families.jetstream.writers import stale_writer
 from harness.families.power_loss.crashstates import window
 from harness.history.faults import fault_counts
 from harness.history.model import Fault, History
@@ -135,10 +136,13 @@ class _Executor:
                 ("?allow_single_replica=1" if replicas == 1 else "")
             with Runner(replace(self.runner.subject, store_url=url), self.runner.server, tmp_root=tmp,
                         fork_server=False, observe=False) as runner:
-                if spec.get("kind") == "damage":
+                kind = spec.get("kind")
+                if kind == "damage":
                     history = damage.run(self, runner, nodes, spec, planned.seed)
+                elif kind == "stale_writer":
+                    history = stale_writer(self.scenario, runner, nodes, STREAM, spec, planned.seed, tmp)
                 else:
-                    trial = self._power_loss if spec.get("kind") == "power_loss" else self._kill
+                    trial = self._power_loss if kind == "power_loss" else self._kill
                     history = trial(runner, nodes, spec, planned.seed, tmp)
         finally:
             for node in nodes:
@@ -249,6 +253,8 @@ class JetStreamFamily(FamilyBase):
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         if schedules is not None:
             return [Planned([dict(f) for f in s], "explicit", seed) for s in schedules]
+        if self.params(scenario).fault == "stale-writer":  # K: writer 1 held after its K-th acknowledged publish
+            return [Planned([{"kind": "stale_writer", "after_publish": k}], "exhaustive", seed) for k in range(1, count + 1)]
         if self.params(scenario).fault == "power-loss":
             return [Planned([{"kind": "power_loss", "state": i}], "crash-state", seed) for i in range(count)]
         if self.params(scenario).fault == "damage":

@@ -11,7 +11,7 @@ __all__ = ["Params", "MODES", "FAULTS"]
 #: The ``[faults] family`` values this family runs.
 MODES = ("jetstream",)
 #: What happens to the server (docs/jetstream.md "Server faults").
-FAULTS = ("power-loss", "kill", "damage")
+FAULTS = ("power-loss", "kill", "damage", "stale-writer")
 
 
 @dataclass(frozen=True)
@@ -20,8 +20,10 @@ class Params:
     keeps no unsynced write, 1 every one, the rest a seeded sample; trial ``i`` of a kill SIGKILLs it right
     after its ``i+1``-th write; of 3 replicas, the stream's leader; trial ``i`` of a damage (3 replicas only)
     cuts or flips a bit of a follower's last block file at :func:`harness.families.jetstream.damage.spec_for`
-    ``(i)``, then makes that follower the leader); ``nodes``: whose power a power loss cuts (``"leader"``, or
-    ``"all"`` the cluster's); ``sector_bytes``: the persistence model's unit (docs/persistence-model.md)."""
+    ``(i)``, then makes that follower the leader; trial ``i`` of a stale writer holds writer 1 after its
+    ``i+1``-th acknowledged publish while the run is deleted: docs/jetstream.md); ``nodes``: whose power a power
+    loss cuts (``"leader"``, or ``"all"`` the cluster's); ``sector_bytes``: the persistence model's unit
+    (docs/persistence-model.md)."""
 
     fault: str = field(default="power-loss", metadata=key(choice(*FAULTS)))
     sector_bytes: int = field(default=512, metadata=key(int_(1)))

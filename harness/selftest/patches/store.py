@@ -17,7 +17,7 @@ from harness.selftest.patches import swapped, wrap
 __all__ = ["unsynced_appends", "no_dir_fsync", "store_dir_not_durable", "retry_failed_fsync",
            "swallow_write_errors", "newline_first", "create_not_reclaimed", "create_without_excl",
            "resume_writer_no_record_limit", "drop_thinking_signatures",
-           "jetstream_ignores_lost_ack"]
+           "jetstream_ignores_lost_ack", "jetstream_no_fence"]
 
 
 def unsynced_appends(fsync_first: bool = False) -> None:
@@ -169,3 +169,14 @@ def jetstream_ignores_lost_ack() -> None:
         if (msg.headers or {}).get("Nats-Msg-Id") != msg_id:
             return original(self, subject, msg_id, seq)
         self.tail = client.run(client.js.publish(self.store.subject(self.run_id, seq + 1), msg.data)).seq
+
+
+def jetstream_no_fence() -> None:
+    """A JetStream journal that publishes without the fence (no ``Nats-Expected-Last-Subject-Sequence`` over
+    the run's subjects): only the stream's one message per subject stands between a stale writer and the run,
+    so a writer whose run was deleted under it appends its next records into the deleted run (issue 28)."""
+    from fiskj.jetstream import JetStreamJournal
+
+    @wrap(JetStreamJournal, "headers")
+    def headers(original: Any, self: Any, msg_id: str) -> dict[str, str]:
+        return {"Nats-Msg-Id": msg_id}
