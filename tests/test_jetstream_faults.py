@@ -3,17 +3,24 @@
 Power loss of a single server after the run's last acknowledged publish: with the server's default sync interval
 the crash state that keeps no unsynced write loses acknowledged records (I4 invalid: Jepsen's NATS 2.12.1
 finding); with ``sync_interval: always`` the same state keeps every one (I4 valid).  No timing: the fault is laid
-from the server's observed writes and fsyncs.
+from the server's observed writes and fsyncs.  Mid-run points (after the K-th ack, after the server's K-th block
+write or fsync) judge only what was acknowledged by then; a kill right after a block fsync loses nothing.
 """
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
+
+import pytest
 
 from harness.campaign.campaign import unsupported
 from harness.checkers import check_all
 from harness.families.base import Planned
 from harness.families.jetstream.family import JETSTREAM
+from harness.families.jetstream.midrun import (CrashPointError, PastEnd, by_exit, crash_plan, crash_point, cut_leg,
+                                               server_prefix)
+from harness.history.model import Fault, History, Leg
 from harness.runner.trial import Runner
 from harness.scenario.parse import load_scenario
 from harness.subject.contract import default_subject
@@ -83,16 +90,9 @@ def test_the_mutant_that_appends_its_own_record_again_after_a_lost_ack_is_caught
 
 # Mid-run crash points (tracker issue 28, item 3): the pure part first, then a few points end to end.
 
-import base64  # noqa: E402
-
-import pytest  # noqa: E402
-
-from harness.families.jetstream.midrun import (CrashPointError, PastEnd, by_exit, crash_plan,  # noqa: E402
-                                               crash_point, cut_leg, server_prefix)
-from harness.history.model import Fault, History, Leg  # noqa: E402
-
 MIDRUN = ROOT / "scenarios" / "jetstream" / "jetstream-power-loss-midrun.toml"
 EVENTS = ROOT / "scenarios" / "jetstream" / "jetstream-power-loss-events.toml"
+KILL_FSYNC = ROOT / "scenarios" / "jetstream" / "jetstream-server-kill-fsync.toml"
 BLK = "/s/n1/store/jetstream/$G/streams/FISKJ/msgs/1.blk"
 
 
@@ -153,6 +153,12 @@ def test_the_crash_plan_is_point_major_with_each_state():
     assert [(e["point"], e["state"]) for e in crash_plan("every-ack", 2, 5)] == [(1, 0), (1, 1), (2, 0), (2, 1), (3, 0)]
     with pytest.raises(ValueError):
         crash_plan("end", 2, 5)
+    midrun = JETSTREAM.plan(load_scenario(MIDRUN), None, 3, 1, None)
+    assert [p.schedule for p in midrun] == [[{"kind": "power_loss", "at": "ack", "point": 1, "state": s}] for s in (0, 1)] \
+        + [[{"kind": "power_loss", "at": "ack", "point": 2, "state": 0}]]
+    assert JETSTREAM.plan(load_scenario(KILL_FSYNC), None, 2, 1, None)[1].schedule == [
+        {"kind": "server_kill", "event": 2, "op": "fsync"}]
+    assert JETSTREAM.plan(load_scenario(SCENARIO), None, 2, 1, None)[1].schedule == [{"kind": "power_loss", "state": 1}]
 
 
 def test_the_agent_leg_is_cut_at_the_crash_point_with_the_calls_and_effects_made_by_then():
@@ -194,9 +200,6 @@ def test_power_loss_mid_run_of_a_server_that_syncs_always_keeps_what_was_acked_a
     assert detail["acked"] == 2 and _acked_in_leg0(ran) == 2 and detail["states"]["n1"]["dropped"] >= 1
     assert all(v.status == "valid" for v in verdicts.values()), {k: v.evidence.get("summary") for k, v in verdicts.items()}
     assert [leg.kind for leg in ran.history.legs] == ["start", "resume"]  # records 1-2 on the stream: resumed
-
-
-KILL_FSYNC = ROOT / "scenarios" / "jetstream" / "jetstream-server-kill-fsync.toml"
 
 
 @pytest.mark.slow

@@ -7,8 +7,11 @@ then applies the server fault and resumes the run through the one leg runner, le
 (a :class:`harness.runner.trial.Prelude`) with the fault on it.  ``power-loss``: the server is SIGKILLed and its
 store directory laid as a crash state of its observed writes and fsyncs after the run's last acknowledged
 publish (docs/persistence-model.md; :func:`harness.families.power_loss.crashstates.window`), then it restarts.
-I4 judges the publishes fiskj's IO seam traced as acknowledged (op ``publish``, docs/ioseam.md) against the
-records the restarted store holds.
+With ``[faults] at = "every-ack" | "every-event"`` the power goes at a mid-run point of the recorded run
+instead (:mod:`harness.families.jetstream.midrun`): the store laid as a crash state of the server's trace up to
+that instant, the agent's leg 0 cut there.  ``kill``: SIGKILL right after the server's K-th write (or, ``after =
+"fsync"``, fsync) of a block file, restarted at once.  I4 judges the publishes fiskj's IO seam traced as
+acknowledged (op ``publish``, docs/ioseam.md) against the records the restarted store holds.
 """
 
 from __future__ import annotations
@@ -222,9 +225,8 @@ class _Executor:
     def _kill(self, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int, tmp: str) -> History:
         """SIGKILL of the server (of a cluster: the stream's leader) right after its ``spec["event"]``-th write of a
         block file of the stream (its fsync with ``spec["op"] = "fsync"``; a record persisted, its ack not sent: a
-        lost ack), restarted at once on the same
-        store while the run goes on; a run that ended in error meanwhile (the store away longer than the
-        writer's retries, its journal poisoned) is resumed."""
+        lost ack), restarted at once on the same store while the run goes on; a run that ended in error meanwhile
+        (the store away longer than the writer's retries, its journal poisoned) is resumed."""
         runner.reference(self.scenario)  # I6's reference, on these servers; then that run is deleted
         with open_store(runner.subject.store_url) as store:
             store.delete(run_id_for(self.scenario))

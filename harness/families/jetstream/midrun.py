@@ -11,10 +11,10 @@ ops as :func:`harness.observer.trace.ops_to_trace` gives them) and the agent tra
 
 Both traces' times are ``CLOCK_MONOTONIC`` nanoseconds of the same machine (the observer's ``t0``/``t1``, the
 seam's ``t``), so ``T`` orders the server's events against the agent's without any timing of its own: the
-server's prefix is its events that returned by ``T`` (:func:`server_prefix`, the trace in exit order), the agent's leg is cut
-at ``T`` (its trace, model calls and tool effects up to ``T``: :func:`cut_leg`), and what it did after never
-happened.  The clocks are cross-checked by content: every record the agent saw acknowledged by ``T`` must be in
-a write of the server's prefix (the message payload is the record's journal line), else
+server's prefix is its events that returned by ``T`` (:func:`server_prefix`, the trace in exit order), the
+agent's leg is cut at ``T`` (its trace, model calls and tool effects up to ``T``: :func:`cut_leg`), and what it
+did after never happened.  The clocks are cross-checked by content: every record the agent saw acknowledged by
+``T`` must be in a write of the server's prefix (the message payload is the record's journal line), else
 :class:`CrashPointError`.
 """
 
@@ -108,8 +108,9 @@ def _written(events: list[dict[str, Any]], upto: int) -> bytes:
 def crash_point(at: str, k: int, agent: list[dict[str, Any]], server: list[dict[str, Any]], run_id: str) -> Point:
     """Crash point ``k`` (1-based) of kind ``at`` (:data:`AT`) of a recording: ``agent`` the agent's seam trace,
     ``server`` the server's trace in :func:`by_exit` order (from the server's start before the run: its block
-    files are written only by the run); the point's ``server`` prefix is of that order.  Raises :class:`PastEnd` for a point the recording does not have and
-    :class:`CrashPointError` when an acknowledged record is not in the server's prefix."""
+    files are written only by the run); the point's ``server`` prefix is of that order.  Raises :class:`PastEnd`
+    for a point the recording does not have and :class:`CrashPointError` when an acknowledged record is not in
+    the server's prefix."""
     if at not in AT:
         raise ValueError(f"crash point kind {at!r} is not one of {AT}")
     published = acks(agent, run_id)

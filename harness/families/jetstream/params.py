@@ -21,11 +21,12 @@ class Params:
     """``fault``: what the nemesis does to the server (trial ``i`` of a power loss lays crash state ``i``: 0
     keeps no unsynced write, 1 every one, the rest a seeded sample; trial ``i`` of a kill SIGKILLs it right
     after its ``i+1``-th write; of 3 replicas, the stream's leader); ``nodes``: whose power a power loss cuts
-    (``"leader"``, or ``"all"`` the cluster's); ``sector_bytes``: the persistence model's unit (docs/persistence-model.md).
-    ``at``: a power loss's crash points (``"end"``: after the run; ``"every-ack"``: right after each acknowledged
-    publish, ``"every-event"``: after each of the server's writes and fsyncs of its message blocks, the run cut
-    there; trial ``i`` is point ``i // states + 1`` with crash state ``i % states``); ``after``: a kill's op
-    (``"write"`` of a block, or its ``"fsync"``: with ``sync_interval: always``, after the fsync, before the ack)."""
+    (``"leader"``, or ``"all"`` the cluster's); ``sector_bytes``: the persistence model's unit
+    (docs/persistence-model.md).  ``at``: a power loss's crash points (``"end"``: after the run;
+    ``"every-ack"``: right after each acknowledged publish, ``"every-event"``: after each of the server's writes
+    and fsyncs of its message blocks, the run cut there; trial ``i`` is point ``i // states + 1`` with crash
+    state ``i % states``); ``states``: crash states per point; ``after``: a kill's op (``"write"`` of a block, or
+    its ``"fsync"``: with ``sync_interval: always``, after the fsync, before the ack)."""
 
     fault: str = field(default="power-loss", metadata=key(choice(*FAULTS)))
     sector_bytes: int = field(default=512, metadata=key(int_(1)))
