@@ -19,7 +19,7 @@ from harness.checkers import check_all
 from harness.families.base import Planned
 from harness.families.jetstream.family import JETSTREAM
 from harness.families.jetstream.midrun import (CrashPointError, PastEnd, by_exit, crash_plan, crash_point, cut_leg,
-                                               server_prefix)
+                                               held, server_prefix)
 from harness.history.model import Fault, History, Leg
 from harness.runner.trial import Runner
 from harness.scenario.parse import load_scenario
@@ -128,6 +128,7 @@ def test_a_crash_point_at_ack_k_takes_the_server_events_that_returned_by_that_ac
     assert (p2.server, p2.acked) == (5, 2)  # ... write 2, fsync 2; the index write in flight at the ack: left out
     assert (p3.server, p3.acked) == (7, 3)  # ... write 3, fsync 3: the index write, still in flight, does not hold them
     assert server[7]["path"].endswith("index.db") and server_prefix(server, 310) == 8 and server_prefix(server, 0) == 0
+    assert held(server, p2.server, agent, "run", p2.t) == 2 and held(server, 1, agent, "run", p2.t) == 0
 
 
 def test_a_crash_point_at_a_server_event_cuts_the_agent_before_the_ack_it_never_saw():

@@ -31,7 +31,7 @@ from fiskj.jetstream import NatsClient
 
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
-from harness.families.jetstream.midrun import PastEnd, by_exit, crash_plan, crash_point, cut_leg, server_prefix
+from harness.families.jetstream.midrun import PastEnd, by_exit, crash_plan, crash_point, cut_leg, held, server_prefix
 from harness.families.jetstream.params import MODES, Params
 from harness.families.power_loss.crashstates import window
 from harness.families.signals.recorded import slug_for
@@ -208,8 +208,11 @@ class _Executor:
         states, cut_names = {}, {n.name for n in cut}
         for node in nodes:
             state = int(spec.get("state", 0)) if node.name in cut_names else 1
+            upto = server_prefix(traces[node.name], point.t)
             states[node.name] = lay_state(traces[node.name], node.store_dir, before[node.name], state,
-                                          self.params.sector_bytes, seed, server_prefix(traces[node.name], point.t))
+                                          self.params.sector_bytes, seed, upto)
+            # (how many acknowledged records this node had written by then: of a cluster, who held them)
+            states[node.name]["held"] = held(traces[node.name], upto, history.legs[0].trace, history.run_id, point.t)
         detail: dict[str, Any] = {"leader": leader, "states": states, **point.describe(), **self._back(nodes, nodes)}
         fault = Fault(kind="power_loss", injected=True, detail=detail)
         prelude = cut_leg(history, point.t, fault, slug_for(runner.subject)(history.options.get("trial_dir", "")))

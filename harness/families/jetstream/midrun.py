@@ -31,7 +31,7 @@ from harness.history.model import Fault, History, Leg
 from harness.runner.prelude import Prelude
 
 __all__ = ["AT", "BLOCKS", "CrashPointError", "PastEnd", "Point", "acks", "block_events", "by_exit", "crash_plan",
-           "crash_point", "server_prefix", "cut_leg"]
+           "held", "crash_point", "server_prefix", "cut_leg"]
 
 #: The kinds of mid-run crash point (``[faults] at``: ``every-ack``, ``every-event``).
 AT = ("ack", "event")
@@ -103,6 +103,14 @@ def server_prefix(events: list[dict[str, Any]], t: int) -> int:
 
 def _written(events: list[dict[str, Any]], upto: int) -> bytes:
     return b"".join(base64.b64decode(ev.get("data") or "") for ev in events[:upto] if ev.get("op") == "write")
+
+
+def held(events: list[dict[str, Any]], upto: int, agent: list[dict[str, Any]], run_id: str, t: int) -> int:
+    """How many of the records the agent saw acknowledged by instant ``t`` are in a write among the first ``upto``
+    events of a server's trace ``events`` (any file: a cluster node's raft log or its stream's blocks)."""
+    written = _written(events, upto)
+    return sum(1 for ev in acks(agent, run_id) if isinstance(ev.get("t"), int) and ev["t"] <= t
+               and base64.b64decode(ev.get("data") or "").rstrip(b"\n") in written)
 
 
 def crash_point(at: str, k: int, agent: list[dict[str, Any]], server: list[dict[str, Any]], run_id: str) -> Point:
