@@ -397,7 +397,8 @@ class LegStarter:
         """Run the subject's own reading command (``argv``, not observed, no fault) to its end; its output
         goes to ``workdir/reading-TAG.out`` and ``.err``.
 
-        ``state``: the files it reads (:func:`state_of`); a reading of the same files with the same command
+        ``state``: what it reads (:func:`state_of`'s files and the journal's bytes: a store on a server holds the
+        run outside the files); a reading of the same state with the same command
         (the trial folder left out) is run once (one reading per distinct state).
         Returns ``{"argv", "exit_code", "stdout", "stderr", "timed_out"}``
         (``stdout``: its first :data:`READING_LIMIT` bytes, to parse, and
@@ -585,8 +586,10 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
             and start_or_resume(leg.journal, starter.subject.caps.journal.format) == "resume":
         # (a journal with no complete record holds nothing to read: I10 would not judge it)
         env = {k: v for k, v in plan.env.items() if k not in ("FISKJ_IOSEAM_TRACE", "FISKJ_IOSEAM_FAULT")}
+        # (the journal too: a store on a server holds the run outside the trial's files)
         raw = starter.read(plan.reading, env, plan.workdir, str(plan.index),
-                           state=None if plan.share is None else state_of(plan.workdir, plan.roots, plan.share))
+                           state=None if plan.share is None
+                           else (state_of(plan.workdir, plan.roots, plan.share), leg.journal))
         leg.reading = parse_reading(raw, starter.subject.status_fields, starter.subject.reading_format)
         if starter.subject.caps.journal.is_store:  # its reading may change its files (SQLite checkpoints on close)
             leg.journal = journal_bytes(plan.journal)  # the store as the next leg finds it

@@ -317,7 +317,7 @@ class Runner:
             if self.subject.files:
                 self.subject.write_files(place.cfg, **place.where)
             env = self._env(place, 0, traced=False, values=self.subject.values(place.cfg, **place.where))
-            raw = self.legs.read(place.reading, env, place.tmp, "0", state=place.state())
+            raw = self.legs.read(place.reading, env, place.tmp, "0", state=(place.state(), leg.journal))
             leg.reading = parse_reading(raw, self.subject.status_fields, self.subject.reading_format)
         history.legs.append(leg)
 

@@ -10,6 +10,9 @@ publish (docs/persistence-model.md; :func:`harness.families.power_loss.crashstat
 ``kill``: it is SIGKILLed right after its K-th block write and restarted at once.  ``damage`` (3 replicas;
 :mod:`harness.families.jetstream.damage`): one follower's last block file is cut or has a bit flipped after the
 run, and that follower, restarted, is made the stream's leader.
+With ``[faults] at = "every-ack" | "every-event"`` the power goes at a mid-run point of the recorded run
+instead (:mod:`harness.families.jetstream.midrun`): the store laid as a crash state of the server's trace up to
+that instant, the agent's leg 0 cut there; a kill with ``after = "fsync"`` comes after the K-th fsync instead.
 I4 judges the publishes fiskj's IO seam traced as acknowledged (op ``publish``, docs/ioseam.md) against the
 records the restarted store holds.
 """
@@ -32,9 +35,11 @@ from fiskj.jetstream import NatsClient
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.jetstream import damage
+from harness.families.jetstream.midrun import PastEnd, by_exit, crash_plan, crash_point, cut_leg, held, server_prefix
 from harness.families.jetstream.params import MODES, Params
 from harness.families.jetstream.writers import stale_writer
 from harness.families.power_loss.crashstates import window
+from harness.families.signals.recorded import slug_for
 from harness.history.faults import fault_counts
 from harness.history.model import Fault, History
 from harness.names import EXIT_ERROR
@@ -67,16 +72,17 @@ def durable_tree(root: str) -> tuple[dict[str, bytes], set[str]]:
 
 
 def lay_state(events: list[dict[str, Any]], root: str, before: tuple[dict[str, bytes], set[str]], state: int,
-              sector_bytes: int, seed: int) -> dict[str, Any]:
+              sector_bytes: int, seed: int, upto: int | None = None) -> dict[str, Any]:
     """Replace the store directory ``root`` (``before``: its durable tree when the trace began) with crash
-    state ``state`` of the server's trace ``events`` at its end (0: no unsynced unit kept, 1: every unit, else
-    a sample seeded by ``seed``); its summary."""
+    state ``state`` of the server's trace ``events`` after its first ``upto`` events (default: at its end; 0: no
+    unsynced unit kept, 1: every unit, else a sample seeded by ``seed``); its summary."""
     root = os.path.realpath(root)
     files, dirs = before
-    units, _ = window(events, files, dirs, len(events), complete=False, sector_bytes=sector_bytes)
+    upto = len(events) if upto is None else upto
+    units, _ = window(events, files, dirs, upto, complete=False, sector_bytes=sector_bytes)
     rng = random.Random(f"{seed}:{state}")
     dropped = units if state == 0 else [] if state == 1 else [u for u in units if rng.random() < 0.5]
-    _, crash = window(events, files, dirs, len(events), dropped, complete=False, sector_bytes=sector_bytes)
+    _, crash = window(events, files, dirs, upto, dropped, complete=False, sector_bytes=sector_bytes)
     assert crash is not None
     shutil.rmtree(root)
     for d in sorted(d for d in crash.dirs | {root} if d.startswith(root)):
@@ -86,7 +92,7 @@ def lay_state(events: list[dict[str, Any]], root: str, before: tuple[dict[str, b
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as f:
                 f.write(data)
-    return {**crash.describe(), "units": len(units), "dropped": len(dropped)}
+    return {**crash.describe(), "units": len(units), "dropped": len(dropped), "state": state}
 
 
 def _restart(nodes: list[NatsServer], tmp: str, faults: tuple[str, ...] = ()) -> None:
@@ -164,6 +170,9 @@ class _Executor:
         ref = runner.reference(self.scenario)
         leader = _current(nodes)
         cut = nodes if self.params.nodes == "all" else [n for n in nodes if n.name == leader]
+        at = spec.get("at", "end")
+        if at != "end":  # a mid-run point: every node goes back to it (what came after never happened)
+            return self._mid_run(runner, nodes, cut, leader, before, ref.history, spec, seed)
         states = {}
         for node in cut:
             proc = node.proc
@@ -171,12 +180,54 @@ class _Executor:
             states[node.name] = lay_state(ops_to_trace(proc.ops()), node.store_dir, before[node.name],
                                           int(spec.get("state", 0)), self.params.sector_bytes, seed)
         detail: dict[str, Any] = {"leader": leader, "states": states}
+        detail.update(self._back(nodes, cut))
+        return self._resumed(runner, ref.history, Fault(kind="power_loss", injected=True, detail=detail), seed)
+
+    @staticmethod
+    def _back(nodes: list[NatsServer], cut: list[NatsServer]) -> dict[str, Any]:
+        """Restart ``cut`` (unobserved) and wait for the stream's leader; ``{"restart": why}`` when it fails (a
+        node that does not come back, no stream leader: the run and the checkers see it), else ``{}``."""
         try:
             _restart(cut, "")
             _current(nodes)
-        except SetupError as exc:  # a node that does not come back, no stream leader: the run and checkers see it
-            detail["restart"] = str(exc)
-        return self._resumed(runner, ref.history, Fault(kind="power_loss", injected=True, detail=detail), seed)
+        except SetupError as exc:
+            return {"restart": str(exc)}
+        return {}
+
+    def _mid_run(self, runner: Runner, nodes: list[NatsServer], cut: list[NatsServer], leader: str,
+                 before: dict[str, tuple[dict[str, bytes], set[str]]], history: History, spec: dict[str, Any],
+                 seed: int) -> History:
+        """Power loss at a mid-run crash point of the recorded run ``history`` (:mod:`.midrun`: ``spec["at"]``
+        ``"ack"`` or ``"event"``, ``spec["point"]`` K): every node SIGKILLed; the ``cut`` nodes' store directories
+        laid as crash state ``spec["state"]`` of their traces up to the point's instant, the others' as they were
+        then (every unit kept: they only go back in time with the run); the agent's leg 0 cut at that instant
+        (a :class:`Prelude`), the run resumed.  A point past the run's end injects nothing (the run resumed as
+        it ended)."""
+        traces = {}
+        for node in nodes:
+            proc = node.proc
+            node.stop(signal.SIGKILL)
+            traces[node.name] = by_exit(ops_to_trace(proc.ops()))
+        try:
+            point = crash_point(spec["at"], int(spec["point"]), history.legs[0].trace, traces[leader], history.run_id)
+        except PastEnd as exc:
+            detail = {"leader": leader, "at": spec["at"], "point": int(spec["point"]), **self._back(nodes, nodes)}
+            fault = Fault(kind="power_loss", injected=False, detail=detail)
+            resumed = self._resumed(runner, history, fault, seed)
+            resumed.notes.append(f"{exc} (not injected)")
+            return resumed
+        states, cut_names = {}, {n.name for n in cut}
+        for node in nodes:
+            state = int(spec.get("state", 0)) if node.name in cut_names else 1
+            upto = server_prefix(traces[node.name], point.t)
+            states[node.name] = lay_state(traces[node.name], node.store_dir, before[node.name], state,
+                                          self.params.sector_bytes, seed, upto)
+            # (how many acknowledged records this node had written by then: of a cluster, who held them)
+            states[node.name]["held"] = held(traces[node.name], upto, history.legs[0].trace, history.run_id, point.t)
+        detail: dict[str, Any] = {"leader": leader, "states": states, **point.describe(), **self._back(nodes, nodes)}
+        fault = Fault(kind="power_loss", injected=True, detail=detail)
+        prelude = cut_leg(history, point.t, fault, slug_for(runner.subject)(history.options.get("trial_dir", "")))
+        return runner.run_trial(self.scenario, seed, NOOP, prelude=prelude)
 
     def _resumed(self, runner: Runner, history: History, fault: Fault, seed: int) -> History:
         """A trial whose leg 0 is ``history``'s (with ``fault`` on it, as a :class:`Prelude`), resumed to its end."""
@@ -187,15 +238,17 @@ class _Executor:
 
     def _kill(self, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int, tmp: str) -> History:
         """SIGKILL of the server (of a cluster: the stream's leader) right after its ``spec["event"]``-th write of a
-        block file of the stream (a record persisted, its ack not sent: a lost ack), restarted at once on the same
-        store while the run goes on; a run that ended in error meanwhile (the store away longer than the
-        writer's retries, its journal poisoned) is resumed."""
+        block file of the stream (its fsync with ``spec["op"] = "fsync"``; a record persisted, its ack not sent: a
+        lost ack), restarted at once on the same store while the run goes on; a run that ended in error meanwhile
+        (the store away longer than the writer's retries, its journal poisoned) is resumed."""
         runner.reference(self.scenario)  # I6's reference, on these servers; then that run is deleted
         with open_store(runner.subject.store_url) as store:
             store.delete(run_id_for(self.scenario))
         target = next(n for n in nodes if n.name == _current(nodes))  # of a cluster: the stream's leader
         target.stop()
-        _restart([target], tmp, (f"kill-after@{int(spec['event'])}:write=*/streams/{STREAM}/msgs/*.blk",))
+        op = spec.get("op", "write")
+        kinds = "fsync,fdatasync" if op == "fsync" else "write"
+        _restart([target], tmp, (f"kill-after@{int(spec['event'])}:{kinds}=*/streams/{STREAM}/msgs/*.blk",))
         _lead(nodes, target.name)
         proc, done, restarted = target.proc, threading.Event(), []
 
@@ -215,9 +268,9 @@ class _Executor:
                 target.stop(signal.SIGKILL)
             watcher.join()
         fault = Fault(kind="server_kill", injected=bool(restarted),
-                      detail={"server": target.name, "after_write": int(spec["event"])})
+                      detail={"server": target.name, f"after_{op}": int(spec["event"])})
         if not restarted:
-            history.notes.append(f"the server made fewer than {spec['event']} block writes: no kill (not injected)")
+            history.notes.append(f"the server made fewer than {spec['event']} block {op}s: no kill (not injected)")
         elif history.legs[0].exit_code == EXIT_ERROR:  # the store was away longer than the writer's retries
             return self._resumed(runner, history, fault, seed)
         history.legs[0].fault = fault
@@ -253,13 +306,17 @@ class JetStreamFamily(FamilyBase):
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         if schedules is not None:
             return [Planned([dict(f) for f in s], "explicit", seed) for s in schedules]
-        if self.params(scenario).fault == "stale-writer":  # K: writer 1 held after its K-th acknowledged publish
+        params = self.params(scenario)
+        if params.fault == "stale-writer":  # K: writer 1 held after its K-th acknowledged publish
             return [Planned([{"kind": "stale_writer", "after_publish": k}], "exhaustive", seed) for k in range(1, count + 1)]
-        if self.params(scenario).fault == "power-loss":
-            return [Planned([{"kind": "power_loss", "state": i}], "crash-state", seed) for i in range(count)]
-        if self.params(scenario).fault == "damage":
+        if params.fault == "damage":
             return [Planned([damage.spec_for(i)], "damage-point", seed) for i in range(count)]
-        return [Planned([{"kind": "server_kill", "event": k}], "exhaustive", seed) for k in range(1, count + 1)]
+        if params.fault == "power-loss" and params.at == "end":
+            return [Planned([{"kind": "power_loss", "state": i}], "crash-state", seed) for i in range(count)]
+        if params.fault == "power-loss":
+            return [Planned([point], "crash-point", seed) for point in crash_plan(params.at, params.states, count)]
+        op = {"op": "fsync"} if params.after == "fsync" else {}
+        return [Planned([{"kind": "server_kill", "event": k, **op}], "exhaustive", seed) for k in range(1, count + 1)]
 
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
         return _Executor(scenario, runner, self.params(scenario))
