@@ -125,10 +125,55 @@ def test_unknown_section_is_a_usage_error(bench, capsys):
 
 def test_recorded_section(bench):
     rows, details = bench.bench_recorded(rounds=1, modes=("reference, IO seam",))
-    _check_rows(bench, rows, "campaign")
+    _check_rows(bench, rows, "recorded")
     assert rows[0]["metric"].endswith("recorded vs real kills, reference, IO seam")
     stats = details["recorded"]["reference, IO seam"]
     assert stats["points"] > stats["resumes"][0] > 0 and stats["old"][0] > 0 and stats["recorded"][0] > 0
+    # where the time went: every part measured on its own, the resumes one per distinct state, fewer legs
+    old, rec = (details["recorded_breakdown"][f"reference, IO seam / {way}"] for way in ("old", "recorded"))
+    assert rec["resumes"] == stats["resumes"][0] and rec["points"] == old["points"] == stats["points"]
+    assert rec["parts_ms_per_point"]["materializing states"] > 0 == old["parts_ms_per_point"]["materializing states"]
+    assert old["parts_ms_per_point"]["checkers"] > 0 and rec["parts_ms_per_point"]["checkers"] > 0
+    assert 0 < rec["legs"] < old["legs"] and 0 < rec["process_starts"] < old["process_starts"]
+    assert rec["readings_started"] <= rec["readings_asked"] and old["readings_started"] == old["readings_asked"]
+    table = bench.breakdown_table(details["recorded_breakdown"])
+    assert "agent legs (waiting on the agent)" in table and "ref seam recorded" in table
+
+
+def test_recorded_section_names_an_agent_that_is_not_installed(bench, monkeypatch, tmp_path):
+    monkeypatch.setenv("FISKJ_CLAUDE_CODE", str(tmp_path / "no-claude"))
+    rows, details = bench.bench_recorded(rounds=1, modes=("Claude Code, observed",))
+    assert [r["metric"] for r in rows] == ["kill-every-event: crash points judged/s, recorded vs real kills, "
+                                           "Claude Code, observed: not measured"]
+    assert "not installed" in rows[0]["note"] and details["skipped"]["Claude Code, observed"] == rows[0]["note"]
+
+
+def test_the_old_way_of_a_real_agent_kills_a_seeded_sample_of_the_points(bench):
+    from bench.recorded import _old_sample
+
+    plan = list(range(40))
+    sample = _old_sample(plan, 8, 27)
+    assert len(sample) == 8 and sample == sorted(sample) and sample == _old_sample(plan, 8, 27)
+    assert _old_sample(plan, None, 27) == plan and _old_sample(plan[:5], 8, 27) == plan[:5]
+
+
+def test_the_meter_counts_each_parts_own_time_once(bench):
+    import time as _time
+    import types
+
+    from bench.meter import Meter
+
+    mod = types.SimpleNamespace()
+    mod.inner = lambda: _time.sleep(0.02)
+    mod.outer = lambda: (_time.sleep(0.01), mod.inner())
+    with Meter().wrap(mod, "outer", "outer").wrap(mod, "inner", "inner") as meter:
+        t = _time.perf_counter()
+        mod.outer()
+        total = _time.perf_counter() - t
+    assert meter.calls == {"outer": 1, "inner": 1} and dict(meter.under) == {("outer", ""): 1, ("inner", "outer"): 1}
+    assert meter.seconds["outer"] >= 0.01 and meter.seconds["inner"] >= 0.02
+    assert meter.seconds["outer"] + meter.seconds["inner"] <= total  # the inner call's time is not the outer's
+    assert not hasattr(mod.outer, "__wrapped__")  # unwrapped after the block
 
 
 def test_jetstream_section_measures_appends_beside_the_servers_publish_floor(bench, tmp_path):

@@ -12,11 +12,12 @@ docs/persistence-model.md "Kills from the recording".
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from harness.families.power_loss.crashstates import window
+from harness.families.power_loss.crashstates import CrashState, window
 from harness.history.model import History, Leg
 from harness.runner.faults import event_action, history_fault
 from harness.runner.prelude import Prelude
@@ -63,8 +64,7 @@ def prelude(ref: ReferenceRun, schedule: list[dict[str, Any]], slug_of: Callable
     t_kill = _kill_time(trace, p, before)
     if t_kill is None or not old_home or in_flight(trace, p + before, t_kill):
         return None
-    state = window(trace, {}, (), p, ())[1]
-    assert state is not None  # (no unit dropped: the state in which every unit persisted)
+    state = _state_at(hist, p)
     cut = [dict(ev) for ev in trace[:p]]
     if cut and not before and "tid" in cut[-1]:  # the observer marks the op its kill came after
         cut[-1]["fault"] = event_action(schedule[0])
@@ -75,6 +75,28 @@ def prelude(ref: ReferenceRun, schedule: list[dict[str, Any]], slug_of: Callable
                    run_uuid=hist.options.get("run_uuid") or "", leg=dead,
                    calls=[c for c in hist.model_calls if c.t <= t_kill],
                    effects=[e for e in hist.effects if e.t <= t_kill])
+
+
+_STATES: dict[int, dict[int, CrashState]] = {}  # id of a recorded history -> prefix -> its state (while it lives)
+_STATES_LOCK = threading.Lock()
+
+
+def _state_at(hist: History, p: int) -> CrashState:
+    """The files and folders leg 0 of ``hist`` left after ``p`` events, every unit persisted (power loss's crash
+    state, :func:`window`), computed once per recording and prefix: the plan (:func:`resumes_first`) and the
+    executor both ask for every point's, and each is a replay of the trace up to it."""
+    with _STATES_LOCK:
+        known = _STATES.get(id(hist))
+        if known is None:
+            known = _STATES[id(hist)] = {}
+            weakref.finalize(hist, _STATES.pop, id(hist), None)
+        state = known.get(p)
+    if state is None:
+        state = window(hist.legs[0].trace, {}, (), p, ())[1]
+        assert state is not None  # (no unit dropped: the state in which every unit persisted)
+        with _STATES_LOCK:
+            known[p] = state
+    return state
 
 
 def state_key(pre: Prelude, schedule: list[dict[str, Any]]) -> tuple:
