@@ -165,3 +165,46 @@ def test_wait_paused_without_a_control_channel_is_an_error(root):
         proc.wait_paused(1)
 
 
+
+
+# --- announced waits (a race's rival: harness.runner.leg.waits_on_kept_lock) ------------------------------------
+
+_LOCKER = """import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    print("busy", flush=True)
+fcntl.flock(fd, fcntl.LOCK_EX)
+"""
+
+
+def test_a_lock_call_that_may_wait_is_announced_and_one_that_cannot_is_not(root):
+    import fcntl
+    import os
+
+    from harness.runner.locks import kept_by_others, process_tree
+
+    path = root / "run.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # this process keeps it: the program's LOCK_NB fails, its plain flock waits
+    proc = spawn_observed([sys.executable, "-c", _LOCKER, str(path)], env=None, log=root.parent / "log",
+                          roots=[root], control=True, announce_waits=True, lookups=False)
+    try:
+        waits = proc.wait_waits(30)  # (a guard: the line comes at the call's entry)
+        assert waits is not None and (waits.op, waits.path) == ("flock", str(path))
+        assert kept_by_others(waits.path, waits.op, process_tree(proc.pid)) == [os.getpid()]
+        os.close(fd)  # let go: the waiting call returns and the program ends
+        assert proc.wait_waits(30) is None and proc.wait(30) == 0
+    finally:
+        kill_tree(proc)
+    flocks = [o for o in ops_only(proc.ops()) if o.op == "flock"]
+    assert [o.seq < waits.seq for o in flocks] == [True, False] and flocks[0].errno == 11  # EWOULDBLOCK
+
+
+def test_announcing_waits_needs_the_control_channel_and_no_pause(root):
+    from harness.observer import FaultSpecError
+
+    for kw in ({}, {"control": True, "faults": ["pause@1:write"]}):
+        with pytest.raises(FaultSpecError):
+            spawn_observed(["true"], log=root.parent / "log", roots=[root], announce_waits=True, **kw)

@@ -240,7 +240,7 @@ def test_every_race_mutant_is_listed_as_caught_by_its_race():
 @pytest.mark.parametrize("mutant", sorted(CAUGHT))
 def test_each_broken_variant_is_caught_by_its_race(mutant):
     race, trials, invalid = CAUGHT[mutant]
-    sc = scenario(race, timeout_s=8)  # a rival that waits on the lock is killed at the trial's end
+    sc = scenario(race)
     with Runner(subject_for(mutant)) as runner:
         result = Campaign([sc], trials=trials, seed=1, jobs=1, runner=runner, shrink_budget=0,
                           first_violation=True).run()
@@ -250,6 +250,9 @@ def test_each_broken_variant_is_caught_by_its_race(mutant):
     statuses = {v.invariant: v.status for v in first.verdicts}
     assert {i for i in invalid if statuses.get(i) != "invalid"} == set(), statuses
     assert f"FISKJ_MUTANT={mutant}" in first.reproduce
+    if mutant == "blocking-lock":  # the rival was ended the moment it was seen waiting on the held leg's lock
+        (rival,) = [leg for leg in first.history.legs if "rival_of" in leg.fault.detail]
+        assert rival.timed_out and rival.fault.detail["waited_on_kept_lock"]["op"] == "flock"
 
 
 def test_mutants_patch_the_legs_only():

@@ -3,7 +3,7 @@
  * with ptrace and a seccomp-bpf filter that stops only the relevant calls.
  *
  *   fiskj-observe --log PATH --root DIR [--root DIR ...] [--fault SPEC ...]
- *                 [--control-in FD --control-out FD] [--ops all|durable] -- PROG ARGS...
+ *                 [--control-in FD --control-out FD [--announce-waits]] [--ops all|durable] -- PROG ARGS...
  *
  * The log format, the faults and every limit are in docs/observer.md.
  * Built by harness/observer/build.py (gcc -O2 -Wall -Werror). */
@@ -112,6 +112,7 @@ static int logfd = -1, ctl_in = -1, ctl_out = -1, sigfd = -1;
 static pid_t main_pid;
 static pid_t attach_pid;               /* --attach PID: trace a process that installed the filter and stopped */
 static int print_filter;               /* --print-filter: write the filter program to stdout, exit */
+static int announce_waits;             /* --announce-waits: a "waits" control line at a lock call that may wait */
 static long seq;
 static int dying, killed, main_done, main_status;
 static long long deadline;
@@ -497,6 +498,14 @@ static void wake_writer(const char *path) {
     if (w) { w->waiting = 0; ptrace(PTRACE_SYSCALL, w->tid, 0, 0); }
 }
 
+/* A lock call that waits while another holds the lock: flock without LOCK_NB, F_SETLKW, F_OFD_SETLKW
+ * (an unlock never waits). */
+static int lock_may_wait(const struct op *op) {
+    if (op->kind == K_FLOCK) return !(op->flags & (LOCK_NB | LOCK_UN)) && (op->flags & (LOCK_SH | LOCK_EX));
+    if (op->kind == K_LOCK) return (op->flags == F_SETLKW || op->flags == F_OFD_SETLKW) && op->fl.l_type != F_UNLCK;
+    return 0;
+}
+
 /* A seccomp stop: the entry of one of the filtered syscalls. */
 static void on_entry(struct task *t) {
     struct __ptrace_syscall_info si; long long t0 = now_ns(); struct op *op = &t->op;
@@ -511,6 +520,8 @@ static void on_entry(struct task *t) {
     t->in_op = 1; t->held = 0;
     entry_details(t, op);
     apply_faults(t, op);
+    if (announce_waits && !t->held && lock_may_wait(op))
+        control_line("waits %ld %d %d %s %s\n", op->seq, task_tgid(t), t->tid, KIND[op->kind], op->path);
     if (!t->held && writing(t, op->path)) { t->waiting = 1; return; }  /* runs after that write */
     resume(t, PTRACE_SYSCALL, 0);                         /* to its exit stop */
 }
@@ -873,6 +884,7 @@ static char **parse_args(int argc, char **argv) {
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--"); i += 2) {
         if (!strcmp(argv[i], "--print-filter")) { print_filter = 1; i--; continue; }
+        if (!strcmp(argv[i], "--announce-waits")) { announce_waits = 1; i--; continue; }
         if (i + 1 >= argc) die("%s needs a value", argv[i]);
         if (!strcmp(argv[i], "--log")) log = argv[i + 1];
         else if (!strcmp(argv[i], "--root")) add_root(argv[i + 1]);
@@ -889,7 +901,8 @@ static char **parse_args(int argc, char **argv) {
     if (print_filter) install_filter();
     if (!log || !nroots || (i + 1 >= argc && !attach_pid))
         die("usage: fiskj-observe --log PATH --root DIR [--root DIR ...] [--fault SPEC ...] "
-            "[--control-in FD --control-out FD] [--ops all|durable] (-- PROG ARGS... | --attach PID)");
+            "[--control-in FD --control-out FD [--announce-waits]] [--ops all|durable] (-- PROG ARGS... | --attach PID)");
+    if (announce_waits && ctl_out < 0) die("--announce-waits needs --control-out");
     for (int f = 0; f < nfaults; f++) {
         if (faults[f].action != A_PAUSE) continue;
         if (ctl_in < 0 || ctl_out < 0) die("a pause fault needs --control-in and --control-out");

@@ -38,13 +38,34 @@ class Paused:
         return cls(int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), parts[5], parts[6])
 
 
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """A ``waits SEQ PID TID OP PATH`` line (``--announce-waits``): the thread ``tid`` entered op ``seq``, a lock
+    call that waits while another holds the lock (``flock`` without ``LOCK_NB``, ``F_SETLKW``)."""
+
+    seq: int
+    pid: int
+    tid: int
+    op: str
+    path: str
+
+    @classmethod
+    def parse(cls, line: str) -> "Waits":
+        parts = line.rstrip("\n").split(" ", 5)
+        if len(parts) != 6 or parts[0] != "waits":
+            raise ControlError(f"unexpected control line {line!r}")
+        return cls(int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5])
+
+
 class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
     """The tracer running ``argv``, recording the ops under ``roots`` to ``log`` and injecting ``faults``
     (``ACTION@K[:KINDS]`` specs); Popen-like, plus :meth:`ops` and, with ``control``, pause/release.
 
     ``env``: the program's environment (``None``: this process's); ``lookups=False`` (``--ops durable``)
     stops only the durability calls and the kinds a fault counts; ``attach``: trace this process instead of
-    starting ``argv`` (it installed :func:`seccomp_filter` of the same options and stopped itself).  Raises
+    starting ``argv`` (it installed :func:`seccomp_filter` of the same options and stopped itself);
+    ``announce_waits`` (needs ``control``): the tracer prints a :class:`Waits` line at each lock call that may
+    wait, read with :meth:`wait_waits` (a process spawned so must not also pause).  Raises
     :class:`FaultSpecError` for a bad fault or a pause without ``control``, ``ValueError`` without a root.
     """
 
@@ -52,7 +73,7 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
                  faults: Sequence[str] = (), control: bool = False, env: Mapping[str, str] | None = None,
                  cwd: str | os.PathLike[str] | None = None, stdin: _File = None, stdout: _File = None,
                  stderr: _File = None, start_new_session: bool = True, binary: str | os.PathLike[str] | None = None,
-                 lookups: bool = True, attach: int | None = None):
+                 lookups: bool = True, attach: int | None = None, announce_waits: bool = False):
         if not roots:
             raise ValueError("spawn_observed needs at least one root")
         parsed = [parse_fault(spec) for spec in faults]  # a bad spec raises here, not as a tracer exit
@@ -61,6 +82,8 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
             raise FaultSpecError(f"two pause faults share a K in {list(faults)}: 'release K' must name one")
         if pauses and not control:
             raise FaultSpecError("a pause fault needs control=True (the pause/release channel)")
+        if announce_waits and (not control or pauses):
+            raise FaultSpecError("announce_waits needs control=True and no pause fault (one reader of the channel)")
         self.log = Path(log)
         self.roots = tuple(os.path.realpath(r) for r in roots)
         self.faults = tuple(faults)
@@ -71,12 +94,14 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
         self._ctl_w: int | None = None
         self._ctl_r: int | None = None
         self._ctl_buf = b""
+        self._ctl_eof = False
         theirs: tuple[int, ...] = ()
         if control:
             tracer_in, self._ctl_w = os.pipe()
             self._ctl_r, tracer_out = os.pipe()
             theirs = (tracer_in, tracer_out)
             cmd += ["--control-in", str(tracer_in), "--control-out", str(tracer_out)]
+            cmd += ["--announce-waits"] if announce_waits else []
         cmd += ["--attach", str(attach)] if attach else ["--", *argv]
         try:
             super().__init__(cmd, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
@@ -92,6 +117,26 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
 
     def wait_paused(self, timeout: float | None = None) -> Paused:
         """Block until the tracer reports a thread paused by a ``pause@K`` fault; return that line."""
+        return Paused.parse(self._control_line(timeout, "before pausing a thread"))
+
+    def wait_waits(self, timeout: float | None = None) -> Waits | None:
+        """Block until the tracer (``announce_waits``) reports a lock call that may wait; return that line, or
+        ``None`` once the tracer ended (its control channel closed).  Raises :class:`ControlTimeout`."""
+        if self._ctl_r is None:  # closed: the tracer ended (poll/wait saw it)
+            return None
+        try:
+            line = self._control_line(timeout, "")
+        except ControlTimeout:
+            raise
+        except ControlError:
+            if self._ctl_eof:
+                return None
+            raise
+        return Waits.parse(line)
+
+    def _control_line(self, timeout: float | None, doing: str) -> str:
+        """The next line on control-out; raises :class:`ControlTimeout` after ``timeout`` seconds,
+        :class:`ControlError` when the channel is closed first."""
         if self._ctl_r is None:
             raise ControlError("no control channel: spawn with control=True")
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -100,14 +145,14 @@ class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
         while b"\n" not in self._ctl_buf:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not poller.poll(None if left is None else left * 1000.0):
-                raise ControlTimeout(f"no thread paused within {timeout} s")
+                raise ControlTimeout(f"no control line within {timeout} s")
             chunk = os.read(self._ctl_r, 4096)
             if not chunk:
-                raise ControlError(f"the tracer closed its control channel (exit status {self.poll()}) "
-                                   f"before pausing a thread")
+                self._ctl_eof = True
+                raise ControlError(f"the tracer closed its control channel (exit status {self.poll()}) {doing}")
             self._ctl_buf += chunk
         line, _, self._ctl_buf = self._ctl_buf.partition(b"\n")
-        return Paused.parse(line.decode("utf-8", "surrogateescape"))
+        return line.decode("utf-8", "surrogateescape")
 
     def release(self, k: int) -> None:
         """Let the thread(s) paused by ``pause@K`` run their op (a release before the pause pre-releases it)."""

@@ -42,13 +42,15 @@ from harness.observer.run import seccomp_filter
 from harness.observer.errors import ControlError
 from harness.observer.ops import KINDS, entry_order
 from harness.observer.trace import ops_to_trace
+from harness.runner.locks import kept_by_others, process_tree
 from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
 from harness.subject.contract import CONTRACT_EXITS, Subject
 from harness.subject.forkserver import ForkServer
 from harness.workload.mcp_setup import LegMcp, open_leg
 
 __all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records",
-           "observer_faults", "journal_glob", "HOLD_KINDS", "open_mcp"]
+           "observer_faults", "journal_glob", "HOLD_KINDS", "open_mcp",
+           "waits_on_kept_lock"]
 
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
@@ -189,6 +191,27 @@ def lock_point(ops: Any) -> int | None:
     return next((k for k, op in enumerate(points, start=1) if op.op in ("flock", "lock")), None)
 
 
+def waits_on_kept_lock(proc: Any, timeout: float) -> dict[str, Any] | None:
+    """Follow the observed ``proc`` (spawned with ``announce_waits``) until it ends, ``timeout`` seconds pass, or
+    it enters a lock call that waits on a file another process keeps an exclusive lock on
+    (:func:`harness.runner.locks.kept_by_others`, its own process tree left out); in that last case return
+    ``{"seq", "pid", "op", "path", "keepers"}`` (it is still in the call), else ``None``.  A race's rival runs
+    while the held leg is paused, and the held leg is released only when the rival ends: such a call never
+    returns, so the rival is hung the moment it is seen to wait, not at the trial's deadline."""
+    deadline = time.monotonic() + timeout
+    root = getattr(proc, "attached", None) or proc.pid
+    while True:
+        try:
+            waits = proc.wait_waits(max(0.0, deadline - time.monotonic()))
+        except ControlError:  # its deadline (drive() then finds it hung) or a closed channel
+            return None
+        if waits is None:  # the tracer ended: the leg is over
+            return None
+        keepers = kept_by_others(waits.path, waits.op, process_tree(root))
+        if keepers:
+            return {"seq": waits.seq, "pid": waits.pid, "op": waits.op, "path": waits.path, "keepers": keepers}
+
+
 def _hold(proc: Any, timeout: float) -> bool:
     """Wait until ``proc`` stops at its sequence point; False when it ended (or hung) before reaching it.
     Any other failure to hear from the tracer is the harness's, never the subject's: it is raised
@@ -316,26 +339,30 @@ class LegStarter:
 
     def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path, *,
               log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None,
-              control: bool = False, cwd: str = "") -> Any:
+              control: bool = False, cwd: str = "", announce_waits: bool = False) -> Any:
         """Start one leg in a new session; returns a Popen-like object (``pid``, ``wait``, ``poll``, ``returncode``).
 
         ``stdin``: a file to read (else ``/dev/null``); ``out``/``err``:
         files that receive its output (truncated).  When observed: ``log``
         receives the operations under ``roots``, and ``faults`` are the
-        observer's (:func:`observer_faults`); ``cwd``: its working directory
+        observer's (:func:`observer_faults`); ``announce_waits``: the observer
+        announces each lock call of it that may wait (``proc.wait_waits``; not
+        with ``control``); ``cwd``: its working directory
         (``""``: this process's).  Raises ``OSError`` or
         ``RuntimeError`` when the process cannot start.
         """
         if self.observe:
             assert log is not None, "an observed leg needs a log path"
-            attached = self._start_attached(argv, env, stdin, out, err, log, roots, faults, control, cwd)
+            attached = self._start_attached(argv, env, stdin, out, err, log, roots, faults, control, cwd,
+                                            announce_waits)
             if attached is not None:
                 return attached
             with open(out, "wb") as fo, open(err, "wb") as fe:
                 stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
                 try:
                     return spawn_observed(argv, env=env, cwd=cwd or None, stdin=stdin_file, stdout=fo, stderr=fe, log=str(log),
-                                          roots=list(roots), faults=list(faults or ()), control=control,
+                                          roots=list(roots), faults=list(faults or ()),
+                                          control=control or announce_waits, announce_waits=announce_waits,
                                           start_new_session=True, lookups=control)
                 finally:
                     if stdin is not None:
@@ -343,7 +370,8 @@ class LegStarter:
         return self._start_plain(argv, env, stdin, out, err, cwd)
 
     def _start_attached(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
-                        log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str) -> Any:
+                        log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str,
+                        announce_waits: bool = False) -> Any:
         """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "The
         reference subject's fork server"); ``None`` when legs are not forked, the fork server fails, or the leg
         is to be held (``control``: its rival, leg or reading, needs the fork server while it waits)."""
@@ -364,7 +392,8 @@ class LegStarter:
             with open(err, "ab") as fe:  # the tracer's own complaints, after the leg's
                 return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), lookups=False,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe,
-                                      start_new_session=True, attach=child.pid)
+                                      start_new_session=True, attach=child.pid, control=announce_waits,
+                                      announce_waits=announce_waits)
         except BaseException:
             os.kill(child.pid, signal.SIGKILL)
             raise
@@ -484,7 +513,9 @@ class LegPlan:
     the leg (:meth:`Subject.status_argv`; ``None``: the subject gives none);
     ``cwd``: its working directory (``""``: the harness's); ``mcp``: its MCP
     server set-up (:func:`open_mcp`), closed by :func:`run_leg` after it; ``share``: the trial's cwd slug
-    when its reading may be shared with any reading of the same state (:meth:`LegStarter.read`), else ``None``.
+    when its reading may be shared with any reading of the same state (:meth:`LegStarter.read`), else ``None``;
+    ``rival``: the leg is a race's rival, run while another leg is held (observed: a lock call of it that waits
+    on a lock another process keeps ends it at once as hung, :func:`waits_on_kept_lock`).
     """
 
     index: int
@@ -503,6 +534,7 @@ class LegPlan:
     cwd: str = ""
     mcp: LegMcp | None = None
     share: str | None = None
+    rival: bool = False
 
 
 def run_leg(plan: LegPlan, starter: LegStarter,
@@ -541,9 +573,12 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
     proc = starter.start(plan.argv, plan.env, stdin_path, out, err, log=log, roots=plan.roots,
                          faults=observer_faults(plan.fault, journal_glob(plan.journal, starter.subject.caps.journal.is_store))
                          if starter.observe else None,
-                         control=hold, cwd=plan.cwd)
+                         control=hold, cwd=plan.cwd, announce_waits=plan.rival and starter.observe)
     leg.pid = proc.pid
     held = False
+    waited = waits_on_kept_lock(proc, plan.timeout_s) if plan.rival and starter.observe else None
+    if waited is not None:  # it can never end: the lock's keeper is held until it does
+        kill_tree(proc)
     if hold:  # a race: this leg waits at its sequence point while the rival leg runs to its end
         held = _hold(proc, plan.timeout_s)
         if held and rival is not None:
@@ -552,12 +587,15 @@ def _run_leg(plan: LegPlan, starter: LegStarter, rival: Callable[[], Any] | None
             proc.release(int(plan.fault["at"]))
     outcome = drive(proc, plan.fault, t0=t0, timeout=plan.timeout_s)
     outcome.injected = outcome.injected or held
+    outcome.timed_out = outcome.timed_out or waited is not None
     leg.t_end = outcome.t_end
     leg.exit_code = outcome.returncode
     leg.exit_signal = outcome.exit_signal
     leg.timed_out = outcome.timed_out
     leg.fault = history_fault(plan.fault, injected=outcome.injected)
     leg.fault.detail.update(plan.detail)
+    if waited is not None:
+        leg.fault.detail["waited_on_kept_lock"] = waited
     leg.journal = journal_bytes(plan.journal)
     if starter.observe:
         ops = proc.ops() if log.exists() else []

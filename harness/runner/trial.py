@@ -445,7 +445,7 @@ class Runner:
                                                                   self.subject.reading_format)})
             return plan, read
         held = plan.index + 1
-        rival_plan = replace(plan, fault={"kind": "none"}, detail={"rival_of": held}, mcp=None)
+        rival_plan = replace(plan, fault={"kind": "none"}, detail={"rival_of": held}, mcp=None, rival=True)
 
         def rival() -> None:
             rival_leg, _ = run_leg(rival_plan, self.legs)

@@ -1,0 +1,65 @@
+"""Who keeps a lock on a file, as the kernel lists it (``/proc/locks``): how a race's rival is seen to wait.
+
+A race holds one leg paused at a sequence point while a rival leg runs to its end (docs/scenarios.md, family
+``race``).  When the rival enters a lock call that waits (the observer's ``waits`` line: ``flock`` without
+``LOCK_NB``, ``F_SETLKW``) on a file another process keeps an exclusive lock on, that call can only return once
+the keeper lets go, and the keeper (the held leg) is not released before the rival ends: the rival waits for
+good.  :func:`kept_by_others` is the kernel's answer to "is this file locked by someone else", read the moment the
+call is announced; the keeper is paused, so the answer cannot change before the call blocks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["kept_by_others", "process_tree"]
+
+#: The lock classes of ``/proc/locks`` a call of each observed kind (``harness.observer.ops``) contends with.
+_CLASSES = {"flock": ("FLOCK",), "lock": ("POSIX", "OFDLCK")}
+
+
+def kept_by_others(path: str, op: str, own: set[int], locks: str | None = None) -> list[int]:
+    """The pids (``-1`` for an open file description lock) that keep an exclusive (``WRITE``) lock of the class
+    op ``op`` (``"flock"`` or ``"lock"``) contends with on the file ``path``, leaving out the pids in ``own``
+    (the waiter's process tree) and waiters (``->`` lines).  ``locks``: the text of ``/proc/locks`` (``None``:
+    read it).  Empty when ``path`` is gone or the kernel lists no such lock; raises nothing."""
+    try:
+        st = os.stat(path)
+        text = Path("/proc/locks").read_text() if locks is None else locks
+    except OSError:
+        return []
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    classes = _CLASSES.get(op, ())
+    out = []
+    for line in text.splitlines():
+        words = line.split()
+        # "N: CLASS MODE TYPE PID MAJ:MIN:INODE START END", a waiter with "->" after "N:"
+        if len(words) < 8 or words[1] == "->" or words[1] not in classes or words[3] != "WRITE":
+            continue
+        try:
+            pid = int(words[4])
+        except ValueError:
+            continue
+        if words[5] == ident and pid not in own:
+            out.append(pid)
+    return out
+
+
+def process_tree(root: int) -> set[int]:
+    """``root`` and every live process descended from it (read from ``/proc/PID/stat``); raises nothing."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        grew = bool(more)
+        tree |= more
+    return tree
