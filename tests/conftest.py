@@ -12,7 +12,12 @@
 
 ``--under-load N`` runs the session beside N busy processes per core (started once by the controller,
 ended with the session): the load test of tests/README.md "Under load" (every catch must hold on a
-loaded machine; ``scripts/load-test.sh``).
+loaded machine; ``scripts/load-test.sh``).  ``--long`` also runs the tests marked ``long``: campaigns of a
+real agent's bug variants whose invariants faster tests of the own mutants hold (tests/README.md "What the
+suite costs"); without it they are skipped, said in the summary.
+
+Hypothesis runs under one profile for the whole suite: no deadline and no "too slow" health check, since
+these machines are noisy and a loaded CI must not fail a property on timing.
 """
 
 from __future__ import annotations
@@ -22,8 +27,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from fiskj import ioseam
+
+settings.register_profile("fiskj", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile("fiskj")
 from fiskj.store import FileStore
 
 
@@ -65,6 +75,17 @@ def results_out_of_the_repo(tmp_path_factory):
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--under-load", type=int, default=0, metavar="N",
                      help="run the session beside N busy processes per core (tests/README.md \"Under load\")")
+    parser.addoption("--long", action="store_true",
+                     help="also run the tests marked long (tests/README.md \"What the suite costs\")")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("long"):
+        return
+    skip = pytest.mark.skip(reason="long: a real agent's variant campaign; run with --long")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
 
 
 _LOAD: list = []

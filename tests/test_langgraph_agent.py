@@ -252,8 +252,12 @@ def test_the_langgraph_agent_passes_power_loss_of_its_sqlite_store_and_kills_jud
     assert "journal format opaque" in proc.stdout + proc.stderr
 
 
+# memory-saver (the cheapest, 2 trials) runs in the default suite: the whole route, from the agent's own store to
+# a caught I4, on every CI run; the other variants are long (--long): their invariants (I4 of an unsynced commit,
+# I1/I2 of a tool re-run after a clean suspend) are caught in the own mutants' fast tests (tests/test_mutants.py).
 @pytest.mark.slow
-@pytest.mark.parametrize("bug", sorted(LANGGRAPH_TARGETS))
+@pytest.mark.parametrize("bug", [pytest.param(b, marks=() if b == "memory-saver" else pytest.mark.long)
+                                 for b in sorted(LANGGRAPH_TARGETS)])
 def test_each_langgraph_variant_is_caught_by_its_bundled_scenario(tmp_path, python, bug):
     target = LANGGRAPH_TARGETS[bug]
     proc, report = _campaign(tmp_path, python, [target.scenario], target.trials, bug=bug)
