@@ -31,6 +31,7 @@ from fiskj.jetstream import NatsClient
 from nats.js.errors import NotFoundError
 
 from harness.errors import SetupError
+from harness.families.jetstream.cluster import STREAM, current_leader, make_leader
 from harness.history.model import Fault, History
 
 if TYPE_CHECKING:
@@ -188,13 +189,11 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     recorded there (``restart``, ``lead``), not raised: the checkers judge what the store then holds.  Raises
     :class:`SetupError` when the stream has fewer than 3 replicas, or a follower does not hold every message
     within 10 s."""
-    from harness.families.jetstream.family import STREAM, _current, _lead  # the family imports this module
-
     if len(nodes) < 3:
         raise SetupError("damage of one replica's block files needs a stream of 3 replicas")
     ref = runner.reference(executor.scenario)
     before = _stream_state(nodes, STREAM)
-    leader = _current(nodes)
+    leader = current_leader(nodes)
     followers = sorted(n.name for n in nodes if n.name != leader)
     target = next(n for n in nodes if n.name == random.Random(f"{seed}:follower").choice(followers))
     deadline = time.monotonic() + 10.0
@@ -205,7 +204,7 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     if spec.get("clean_stop"):
         target.stop()  # SIGTERM: its state file written, its raft log compacted
         target.start()
-        _current(nodes)
+        current_leader(nodes)
     target.stop(signal.SIGKILL)
     path = last_block(target.store_dir, STREAM)
     if path is None:
@@ -229,12 +228,12 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     log_at = os.path.getsize(target.log_path)
     try:
         target.start()
-        _current(nodes)
+        current_leader(nodes)
     except SetupError as exc:  # it refuses to start, or the stream has no leader: the checkers see what is left
         detail["restart"] = str(exc)
     if "restart" not in detail:
         try:
-            _lead(nodes, target.name)
+            make_leader(nodes, target.name)
         except SetupError as exc:
             detail["lead"] = str(exc)
     try:

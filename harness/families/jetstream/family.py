@@ -19,7 +19,6 @@ records the restarted store holds.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -30,11 +29,11 @@ from dataclasses import replace
 from typing import Any
 
 from fiskj.cli_common import open_store
-from fiskj.jetstream import NatsClient
 
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.jetstream import damage
+from harness.families.jetstream.cluster import STREAM, current_leader, make_leader
 from harness.families.jetstream.midrun import PastEnd, by_exit, crash_plan, crash_point, cut_leg, held, server_prefix
 from harness.families.jetstream.params import MODES, Params
 from harness.families.jetstream.writers import stale_writer
@@ -48,11 +47,10 @@ from harness.runner.faults import NOOP
 from harness.runner.prelude import Prelude
 from harness.runner.trial import Runner, run_id_for
 from harness.scenario.model import Scenario
-from harness.subject.nats_server import NatsServer, add_stream, start_cluster, start_server, stream_leader
+from harness.subject.nats_server import NatsServer, add_stream, start_cluster, start_server
 
 __all__ = ["JETSTREAM", "JetStreamFamily", "lay_state"]
 
-STREAM = "FISKJ"
 
 
 def durable_tree(root: str) -> tuple[dict[str, bytes], set[str]]:
@@ -103,27 +101,6 @@ def _restart(nodes: list[NatsServer], tmp: str, faults: tuple[str, ...] = ()) ->
         node.wait_ready()
 
 
-def _current(nodes: list[NatsServer]) -> str:
-    """The stream's leader once it has one and a quorum (one current follower); raises :class:`SetupError`."""
-    return nodes[0].name if len(nodes) == 1 else stream_leader([n.url for n in nodes], STREAM, quorum=True)
-
-
-def _lead(nodes: list[NatsServer], name: str) -> None:
-    """Step the stream's leader down, preferring ``name``, until ``name`` leads; raises :class:`SetupError`."""
-    for _ in range(8):
-        if _current(nodes) == name:
-            return
-        client = NatsClient([n.url for n in nodes], timeout=2.0)
-        try:
-            client.run(client.nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{STREAM}",
-                                         json.dumps({"placement": {"preferred": name}}).encode(), timeout=2.0))
-        except Exception:  # noqa: BLE001 - an election in progress: ask again
-            pass
-        finally:
-            client.close()
-    raise SetupError(f"server {name} did not become the leader of stream {STREAM}")
-
-
 class _Executor:
     def __init__(self, scenario: Scenario, runner: Runner, params: Params) -> None:
         self.scenario, self.runner, self.params = scenario, runner, params
@@ -166,9 +143,9 @@ class _Executor:
             node.stop()
         before = {node.name: durable_tree(node.store_dir) for node in nodes}
         _restart(nodes, tmp)
-        _current(nodes)
+        current_leader(nodes)
         ref = runner.reference(self.scenario)
-        leader = _current(nodes)
+        leader = current_leader(nodes)
         cut = nodes if self.params.nodes == "all" else [n for n in nodes if n.name == leader]
         at = spec.get("at", "end")
         if at != "end":  # a mid-run point: every node goes back to it (what came after never happened)
@@ -189,7 +166,7 @@ class _Executor:
         node that does not come back, no stream leader: the run and the checkers see it), else ``{}``."""
         try:
             _restart(cut, "")
-            _current(nodes)
+            current_leader(nodes)
         except SetupError as exc:
             return {"restart": str(exc)}
         return {}
@@ -244,12 +221,12 @@ class _Executor:
         runner.reference(self.scenario)  # I6's reference, on these servers; then that run is deleted
         with open_store(runner.subject.store_url) as store:
             store.delete(run_id_for(self.scenario))
-        target = next(n for n in nodes if n.name == _current(nodes))  # of a cluster: the stream's leader
+        target = next(n for n in nodes if n.name == current_leader(nodes))  # of a cluster: the stream's leader
         target.stop()
         op = spec.get("op", "write")
         kinds = "fsync,fdatasync" if op == "fsync" else "write"
         _restart([target], tmp, (f"kill-after@{int(spec['event'])}:{kinds}=*/streams/{STREAM}/msgs/*.blk",))
-        _lead(nodes, target.name)
+        make_leader(nodes, target.name)
         proc, done, restarted = target.proc, threading.Event(), []
 
         def restart() -> None:  # the kill is observed when the tracer exits: the server comes back at once
