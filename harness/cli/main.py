@@ -87,7 +87,8 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
         for line in cannot:
             print(f"fiskj-harness: setup error: {line}", file=sys.stderr)
         return HARNESS_USAGE
-    for line in subject_limits(scenarios, subject or default_subject(), named=named):  # said before the first trial
+    for line in subject_limits(scenarios, subject or default_subject()):  # said before the first trial (a named
+        # scenario that cannot run among them too: its setup error comes with the summary)
         print(f"fiskj-harness: limit for this subject: {line}", file=sys.stderr)
     place = _results_place(args, scenarios)
     started = datetime.now(timezone.utc)
