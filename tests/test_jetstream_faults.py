@@ -256,3 +256,14 @@ def test_a_server_killed_after_fsyncing_a_record_and_before_acking_it_loses_noth
     ran, verdicts = _trial("r1-always.toml", 0, tmp_path, {"kind": "server_kill", "event": 3, "op": "fsync"}, KILL_FSYNC)
     assert ran.faults == {"server_kill": 1} and ran.history.legs[0].fault.detail == {"server": "n1", "after_fsync": 3}
     assert all(v.status == "valid" for v in verdicts.values()), {k: v.evidence.get("summary") for k, v in verdicts.items()}
+
+
+def test_a_reproducer_of_a_trial_on_a_jetstream_profile_names_the_profile():
+    # the profile runs the reference (python -m fiskj) yet is not the default subject: without --subject the
+    # printed command would be a setup error
+    from harness.report.reproduce import reproduce_command
+
+    subject = load_profile(ROOT / "subjects" / "jetstream" / "r1-default.toml")
+    line = reproduce_command(load_scenario(SCENARIO), 1, [{"kind": "power_loss", "state": 0}], subject)
+    assert "--subject" in line and line.endswith("subjects/jetstream/r1-default.toml")
+    assert "--subject" not in reproduce_command(load_scenario(SCENARIO), 1, None, default_subject())

@@ -43,7 +43,8 @@ def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, An
     argv = ["fiskj-harness", "run", scenario_argument(scenario), "--seed", str(seed)]
     if schedule is not None:
         argv += ["--schedule", json.dumps(schedule, separators=(",", ":"))]
-    if subject is not None and (not subject.is_reference or subject.extra_env):
+    if subject is not None and (not subject.is_reference or subject.extra_env or subject.profile):  # a profile
+        # running the reference (a JetStream one) is named too: the default subject is not it
         argv += ["--subject", subject.command_line()]
     return shlex.join(argv)
 
