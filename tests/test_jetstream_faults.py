@@ -267,3 +267,12 @@ def test_a_reproducer_of_a_trial_on_a_jetstream_profile_names_the_profile():
     line = reproduce_command(load_scenario(SCENARIO), 1, [{"kind": "power_loss", "state": 0}], subject)
     assert "--subject" in line and line.endswith("subjects/jetstream/r1-default.toml")
     assert "--subject" not in reproduce_command(load_scenario(SCENARIO), 1, None, default_subject())
+
+
+def test_a_jetstream_profile_with_no_scenario_named_runs_the_jetstream_family_s_scenarios():
+    from harness.cli.resolve import resolve_scenarios
+
+    subject = load_profile(ROOT / "subjects" / "jetstream" / "r1-default.toml")
+    names = {s.name for s in resolve_scenarios([], subject)}
+    assert names == {p.stem for p in (ROOT / "scenarios" / "jetstream").glob("*.toml")} and "jetstream-power-loss" in names
+    assert "kill-random" in {s.name for s in resolve_scenarios([], default_subject())}

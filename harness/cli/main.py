@@ -65,6 +65,8 @@ def cmd_run(args: argparse.Namespace, out: Any = None) -> int:
                 raise _Usage(f"--schedule: {exc}") from None
         schedules = [parsed]
     subject = subject_of(args.subject)
+    if not args.scenarios and subject is not None and subject.jetstream is not None:
+        scenarios = resolve_scenarios([], subject)
     if args.no_readings and not (subject and subject.caps.journal.is_store):  # (an opaque store is judged by it)
         # I10 is then not applicable: said before the first trial, never counted valid
         from dataclasses import replace as _replace

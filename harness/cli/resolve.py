@@ -13,11 +13,12 @@ from harness.suggest import did_you_mean
 __all__ = ["resolve_scenarios", "subject_of"]
 
 
-def resolve_scenarios(args: list[str]) -> list[Any]:
+def resolve_scenarios(args: list[str], subject: Any = None) -> list[Any]:
     """Load the scenarios named on the command line: ``.toml`` files, directories (their ``*.toml``), bundled
     scenario names (``kill-random``: a bare bundled name wins over a local file of that name; ``./NAME`` is the
     local one), each optionally with ``@wK`` (draw K of a generated scenario, :mod:`harness.scenario.generate`);
-    none: every bundled scenario.  Raises :class:`harness.scenario.parse.ScenarioError` (file, line, key) or
+    none: every bundled scenario (for a ``subject`` whose store is a JetStream server the harness starts, a
+    profile with ``[jetstream]``: every scenario of the jetstream family, ``scenarios/jetstream/``).  Raises :class:`harness.scenario.parse.ScenarioError` (file, line, key) or
     ``_Usage`` (an unknown name, with the bundled names closest to it).
     """
     from harness.scenario.generate import expand_all, split_draw
@@ -58,7 +59,9 @@ def resolve_scenarios(args: list[str]) -> list[Any]:
                 raise _Usage(f"{base}@w{k}: the scenario has no draw {k} (its draws: @w0 .. @w{n - 1})")
         return picked
     paths: list[Path] = []
-    if not args:
+    if not args and subject is not None and getattr(subject, "jetstream", None) is not None:
+        paths = sorted((bundled_scenario_dir() / "jetstream").glob("*.toml"))
+    elif not args:
         paths = bundled_scenarios()
         if not paths:
             raise _Usage(f"no scenarios in {bundled_scenario_dir()}")
