@@ -363,4 +363,15 @@ def _report(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO, f
 
 
 def _store_arg(args: argparse.Namespace) -> str:
-    return f" --store {args.store}" if args.store else ""
+    """`` --store URL`` for a resume hint, shell-quoted, a password in the URL shown as ``***`` (the hint goes to
+    stderr and into logs); empty without ``--store``."""
+    if not args.store:
+        return ""
+    import shlex
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = urlsplit(args.store)
+    if url.password is not None:
+        user, _, hosts = url.netloc.rpartition("@")
+        url = url._replace(netloc=f"{user.split(':', 1)[0]}:***@{hosts}")
+    return f" --store {shlex.quote(urlunsplit(url))}"

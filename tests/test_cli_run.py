@@ -390,3 +390,10 @@ def test_fiskj_version_is_the_package_version(capsys):
     import fiskj
     from fiskj.cli import main
     assert main(["--version"]) == 0 and capsys.readouterr().out.strip() == f"fiskj {fiskj.__version__}"
+
+
+def test_a_resume_hint_never_prints_the_store_s_password_and_quotes_the_url():
+    hint = cli_run._store_arg(argparse.Namespace(store="nats://alice:s3cret@127.0.0.1:4222/RUNS?allow_single_replica=1"))
+    assert "s3cret" not in hint and hint == " --store 'nats://alice:***@127.0.0.1:4222/RUNS?allow_single_replica=1'"
+    assert cli_run._store_arg(argparse.Namespace(store="st")) == " --store st"
+    assert cli_run._store_arg(argparse.Namespace(store=None)) == ""
