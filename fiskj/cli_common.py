@@ -46,14 +46,15 @@ def is_store_url(spec: str | None) -> bool:
     return spec is not None and spec.startswith(("nats://", "tls://"))
 
 
-def open_store(spec: str | None) -> Any:
+def open_store(spec: str | None, *, reading: bool = False) -> Any:
     """The store a ``--store`` value names: :class:`fiskj.jetstream.JetStreamStore` for a ``nats://HOST:PORT/STREAM``
-    URL (docs/store.md "The JetStream store"), else :class:`fiskj.store.FileStore` of the directory (None: the
-    default).  Raises what the store's constructor raises (``StreamRefused``, ``StoreIOError``, ``UsageError``)."""
+    URL (docs/store.md "The JetStream store"; ``reading``: a migrate's source, whose storage and replicas are not
+    refused), else :class:`fiskj.store.FileStore` of the directory (None: the default).  Raises what the store's
+    constructor raises (``StreamRefused``, ``StoreIOError``, ``UsageError``)."""
     if is_store_url(spec):
         from .jetstream import JetStreamStore
 
-        return JetStreamStore(spec)
+        return JetStreamStore(spec, reading=reading)
     from .store import FileStore
 
     return FileStore(spec)

@@ -371,7 +371,7 @@ def migrate_command(args: argparse.Namespace, out: TextIO | None = None, err: Te
     out, err = out or sys.stdout, err or sys.stderr
     status, stores = EXIT_OK, []
     try:
-        stores.append(source := open_store(args.source))
+        stores.append(source := open_store(args.source, reading=True))  # a memory stream's runs can be rescued
         stores.append(target := open_store(args.target))
         run_ids = args.run_ids or [i.id for i in source.list()]
         for run_id in run_ids:

@@ -171,8 +171,15 @@ def _prefix(stream: str, subjects: list[str]) -> str:
     return ".".join(tokens[:-1])
 
 
-def _check_config(stream: str, cfg: Any, allow_single_replica: bool) -> None:
-    """Refuse a stream that can lose or mutate a record (docs/store.md "Refusals")."""
+def _add_command(stream: str, replicas: int = 3) -> str:
+    """The ``nats stream add`` command that makes a stream the store accepts (docs/store.md)."""
+    return (f"nats stream add {stream} --subjects 'PREFIX.>' --storage=file --replicas={replicas} "
+            f"--max-msgs-per-subject=1 --discard=new --discard-per-subject --max-age=-1 --max-msg-size=-1")
+
+
+def _check_config(stream: str, cfg: Any, allow_single_replica: bool, reading: bool = False) -> None:
+    """Refuse a stream that can lose or mutate a record (docs/store.md "Refusals"); ``reading``: the source of a
+    ``fiskj session migrate``, whose storage and replicas are what the runs are being moved away from."""
     edit = f"nats stream edit {stream}"
     if cfg.max_msgs_per_subject != 1:
         raise _refuse(stream, "max_msgs_per_subject", f"keeps {cfg.max_msgs_per_subject} messages per subject, "
@@ -186,10 +193,12 @@ def _check_config(stream: str, cfg: Any, allow_single_replica: bool) -> None:
     if cfg.max_msg_size is not None and 0 < cfg.max_msg_size < RECORD_FLOOR_BYTES:
         raise _refuse(stream, "max_msg_size", f"caps messages at {cfg.max_msg_size} bytes, under the "
                       f"{RECORD_FLOOR_BYTES}-byte record floor", f"{edit} --max-msg-size=-1")
+    if reading:
+        return
     if getattr(cfg.storage, "value", cfg.storage) == "memory":
         raise _refuse(stream, "storage", "keeps its messages in memory: every run is lost when the server "
-                      "restarts", f"nats stream add NEW --storage=file (the storage cannot be edited), then "
-                      f"fiskj session migrate --from nats://.../{stream} --to nats://.../NEW")
+                      "restarts", f"{_add_command('NEW')} (the storage cannot be edited), then "
+                      f"fiskj session migrate --from nats://.../{stream} --to nats://.../NEW (migrate reads a memory stream)")
     if (cfg.num_replicas or 1) < 2 and not allow_single_replica:
         raise _refuse(stream, "num_replicas", "has one replica: one server's disk holds every run", f"{edit} "
                       f"--replicas=3 (a 3-node cluster), or allow it: allow_single_replica=True "
@@ -203,12 +212,15 @@ class JetStreamStore:
     ``stream``; ``context``: a ``nats context`` name supplying servers and credentials;
     ``allow_single_replica``: accept an R1 stream; ``timeout`` (s) per request; ``attempts``: publishes of
     one record before the journal is poisoned.  The same methods as :class:`fiskj.store.FileStore`
-    (``create``, ``open``, ``load``, ``list``, ``delete``) plus ``close``.  Construction raises
+    (``create``, ``open``, ``load``, ``list``, ``delete``) plus ``close``.  ``reading``: the source of a
+    ``fiskj session migrate`` (its storage and replica count are not refused: they are what its runs move away
+    from).  Construction raises
     :class:`StreamRefused` (a missing or unsafe stream), :class:`StoreIOError` (no server), :class:`UsageError`.
     """
 
     def __init__(self, url: str | None = None, stream: str | None = None, *, context: str | None = None,
-                 allow_single_replica: bool = False, timeout: float = 5.0, attempts: int = 5) -> None:
+                 allow_single_replica: bool = False, timeout: float = 5.0, attempts: int = 5,
+                 reading: bool = False) -> None:
         opts: dict[str, Any] = parse_url(url) if url and urllib.parse.urlsplit(url).path.strip("/") else {}
         if url and not opts:
             opts["servers"] = url.split(",")
@@ -226,7 +238,7 @@ class JetStreamStore:
         try:
             info = self._call(self.client.js.stream_info(self.stream), "binding the stream")
             self.prefix = _prefix(self.stream, info.config.subjects or [])
-            _check_config(self.stream, info.config, self.allow_single_replica)
+            _check_config(self.stream, info.config, self.allow_single_replica, reading)
         except BaseException:
             self.client.close()
             raise
@@ -271,9 +283,7 @@ class JetStreamStore:
             raise
         except NotFoundError:
             raise _refuse(self.stream, "stream", f"does not exist on {','.join(self.servers)}",
-                          f"nats stream add {self.stream} --subjects 'PREFIX.>' --storage=file --replicas=3 "
-                          f"--max-msgs-per-subject=1 --discard=new --discard-per-subject --max-age=-1 "
-                          f"--max-msg-size=-1") from None
+                          f"{_add_command(self.stream)} (one server: --replicas=1, and allow_single_replica)") from None
         except Exception as exc:
             raise StoreIOError(f"{what} failed: {type(exc).__name__}: {exc}", path=self.location(run_id),
                                run_id=run_id, errno=errno.EIO) from None

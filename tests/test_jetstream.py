@@ -289,6 +289,18 @@ def test_migrate_file_to_jetstream_and_back_folds_identically_byte_for_byte(stre
     assert '"status": "error"' in capsys.readouterr().out
 
 
+def test_a_memory_stream_is_refused_for_use_but_migrate_reads_its_runs_away_to_a_safe_store(nats_server, tmp_path,
+                                                                                             capsys):
+    memory = Stream(nats_server, storage="memory")
+    with pytest.raises(StreamRefused, match="migrate --from .* --to .*reads a memory stream") as info:
+        memory.store()
+    assert info.value.field == "storage" and "--subjects 'PREFIX.>'" in str(info.value)
+    _write(memory.store(reading=True), "r1", RUN).close()  # runs left on such a stream (written before the check)
+    assert main(["session", "migrate", "--from", memory.url, "--to", str(tmp_path / "safe")]) == 0
+    assert "migrated run r1" in capsys.readouterr().out
+    assert FileStore(tmp_path / "safe").load("r1").records == len(RUN) + 1  # the meta record and RUN
+
+
 def test_a_three_node_cluster_keeps_appending_when_a_follower_is_killed(tmp_path):
     cluster = start_cluster(str(tmp_path), sync_interval="always")
     try:
