@@ -273,7 +273,10 @@ class JetStreamFamily(FamilyBase):
             return ("its store is not a JetStream server the harness starts: run it with a profile that has "
                     "[jetstream] and --store {store_url} (subjects/jetstream/*.toml)")
         if not subject.caps.fiskj_based:
-            return "acknowledged publishes are read from fiskj's IO seam (op publish): a fiskj-based subject only"
+            return ("acknowledged publishes are read from fiskj's IO seam (op publish): a fiskj-based subject only "
+                    "(to test a changed JetStream store, run fiskj with it patched in: command "
+                    "[\"{python}\", \"-m\", \"harness.selftest.subject\"] and FISKJ_PRELOAD = \"YOUR_MODULE\" in [env], "
+                    "docs/selftest.md)")
         if scenario is not None and self.params(scenario).fault == "damage" and subject.jetstream[0] < 3:
             return ("damage of one replica's block files needs 3 replicas: with one there is no other copy, so "
                     "damaged block files lose records by construction (docs/jetstream.md)")
