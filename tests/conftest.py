@@ -82,7 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("long"):
         return
-    skip = pytest.mark.skip(reason="long: a real agent's variant campaign; run with --long")
+    skip = pytest.mark.skip(reason="long: a long campaign of a real agent; run with --long")
     for item in items:
         if "long" in item.keywords:
             item.add_marker(skip)

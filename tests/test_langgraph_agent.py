@@ -242,6 +242,8 @@ def _campaign(tmp_path: Path, python: str, scenarios: list[str], trials: int, bu
 
 
 @pytest.mark.slow
+@pytest.mark.long  # about 2 min on 2 idle cores (every leg a fresh LangGraph interpreter); the default suite keeps
+# the agent's own tests above and the memory-saver catch below (tests/README.md "What the suite costs")
 def test_the_langgraph_agent_passes_power_loss_of_its_sqlite_store_and_kills_judged_from_its_reading(tmp_path, python):
     proc, report = _campaign(tmp_path, python, ["power-loss-basic", "kill-every-event"], 4)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]

@@ -173,7 +173,7 @@ def minimal_note(reproducer: dict[str, Any], runs: dict[int, dict[str, Any]] | N
     n, origin = fault_total(reproducer), reproducer.get("origin") or run.get("origin")
     return ("fails with no fault injected" if n == 0 else "a schedule run as given (not shrunk)"
             if origin in ("replay", "explicit", "regression") else f"not shrunk ({n} fault(s)): a campaign shrinks one failure "
-            "of each scenario, its smallest, within --shrink-budget; this is not the one it shrank, or none was")
+            "of each scenario, its smallest, within --shrink-budget; not this one")
 
 
 def _int(value: Any) -> int:

@@ -241,7 +241,8 @@ def add_stream(servers: list[str], name: str, *, prefix: str = "fiskj", replicas
                 client.run(client.js.add_stream(config))
                 break
             except Exception as exc:  # noqa: BLE001 - reported; retried only while JetStream has no leader yet
-                transient = isinstance(exc, (ServiceUnavailableError, NoRespondersError, NatsTimeout, TimeoutError))
+                transient = isinstance(exc, (ServiceUnavailableError, NoRespondersError, NatsTimeout, TimeoutError)) \
+                    or getattr(exc, "err_code", None) == 10005  # "no suitable peers": a node not yet seen by the meta leader
                 if not transient or time.monotonic() > deadline:
                     raise SetupError(f"cannot create stream {name}: {type(exc).__name__}: {exc}") from None
                 time.sleep(0.05)
