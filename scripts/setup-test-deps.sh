@@ -1,6 +1,8 @@
 #!/bin/sh
 # Install what the test suite needs beyond the project's .venv, when missing: the LangGraph subject's own
-# environment (scripts/install-langgraph.sh: .cache/langgraph, from PyPI), and the Debian packages:
+# environment (scripts/install-langgraph.sh: .cache/langgraph, from PyPI), Claude Code (scripts/install-claude-code.sh:
+# .cache/claude-code, pinned, from npm: the real agent tests/test_claude_code_client.py and tests/test_mcp_server.py
+# drive), and the Debian packages:
 # headless Chromium, which tests/test_html_report.py uses to load the HTML report (harness/report/html.py)
 # in a real browser.
 #
@@ -11,6 +13,7 @@ set -eu
 
 case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
 sh "$here/install-langgraph.sh" >/dev/null
+sh "$here/install-claude-code.sh" >/dev/null
 
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
