@@ -24,7 +24,8 @@ __all__ = ["Ack", "Span", "events", "is_lock", "acknowledged", "lock_spans", "jo
 
 @dataclass
 class Ack:
-    """One journal line a leg wrote and then fsynced (acknowledged)."""
+    """One journal line a leg wrote and then fsynced (acknowledged); ``op``: the call that acknowledged it
+    (``fsync``, ``fdatasync``, or ``publish``: an append a JetStream server acknowledged)."""
 
     leg: int
     pid: int
@@ -34,6 +35,7 @@ class Ack:
     write_n: int
     fsync_n: int
     t: int | None
+    op: str = "fsync"
 
     @property
     def end(self) -> int | None:
@@ -165,7 +167,7 @@ def acknowledged(history: History, leg: Leg) -> list[Ack]:
                     seq = decode_record(line).seq
                 except Exception:  # noqa: BLE001 - an undecodable line is still acknowledged bytes
                     seq = None
-                acks.append(Ack(leg.index, pid, seq, line, start, n0, ev.get("n", 0), ev.get("t")))
+                acks.append(Ack(leg.index, pid, seq, line, start, n0, ev.get("n", 0), ev.get("t"), op))
     return acks
 
 

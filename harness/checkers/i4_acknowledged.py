@@ -488,7 +488,7 @@ def check(history: History) -> Any:
             if cuts:
                 row["truncated_by"] = cuts
             what = f"the line at offset {key}" if by_offset else f"record seq {key}"
-            row["detail"] = (f"{what} acknowledged by leg {ack.leg} (fsync n={ack.fsync_n}) is "
+            row["detail"] = (f"{what} acknowledged by leg {ack.leg} ({ack.op} n={ack.fsync_n}) is "
                              f"{'changed' if lines else 'missing'} in the journal after leg {snap_leg.index}")
             violations.append(row)
     for leg in legs:
