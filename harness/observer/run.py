@@ -20,25 +20,6 @@ _File = int | IO[Any] | None
 
 
 @dataclass(frozen=True, slots=True)
-class Paused:
-    """A ``paused K SEQ PID TID OP PATH`` line: the thread ``tid`` is stopped at the entry of op ``seq``."""
-
-    k: int
-    seq: int
-    pid: int
-    tid: int
-    op: str
-    path: str
-
-    @classmethod
-    def parse(cls, line: str) -> "Paused":
-        parts = line.rstrip("\n").split(" ", 6)
-        if len(parts) != 7 or parts[0] != "paused":
-            raise ControlError(f"unexpected control line {line!r}")
-        return cls(int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), parts[5], parts[6])
-
-
-@dataclass(frozen=True, slots=True)
 class Waits:
     """A ``waits SEQ PID TID OP PATH`` line (``--announce-waits``): the thread ``tid`` entered op ``seq``, a lock
     call that waits while another holds the lock (``flock`` without ``LOCK_NB``, ``F_SETLKW``)."""
@@ -51,10 +32,29 @@ class Waits:
 
     @classmethod
     def parse(cls, line: str) -> "Waits":
-        parts = line.rstrip("\n").split(" ", 5)
-        if len(parts) != 6 or parts[0] != "waits":
-            raise ControlError(f"unexpected control line {line!r}")
-        return cls(int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5])
+        return cls(*_control_fields(line, "waits", 3))
+
+
+@dataclass(frozen=True, slots=True)
+class Paused(Waits):
+    """A ``paused K SEQ PID TID OP PATH`` line: the thread ``tid`` is stopped at the entry of op ``seq`` (the
+    ``k``-th pause)."""
+
+    k: int = 0
+
+    @classmethod
+    def parse(cls, line: str) -> "Paused":
+        k, *rest = _control_fields(line, "paused", 4)
+        return cls(*rest, k=k)
+
+
+def _control_fields(line: str, word: str, ints: int) -> list[Any]:
+    """The fields of a control line ``WORD N1 .. N<ints> OP PATH``: the numbers as ints, then op and path (the
+    path may hold spaces).  Raises :class:`ControlError` for any other line."""
+    parts = line.rstrip("\n").split(" ", ints + 2)
+    if len(parts) != ints + 3 or parts[0] != word or not all(p.lstrip("-").isdigit() for p in parts[1:ints + 1]):
+        raise ControlError(f"unexpected control line {line!r}")
+    return [int(p) for p in parts[1:ints + 1]] + parts[ints + 1:]
 
 
 class ObservedProcess(subprocess.Popen):  # type: ignore[type-arg]
