@@ -227,7 +227,7 @@ def test_a_reading_command_s_whole_output_is_parsed_however_long_and_only_its_ta
     import sys as _sys
 
     from harness.history.readers import READING_KEEP, parse_reading
-    from harness.runner.leg import LegStarter
+    from harness.runner.starter import LegStarter
     from harness.subject.contract import parse_subject
 
     big = {"status": "open", "messages": ["x" * 100] * 1000, "records": 3}

@@ -158,7 +158,7 @@ def _dotted(obj: Any, path: str) -> tuple[bool, Any]:
 def parse_reading(raw: dict[str, Any], fields: tuple[tuple[str, str], ...], fmt: str = "json") -> dict[str, Any]:
     """The subject's own reading of a journal from its status command's output (docs/history.md).
 
-    ``raw``: what :meth:`harness.runner.leg.LegStarter.read` returned;
+    ``raw``: what :meth:`harness.runner.starter.LegStarter.read` returned;
     ``fields``: ``status``, ``pending``, ``records`` (an opaque store's: ``status``, ``tool_results``,
     ``answer``) -> dotted paths into the JSON it printed (``fmt`` ``"json"``), or -> regular expressions
     whose group ``value`` takes the field from its text (``fmt`` ``"text"``: the first match, every match for

@@ -1,4 +1,5 @@
-"""The one leg runner: the only code that starts an agent process for a trial.
+"""The one leg runner: every agent process of a trial runs through it (its process started by
+:class:`harness.runner.starter.LegStarter`).
 
 A *leg* is one agent process of a trial (leg 0 starts the run, later legs
 resume it; docs/subject.md).  Every family starts its legs here: the
@@ -20,8 +21,6 @@ from __future__ import annotations
 import glob
 import os
 import signal
-import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,20 +36,17 @@ from harness.runner.faults import event_action, history_fault
 from harness.subject.contract import journal_bytes
 from harness.history.model import Leg
 from harness.history.readers import parse_reading, read_trace, tail_text
-from harness.observer import spawn_observed
-from harness.observer.run import seccomp_filter
 from harness.observer.errors import ControlError
 from harness.observer.ops import KINDS, entry_order
 from harness.observer.trace import ops_to_trace
-from harness.runner.locks import kept_by_others, process_tree
+from harness.runner.locks import waits_on_kept_lock
+from harness.runner.starter import LegStarter, state_of
 from harness.runner.process import close_pidfd, kill_tree, reap_group, signal_name, wait_for_exit
 from harness.subject.contract import CONTRACT_EXITS, Subject
-from harness.subject.forkserver import ForkServer
 from harness.workload.mcp_setup import LegMcp, open_leg
 
-__all__ = ["LegOutcome", "LegPlan", "LegStarter", "drive", "run_leg", "start_or_resume", "count_user_records",
-           "observer_faults", "journal_glob", "HOLD_KINDS", "open_mcp",
-           "waits_on_kept_lock"]
+__all__ = ["LegOutcome", "LegPlan", "drive", "run_leg", "start_or_resume", "count_user_records",
+           "observer_faults", "journal_glob", "HOLD_KINDS", "open_mcp"]
 
 _USER_PROTOCOL = b'"io.choria.fisk-ai.v1.session.user"'
 _SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
@@ -130,10 +126,6 @@ def count_user_records(journal: bytes | None) -> int:
 #: The calls a ``hold`` fault counts: the lookups, reads, opens and locks by which an agent learns the
 #: state of a run (the sequence points of a race, docs/spec.md section 10).
 HOLD_KINDS = "open,read,stat,access,flock,lock"
-#: Bytes of a reading command's output that are parsed.  A reading may print a run's whole
-#: conversation, so it must hold the largest journal a run writes: several tool outputs just under
-#: the 16 MiB record limit (docs/spec.md section 6) each JSON-escaped, up to 6 bytes per byte.
-READING_LIMIT = 512 << 20
 
 
 def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
@@ -160,22 +152,6 @@ def observer_faults(spec: dict[str, Any], journal: str = "") -> list[str]:
     return [value]
 
 
-def state_of(workdir: Path, roots: tuple[str, ...], slug: str = "") -> tuple[tuple[str, bytes | None], ...]:
-    """The files a leg or a reading starts from, as one value to compare: every folder (``None``) and file (its
-    bytes) below ``roots``, paths relative to ``workdir`` with the trial's cwd slug ``slug`` blanked."""
-    found: list[tuple[str, bytes | None]] = []
-    for root in roots:
-        for top, dirs, files in os.walk(root):
-            dirs.sort()
-            rel = os.path.relpath(top, workdir)
-            rel = rel.replace(slug, "") if slug else rel
-            found.append((rel, None))
-            for name in sorted(files):
-                with open(os.path.join(top, name), "rb") as f:
-                    found.append((os.path.join(rel, name), f.read()))
-    return tuple(found)
-
-
 def journal_glob(path: Path, store: bool) -> str:
     """The observer's glob of the journal's paths (its faults' ``=GLOB``): ``*/NAME`` for the journal's file
     (``NAME`` may hold the template's ``*``), ``DIR/*`` for every file below an opaque store ``DIR``."""
@@ -189,27 +165,6 @@ def lock_point(ops: Any) -> int | None:
     kinds = set(HOLD_KINDS.split(","))
     points = [op for op in entry_order(ops) if not op.lifecycle and op.op in kinds]
     return next((k for k, op in enumerate(points, start=1) if op.op in ("flock", "lock")), None)
-
-
-def waits_on_kept_lock(proc: Any, timeout: float) -> dict[str, Any] | None:
-    """Follow the observed ``proc`` (spawned with ``announce_waits``) until it ends, ``timeout`` seconds pass, or
-    it enters a lock call that waits on a file another process keeps an exclusive lock on
-    (:func:`harness.runner.locks.kept_by_others`, its own process tree left out); in that last case return
-    ``{"seq", "pid", "op", "path", "keepers"}`` (it is still in the call), else ``None``.  A race's rival runs
-    while the held leg is paused, and the held leg is released only when the rival ends: such a call never
-    returns, so the rival is hung the moment it is seen to wait, not at the trial's deadline."""
-    deadline = time.monotonic() + timeout
-    root = getattr(proc, "attached", None) or proc.pid
-    while True:
-        try:
-            waits = proc.wait_waits(max(0.0, deadline - time.monotonic()))
-        except ControlError:  # its deadline (drive() then finds it hung) or a closed channel
-            return None
-        if waits is None:  # the tracer ended: the leg is over
-            return None
-        keepers = kept_by_others(waits.path, waits.op, process_tree(root))
-        if keepers:
-            return {"seq": waits.seq, "pid": waits.pid, "op": waits.op, "path": waits.path, "keepers": keepers}
 
 
 def _hold(proc: Any, timeout: float) -> bool:
@@ -295,205 +250,6 @@ def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegO
                           t_end=t_end)
     return LegOutcome(returncode=rc, exit_signal=None, injected=injected, timed_out=timed_out, t_end=t_end,
                       fault_t=fault_t)
-
-
-class LegStarter:
-    """Starts a subject's agent processes: under the outside observer, forked from a fork server, or fresh.
-
-    ``subject``: the agent; ``observe``: every leg runs under the outside
-    observer (:mod:`harness.observer`, docs/observer.md), which records its
-    durability operations and injects event faults from outside, for any
-    subject; ``fork_server``: the subject allows forking from a pre-imported
-    interpreter, one per thread (:class:`harness.subject.forkserver.ForkServer`;
-    see :func:`harness.subject.contract.fork_server_enabled`): legs are forked
-    (an observed one with the tracer attached to it, ``fiskj-observe --attach``),
-    and so are the subject's readings and helper modules (never observed, no
-    fault), each the same code a fresh process would run.  Thread-safe;
-    :meth:`close` stops every fork server it started.
-    """
-
-    def __init__(self, subject: Subject, fork_server: bool, observe: bool = False) -> None:
-        self.subject = subject
-        self.observe = observe
-        self.forked_reads = fork_server  # legs (observed: the tracer attached), readings and helper modules
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._servers: list[ForkServer] = []
-        self._readings: dict[Any, dict[str, Any]] = {}
-        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
-
-    def prepare(self) -> None:
-        """Start this thread's fork server now (before a leg's clock starts), when legs are forked."""
-        self._server()
-
-    def _server(self) -> ForkServer | None:
-        if not self.forked_reads:
-            return None
-        server = getattr(self._local, "server", None)
-        if server is None or not server.running:
-            server = ForkServer(self.subject.argv[0]).start()
-            self._local.server = server
-            with self._lock:
-                self._servers.append(server)
-        return server
-
-    def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path, *,
-              log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None,
-              control: bool = False, cwd: str = "", announce_waits: bool = False) -> Any:
-        """Start one leg in a new session; returns a Popen-like object (``pid``, ``wait``, ``poll``, ``returncode``).
-
-        ``stdin``: a file to read (else ``/dev/null``); ``out``/``err``:
-        files that receive its output (truncated).  When observed: ``log``
-        receives the operations under ``roots``, and ``faults`` are the
-        observer's (:func:`observer_faults`); ``announce_waits``: the observer
-        announces each lock call of it that may wait (``proc.wait_waits``; not
-        with ``control``); ``cwd``: its working directory
-        (``""``: this process's).  Raises ``OSError`` or
-        ``RuntimeError`` when the process cannot start.
-        """
-        if self.observe:
-            assert log is not None, "an observed leg needs a log path"
-            attached = self._start_attached(argv, env, stdin, out, err, log, roots, faults, control, cwd,
-                                            announce_waits)
-            if attached is not None:
-                return attached
-            with open(out, "wb") as fo, open(err, "wb") as fe:
-                stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
-                try:
-                    return spawn_observed(argv, env=env, cwd=cwd or None, stdin=stdin_file, stdout=fo, stderr=fe, log=str(log),
-                                          roots=list(roots), faults=list(faults or ()),
-                                          control=control or announce_waits, announce_waits=announce_waits,
-                                          start_new_session=True, lookups=control)
-                finally:
-                    if stdin is not None:
-                        stdin_file.close()  # type: ignore[union-attr]
-        return self._start_plain(argv, env, stdin, out, err, cwd)
-
-    def _start_attached(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
-                        log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str,
-                        announce_waits: bool = False) -> Any:
-        """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "The
-        reference subject's fork server"); ``None`` when legs are not forked, the fork server fails, or the leg
-        is to be held (``control``: its rival, leg or reading, needs the fork server while it waits)."""
-        server = None if cwd or control or not self.forked_reads else self._server()
-        if server is None:
-            return None
-        key = tuple(faults or ())
-        try:
-            if key not in self._filters:
-                self._filters[key] = seccomp_filter(key, lookups=False)
-            child = server.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
-                                 stdout=str(out), stderr=str(err), seccomp=self._filters[key])
-        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
-            server.close()
-            self._local.server = None
-            return None
-        try:
-            with open(err, "ab") as fe:  # the tracer's own complaints, after the leg's
-                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), lookups=False,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe,
-                                      start_new_session=True, attach=child.pid, control=announce_waits,
-                                      announce_waits=announce_waits)
-        except BaseException:
-            os.kill(child.pid, signal.SIGKILL)
-            raise
-
-    def _start_plain(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
-                     cwd: str = "") -> Any:
-        server = None if cwd else self._server()
-        if server is not None:
-            words = argv[len(self.subject.argv):]
-            try:
-                return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out), stderr=str(err))
-            except (OSError, RuntimeError, ValueError):
-                # The fork server died (or its pipe broke): start a new one, once.
-                server.close()
-                self._local.server = None
-                server = self._server()
-                assert server is not None
-            return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out), stderr=str(err))
-        with open(out, "wb") as fo, open(err, "wb") as fe:
-            stdin_file = open(stdin, "rb") if stdin is not None else None
-            try:
-                return subprocess.Popen(argv, env=env, stdin=stdin_file or subprocess.DEVNULL, stdout=fo, stderr=fe,
-                                        start_new_session=True, close_fds=True, cwd=cwd or None)
-            finally:
-                if stdin_file is not None:
-                    stdin_file.close()
-
-    def read(self, argv: list[str], env: dict[str, str], workdir: Path, tag: str,
-             timeout_s: float = 30.0, state: Any = None) -> dict[str, Any]:
-        """Run the subject's own reading command (``argv``, not observed, no fault) to its end; its output
-        goes to ``workdir/reading-TAG.out`` and ``.err``.
-
-        ``state``: what it reads (:func:`state_of`'s files and the journal's bytes: a store on a server holds the
-        run outside the files); a reading of the same state with the same command
-        (the trial folder left out) is run once (one reading per distinct state).
-        Returns ``{"argv", "exit_code", "stdout", "stderr", "timed_out"}``
-        (``stdout``: its first :data:`READING_LIMIT` bytes, to parse, and
-        ``over_limit`` when it printed more;
-        ``stderr`` kept as :func:`tail_text` keeps it; ``exit_code`` ``None``
-        when it was killed after ``timeout_s`` seconds).  Raises ``OSError``
-        or ``RuntimeError`` when it cannot start.
-        """
-        key = None if state is None else (tuple(a.replace(str(workdir), "") for a in argv), state)
-        with self._lock:
-            known = self._readings.get(key) if key is not None else None
-        if known is not None:
-            return {**known, "argv": list(argv)}
-        out, err = workdir / f"reading-{tag}.out", workdir / f"reading-{tag}.err"
-        proc = self._start_plain(argv, env, None, out, err)
-        timed_out = not wait_for_exit(proc, timeout_s)
-        if timed_out:
-            kill_tree(proc)
-        code = proc.returncode if not timed_out and proc.returncode is not None and proc.returncode >= 0 else None
-        over = False
-        try:
-            with open(out, "rb") as f:
-                data = f.read(READING_LIMIT + 1)
-            over = len(data) > READING_LIMIT
-            stdout = data[:READING_LIMIT].decode("utf-8", errors="replace")
-        except OSError:
-            stdout = ""
-        reading = {"argv": list(argv), "exit_code": code, "stdout": stdout, "stderr": tail_text(err),
-                   "timed_out": timed_out}
-        if over:
-            reading["over_limit"] = READING_LIMIT
-        if key is not None and not timed_out and str(workdir) not in stdout + reading["stderr"]:
-            with self._lock:
-                self._readings[key] = reading
-        return reading
-
-    def run_module(self, module: str, args: list[str], env: dict[str, str], workdir: Path, tag: str,
-                   timeout_s: float = 120.0) -> dict[str, Any]:
-        """Run ``python -m MODULE ARGS`` as this fiskj-based subject would run it (forked from this thread's
-        fork server when legs are forked, else a fresh interpreter of the subject's), so the subject's
-        preload applies in it; the same result as :meth:`read` (output in ``workdir/module-TAG.out``)."""
-        out, err = workdir / f"module-{tag}.out", workdir / f"module-{tag}.err"
-        server = self._server()
-        if server is not None:
-            proc: Any = server.spawn(args, env, stdin=None, stdout=str(out), stderr=str(err), main=module)
-        else:
-            with open(out, "wb") as fo, open(err, "wb") as fe:
-                proc = subprocess.Popen([self.subject.argv[0], "-m", module, *args], env=env, stdin=subprocess.DEVNULL,
-                                        stdout=fo, stderr=fe, start_new_session=True, close_fds=True)
-        timed_out = not wait_for_exit(proc, timeout_s)
-        if timed_out:
-            kill_tree(proc)
-        code = proc.returncode if not timed_out and proc.returncode is not None and proc.returncode >= 0 else None
-        try:
-            stdout = out.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            stdout = ""
-        return {"argv": [module, *args], "exit_code": code, "stdout": stdout, "stderr": tail_text(err),
-                "timed_out": timed_out}
-
-    def close(self) -> None:
-        """Stop every fork server this starter started; idempotent."""
-        with self._lock:
-            servers, self._servers = self._servers, []
-        for server in servers:
-            server.close()
 
 
 @dataclass

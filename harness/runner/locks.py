@@ -11,9 +11,13 @@ call is announced; the keeper is paused, so the answer cannot change before the 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+from typing import Any
 
-__all__ = ["kept_by_others", "process_tree"]
+from harness.observer.errors import ControlError
+
+__all__ = ["kept_by_others", "process_tree", "waits_on_kept_lock"]
 
 #: The lock classes of ``/proc/locks`` a call of each observed kind (``harness.observer.ops``) contends with.
 _CLASSES = {"flock": ("FLOCK",), "lock": ("POSIX", "OFDLCK")}
@@ -63,3 +67,24 @@ def process_tree(root: int) -> set[int]:
         grew = bool(more)
         tree |= more
     return tree
+
+
+def waits_on_kept_lock(proc: Any, timeout: float) -> dict[str, Any] | None:
+    """Follow the observed ``proc`` (spawned with ``announce_waits``) until it ends, ``timeout`` seconds pass, or
+    it enters a lock call that waits on a file another process keeps an exclusive lock on
+    (:func:`harness.runner.locks.kept_by_others`, its own process tree left out); in that last case return
+    ``{"seq", "pid", "op", "path", "keepers"}`` (it is still in the call), else ``None``.  A race's rival runs
+    while the held leg is paused, and the held leg is released only when the rival ends: such a call never
+    returns, so the rival is hung the moment it is seen to wait, not at the trial's deadline."""
+    deadline = time.monotonic() + timeout
+    root = getattr(proc, "attached", None) or proc.pid
+    while True:
+        try:
+            waits = proc.wait_waits(max(0.0, deadline - time.monotonic()))
+        except ControlError:  # its deadline (drive() then finds it hung) or a closed channel
+            return None
+        if waits is None:  # the tracer ended: the leg is over
+            return None
+        keepers = kept_by_others(waits.path, waits.op, process_tree(root))
+        if keepers:
+            return {"seq": waits.seq, "pid": waits.pid, "op": waits.op, "path": waits.path, "keepers": keepers}

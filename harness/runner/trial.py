@@ -44,10 +44,10 @@ from harness.history.model import History, Leg, Reference, observed_result
 from harness.history.promises import COMPLETED_PROBE
 from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
-from harness.runner.leg import (LegOutcome, LegPlan, LegStarter, count_user_records, open_mcp, run_leg,
-                                start_or_resume, state_of)
+from harness.runner.leg import LegOutcome, LegPlan, count_user_records, open_mcp, run_leg, start_or_resume
+from harness.runner.starter import LegStarter, state_of
 from harness.runner.drift import drifted_config
-from harness.runner.prelude import Prelude, lay_files, rehome
+from harness.runner.prelude import Prelude, lay_files
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
 from harness.workload.server import ModelServer, api_key
@@ -550,7 +550,7 @@ class _Place:
     shared: bool = False  # a recorded trial's: a reading or the probe after the end shared by trials of one state
 
     def state(self) -> tuple | None:
-        """The files below :attr:`roots` (:func:`harness.runner.leg.state_of`) when :attr:`shared`, else ``None``."""
+        """The files below :attr:`roots` (:func:`harness.runner.starter.state_of`) when :attr:`shared`, else ``None``."""
         return state_of(self.tmp, self.roots, self.where["cwd_slug"]) if self.shared else None
 
     @property

@@ -17,7 +17,7 @@ For each, in order, this child answers QUESTION:
 It prints one JSON line per folder: ``{"file": NAME, "answer": ANSWER}``,
 an ANSWER being :meth:`Answer.to_json` (after a recovery, its ``recovery``
 says what the recovery did).  It runs with the subject's environment,
-forked from the fork server (:meth:`harness.runner.leg.LegStarter.run_module`)
+forked from the fork server (:meth:`harness.runner.starter.LegStarter.run_module`)
 or started afresh, so a mutant's preload (``$FISKJ_PRELOAD``) applies here
 and only here.  It imports nothing of the harness but the preload loader
 (fiskj is imported inside the functions, after the
