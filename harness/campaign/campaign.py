@@ -35,10 +35,6 @@ def unsupported(subject: Subject, scenario: Scenario) -> str | None:
     limits (:meth:`harness.subject.capabilities.Capabilities.refuses`), then its family's."""
     if subject.jetstream is not None and scenario.faults.family != "jetstream":
         return "its store is a JetStream server only the jetstream family starts ([faults] family = \"jetstream\")"
-    if subject.jetstream is not None and subject.jetstream_storage == "memory":
-        return ("its [jetstream] storage = \"memory\": the JetStream store refuses a stream that keeps its messages "
-                "in memory (fiskj: StreamRefused, field storage; every run is lost when the server restarts), so no "
-                "trial can run; use storage = \"file\"")
     return subject.caps.refuses(scenario.workload) or by_mode(scenario.faults.family).unsupported(subject, scenario)
 
 

@@ -441,5 +441,5 @@ def _jetstream(src: _ProfileText) -> tuple[int, str] | None:
 
 def _jetstream_storage(src: _ProfileText) -> str:
     """``[jetstream] storage``: ``"file"`` (default) or ``"memory"``, the stream's storage a trial would make
-    (a memory stream is refused before any trial: :func:`harness.campaign.campaign.unsupported`)."""
+    (a memory stream is refused before any trial: the jetstream family's ``unsupported``)."""
     return str((src.doc.get("jetstream") or {}).get("storage", "file"))

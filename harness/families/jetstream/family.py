@@ -272,6 +272,10 @@ class JetStreamFamily(FamilyBase):
         if subject.jetstream is None:
             return ("its store is not a JetStream server the harness starts: run it with a profile that has "
                     "[jetstream] and --store {store_url} (subjects/jetstream/*.toml)")
+        if subject.jetstream_storage == "memory":
+            return ("its [jetstream] storage = \"memory\": the JetStream store refuses a stream that keeps its "
+                    "messages in memory (fiskj: StreamRefused, field storage; every run is lost when the server "
+                    "restarts), so no trial can run; use storage = \"file\"")
         if not subject.caps.fiskj_based:
             return ("acknowledged publishes are read from fiskj's IO seam (op publish): a fiskj-based subject only "
                     "(to test a changed JetStream store, run fiskj with it patched in: command "
