@@ -272,6 +272,28 @@ def test_schedules_are_drawn_deterministically_from_the_seed():
             assert fault["kind"] == "kill" and 0 <= fault["after_ms"] <= 110.0
 
 
+def test_draws_do_not_depend_on_the_modules_the_process_imported_and_write_nothing(tmp_path, monkeypatch):
+    # hypothesis mixes the constants of every loaded "local" module into its draws (parsing their sources, its
+    # cache in ./.hypothesis): a campaign's plan would depend on what its process imported, and cost a parse
+    import importlib
+    import uuid
+
+    from hypothesis import strategies as st
+
+    monkeypatch.chdir(tmp_path)
+    strategy = st.lists(st.integers(0, 10**6), min_size=3, max_size=3)
+    before = seeded_draws(strategy, 200, 1)
+    name = f"many_constants_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}.py").write_text(f"K = [{', '.join(str(i * 997) for i in range(1, 1000))}]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module(name)
+    try:
+        assert seeded_draws(strategy, 200, 1) == before
+    finally:
+        sys.modules.pop(name, None)
+    assert not (tmp_path / ".hypothesis").exists()
+
+
 def test_exhaustive_crash_points_cover_every_event_and_are_sampled_beyond_the_cap():
     points = exhaustive_schedules(30, cap=100, seed=1)
     assert points[0] == [{"kind": "kill", "event": 1, "when": "before"}]
