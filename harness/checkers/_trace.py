@@ -182,24 +182,27 @@ def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
     """
     journal = history.journal
     out: list[dict[str, Any]] = []
-    open_write: dict[int, dict[str, Any]] = {}
+    open_write: dict[int, tuple[dict[str, Any], bytes]] = {}  # pid -> its last write not synced yet, its bytes
+
+    def unsynced(write: tuple[dict[str, Any], bytes], before: str) -> dict[str, Any]:
+        ev, data = write  # what the write held is decoded only for a write reported
+        return {"leg": leg.index, "pid": ev["pid"], "n": ev.get("n"), "offset": ev.get("offset"), "len": ev.get("len"),
+                "record": written_what(data), "record_type": record_type(data) or "a line", "before": before}
     clean_exit = leg.exit_signal is None and leg.exit_code is not None and not history.promises.aborts(leg)
     for ev in events(leg):
         if not journal.is_journal(ev.get("path"), history.run_id):
             continue
         pid, op = ev["pid"], ev.get("op")
-        if op == "write" and _data(ev) and not ev.get("error"):
+        if op == "write" and not ev.get("error") and (data := _data(ev)):
             if pid in open_write:
-                out.append({**open_write[pid], "before": f"write n={ev.get('n')}"})
-            open_write[pid] = {"leg": leg.index, "pid": pid, "n": ev.get("n"), "offset": ev.get("offset"),
-                               "len": ev.get("len"), "record": written_what(_data(ev)),
-                               "record_type": record_type(_data(ev)) or "a line"}
+                out.append(unsynced(open_write[pid], f"write n={ev.get('n')}"))
+            open_write[pid] = (ev, data)
         elif op in ("fsync", "fdatasync"):
             open_write.pop(pid, None)
         elif op == "close" and pid in open_write:
-            out.append({**open_write.pop(pid), "before": f"close n={ev.get('n')}"})
+            out.append(unsynced(open_write.pop(pid), f"close n={ev.get('n')}"))
     if clean_exit:
-        out += [{**w, "before": f"exit {leg.exit_code}"} for w in open_write.values()]
+        out += [unsynced(w, f"exit {leg.exit_code}") for w in open_write.values()]
     return out
 
 

@@ -170,7 +170,8 @@ def lost_acknowledged(state: CrashStateFacts) -> list[str]:
 
 def _check_crash_state(state: CrashStateFacts, history: History | None = None) -> Any:
     if history is not None:  # the agent's journal is what it promises to keep; its other files are judged elsewhere
-        state = replace(state, acks=[a for a in state.acks if JournalView(history).is_journal(a.path)])
+        view = JournalView(history)
+        state = replace(state, acks=[a for a in state.acks if view.is_journal(a.path)])
     lost = lost_acknowledged(state)
     cut = _lost_by_recovery(state, JournalView(history), lost) if history is not None else []
     summary = (f"{len(lost)} acknowledged write(s) missing from crash state {state.id}: {lost[0]}" if lost

@@ -50,8 +50,14 @@ class CrashState:
     inodes: dict[str, int] = field(default_factory=dict)
     kept: frozenset[tuple] | None = None
 
-    def key(self) -> tuple:  # the state's content, for de-duplication
-        return (tuple(sorted(self.files.items())), frozenset(self.dirs), frozenset(self.acknowledged))
+    def key(self) -> tuple:
+        """The state's content, for de-duplication: its files, folders and acknowledged writes (computed once:
+        a state is never changed after it is built, and a plan asks for its key more than once)."""
+        key = self.__dict__.get("_key")
+        if key is None:
+            key = self.__dict__["_key"] = (tuple(sorted(self.files.items())), frozenset(self.dirs),
+                                           frozenset(self.acknowledged))
+        return key
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (file sizes instead of bytes)."""
