@@ -150,13 +150,49 @@ def _child_env(**extra: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(registry.__file__).parents[2]), **extra}
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_the_preload_applies_the_mutant_named_in_the_environment_and_patches_fiskj_in_that_process(name):
-    env = _child_env(FISKJ_PRELOAD=MUTANT_PRELOAD, FISKJ_MUTANT=name)
-    out = subprocess.run([sys.executable, "-c", _SNAPSHOT], env=env, capture_output=True, text=True, timeout=60)
+#: _SNAPSHOT for every mutant named on the command line, each in a process of its own forked from one that
+#: imported fiskj and the table once (importing the table patches nothing: the test above): per mutant, a JSON
+#: line [name, what load_preload() loaded with FISKJ_MUTANT=name, how many fiskj names it changed].
+_SNAPSHOT_EACH = _SNAPSHOT.split("before = snap()")[0] + """
+import json, os
+import harness.selftest.mutants
+from harness.subject.preload import load_preload
+before = snap()
+for name in sys.argv[1:]:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.environ["FISKJ_MUTANT"] = name
+            loaded = load_preload()
+            after = snap()
+            row = [name, loaded, len([k for k in after if after[k] != before.get(k)])]
+        except BaseException as exc:
+            row = [name, f"{type(exc).__name__}: {exc}", -1]
+        os.write(w, json.dumps(row).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        print(f.read().decode())
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def preloaded() -> dict[str, list]:
+    """Each mutant's [loaded, changed] from one run of _SNAPSHOT_EACH (one interpreter, not one per mutant)."""
+    env = _child_env(FISKJ_PRELOAD=MUTANT_PRELOAD)
+    out = subprocess.run([sys.executable, "-c", _SNAPSHOT_EACH, *NAMES], env=env, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
-    loaded, changed = out.stdout.split()
-    assert loaded == "harness.selftest.mutants" and int(changed) >= 1
+    return {row[0]: row[1:] for row in map(json.loads, out.stdout.splitlines())}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_preload_applies_the_mutant_named_in_the_environment_and_patches_fiskj_in_that_process(name, preloaded):
+    loaded, changed = preloaded[name]
+    assert loaded == "harness.selftest.mutants" and changed >= 1, (loaded, changed)
 
 
 def _fiskj_names() -> dict[tuple, int]:
