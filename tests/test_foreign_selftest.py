@@ -34,7 +34,8 @@ def campaign(tmp_path, scenarios, trials, bug=None, profile=FOREIGN_SUBJECT, rea
     report = tmp_path / "report.json"
     argv = [sys.executable, "-m", "harness.cli.main", "run", *[str(ROOT / "scenarios" / f"{s}.toml") for s in scenarios],
             "--subject", subject, "--trials", str(trials), "--seed", "1", "--report-json", str(report), "--quiet", "--keep", "none",
-            *(["--first-violation", "--shrink-budget", "0"] if bug else []),  # caught? not how often, not how small
+            # caught? not how often, not how small; one trial at a time: one in flight beside the catch is spent
+            *(["--first-violation", "--shrink-budget", "0", "--jobs", "1"] if bug else []),
             *([] if readings else ["--no-readings"])]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path,
                           env={k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")})
