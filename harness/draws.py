@@ -4,15 +4,13 @@ example database, nothing read or written on disk)."""
 from __future__ import annotations
 
 import random
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable
 
 __all__ = ["seeded_draws"]
 
 
-@contextmanager
-def _no_local_constants() -> Iterator[None]:
-    """Draws that see none of the "local constants" hypothesis (6.131 on) mixes into what it generates.
+def _no_local_constants() -> Callable[[], None]:
+    """Make hypothesis's draws see none of its "local constants" (6.131 on) until the returned function is called.
 
     Hypothesis takes them from the source of every loaded module it deems local (not the standard library,
     not site-packages): the first draw of a process parses all of fiskj's and the harness's modules (about
@@ -26,16 +24,15 @@ def _no_local_constants() -> Iterator[None]:
         from hypothesis.internal.constants_ast import Constants
         cache, original = providers.CONSTANTS_CACHE, providers._get_local_constants
     except (ImportError, AttributeError):  # another hypothesis: draws as it draws
-        yield
-        return
+        return lambda: None
     empty = Constants()
     cache.cache.clear()
     providers._get_local_constants = lambda: empty
-    try:
-        yield
-    finally:
+
+    def restore() -> None:
         providers._get_local_constants = original
         cache.cache.clear()
+    return restore
 
 
 def seeded_draws(strategy: Any, count: int, seed: int) -> list[Any]:
@@ -56,13 +53,15 @@ def seeded_draws(strategy: Any, count: int, seed: int) -> list[Any]:
 
     if count <= 0:
         return []
+    restore = _no_local_constants()
     try:
-        with _no_local_constants():
-            find(strategy, collect, random=random.Random(seed), settings=settings(  # no database: nothing on disk
-                max_examples=count, database=None, phases=[Phase.generate], deadline=None,
-                suppress_health_check=list(HealthCheck), report_multiple_bugs=False, derandomize=False))
+        find(strategy, collect, random=random.Random(seed), settings=settings(  # no database: nothing on disk
+            max_examples=count, database=None, phases=[Phase.generate], deadline=None,
+            suppress_health_check=list(HealthCheck), report_multiple_bugs=False, derandomize=False))
     except NoSuchExample:
         pass
+    finally:
+        restore()
     if not seen:
         return [[] for _ in range(count)]
     return [seen[i % len(seen)] for i in range(count)]
