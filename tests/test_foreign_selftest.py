@@ -9,15 +9,18 @@ harness.selftest.targets.FOREIGN_TARGETS is caught by its bundled scenario.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
+from harness.cli.main import main
 from harness.selftest.targets import (FOREIGN_NOT_CAUGHT, FOREIGN_SUBJECT, FOREIGN_TARGETS, JSONL_NOT_CAUGHT,
                                       JSONL_SAME_PATH, JSONL_SUBJECT, JSONL_TARGETS, OPAQUE_NOT_CAUGHT, OPAQUE_SUBJECT,
                                       OPAQUE_TARGETS, TEXT_READING_SUBJECT, TEXT_READING_TARGETS)
@@ -29,17 +32,31 @@ pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: the
                                                      "(every machine here has Node.js 20; install nodejs)")
 
 
+@dataclass
+class Ran:
+    """What a `fiskj-harness run` said: its exit status and its output."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 def campaign(tmp_path, scenarios, trials, bug=None, profile=FOREIGN_SUBJECT, readings=True):
+    """`fiskj-harness run` of ``scenarios`` against ``profile`` (``bug``: a variant, its catch campaign), as a
+    third party runs it: its command line through :func:`harness.cli.main.main`, in this process (a Python start
+    and the harness's imports spared), in ``tmp_path`` with none of this process's FISKJ_ variables."""
     subject = (f"FISKJ_FOREIGN_BUG={bug} " if bug else "") + profile.replace("subjects/", f"{ROOT}/subjects/")
     report = tmp_path / "report.json"
-    argv = [sys.executable, "-m", "harness.cli.main", "run", *[str(ROOT / "scenarios" / f"{s}.toml") for s in scenarios],
+    argv = ["run", *[str(ROOT / "scenarios" / f"{s}.toml") for s in scenarios],
             "--subject", subject, "--trials", str(trials), "--seed", "1", "--report-json", str(report), "--quiet", "--keep", "none",
             # caught? not how often, not how small; one trial at a time: one in flight beside the catch is spent
             *(["--first-violation", "--shrink-budget", "0", "--jobs", "1"] if bug else []),
             *([] if readings else ["--no-readings"])]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")})
-    return proc, (json.loads(report.read_text()) if report.exists() else None)
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, {k: v for k, v in os.environ.items() if not k.startswith("FISKJ_")}, clear=True), \
+            contextlib.chdir(tmp_path), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return Ran(code, out.getvalue(), err.getvalue()), (json.loads(report.read_text()) if report.exists() else None)
 
 
 def test_the_correct_foreign_subject_passes_every_family_that_applies_observed_from_outside(tmp_path):
