@@ -132,8 +132,8 @@ class LegStarter:
     def _start_attached(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
                         log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str,
                         announce_waits: bool = False) -> Any:
-        """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "The
-        reference subject's fork server"); ``None`` when legs are not forked, the fork server fails, or the leg
+        """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "Fork
+        servers"); ``None`` when legs are not forked, the fork server fails, or the leg
         is to be held (``control``: its rival, leg or reading, needs the fork server while it waits)."""
         server = None if cwd or control or not self.forked_reads else self._server()
         if server is None:
