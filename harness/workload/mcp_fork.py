@@ -34,6 +34,9 @@ __all__ = ["LAUNCHER", "McpForkError", "McpForkServer", "fork_server"]
 
 #: The launcher an agent runs (by path, standard library only).
 LAUNCHER = Path(__file__).resolve().with_name("mcp_launch.py")
+#: The environment its servers run with: what an MCP client gives a stdio server configured with ``"env": {}``
+#: (the mcp SDK's default), none of the harness's.
+SERVER_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 #: How long a leg's servers may take to end once the harness ended the leg (they end when their launcher
 #: is gone), before they are killed.
 END_GRACE_S = 5.0
@@ -73,10 +76,8 @@ class McpForkServer:
         with self._lock:
             if self._proc is not None:
                 return self
-            from harness.subject.contract import HARNESS_ENV  # (it imports mcp_setup, which imports this)
-
             self._dir = tempfile.mkdtemp(prefix="fiskj-mcp-")  # 0700: only this user connects
-            env = {k: v for k, v in os.environ.items() if k not in HARNESS_ENV}
+            env = {k: os.environ[k] for k in SERVER_ENV if k in os.environ}
             self._proc = subprocess.Popen([*self.wrap, self.python, "-I", "-m", __name__, self.socket_path], env=env, cwd="/",
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
                                           close_fds=True)
