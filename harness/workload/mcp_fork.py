@@ -200,6 +200,7 @@ def _serve(path: str) -> int:
     children: dict[int, _Child] = {}  # pidfd -> child
     ending: list[tuple[bytes, socket.socket, float]] = []  # (ticket, who asked, when to kill)
     killed: set[int] = set()
+    ended: set[bytes] = set()  # tickets whose leg is over: a launcher that comes later is refused
     while True:
         now = time.monotonic()
         for item in list(ending):  # answer the ends whose servers are gone; kill those past their grace
@@ -207,6 +208,7 @@ def _serve(path: str) -> int:
             left = [c for c in children.values() if c.ticket == ticket]
             if not left:
                 ending.remove(item)
+                ended.add(ticket)
                 try:
                     asker.send(b"ended")
                 except OSError:
@@ -241,15 +243,22 @@ def _serve(path: str) -> int:
                 continue
             conn.settimeout(None)  # (blocking again: the server's gate reads and writes it as a plain descriptor)
             parts = msg.split(b"\0")
-            if parts[0] == b"serve" and len(parts) >= 2 and len(fds) == 3:
+            if parts[0] == b"serve" and len(parts) >= 2 and len(fds) == 3 and parts[1] not in ended:
                 others = [listener.fileno(), 0, *children, *(c.conn.fileno() for c in children.values()),
                           *(a.fileno() for _, a, _ in ending)]
                 sys.stdout.flush()
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError as exc:  # the launcher sees its socket end without a status, and says so
+                    sys.stderr.write(f"mcp_fork: cannot fork a server: {exc}\n")
+                    pid = -1
                 if pid == 0:
                     _serve_child(conn, fds, [os.fsdecode(p) for p in parts[2:]], others)
                 for fd in fds:
                     os.close(fd)
+                if pid < 0:
+                    conn.close()
+                    continue
                 child = _Child(pid, conn, parts[1])
                 children[child.pidfd] = child
             elif parts[0] == b"end" and len(parts) == 2 and not fds:
