@@ -246,6 +246,18 @@ def test_a_line_waits_for_the_launcher_so_a_stopped_one_holds_it_and_a_killed_on
         os.kill(lines[0]["pid"], 0)
 
 
+def test_a_launcher_without_its_fork_server_or_of_an_ended_leg_gets_no_server_and_says_so(tmp_path):
+    fork = fork_server()
+    argv = fork.command(str(tmp_path / "ledger.jsonl"), 0, fork.ticket())
+    gone = subprocess.run([*argv[:4], str(tmp_path / "no-socket"), *argv[5:]], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1 and "no MCP fork server answers at" in gone.stderr, gone.stderr
+    fork.end(argv[5])  # the leg is over: a launcher of its ticket that comes later gets no server
+    late = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert late.returncode == 1 and "ended without an exit status" in late.stderr, late.stderr
+    assert not (tmp_path / "ledger.jsonl").exists()
+
+
 def test_over_streamable_http_the_harness_runs_the_server_for_a_leg(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     spec = McpSpec(transport="http")
