@@ -27,7 +27,7 @@ from harness.history.readers import read_ledger
 from harness.observer import entry_order, observer_binary, parse_ops
 from harness.scenario.model import WorkloadSpec
 from harness.workload.build import build_workload
-from harness.workload.mcp_fork import LAUNCHER, McpForkServer, fork_server
+from harness.workload.mcp_fork import LAUNCHER, McpForkError, McpForkServer, fork_server
 from harness.workload.mcp_setup import TRANSPORTS, HttpMcpServer, McpSetupError, McpSpec, mcp_config, open_leg
 from harness.workload.script import Script, ToolCall, Turn
 from harness.workload.server import ModelServer, api_key
@@ -301,6 +301,11 @@ def test_an_http_server_that_cannot_start_is_a_setup_error(tmp_path):
     with pytest.raises(McpSetupError, match="did not start"):  # an interpreter that exits at once, saying nothing
         HttpMcpServer(tmp_path / "ledger.jsonl", 0, interpreter="/bin/false")
     assert not (tmp_path / "ledger.jsonl").exists()
+
+
+def test_a_fork_server_that_cannot_start_is_a_typed_error():
+    with pytest.raises(McpForkError, match="did not start"):  # an interpreter that exits at once, saying nothing
+        McpForkServer(python="/bin/false").start()
 
 
 def test_the_stdio_config_names_everything_on_its_command_line(tmp_path):

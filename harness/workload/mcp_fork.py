@@ -37,6 +37,8 @@ LAUNCHER = Path(__file__).resolve().with_name("mcp_launch.py")
 #: The environment its servers run with: what an MCP client gives a stdio server configured with ``"env": {}``
 #: (the mcp SDK's default), none of the harness's.
 SERVER_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+#: How long the fork server may take to say it is ready (its imports: about 2 s on an idle machine).
+START_TIMEOUT_S = 120
 #: How long a leg's servers may take to end once the harness ended the leg (they end when their launcher
 #: is gone), before they are killed.
 END_GRACE_S = 5.0
@@ -72,7 +74,8 @@ class McpForkServer:
         return os.path.join(self._dir, "s")
 
     def start(self) -> "McpForkServer":
-        """Start the process (idempotent); returns ``self``.  Raises :class:`McpForkError` when it does not start."""
+        """Start the process (idempotent); returns ``self``.  Raises :class:`McpForkError` when it does not start
+        (within :data:`START_TIMEOUT_S`)."""
         with self._lock:
             if self._proc is not None:
                 return self
@@ -82,10 +85,12 @@ class McpForkServer:
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
                                           close_fds=True)
             assert self._proc.stdout is not None
-            line = self._proc.stdout.readline()
+            ready, _, _ = select.select([self._proc.stdout], [], [], START_TIMEOUT_S)
+            line = self._proc.stdout.readline() if ready else b"(no word in %d s)" % START_TIMEOUT_S
             if line != b"ready\n":
-                self._stop()
-                raise McpForkError(f"the MCP fork server did not start (exit {self._proc.returncode}): {line!r}")
+                proc = self._proc
+                self._stop(1.0)
+                raise McpForkError(f"the MCP fork server did not start (exit {proc.returncode}): {line!r}")
             return self
 
     def ticket(self) -> str:
