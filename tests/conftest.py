@@ -13,8 +13,9 @@
 ``--under-load N`` runs the session beside N busy processes per core (started once by the controller,
 ended with the session): the load test of tests/README.md "Under load" (every catch must hold on a
 loaded machine; ``scripts/load-test.sh``).  ``--long`` also runs the tests marked ``long``: campaigns of a
-real agent's bug variants whose invariants faster tests of the own mutants hold (tests/README.md "What the
-suite costs"); without it they are skipped, said in the summary.
+real agent's bug variants whose invariants faster tests of the own mutants hold, and the comparisons over every
+crash point whose default tests take a seeded sample (tests/README.md "What the suite costs"); without it they
+are skipped, said in the summary.  It also gives the property tests their long example budget (tests/budget.py).
 
 Hypothesis runs under one profile for the whole suite: no deadline and no "too slow" health check, since
 these machines are noisy and a loaded CI must not fail a property on timing.
@@ -79,10 +80,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also run the tests marked long (tests/README.md \"What the suite costs\")")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``--long`` the property tests draw their long budget (tests/budget.py), set before any test module
+    is imported."""
+    import budget
+
+    budget.LONG = bool(config.getoption("long"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("long"):
         return
-    skip = pytest.mark.skip(reason="long: a long campaign of a real agent; run with --long")
+    skip = pytest.mark.skip(reason="long: in the long suite only (tests/README.md \"What the suite costs\"); run with --long")
     for item in items:
         if "long" in item.keywords:
             item.add_marker(skip)

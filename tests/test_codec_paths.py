@@ -35,9 +35,12 @@ from fiskj.codec import decode_record, encode_record
 from fiskj.errors import FiskjError
 from fiskj.records import AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord, UserRecord
 
+from budget import examples
 from builders import FP
 
-path_settings = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The single-field edits below are exhaustive in every suite; the drawn lines are 100 in the default suite and
+# 400 under --long (tests/budget.py).
+path_settings = settings(max_examples=examples(100, 400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # --- values ---------------------------------------------------------------------------------
 
@@ -264,7 +267,7 @@ def test_the_fast_path_and_the_checked_path_give_the_same_record_or_error(line):
     assert outcome(decode_record, line) == outcome(codec._decode_record_checked, line)
 
 
-@settings(path_settings, max_examples=150)
+@settings(path_settings, max_examples=examples(50, 150))
 @given(st.lists(lines(), min_size=2, max_size=4))
 def test_a_batch_parses_to_the_records_and_errors_of_its_lines_parsed_one_by_one(batch):
     values = codec._parse_lines(batch)
@@ -275,7 +278,7 @@ def test_a_batch_parses_to_the_records_and_errors_of_its_lines_parsed_one_by_one
         assert outcome(codec._decode_value, value) == outcome(decode_record, line)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(50, 100), deadline=None)
 @given(st.lists(records(), min_size=2, max_size=6))
 def test_a_batch_of_written_lines_takes_the_batch_path(batch):
     written = [encode_record(r) for r in batch]
@@ -287,7 +290,7 @@ def test_a_batch_of_written_lines_takes_the_batch_path(batch):
     assert [codec._decode_value(v) for v in values] == [decode_record(line) for line in written]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(50, 100), deadline=None)
 @given(records())
 def test_a_line_as_encode_record_writes_it_takes_the_fast_paths(record):
     # The fast paths are not dead code: with the checked payload decoders broken, a written line

@@ -25,6 +25,7 @@ from fiskj.errors import ConsistencyError, JournalError, UnsupportedVersion
 from fiskj.fold import ALLOWED, KINDS, PHASES, TRANSITIONS, Folder
 from fiskj.records import AssistantRecord, MetaRecord, TerminalRecord, ToolResultRecord, UserRecord
 
+from budget import examples
 from builders import FP
 
 # --- the model's table: which (phase, kind) cells may fold a record at all ---------------------
@@ -272,5 +273,6 @@ class FoldTable(RuleBasedStateMachine):
                                                                                m.results)
 
 
-FoldTable.TestCase.settings = settings(max_examples=120, stateful_step_count=40, deadline=None)
+# 60 runs of 40 steps in the default suite, 120 under --long (tests/budget.py).
+FoldTable.TestCase.settings = settings(max_examples=examples(60, 120), stateful_step_count=40, deadline=None)
 test_the_fold_follows_its_transition_table = FoldTable.TestCase

@@ -164,7 +164,7 @@ def test_an_agent_whose_journal_is_found_by_a_glob_is_judged_by_every_family(tmp
     profile = _profile(tmp_path, ".jsonl", journal="*", bug=bug)
     scenarios = [load_scenario(ROOT / "scenarios" / f"{name}.toml")
                  for name in ("kill-every-event", "power-loss-basic", "tails-basic", "io-errors")]
-    result = Campaign(scenarios, seed=1, subject=load_profile(profile), trials=3, shrink_budget=0, jobs=2).run()
+    result = Campaign(scenarios, seed=1, subject=load_profile(profile), trials=2, shrink_budget=0, jobs=2).run()
     assert not result.errors, result.errors
     ran = {t.scenario for t in result.trials}
     assert ran == {s.name for s in scenarios}

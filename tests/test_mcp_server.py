@@ -1,12 +1,15 @@
 """The workload's tools over MCP (harness/workload/mcp_server.py, mcp_setup.py): the official ``mcp`` client
-lists and calls them over stdio and streamable HTTP; each call's ledger line is written and fsynced before
-the answer (the outside observer shows the order), outlives a server killed after it, and counts its
-attempt across servers (legs); bad arguments are MCP errors with no effect; and the scripted tool_use
-blocks name the tools as the agent shows them (harness/workload/tools.py templates).
+lists and calls them over stdio (a server forked by the fork server, behind the launcher an agent runs:
+mcp_fork.py, mcp_launch.py) and streamable HTTP; each call's ledger line is written and fsynced before the
+answer (the outside observer shows the order), outlives a server killed after it, and counts its attempt
+across servers (legs); a line waits for the launcher's answer, so a stopped launcher holds it and a killed
+one leaves none, and the server ends with it; bad arguments are MCP errors with no effect; and the scripted
+tool_use blocks name the tools as the agent shows them (harness/workload/tools.py templates).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -24,6 +27,7 @@ from harness.history.readers import read_ledger
 from harness.observer import entry_order, observer_binary, parse_ops
 from harness.scenario.model import WorkloadSpec
 from harness.workload.build import build_workload
+from harness.workload.mcp_fork import LAUNCHER, McpForkError, McpForkServer, fork_server
 from harness.workload.mcp_setup import TRANSPORTS, HttpMcpServer, McpSetupError, McpSpec, mcp_config, open_leg
 from harness.workload.script import Script, ToolCall, Turn
 from harness.workload.server import ModelServer, api_key
@@ -32,12 +36,11 @@ from harness.workload.tools import INPUT_SCHEMA, PLAIN, TOOL_NAMES, ToolNameErro
 LEDGER_LINE = ('{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n')
 
 
-def _stdio(config: dict, wrap: list[str] | None = None) -> StdioServerParameters:
+def _stdio(config: dict) -> StdioServerParameters:
     # The server exactly as the agent's configuration says, from "/" and with an empty environment.
     entry = config["mcpServers"]["fiskj"]
     assert entry["type"] == "stdio"
-    argv = [*(wrap or []), entry["command"], *entry["args"]]
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=entry["env"], cwd="/")
+    return StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"], cwd="/")
 
 
 def _run(session):
@@ -62,14 +65,14 @@ def _tracer_usable(tmp: Path) -> bool:
 def test_over_stdio_each_tool_is_listed_and_called_and_its_line_is_fsynced_before_it_is_closed(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     log = tmp_path / "observer.log"
-    traced = _tracer_usable(tmp_path)
-    wrap = [str(observer_binary()), "--log", str(log), "--root", str(tmp_path), "--ops", "durable", "--"] \
-        if traced else None
-    config = mcp_config(McpSpec(), ledger=ledger, leg=4)
+    traced = _tracer_usable(tmp_path)  # then a fork server of its own runs under the observer: its servers too
+    fork = McpForkServer(wrap=[str(observer_binary()), "--log", str(log), "--root", str(tmp_path), "--ops",
+                               "durable", "--"]).start() if traced else fork_server()
+    config = mcp_config(McpSpec(), ledger=ledger, leg=4, fork=fork)
     results, errors = {}, {}
 
     async def session() -> list:
-        async with Client(_stdio(config, wrap)) as client:
+        async with Client(_stdio(config)) as client:
             listed = (await client.list_tools()).tools
             for k, name in enumerate(TOOL_NAMES):
                 results[name] = await client.call_tool(name, {"tool_use_id": f"toolu_7_0_{k}", "n": 10 + k})
@@ -95,7 +98,11 @@ def test_over_stdio_each_tool_is_listed_and_called_and_its_line_is_fsynced_befor
             errors["unknown"] = exc.value
             return listed
 
-    listed = _run(session)
+    try:
+        listed = _run(session)
+    finally:
+        if traced:
+            fork.close()  # (the observer's log is whole once it ended)
     assert [(t.name, t.description, t.input_schema) for t in listed] == \
         [(name, description(name), INPUT_SCHEMA) for name in TOOL_NAMES]
     for k, name in enumerate(TOOL_NAMES):  # the ledger tool's answer, to the byte
@@ -174,6 +181,83 @@ def test_a_line_is_on_disk_while_its_call_is_unanswered_and_outlives_the_killed_
     assert effects[1].pid != state["pid"]
 
 
+def _launcher(ticket: str) -> int:
+    # The pid of the launcher of ``ticket`` (the client's child), by its command line.
+    for pid in os.listdir("/proc"):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(LAUNCHER).encode() in argv and ticket.encode() in argv:
+            return int(pid)
+    raise AssertionError(f"no launcher of ticket {ticket}")
+
+
+def _locked(ledger: Path) -> bool:
+    # True while another process holds the ledger's lock (a call between its flock and its close).
+    fd = os.open(ledger, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_a_line_waits_for_the_launcher_so_a_stopped_one_holds_it_and_a_killed_one_leaves_none(tmp_path):
+    """What a kill of the agent's tree does to its forked server (docs/subject.md "Tools over MCP"): the line
+    of a call already read is made under the ledger's lock and written only on the launcher's answer; the
+    launcher killed, the server ends without it, and ``end`` returns once it has."""
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.touch()
+    leg = open_leg(McpSpec(), tmp_path / "mcp.json", ledger=ledger, leg=0)
+    state = {}
+
+    async def session() -> None:
+        async with Client(_stdio(leg.config)) as client:
+            await client.list_tools()
+            launcher = _launcher(leg.ticket)
+            for k, end in enumerate((signal.SIGCONT, signal.SIGKILL)):
+                os.kill(launcher, signal.SIGSTOP)  # as the observer holds it once a kill is due
+
+                async def call(k: int = k) -> None:
+                    try:
+                        state[k] = await client.call_tool("effect_a", {"tool_use_id": f"toolu_5_{k}"})
+                    except Exception as exc:  # the connection to a server that ended
+                        state[k] = exc
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    while not _locked(ledger):  # the observed event: the call's line is made, under the lock
+                        await anyio.sleep(0.005)
+                    state[f"lines{k}"] = len(_lines(ledger))  # ... and not written while the launcher is held
+                    os.kill(launcher, end)
+                    if end == signal.SIGKILL:
+                        await anyio.to_thread.run_sync(leg.close)  # returns once the leg's server has ended
+                        tg.cancel_scope.cancel()
+
+    _run(session)
+    assert state["lines0"] == 0 and state[0].content[0].text == "ok effect_a toolu_5_0 n=0\n"  # held, then written
+    assert state["lines1"] == 1 and not hasattr(state.get(1), "content")  # the second call: never answered ...
+    lines = _lines(ledger)
+    assert [e["tool_use_id"] for e in lines] == ["toolu_5_0"]  # ... nor written
+    with pytest.raises(ProcessLookupError):  # and its server is gone
+        os.kill(lines[0]["pid"], 0)
+
+
+def test_a_launcher_without_its_fork_server_or_of_an_ended_leg_gets_no_server_and_says_so(tmp_path):
+    fork = fork_server()
+    argv = fork.command(str(tmp_path / "ledger.jsonl"), 0, fork.ticket())
+    gone = subprocess.run([*argv[:4], str(tmp_path / "no-socket"), *argv[5:]], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1 and "no MCP fork server answers at" in gone.stderr, gone.stderr
+    fork.end(argv[5])  # the leg is over: a launcher of its ticket that comes later gets no server
+    late = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert late.returncode == 1 and "ended without an exit status" in late.stderr, late.stderr
+    assert not (tmp_path / "ledger.jsonl").exists()
+
+
 def test_over_streamable_http_the_harness_runs_the_server_for_a_leg(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     spec = McpSpec(transport="http")
@@ -219,12 +303,17 @@ def test_an_http_server_that_cannot_start_is_a_setup_error(tmp_path):
     assert not (tmp_path / "ledger.jsonl").exists()
 
 
+def test_a_fork_server_that_cannot_start_is_a_typed_error():
+    with pytest.raises(McpForkError, match="did not start"):  # an interpreter that exits at once, saying nothing
+        McpForkServer(python="/bin/false").start()
+
+
 def test_the_stdio_config_names_everything_on_its_command_line(tmp_path):
-    config = mcp_config(McpSpec(), ledger=tmp_path / "l.jsonl", leg=3)
+    config = mcp_config(McpSpec(), ledger=tmp_path / "l.jsonl", leg=3, ticket="t-1", drifted=True)
     entry = config["mcpServers"]["fiskj"]
     assert entry["command"] == sys.executable and entry["env"] == {}
-    assert entry["args"] == ["-I", "-m", "harness.workload.mcp_server", "--ledger", str(tmp_path / "l.jsonl"),
-                             "--leg", "3"]
+    assert entry["args"] == ["-I", "-S", str(LAUNCHER), fork_server().socket_path, "t-1", "--ledger",
+                             str(tmp_path / "l.jsonl"), "--leg", "3", "--drifted"]
     with pytest.raises(McpSetupError):
         mcp_config(McpSpec(transport="http"))
     with pytest.raises(McpSetupError):

@@ -191,6 +191,8 @@ def test_a_subject_value_may_name_a_profile_after_variables():
     (('AGENT_OFFLINE = "1"', 'AGENT_OFFLINE = "{env}"'), "env.AGENT_OFFLINE", "unknown template variable"),
     (('"--name", "{run_id}"', '"--name", "{model:x}"'), "commands.start", "unknown template variable"),
     (('I1 = "the agent has no suspend"', 'I1 = "x"\n[jetstream]\nreplicas = 2'), "jetstream.replicas", "expected 1 or 3"),
+    (('I1 = "the agent has no suspend"', 'I1 = "x"\n[fork_server]\npreimport = ["a b"]'), "fork_server.preimport",
+     "list of module names"),
     (('I1 = "the agent has no suspend"', 'I1 = "x"\n[jetstream]\nsync_interval = "2m"'), "jetstream.sync_interval",
      '"default" or "always"'),
 ])
@@ -206,6 +208,19 @@ def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit,
         wanted = ("[reading]" if message == "missing" or key == "reading"
                   else edit[1].split("\n")[-1].split("=")[0].strip().strip("[]\""))
         assert wanted in path.read_text().splitlines()[err.line - 1]
+
+
+def test_a_fork_server_is_for_a_python_agent_s_script_or_module(tmp_path):
+    """[fork_server] (docs/subject.md "Fork servers"): the modules named, and a command the server can run."""
+    for command in ('["{python}", "{profile_dir}/agent.py"]', '["{python}", "-m", "agent"]'):
+        subject = parse_profile(f'name = "py"\ncommand = {command}\n[fork_server]\npreimport = ["json", "email.utils"]\n',
+                                str(tmp_path / "py.toml"))
+        assert subject.fork_server == ("json", "email.utils") and subject.caps.forkable
+    assert parse_profile('name = "py"\ncommand = ["{python}", "agent.py"]\n', "p.toml").fork_server is None
+    with pytest.raises(ProfileError, match=r"\[PYTHON, SCRIPT\]") as info:
+        parse_profile('name = "node"\ncommand = ["node", "agent.mjs", "--x"]\n[fork_server]\npreimport = ["x"]\n',
+                      str(tmp_path / "node.toml"))
+    assert info.value.key == "command"
 
 
 def test_a_missing_profile_file_is_a_typed_error(tmp_path):

@@ -58,11 +58,11 @@ def test_off_a_terminal_a_status_line_every_ten_seconds_and_one_at_the_end():
         clock.now = 100 + at
         show(done, 8, 0)
     lines = out.getvalue().splitlines()
-    assert lines == ["fiskj-harness: 2/8 trials, 0 failing, 0.2 trials/s, ETA 33 s",
-                     "fiskj-harness: 4/8 trials, 0 failing, 0.2 trials/s, ETA 22 s"]
+    assert lines == ["fiskj-harness: 2/8 trials, 0 failing, 5.5 s/trial, ETA 33 s",
+                     "fiskj-harness: 4/8 trials, 0 failing, 5.4 s/trial, ETA 22 s"]
     clock.now = 130
     show(8, 8, 0)
-    assert out.getvalue().splitlines()[-1] == "fiskj-harness: 8/8 trials, 0 failing, done in 30 s (0.3 trials/s)"
+    assert out.getvalue().splitlines()[-1] == "fiskj-harness: 8/8 trials, 0 failing, done in 30 s (3.8 s/trial)"
     assert "\r" not in out.getvalue()
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.subject.contract import default_subject, fork_server_enabled, parse_subject
-from harness.subject.forkserver import ForkServer
+from harness.runner.starter import LegStarter
+from harness.subject.forkserver import ForkedProcess, ForkRefused, ForkServer
+from harness.subject.profile import parse_profile
 from harness.subject.preload import load_preload, preload_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,6 +132,80 @@ def test_a_forked_leg_starts_with_every_module_a_run_loads_lazily_already_import
         server.close()
     loaded = set(json.loads(out.read_text().splitlines()[0]))
     assert {"fiskj.store", "fiskj.journal", "fiskj.loop", "http.client", "urllib.request", "email.utils"} <= loaded
+
+
+#: A Python agent for the fork server's second mode: what it saw, then the exit its first argument asks for.
+AGENT = """import atexit, os, sys
+import envy
+print(__name__, sys.argv[1:], os.environ.get("LEG"), sys.path[0] == os.path.dirname(os.path.realpath(__file__)),
+      envy.AT_IMPORT, flush=True)
+atexit.register(print, "atexit ran")
+if sys.argv[1] == "fail":
+    raise ValueError("boom")
+sys.exit("bye" if sys.argv[1] == "text" else int(sys.argv[1]))
+"""
+
+
+def _agent(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A script agent and the server's environment: ``envy`` (pre-imported) reads $ENVY at import."""
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "envy.py").write_text("import os\nAT_IMPORT = os.environ.get('ENVY')\n")
+    (mods / "threaded.py").write_text("import threading, time\nthreading.Thread(target=time.sleep, args=(30,), "
+                                      "daemon=True, name='sleeper').start()\n")
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    return script, {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(mods), "ENVY": "a"}
+
+
+def test_a_python_agent_s_forked_leg_runs_its_script_as_a_fresh_interpreter_would(tmp_path):
+    script, env = _agent(tmp_path)
+    server = ForkServer(sys.executable, agent=[str(script)], preimport=["envy"], env=env).start()
+    try:
+        for words in (["5"], ["0"], ["fail"], ["text"]):
+            leg_env = {**env, "LEG": "-".join(words)}
+            out, err = tmp_path / "leg.out", tmp_path / "leg.err"
+            forked = server.spawn(words, leg_env, stdin=None, stdout=str(out), stderr=str(err))
+            code = forked.wait(timeout=30)
+            fresh = subprocess.run([sys.executable, str(script), *words], env=leg_env, capture_output=True, text=True,
+                                   timeout=60)
+            assert (code, out.read_text()) == (fresh.returncode, fresh.stdout), err.read_text()
+            assert err.read_text().splitlines()[-1:] == fresh.stderr.splitlines()[-1:]
+        assert code == 1 and "bye" in err.read_text()
+        assert fresh.stdout.startswith("__main__ ['text'] text True a\n") and "atexit ran" in fresh.stdout
+        # $ENVY was read at import: a leg with another value must not be forked (it would see the server's)
+        with pytest.raises(ForkRefused, match="ENVY"):
+            server.spawn(["0"], {**env, "ENVY": "b"}, stdin=None, stdout=str(out), stderr=str(err))
+    finally:
+        server.close()
+
+
+def test_a_python_agent_s_fork_server_refuses_pre_imports_that_leave_a_thread_running(tmp_path):
+    script, env = _agent(tmp_path)
+    with pytest.raises(RuntimeError, match="threads running .sleeper."):
+        ForkServer(sys.executable, agent=[str(script)], preimport=["threaded"], env=env).start()
+    with pytest.raises(ValueError, match="SCRIPT or -m MODULE"):
+        ForkServer(sys.executable, agent=["-c", "pass"])
+
+
+def test_a_profile_s_python_agent_is_forked_unless_its_leg_differs_where_the_pre_imports_read(tmp_path, monkeypatch):
+    script, env = _agent(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("FISKJ_HARNESS_FORKSERVER", raising=False)
+    subject = parse_profile(f'name = "py"\ncommand = ["{{python}}", "{script}"]\n[fork_server]\npreimport = ["envy"]\n',
+                            str(tmp_path / "py.toml"))
+    assert fork_server_enabled(subject) and not fork_server_enabled(subject, {"FISKJ_HARNESS_FORKSERVER": "0"})
+    starter = LegStarter(subject, fork_server=True)
+    try:
+        procs = {}
+        for envy in ("a", "b"):
+            out, err = tmp_path / f"{envy}.out", tmp_path / f"{envy}.err"
+            procs[envy] = proc = starter.start([sys.executable, str(script), "7"], {**env, "ENVY": envy}, None, out, err)
+            assert proc.wait(30) == 7 and out.read_text().split("\n")[0].endswith(f"True {envy}"), err.read_text()
+        assert isinstance(procs["a"], ForkedProcess) and not isinstance(procs["b"], ForkedProcess)
+    finally:
+        starter.close()
 
 
 def test_the_contract_s_exit_statuses_are_fiskj_s_own():

@@ -8,6 +8,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from harness.report.report import rate_words
+
 __all__ = ["Progress", "format_duration"]
 
 
@@ -85,12 +87,12 @@ class Progress:
         rate = self.done / elapsed if elapsed > 0 else 0.0
         text = f"{self.done}/{self.total} trials, {self.failing} failing"
         if self.total and self.done >= self.total:
-            return text + f", done in {format_duration(elapsed)}" + (f" ({rate:.1f} trials/s)" if rate else "")
+            return text + f", done in {format_duration(elapsed)}" + (f" ({rate_words(rate)})" if rate else "")
         if self.ends_at is not None:
             left = max(self.ends_at - self.clock(), 0.0)
-            return text + (f", {rate:.1f} trials/s" if rate > 0 else "") + f", budget ends in {format_duration(left)}"
+            return text + (f", {rate_words(rate)}" if rate > 0 else "") + f", budget ends in {format_duration(left)}"
         if self.done and rate > 0:
-            return text + f", {rate:.1f} trials/s, ETA {format_duration((self.total - self.done) / rate)}"
+            return text + f", {rate_words(rate)}, ETA {format_duration((self.total - self.done) / rate)}"
         return text + ", ETA unknown until a trial ends"
 
     # -- output -------------------------------------------------------------------------------

@@ -304,11 +304,17 @@ def _clip(text: str, width: int) -> str:
     return (cut[:space] if space >= len(cut) * 5 // 6 else cut) + " ..."
 
 
+def rate_words(rate: float) -> str:
+    """A rate of trials per second in words a reader can use: ``4.0 trials/s`` at 1/s or more, else the
+    seconds a trial takes (``12.5 s/trial``: a slow agent's rate never reads as ``0.0 trials/s``)."""
+    return f"{rate:.1f} trials/s" if rate >= 0.95 else f"{1.0 / rate:.1f} s/trial"
+
+
 def rate_text(report: dict[str, Any], note: str = "") -> str:
-    """``12 trial(s)NOTE in 3.0 s (4.0 trials/s)``."""
+    """``12 trial(s)NOTE in 3.0 s (4.0 trials/s)`` (:func:`rate_words`)."""
     rate = report.get("trials_per_s")
     return (f"{report.get('trials', 0)} trial(s){note} in {report.get('elapsed_s', 0):.1f} s"
-            + (f" ({rate:.1f} trials/s)" if rate else ""))
+            + (f" ({rate_words(rate)})" if rate else ""))
 
 
 def _unjudged(result: Any, scenarios: dict[str, Any]) -> dict[str, list[str]]:

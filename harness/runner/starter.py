@@ -16,8 +16,8 @@ from harness.history.readers import tail_text
 from harness.observer import spawn_observed
 from harness.observer.run import seccomp_filter
 from harness.runner.process import kill_tree, wait_for_exit
-from harness.subject.contract import Subject
-from harness.subject.forkserver import ForkServer
+from harness.subject.contract import HARNESS_ENV, Subject
+from harness.subject.forkserver import ForkRefused, ForkServer
 
 __all__ = ["LegStarter", "READING_LIMIT", "state_of"]
 
@@ -77,11 +77,25 @@ class LegStarter:
             return None
         server = getattr(self._local, "server", None)
         if server is None or not server.running:
-            server = ForkServer(self.subject.argv[0]).start()
+            server = self._new_server().start()
             self._local.server = server
             with self._lock:
                 self._servers.append(server)
         return server
+
+    def _new_server(self) -> ForkServer:
+        """This subject's fork server: fiskj's, or a Python agent's (``[fork_server]``: its interpreter and
+        entry from the command, its pre-imports, in the harness's environment with the profile's fixed variables,
+        so that a leg's differs only in what each leg sets)."""
+        subject = self.subject
+        if subject.fork_server is None:
+            return ForkServer(subject.argv[0])
+        words = [subject.fill(w, {}) for w in subject.argv]
+        drop = set(HARNESS_ENV) | set(subject.env_unset)
+        env = {k: v for k, v in os.environ.items() if k not in drop}
+        fixed = ((k, subject.fill(v, {})) for k, v in subject.profile_env + subject.extra_env)
+        env.update((k, v) for k, v in fixed if "{" not in v)
+        return ForkServer(words[0], agent=words[1:], preimport=subject.fork_server, env=env)
 
     def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path, *,
               log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None,
@@ -118,8 +132,8 @@ class LegStarter:
     def _start_attached(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path,
                         log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str,
                         announce_waits: bool = False) -> Any:
-        """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "The
-        reference subject's fork server"); ``None`` when legs are not forked, the fork server fails, or the leg
+        """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "Fork
+        servers"); ``None`` when legs are not forked, the fork server fails, or the leg
         is to be held (``control``: its rival, leg or reading, needs the fork server while it waits)."""
         server = None if cwd or control or not self.forked_reads else self._server()
         if server is None:
@@ -130,6 +144,8 @@ class LegStarter:
                 self._filters[key] = seccomp_filter(key, lookups=False)
             child = server.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
                                  stdout=str(out), stderr=str(err), seccomp=self._filters[key])
+        except ForkRefused:
+            return None
         except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
             server.close()
             self._local.server = None
@@ -150,14 +166,20 @@ class LegStarter:
         if server is not None:
             words = argv[len(self.subject.argv):]
             try:
+                try:
+                    return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out),
+                                        stderr=str(err))
+                except ForkRefused:
+                    raise
+                except (OSError, RuntimeError, ValueError):
+                    # The fork server died (or its pipe broke): start a new one, once.
+                    server.close()
+                    self._local.server = None
+                    server = self._server()
+                    assert server is not None
                 return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out), stderr=str(err))
-            except (OSError, RuntimeError, ValueError):
-                # The fork server died (or its pipe broke): start a new one, once.
-                server.close()
-                self._local.server = None
-                server = self._server()
-                assert server is not None
-            return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out), stderr=str(err))
+            except ForkRefused:
+                pass  # this leg's environment differs where the pre-imports read it: a fresh process
         with open(out, "wb") as fo, open(err, "wb") as fe:
             stdin_file = open(stdin, "rb") if stdin is not None else None
             try:

@@ -7,8 +7,8 @@ A :class:`Capabilities` is computed from a :class:`harness.subject.contract.Subj
 * ``fiskj_based``: the subject runs fiskj's own code (the reference ``python -m fiskj`` or the mutant
   subject ``python -m harness.selftest.subject``), so a forked reader can ask fiskj's reader in-process
   (tails, power loss) and its IO seam traces every call (docs/ioseam.md);
-* ``forkable``: its legs may be forked from a pre-imported interpreter
-  (:mod:`harness.subject.forkserver`; the environment still decides:
+* ``forkable``: its legs may be forked from a pre-imported interpreter (fiskj's, or a Python agent's
+  profile ``[fork_server]``: :mod:`harness.subject.forkserver`; the environment still decides:
   :func:`harness.subject.contract.fork_server_enabled`);
 * ``reading``: it gives a reading command (``[reading]``, judged by I10);
 * ``journal``: where its journal lies and in what format (:class:`JournalLocation`);
@@ -74,7 +74,8 @@ class Capabilities:
         if subject.journal_format != FISK_AI_V2:
             na.setdefault("I11", "its journal's records are not decoded (journal format "
                                  f"{subject.journal_format}): what it journaled of each reply is not judged")
-        return cls(fiskj_based=fiskj_based, forkable=fiskj_based and len(argv) == 3 and _this_python(argv[0]),
+        return cls(fiskj_based=fiskj_based, forkable=(fiskj_based and len(argv) == 3 and _this_python(argv[0])
+                                                   or getattr(subject, "fork_server", None) is not None),
                    reading=reading, journal=JournalLocation(subject.journal, subject.journal_format),
                    chat=subject.chat, drift=drift, server_tools=subject.server_tools, not_applicable=tuple(na.items()),
                    drift_refused=getattr(subject, "promises", None) is None or subject.promises.drifted_resume == "refuse")

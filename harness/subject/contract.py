@@ -150,7 +150,7 @@ class Subject:
     meaning, its default the contract's (docs/subject.md "Subject profiles"):
     argument templates, ``exits`` (:meth:`outcome`) and ``error_stdout``, ``promises``, the ``journal`` template
     and format, ``status_args``/``status_fields``/``reading_format`` (``None``: no reading), ``cwd`` and ``mcp`` (docs/subject.md
-    "Tools over MCP").
+    "Tools over MCP"), ``fork_server`` (``[fork_server] preimport``: docs/subject.md "Fork servers").
     """
 
     argv: tuple[str, ...]
@@ -188,6 +188,7 @@ class Subject:
     jetstream: tuple[int, str] | None = None  # [jetstream]: (replicas, sync_interval) of the server(s) a trial starts
     store_url: str = ""  # {store_url}: the JetStream store of this trial (set per trial by the jetstream family)
     jetstream_storage: str = "file"  # [jetstream] storage: "file", or "memory" (refused before any trial)
+    fork_server: tuple[str, ...] | None = None  # [fork_server] preimport: a Python agent's legs forked (None: not)
 
     @property
     def is_reference(self) -> bool:
@@ -402,12 +403,15 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 def fork_server_enabled(subject: Subject, environ: Mapping[str, str] | None = None) -> bool:
     """True when legs of ``subject`` may be forked from a :class:`harness.subject.forkserver.ForkServer`:
-    the reference or the mutant subject on this very interpreter, unless ``FISKJ_HARNESS_FORKSERVER=0`` or the
-    legs' environment (``environ``, default ``os.environ``) names a preload for the reference or a bare
-    ``FISKJ_MUTANT`` for the mutant subject (those get fresh processes)."""
+    a Python agent whose profile declares ``[fork_server]``, or the reference or the mutant subject on this very
+    interpreter, unless ``FISKJ_HARNESS_FORKSERVER=0`` or the legs' environment (``environ``, default
+    ``os.environ``) names a preload for the reference or a bare ``FISKJ_MUTANT`` for the mutant subject (those get
+    fresh processes)."""
     base = os.environ if environ is None else environ
     if base.get("FISKJ_HARNESS_FORKSERVER", "1") == "0" or not subject.caps.forkable:
         return False
+    if subject.fork_server is not None:
+        return True
     env = {**base, **dict(subject.extra_env)}
     if subject.is_reference and len(subject.argv) == 3:
         return not env.get(PRELOAD_ENV)

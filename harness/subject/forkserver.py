@@ -1,6 +1,8 @@
-"""The fork server: legs of a fiskj-based subject forked from a pre-imported interpreter (docs/subject.md
-"The reference subject's fork server").  Run as ``python -m harness.subject.forkserver --fork-server``, by
-:meth:`ForkServer.start` only."""
+"""The fork server: legs forked from a pre-imported interpreter (docs/subject.md "Fork servers"): a fiskj-based
+subject's (``python -m fiskj``, the mutant subject), or any Python agent whose profile declares ``[fork_server]``
+(its script or module run as ``__main__`` in the forked leg).  Started by :meth:`ForkServer.start` only: as
+``python -m harness.subject.forkserver --fork-server`` for fiskj, and for an agent on the agent's own interpreter
+(which need not have the harness installed: only this module and :mod:`harness.names` are imported there)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,24 @@ import subprocess
 import sys
 import time
 from contextlib import suppress
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.names import EXIT_ERROR, EXIT_USAGE
-from harness.subject.contract import HARNESS_ENV
-from harness.subject.preload import load_preload
 
-__all__ = ["ForkServer", "ForkedProcess"]
+__all__ = ["ForkServer", "ForkedProcess", "ForkRefused", "AGENT_FLAG"]
+
+#: The server's flag for a Python agent: ``--python-agent SPEC`` (JSON: ``{"entry": [SCRIPT] | ["-m", MODULE],
+#: "preimport": [...]}``), after the bootstrap that puts the harness on ``sys.path`` only while it imports this module.
+AGENT_FLAG = "--python-agent"
+_ROOT = str(Path(__file__).resolve().parents[2])
+_BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import harness.subject.forkserver as f; del sys.path[0]; "
+         "sys.exit(f._fork_server_main(sys.argv[1:]))")
+
+
+class ForkRefused(RuntimeError):
+    """A leg the fork server must not fork (:meth:`ForkServer.spawn`): its environment differs from the
+    server's in a variable the pre-imports read; the leg is started as a fresh process instead."""
 
 
 class ForkedProcess:
@@ -57,11 +70,24 @@ class ForkServer:
     leg exited); not thread-safe: one per worker thread.  It ends at :meth:`close`, or when its stdin reaches EOF
     (the harness died).  Raises ``OSError`` / ``RuntimeError`` when the server dies."""
 
-    def __init__(self, python: str | None = None) -> None:
+    def __init__(self, python: str | None = None, *, agent: Sequence[str] = (), preimport: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None) -> None:
+        """``python``: the interpreter (default this one).  ``agent``: a Python agent's entry after the
+        interpreter, ``[SCRIPT]`` or ``["-m", MODULE]`` (empty: fiskj's legs); ``preimport``: the modules the
+        server imports once before it forks an agent's legs; ``env``: the server's environment (default this
+        process's without :data:`harness.subject.contract.HARNESS_ENV`).  Raises ``ValueError`` for an entry
+        of another form."""
         self.python = python or sys.executable
+        self.agent = list(agent)
+        if self.agent and not (len(self.agent) == 1 and not self.agent[0].startswith("-")
+                               or len(self.agent) == 2 and self.agent[0] == "-m"):
+            raise ValueError(f"a fork server runs a Python agent as SCRIPT or -m MODULE, not {self.agent!r}")
+        self.preimport = list(preimport)
+        self.env = dict(env) if env is not None else None
         self._proc: subprocess.Popen | None = None
         self._buf = b""
         self._last: ForkedProcess | None = None
+        self._read_at_import: dict[str, str | None] = {}
 
     @property
     def running(self) -> bool:
@@ -71,15 +97,33 @@ class ForkServer:
     def start(self) -> "ForkServer":
         """Start the server process (idempotent); returns ``self``."""
         if self._proc is None:
-            env = {k: v for k, v in os.environ.items() if k not in HARNESS_ENV}
-            self._proc = subprocess.Popen([self.python, "-m", __name__, "--fork-server"], env=env,
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
-                                          close_fds=True)
-            ready = self._read(60.0)
+            from harness.subject.contract import HARNESS_ENV
+
+            env = self.env if self.env is not None else {k: v for k, v in os.environ.items() if k not in HARNESS_ENV}
+            argv = [self.python, "-m", __name__, "--fork-server"]
+            if self.agent:
+                spec = json.dumps({"entry": self.agent, "preimport": self.preimport})
+                argv = [self.python, "-c", _BOOT, _ROOT, AGENT_FLAG, spec]
+            self._proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          start_new_session=True, close_fds=True)
+            try:
+                ready = self._read(120.0)
+            except (RuntimeError, ValueError) as exc:
+                ready = {"error": str(exc)}
             if not ready or not ready.get("ready"):
                 self.close()
                 raise RuntimeError(f"the fork server did not start: {ready!r}")
+            self._read_at_import = dict(ready.get("read_at_import") or {})
         return self
+
+    def refusal(self, env: Mapping[str, str]) -> str | None:
+        """Why a leg with environment ``env`` must not be forked from this (started) server, or ``None``: a
+        variable the pre-imports read has another value (or presence) in ``env`` than it had in the server."""
+        changed = sorted(name for name, value in self._read_at_import.items() if env.get(name) != value)
+        if not changed:
+            return None
+        return (f"the agent's pre-imports read {', '.join(changed)} from the environment, and this leg's "
+                f"value differs from the fork server's: started fresh")
 
     def _read(self, timeout: float | None) -> dict[str, Any] | None:
         assert self._proc is not None and self._proc.stdout is not None
@@ -106,8 +150,13 @@ class ForkServer:
         paths (truncated); ``main``: a module whose ``main(argv)`` runs instead of :func:`fiskj.cli.main`, after the
         preload (the journal-state engine's reader child); ``seccomp``: the outside observer's filter
         (:func:`harness.observer.run.seccomp_filter`), which the leg installs, then stops until the tracer
-        attaches to it (docs/observer.md "Use").  Waits for the last leg's exit first."""
+        attaches to it (docs/observer.md "Use").  Waits for the last leg's exit first.  A Python agent's leg runs
+        its script or module as ``__main__`` with ``argv`` instead (``main`` does not apply); raises
+        :class:`ForkRefused` when the leg must be started fresh (:meth:`refusal`)."""
         self.start()
+        refused = self.refusal(env)
+        if refused:
+            raise ForkRefused(refused)
         if self._last is not None and not self._last.wait_for_exit(60.0):
             raise RuntimeError(f"the fork server's last leg (pid {self._last.pid}) did not end")
         assert self._proc is not None and self._proc.stdin is not None
@@ -137,34 +186,34 @@ class ForkServer:
             proc.stdout.close()
 
 
-def _fork_server_main() -> int:
-    """The server loop: read a JSON request per line on fd 0, fork the leg, report pid then exit status on fd 1."""
+def _fork_server_main(args: Sequence[str] = ()) -> int:
+    """The server loop: read a JSON request per line on fd 0, fork the leg, report pid then exit status on fd 1.
+    ``args``: ``[AGENT_FLAG, SPEC]`` for a Python agent (:data:`AGENT_FLAG`), else fiskj's legs."""
     import ctypes  # (a traced leg installs its filter with it: no import after that)
     import gc
-    import importlib
-    import pkgutil
 
-    import fiskj
-    import fiskj.cli
-    import fiskj.model
-    import fiskj.reader
-
-    # Pre-import every fiskj module (a leg imports some lazily) and the HTTP client, and warm the
-    # argument parser (argparse, gettext), so a forked leg starts warm.
-    for info in pkgutil.iter_modules(fiskj.__path__):
-        if info.name != "__main__":
-            importlib.import_module(f"fiskj.{info.name}")
-    fiskj.cli.parser().parse_args(["run", "--checkpoint", "--name", "warm", "--max-tokens", "1", "x"])
-    fiskj.model.http_stack()  # the HTTP client fiskj imports at a leg's first model call
-    gc.collect()
-    gc.freeze()
-    with fiskj.reader.collector_paused():  # it notes, once, that this process keeps objects frozen: a forked
-        pass                               # leg then never walks the frozen set to find out (1.5 ms a read)
+    agent: dict[str, Any] | None = json.loads(args[1]) if list(args[:1]) == [AGENT_FLAG] else None
+    read_at_import: dict[str, str | None] = {}
 
     def send(obj: dict[str, Any]) -> None:
         os.write(1, json.dumps(obj).encode() + b"\n")
 
-    send({"ready": True, "pid": os.getpid()})
+    if agent is None:
+        _warm_fiskj()
+    else:
+        try:
+            read_at_import = _preimport(agent.get("preimport") or [])
+        except BaseException as exc:  # a module that cannot be imported, or threads left running
+            send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+            return EXIT_ERROR
+    gc.collect()
+    gc.freeze()
+    if agent is None:
+        import fiskj.reader
+
+        with fiskj.reader.collector_paused():  # it notes, once, that this process keeps objects frozen: a forked
+            pass                               # leg then never walks the frozen set to find out (1.5 ms a read)
+    send({"ready": True, "pid": os.getpid(), "read_at_import": read_at_import})
     for line in sys.stdin.buffer:  # one request a line, until the harness closes the pipe
         req = json.loads(line)
         # A suspend may be sent the moment the pid is known: keep SIGINT/SIGTERM
@@ -172,12 +221,71 @@ def _fork_server_main() -> int:
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         pid = os.fork()
         if pid == 0:
-            _fork_child(req)
+            if agent is None:
+                _fork_child(req)
+            _fork_agent(req, agent["entry"])
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         send({"pid": pid})
         _, status = os.waitpid(pid, 0)
         send({"pid": pid, "status": status})
     return 0
+
+
+def _warm_fiskj() -> None:
+    """Pre-import every fiskj module (a leg imports some lazily) and the HTTP client, and warm the argument
+    parser (argparse, gettext), so a forked fiskj leg starts warm."""
+    import importlib
+    import pkgutil
+
+    import fiskj
+    import fiskj.cli
+    import fiskj.model
+
+    for info in pkgutil.iter_modules(fiskj.__path__):
+        if info.name != "__main__":
+            importlib.import_module(f"fiskj.{info.name}")
+    fiskj.cli.parser().parse_args(["run", "--checkpoint", "--name", "warm", "--max-tokens", "1", "x"])
+    fiskj.model.http_stack()  # the HTTP client fiskj imports at a leg's first model call
+
+
+def _preimport(modules: Sequence[str]) -> dict[str, str | None]:
+    """Import a Python agent's ``modules``; returns every environment variable they read through
+    ``os.environ``/``os.getenv`` with its value here (``None``: unset), which a forked leg's environment
+    must match.  Raises ``ImportError`` (a module that cannot be imported) or ``RuntimeError`` (an import
+    left a thread running: a thread does not survive a fork)."""
+    import importlib
+    import threading
+
+    read: dict[str, str | None] = {}
+    before = dict(os.environ)
+    environ = type(os.environ)
+    names = ("__getitem__", "get", "__contains__")
+    own = {name: environ.__dict__.get(name) for name in names}  # None: inherited (Mapping's)
+    saved = {name: getattr(environ, name) for name in names}
+
+    def noting(name: str) -> Any:
+        def method(self: Any, key: Any, *rest: Any) -> Any:
+            if isinstance(key, str) and key not in read:
+                read[key] = before.get(key)
+            return saved[name](self, key, *rest)
+        return method
+
+    for name in saved:
+        setattr(environ, name, noting(name))
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    finally:
+        for name, method in own.items():
+            if method is None:
+                delattr(environ, name)
+            else:
+                setattr(environ, name, method)
+    running = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    if running:
+        raise RuntimeError(f"the pre-imports left threads running ({', '.join(running)}): a forked leg would "
+                           "not have them; leave the module that starts them out of [fork_server] preimport")
+    return read
 
 
 def _sigterm_until_fiskj() -> Any:
@@ -213,32 +321,43 @@ def _await_tracer(program: bytes) -> None:
     if libc.prctl(38, 1, 0, 0, 0) or libc.syscall(317, 1, 0, ctypes.byref(prog)):  # NO_NEW_PRIVS; seccomp(FILTER)
         raise OSError(ctypes.get_errno(), "cannot install the observer's seccomp filter")
     os.kill(os.getpid(), signal.SIGSTOP)
+    # The tracer let this thread's stop go, but the process is still group-stopped as the kernel keeps it: a
+    # thread made later would start stopped (a job-control stop the tracer leaves in place).  SIGCONT ends it.
+    os.kill(os.getpid(), signal.SIGCONT)
+
+
+def _leg_process(req: dict[str, Any], sigterm: Any) -> None:
+    """Make this forked child the leg's process: a new session, SIGINT as a fresh interpreter has it and
+    SIGTERM ``sigterm``, the leg's standard streams and environment (its signals still blocked)."""
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, sigterm)
+    fds = [os.open(req.get("stdin") or os.devnull, os.O_RDONLY),
+           os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+           os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.stdin = open(0, "r", encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+    env = req["env"]  # the leg's environment: only what differs is set (a putenv each costs)
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 def _fork_child(req: dict[str, Any]) -> None:
-    """The leg: its session, stdio and environment, the IO seam, its preload, then ``fiskj.cli.main``."""
+    """A fiskj leg: its session, stdio and environment, the IO seam, its preload, then ``fiskj.cli.main``."""
     code = EXIT_ERROR
     try:
-        os.setsid()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, _sigterm_until_fiskj())
-        fds = [os.open(req.get("stdin") or os.devnull, os.O_RDONLY),
-               os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-               os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        sys.stdin = open(0, "r", encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
-        env = req["env"]  # the leg's environment: only what differs is set (a putenv each costs)
-        for name in [name for name in os.environ if name not in env]:
-            del os.environ[name]
-        for name, value in env.items():
-            if os.environ.get(name) != value:
-                os.environ[name] = value
+        _leg_process(req, _sigterm_until_fiskj())
         import fiskj.cli
         import fiskj.ioseam
+
+        from harness.subject.preload import load_preload
 
         fiskj.ioseam.configure(os.environ.get("FISKJ_IOSEAM_TRACE") or None,
                                os.environ.get("FISKJ_IOSEAM_FAULT") or None)
@@ -271,6 +390,69 @@ def _fork_child(req: dict[str, Any]) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _fork_agent(req: dict[str, Any], entry: list[str]) -> None:
+    """A Python agent's leg: its session, stdio and environment, then its script (``[SCRIPT]``) or module
+    (``["-m", MODULE]``) run as ``__main__`` with the leg's argv, ending as the interpreter would: non-daemon
+    threads joined, ``atexit`` functions run, an uncaught exception printed (exit 1), an uncaught
+    ``KeyboardInterrupt`` re-raised as SIGINT, ``SystemExit``'s code as the exit status."""
+    code = EXIT_ERROR
+    try:
+        import runpy
+        import tempfile
+
+        _leg_process(req, signal.SIG_DFL)
+        tempfile.tempdir = None  # its cached temporary directory: the leg's $TMPDIR decides, as in a fresh one
+        if entry[0] == "-m":
+            sys.argv = [entry[1], *req["argv"]]  # runpy sets argv[0] to the module's file
+            sys.path[0] = os.getcwd()
+        else:
+            sys.argv = [entry[0], *req["argv"]]
+            sys.path[0] = os.path.dirname(os.path.realpath(entry[0]))
+        if req.get("seccomp"):
+            _await_tracer(bytes.fromhex(req["seccomp"]))
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())  # an early SIGTERM kills, an early SIGINT raises
+            if entry[0] == "-m":
+                runpy.run_module(entry[1], run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(entry[0], run_name="__main__")
+            code = 0
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except KeyboardInterrupt:
+            import traceback
+
+            traceback.print_exc()
+            code = -signal.SIGINT
+        except BaseException:
+            sys.excepthook(*sys.exc_info())
+            code = 1
+        _interpreter_exit()
+    finally:
+        with suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        if code == -signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(code & 0xFF)
+
+
+def _interpreter_exit() -> None:
+    """What a fresh interpreter does at its end before it exits: join the non-daemon threads, then run the
+    ``atexit`` functions (errors printed, as Python prints them)."""
+    import atexit
+    import threading
+
+    with suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,7 +2,7 @@
 
 docs/subject.md "Subject profiles" is the reference: every table and key (``name``, ``command``, ``home``,
 ``chat``, ``cwd``, ``[env]``, ``[files]``, ``[mcp]``, ``[commands]``, ``[exit]``, ``[journal]``, ``[reading]``,
-``[not_applicable]``, ``[promises]``),
+``[not_applicable]``, ``[promises]``, ``[fork_server]``),
 with an example.
 
 Templates use ``{name}`` for :data:`harness.subject.contract.TEMPLATE_VARS`;
@@ -39,7 +39,7 @@ __all__ = ["load_profile", "parse_profile", "is_profile_path", "resolve_subject"
 
 
 _TOP = {"name", "about", "command", "home", "chat", "server_tools", "cwd", "env", "files", "mcp", "commands", "exit", "journal",
-        "reading", "not_applicable", "promises", "jetstream", "time_scale"}
+        "reading", "not_applicable", "promises", "jetstream", "time_scale", "fork_server"}
 _MCP = {"transport", "server", "tool_name", "config"}
 _COMMANDS = {"start", "resume", "force_args", "chat_args", "system_args", "thinking_args", "resume_prompt"}
 _JOURNAL = {"path", "format"}
@@ -121,7 +121,7 @@ def parse_profile(text: str, path: str) -> Subject:
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
                    files=files, name=name, profile=path, about=src.doc.get("about", ""), error_stdout=error_stdout,
                    promises=_promises(src), cwd=_cwd(src), jetstream=_jetstream(src), time_scale=_time_scale(src),
-                   jetstream_storage=_jetstream_storage(src),
+                   jetstream_storage=_jetstream_storage(src), fork_server=_fork_server(src, argv),
                    **mcp)
 
 
@@ -443,3 +443,23 @@ def _jetstream_storage(src: _ProfileText) -> str:
     """``[jetstream] storage``: ``"file"`` (default) or ``"memory"``, the stream's storage a trial would make
     (a memory stream is refused before any trial: the jetstream family's ``unsupported``)."""
     return str((src.doc.get("jetstream") or {}).get("storage", "file"))
+
+
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _fork_server(src: _ProfileText, argv: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``[fork_server]``: a Python agent's legs and readings are forked from an interpreter that imported
+    ``preimport`` (module names) once (docs/subject.md "Fork servers"); its ``command`` must be
+    ``[PYTHON, SCRIPT]`` or ``[PYTHON, "-m", MODULE]``.  ``None`` without the table."""
+    table = src.table("fork_server", {"preimport"})
+    if "fork_server" not in src.doc:
+        return None
+    modules = table.get("preimport")
+    if not isinstance(modules, list) or not modules or not all(isinstance(m, str) and _MODULE.match(m)
+                                                              for m in modules):
+        raise src.fail("fork_server", "preimport", f"expected a non-empty list of module names, got {modules!r}")
+    if not (len(argv) == 2 and not argv[1].startswith("-") or len(argv) == 3 and argv[1] == "-m"):
+        raise src.fail("", "command", "with [fork_server] the command must be [PYTHON, SCRIPT] or "
+                                      f"[PYTHON, \"-m\", MODULE] (the fork server runs it as __main__), not {list(argv)!r}")
+    return tuple(modules)

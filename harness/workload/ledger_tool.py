@@ -74,12 +74,14 @@ def open_ledger(ledger):
     return os.open(ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
-def append_entry(fd, tool_use_id, tool, leg):
+def append_entry(fd, tool_use_id, tool, leg, before_write=None):
     """Append the ledger line of one execution of ``tool`` for ``tool_use_id`` in ``leg`` to the ledger open
     on ``fd``, fsync it and close ``fd`` (steps 1 and 2 of the contract); returns the line's ``attempt``.
 
-    The one place the entry is made (this script and the MCP server call it).  ``fd`` is closed whatever
-    happens.  Raises ``OSError`` when the ledger cannot be locked, read or written.
+    The one place the entry is made (this script and the MCP server call it).  ``before_write``: called
+    once the line (and its time) is made, under the lock, right before its write (a forked MCP server's
+    gate, :mod:`harness.workload.mcp_server`); it returns only when the line may be written.  ``fd`` is
+    closed whatever happens.  Raises ``OSError`` when the ledger cannot be locked, read or written.
     """
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -91,6 +93,8 @@ def append_entry(fd, tool_use_id, tool, leg):
         earlier = sum(1 for old in b"".join(chunks).split(b"\n") if old.startswith(needle))
         line = ('{"tool_use_id": %s, "attempt": %d, "pid": %d, "t": %d, "leg": %d, "tool": %s}\n'
                 % (quoted, earlier + 1, os.getpid(), time.monotonic_ns(), leg, _quote(tool))).encode()
+        if before_write is not None:
+            before_write()
         # One write of the whole line (O_APPEND), then fsync, before anything else happens.
         os.write(fd, line)
         os.fsync(fd)

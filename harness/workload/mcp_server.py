@@ -10,6 +10,13 @@ and answers.  Its command line, transports (``stdio``, ``http``), the
 ledger line's ``tool_use_id`` (the argument, else :data:`AGENT_ID_KEYS` in
 ``_meta``) and its answers and MCP errors are specified in docs/subject.md
 "Tools over MCP".
+
+An agent's stdio server is forked from the harness's pre-imported fork server
+(:mod:`harness.workload.mcp_fork`, :func:`serve_forked`) behind a launcher in
+the agent's process tree (:mod:`harness.workload.mcp_launch`) whose answer
+each ledger line waits for (:class:`Gate`); ``python -I -m
+harness.workload.mcp_server`` runs it on its own (the HTTP server, a server
+started by hand).
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import socket
 import sys
 import threading
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -31,7 +40,8 @@ from mcp.shared.exceptions import MCPError
 from harness.workload.ledger_tool import answer, append_entry, open_ledger, render_out
 from harness.workload.tools import INPUT_SCHEMA, TOOL_NAMES, description
 
-__all__ = ["TRANSPORTS", "AGENT_ID_KEYS", "BadArguments", "check_arguments", "result_of", "make_server", "main"]
+__all__ = ["TRANSPORTS", "AGENT_ID_KEYS", "BadArguments", "Gate", "check_arguments", "result_of", "make_server",
+           "preload", "serve_forked", "main"]
 
 #: The transports the server speaks.
 TRANSPORTS = ("stdio", "http")
@@ -93,25 +103,66 @@ def result_of(tool: str, stdout: str | bytes, stderr: str | bytes, status: int) 
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
-def _record(ledger: str, tool_use_id: str, tool: str, leg: int) -> None:
-    try:
-        fd = open_ledger(ledger)
-    except OSError as exc:
-        raise MCPError(types.INTERNAL_ERROR, f"{tool}: cannot open ledger {ledger}: {exc}") from None
-    try:
-        append_entry(fd, tool_use_id, tool, leg)
-    except OSError as exc:
-        raise MCPError(types.INTERNAL_ERROR, f"{tool}: cannot write ledger {ledger}: {exc}") from None
+class Gate:
+    """A forked server's tie to its launcher (:mod:`harness.workload.mcp_launch`, in the agent's process tree),
+    over the socket ``fd`` the launcher connected with.
+
+    :meth:`ask`, right before a ledger line's write: the launcher must answer, with one ``write`` call, or this
+    process ends there (``os._exit``) without the line.  So a leg that is killed (its launcher with it), or
+    stopped, or held by the outside observer once a kill is due (it holds every ``write``) gets no new line,
+    as when the server was the agent's own child.  :meth:`watch`: when the launcher is gone the process ends
+    at once, after a line being written (``lock``).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lock = threading.Lock()  # held from a line's open to its close: the watcher ends the process outside it
+
+    def ask(self) -> None:
+        """Return once the launcher answered; end the process when it is gone."""
+        try:
+            os.write(self.fd, b"?")
+            ok = os.read(self.fd, 16) == b"!"
+        except OSError:
+            ok = False
+        if not ok:
+            os._exit(0)  # the leg is over: no line, no answer (its client is gone)
+
+    def watch(self) -> None:
+        """Start the thread that ends this process when the launcher's end of the socket closes."""
+
+        def until_gone() -> None:
+            poll = select.poll()
+            poll.register(self.fd, select.POLLRDHUP)
+            while not any(ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL)
+                          for _, ev in poll.poll()):
+                pass
+            with self.lock:
+                os._exit(0)
+
+        threading.Thread(target=until_gone, name="fiskj-mcp-launcher", daemon=True).start()
 
 
-def make_server(ledger: str, leg: int = -1, drifted: bool = False) -> Server[Any]:
+def _record(ledger: str, tool_use_id: str, tool: str, leg: int, gate: Gate | None) -> None:
+    with gate.lock if gate is not None else nullcontext():
+        try:
+            fd = open_ledger(ledger)
+        except OSError as exc:
+            raise MCPError(types.INTERNAL_ERROR, f"{tool}: cannot open ledger {ledger}: {exc}") from None
+        try:
+            append_entry(fd, tool_use_id, tool, leg, gate.ask if gate is not None else None)
+        except OSError as exc:
+            raise MCPError(types.INTERNAL_ERROR, f"{tool}: cannot write ledger {ledger}: {exc}") from None
+
+
+def make_server(ledger: str, leg: int = -1, drifted: bool = False, gate: Gate | None = None) -> Server[Any]:
     """The MCP server (low-level SDK :class:`mcp.server.lowlevel.Server`, named ``fiskj``) of the workload's tools.
 
     ``ledger``: the effects ledger's path; ``leg``: the leg index of its lines; ``drifted``: the
-    descriptions say so (fingerprint drift ``"tools"``).  Each ``tools/call`` checks its arguments
-    (:func:`check_arguments`), appends its ledger line and fsyncs it (in a worker thread, so calls
-    run concurrently and wait on the ledger's lock, not on each other), sleeps ``sleep_ms``, then answers
-    (:func:`result_of`).  Unknown tool or bad arguments: :class:`MCPError` ``-32602``.
+    descriptions say so (fingerprint drift ``"tools"``); ``gate``: a forked server's :class:`Gate`, asked
+    before each line's write.  Each ``tools/call`` checks its arguments (:func:`check_arguments`), appends
+    its ledger line and fsyncs it (in a worker thread, so calls run concurrently and wait on the ledger's
+    lock, not on each other), sleeps ``sleep_ms``, then answers (:func:`result_of`).  Unknown tool or bad arguments: :class:`MCPError` ``-32602``.
     """
     tools = [types.Tool(name=name, description=description(name, drifted), input_schema=INPUT_SCHEMA)
              for name in TOOL_NAMES]
@@ -130,7 +181,7 @@ def make_server(ledger: str, leg: int = -1, drifted: bool = False) -> Server[Any
                 tool, params.arguments if params.arguments is not None else {}, agent_id)
         except BadArguments as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-        await anyio.to_thread.run_sync(_record, ledger, tool_use_id, tool, leg)
+        await anyio.to_thread.run_sync(_record, ledger, tool_use_id, tool, leg, gate)
         sleep_ms = data.get("sleep_ms") or 0
         if sleep_ms > 0:
             await anyio.sleep(sleep_ms / 1000.0)
@@ -189,13 +240,34 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the server until its client goes away; returns the exit status (2: a bad command line)."""
+def preload() -> None:
+    """Import what serving over stdio imports on first use (the fork server's, before it forks servers)."""
+    import importlib
+
+    for name in ("anyio._backends._asyncio", "mcp.server.stdio"):  # (no loop runs here: no thread may exist at a fork)
+        importlib.import_module(name)
+
+
+def serve_forked(argv: list[str], launcher: int) -> int:
+    """Serve over stdio in a process forked by the fork server (:mod:`harness.workload.mcp_fork`), its standard
+    streams the agent's, ``launcher`` the socket of its launcher (:class:`Gate`); ``argv``: the command line's
+    ``--ledger``, ``--leg``, ``--drifted``.  Returns the exit status (2: a bad command line)."""
+    gate = Gate(launcher)
+    gate.watch()
+    return main(argv, gate)
+
+
+def main(argv: list[str] | None = None, gate: Gate | None = None) -> int:
+    """Run the server until its client goes away; returns the exit status (2: a bad command line).
+    ``gate``: a forked server's (:func:`serve_forked`)."""
     args = _parser().parse_args(argv)
     if not os.path.isabs(args.ledger):
         sys.stderr.write(f"mcp_server: --ledger must be an absolute path, got {args.ledger!r}\n")
         return 2
-    server = make_server(args.ledger, args.leg, args.drifted)
+    if gate is not None and args.transport != "stdio":
+        sys.stderr.write("mcp_server: a forked server serves over stdio only\n")
+        return 2
+    server = make_server(args.ledger, args.leg, args.drifted, gate)
     if args.transport == "http":
         _serve_http(server)
         return 0

@@ -1,13 +1,15 @@
 """Giving an agent the workload's tools over MCP: its MCP configuration for a leg, and the HTTP server.
 
 An agent that takes tools from MCP servers is given ours (:mod:`harness.workload.mcp_server`) by the
-:class:`McpSpec`'s ``transport``: ``stdio``, the agent starts it from its configuration
-(:func:`server_command`), or ``http``, the harness starts it for the leg (:class:`HttpMcpServer`).  Either
+:class:`McpSpec`'s ``transport``: ``stdio``, the agent starts it from its configuration (the launcher of a
+server forked from this process's pre-imported fork server, :mod:`harness.workload.mcp_fork`), or ``http``,
+the harness starts it for the leg (:func:`server_command`, :class:`HttpMcpServer`).  Either
 way the configuration is rendered before each leg as the ``mcpServers`` JSON Claude Code reads from
 ``--mcp-config FILE`` (:func:`mcp_config`); both forms are in docs/subject.md "Tools over MCP".
 
 The runner's one call per leg is :func:`open_leg` (write the file, start the
-HTTP server when there is one; close it after the leg).  How the agent shows
+HTTP server when there is one; close it after the leg: the HTTP server stopped,
+the leg's forked stdio servers ended).  How the agent shows
 the tools to the model is the spec's ``tool_name`` template
 (:meth:`McpSpec.tool_template`, for :func:`harness.workload.build.build_workload`).
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.workload.mcp_fork import McpForkServer, fork_server
 from harness.workload.tools import TOOL_NAMES, check_template, shown_name
 
 __all__ = ["SERVER_NAME", "TRANSPORTS", "McpSetupError", "McpSpec", "server_command", "mcp_config",
@@ -82,7 +85,9 @@ def _interpreter() -> str:
 
 def server_command(ledger: str | os.PathLike[str], leg: int, *, transport: str = "stdio", drifted: bool = False,
                    interpreter: str | None = None) -> list[str]:
-    """The argv that runs our MCP server for ``leg``, writing to the effects ledger ``ledger`` (made absolute).
+    """The argv that runs our MCP server on its own for ``leg``, writing to the effects ledger ``ledger`` (made
+    absolute): the HTTP server's (an agent's stdio configuration names the fork server's launcher instead,
+    :func:`mcp_config`).
 
     ``python -I``: neither the caller's working directory nor its environment changes what runs.
     """
@@ -95,16 +100,21 @@ def server_command(ledger: str | os.PathLike[str], leg: int, *, transport: str =
 
 
 def mcp_config(spec: McpSpec, *, ledger: str | os.PathLike[str] | None = None, leg: int = -1, url: str | None = None,
-               drifted: bool = False, interpreter: str | None = None) -> dict[str, Any]:
+               drifted: bool = False, ticket: str | None = None, fork: McpForkServer | None = None) -> dict[str, Any]:
     """The agent's MCP configuration for one leg: ``{"mcpServers": {SERVER: {...}}}`` (module docstring).
 
-    ``stdio`` needs ``ledger`` (and ``leg``); ``http`` needs ``url`` (:attr:`HttpMcpServer.url`).  Pure.
-    Raises :class:`McpSetupError` when the one it needs is missing.
+    ``stdio`` needs ``ledger`` (and ``leg``): the command is the launcher of the fork server ``fork``
+    (without it this process's, :func:`harness.workload.mcp_fork.fork_server`, started on first use), for
+    ``ticket`` (a new one
+    without it; :func:`open_leg` ends the leg's servers by theirs); ``http`` needs ``url``
+    (:attr:`HttpMcpServer.url`).  Raises :class:`McpSetupError` when the one it needs is missing, and
+    :class:`harness.workload.mcp_fork.McpForkError` when the fork server does not start.
     """
     if spec.transport == "stdio":
         if ledger is None:
             raise McpSetupError("a stdio MCP configuration needs the effects ledger's path")
-        cmd = server_command(ledger, leg, drifted=drifted, interpreter=interpreter)
+        fork = fork or fork_server()
+        cmd = fork.command(os.path.abspath(ledger), leg, ticket or fork.ticket(), drifted=drifted)
         entry: dict[str, Any] = {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": {}}
     else:
         if not url:
@@ -180,17 +190,25 @@ class HttpMcpServer:
 @dataclass
 class LegMcp:
     """What :func:`open_leg` set up for one leg: ``config_path`` (the file written), ``config`` (its content),
-    ``http`` (the HTTP server, or ``None`` for stdio).  :meth:`close` after the leg (idempotent)."""
+    ``http`` (the HTTP server, or ``None`` for stdio), ``fork`` and ``ticket`` (stdio: the fork server and
+    the leg's ticket).  :meth:`close` after the leg (idempotent)."""
 
     config_path: str
     config: dict[str, Any]
     http: HttpMcpServer | None = None
+    fork: McpForkServer | None = None
+    ticket: str = ""
 
     def close(self) -> None:
-        """Stop the leg's HTTP server, if any."""
+        """Stop the leg's HTTP server, if any; return once the leg's forked stdio servers have ended (they end
+        when their launchers do: the agent's tree is gone once the leg is over).  Raises
+        :class:`harness.workload.mcp_fork.McpForkError` when the fork server does not answer."""
         if self.http is not None:
             self.http.close()
             self.http = None
+        if self.fork is not None:
+            fork, self.fork = self.fork, None
+            fork.end(self.ticket)
 
     def __enter__(self) -> "LegMcp":
         return self
@@ -203,18 +221,22 @@ def open_leg(spec: McpSpec, config_path: str | os.PathLike[str], *, ledger: str 
              drifted: bool = False, interpreter: str | None = None) -> LegMcp:
     """Set up the MCP server of leg ``leg`` before the agent starts: the one call a runner makes per leg.
 
-    ``http``: starts :class:`HttpMcpServer` (the harness's child, outside the agent's process tree);
-    then writes the agent's configuration (:func:`mcp_config`) to ``config_path``, the file the
-    profile's command names (``--mcp-config {mcp_config}``).  Returns the :class:`LegMcp` to close after
-    the leg.  Raises :class:`McpSetupError` (HTTP server did not start) or ``OSError`` (file not written).
+    ``http``: starts :class:`HttpMcpServer` (the harness's child, outside the agent's process tree;
+    ``interpreter``: its Python); ``stdio``: takes a ticket of this process's fork server.  Then writes the
+    agent's configuration (:func:`mcp_config`) to ``config_path``, the file the profile's command names
+    (``--mcp-config {mcp_config}``).  Returns the :class:`LegMcp` to close after the leg.  Raises
+    :class:`McpSetupError` (HTTP server did not start), :class:`harness.workload.mcp_fork.McpForkError`
+    (fork server did not start) or ``OSError`` (file not written).
     """
     http = HttpMcpServer(ledger, leg, drifted=drifted, interpreter=interpreter) if spec.transport == "http" else None
+    fork = fork_server() if spec.transport == "stdio" else None
+    ticket = fork.ticket() if fork is not None else ""
     try:
         config = mcp_config(spec, ledger=ledger, leg=leg, url=http.url if http else None, drifted=drifted,
-                            interpreter=interpreter)
+                            ticket=ticket or None)
         path = write_mcp_config(config_path, config)
     except BaseException:
         if http is not None:
             http.close()
         raise
-    return LegMcp(path, config, http)
+    return LegMcp(path, config, http, fork, ticket)
