@@ -131,20 +131,29 @@ def _context(name: str) -> dict[str, Any]:
 def parse_url(url: str) -> dict[str, Any]:
     """The keywords of :class:`JetStreamStore` in a store URL.
 
-    ``nats://[USER:PASS@]HOST:PORT[,HOST:PORT...]/STREAM[?context=NAME&allow_single_replica=1]``
-    (``nats:///STREAM?context=NAME`` takes the servers and credentials from the nats context).
+    ``nats://[USER:PASS@]HOST:PORT[,HOST:PORT...]/STREAM[?context=NAME&allow_single_replica=1&timeout=S]``
+    (``nats:///STREAM?context=NAME`` takes the servers and credentials from the nats context; ``timeout``:
+    seconds each request waits for its answer, e.g. a publish for its ack, default 5).
     Raises :class:`UsageError` naming what is wrong.
     """
     parts = urllib.parse.urlsplit(url)
     query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
     stream = parts.path.strip("/")
-    unknown = set(query) - {"context", "allow_single_replica"}
+    unknown = set(query) - {"context", "allow_single_replica", "timeout"}
     if parts.scheme not in ("nats", "tls") or not stream or "/" in stream or unknown:
         raise UsageError(f"not a JetStream store URL: {url!r} (expected nats://HOST:PORT/STREAM"
-                         f"[?context=NAME&allow_single_replica=1]{'; unknown ' + ', '.join(sorted(unknown)) if unknown else ''})")
+                         f"[?context=NAME&allow_single_replica=1&timeout=S]{'; unknown ' + ', '.join(sorted(unknown)) if unknown else ''})")
     out: dict[str, Any] = {"stream": stream, "allow_single_replica": query.get("allow_single_replica") in ("1", "true")}
     if "context" in query:
         out["context"] = query["context"]
+    if "timeout" in query:
+        try:
+            out["timeout"] = float(query["timeout"])
+        except ValueError:
+            out["timeout"] = 0.0
+        if not 0 < out["timeout"] <= 3600:
+            raise UsageError(f"not a JetStream store URL: {url!r} (timeout={query['timeout']!r}: "
+                             "expected seconds, more than 0 and at most 3600)")
     auth, _, hosts = parts.netloc.rpartition("@")
     if hosts:
         out["servers"] = [f"{parts.scheme}://{h}" for h in hosts.split(",")]
@@ -233,7 +242,7 @@ class JetStreamStore:
         self.allow_single_replica = allow_single_replica or opts.get("allow_single_replica", False)
         self.attempts = attempts
         conn.setdefault("servers", ["nats://127.0.0.1:4222"])
-        self.client = NatsClient(timeout=timeout, **conn)
+        self.client = NatsClient(timeout=opts.get("timeout", timeout), **conn)
         self.servers = self.client.servers
         try:
             info = self._call(self.client.js.stream_info(self.stream), "binding the stream")

@@ -266,9 +266,19 @@ def test_store_urls():
         "stream": "S", "allow_single_replica": True, "context": "c", "servers": ["nats://h1:1", "nats://h2:2"],
         "user": "u", "password": "p@ss"}
     assert parse_url("nats:///S?context=prod") == {"stream": "S", "allow_single_replica": False, "context": "prod"}
-    for bad in ("nats://h:1", "nats://h:1/S?replicas=1", "http://h/S", "nats://h/a/b"):
+    assert parse_url("nats://h:1/S?timeout=1.5")["timeout"] == 1.5
+    for bad in ("nats://h:1", "nats://h:1/S?replicas=1", "http://h/S", "nats://h/a/b", "nats://h:1/S?timeout=0",
+                "nats://h:1/S?timeout=soon"):
         with pytest.raises(Exception, match="not a JetStream store URL"):
             parse_url(bad)
+
+
+def test_a_store_url_s_timeout_bounds_its_requests(nats_server):
+    add_stream([nats_server.url], "WAIT", subjects=["wait.>"])
+    with JetStreamStore(f"{nats_server.url}/WAIT?allow_single_replica=1&timeout=1.5") as store:
+        assert store.client.timeout == 1.5
+    with JetStreamStore(f"{nats_server.url}/WAIT?allow_single_replica=1") as store:
+        assert store.client.timeout == 5.0
 
 
 def test_migrate_file_to_jetstream_and_back_folds_identically_byte_for_byte(stream, tmp_path, capsys):

@@ -10,10 +10,22 @@ from fiskj.jetstream import NatsClient
 from harness.errors import SetupError
 from harness.subject.nats_server import NatsServer, stream_leader
 
-__all__ = ["STREAM", "current_leader", "make_leader"]
+__all__ = ["STREAM", "ACK_WAIT_S", "current_leader", "make_leader", "store_url"]
 
 #: The stream every trial of the family makes (the store's name in ``{store_url}``).
 STREAM = "FISKJ"
+#: Seconds a trial's store waits for a request's answer (``?timeout=``; fiskj's default is 5): after a server
+#: is killed under a publish, the writer waits this long before it retries, in every such trial.  2 s is
+#: still far above an ack on a loaded machine (milliseconds); a late ack is a lost ack either way, which
+#: the engine must survive (docs/jetstream.md).
+ACK_WAIT_S = 2
+
+
+def store_url(nodes: list[NatsServer], replicas: int, stream: str = STREAM) -> str:
+    """The store URL of ``stream`` through ``nodes`` (all of a cluster's, or one node's alone), with the
+    trial's request timeout (:data:`ACK_WAIT_S`) and, for an R1 stream, ``allow_single_replica``."""
+    query = f"timeout={ACK_WAIT_S}" + ("&allow_single_replica=1" if replicas == 1 else "")
+    return "nats://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes) + f"/{stream}?{query}"
 
 
 def current_leader(nodes: list[NatsServer]) -> str:

@@ -33,7 +33,7 @@ from fiskj.cli_common import open_store
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.jetstream import damage
-from harness.families.jetstream.cluster import STREAM, current_leader, make_leader
+from harness.families.jetstream.cluster import STREAM, current_leader, make_leader, store_url
 from harness.families.jetstream.midrun import PastEnd, by_exit, crash_plan, crash_point, cut_leg, held, server_prefix
 from harness.families.jetstream.params import MODES, Params
 from harness.families.jetstream.writers import stale_writer
@@ -115,8 +115,7 @@ class _Executor:
             nodes = ([start_server(tmp, sync_interval=sync_interval)] if replicas == 1
                      else start_cluster(tmp, size=replicas, sync_interval=sync_interval).servers)
             add_stream([n.url for n in nodes], STREAM, replicas=replicas)
-            url = "nats://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes) + f"/{STREAM}" + \
-                ("?allow_single_replica=1" if replicas == 1 else "")
+            url = store_url(nodes, replicas)
             with Runner(replace(self.runner.subject, store_url=url), self.runner.server, tmp_root=tmp,
                         fork_server=False, observe=False) as runner:
                 kind = spec.get("kind")

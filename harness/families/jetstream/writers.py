@@ -34,6 +34,7 @@ from typing import Any
 from fiskj.cli_common import open_store
 from fiskj.ioseam import FAULT_ENV
 
+from harness.families.jetstream.cluster import store_url
 from harness.history.model import Fault, History
 from harness.names import EXIT_COMPLETED
 from harness.runner.faults import NOOP
@@ -50,7 +51,7 @@ STOP = "stop-after"
 
 def node_url(node: NatsServer, stream: str, replicas: int) -> str:
     """The store URL of ``stream`` through ``node`` only (a client of that node alone)."""
-    return f"nats://127.0.0.1:{node.port}/{stream}" + ("?allow_single_replica=1" if replicas == 1 else "")
+    return store_url([node], replicas, stream)
 
 
 def _stopped(pid: int) -> bool:
