@@ -165,21 +165,20 @@ class LegStarter:
         server = None if cwd else self._server()
         if server is not None:
             words = argv[len(self.subject.argv):]
-            try:
+            for attempt in (1, 2):
                 try:
                     return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out),
                                         stderr=str(err))
                 except ForkRefused:
-                    raise
+                    break  # this leg's environment differs where the pre-imports read it: a fresh process
                 except (OSError, RuntimeError, ValueError):
+                    if attempt == 2:
+                        raise
                     # The fork server died (or its pipe broke): start a new one, once.
                     server.close()
                     self._local.server = None
                     server = self._server()
                     assert server is not None
-                return server.spawn(words, env, stdin=str(stdin) if stdin else None, stdout=str(out), stderr=str(err))
-            except ForkRefused:
-                pass  # this leg's environment differs where the pre-imports read it: a fresh process
         with open(out, "wb") as fo, open(err, "wb") as fe:
             stdin_file = open(stdin, "rb") if stdin is not None else None
             try:
