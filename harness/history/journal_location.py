@@ -77,9 +77,7 @@ class JournalLocation:
         is ``run_id``'s journal: it ends as the template does after its last directory variable, with
         ``{run_id}`` filled in and any other variable (``{run_uuid}``, ``{cwd_slug}``, ...) standing for one
         path component or part of one.  For a store (:attr:`is_store`): any path strictly below its directory."""
-        if not path:
-            return False
-        return _pattern(self.template, run_id, self.is_store).fullmatch(_lexical(path)) is not None
+        return bool(path) and _matches(self.template, run_id, self.is_store, path)  # type: ignore[arg-type]
 
     def store_file(self, path: str | None, run_id: str = "") -> str | None:
         """``path`` relative to the store's folder when it lies below it (a store: :attr:`is_store`), else None."""
@@ -98,6 +96,13 @@ def _lexical(path: str) -> str:
         else:
             out.append(part)
     return ("/" if path.startswith("/") else "") + "/".join(out)
+
+
+@lru_cache(maxsize=8192)
+def _matches(template: str, run_id: str, below: bool, path: str) -> bool:
+    """Whether ``path`` is a journal path of ``template`` for ``run_id`` (:meth:`JournalLocation.is_journal`;
+    kept: the checkers ask it of the same few paths for every crash state of a run)."""
+    return _pattern(template, run_id, below).fullmatch(_lexical(path)) is not None
 
 
 @lru_cache(maxsize=256)

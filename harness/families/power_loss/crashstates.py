@@ -287,9 +287,21 @@ class Simulator:
     def build(self, chosen: set[tuple], *, zero: bool = False, state_id: str = "",
               prefix_n: int = 0, acks: tuple[Ack, ...] = ()) -> CrashState:
         """The crash state in which exactly the ``chosen`` units of the window persisted."""
+        tree = self._tree(frozenset(u[1] for u in chosen if u[0] == "e"))
+        mine: dict[int, set[tuple]] = {}
+        for u in chosen:
+            if u[0] != "e":
+                mine.setdefault(u[1], set()).add(u)
+        files = {p: self._content(i, mine.get(i, set()), zero) for p, i in tree[0].items()}
+        return self._state(chosen, zero, tree, files, state_id, prefix_n, acks)
+
+    def _tree(self, entries: frozenset[int]) -> tuple[dict[str, int], set[str], list[str]]:
+        """The names of a crash state in which exactly the waiting name operations ``entries`` (indexes into
+        :attr:`entries`) persisted: its files (path -> inode, those it holds: :meth:`kept`, in a folder it
+        has), its folders, and the name operations lost."""
         names, made, lost = dict(self.base), set(), []
         for i, e in enumerate(self.entries):
-            if e.waiting and ("e", i) not in chosen:
+            if e.waiting and i not in entries:
                 lost.append(f"{e.kind} {e.path}" + (f" -> {e.dst}" if e.dst else ""))
             elif e.kind == "create":
                 names[e.path] = e.ino  # type: ignore[assignment]
@@ -313,13 +325,21 @@ class Simulator:
                 memo[d] = d not in self.made_dirs or (d in made and present(_parent(d)))
             return memo[d]
 
-        files = {p: self._content(i, chosen, zero) for p, i in self.kept(names).items() if present(_parent(p))}
-        persisted = "size-only (zero-filled data)" if zero else (
-            " ".join(sorted("/".join(map(str, u)) for u in chosen)) or "none")
-        return CrashState(id=state_id, prefix_n=prefix_n, files=files,
-                          dirs=self.base_dirs | {d for d in made if present(d)}, lost_entries=lost,
+        files = {p: i for p, i in self.kept(names).items() if present(_parent(p))}
+        return files, self.base_dirs | {d for d in made if present(d)}, lost
+
+    def _state(self, chosen: Iterable[tuple], zero: bool, tree: tuple[dict[str, int], set[str], list[str]],
+               files: dict[str, bytes], state_id: str, prefix_n: int, acks: tuple[Ack, ...],
+               labels: Iterable[str] | None = None) -> CrashState:
+        """The :class:`CrashState` of ``tree`` (:meth:`_tree`) with the files' contents ``files``; ``labels``:
+        the ``chosen`` units as ``persisted`` names them, when known."""
+        chosen = frozenset(chosen)
+        if labels is None:
+            labels = ("/".join(map(str, u)) for u in chosen)
+        persisted = "size-only (zero-filled data)" if zero else (" ".join(sorted(labels)) or "none")
+        return CrashState(id=state_id, prefix_n=prefix_n, files=files, dirs=set(tree[1]), lost_entries=list(tree[2]),
                           acknowledged=[(a.path, a.end) for a in acks], persisted=persisted,
-                          acks=acks, inodes={p: names[p] for p in files}, kept=None if zero else frozenset(chosen))
+                          acks=acks, inodes=dict(tree[0]), kept=None if zero else chosen)
 
     def kept(self, names: dict[str, int]) -> dict[str, int]:
         """The names a state holds as files: not :data:`VOLATILE`, not a folder (a path with a name below it, or
@@ -331,7 +351,10 @@ class Simulator:
 
     def states(self, prefix_n: int, *, seed: int | str = 0, exhaustive_units: int = 12,
                samples: int = 256, zero_fill: bool = True) -> CrashPoint:
-        """Enumerate (or sample) the crash states of the current prefix, de-duplicated."""
+        """Enumerate (or sample) the crash states of the current prefix, de-duplicated (the first of a content
+        wins).  A state's names depend only on the name operations it keeps and a file's content only on that
+        file's units it keeps: both are computed once per such choice, and a state is built only when its
+        content (:meth:`CrashState.key`) is new."""
         units, acks = self.units(), self.acknowledged()
         n = len(units)
         exhaustive = n <= exhaustive_units
@@ -340,16 +363,43 @@ class Simulator:
         else:
             rng = random.Random(f"{seed}:{prefix_n}")
             masks = itertools.chain((0, (1 << n) - 1), (rng.getrandbits(n) for _ in range(max(0, samples - 2))))
-        variants = itertools.chain(((m, False) for m in masks), [(0, True)] if zero_fill and any(self.pending) else [])
+        variants = itertools.chain(((m, False) for m in masks), [(-1, True)] if zero_fill and any(self.pending) else [])
+        entry_bits, ino_bits = 0, [0] * len(self.pending)  # the mask's bits of the name operations, of each inode
+        for b, u in enumerate(units):
+            if u[0] == "e":
+                entry_bits |= 1 << b
+            else:
+                ino_bits[u[1]] |= 1 << b
+        acknowledged = frozenset((a.path, a.end) for a in acks)
+        labels = ["/".join(map(str, u)) for u in units]
+        trees: dict[int, tuple[dict[str, int], set[str], list[str]]] = {}
+        contents: dict[tuple[int, int], bytes] = {}  # (inode, its bits of the mask; -1 zero-filled) -> content
         seen: set[tuple] = set()
         out: list[CrashState] = []
         for mask, zero in variants:
-            chosen = {u for u in units if u[0] == "e"} if zero else {u for b, u in enumerate(units) if mask >> b & 1}
-            state = self.build(chosen, zero=zero, state_id=f"p{prefix_n}.{len(out)}", prefix_n=prefix_n, acks=acks)
-            key = state.key()
-            if key not in seen:
-                seen.add(key)
-                out.append(state)
+            if zero:  # every name operation kept, the data zero-filled to the sizes of now
+                mask = entry_bits
+            tree = trees.get(mask & entry_bits)
+            if tree is None:
+                tree = trees[mask & entry_bits] = self._tree(
+                    frozenset(units[b][1] for b in range(n) if entry_bits >> b & 1 and mask >> b & 1))
+            files = {}
+            for p, i in tree[0].items():
+                ck = (i, -1 if zero else mask & ino_bits[i])
+                data = contents.get(ck)
+                if data is None:
+                    data = contents[ck] = self._content(i, {units[b] for b in range(n) if ck[1] >> b & 1}
+                                                        if ck[1] > 0 else set(), zero)
+                files[p] = data
+            key = (tuple(sorted(files.items())), frozenset(tree[1]), acknowledged)
+            if key in seen:
+                continue
+            seen.add(key)
+            bits = [b for b in range(n) if mask >> b & 1]
+            state = self._state([units[b] for b in bits], zero, tree, files, f"p{prefix_n}.{len(out)}", prefix_n,
+                                acks, [labels[b] for b in bits])
+            state.__dict__["_key"] = key
+            out.append(state)
         return CrashPoint(prefix_n, self.last, acks, n, exhaustive, out)
 
 
