@@ -180,6 +180,40 @@ def test_a_python_agent_s_forked_leg_runs_its_script_as_a_fresh_interpreter_woul
         server.close()
 
 
+def test_the_clones_of_a_template_fork_server_are_as_warm_as_it_and_fork_legs_side_by_side(tmp_path):
+    """A campaign's threads each get a server cloned from one template: the pre-imports ran once (in the
+    template), each clone forks its own legs (at the same time as the other's), refuses a leg where the
+    pre-imports read the environment as the template does, and ends at its close; the template forks no leg."""
+    script, env = _agent(tmp_path)
+    imports = tmp_path / "imports"
+    (tmp_path / "mods" / "counted.py").write_text(f"open({str(imports)!r}, 'a').write('imported\\n')\n")
+    script.write_text("import os, sys, time\ntime.sleep(0.2)\nprint(os.getppid(), 'counted' in sys.modules)\n")
+    template = ForkServer(sys.executable, agent=[str(script)], preimport=["envy", "counted"], env=env,
+                          template=True).start()
+    clones = []
+    try:
+        with pytest.raises(ValueError, match="clone"):
+            template.spawn([], env, stdin=None, stdout=str(tmp_path / "t.out"), stderr=str(tmp_path / "t.err"))
+        clones = [template.clone() for _ in range(2)]
+        legs = [clone.spawn([], env, stdin=None, stdout=str(tmp_path / f"{i}.out"), stderr=str(tmp_path / f"{i}.err"))
+                for i, clone in enumerate(clones)]                 # both running before either is waited for
+        assert [leg.wait(timeout=30) for leg in legs] == [0, 0], [(tmp_path / f"{i}.err").read_text() for i in (0, 1)]
+        parents = [(tmp_path / f"{i}.out").read_text().split() for i in (0, 1)]
+        assert parents == [[str(clone._proc.pid), "True"] for clone in clones]   # each clone forked its own leg, warm
+        assert len({template._proc.pid, *(clone._proc.pid for clone in clones)}) == 3
+        assert imports.read_text() == "imported\n"                  # the pre-imports ran once, in the template
+        with pytest.raises(ForkRefused, match="ENVY"):
+            clones[1].spawn([], {**env, "ENVY": "b"}, stdin=None, stdout=str(tmp_path / "r.out"),
+                            stderr=str(tmp_path / "r.err"))
+        procs = [clone._proc for clone in clones]
+        clones[0].close()
+        assert procs[0].poll() is not None and not clones[0].running and clones[1].running
+    finally:
+        for server in (*clones, template):
+            server.close()
+    assert procs[1].poll() is not None and not template.running
+
+
 def test_a_python_agent_s_fork_server_refuses_pre_imports_that_leave_a_thread_running(tmp_path):
     script, env = _agent(tmp_path)
     with pytest.raises(RuntimeError, match="threads running .sleeper."):

@@ -50,7 +50,8 @@ class LegStarter:
     observer (:mod:`harness.observer`, docs/observer.md), which records its
     durability operations and injects event faults from outside, for any
     subject; ``fork_server``: the subject allows forking from a pre-imported
-    interpreter, one per thread (:class:`harness.subject.forkserver.ForkServer`;
+    interpreter, one per thread, each cloned from the starter's template (the imports paid once;
+    :class:`harness.subject.forkserver.ForkServer`;
     see :func:`harness.subject.contract.fork_server_enabled`): legs are forked
     (an observed one with the tracer attached to it, ``fiskj-observe --attach``),
     and so are the subject's readings and helper modules (never observed, no
@@ -65,6 +66,7 @@ class LegStarter:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._servers: list[ForkServer] = []
+        self._template_server: ForkServer | None = None
         self._readings: dict[Any, dict[str, Any]] = {}
         self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
 
@@ -73,29 +75,41 @@ class LegStarter:
         self._server()
 
     def _server(self) -> ForkServer | None:
+        """This thread's fork server, cloned from the starter's template (:meth:`_template`) the first time
+        (and again when it died); ``None`` when legs are not forked."""
         if not self.forked_reads:
             return None
         server = getattr(self._local, "server", None)
         if server is None or not server.running:
-            server = self._new_server().start()
+            server = self._template().clone()
             self._local.server = server
             with self._lock:
                 self._servers.append(server)
         return server
 
+    def _template(self) -> ForkServer:
+        """The template every thread's fork server is cloned from (started once: the imports are paid once per
+        starter, not per thread; started again when it died)."""
+        with self._lock:
+            if self._template_server is None or not self._template_server.running:
+                if self._template_server is not None:
+                    self._template_server.close()
+                self._template_server = self._new_server().start()
+            return self._template_server
+
     def _new_server(self) -> ForkServer:
-        """This subject's fork server: fiskj's, or a Python agent's (``[fork_server]``: its interpreter and
-        entry from the command, its pre-imports, in the harness's environment with the profile's fixed variables,
-        so that a leg's differs only in what each leg sets)."""
+        """This subject's template fork server: fiskj's, or a Python agent's (``[fork_server]``: its interpreter
+        and entry from the command, its pre-imports, in the harness's environment with the profile's fixed
+        variables, so that a leg's differs only in what each leg sets)."""
         subject = self.subject
         if subject.fork_server is None:
-            return ForkServer(subject.argv[0])
+            return ForkServer(subject.argv[0], template=True)
         words = [subject.fill(w, {}) for w in subject.argv]
         drop = set(HARNESS_ENV) | set(subject.env_unset)
         env = {k: v for k, v in os.environ.items() if k not in drop}
         fixed = ((k, subject.fill(v, {})) for k, v in subject.profile_env + subject.extra_env)
         env.update((k, v) for k, v in fixed if "{" not in v)
-        return ForkServer(words[0], agent=words[1:], preimport=subject.fork_server, env=env)
+        return ForkServer(words[0], agent=words[1:], preimport=subject.fork_server, env=env, template=True)
 
     def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path, *,
               log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None,
@@ -259,5 +273,6 @@ class LegStarter:
         """Stop every fork server this starter started; idempotent."""
         with self._lock:
             servers, self._servers = self._servers, []
-        for server in servers:
+            template, self._template_server = self._template_server, None
+        for server in [*servers, *([template] if template is not None else [])]:  # the template last: it reaps them
             server.close()

@@ -113,7 +113,8 @@ class Runner:
     (docs/observer.md: the history's traces and event faults then come from
     outside the subject; default :func:`observe_by_default`);
     ``fork_server``: fork reference-subject legs from a
-    pre-imported interpreter per thread (:class:`harness.subject.forkserver.ForkServer`;
+    pre-imported interpreter per thread, each cloned from one template
+    (:class:`harness.subject.forkserver.ForkServer`;
     default: when :func:`harness.subject.contract.fork_server_enabled`);
     ``readings``: after every leg, ask the subject's own reading of the
     journal when it gives a status command (:meth:`Subject.status_argv`;

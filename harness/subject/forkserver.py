@@ -10,8 +10,10 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -19,11 +21,13 @@ from typing import Any, Mapping, Sequence
 
 from harness.names import EXIT_ERROR, EXIT_USAGE
 
-__all__ = ["ForkServer", "ForkedProcess", "ForkRefused", "AGENT_FLAG"]
+__all__ = ["ForkServer", "ForkedProcess", "ForkRefused", "AGENT_FLAG", "TEMPLATE_FLAG"]
 
 #: The server's flag for a Python agent: ``--python-agent SPEC`` (JSON: ``{"entry": [SCRIPT] | ["-m", MODULE],
 #: "preimport": [...]}``), after the bootstrap that puts the harness on ``sys.path`` only while it imports this module.
 AGENT_FLAG = "--python-agent"
+#: The server's last flag for a template (:meth:`ForkServer.clone`): it forks servers, never a leg.
+TEMPLATE_FLAG = "--template"
 _ROOT = str(Path(__file__).resolve().parents[2])
 _BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import harness.subject.forkserver as f; del sys.path[0]; "
          "sys.exit(f._fork_server_main(sys.argv[1:]))")
@@ -68,15 +72,19 @@ class ForkedProcess:
 class ForkServer:
     """A pre-imported interpreter that forks legs, one at a time (the next :meth:`spawn` waits until the last
     leg exited); not thread-safe: one per worker thread.  It ends at :meth:`close`, or when its stdin reaches EOF
-    (the harness died).  Raises ``OSError`` / ``RuntimeError`` when the server dies."""
+    (the harness died).  Raises ``OSError`` / ``RuntimeError`` when the server dies.
+
+    A ``template`` server forks no leg: it imports once and :meth:`clone` forks servers from it, each as
+    warm as it is and one per worker thread, so that a campaign's threads pay the imports once, not once
+    each (thread-safe; a clone is the template's child, watched through its pidfd)."""
 
     def __init__(self, python: str | None = None, *, agent: Sequence[str] = (), preimport: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, template: bool = False) -> None:
         """``python``: the interpreter (default this one).  ``agent``: a Python agent's entry after the
         interpreter, ``[SCRIPT]`` or ``["-m", MODULE]`` (empty: fiskj's legs); ``preimport``: the modules the
         server imports once before it forks an agent's legs; ``env``: the server's environment (default this
-        process's without :data:`harness.subject.contract.HARNESS_ENV`).  Raises ``ValueError`` for an entry
-        of another form."""
+        process's without :data:`harness.subject.contract.HARNESS_ENV`); ``template``: a server that only
+        clones (:meth:`clone`).  Raises ``ValueError`` for an entry of another form."""
         self.python = python or sys.executable
         self.agent = list(agent)
         if self.agent and not (len(self.agent) == 1 and not self.agent[0].startswith("-")
@@ -84,7 +92,10 @@ class ForkServer:
             raise ValueError(f"a fork server runs a Python agent as SCRIPT or -m MODULE, not {self.agent!r}")
         self.preimport = list(preimport)
         self.env = dict(env) if env is not None else None
-        self._proc: subprocess.Popen | None = None
+        self.template = template
+        self._proc: subprocess.Popen | _Clone | None = None
+        self._sock: socket.socket | None = None  # a template's requests (a clone's pipes go with them)
+        self._clone_lock = threading.Lock()
         self._buf = b""
         self._last: ForkedProcess | None = None
         self._read_at_import: dict[str, str | None] = {}
@@ -104,8 +115,16 @@ class ForkServer:
             if self.agent:
                 spec = json.dumps({"entry": self.agent, "preimport": self.preimport})
                 argv = [self.python, "-c", _BOOT, _ROOT, AGENT_FLAG, spec]
-            self._proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          start_new_session=True, close_fds=True)
+            stdin: Any = subprocess.PIPE
+            if self.template:  # its requests come on a socket: each carries the new server's pipes
+                argv.append(TEMPLATE_FLAG)
+                self._sock, stdin = socket.socketpair()
+            try:
+                self._proc = subprocess.Popen(argv, env=env, stdin=stdin, stdout=subprocess.PIPE,
+                                              start_new_session=True, close_fds=True)
+            finally:
+                if self.template:
+                    stdin.close()
             try:
                 ready = self._read(120.0)
             except (RuntimeError, ValueError) as exc:
@@ -115,6 +134,42 @@ class ForkServer:
                 raise RuntimeError(f"the fork server did not start: {ready!r}")
             self._read_at_import = dict(ready.get("read_at_import") or {})
         return self
+
+    def clone(self) -> "ForkServer":
+        """A new server forked from this started template (``template``): as warm as it, ready to
+        :meth:`spawn`, ended by its own :meth:`close`.  Thread-safe.  Raises ``RuntimeError`` / ``OSError``
+        when the template is not running or does not fork."""
+        if not self.template:
+            raise ValueError("only a template fork server clones")
+        self.start()
+        requests, theirs = os.pipe()[::-1], os.pipe()  # (write, read): the harness writes; (read, write): it reads
+        mine = (requests[0], theirs[0])
+        try:
+            with self._clone_lock:
+                assert self._sock is not None
+                socket.send_fds(self._sock, [b"clone\n"], [requests[1], theirs[1]])
+                msg = self._read(30.0)
+            if not msg or "pid" not in msg:
+                raise RuntimeError(f"the template fork server did not clone: {msg!r}")
+            clone = _Clone(int(msg["pid"]), *mine)
+        except BaseException:
+            for fd in mine:
+                os.close(fd)
+            raise
+        finally:
+            os.close(requests[1])  # the clone's ends: the template passed them on
+            os.close(theirs[1])
+        server = ForkServer(self.python, agent=self.agent, preimport=self.preimport, env=self.env)
+        server._proc = clone
+        try:
+            ready = server._read(30.0)
+        except (RuntimeError, ValueError) as exc:
+            ready = {"error": str(exc)}
+        if not ready or not ready.get("ready"):
+            server.close()
+            raise RuntimeError(f"the cloned fork server did not start: {ready!r}")
+        server._read_at_import = dict(self._read_at_import)
+        return server
 
     def refusal(self, env: Mapping[str, str]) -> str | None:
         """Why a leg with environment ``env`` must not be forked from this (started) server, or ``None``: a
@@ -153,6 +208,8 @@ class ForkServer:
         attaches to it (docs/observer.md "Use").  Waits for the last leg's exit first.  A Python agent's leg runs
         its script or module as ``__main__`` with ``argv`` instead (``main`` does not apply); raises
         :class:`ForkRefused` when the leg must be started fresh (:meth:`refusal`)."""
+        if self.template:
+            raise ValueError("a template fork server forks no leg: spawn from its clone()")
         self.start()
         refused = self.refusal(env)
         if refused:
@@ -176,6 +233,8 @@ class ForkServer:
         if proc is None:
             return
         try:
+            if self._sock is not None:
+                self._sock.close()
             if proc.stdin is not None:
                 proc.stdin.close()
             proc.wait(timeout=5)
@@ -186,9 +245,83 @@ class ForkServer:
             proc.stdout.close()
 
 
+class _Clone:
+    """A server cloned from a template (:meth:`ForkServer.clone`), the parts of :class:`subprocess.Popen` a
+    :class:`ForkServer` uses: ``stdin``/``stdout`` (its pipes), :meth:`poll`, :meth:`wait`, :meth:`kill`.  It is
+    the template's child, not this process's: its end is seen through its pidfd."""
+
+    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int) -> None:
+        """``stdin_fd``/``stdout_fd``: this side of its request and reply pipes (closed with the files made of
+        them; not taken when the pidfd cannot be had: ``OSError``)."""
+        self.pid = pid
+        self.returncode: int | None = None
+        self._pidfd: int | None = os.pidfd_open(pid)
+        self.stdin = os.fdopen(stdin_fd, "wb")
+        self.stdout = os.fdopen(stdout_fd, "rb")
+
+    def poll(self) -> int | None:
+        """``-1`` once the server has ended (its status is the template's to reap), else ``None``."""
+        self.wait_for(0.0)
+        return self.returncode
+
+    def wait_for(self, timeout: float | None) -> bool:
+        """Whether the server ended within ``timeout`` seconds (``None``: until it does)."""
+        if self.returncode is None and self._pidfd is not None:
+            poller = select.poll()
+            poller.register(self._pidfd, select.POLLIN)
+            if not poller.poll(None if timeout is None else timeout * 1000.0):
+                return False
+            os.close(self._pidfd)
+            self._pidfd, self.returncode = None, -1
+        return True
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end; raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        if not self.wait_for(timeout):
+            raise subprocess.TimeoutExpired(["cloned fork server", str(self.pid)], timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the server (through its pidfd: never another process that got its pid)."""
+        if self._pidfd is not None:
+            with suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+
+def _serve_clones() -> None:
+    """A template's loop: per request on the socket at fd 0 (a line with the new server's request and reply
+    pipes), fork; the parent reports the child's pid on fd 1, the child returns, its fds 0 and 1 its pipes, to
+    serve legs.  The template ends (``os._exit``) when the socket reaches EOF."""
+    requests = socket.socket(fileno=0)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a clone's end: reaped by the kernel (its pidfd tells the harness)
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(requests, 1024, 2)
+        except OSError:
+            msg, fds = b"", []
+        if not msg or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            os._exit(0)
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its legs' statuses are its own to wait for
+            requests.detach()
+            os.dup2(fds[0], 0)
+            os.dup2(fds[1], 1)
+            for fd in fds:
+                os.close(fd)
+            return
+        for fd in fds:
+            os.close(fd)
+        os.write(1, json.dumps({"pid": pid}).encode() + b"\n")
+
+
 def _fork_server_main(args: Sequence[str] = ()) -> int:
     """The server loop: read a JSON request per line on fd 0, fork the leg, report pid then exit status on fd 1.
-    ``args``: ``[AGENT_FLAG, SPEC]`` for a Python agent (:data:`AGENT_FLAG`), else fiskj's legs."""
+    ``args``: ``[AGENT_FLAG, SPEC]`` for a Python agent (:data:`AGENT_FLAG`), else fiskj's legs; a last
+    :data:`TEMPLATE_FLAG`: a template, which forks the servers (:func:`_serve_clones`), each then this loop."""
     import ctypes  # (a traced leg installs its filter with it: no import after that)
     import gc
 
@@ -214,6 +347,9 @@ def _fork_server_main(args: Sequence[str] = ()) -> int:
         with fiskj.reader.collector_paused():  # it notes, once, that this process keeps objects frozen: a forked
             pass                               # leg then never walks the frozen set to find out (1.5 ms a read)
     send({"ready": True, "pid": os.getpid(), "read_at_import": read_at_import})
+    if list(args[-1:]) == [TEMPLATE_FLAG]:
+        _serve_clones()  # returns in a clone only
+        send({"ready": True, "pid": os.getpid(), "read_at_import": read_at_import})
     for line in sys.stdin.buffer:  # one request a line, until the harness closes the pipe
         req = json.loads(line)
         # A suspend may be sent the moment the pid is known: keep SIGINT/SIGTERM
@@ -456,7 +592,7 @@ def _interpreter_exit() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    if sys.argv[1:] == ["--fork-server"]:
-        sys.exit(_fork_server_main())
+    if sys.argv[1:2] == ["--fork-server"]:
+        sys.exit(_fork_server_main(sys.argv[2:]))
     print("usage: python -m harness.subject.forkserver --fork-server", file=sys.stderr)
     sys.exit(EXIT_USAGE)
