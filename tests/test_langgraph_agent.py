@@ -176,14 +176,17 @@ def _ledger(trial: Trial) -> list[tuple[int, str]]:
 
 def test_completes_the_script_once_forked_as_fresh(starter, model_server, tmp_path):
     """The forked route (a campaign's) and a fresh interpreter (a user's) give the same run: exit status, answer,
-    effects ledger and status reading of the same script; then, forked, the rest of the thread's commands."""
+    effects ledger and status reading of the same script; then, forked, the rest of the thread's commands.  The
+    two threads are apart (their own store, ledger and server session): the fresh one runs while the forked one
+    does (its interpreter imports LangGraph while the fork server does, or a forked leg runs)."""
     fresh = Trial(starter, model_server, tmp_path / "fresh")
-    fresh_done = fresh.run("run", fresh=True)
-    assert fresh_done.returncode == 0, fresh_done.stderr
-    fresh_status = fresh.status(fresh=True)
+    fresh_leg = fresh.popen("run", fresh=True)
     trial = Trial(starter, model_server, tmp_path / "forked")
     done = trial.run("run")
     assert done.returncode == 0, done.stderr
+    fresh_done = fresh.finish(fresh_leg)
+    assert fresh_done.returncode == 0, fresh_done.stderr
+    fresh_status = fresh.status(fresh=True)
     assert done.stdout.strip() == "All ledger work done."
     assert sorted(e["tool_use_id"] for e in trial.effects()) == sorted(trial.tool_ids())
     assert trial.status() == {"status": "completed", "tool_results": trial.tool_ids(), "answer": "All ledger work done."}
