@@ -292,21 +292,24 @@ class _Clone:
 def _serve_clones() -> None:
     """A template's loop: per request on the socket at fd 0 (a line with the new server's request and reply
     pipes), fork; the parent reports the child's pid on fd 1, the child returns, its fds 0 and 1 its pipes, to
-    serve legs.  The template ends (``os._exit``) when the socket reaches EOF."""
+    serve legs.  The template ends (``os._exit``) when the socket reaches EOF.  It reaps the clones that ended
+    (before each fork and at its end; the harness sees a clone's end through its pidfd), so that their CPU time,
+    and their legs', counts in its own and so in the harness's children's."""
     requests = socket.socket(fileno=0)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a clone's end: reaped by the kernel (its pidfd tells the harness)
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(requests, 1024, 2)
         except OSError:
             msg, fds = b"", []
+        with suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
         if not msg or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             os._exit(0)
         pid = os.fork()
         if pid == 0:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its legs' statuses are its own to wait for
             requests.detach()
             os.dup2(fds[0], 0)
             os.dup2(fds[1], 1)
