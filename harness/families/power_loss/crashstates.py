@@ -75,8 +75,11 @@ class CrashPoint:
 
 
 @dataclass
-class _Entry:  # one name operation; ``waiting``: the parent dirs still to be fsynced
+class _Entry:  # one name operation; ``waiting``: the parent dirs still to be fsynced; ``label``: as a lost one reads
     kind: str; path: str; ino: int | None; waiting: set[str]; dst: str | None = None  # noqa: E702
+
+    def __post_init__(self) -> None:
+        self.label = f"{self.kind} {self.path}" + (f" -> {self.dst}" if self.dst else "")
 
 
 def _parent(path: str) -> str:
@@ -302,7 +305,7 @@ class Simulator:
         names, made, lost = dict(self.base), set(), []
         for i, e in enumerate(self.entries):
             if e.waiting and i not in entries:
-                lost.append(f"{e.kind} {e.path}" + (f" -> {e.dst}" if e.dst else ""))
+                lost.append(e.label)
             elif e.kind == "create":
                 names[e.path] = e.ino  # type: ignore[assignment]
             elif e.kind == "mkdir":
@@ -365,11 +368,15 @@ class Simulator:
             masks = itertools.chain((0, (1 << n) - 1), (rng.getrandbits(n) for _ in range(max(0, samples - 2))))
         variants = itertools.chain(((m, False) for m in masks), [(-1, True)] if zero_fill and any(self.pending) else [])
         entry_bits, ino_bits = 0, [0] * len(self.pending)  # the mask's bits of the name operations, of each inode
+        entry_at: list[int] = []
+        ino_at: list[list[int]] = [[] for _ in self.pending]
         for b, u in enumerate(units):
             if u[0] == "e":
                 entry_bits |= 1 << b
+                entry_at.append(b)
             else:
                 ino_bits[u[1]] |= 1 << b
+                ino_at[u[1]].append(b)
         acknowledged = frozenset((a.path, a.end) for a in acks)
         labels = ["/".join(map(str, u)) for u in units]
         trees: dict[int, tuple[dict[str, int], set[str], list[str]]] = {}
@@ -381,14 +388,13 @@ class Simulator:
                 mask = entry_bits
             tree = trees.get(mask & entry_bits)
             if tree is None:
-                tree = trees[mask & entry_bits] = self._tree(
-                    frozenset(units[b][1] for b in range(n) if entry_bits >> b & 1 and mask >> b & 1))
+                tree = trees[mask & entry_bits] = self._tree(frozenset(units[b][1] for b in entry_at if mask >> b & 1))
             files = {}
             for p, i in tree[0].items():
                 ck = (i, -1 if zero else mask & ino_bits[i])
                 data = contents.get(ck)
                 if data is None:
-                    data = contents[ck] = self._content(i, {units[b] for b in range(n) if ck[1] >> b & 1}
+                    data = contents[ck] = self._content(i, {units[b] for b in ino_at[i] if ck[1] >> b & 1}
                                                         if ck[1] > 0 else set(), zero)
                 files[p] = data
             key = (tuple(sorted(files.items())), frozenset(tree[1]), acknowledged)
