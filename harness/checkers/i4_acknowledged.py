@@ -75,7 +75,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from harness.history.model import CrashStateFacts, History, Leg
+from harness.history.model import CrashAck, CrashStateFacts, History, Leg
 from harness.checkers.verdict import INVALID, UNKNOWN, VALID, make
 from harness.checkers._common import crash_kind, is_tail, legs_in_order
 from harness.checkers._trace import Ack, events, traced, unsynced_appends
@@ -153,18 +153,24 @@ def lost_acknowledged(state: CrashStateFacts) -> list[str]:
     the fsync that acknowledged it, and what the file holds there after the power loss.  A write is in the
     state when a path that still has the inode it was written to holds its bytes at its offset."""
     out = []
-    for ack in state.acks:
-        paths = [p for p, i in state.inodes.items() if i == ack.ino]
+    named: dict[int, list[str]] = {}  # inode -> the paths that have it
+    for p, i in state.inodes.items():
+        named.setdefault(i, []).append(p)
+
+    def where(ack: CrashAck) -> str:
         synced = f", acknowledged by n={ack.claimed}" if ack.claimed else ""
-        where = (f"{ack.path}: {_record_name(ack.data)}bytes {ack.offset}..{ack.end} acknowledged "
-                 f"(write n={ack.n}{synced})")
+        return (f"{ack.path}: {_record_name(ack.data)}bytes {ack.offset}..{ack.end} acknowledged "
+                f"(write n={ack.n}{synced})")
+
+    for ack in state.acks:
+        paths = named.get(ack.ino, [])
         if not paths:
-            out.append(f"{where} but the file is gone ({_why_gone(state, ack.path)})")
+            out.append(f"{where(ack)} but the file is gone ({_why_gone(state, ack.path)})")
         elif not any(state.files[p][ack.offset:ack.end] == ack.data for p in paths):
             size = max(len(state.files[p]) for p in paths)
             what = (f"the file ends at byte {size}" if size <= ack.offset
                     else "the file holds other bytes there")
-            out.append(f"{where} but not in the file: {what} (it was not durable when the power went)")
+            out.append(f"{where(ack)} but not in the file: {what} (it was not durable when the power went)")
     return out
 
 
