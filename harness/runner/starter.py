@@ -67,6 +67,7 @@ class LegStarter:
         self._lock = threading.Lock()
         self._servers: list[ForkServer] = []
         self._template_server: ForkServer | None = None
+        self._template_lock = threading.Lock()
         self._readings: dict[Any, dict[str, Any]] = {}
         self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
 
@@ -81,7 +82,10 @@ class LegStarter:
             return None
         server = getattr(self._local, "server", None)
         if server is None or not server.running:
-            server = self._template().clone()
+            try:
+                server = self._template().clone()
+            except (OSError, RuntimeError):  # the template died since it was checked: a new one, once
+                server = self._template().clone()
             self._local.server = server
             with self._lock:
                 self._servers.append(server)
@@ -90,7 +94,7 @@ class LegStarter:
     def _template(self) -> ForkServer:
         """The template every thread's fork server is cloned from (started once: the imports are paid once per
         starter, not per thread; started again when it died)."""
-        with self._lock:
+        with self._template_lock:  # (not self._lock: a template's imports take seconds)
             if self._template_server is None or not self._template_server.running:
                 if self._template_server is not None:
                     self._template_server.close()
@@ -271,7 +275,7 @@ class LegStarter:
 
     def close(self) -> None:
         """Stop every fork server this starter started; idempotent."""
-        with self._lock:
+        with self._lock, self._template_lock:
             servers, self._servers = self._servers, []
             template, self._template_server = self._template_server, None
         for server in [*servers, *([template] if template is not None else [])]:  # the template last: it reaps them
