@@ -2,7 +2,8 @@
 subject's (``python -m fiskj``, the mutant subject), or any Python agent whose profile declares ``[fork_server]``
 (its script or module run as ``__main__`` in the forked leg).  Started by :meth:`ForkServer.start` only: as
 ``python -m harness.subject.forkserver --fork-server`` for fiskj, and for an agent on the agent's own interpreter
-(which need not have the harness installed: only this module and :mod:`harness.names` are imported there)."""
+(which need not have the harness installed: only this module and :mod:`harness.names` are imported there); a
+campaign's per-thread servers are forked from one such server started as a template (:meth:`ForkServer.clone`)."""
 
 from __future__ import annotations
 
@@ -122,6 +123,10 @@ class ForkServer:
             try:
                 self._proc = subprocess.Popen(argv, env=env, stdin=stdin, stdout=subprocess.PIPE,
                                               start_new_session=True, close_fds=True)
+            except BaseException:
+                if self._sock is not None:
+                    self._sock.close()
+                raise
             finally:
                 if self.template:
                     stdin.close()
