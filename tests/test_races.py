@@ -47,7 +47,7 @@ def prepared(runner):
     out = {}
     for race in RACES:
         sc = scenario(race)
-        out[race] = (sc, RACE.prepare(sc, runner, runner.reference(sc)))
+        out[race] = (sc, RACE.prepare(sc, runner))
     yield out
     for _, prep in out.values():
         prep.runner.close()  # what an executor does when the campaign is done with it

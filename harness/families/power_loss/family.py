@@ -111,9 +111,10 @@ class PowerLossFamily(FamilyBase):
         line = cheap_limit(subject)
         return [line] if line else []
 
-    def prepare(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> ReferenceRun:
-        """For ``crash_leg = "resume"``: a two-leg reference, killed right after the fsync of the first
-        tool batch, then resumed to its end (the resume is the leg that loses power)."""
+    def prepare(self, scenario: Scenario, runner: Runner, *, explicit: bool = False) -> ReferenceRun:
+        """The uninterrupted run; for ``crash_leg = "resume"``: a two-leg reference, killed right after the fsync
+        of the first tool batch, then resumed to its end (the resume is the leg that loses power)."""
+        reference = runner.reference(scenario)
         if self.params(scenario).crash_leg != "resume":
             return reference
         kill = pending_point_of(reference.history, run_id_for(scenario))

@@ -62,23 +62,30 @@ class RaceFamily(FamilyBase):
         return (f"{READER_RACE} needs the subject's own reading command (a profile's [reading], "
                 f"docs/subject.md) to read the run while it is written")
 
-    def prepare(self, scenario: Scenario, runner: Any, reference: Any) -> Prepared:
-        """The uninterrupted run observed, and the lock points of a start and of a resume (IO), each from a probe
-        held at a sequence point it never reaches (:data:`NEVER`), the resume's first leg killed with a pending
-        tool batch.  Raises :class:`harness.errors.SetupError` as the runner does."""
+    def prepare(self, scenario: Scenario, runner: Any, *, explicit: bool = False) -> Prepared:
+        """The uninterrupted run observed (on ``runner`` when it observes, else on an observed runner of its own:
+        the unobserved one runs no reference), and the lock points of a start and of a resume (IO), each from a
+        probe held at a sequence point it never reaches (:data:`NEVER`), the resume's first leg killed with a
+        pending tool batch; ``explicit`` (given schedules only: no plan to place): no probe, the lock points
+        ``None``.  Raises :class:`harness.errors.SetupError` as the runner does."""
         own = None if runner.observe else Runner(runner.subject, runner.server, tmp_root=runner.tmp_root,
                                                  keep_dirs=runner.keep_dirs, observe=True, readings=runner.readings)
         obs = own or runner
-        ref = obs.reference(scenario)
-        races = set(races_of(scenario))
-        never = {"kind": "hold", "at": NEVER}
-        start_lock = resume_lock = None
-        if "two-creates" in races:
-            start_lock = obs.run_trial(scenario, 0, [never]).legs[0].lock_point
-        kill = pending_point_of(ref.history, run_id_for(scenario))
-        if kill is not None and races & {"two-resumers", "two-writers"}:
-            legs = obs.run_trial(scenario, 0, [{"kind": "kill", "event": kill, "when": "after"}, never]).legs
-            resume_lock = legs[1].lock_point if len(legs) > 1 else None
+        try:
+            ref = obs.reference(scenario)
+            races = set(races_of(scenario))
+            never = {"kind": "hold", "at": NEVER}
+            start_lock = resume_lock = None
+            if "two-creates" in races and not explicit:
+                start_lock = obs.run_trial(scenario, 0, [never]).legs[0].lock_point
+            kill = pending_point_of(ref.history, run_id_for(scenario))
+            if kill is not None and races & {"two-resumers", "two-writers"} and not explicit:
+                legs = obs.run_trial(scenario, 0, [{"kind": "kill", "event": kill, "when": "after"}, never]).legs
+                resume_lock = legs[1].lock_point if len(legs) > 1 else None
+        except BaseException:  # no executor will close it
+            if own is not None:
+                own.close()
+            raise
         return Prepared(**{f.name: getattr(ref, f.name) for f in fields(ReferenceRun)}, start_lock=start_lock,
                         resume_lock=resume_lock, runner=own)
 
