@@ -289,7 +289,9 @@ def stream_leader(servers: list[str], stream: str, *, replicas: int = 3, timeout
                   quorum: bool = False) -> str:
     """The name of the server leading ``stream`` (waits for a leader with ``replicas`` current replicas; with
     ``quorum``, with one current follower: a cluster that lost a node)."""
-    client = NatsClient(servers, timeout=min(timeout, 2.0))  # a request lost in an election is asked again
+    # a request lost in an election is asked again after 1 s (an answer takes milliseconds; a late one is asked
+    # again until ``timeout``)
+    client = NatsClient(servers, timeout=min(timeout, 1.0))
     try:
         return _leader(client, stream, replicas, time.monotonic() + timeout, quorum) or ""
     finally:
