@@ -12,7 +12,8 @@ Tracker issue 28; docs/store.md "The JetStream store" states the contract and it
 * an append publishes with ``Nats-Msg-Id: <nonce>-<seq>`` (one random nonce per open) and asserts the
   stream sequence of the run's last record over ``<prefix>.R.>`` (the fence).  No ack (a timeout, a lost
   connection, no leader): the same publish again, so a record that did land is answered as a duplicate of
-  our own id.  A fence rejection reads the subject back: our own id there is a lost ack, adopted; anything
+  our own id (after a lost connection as soon as the client has connected again: :meth:`NatsClient.answer`;
+  a subject that already holds its one message, err_code 10077, is refused for good, not asked again).  A fence rejection reads the subject back: our own id there is a lost ack, adopted; anything
   else is another writer (:class:`RunLocked`), or on the meta subject a concurrent creator
   (:class:`RunExists`).  No ack after every attempt: :class:`StoreIOError`, the journal poisoned
   (docs/spec.md section 9, rule 5);
@@ -46,12 +47,19 @@ from .paths import is_valid_run_id, validate_run_id
 from .records import MetaRecord, Record
 from .store import RunInfo, _check_run_id, check_create
 
-__all__ = ["JetStreamStore", "JetStreamJournal", "NatsClient", "parse_url", "META_TOKEN", "RECORD_FLOOR_BYTES"]
+__all__ = ["JetStreamStore", "JetStreamJournal", "NatsClient", "AnswerLost", "parse_url", "META_TOKEN",
+           "RECORD_FLOOR_BYTES"]
 
 META_TOKEN = "_meta"          #: the last subject token of a run's meta record (seq 1)
 RECORD_FLOOR_BYTES = 4096     #: the smallest max message size a stream may have
 WRONG_LAST_SEQUENCE = 10071   #: JetStream's error code for a failed expected-last-sequence check
+SUBJECT_FULL = 10077          #: JetStream's "maximum messages per subject exceeded" (a 503 no retry changes)
 T = TypeVar("T")
+
+
+class AnswerLost(Exception):
+    """A request's connection dropped while it waited for the answer and the client is connected again: an answer
+    due on the dropped connection never comes (:meth:`NatsClient.answer`)."""
 
 
 class NatsClient:
@@ -78,9 +86,17 @@ class NatsClient:
         async def quiet(exc: Exception) -> None:  # nats-py logs every reconnect attempt otherwise
             pass
 
+        self._waiting: set[asyncio.Future[None]] = set()  # answer()'s waits, each ended by a reconnect
+
+        async def reconnected() -> None:
+            for lost in list(self._waiting):
+                if not lost.done():
+                    lost.set_result(None)
+
         try:
             self.nc = self.run(nats.connect(servers=servers, connect_timeout=timeout, reconnect_time_wait=0.1,
-                                            max_reconnect_attempts=1, error_cb=quiet, **options))
+                                            max_reconnect_attempts=1, error_cb=quiet, reconnected_cb=reconnected,
+                                            **options))
         except Exception as exc:
             self._stop()
             raise StoreIOError(f"cannot connect to NATS at {','.join(servers)}: {type(exc).__name__}: {exc}",
@@ -91,6 +107,27 @@ class NatsClient:
     def run(self, coro: Awaitable[T]) -> T:
         """Run ``coro`` on the client's loop; return its result or raise its exception."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
+
+    async def answer(self, request: Awaitable[T]) -> T:
+        """The result of ``request`` (a coroutine that sends one request and waits for its answer, at most
+        ``timeout``), or :class:`AnswerLost` as soon as the client has connected again after its connection
+        dropped while ``request`` waited: an answer due on the dropped connection never comes, so waiting out
+        the timeout would learn nothing more.  (A request buffered while the connection was down and flushed on
+        the reconnect may still be answered: the caller asks again, as after a timeout.)"""
+        lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.add(lost)
+        task = asyncio.ensure_future(request)
+        try:
+            await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            raise
+        finally:
+            self._waiting.discard(lost)
+        if not task.done():
+            task.cancel()
+            raise AnswerLost("the connection to NATS dropped while the request waited for its answer")
+        return task.result()
 
     def close(self) -> None:
         """Close the connection and stop the loop thread (idempotent)."""
@@ -456,27 +493,32 @@ class JetStreamJournal(Journal):
         store, subject, msg_id = self.store, self.store.subject(self.run_id, seq), f"{self.nonce}-{seq}"
         headers = self.headers(msg_id)
         failure: Exception | None = None
+        tries = 0
         for attempt in range(store.attempts):
+            tries = attempt + 1
             if attempt:
                 time.sleep(min(0.05 * 2 ** attempt, 1.0))
             try:
-                ack = store.client.run(store.client.js.publish(subject, line[:-1], headers=dict(headers)))
+                ack = store.client.run(store.client.answer(store.client.js.publish(subject, line[:-1],
+                                                                                   headers=dict(headers))))
             except ServiceUnavailableError as exc:  # no leader for now: try again
                 failure = exc
+                if exc.err_code == SUBJECT_FULL:  # the subject holds its one message already: no retry changes that
+                    break
             except APIError as exc:
                 if exc.err_code != WRONG_LAST_SEQUENCE:
                     failure = exc
                     break
                 self._fenced(subject, msg_id, seq)
                 return
-            except (NatsError, TimeoutError, asyncio.TimeoutError) as exc:  # the ack may be lost: same publish again
+            except (NatsError, TimeoutError, asyncio.TimeoutError, AnswerLost) as exc:  # the ack may be lost: same publish again
                 failure = exc
             else:
                 self.tail = ack.seq  # ack.duplicate: our own earlier publish had landed (same Nats-Msg-Id)
                 ioseam.published(self.path, line)
                 return
         raise self._fail("write", seq, OSError(errno.EIO, f"publish to {subject} not acknowledged after "
-                                                          f"{store.attempts} attempts: {type(failure).__name__}: {failure}"))
+                                                          f"{tries} attempt(s): {type(failure).__name__}: {failure}"))
 
     def headers(self, msg_id: str) -> dict[str, str]:
         """The headers of a publish: its ``Nats-Msg-Id`` and the fence (the stream sequence of the run's last

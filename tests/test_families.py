@@ -2,6 +2,8 @@
 
 import json
 import re
+import shlex
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -285,7 +287,9 @@ def test_a_failure_of_every_family_shrinks_to_a_smaller_trial_that_replays_the_s
     one failing the same invariant the same way; the report's smallest reproducer is that trial and says what
     got smaller; ``replay`` of it shows the same violation (issue 26 item 5)."""
     path, again = tmp_path / "report.json", tmp_path / "replay.json"
-    subject = f"FISKJ_MUTANT={mutant} python -m harness.selftest.subject"
+    # this interpreter: its legs are forked from the harness's fork server (PATH's ``python`` would start each leg
+    # fresh, through a pyenv shim where there is one: several times the time of a row, the shrinking the same)
+    subject = f"FISKJ_MUTANT={mutant} {shlex.quote(sys.executable)} -m harness.selftest.subject"
     assert main(["run", scenario, "--subject", subject, "--shrink-budget", "3", "--keep", "none",
                  "--report-json", str(path), *options]) == 1
     out = capsys.readouterr().out

@@ -4,6 +4,7 @@ between backends, and a 3-node cluster losing a follower."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import threading
@@ -106,9 +107,18 @@ def test_without_the_fence_a_stale_writer_of_a_live_run_is_still_refused_by_one_
     stale = stream.store().open("h1")
     first.append(A(text="mine", iteration=1))
     monkeypatch.setattr(type(stale), "headers", lambda self, msg_id: {"Nats-Msg-Id": msg_id})  # no fence
+    js, calls = stale.store.client.js, []
+    real = js.publish
+
+    async def publish(subject, payload=b"", **kw):
+        calls.append(subject)
+        return await real(subject, payload, **kw)
+
+    monkeypatch.setattr(js, "publish", publish)
     with pytest.raises(StoreIOError, match="maximum messages per subject"):  # err 10077: not RunLocked, no retry
         stale.append(A(text="theirs", iteration=1))
     monkeypatch.undo()
+    assert len(calls) == 1  # refused for good: not published again
     assert [m[2]["Nats-Msg-Id"].split("-")[0] for m in _messages(stream, "h1")] == [first.nonce] * 4
 
 
@@ -152,6 +162,31 @@ def test_a_retry_after_a_lost_ack_is_answered_as_its_own_duplicate(stream, monke
     msgs = _messages(stream, "l1")
     assert len(msgs) == 4 and journal.tail == msgs[-1][0]    # ... stored once, and the next append is fenced on it
     assert stream.store().load("l1").records == 4
+
+
+def test_a_publish_whose_connection_drops_is_asked_again_once_reconnected_not_after_its_timeout(stream, monkeypatch):
+    journal = _write(stream.store(timeout=20.0), "l3", RUN[:1])
+    client = journal.store.client
+    real, calls, ended = client.js.publish, [], []
+
+    async def publish(subject, payload=b"", **kw):
+        calls.append(subject)
+        if len(calls) > 1:
+            return await real(subject, payload, **kw)
+        await real(subject, payload, **kw)  # it lands; then the connection drops before the ack is read (what a
+        client.nc._transport.close()        # killed server leaves; nats-py's transport, closed under the client)
+        try:
+            await asyncio.sleep(20)  # the ack never comes: nats-py would time the request out
+        except asyncio.CancelledError:
+            ended.append("cancelled")  # NatsClient.answer: the client connected again, the answer cannot come
+            raise
+        ended.append("timed out")
+        raise TimeoutError("ack lost")
+
+    monkeypatch.setattr(client.js, "publish", publish)
+    assert journal.append(R("t1", "ok")) == 3
+    assert ended == ["cancelled"] and calls == [f"{stream.prefix}.l3.3"] * 2  # asked again, adopted as its own
+    assert client.nc.stats["reconnects"] == 1 and stream.store().load("l3").records == 3
 
 
 def test_a_retry_after_a_lost_ack_past_the_duplicate_window_reads_back_and_adopts_its_record(nats_server,

@@ -104,6 +104,7 @@ def test_a_killed_follower_cut_inside_its_first_record_recovers_and_leads_with_e
     assert ran.faults == {"damage": 1} and detail["mode"] == "truncate" and detail["file"].endswith("msgs/1.blk")
     assert 0 < detail["offset"] == detail["size_after"] < detail["record"]["length"] < detail["size"]
     assert detail["stream_after"]["leader"] == detail["server"] != detail["leader_before"]  # the damaged node leads
+    assert detail["meta_leader_before"] in ("n1", "n2", "n3") and detail["server"] != detail["meta_leader_before"]
     assert detail["stream_after"]["missing"] == [] and detail["stream_after"]["messages"] == 7
     assert verdicts["I4"].status == "valid" and verdicts["I6"].status == "valid"
 

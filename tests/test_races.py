@@ -47,17 +47,15 @@ def prepared(runner):
     out = {}
     for race in RACES:
         sc = scenario(race)
-        out[race] = (sc, RACE.prepare(sc, runner, runner.reference(sc)))
-    yield out
-    for _, prep in out.values():
-        prep.runner.close()  # what an executor does when the campaign is done with it
+        out[race] = (sc, RACE.prepare(sc, runner))
+    return out  # (each prepared runner is the runner's observed twin, closed with it)
 
 
 def run(prepared, runner, race, schedule):
     """One trial of ``race`` on the reference under ``schedule``, through the family's executor."""
     sc, prep = prepared[race]
     (planned,) = RACE.plan(sc, prep, 1, 1, [schedule])
-    return RACE.open(sc, runner, prep).run(planned), planned  # (the fixture closes the prepared runner)
+    return RACE.open(sc, runner, prep).run(planned), planned
 
 
 def holding(prep):
@@ -120,9 +118,9 @@ def test_the_reference_campaign_says_no_limit_for_races_and_judges_i10(runner):
     assert all("I10" in sc.check.invariants for sc in scenarios if races_of(sc) != ["holder-killed"])
 
 
-def test_a_probe_is_held_at_a_point_no_leg_reaches_and_runs_to_its_end(prepared):
+def test_a_probe_is_held_at_a_point_no_leg_reaches_and_runs_to_its_end(prepared, runner):
     _, prep = prepared["two-creates"]
-    assert isinstance(prep, Prepared) and prep.runner is not None and prep.runner.observe
+    assert isinstance(prep, Prepared) and prep.runner is runner.observed() and prep.runner.observe
     assert NEVER > 1 << 20 and prep.history.legs[0].exit_code == EXIT_COMPLETED
 
 

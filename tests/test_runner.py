@@ -271,3 +271,12 @@ def test_a_run_cut_short_at_its_last_reply_ends_with_error_and_a_correct_engine_
         assert trial.history.final_state["status"] == "error"
         last = trial.history.legs[-1]
         assert last.fault.detail.get("probe") == "resume after error" and last.exit_code == 1  # ended so again
+
+
+def test_an_unobserved_runner_has_one_observed_twin_on_its_model_server_and_an_observing_one_is_its_own():
+    with Runner(observe=False) as runner:
+        twin = runner.observed()
+        assert twin is runner.observed() and twin is not runner  # made once: its cached references serve every caller
+        assert twin.observe and twin.subject == runner.subject and twin.server is runner.server
+    with Runner(observe=True) as observing:
+        assert observing.observed() is observing

@@ -263,8 +263,8 @@ class Campaign:
                 futures: dict[Any, ScenarioRun] = {}
                 uninterrupted: list[TrialResult] = []
                 for batch in (wanted[:1], wanted[1:]):
-                    submitted = {pool.submit(lambda r: r.family.prepare(r.scenario, runner,
-                                                                        runner.reference(r.scenario)), run): run
+                    explicit = self.schedules is not None
+                    submitted = {pool.submit(lambda r: r.family.prepare(r.scenario, runner, explicit=explicit), run): run
                                  for run in batch}
                     futures.update(submitted)
                     dead = self._collect_references(submitted, runner, limits, uninterrupted)

@@ -156,9 +156,11 @@ class FamilyBase:
         whose plan does not overrides this)."""
         return plan
 
-    def prepare(self, scenario: Scenario, runner: Any, reference: Any) -> Any:
-        """What :meth:`plan` gets as ``reference`` (IO, once per scenario): the uninterrupted run itself."""
-        return reference
+    def prepare(self, scenario: Scenario, runner: Any, *, explicit: bool = False) -> Any:
+        """What :meth:`plan` gets as ``reference`` (IO, once per scenario): the uninterrupted run itself
+        (``runner.reference``; it raises as that does).  ``explicit``: the campaign runs given schedules only
+        (a replay), so what only a drawn plan needs may be left out."""
+        return runner.reference(scenario)
 
     def smaller(self, scenario: Scenario, reference: Any, schedule: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         return smaller_schedules(schedule)

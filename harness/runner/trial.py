@@ -132,6 +132,7 @@ class Runner:
         self._refs: dict[Any, ReferenceRun] = {}
         self._ref_locks: dict[Any, threading.Lock] = {}
         self._probes: dict[tuple, Leg] = {}  # a recorded trial's probe after the end, by the files it left as they were
+        self._observed: Runner | None = None  # observed(): this runner's observed twin, made on first use
         self.tmp_root = tmp_root or os.environ.get("FISKJ_HARNESS_TMP") or _default_tmp_root()
         self.keep_dirs = keep_dirs or os.environ.get("FISKJ_HARNESS_KEEP_DIRS") == "1"
         self.observe = observe_by_default(self.subject) if observe is None else observe
@@ -150,10 +151,27 @@ class Runner:
                 self._server = ModelServer().start()
             return self._server
 
+    def observed(self) -> "Runner":
+        """A runner of this subject whose legs run under the outside observer: this one when it observes, else
+        its twin, made on first use with this one's model server and settings, kept (its cached references and
+        fork servers serve every later caller) and closed with this one."""
+        if self.observe:
+            return self
+        server = self.server
+        with self._lock:
+            if self._observed is None:
+                self._observed = Runner(self.subject, server, tmp_root=self.tmp_root, keep_dirs=self.keep_dirs,
+                                        observe=True, readings=self.readings)
+            return self._observed
+
     def close(self) -> None:
-        """Stop the fork servers, and the model server if this runner started it; idempotent."""
+        """Stop the fork servers (and those of the observed twin), and the model server if this runner started
+        it; idempotent."""
         with self._lock:
             server, self._server = self._server, None
+            twin, self._observed = self._observed, None
+        if twin is not None:
+            twin.close()
         self.legs.close()
         if server is not None and self._own_server:
             server.close()

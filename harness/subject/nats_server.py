@@ -12,6 +12,7 @@ leader; :func:`stream_leader` names it.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import shutil
 import signal
@@ -28,7 +29,7 @@ from harness.observer import spawn_observed
 from harness.observer.run import ObservedProcess
 
 __all__ = ["NatsServer", "NatsCluster", "nats_server_binary", "start_server", "start_cluster", "add_stream",
-           "stream_leader"]
+           "stream_leader", "meta_leader"]
 
 READY_TIMEOUT_S = 20.0
 
@@ -268,11 +269,29 @@ def _leader(client: NatsClient, stream: str, replicas: int, deadline: float, quo
         time.sleep(0.02)
 
 
+def meta_leader(nodes: list[NatsServer]) -> str | None:
+    """The name of the node leading the cluster's JetStream meta group as the first running node that knows one
+    says (its monitoring ``/jsz``), or ``None`` (a single server, an election in progress, no node answers)."""
+    for node in nodes:
+        if node.proc is None or node.proc.poll() is not None:
+            continue
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{node.http_port}/jsz", timeout=1) as r:
+                leader = (json.load(r).get("meta_cluster") or {}).get("leader")
+        except (OSError, ValueError):
+            continue
+        if leader:
+            return str(leader)
+    return None
+
+
 def stream_leader(servers: list[str], stream: str, *, replicas: int = 3, timeout: float = READY_TIMEOUT_S,
                   quorum: bool = False) -> str:
     """The name of the server leading ``stream`` (waits for a leader with ``replicas`` current replicas; with
     ``quorum``, with one current follower: a cluster that lost a node)."""
-    client = NatsClient(servers, timeout=min(timeout, 2.0))  # a request lost in an election is asked again
+    # a request lost in an election is asked again after 1 s (an answer takes milliseconds; a late one is asked
+    # again until ``timeout``)
+    client = NatsClient(servers, timeout=min(timeout, 1.0))
     try:
         return _leader(client, stream, replicas, time.monotonic() + timeout, quorum) or ""
     finally:

@@ -14,8 +14,9 @@ __all__ = ["STREAM", "ACK_WAIT_S", "current_leader", "make_leader", "store_url"]
 
 #: The stream every trial of the family makes (the store's name in ``{store_url}``).
 STREAM = "FISKJ"
-#: Seconds a trial's store waits for a request's answer (``?timeout=``; fiskj's default is 5): after a server
-#: is killed under a publish, the writer waits this long before it retries, in every such trial.  2 s is
+#: Seconds a trial's store waits for a request's answer (``?timeout=``; fiskj's default is 5): a writer whose
+#: own server is killed under a publish asks again once reconnected, but one whose ack is lost with its
+#: connection up (a cluster's leader killed) waits this long before it retries.  2 s is
 #: still far above an ack on a loaded machine (milliseconds); a late ack is a lost ack either way, which
 #: the engine must survive (docs/jetstream.md).
 ACK_WAIT_S = 2

@@ -33,6 +33,7 @@ from nats.js.errors import NotFoundError
 from harness.errors import SetupError
 from harness.families.jetstream.cluster import STREAM, current_leader, make_leader
 from harness.history.model import Fault, History
+from harness.subject.nats_server import meta_leader
 
 if TYPE_CHECKING:
     from harness.runner.trial import Runner
@@ -185,8 +186,9 @@ def _stream_state(nodes: list[NatsServer], stream: str) -> dict[str, Any]:
 def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int) -> History:
     """One damage trial (see the module docstring) of ``executor`` (the family's, for its resume); ``spec``:
     :func:`spec_for`'s.  The fault's detail names the damaged server, file, mode, offset, bit, record, the block's
-    size before and after, the stream's state before and after and who led; a restart or leadership that fails is
-    recorded there (``restart``, ``lead``), not raised: the checkers judge what the store then holds.  Raises
+    size before and after, the stream's state before and after, who led it and who led the meta group when the
+    follower was chosen (``meta_leader_before``); a restart or leadership that fails is recorded there
+    (``restart``, ``lead``), not raised: the checkers judge what the store then holds.  Raises
     :class:`SetupError` when the stream has fewer than 3 replicas, or a follower does not hold every message
     within 10 s."""
     if len(nodes) < 3:
@@ -195,6 +197,11 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     before = _stream_state(nodes, STREAM)
     leader = current_leader(nodes)
     followers = sorted(n.name for n in nodes if n.name != leader)
+    # not the meta group's leader when the other follower is not: its stop would make the other nodes wait out a
+    # Raft election timeout (4-9 s) before the restarted node is ready; the stream's damage and recovery are the
+    # same on either follower
+    meta = meta_leader(nodes)
+    followers = [f for f in followers if f != meta] or followers
     target = next(n for n in nodes if n.name == random.Random(f"{seed}:follower").choice(followers))
     deadline = time.monotonic() + 10.0
     while _held(target, STREAM) < before["last_seq"]:  # the follower's files hold every message (observed)
@@ -216,7 +223,7 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     with open(path, "wb") as f:
         f.write(damaged)
     detail: dict[str, Any] = {
-        "server": target.name, "leader_before": leader, "file": os.path.relpath(path, target.directory),
+        "server": target.name, "leader_before": leader, "meta_leader_before": meta, "file": os.path.relpath(path, target.directory),
         "mode": spec["mode"], "part": spec["part"], "offset": offset, "size": len(data), "size_after": len(damaged),
         "record": {"index": int(spec["record"]), "seq": rec.seq, "start": rec.start, "length": rec.length},
         "records_in_block": len(records(data)), "clean_stop": bool(spec.get("clean_stop")),

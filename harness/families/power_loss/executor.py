@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import base64
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,17 +96,45 @@ class Space:
     ``build_seconds``: time to build them; ``leg``: the reference leg that
     loses power (0, or the resume leg of a two-leg reference); ``start``: the
     simulation's input (trace, files, dirs, sector bytes), for
-    :func:`~harness.families.power_loss.crashstates.window`.
+    :func:`~harness.families.power_loss.crashstates.window`; ``options``: the
+    other keywords of :func:`~harness.families.power_loss.crashstates.crash_points`.
+    ``points``, ``distinct`` and ``build_seconds`` are enumerated on first use
+    (thread-safe): a replay of shrunk states, each rebuilt from ``start`` alone,
+    needs none of them.
     """
 
     old_home: str
-    points: list[Any]
-    distinct: list[CrashState]
     index: tuple[dict[str, int], list[int]]
     trace_events: int
-    build_seconds: float = 0.0
     leg: int = 0
     start: tuple = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    _built: tuple[list[Any], list[CrashState], float] | None = field(default=None, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def _enumerated(self) -> tuple[list[Any], list[CrashState], float]:
+        with self._lock:
+            if self._built is None:
+                t0 = time.monotonic()
+                trace, files, dirs, sector = self.start
+                points = list(crash_points(trace, files, dirs, sector_bytes=sector, **self.options))
+                self._built = (points, select_states(points, 0), time.monotonic() - t0)
+            return self._built
+
+    @property
+    def points(self) -> list[Any]:
+        """Every crash point (:class:`~harness.families.power_loss.crashstates.CrashPoint`), in trace order."""
+        return self._enumerated()[0]
+
+    @property
+    def distinct(self) -> list[CrashState]:
+        """The distinct crash states, round-robin over crash points (:func:`select_states`)."""
+        return self._enumerated()[1]
+
+    @property
+    def build_seconds(self) -> float:
+        """Seconds the enumeration of :attr:`points` took."""
+        return self._enumerated()[2]
 
 
 def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) -> Space:
@@ -122,7 +151,6 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
     model covers every file the trace shows under the trial's folder (the
     reference's ``trial_dir``; the agent under test ``subject``'s folders there existed before the run).
     """
-    t0 = time.monotonic()
     leg = len(ref.history.legs) - 1 if params.crash_leg == "resume" else 0
     trace = ref.history.legs[leg].trace
     journal = ref.history.journal
@@ -145,12 +173,10 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
         if journal.is_contract:  # the contract's run lock beside it (docs/spec.md section 10)
             files[str(Path(jpath).with_suffix(".lock"))] = b""
         dirs |= {str(p) for p in Path(jpath).parents if str(p).startswith(old_home + "/")}
-    points = list(crash_points(trace, files, dirs,
-                               sector_bytes=params.sector_bytes, exhaustive_units=params.exhaustive_units,
-                               samples=params.samples, seed=params.seed, zero_fill=params.zero_fill))
-    distinct = select_states(points, 0)
-    return Space(old_home, points, distinct, journal_index(trace, run_id, journal), len(trace),
-                 time.monotonic() - t0, leg, (trace, files, dirs, params.sector_bytes))
+    options = dict(exhaustive_units=params.exhaustive_units, samples=params.samples, seed=params.seed,
+                   zero_fill=params.zero_fill)
+    return Space(old_home, journal_index(trace, run_id, journal), len(trace), leg,
+                 (trace, files, dirs, params.sector_bytes), options)
 
 
 def explore_state(ctx: Context, state: CrashState, space: Space, read_only: bool = False) -> History:

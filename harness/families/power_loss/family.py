@@ -111,9 +111,10 @@ class PowerLossFamily(FamilyBase):
         line = cheap_limit(subject)
         return [line] if line else []
 
-    def prepare(self, scenario: Scenario, runner: Runner, reference: ReferenceRun) -> ReferenceRun:
-        """For ``crash_leg = "resume"``: a two-leg reference, killed right after the fsync of the first
-        tool batch, then resumed to its end (the resume is the leg that loses power)."""
+    def prepare(self, scenario: Scenario, runner: Runner, *, explicit: bool = False) -> ReferenceRun:
+        """The uninterrupted run; for ``crash_leg = "resume"``: a two-leg reference, killed right after the fsync
+        of the first tool batch, then resumed to its end (the resume is the leg that loses power)."""
+        reference = runner.reference(scenario)
         if self.params(scenario).crash_leg != "resume":
             return reference
         kill = pending_point_of(reference.history, run_id_for(scenario))
@@ -181,11 +182,11 @@ class PowerLossFamily(FamilyBase):
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
         params, space = self._space(scenario, reference, count, seed, subject)
         run_id = run_id_for(scenario)
-        ordered = sorted(space.distinct, key=lambda s: (s.prefix_n, s.id))
         cheap_inv = tuple(i for i in CHEAP_CHECKED if i == "I4" or i in scenario.check.invariants)
         full_inv = tuple(i for i in ("I4", *CHECKED) if i in scenario.check.invariants)
         if schedules is not None:  # a replay: the states and batches it names, each as it was planned
-            return _replayed(schedules, ordered, space, seed, cheap_inv, full_inv)
+            return _replayed(schedules, space, seed, cheap_inv, full_inv)
+        ordered = _ordered(space)
         ranges = batches(len(ordered), max(1, count), params.batch_states)
         out = [Planned([{"kind": "power_loss", "cheap": [a, b], "first": ordered[a].id, "last": ordered[b - 1].id}],
                        "crash-state", seed, item=("cheap", ordered[a:b], space), invariants=cheap_inv)
@@ -208,17 +209,22 @@ class PowerLossFamily(FamilyBase):
 _UNITS = {"w": "write sector(s)", "e": "name op(s)", "t": "truncation(s)"}
 
 
-def _replayed(schedules: list[list[dict[str, Any]]], ordered: list[Any], space: Any, seed: int,
+def _ordered(space: Any) -> list[Any]:
+    """The space's distinct crash states in plan order (by crash point, then id)."""
+    return sorted(space.distinct, key=lambda s: (s.prefix_n, s.id))
+
+
+def _replayed(schedules: list[list[dict[str, Any]]], space: Any, seed: int,
               cheap_inv: tuple[str, ...], full_inv: tuple[str, ...]) -> list[Planned]:
     """The trials ``schedules`` name: a state resumed in full, a state judged cheaply (``explore: false``),
     or a cheap batch (``cheap: [FROM, TO]``); a state is named by its id or by the units of its crash point's
-    window it dropped (``prefix_n``, ``dropped``: a shrunk one).  Raises ``ValueError`` for a state or range
-    this plan lacks."""
-    by_id = {s.id: s for s in ordered}
+    window it dropped (``prefix_n``, ``dropped``: a shrunk one, rebuilt alone: the space's states are not
+    enumerated for it).  Raises ``ValueError`` for a state or range this plan lacks."""
     out: list[Planned] = []
     for sch in schedules:
         step = sch[0] if sch and isinstance(sch[0], dict) else {}
         if "cheap" in step:
+            ordered = _ordered(space)
             rng = step["cheap"]
             if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng)
                     and 0 <= rng[0] < rng[1] <= len(ordered)):
@@ -231,7 +237,7 @@ def _replayed(schedules: list[list[dict[str, Any]]], ordered: list[Any], space: 
             trace, files, dirs, sector = space.start
             state = window(trace, files, dirs, int(step.get("prefix_n", -1)), step["dropped"], sector_bytes=sector)[1]
         else:
-            state = by_id.get(str(step.get("state")))
+            state = next((s for s in space.distinct if s.id == str(step.get("state"))), None)
         if state is None:
             raise ValueError(f"no crash state of this run matches {step.get('state')!r} (seed {seed})")
         if step.get("explore") is False:

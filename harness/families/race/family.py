@@ -27,7 +27,8 @@ __all__ = ["RACE", "RaceFamily", "Prepared"]
 class Prepared(ReferenceRun):
     """The uninterrupted run, observed, with ``start_lock`` and ``resume_lock``, the ``lock_point`` of a start and
     of a resume of a run with a pending batch (``None``: no lock taken, or no such race), and ``runner``, the
-    observed runner the races run on when the campaign's does not observe (``None``: the campaign's own)."""
+    observed runner the races run on (:meth:`Runner.observed`: the campaign's own when it observes, else its
+    twin, closed with it)."""
 
     start_lock: int | None = None
     resume_lock: int | None = None
@@ -35,16 +36,15 @@ class Prepared(ReferenceRun):
 
 
 class _Executor:
-    def __init__(self, scenario: Scenario, runner: Runner, own: Runner | None) -> None:
-        self.scenario, self.runner, self.own = scenario, own or runner, own
+    def __init__(self, scenario: Scenario, runner: Runner) -> None:
+        self.scenario, self.runner = scenario, runner
 
     def run(self, planned: Planned) -> Ran:
         history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule)
         return Ran(history, {"race": 1, **fault_counts(history)})
 
     def close(self) -> None:
-        if self.own is not None:
-            self.own.close()
+        pass  # the observed runner is closed with the campaign's
 
 
 class RaceFamily(FamilyBase):
@@ -62,42 +62,37 @@ class RaceFamily(FamilyBase):
         return (f"{READER_RACE} needs the subject's own reading command (a profile's [reading], "
                 f"docs/subject.md) to read the run while it is written")
 
-    def prepare(self, scenario: Scenario, runner: Any, reference: Any) -> Prepared:
-        """The uninterrupted run observed, and the lock points of a start and of a resume (IO), each from a probe
-        held at a sequence point it never reaches (:data:`NEVER`), the resume's first leg killed with a pending
-        tool batch.  Raises :class:`harness.errors.SetupError` as the runner does."""
-        own = None if runner.observe else Runner(runner.subject, runner.server, tmp_root=runner.tmp_root,
-                                                 keep_dirs=runner.keep_dirs, observe=True, readings=runner.readings)
-        obs = own or runner
+    def prepare(self, scenario: Scenario, runner: Any, *, explicit: bool = False) -> Prepared:
+        """The uninterrupted run observed (on :meth:`Runner.observed`: the unobserved runner runs no reference),
+        and the lock points of a start and of a resume (IO), each from a probe held at a sequence point it never
+        reaches (:data:`NEVER`), the resume's first leg killed with a pending tool batch; ``explicit`` (given
+        schedules only: no plan to place): no probe, the lock points ``None``.  Raises
+        :class:`harness.errors.SetupError` as the runner does."""
+        obs = runner.observed()
         ref = obs.reference(scenario)
         races = set(races_of(scenario))
         never = {"kind": "hold", "at": NEVER}
         start_lock = resume_lock = None
-        if "two-creates" in races:
+        if "two-creates" in races and not explicit:
             start_lock = obs.run_trial(scenario, 0, [never]).legs[0].lock_point
         kill = pending_point_of(ref.history, run_id_for(scenario))
-        if kill is not None and races & {"two-resumers", "two-writers"}:
+        if kill is not None and races & {"two-resumers", "two-writers"} and not explicit:
             legs = obs.run_trial(scenario, 0, [{"kind": "kill", "event": kill, "when": "after"}, never]).legs
             resume_lock = legs[1].lock_point if len(legs) > 1 else None
         return Prepared(**{f.name: getattr(ref, f.name) for f in fields(ReferenceRun)}, start_lock=start_lock,
-                        resume_lock=resume_lock, runner=own)
+                        resume_lock=resume_lock, runner=obs)
 
     def plan(self, scenario: Scenario, reference: Any, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:
-        """:func:`harness.families.race.plan.plan_races` from the prepared run (pure; when it raises, the
-        prepared observed runner, which no executor will close, is closed)."""
-        try:
-            return plan_races(scenario, reference.history if reference is not None else None, count, seed,
-                              schedules, run_id=run_id_for(scenario),
-                              start_lock=getattr(reference, "start_lock", None),
-                              resume_lock=getattr(reference, "resume_lock", None))
-        except ValueError:
-            if isinstance(reference, Prepared) and reference.runner is not None:
-                reference.runner.close()
-            raise
+        """:func:`harness.families.race.plan.plan_races` from the prepared run (pure)."""
+        return plan_races(scenario, reference.history if reference is not None else None, count, seed,
+                          schedules, run_id=run_id_for(scenario),
+                          start_lock=getattr(reference, "start_lock", None),
+                          resume_lock=getattr(reference, "resume_lock", None))
 
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
-        return _Executor(scenario, runner, reference.runner if isinstance(reference, Prepared) else None)
+        return _Executor(scenario, reference.runner if isinstance(reference, Prepared) and reference.runner
+                         else runner.observed())
 
 
 #: The registered instance.
