@@ -87,6 +87,15 @@ def _sectors(op: tuple, sb: int) -> range:
     return range(op[1] // sb, (op[1] + len(op[2]) - 1) // sb + 1) if op[0] == "w" else range(0)
 
 
+def _op_order(unit: tuple) -> tuple[int, int]:
+    """A data unit's place in its inode's pending ops: (op, sector); a truncation is one op of one unit."""
+    return (unit[2], unit[3] if unit[0] == "w" else -1)
+
+
+def _unit_name(unit: tuple) -> str:
+    return "/".join(map(str, unit))
+
+
 class Simulator:
     """The model file system, fed one trace event at a time (:meth:`apply`); :meth:`states` enumerates."""
 
@@ -262,34 +271,33 @@ class Simulator:
                     out.append(("t", ino, k))
         return out
 
-    def _content(self, ino: int, chosen: set[tuple], zero: bool) -> bytes:
+    def _content(self, ino: int, mine: frozenset[tuple], zero: bool) -> bytes:
+        """Inode ``ino``'s bytes when exactly its window units ``mine`` persisted (``zero``: size-only)."""
         ops, base = self.pending[ino], self.durable[ino]
-        if not ops or not (zero or any(u[0] != "e" and u[1] == ino for u in chosen)):
+        if not ops or not (zero or mine):
             return base
         if zero:
             size = len(self.current[ino])
             return base[:size] + bytes(max(0, size - len(base)))
         buf, sb = bytearray(base), self.sector
-        for k, op in enumerate(ops):
-            if op[0] == "t":
-                if ("t", ino, k) in chosen:
-                    del buf[op[1]:]
-                    buf.extend(bytes(op[1] - len(buf)))
+        for u in sorted(mine, key=_op_order):  # the persisted units in the order the run made them
+            op = ops[u[2]]
+            if u[0] == "t":
+                del buf[op[1]:]
+                buf.extend(bytes(op[1] - len(buf)))
                 continue
-            off, data = op[1], op[2]
-            for s in _sectors(op, sb):
-                if ("w", ino, k, s) in chosen:
-                    lo, hi = max(off, s * sb), min(off + len(data), (s + 1) * sb)
-                    buf.extend(bytes(max(0, lo - len(buf))))
-                    buf[lo:hi] = data[lo - off:hi - off]
+            off, data, s = op[1], op[2], u[3]
+            lo, hi = max(off, s * sb), min(off + len(data), (s + 1) * sb)
+            buf.extend(bytes(max(0, lo - len(buf))))
+            buf[lo:hi] = data[lo - off:hi - off]
         return bytes(buf)
 
-    def build(self, chosen: set[tuple], *, zero: bool = False, state_id: str = "",
-              prefix_n: int = 0, acks: tuple[Ack, ...] = ()) -> CrashState:
-        """The crash state in which exactly the ``chosen`` units of the window persisted."""
+    def _names(self, entries: frozenset[tuple]) -> tuple[dict[str, int], set[str], list[str]]:
+        """The files (path -> inode), the folders a state holds and its lost name ops when exactly the window's
+        name-op units ``entries`` persisted."""
         names, made, lost = dict(self.base), set(), []
         for i, e in enumerate(self.entries):
-            if e.waiting and ("e", i) not in chosen:
+            if e.waiting and ("e", i) not in entries:
                 lost.append(f"{e.kind} {e.path}" + (f" -> {e.dst}" if e.dst else ""))
             elif e.kind == "create":
                 names[e.path] = e.ino  # type: ignore[assignment]
@@ -313,13 +321,43 @@ class Simulator:
                 memo[d] = d not in self.made_dirs or (d in made and present(_parent(d)))
             return memo[d]
 
-        files = {p: self._content(i, chosen, zero) for p, i in self.kept(names).items() if present(_parent(p))}
-        persisted = "size-only (zero-filled data)" if zero else (
-            " ".join(sorted("/".join(map(str, u)) for u in chosen)) or "none")
-        return CrashState(id=state_id, prefix_n=prefix_n, files=files,
-                          dirs=self.base_dirs | {d for d in made if present(d)}, lost_entries=lost,
+        files = {p: i for p, i in self.kept(names).items() if present(_parent(p))}
+        return files, self.base_dirs | {d for d in made if present(d)}, lost
+
+    def build(self, chosen: set[tuple], *, zero: bool = False, state_id: str = "",
+              prefix_n: int = 0, acks: tuple[Ack, ...] = (), memo: dict[Any, Any] | None = None) -> CrashState:
+        """The crash state in which exactly the ``chosen`` units of the window persisted.  ``memo``: a dict
+        kept by the caller across builds of one prefix (the simulator unchanged in between), where the names
+        of a set of persisted name ops and the bytes of a file for a set of its persisted units are kept."""
+        memo = {} if memo is None else memo
+        by_ino: dict[int, set[tuple]] = {}
+        entries = set()
+        for u in chosen:
+            if u[0] == "e":
+                entries.add(u)
+            else:
+                by_ino.setdefault(u[1], set()).add(u)
+        key = ("names", frozenset(entries))
+        if key not in memo:
+            memo[key] = self._names(key[1])
+        kept, dirs, lost = memo[key]
+        files = {}
+        for p, i in kept.items():
+            mine = frozenset(by_ino.get(i, ()))
+            ckey = ("content", i, mine, zero)
+            data = memo.get(ckey)
+            if data is None:
+                data = memo[ckey] = self._content(i, mine, zero)
+            files[p] = data
+        if zero:
+            persisted = "size-only (zero-filled data)"
+        else:
+            unit_names = memo.setdefault("unit names", {})
+            persisted = " ".join(sorted(unit_names.get(u) or unit_names.setdefault(u, _unit_name(u))
+                                        for u in chosen)) or "none"
+        return CrashState(id=state_id, prefix_n=prefix_n, files=files, dirs=set(dirs), lost_entries=list(lost),
                           acknowledged=[(a.path, a.end) for a in acks], persisted=persisted,
-                          acks=acks, inodes={p: names[p] for p in files}, kept=None if zero else frozenset(chosen))
+                          acks=acks, inodes=dict(kept), kept=None if zero else frozenset(chosen))
 
     def kept(self, names: dict[str, int]) -> dict[str, int]:
         """The names a state holds as files: not :data:`VOLATILE`, not a folder (a path with a name below it, or
@@ -343,9 +381,11 @@ class Simulator:
         variants = itertools.chain(((m, False) for m in masks), [(0, True)] if zero_fill and any(self.pending) else [])
         seen: set[tuple] = set()
         out: list[CrashState] = []
+        memo: dict[Any, Any] = {}  # names and file bytes shared by the states of this prefix
         for mask, zero in variants:
             chosen = {u for u in units if u[0] == "e"} if zero else {u for b, u in enumerate(units) if mask >> b & 1}
-            state = self.build(chosen, zero=zero, state_id=f"p{prefix_n}.{len(out)}", prefix_n=prefix_n, acks=acks)
+            state = self.build(chosen, zero=zero, state_id=f"p{prefix_n}.{len(out)}", prefix_n=prefix_n, acks=acks,
+                               memo=memo)
             key = state.key()
             if key not in seen:
                 seen.add(key)
