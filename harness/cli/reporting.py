@@ -5,6 +5,7 @@ interrupted) command exits with."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -115,18 +116,25 @@ def _results_place(args: argparse.Namespace, scenarios: list[Any]) -> tuple[str,
 def _provenance(args: argparse.Namespace, started: datetime) -> dict[str, Any]:
     """Where a campaign's report came from, for its ``campaign`` block (docs/results.md "The JSON report"):
     ``started`` (UTC, ISO 8601 to the second), ``command`` (as typed), ``version`` (fiskj-harness) and
-    ``commit`` (``git describe --always --dirty`` of the checkout the harness runs from; ``None`` outside one)."""
-    import subprocess
-
+    ``commit`` (:func:`_commit`)."""
     from fiskj import __version__
 
-    try:
-        commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True,
-                                text=True, cwd=Path(__file__).resolve().parents[2], timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    return {"started": started.strftime("%Y-%m-%dT%H:%M:%SZ"), "version": __version__, "commit": commit,
+    return {"started": started.strftime("%Y-%m-%dT%H:%M:%SZ"), "version": __version__, "commit": _commit(),
             "command": ["fiskj-harness", *getattr(args, "argv", sys.argv[1:])]}
+
+
+@functools.lru_cache(maxsize=1)
+def _commit() -> str | None:
+    """``git describe --always --dirty`` of the checkout the harness runs from (``None`` outside one), asked once
+    per process: the harness code a process runs is the code it loaded, so its later campaigns (in-process
+    callers run many: the gate, the test suite) name the same commit without a ``git`` start each."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True,
+                              text=True, cwd=Path(__file__).resolve().parents[2], timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def _results_folder(place: tuple[str, str, datetime] | None) -> Path | None:

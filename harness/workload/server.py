@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import re
+import selectors
 import sys
 import threading
 import time
@@ -255,6 +257,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    timeout = 0  # handle_request() is called when the socket is ready: never wait in it (a reset connection)
     owner: "ModelServer"
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -274,6 +277,8 @@ class ModelServer:
         self._next = 0
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake: tuple[int, int] | None = None
 
     def start(self) -> "ModelServer":
         """Bind 127.0.0.1:0 and serve in a daemon thread; returns ``self``.  Raises ``OSError`` on bind failure."""
@@ -282,10 +287,23 @@ class ModelServer:
         httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         httpd.owner = self
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fiskj-model-server", daemon=True)
+        self._stop.clear()
+        self._wake = os.pipe()
+        self._thread = threading.Thread(target=self._serve, args=(httpd, self._wake[0]), name="fiskj-model-server",
+                                        daemon=True)
         self._thread.start()
         return self
+
+    def _serve(self, httpd: "_HTTPServer", wake: int) -> None:
+        """Accept connections until :meth:`close` (each request on a thread of its own): a loop that sleeps
+        until a connection or the close's byte on the ``wake`` pipe, so a close never waits for a poll interval."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(httpd, selectors.EVENT_READ)
+            selector.register(wake, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                for key, _ in selector.select():
+                    if key.fileobj is httpd and not self._stop.is_set():
+                        httpd.handle_request()
 
     @property
     def port(self) -> int:
@@ -329,10 +347,15 @@ class ModelServer:
         httpd, self._httpd = self._httpd, None
         if httpd is None:
             return
-        httpd.shutdown()
-        httpd.server_close()
+        self._stop.set()
+        wake, self._wake = self._wake, None
+        assert wake is not None
+        os.write(wake[1], b"x")  # the serve loop wakes at once and sees the stop
         if self._thread is not None:
             self._thread.join(timeout=5)
+        httpd.server_close()
+        for fd in wake:
+            os.close(fd)
 
     def __enter__(self) -> "ModelServer":
         return self.start()

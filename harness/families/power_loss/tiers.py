@@ -63,16 +63,23 @@ def _recovered(data: bytes, fmt: str) -> tuple[Any, ...]:
     return ("journal", data[:label["good_size"]], label["torn"] is not None)
 
 
-def outcome_key(state: CrashState, run_id: str, journal: JournalLocation = JournalLocation()) -> tuple:
+def outcome_key(state: CrashState, run_id: str, journal: JournalLocation = JournalLocation(),
+                memo: dict[Any, Any] | None = None) -> tuple:
     """The state's recovery outcome: what a resume starts from and does first (the journal a correct
     recovery leaves and whether it cuts a torn tail to get it, or the journal's absence with the
-    directories that survived).  States with equal keys recover alike.  Pure."""
+    directories that survived).  States with equal keys recover alike.  Pure; ``memo``: a dict the caller
+    keeps across states of one run, where the outcome of each journal's bytes is kept (many states share them)."""
     if journal.is_store:  # a store's recovery is the agent's own: its files are the outcome
         return ("store", tuple(sorted((p, b) for p, b in state.files.items() if journal.is_journal(p, run_id))))
     data = journal_of(state, run_id, journal)
     if data is None:
         return ("absent", frozenset(state.dirs))
-    return _recovered(data, journal.format)
+    if memo is None:
+        return _recovered(data, journal.format)
+    known = memo.get(("recovered", data))
+    if known is None:
+        known = memo[("recovered", data)] = _recovered(data, journal.format)
+    return known
 
 
 def full_sample(states: list[CrashState], run_id: str, *, resumes: int, cap: int, seed: int,
@@ -84,8 +91,9 @@ def full_sample(states: list[CrashState], run_id: str, *, resumes: int, cap: int
     ordered = sorted(states, key=lambda s: (s.prefix_n, s.id))
     seen: set[tuple] = set()
     reps: list[CrashState] = []
+    memo: dict[Any, Any] = {}
     for s in ordered:
-        k = outcome_key(s, run_id, journal)
+        k = outcome_key(s, run_id, journal, memo)
         if k not in seen:
             seen.add(k)
             reps.append(s)
