@@ -79,7 +79,7 @@ class JournalLocation:
         path component or part of one.  For a store (:attr:`is_store`): any path strictly below its directory."""
         if not path:
             return False
-        return _pattern(self.template, run_id, self.is_store).fullmatch(_lexical(path)) is not None
+        return _matches(self.template, run_id, self.is_store, path)
 
     def store_file(self, path: str | None, run_id: str = "") -> str | None:
         """``path`` relative to the store's folder when it lies below it (a store: :attr:`is_store`), else None."""
@@ -98,6 +98,13 @@ def _lexical(path: str) -> str:
         else:
             out.append(part)
     return ("/" if path.startswith("/") else "") + "/".join(out)
+
+
+@lru_cache(maxsize=8192)
+def _matches(template: str, run_id: str, below: bool, path: str) -> bool:
+    """Whether ``path`` is a journal path of ``template`` for ``run_id`` (:meth:`JournalLocation.is_journal`; a
+    function of these four strings only, asked for the same paths hundreds of times a history)."""
+    return _pattern(template, run_id, below).fullmatch(_lexical(path)) is not None
 
 
 @lru_cache(maxsize=256)
