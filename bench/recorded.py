@@ -235,7 +235,8 @@ def breakdown(stats: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "points": w["points"], "wall_ms_per_point": w["wall_s"] / n * 1e3,
                 "parts_ms_per_point": {p: v / n * 1e3 for p, v in w["thread_s"].items()},
                 "shares": {p: v / total for p, v in w["thread_s"].items()},
-                "recording_s": s["recording_s"][-1], "warm_s": s["warm_s"][-1], "legs": w["legs"], "readings_asked": w["readings_asked"],
+                "recording_s": s["recording_s"][-1], "warm_s": s["warm_s"][-1], "legs": w["legs"],
+                "readings_asked": w["readings_asked"],
                 "readings_started": w["readings_started"], "process_starts": w["process_starts"],
                 "resumes": s["resumes"][-1] if way == "recorded" else None}
     return out
