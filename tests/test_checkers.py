@@ -184,3 +184,29 @@ def test_the_checker_table_has_one_checker_per_invariant_id_in_order():
     from harness.names import INVARIANTS as IDS_ONCE
 
     assert tuple(CHECKERS) == IDS_ONCE
+
+
+@settings(max_examples=60, deadline=None)
+@given(turns_st, st.lists(step, max_size=4), st.sampled_from([{}, {"fsync": False}, {"cut_torn_tail": False},
+                                                              {"rerun_answered": True}]))
+def test_the_checkers_judge_the_same_with_the_journal_splits_shared_as_each_alone(turns, schedule, broken):
+    # check_all splits each distinct journal snapshot once for all its checkers (shared_splits): a checker that
+    # changed a shared snapshot, or a split keyed by less than its bytes and format, would judge differently
+    from harness.checkers import _check
+
+    h = _play(turns, schedule, **broken)
+    assert check_all(h) == [_check(inv, h) for inv in INVARIANTS]
+
+
+def test_within_shared_splits_the_same_bytes_are_split_once_and_outside_each_time():
+    from harness.checkers.journal_view import shared_splits, split_journal
+
+    data = Engine().finish().legs[-1].journal
+    assert split_journal(data) is not split_journal(data) and split_journal(data) == split_journal(bytes(data))
+    with shared_splits():
+        first = split_journal(data)
+        assert split_journal(bytes(bytearray(data))) is first and split_journal(data, "jsonl") is not first
+        with shared_splits():  # a nested block has its own
+            assert split_journal(data) is not first
+        assert split_journal(data) is first
+    assert split_journal(data) is not first

@@ -251,3 +251,46 @@ def test_the_contract_s_exit_statuses_are_fiskj_s_own():
     assert (names.EXIT_COMPLETED, names.EXIT_ERROR, names.EXIT_USAGE, names.EXIT_SUSPENDED) == \
         (fiskj.cli.EXIT_OK, fiskj.cli.EXIT_ERROR, fiskj.cli.EXIT_USAGE, fiskj.cli.EXIT_SUSPENDED) == (0, 1, 2, 3)
     assert contract.EXIT_SUSPENDED is names.EXIT_SUSPENDED                   # re-exported, not redefined
+
+
+def test_a_fork_server_goes_to_the_next_thread_only_once_its_own_thread_has_ended(tmp_path):
+    # A campaign's pool threads take over the servers of the last pool's (or :meth:`LegStarter.warm`'s): never
+    # one whose thread still lives (a server forks one leg at a time, for its one thread).
+    import threading
+
+    starter = LegStarter(default_subject(), fork_server=True)
+    try:
+        starter.warm(1)
+        assert len(starter._servers) == 1
+        warmed = starter._servers[0]
+        got: dict[str, object] = {}
+        release = threading.Event()
+
+        def use(name: str, hold: threading.Event | None = None) -> None:
+            got[name] = starter._server()
+            out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+            proc = starter.start([*default_subject().argv, "--version"], dict(os.environ), None, out, err)
+            got[name + " exit"] = proc.wait(30)
+            if hold is not None:
+                hold.wait(30)
+
+        a = threading.Thread(target=use, args=("a", release))
+        a.start()
+        while "a exit" not in got and a.is_alive():
+            a.join(0.05)
+        b = threading.Thread(target=use, args=("b",))  # a is alive: b starts a server of its own
+        b.start()
+        b.join(60)
+        release.set()
+        a.join(60)
+        c = threading.Thread(target=use, args=("c",))  # a and b have ended: c takes one of theirs over
+        c.start()
+        c.join(60)
+        assert got["a"] is warmed and got["b"] is not warmed
+        assert got["c"] in (got["a"], got["b"]) and len(starter._servers) == 2
+        assert got["a exit"] == got["b exit"] == got["c exit"] == 0 and isinstance(got["c"], ForkServer)
+        starter.warm(2)  # both are free again: none started
+        assert len(starter._servers) == 2
+    finally:
+        starter.close()
+    assert not any(s.running for s in (got["a"], got["b"]))

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from harness.campaign import interrupt
-from harness.report.reproduce import exact_schedule, reproduce_command
+from harness.report.reproduce import exact_schedule, reproducer
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.stream import Next, TrialStream
 from harness.checkers import check_all
@@ -57,16 +57,19 @@ GIVEN_ORIGINS = ("uninterrupted", "noop", "regression", "explicit", "replay")
 
 
 def _judged(run: ScenarioRun, planned: Planned, history: Any, runner: Runner, index: int, *,
-            schedule: list[dict[str, Any]], faults: dict[str, int], family: str, started: float | None) -> TrialResult:
+            schedule: list[dict[str, Any]], faults: dict[str, int], family: str, started: float | None,
+            reproduce: Callable[[int, list[dict[str, Any]] | None], str] | None = None) -> TrialResult:
     """``history`` judged on ``planned``'s invariants (else the scenario's) less those not applicable to the
-    subject, as trial ``index`` (``started``: its start by ``time.monotonic``; ``None``: no time spent)."""
+    subject, as trial ``index`` (``started``: its start by ``time.monotonic``; ``None``: no time spent;
+    ``reproduce``: the run's :func:`harness.report.reproduce.reproducer`, made here when not given)."""
     skip = dict(runner.subject.caps.not_applicable)
     wanted = planned.invariants if planned.invariants is not None else run.scenario.check.invariants
     invariants = tuple(i for i in wanted if i not in skip)
+    reproduce = reproduce or reproducer(run.scenario, runner.subject)
     return TrialResult(index=index, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=planned.seed,
                        schedule=schedule, origin=planned.origin, verdicts=check_all(history, list(invariants)),
                        history=history, elapsed_s=0.0 if started is None else time.monotonic() - started,
-                       reproduce=reproduce_command(run.scenario, planned.seed, schedule, runner.subject),
+                       reproduce=reproduce(planned.seed, schedule),
                        invariants=invariants, faults=faults, family=family,
                        probes=tuple(sorted({p["probe"] for p in history.probes})))
 
@@ -125,6 +128,7 @@ class Campaign:
         self.stream: TrialStream | None = None
         self.subject = runner.subject if runner is not None else subject
         self._executors: dict[int, Any] = {}
+        self._reproducers: dict[int, Callable[[int, list[dict[str, Any]] | None], str]] = {}
         self._exec_lock = threading.Lock()
 
     def _executor(self, run: ScenarioRun, runner: Runner) -> Any:
@@ -136,6 +140,14 @@ class Campaign:
                 self._executors[id(run)] = ex
             return ex
 
+    def _reproducer(self, run: ScenarioRun, runner: Runner) -> Callable[[int, list[dict[str, Any]] | None], str]:
+        """The scenario's reproducer (:func:`harness.report.reproduce.reproducer`), made on first use."""
+        with self._exec_lock:
+            made = self._reproducers.get(id(run))
+            if made is None:
+                made = self._reproducers[id(run)] = reproducer(run.scenario, runner.subject)
+            return made
+
     def _judge(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int) -> TrialResult:
         """Run one planned trial through its family's executor and judge its history with the checkers."""
         t = time.monotonic()
@@ -144,7 +156,7 @@ class Campaign:
         if any("landed_after_event" in leg.fault.detail for leg in ran.history.legs):
             schedule = exact_schedule(schedule, ran.history.legs)  # timed kills replay as op-counted ones
         result = _judged(run, planned, ran.history, runner, index, schedule=schedule, faults=ran.faults,
-                         family=run.family.name, started=t)
+                         family=run.family.name, started=t, reproduce=self._reproducer(run, runner))
         if not (result.failed or result.unknown or self.keep_histories):  # results folder: keep undecided ones too
             result.history = None
         return result
@@ -296,6 +308,7 @@ class Campaign:
                 interrupt.end_processes(spare)
             with self._exec_lock:
                 executors, self._executors = list(self._executors.values()), {}
+                self._reproducers = {}
             for ex in executors:
                 ex.close()
             if self._runner is None:

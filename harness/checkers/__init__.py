@@ -31,6 +31,7 @@ from harness.checkers import (i1_suspend, i2_tool_reruns, i3_model_repeats, i4_a
                               i11_workload)
 from harness.checkers.verdict import (CHECKERS, INVALID, INVARIANTS, STATUSES, UNKNOWN, VALID, Verdict, combine, make,
                                       verdict_from_json)
+from harness.checkers.journal_view import shared_splits
 from harness.history.model import History, history_from_json
 
 __all__ = ["VALID", "INVALID", "UNKNOWN", "STATUSES", "INVARIANTS", "Verdict", "check_all",
@@ -78,19 +79,26 @@ def check_all(history: History | dict[str, Any], invariants: list[str] | None = 
     if bad:
         raise ValueError(f"unknown invariant id(s) {bad}; known: {', '.join(_TABLE)}")
     out = []
-    for inv in ids:
-        modname, name = _TABLE[inv]
-        checker = f"{__name__}.{modname}"
-        try:
-            verdict = _MODULES[inv].check(history)
-            if not isinstance(verdict, Verdict) or verdict.invariant != inv:
-                raise TypeError(f"{checker}.check returned {verdict!r:.120}, expected a Verdict for {inv}")
-        except Exception as exc:  # noqa: BLE001 - a crashing checker is unknown, never valid
-            verdict = Verdict(inv, name, UNKNOWN, {
-                "summary": f"checker raised {type(exc).__name__}: {exc}",
-                "reason": "checker raised",
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": _where(exc),
-            }, checker)
-        out.append(verdict)
+    with shared_splits():  # the checkers ask for the same few journal snapshots: each split once
+        for inv in ids:
+            out.append(_check(inv, history))
     return out
+
+
+def _check(inv: str, history: History) -> Verdict:
+    """The verdict of checker ``inv`` on ``history``: an ``unknown`` one when it raises or returns no verdict
+    for ``inv`` (:func:`check_all`)."""
+    modname, name = _TABLE[inv]
+    checker = f"{__name__}.{modname}"
+    try:
+        verdict = _MODULES[inv].check(history)
+        if not isinstance(verdict, Verdict) or verdict.invariant != inv:
+            raise TypeError(f"{checker}.check returned {verdict!r:.120}, expected a Verdict for {inv}")
+    except Exception as exc:  # noqa: BLE001 - a crashing checker is unknown, never valid
+        verdict = Verdict(inv, name, UNKNOWN, {
+            "summary": f"checker raised {type(exc).__name__}: {exc}",
+            "reason": "checker raised",
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": _where(exc),
+        }, checker)
+    return verdict

@@ -20,6 +20,7 @@ A line is the bytes up to and including a ``\\n`` (the final piece may lack it: 
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar  # purity: an in-memory value per thread (the checks' shared splits), no IO
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -34,7 +35,7 @@ from harness.history.jsonl import decode_json_line
 from harness.history.model import History, Leg
 from harness.names import FISK_AI_V2
 
-__all__ = ["Line", "Snapshot", "split_journal", "Journaled", "Read", "JournalView", "reply_markers"]
+__all__ = ["Line", "Snapshot", "split_journal", "shared_splits", "Journaled", "Read", "JournalView", "reply_markers"]
 
 
 def reply_markers(reply: list[dict[str, Any]]) -> list[bytes]:
@@ -109,13 +110,43 @@ class Snapshot:
         return isinstance(last, TerminalRecord) and last.reason == "suspended"
 
 
+#: Within :func:`shared_splits`: (journal bytes, format) -> its :class:`Snapshot`, for this thread's checks.
+_SPLITS: ContextVar[dict[tuple[bytes, str], Snapshot] | None] = ContextVar("fiskj_journal_splits", default=None)
+
+
+class shared_splits:  # noqa: N801 - used as a context manager: ``with shared_splits():``
+    """While the block runs (on this thread), :func:`split_journal` splits each distinct (bytes, format) once
+    and hands every caller that one :class:`Snapshot`: the checkers of one history ask for the same few
+    snapshots a dozen times (:func:`harness.checkers.check_all` runs them in one block).  A snapshot so
+    shared is read, never changed."""
+
+    def __enter__(self) -> None:
+        self._token = _SPLITS.set({})
+
+    def __exit__(self, *exc: Any) -> None:
+        _SPLITS.reset(self._token)
+
+
 def split_journal(data: bytes | None, fmt: str = FISK_AI_V2) -> Snapshot:
     """Split ``data`` on the byte ``\\n`` only and decode each complete line on its own.
 
     ``fmt`` (:data:`harness.names.JOURNAL_FORMATS`): a ``fisk-ai-v2`` line decodes as a record
     (:func:`fiskj.codec.decode_record`); a ``jsonl`` line as one JSON value (:class:`JsonLine`, no seq).
-    A line that does not decode keeps ``record`` ``None`` and says why in ``error``.
+    A line that does not decode keeps ``record`` ``None`` and says why in ``error``.  Within
+    :func:`shared_splits` the same bytes in the same format give the same snapshot (a function of both only).
     """
+    known = _SPLITS.get()
+    if known is None:
+        return _split(data, fmt)
+    key = (data or b"", fmt)
+    snap = known.get(key)
+    if snap is None:
+        snap = known[key] = _split(data, fmt)
+    return snap
+
+
+def _split(data: bytes | None, fmt: str) -> Snapshot:
+    """:func:`split_journal`'s work."""
     decode = decode_record if fmt == FISK_AI_V2 else decode_json_line
     data = data or b""
     snap = Snapshot(data)

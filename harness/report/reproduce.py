@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from harness.scenario.parse import Scenario
     from harness.subject.contract import Subject
 
-__all__ = ["reproduce_command", "replay_command", "scenario_argument", "exact_schedule"]
+__all__ = ["reproduce_command", "reproducer", "replay_command", "scenario_argument", "exact_schedule"]
 
 
 def exact_schedule(schedule: list[dict[str, Any]], legs: list[Any]) -> list[dict[str, Any]]:
@@ -40,13 +40,25 @@ def reproduce_command(scenario: Scenario, seed: int, schedule: list[dict[str, An
     """The shell command that re-runs a trial: ``fiskj-harness run SCENARIO --seed S [--schedule JSON]
     [--subject CMD]`` (``SCENARIO``: :func:`scenario_argument`, a bundled one by name, another by its
     file; ``schedule`` ``None``: the whole scenario)."""
-    argv = ["fiskj-harness", "run", scenario_argument(scenario), "--seed", str(seed)]
-    if schedule is not None:
-        argv += ["--schedule", json.dumps(schedule, separators=(",", ":"))]
+    return reproducer(scenario, subject)(seed, schedule)
+
+
+def reproducer(scenario: Scenario, subject: Subject | None) -> Callable[[int, list[dict[str, Any]] | None], str]:
+    """:func:`reproduce_command` for ``scenario`` and ``subject`` as a function of the seed and schedule, the
+    scenario's name and the subject's ``--subject`` value found once (a campaign's trials share them: finding
+    a bundled scenario's name resolves its path, a dozen file lookups)."""
+    head = ["fiskj-harness", "run", scenario_argument(scenario)]
+    tail: list[str] = []
     if subject is not None and (not subject.is_reference or subject.extra_env or subject.profile):  # a profile
         # running the reference (a JetStream one) is named too: the default subject is not it
-        argv += ["--subject", subject.command_line()]
-    return shlex.join(argv)
+        tail = ["--subject", subject.command_line()]
+
+    def command(seed: int, schedule: list[dict[str, Any]] | None) -> str:
+        argv = [*head, "--seed", str(seed)]
+        if schedule is not None:
+            argv += ["--schedule", json.dumps(schedule, separators=(",", ":"))]
+        return shlex.join(argv + tail)
+    return command
 
 
 def scenario_argument(scenario: Scenario) -> str:

@@ -26,6 +26,8 @@ __all__ = ["LegStarter", "READING_LIMIT", "state_of"]
 #: the 16 MiB record limit (docs/spec.md section 6) each JSON-escaped, up to 6 bytes per byte.
 READING_LIMIT = 512 << 20
 
+_DEAD = threading.Thread()  # (never started: not alive) the owner of a fork server nobody owns
+
 
 def state_of(workdir: Path, roots: tuple[str, ...], slug: str = "") -> tuple[tuple[str, bytes | None], ...]:
     """The files a leg or a reading starts from, as one value to compare: every folder (``None``) and file (its
@@ -55,8 +57,11 @@ class LegStarter:
     see :func:`harness.subject.contract.fork_server_enabled`): legs are forked
     (an observed one with the tracer attached to it, ``fiskj-observe --attach``),
     and so are the subject's readings and helper modules (never observed, no
-    fault), each the same code a fresh process would run.  Thread-safe;
-    :meth:`close` stops every fork server it started.
+    fault), each the same code a fresh process would run.  A thread's fork server
+    is its own while the thread lives; when it has ended, the next thread that needs
+    one takes it over instead of cloning another (a campaign's pool after the last
+    one's); :meth:`warm` starts the template and its clones ahead.
+    Thread-safe; :meth:`close` stops every fork server it started.
     """
 
     def __init__(self, subject: Subject, fork_server: bool, observe: bool = False) -> None:
@@ -68,6 +73,7 @@ class LegStarter:
         self._servers: list[ForkServer] = []
         self._template_server: ForkServer | None = None
         self._template_lock = threading.Lock()
+        self._owners: dict[int, threading.Thread | None] = {}  # id of a clone -> its thread (None: nobody's yet)
         self._readings: dict[Any, dict[str, Any]] = {}
         self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
 
@@ -82,13 +88,8 @@ class LegStarter:
             return None
         server = getattr(self._local, "server", None)
         if server is None or not server.running:
-            try:
-                server = self._template().clone()
-            except (OSError, RuntimeError):  # the template died since it was checked: a new one, once
-                server = self._template().clone()
+            server = self._take_over() or self._clone(threading.current_thread())
             self._local.server = server
-            with self._lock:
-                self._servers.append(server)
         return server
 
     def _template(self) -> ForkServer:
@@ -100,6 +101,41 @@ class LegStarter:
                     self._template_server.close()
                 self._template_server = self._new_server().start()
             return self._template_server
+
+    def _take_over(self) -> ForkServer | None:
+        """A running fork server no live thread owns (its thread ended, or :meth:`warm` started it), now this
+        thread's; ``None`` when there is none.  (One thread at a time uses a server: its owner has ended, so
+        no leg of its is waited on; :meth:`ForkServer.spawn` waits for the last leg's exit all the same.)"""
+        me = threading.current_thread()
+        with self._lock:
+            for server in self._servers:
+                owner = self._owners.get(id(server))
+                if (owner is None or not owner.is_alive()) and server.running:
+                    self._owners[id(server)] = me
+                    return server
+        return None
+
+    def _clone(self, owner: threading.Thread | None) -> ForkServer:
+        """A new clone of the template (:meth:`_template`), owned by ``owner`` (``None``: free to take over); a
+        template that died since it was checked is started again, once."""
+        try:
+            server = self._template().clone()
+        except (OSError, RuntimeError):
+            server = self._template().clone()
+        with self._lock:
+            self._servers.append(server)
+            self._owners[id(server)] = owner
+        return server
+
+    def warm(self, n: int) -> None:
+        """Start the template and clone it until ``n`` fork servers are free for threads to take over
+        (:meth:`_take_over`), when legs are forked: a campaign's threads then start none within its time."""
+        if not self.forked_reads:
+            return
+        with self._lock:
+            free = sum(1 for s in self._servers if s.running and not (self._owners.get(id(s)) or _DEAD).is_alive())
+        for _ in range(max(0, n - free)):
+            self._clone(None)
 
     def _new_server(self) -> ForkServer:
         """This subject's template fork server: fiskj's, or a Python agent's (``[fork_server]``: its interpreter
@@ -278,5 +314,6 @@ class LegStarter:
         with self._lock, self._template_lock:
             servers, self._servers = self._servers, []
             template, self._template_server = self._template_server, None
+            self._owners.clear()
         for server in [*servers, *([template] if template is not None else [])]:  # the template last: it reaps them
             server.close()
