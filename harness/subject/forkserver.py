@@ -39,9 +39,35 @@ class ForkRefused(RuntimeError):
     server's in a variable the pre-imports read; the leg is started as a fresh process instead."""
 
 
-class ForkedProcess:
+class _PopenLike:
+    """``wait`` and ``poll`` as :class:`subprocess.Popen` has them, over a subclass's ``wait_for_exit(timeout)``
+    (True once ended, ``returncode`` set) and its ``_NAME`` (what a ``TimeoutExpired`` names)."""
+
+    _NAME = "process"
+    pid: int
+    returncode: int | None
+
+    def wait_for_exit(self, timeout: float | None) -> bool:  # pragma: no cover (each subclass has its own)
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end; returns ``returncode``.  Raises ``subprocess.TimeoutExpired`` after ``timeout`` s."""
+        if not self.wait_for_exit(timeout):
+            raise subprocess.TimeoutExpired([self._NAME, str(self.pid)], timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def poll(self) -> int | None:
+        """``returncode`` once ended, else ``None`` (does not block)."""
+        self.wait_for_exit(0)
+        return self.returncode
+
+
+class ForkedProcess(_PopenLike):
     """A leg forked by a :class:`ForkServer`: the parts of :class:`subprocess.Popen` the nemesis uses
     (``pid``, ``returncode``: ``-N`` when killed by signal N)."""
+
+    _NAME = "fork-server leg"
 
     def __init__(self, server: "ForkServer", pid: int) -> None:
         self._server = server
@@ -57,17 +83,6 @@ class ForkedProcess:
             self.returncode = os.waitstatus_to_exitcode(int(msg["status"]))
         return True
 
-    def wait(self, timeout: float | None = None) -> int:
-        """Wait for the exit; returns ``returncode``.  Raises ``subprocess.TimeoutExpired`` on timeout."""
-        if not self.wait_for_exit(timeout):
-            raise subprocess.TimeoutExpired(["fork-server leg", str(self.pid)], timeout or 0)
-        assert self.returncode is not None
-        return self.returncode
-
-    def poll(self) -> int | None:
-        """``returncode`` if the leg has exited, else ``None`` (does not block)."""
-        self.wait_for_exit(0)
-        return self.returncode
 
 
 class ForkServer:
@@ -250,10 +265,12 @@ class ForkServer:
             proc.stdout.close()
 
 
-class _Clone:
+class _Clone(_PopenLike):
     """A server cloned from a template (:meth:`ForkServer.clone`), the parts of :class:`subprocess.Popen` a
     :class:`ForkServer` uses: ``stdin``/``stdout`` (its pipes), :meth:`poll`, :meth:`wait`, :meth:`kill`.  It is
     the template's child, not this process's: its end is seen through its pidfd."""
+
+    _NAME = "cloned fork server"
 
     def __init__(self, pid: int, stdin_fd: int, stdout_fd: int) -> None:
         """``stdin_fd``/``stdout_fd``: this side of its request and reply pipes (closed with the files made of
@@ -264,13 +281,9 @@ class _Clone:
         self.stdin = os.fdopen(stdin_fd, "wb")
         self.stdout = os.fdopen(stdout_fd, "rb")
 
-    def poll(self) -> int | None:
-        """``-1`` once the server has ended (its status is the template's to reap), else ``None``."""
-        self.wait_for(0.0)
-        return self.returncode
-
-    def wait_for(self, timeout: float | None) -> bool:
-        """Whether the server ended within ``timeout`` seconds (``None``: until it does)."""
+    def wait_for_exit(self, timeout: float | None) -> bool:
+        """Whether the server ended within ``timeout`` seconds (``None``: until it does; its ``returncode``
+        is then ``-1``: its status is the template's to reap)."""
         if self.returncode is None and self._pidfd is not None:
             poller = select.poll()
             poller.register(self._pidfd, select.POLLIN)
@@ -279,13 +292,6 @@ class _Clone:
             os.close(self._pidfd)
             self._pidfd, self.returncode = None, -1
         return True
-
-    def wait(self, timeout: float | None = None) -> int:
-        """Wait for the end; raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
-        if not self.wait_for(timeout):
-            raise subprocess.TimeoutExpired(["cloned fork server", str(self.pid)], timeout or 0)
-        assert self.returncode is not None
-        return self.returncode
 
     def kill(self) -> None:
         """SIGKILL the server (through its pidfd: never another process that got its pid)."""
