@@ -145,15 +145,20 @@ class ForkServer:
             finally:
                 if self.template:
                     stdin.close()
-            try:
-                ready = self._read(120.0)
-            except (RuntimeError, ValueError) as exc:
-                ready = {"error": str(exc)}
-            if not ready or not ready.get("ready"):
-                self.close()
-                raise RuntimeError(f"the fork server did not start: {ready!r}")
-            self._read_at_import = dict(ready.get("read_at_import") or {})
+            self._read_at_import = dict(self._ready(120.0, "fork server").get("read_at_import") or {})
         return self
+
+    def _ready(self, timeout: float, what: str) -> dict[str, Any]:
+        """The server's ready message, read within ``timeout`` seconds; closes the server and raises
+        ``RuntimeError`` naming ``what`` when it says anything else or nothing."""
+        try:
+            ready = self._read(timeout)
+        except (RuntimeError, ValueError) as exc:
+            ready = {"error": str(exc)}
+        if not ready or not ready.get("ready"):
+            self.close()
+            raise RuntimeError(f"the {what} did not start: {ready!r}")
+        return ready
 
     def clone(self) -> "ForkServer":
         """A new server forked from this started template (``template``): as warm as it, ready to
@@ -181,13 +186,7 @@ class ForkServer:
             os.close(theirs[1])
         server = ForkServer(self.python, agent=self.agent, preimport=self.preimport, env=self.env)
         server._proc = clone
-        try:
-            ready = server._read(30.0)
-        except (RuntimeError, ValueError) as exc:
-            ready = {"error": str(exc)}
-        if not ready or not ready.get("ready"):
-            server.close()
-            raise RuntimeError(f"the cloned fork server did not start: {ready!r}")
+        server._ready(30.0, "cloned fork server")
         server._read_at_import = dict(self._read_at_import)
         return server
 
