@@ -328,3 +328,40 @@ def test_a_leg_records_an_opaque_store_as_a_snapshot_of_its_files_and_resumes_a_
     assert store_files(journal_bytes(store)) == {"c.db": b"db", "sub/c.db-wal": b""}
     assert start_or_resume(journal_bytes(store), OPAQUE) == "resume"
     assert journal_bytes(store / "c.db") == b"db" and journal_bytes(tmp_path / "none.json") is None
+
+
+def test_two_threads_reading_one_state_at_once_start_one_reading_and_get_its_result(tmp_path):
+    # One reading per distinct state even when two trials of one state ask together: the second waits for the
+    # first's process (held until the test lets it end) and takes its result, instead of starting its own.
+    import sys as _sys
+    import threading
+
+    from harness.runner.starter import LegStarter
+    from harness.subject.contract import parse_subject
+
+    count, go = tmp_path / "count", tmp_path / "go"
+    script = (f"import os, time\nopen({str(count)!r}, 'a').write('x')\n"
+              f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\nprint('{{\"status\": \"open\"}}')")
+    starter = LegStarter(parse_subject("agent"), fork_server=False)
+    got: dict[str, dict] = {}
+
+    def ask(name: str) -> None:
+        work = tmp_path / name
+        work.mkdir()
+        got[name] = starter.read([_sys.executable, "-c", script], {"PATH": "/usr/bin:/bin"}, work, "0",
+                                 state=("files", b"journal"))
+
+    a = threading.Thread(target=ask, args=("a",))
+    a.start()
+    deadline = time.monotonic() + 30
+    while not count.exists() and time.monotonic() < deadline:   # a's reading runs and is held
+        time.sleep(0.01)
+    b = threading.Thread(target=ask, args=("b",))
+    b.start()
+    b.join(1.0)   # b is waiting on a's reading (a reading of its own would have counted a second start by now)
+    started_while_held = count.read_text()
+    go.touch()
+    a.join(30)
+    b.join(30)
+    assert started_while_held == "x" and count.read_text() == "x"
+    assert got["a"]["stdout"] == got["b"]["stdout"] == '{"status": "open"}\n' and got["b"]["exit_code"] == 0

@@ -75,6 +75,7 @@ class LegStarter:
         self._template_lock = threading.Lock()
         self._owners: dict[int, threading.Thread | None] = {}  # id of a clone -> its thread (None: nobody's yet)
         self._readings: dict[Any, dict[str, Any]] = {}
+        self._reading_now: dict[Any, threading.Event] = {}  # a reading's key -> set when its run has ended
         self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
 
     def prepare(self) -> None:
@@ -249,7 +250,8 @@ class LegStarter:
 
         ``state``: what it reads (:func:`state_of`'s files and the journal's bytes: a store on a server holds the
         run outside the files); a reading of the same state with the same command
-        (the trial folder left out) is run once (one reading per distinct state).
+        (the trial folder left out) is run once (one reading per distinct state): a thread asking while
+        another's reading of it runs waits for that one and takes its result.
         Returns ``{"argv", "exit_code", "stdout", "stderr", "timed_out"}``
         (``stdout``: its first :data:`READING_LIMIT` bytes, to parse, and
         ``over_limit`` when it printed more;
@@ -258,10 +260,32 @@ class LegStarter:
         or ``RuntimeError`` when it cannot start.
         """
         key = None if state is None else (tuple(a.replace(str(workdir), "") for a in argv), state)
-        with self._lock:
-            known = self._readings.get(key) if key is not None else None
+        if key is None:
+            return self._run_reading(argv, env, workdir, tag, timeout_s, None)
+        with self._lock:  # one run per key at a time: a second thread asking waits for it, then takes its result
+            known, ahead = self._readings.get(key), self._reading_now.get(key)
+            if known is None and ahead is None:
+                ahead = self._reading_now[key] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if known is None and not mine:
+            ahead.wait(timeout_s + 5.0)  # type: ignore[union-attr]
+            with self._lock:
+                known = self._readings.get(key)
         if known is not None:
             return {**known, "argv": list(argv)}
+        try:
+            return self._run_reading(argv, env, workdir, tag, timeout_s, key)
+        finally:
+            if mine:
+                with self._lock:
+                    self._reading_now.pop(key, None)
+                ahead.set()  # type: ignore[union-attr]
+
+    def _run_reading(self, argv: list[str], env: dict[str, str], workdir: Path, tag: str, timeout_s: float,
+                     key: Any) -> dict[str, Any]:
+        """Run one reading (:meth:`read`) and keep it under ``key`` when it may stand for its state's."""
         out, err = workdir / f"reading-{tag}.out", workdir / f"reading-{tag}.err"
         proc = self._start_plain(argv, env, None, out, err)
         timed_out = not wait_for_exit(proc, timeout_s)
