@@ -43,7 +43,7 @@ DRIVE = (ROOT / "fiskj" / "loop.py", "_Run.drive")
 CREATE = (ROOT / "fiskj" / "store.py", "FileStore.create")
 SUSPEND = (ROOT / "fiskj" / "loop.py", "SuspendFlag.handler")
 CLI_MAIN = (ROOT / "fiskj" / "cli.py", "main")
-FORK_CHILD = (ROOT / "harness" / "subject" / "forkserver.py", "_fork_child")
+FORK_CHILD = (ROOT / "harness" / "subject" / "forkserver_main.py", "_fork_child")
 
 
 # -- the child: legs forked from a fork server, as the harness runs them ------------------------------------
@@ -219,7 +219,7 @@ def test_a_leg_killed_by_sigterm_before_fiskj_s_handler_saves_its_data_and_still
     legs, data, _ = measured
     leg = legs["early"]
     assert leg["code"] == -signal.SIGTERM
-    assert data.ran(leg["pid"], FORK_CHILD), "a leg killed by SIGTERM saved nothing (sigterm = true? forkserver._sigterm_until_fiskj?)"
+    assert data.ran(leg["pid"], FORK_CHILD), "a leg killed by SIGTERM saved nothing (sigterm = true? forkserver_main._sigterm_until_fiskj?)"
     assert not data.ran(leg["pid"], CLI_MAIN)  # it died before fiskj ran (held by its preload)
 
 
