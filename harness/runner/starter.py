@@ -26,8 +26,6 @@ __all__ = ["LegStarter", "READING_LIMIT", "state_of"]
 #: the 16 MiB record limit (docs/spec.md section 6) each JSON-escaped, up to 6 bytes per byte.
 READING_LIMIT = 512 << 20
 
-_DEAD = threading.Thread()  # (never started: not alive) the owner of a fork server nobody owns
-
 
 def state_of(workdir: Path, roots: tuple[str, ...], slug: str = "") -> tuple[tuple[str, bytes | None], ...]:
     """The files a leg or a reading starts from, as one value to compare: every folder (``None``) and file (its
@@ -107,14 +105,16 @@ class LegStarter:
         """A running fork server no live thread owns (its thread ended, or :meth:`warm` started it), now this
         thread's; ``None`` when there is none.  (One thread at a time uses a server: its owner has ended, so
         no leg of its is waited on; :meth:`ForkServer.spawn` waits for the last leg's exit all the same.)"""
-        me = threading.current_thread()
         with self._lock:
-            for server in self._servers:
-                owner = self._owners.get(id(server))
-                if (owner is None or not owner.is_alive()) and server.running:
-                    self._owners[id(server)] = me
-                    return server
+            for server in filter(self._free, self._servers):
+                self._owners[id(server)] = threading.current_thread()
+                return server
         return None
+
+    def _free(self, server: ForkServer) -> bool:
+        """Whether ``server`` runs and no live thread owns it (under :attr:`_lock`)."""
+        owner = self._owners.get(id(server))
+        return server.running and (owner is None or not owner.is_alive())
 
     def _clone(self, owner: threading.Thread | None) -> ForkServer:
         """A new clone of the template (:meth:`_template`), owned by ``owner`` (``None``: free to take over); a
@@ -134,7 +134,7 @@ class LegStarter:
         if not self.forked_reads:
             return
         with self._lock:
-            free = sum(1 for s in self._servers if s.running and not (self._owners.get(id(s)) or _DEAD).is_alive())
+            free = sum(map(self._free, self._servers))
         for _ in range(max(0, n - free)):
             self._clone(None)
 
