@@ -20,9 +20,10 @@ A line is the bytes up to and including a ``\\n`` (the final piece may lack it: 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager  # purity: the block of shared splits (shared_splits), no IO
 from contextvars import ContextVar  # purity: an in-memory value per thread (the checks' shared splits), no IO
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from fiskj.codec import decode_record
 from fiskj.records import AssistantRecord, TerminalRecord, ToolResultRecord
@@ -114,17 +115,17 @@ class Snapshot:
 _SPLITS: ContextVar[dict[tuple[bytes, str], Snapshot] | None] = ContextVar("fiskj_journal_splits", default=None)
 
 
-class shared_splits:  # noqa: N801 - used as a context manager: ``with shared_splits():``
+@contextmanager
+def shared_splits() -> Iterator[None]:
     """While the block runs (on this thread), :func:`split_journal` splits each distinct (bytes, format) once
     and hands every caller that one :class:`Snapshot`: the checkers of one history ask for the same few
     snapshots a dozen times (:func:`harness.checkers.check_all` runs them in one block).  A snapshot so
     shared is read, never changed."""
-
-    def __enter__(self) -> None:
-        self._token = _SPLITS.set({})
-
-    def __exit__(self, *exc: Any) -> None:
-        _SPLITS.reset(self._token)
+    token = _SPLITS.set({})
+    try:
+        yield
+    finally:
+        _SPLITS.reset(token)
 
 
 def split_journal(data: bytes | None, fmt: str = FISK_AI_V2) -> Snapshot:
