@@ -55,8 +55,7 @@ class CrashState:
         a state is never changed after it is built, and a plan asks for its key more than once)."""
         key = self.__dict__.get("_key")
         if key is None:
-            key = self.__dict__["_key"] = (tuple(sorted(self.files.items())), frozenset(self.dirs),
-                                           frozenset(self.acknowledged))
+            key = self.__dict__["_key"] = _content_key(self.files, self.dirs, frozenset(self.acknowledged))
         return key
 
     def describe(self) -> dict[str, Any]:
@@ -72,6 +71,11 @@ class CrashPoint:
 
     prefix_n: int; event: dict[str, Any] | None; acks: tuple[Ack, ...]  # noqa: E702
     units: int; exhaustive: bool; states: list[CrashState]  # noqa: E702
+
+
+def _content_key(files: dict[str, bytes], dirs: Iterable[str], acknowledged: frozenset[tuple]) -> tuple:
+    """What makes two crash states the same (:meth:`CrashState.key`): files, folders, acknowledged writes."""
+    return (tuple(sorted(files.items())), frozenset(dirs), acknowledged)
 
 
 @dataclass
@@ -397,7 +401,7 @@ class Simulator:
                     data = contents[ck] = self._content(i, {units[b] for b in ino_at[i] if ck[1] >> b & 1}
                                                         if ck[1] > 0 else set(), zero)
                 files[p] = data
-            key = (tuple(sorted(files.items())), frozenset(tree[1]), acknowledged)
+            key = _content_key(files, tree[1], acknowledged)
             if key in seen:
                 continue
             seen.add(key)
