@@ -13,8 +13,9 @@ Tracker issue 28; docs/store.md "The JetStream store" states the contract and it
   stream sequence of the run's last record over ``<prefix>.R.>`` (the fence).  No ack (a timeout, a lost
   connection, no leader): the same publish again, so a record that did land is answered as a duplicate of
   our own id (after a lost connection as soon as the client has connected again: :meth:`NatsClient.answer`;
-  a subject that already holds its one message, err_code 10077, is refused for good, not asked again).  A fence rejection reads the subject back: our own id there is a lost ack, adopted; anything
-  else is another writer (:class:`RunLocked`), or on the meta subject a concurrent creator
+  a subject that already holds its one message, err_code 10077, is refused for good, not asked again).  A
+  fence rejection reads the subject back: our own id there is a lost ack, adopted; anything else is another
+  writer (:class:`RunLocked`), or on the meta subject a concurrent creator
   (:class:`RunExists`).  No ack after every attempt: :class:`StoreIOError`, the journal poisoned
   (docs/spec.md section 9, rule 5);
 * ``open`` and ``load`` read the run with an ordered consumer and sort by seq; ``delete`` purges the run.
