@@ -274,10 +274,10 @@ class Campaign:
                           if run.error is None and not run.skipped and run.family.needs_reference(run.scenario)]
                 futures: dict[Any, ScenarioRun] = {}
                 uninterrupted: list[TrialResult] = []
+                explicit = self.schedules is not None  # given schedules only: what a drawn plan needs is left out
                 for batch in (wanted[:1], wanted[1:]):
-                    explicit = self.schedules is not None
-                    submitted = {pool.submit(lambda r: r.family.prepare(r.scenario, runner, explicit=explicit), run): run
-                                 for run in batch}
+                    submitted = {pool.submit(lambda r: r.family.prepare(r.scenario, runner, explicit=explicit),
+                                             run): run for run in batch}
                     futures.update(submitted)
                     dead = self._collect_references(submitted, runner, limits, uninterrupted)
                     if dead is not None:  # every other scenario would fail the same way: not run, said once
