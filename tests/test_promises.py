@@ -164,6 +164,30 @@ def test_an_interrupted_tool_run_again_once_keeps_the_default_promise_and_breaks
     assert v["kind"] == "reported_tool_rerun" and v["tool_use_id"] == "a"
 
 
+def test_a_reported_tool_named_only_by_a_torn_final_line_may_run_again_once():
+    # the tool_use line was cut mid-write by the kill: its bytes name the id, but no reader can read it
+    h = _tool_interrupted(report=False)
+    first = h.legs[0]
+    assistant = first.journal.rstrip(b"\n").rsplit(b"\n", 1)[1]
+    assert b'"a"' in assistant[:-2]
+    first.journal = first.journal[: len(first.journal) - 3]   # torn: no newline, the id's bytes kept
+    (i2,) = _judge(h, REPORTED, i2_tool_reruns)
+    assert i2.status == "valid" and i2.evidence["attributed"][0]["tool_use_id"] == "a", i2.evidence
+
+
+def test_a_reported_tool_run_again_after_a_journal_with_an_unreadable_line_is_not_judged_by_the_promise():
+    # a power loss zero-filled the first line: what the agent could read of the rest is unknown from outside
+    # (I5 judges the line), so the re-run is attributed to the crash as any other, and the evidence says why
+    h = _tool_interrupted(report=False)
+    first = h.legs[0]
+    meta_len = first.journal.index(b"\n")
+    first.journal = b"\0" * meta_len + first.journal[meta_len:]
+    (i2,) = _judge(h, REPORTED, i2_tool_reruns)
+    assert i2.status == "valid", i2.evidence
+    (skip,) = i2.evidence["reported_not_judged"]
+    assert skip["tool_use_id"] == "a" and skip["leg"] == 1 and skip["unreadable"]["line"] == 1, skip
+
+
 def test_an_interrupted_tool_reported_and_never_run_again_is_no_difference_when_promised():
     h = _tool_interrupted(report=True)
     i2, i6 = _judge(h, REPORTED, i2_tool_reruns, i6_reference)

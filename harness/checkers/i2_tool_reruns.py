@@ -18,12 +18,17 @@ A re-run in the same leg as the previous execution, or one no disruption
 accounts for, is a violation.  A subject that promises to re-run the step in flight
 (``interrupted_tool = "rerun-step"``) may re-run each tool whose result the crash lost once per crash.  A
 subject that promises to report an interrupted tool (``interrupted_tool = "reported"``) never re-runs one the
-journal it resumed from names (``reported_tool_rerun``).  Evidence names the id, both executions, the
-candidate legs and why each was refused.
+journal it resumed from names (``reported_tool_rerun``): a line of it that decodes names the id (a torn
+final line does not: the agent cannot read it).  When that journal also holds a complete line that does not
+decode (I5 ``corrupt``), what the agent could read of it is unknown from outside (one agent stops at the bad
+line, another skips it, Claude Code loses the lines its parentUuid chain no longer reaches): the promise is
+not judged for that re-run (``reported_not_judged``, with the line) and the re-run is attributed as any
+other.  Evidence names the id, both executions, the candidate legs and why each was refused.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harness.history.model import History
@@ -46,6 +51,7 @@ def check(history: History) -> Any:
     used: dict[int, str] = {}
     per_tool: dict[str, dict[int, str]] = {}  # rerun-step: each tool of the step in flight once per crash
     attributed: list[dict[str, Any]] = []
+    not_judged: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
     reruns = 0
     for tid in sorted(groups):
@@ -58,8 +64,11 @@ def check(history: History) -> Any:
                 violations.append({"kind": "rerun_within_leg", **row,
                                    "detail": f"leg {lc} executed {tid} twice; no crash lies between them"})
                 continue
-            if history.promises.interrupted_tool == "reported" and tid.encode() in (
-                    previous_snapshot(history, legs[lc]) or b""):
+            named, unreadable = _named(view, legs[lc], tid) if history.promises.interrupted_tool == "reported" \
+                else (False, None)
+            if named and unreadable is not None:
+                not_judged.append({"tool_use_id": tid, "leg": lc, "unreadable": unreadable})
+            elif named:
                 violations.append({"kind": "reported_tool_rerun", **row,
                                    "detail": f"{tid} re-ran in leg {lc}: the journal it resumed from names it, and "
                                              "the agent promises to report an interrupted tool, never re-run it"})
@@ -85,6 +94,8 @@ def check(history: History) -> Any:
     counts = {tid: len(v) for tid, v in sorted(groups.items()) if len(v) > 1}
     evidence: dict[str, Any] = {"checked": reruns, "executions": len(history.effects),
                                 "rerun_ids": counts, "attributed": attributed}
+    if not_judged:
+        evidence["reported_not_judged"] = not_judged
     if violations:
         evidence["summary"] = (f"{len(violations)} of {reruns} tool re-run(s) not accounted for by a crash: "
                                + ", ".join(sorted({v['tool_use_id'] for v in violations})))
@@ -93,6 +104,20 @@ def check(history: History) -> Any:
     evidence["summary"] = (f"{reruns} re-run(s) across {len(history.effects)} execution(s), each attributed to "
                            "one crash" if reruns else f"no tool re-run in {len(history.effects)} execution(s)")
     return make(__name__, VALID, evidence)
+
+
+def _named(view: JournalView, leg: Any, tid: str) -> tuple[bool, dict[str, Any] | None]:
+    """Whether the journal ``leg`` resumed from names tool ``tid`` as the agent could read it, and its first
+    complete line that does not decode (:meth:`Line.brief`; ``None``: none).  A journal of lines: a line that
+    decodes holds the id as a JSON string; an opaque store: its bytes hold it."""
+    before = previous_snapshot(view.history, leg) or b""
+    if view.location.is_store:
+        return tid.encode() in before, None
+    snap = view.lines(before)
+    quoted = json.dumps(tid).encode()
+    named = any(ln.record is not None and quoted in ln.raw for ln in snap.lines)
+    bad = next((ln for ln in snap.lines if ln.complete and ln.record is None), None)
+    return named, None if bad is None else bad.brief()
 
 
 def _how(leg: Any) -> str:
