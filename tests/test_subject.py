@@ -273,3 +273,18 @@ def test_a_starter_s_threads_share_its_fork_server_which_is_started_again_when_i
     finally:
         starter.close()
     assert starter._fork is None and not got["c"][2].running
+
+
+def test_a_leg_too_long_for_the_fork_server_s_socket_starts_fresh(tmp_path):
+    # A request is one socket message (at most the socket's send buffer, about 200 KiB): a longer leg is refused
+    # as one whose environment the server cannot take, and its starter starts it fresh.
+    env = {**os.environ, **{f"BIG{i}": "x" * 100_000 for i in range(3)}}
+    starter = LegStarter(default_subject(), fork_server=True)
+    try:
+        with pytest.raises(ForkRefused, match="too long"):
+            starter._server().spawn(["--version"], env, stdin=None, stdout=str(tmp_path / "f.out"),
+                                    stderr=str(tmp_path / "f.err"))
+        proc = starter.start([*default_subject().argv, "--version"], env, None, tmp_path / "o", tmp_path / "e")
+        assert not isinstance(proc, ForkedProcess) and proc.wait(30) == 0, (tmp_path / "e").read_text()
+    finally:
+        starter.close()
