@@ -68,7 +68,7 @@ class LegStarter:
         self._fork_lock = threading.Lock()
         self._readings: dict[Any, dict[str, Any]] = {}
         self._reading_now: dict[Any, threading.Event] = {}  # a reading's key -> set when its run has ended
-        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
+        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults and lookups
 
     def prepare(self) -> None:
         """Start the fork server now (before a leg's clock starts), when legs are forked."""
@@ -136,24 +136,24 @@ class LegStarter:
                         log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str,
                         announce_waits: bool = False) -> Any:
         """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "Fork
-        servers"); ``None`` when legs are not forked, the fork server fails, or the leg
-        is to be held (``control``: started fresh under the observer, which then traces its lookups)."""
-        server = None if cwd or control or not self.forked_reads else self._server()
+        servers"); ``None`` when legs are not forked or the fork server fails.  A leg to be held (``control``)
+        has its lookups traced too, and its rival is forked while it waits."""
+        server = None if cwd or not self.forked_reads else self._server()
         if server is None:
             return None
-        key = tuple(faults or ())
+        key = (tuple(faults or ()), control)
         try:
             if key not in self._filters:
-                self._filters[key] = seccomp_filter(key, lookups=False)
+                self._filters[key] = seccomp_filter(key[0], lookups=control)
             child = server.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
                                  stdout=str(out), stderr=str(err), seccomp=self._filters[key])
         except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):  # ForkRefused too
             return None  # (a fork server that died is started again for the next leg)
         try:
             with open(err, "ab") as fe:  # the tracer's own complaints, after the leg's
-                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), lookups=False,
+                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), lookups=control,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe,
-                                      start_new_session=True, attach=child.pid, control=announce_waits,
+                                      start_new_session=True, attach=child.pid, control=control or announce_waits,
                                       announce_waits=announce_waits)
         except BaseException:
             os.kill(child.pid, signal.SIGKILL)
