@@ -82,8 +82,7 @@ class LegStarter:
             if self._fork is None or not self._fork.running:
                 if self._fork is not None:
                     self._fork.close()
-                self._fork = self._new_server()
-                self._fork.start()
+                self._fork = self._new_server().start()
             return self._fork
 
     def _new_server(self) -> ForkServer:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Self, Sequence
 
 from harness.subject.forkserver_main import AGENT_FLAG
 
@@ -69,7 +69,7 @@ class ServerProcess:
     def _ready(self, ready: dict[str, Any]) -> None:
         """Take the process's ready message (the subclass's)."""
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> Self:
         """Start the process (idempotent); returns ``self``.  Raises ``ERROR`` when it does not say it is ready
         within :data:`START_TIMEOUT_S` (its message, e.g. a pre-import's error, named)."""
         with self._lock:

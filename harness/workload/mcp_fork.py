@@ -95,8 +95,7 @@ def fork_server() -> McpForkServer:
                 atexit.register(lambda: _SERVER is not None and _SERVER.close())
             else:
                 _SERVER.close()
-            _SERVER = McpForkServer()
-            _SERVER.start()
+            _SERVER = McpForkServer().start()
         return _SERVER
 
 
