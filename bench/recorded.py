@@ -173,9 +173,9 @@ def bench_recorded(*, rounds: int = 2, scenario_name: str = "kill-every-event", 
 
 def _round(runner: Any, scenario: Any, s: dict[str, Any], meter: Meter, *, jobs: int, seed: int,
            sample: int | None) -> None:
-    """One round of one mode on a fresh ``runner``: the recording run, a fork server for each of ``jobs`` threads
-    started (when legs are forked: :meth:`harness.runner.starter.LegStarter.warm`; each way's threads take them
-    over, so neither way's time holds a fork server's start), the old way (``sample``: on a seeded sample of
+    """One round of one mode on a fresh ``runner``: the recording run, the fork server started (when legs are
+    forked: :meth:`harness.runner.starter.LegStarter.prepare`; each way's threads share it, so neither way's
+    time holds a fork server's start), the old way (``sample``: on a seeded sample of
     that many points), then the recorded way (the campaign), each way's time by part from ``meter``; appended
     to ``s``."""
     from concurrent.futures import ThreadPoolExecutor
@@ -188,7 +188,7 @@ def _round(runner: Any, scenario: Any, s: dict[str, Any], meter: Meter, *, jobs:
     ref = runner.reference(scenario)  # the recording run: both ways plan from it
     s["recording_s"].append(time.perf_counter() - t)
     t = time.perf_counter()
-    runner.legs.warm(jobs)  # once a campaign, as the recording run: not a point's time in either way
+    runner.legs.prepare()  # the fork server, once a campaign as the recording run: not a point's time either way
     s["warm_s"].append(time.perf_counter() - t)
     plan = SIGNALS.plan(scenario, ref, scenario.trials.count, scenario.trials.seed, None)
     old_plan = _old_sample(plan, sample, seed)

@@ -180,38 +180,32 @@ def test_a_python_agent_s_forked_leg_runs_its_script_as_a_fresh_interpreter_woul
         server.close()
 
 
-def test_the_clones_of_a_template_fork_server_are_as_warm_as_it_and_fork_legs_side_by_side(tmp_path):
-    """A campaign's threads each get a server cloned from one template: the pre-imports ran once (in the
-    template), each clone forks its own legs (at the same time as the other's), refuses a leg where the
-    pre-imports read the environment as the template does, and ends at its close; the template forks no leg."""
+def test_one_fork_server_forks_legs_side_by_side_from_one_import(tmp_path):
+    """A campaign's threads share one server: the pre-imports ran once, it forks a leg while another runs (each
+    leg here waits for the other: forked one at a time, the first would give up), every leg its child and as
+    warm as it, and it refuses a leg where the pre-imports read the environment otherwise."""
     script, env = _agent(tmp_path)
     imports = tmp_path / "imports"
     (tmp_path / "mods" / "counted.py").write_text(f"open({str(imports)!r}, 'a').write('imported\\n')\n")
-    script.write_text("import os, sys, time\ntime.sleep(0.2)\nprint(os.getppid(), 'counted' in sys.modules)\n")
-    template = ForkServer(sys.executable, agent=[str(script)], preimport=["envy", "counted"], env=env,
-                          template=True).start()
-    clones = []
+    script.write_text("import os, sys, time\nopen(sys.argv[1], 'w').close()\nend = time.monotonic() + 30\n"
+                      "while not os.path.exists(sys.argv[2]):\n    if time.monotonic() > end: sys.exit(9)\n"
+                      "    time.sleep(0.005)\nprint(os.getppid(), 'counted' in sys.modules)\n")
+    server = ForkServer(sys.executable, agent=[str(script)], preimport=["envy", "counted"], env=env).start()
     try:
-        with pytest.raises(ValueError, match="clone"):
-            template.spawn([], env, stdin=None, stdout=str(tmp_path / "t.out"), stderr=str(tmp_path / "t.err"))
-        clones = [template.clone() for _ in range(2)]
-        legs = [clone.spawn([], env, stdin=None, stdout=str(tmp_path / f"{i}.out"), stderr=str(tmp_path / f"{i}.err"))
-                for i, clone in enumerate(clones)]                 # both running before either is waited for
-        assert [leg.wait(timeout=30) for leg in legs] == [0, 0], [(tmp_path / f"{i}.err").read_text() for i in (0, 1)]
+        marks = [str(tmp_path / "a.here"), str(tmp_path / "b.here")]
+        legs = [server.spawn([marks[i], marks[1 - i]], env, stdin=None, stdout=str(tmp_path / f"{i}.out"),
+                             stderr=str(tmp_path / f"{i}.err")) for i in (0, 1)]
+        assert [leg.wait(timeout=60) for leg in legs] == [0, 0], [(tmp_path / f"{i}.err").read_text() for i in (0, 1)]
         parents = [(tmp_path / f"{i}.out").read_text().split() for i in (0, 1)]
-        assert parents == [[str(clone._proc.pid), "True"] for clone in clones]   # each clone forked its own leg, warm
-        assert len({template._proc.pid, *(clone._proc.pid for clone in clones)}) == 3
-        assert imports.read_text() == "imported\n"                  # the pre-imports ran once, in the template
+        assert parents == [[str(server._proc.pid), "True"]] * 2             # the server's children, warm
+        assert imports.read_text() == "imported\n"                         # the pre-imports ran once
         with pytest.raises(ForkRefused, match="ENVY"):
-            clones[1].spawn([], {**env, "ENVY": "b"}, stdin=None, stdout=str(tmp_path / "r.out"),
-                            stderr=str(tmp_path / "r.err"))
-        procs = [clone._proc for clone in clones]
-        clones[0].close()
-        assert procs[0].poll() is not None and not clones[0].running and clones[1].running
+            server.spawn([], {**env, "ENVY": "b"}, stdin=None, stdout=str(tmp_path / "r.out"),
+                         stderr=str(tmp_path / "r.err"))
+        proc = server._proc
     finally:
-        for server in (*clones, template):
-            server.close()
-    assert procs[1].poll() is not None and not template.running
+        server.close()
+    assert proc.poll() is not None and not server.running
 
 
 def test_a_python_agent_s_fork_server_refuses_pre_imports_that_leave_a_thread_running(tmp_path):
@@ -253,44 +247,44 @@ def test_the_contract_s_exit_statuses_are_fiskj_s_own():
     assert contract.EXIT_SUSPENDED is names.EXIT_SUSPENDED                   # re-exported, not redefined
 
 
-def test_a_fork_server_goes_to_the_next_thread_only_once_its_own_thread_has_ended(tmp_path):
-    # A campaign's pool threads take over the servers of the last pool's (or :meth:`LegStarter.warm`'s): never
-    # one whose thread still lives (a server forks one leg at a time, for its one thread).
+def test_a_starter_s_threads_share_its_fork_server_which_is_started_again_when_it_died(tmp_path):
     import threading
 
     starter = LegStarter(default_subject(), fork_server=True)
+    got: dict[str, object] = {}
+
+    def use(name: str) -> None:
+        out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        proc = starter.start([*default_subject().argv, "--version"], dict(os.environ), None, out, err)
+        got[name] = (type(proc), proc.wait(30), starter._fork)
+
     try:
-        starter.warm(1)
-        assert len(starter._servers) == 1
-        warmed = starter._servers[0]
-        got: dict[str, object] = {}
-        release = threading.Event()
-
-        def use(name: str, hold: threading.Event | None = None) -> None:
-            got[name] = starter._server()
-            out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
-            proc = starter.start([*default_subject().argv, "--version"], dict(os.environ), None, out, err)
-            got[name + " exit"] = proc.wait(30)
-            if hold is not None:
-                hold.wait(30)
-
-        a = threading.Thread(target=use, args=("a", release))
-        a.start()
-        while "a exit" not in got and a.is_alive():
-            a.join(0.05)
-        b = threading.Thread(target=use, args=("b",))  # a is alive: b starts a server of its own
-        b.start()
-        b.join(60)
-        release.set()
-        a.join(60)
-        c = threading.Thread(target=use, args=("c",))  # a and b have ended: c takes one of theirs over
-        c.start()
-        c.join(60)
-        assert got["a"] is warmed and got["b"] is not warmed
-        assert got["c"] in (got["a"], got["b"]) and len(starter._servers) == 2
-        assert got["a exit"] == got["b exit"] == got["c exit"] == 0 and isinstance(got["c"], ForkServer)
-        starter.warm(2)  # both are free again: none started
-        assert len(starter._servers) == 2
+        threads = [threading.Thread(target=use, args=(name,)) for name in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        first = starter._fork
+        assert got["a"] == got["b"] == (ForkedProcess, 0, first)
+        first._proc.kill()
+        first._proc.wait()
+        use("c")  # a new server, not a leg lost
+        assert got["c"][:2] == (ForkedProcess, 0) and got["c"][2] is not first and starter._fork.running
     finally:
         starter.close()
-    assert not any(s.running for s in (got["a"], got["b"]))
+    assert starter._fork is None and not got["c"][2].running
+
+
+def test_a_leg_too_long_for_the_fork_server_s_socket_starts_fresh(tmp_path):
+    # A request is one socket message (at most the socket's send buffer, about 200 KiB): a longer leg is refused
+    # as one whose environment the server cannot take, and its starter starts it fresh.
+    env = {**os.environ, **{f"BIG{i}": "x" * 100_000 for i in range(3)}}
+    starter = LegStarter(default_subject(), fork_server=True)
+    try:
+        with pytest.raises(ForkRefused, match="too long"):
+            starter._server().spawn(["--version"], env, stdin=None, stdout=str(tmp_path / "f.out"),
+                                    stderr=str(tmp_path / "f.err"))
+        proc = starter.start([*default_subject().argv, "--version"], env, None, tmp_path / "o", tmp_path / "e")
+        assert not isinstance(proc, ForkedProcess) and proc.wait(30) == 0, (tmp_path / "e").read_text()
+    finally:
+        starter.close()

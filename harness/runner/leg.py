@@ -5,7 +5,7 @@ A *leg* is one agent process of a trial (leg 0 starts the run, later legs
 resume it; docs/subject.md).  Every family starts its legs here: the
 signals family's and the race family's trials (:mod:`harness.runner.trial`),
 and the power-loss and tail recovery legs.
-:func:`run_leg` starts one leg (forked from this thread's fork server, or a
+:func:`run_leg` starts one leg (forked from the subject's fork server, or a
 fresh process in a new session), applies the leg's fault (:func:`drive`),
 waits, kills and reaps its whole tree (:mod:`harness.runner.process`) and
 records the leg as a :class:`harness.history.model.Leg`: times, exit,

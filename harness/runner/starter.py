@@ -50,107 +50,54 @@ class LegStarter:
     observer (:mod:`harness.observer`, docs/observer.md), which records its
     durability operations and injects event faults from outside, for any
     subject; ``fork_server``: the subject allows forking from a pre-imported
-    interpreter, one per thread, each cloned from the starter's template (the imports paid once;
+    interpreter, one that every thread's legs are forked from (the imports paid once;
     :class:`harness.subject.forkserver.ForkServer`;
     see :func:`harness.subject.contract.fork_server_enabled`): legs are forked
     (an observed one with the tracer attached to it, ``fiskj-observe --attach``),
     and so are the subject's readings and helper modules (never observed, no
-    fault), each the same code a fresh process would run.  A thread's fork server
-    is its own while the thread lives; when it has ended, the next thread that needs
-    one takes it over instead of cloning another (a campaign's pool after the last
-    one's); :meth:`warm` starts the template and its clones ahead.
-    Thread-safe; :meth:`close` stops every fork server it started.
+    fault), each the same code a fresh process would run.
+    Thread-safe; :meth:`close` stops the fork server it started.
     """
 
     def __init__(self, subject: Subject, fork_server: bool, observe: bool = False) -> None:
         self.subject = subject
         self.observe = observe
         self.forked_reads = fork_server  # legs (observed: the tracer attached), readings and helper modules
-        self._local = threading.local()
         self._lock = threading.Lock()
-        self._servers: list[ForkServer] = []
-        self._template_server: ForkServer | None = None
-        self._template_lock = threading.Lock()
-        self._owners: dict[int, threading.Thread | None] = {}  # id of a clone -> its thread (None: nobody's yet)
+        self._fork: ForkServer | None = None
+        self._fork_lock = threading.Lock()
         self._readings: dict[Any, dict[str, Any]] = {}
         self._reading_now: dict[Any, threading.Event] = {}  # a reading's key -> set when its run has ended
-        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults (--ops durable)
+        self._filters: dict[tuple, bytes] = {}  # the observer's seccomp filter by faults and lookups
 
     def prepare(self) -> None:
-        """Start this thread's fork server now (before a leg's clock starts), when legs are forked."""
+        """Start the fork server now (before a leg's clock starts), when legs are forked."""
         self._server()
 
     def _server(self) -> ForkServer | None:
-        """This thread's fork server, cloned from the starter's template (:meth:`_template`) the first time
-        (and again when it died); ``None`` when legs are not forked."""
+        """The fork server, started the first time (and again when it died); ``None`` when legs are not forked."""
         if not self.forked_reads:
             return None
-        server = getattr(self._local, "server", None)
-        if server is None or not server.running:
-            server = self._take_over() or self._clone(threading.current_thread())
-            self._local.server = server
-        return server
-
-    def _template(self) -> ForkServer:
-        """The template every thread's fork server is cloned from (started once: the imports are paid once per
-        starter, not per thread; started again when it died)."""
-        with self._template_lock:  # (not self._lock: a template's imports take seconds)
-            if self._template_server is None or not self._template_server.running:
-                if self._template_server is not None:
-                    self._template_server.close()
-                self._template_server = self._new_server().start()
-            return self._template_server
-
-    def _take_over(self) -> ForkServer | None:
-        """A running fork server no live thread owns (its thread ended, or :meth:`warm` started it), now this
-        thread's; ``None`` when there is none.  (One thread at a time uses a server: its owner has ended, so
-        no leg of its is waited on; :meth:`ForkServer.spawn` waits for the last leg's exit all the same.)"""
-        with self._lock:
-            for server in filter(self._free, self._servers):
-                self._owners[id(server)] = threading.current_thread()
-                return server
-        return None
-
-    def _free(self, server: ForkServer) -> bool:
-        """Whether ``server`` runs and no live thread owns it (under :attr:`_lock`)."""
-        owner = self._owners.get(id(server))
-        return server.running and (owner is None or not owner.is_alive())
-
-    def _clone(self, owner: threading.Thread | None) -> ForkServer:
-        """A new clone of the template (:meth:`_template`), owned by ``owner`` (``None``: free to take over); a
-        template that died since it was checked is started again, once."""
-        try:
-            server = self._template().clone()
-        except (OSError, RuntimeError):
-            server = self._template().clone()
-        with self._lock:
-            self._servers.append(server)
-            self._owners[id(server)] = owner
-        return server
-
-    def warm(self, n: int) -> None:
-        """Start the template and clone it until ``n`` fork servers are free for threads to take over
-        (:meth:`_take_over`), when legs are forked: a campaign's threads then start none within its time."""
-        if not self.forked_reads:
-            return
-        with self._lock:
-            free = sum(map(self._free, self._servers))
-        for _ in range(max(0, n - free)):
-            self._clone(None)
+        with self._fork_lock:  # (not self._lock: its imports take seconds)
+            if self._fork is None or not self._fork.running:
+                if self._fork is not None:
+                    self._fork.close()
+                self._fork = self._new_server().start()
+            return self._fork
 
     def _new_server(self) -> ForkServer:
-        """This subject's template fork server: fiskj's, or a Python agent's (``[fork_server]``: its interpreter
-        and entry from the command, its pre-imports, in the harness's environment with the profile's fixed
-        variables, so that a leg's differs only in what each leg sets)."""
+        """This subject's fork server: fiskj's (in the harness's environment), or a Python agent's
+        (``[fork_server]``: its interpreter and entry from the command, its pre-imports, in the harness's
+        environment with the profile's fixed variables, so that a leg's differs only in what each leg sets)."""
         subject = self.subject
         if subject.fork_server is None:
-            return ForkServer(subject.argv[0], template=True)
+            return ForkServer(subject.argv[0], env={k: v for k, v in os.environ.items() if k not in HARNESS_ENV})
         words = [subject.fill(w, {}) for w in subject.argv]
         drop = set(HARNESS_ENV) | set(subject.env_unset)
         env = {k: v for k, v in os.environ.items() if k not in drop}
         fixed = ((k, subject.fill(v, {})) for k, v in subject.profile_env + subject.extra_env)
         env.update((k, v) for k, v in fixed if "{" not in v)
-        return ForkServer(words[0], agent=words[1:], preimport=subject.fork_server, env=env, template=True)
+        return ForkServer(words[0], agent=words[1:], preimport=subject.fork_server, env=env)
 
     def start(self, argv: list[str], env: dict[str, str], stdin: Path | None, out: Path, err: Path, *,
               log: Path | None = None, roots: tuple[str, ...] = (), faults: list[str] | None = None,
@@ -188,28 +135,24 @@ class LegStarter:
                         log: Path, roots: tuple[str, ...], faults: list[str] | None, control: bool, cwd: str,
                         announce_waits: bool = False) -> Any:
         """An observed leg forked from the fork server, the tracer attached to it (docs/subject.md "Fork
-        servers"); ``None`` when legs are not forked, the fork server fails, or the leg
-        is to be held (``control``: its rival, leg or reading, needs the fork server while it waits)."""
-        server = None if cwd or control or not self.forked_reads else self._server()
+        servers"); ``None`` when legs are not forked or the fork server fails.  A leg to be held (``control``)
+        has its lookups traced too, and its rival is forked while it waits."""
+        server = None if cwd or not self.forked_reads else self._server()
         if server is None:
             return None
-        key = tuple(faults or ())
+        key = (tuple(faults or ()), control)
         try:
             if key not in self._filters:
-                self._filters[key] = seccomp_filter(key, lookups=False)
+                self._filters[key] = seccomp_filter(key[0], lookups=control)
             child = server.spawn(argv[len(self.subject.argv):], env, stdin=str(stdin) if stdin else None,
                                  stdout=str(out), stderr=str(err), seccomp=self._filters[key])
-        except ForkRefused:
-            return None
-        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
-            server.close()
-            self._local.server = None
-            return None
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):  # ForkRefused too
+            return None  # (a fork server that died is started again for the next leg)
         try:
             with open(err, "ab") as fe:  # the tracer's own complaints, after the leg's
-                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), lookups=False,
+                return spawn_observed((), log=str(log), roots=list(roots), faults=list(faults or ()), lookups=control,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fe,
-                                      start_new_session=True, attach=child.pid, control=announce_waits,
+                                      start_new_session=True, attach=child.pid, control=control or announce_waits,
                                       announce_waits=announce_waits)
         except BaseException:
             os.kill(child.pid, signal.SIGKILL)
@@ -229,10 +172,7 @@ class LegStarter:
                 except (OSError, RuntimeError, ValueError):
                     if attempt == 2:
                         raise
-                    # The fork server died (or its pipe broke): start a new one, once.
-                    server.close()
-                    self._local.server = None
-                    server = self._server()
+                    server = self._server()  # once more (a new server when this one died)
                     assert server is not None
         with open(out, "wb") as fo, open(err, "wb") as fe:
             stdin_file = open(stdin, "rb") if stdin is not None else None
@@ -311,7 +251,7 @@ class LegStarter:
 
     def run_module(self, module: str, args: list[str], env: dict[str, str], workdir: Path, tag: str,
                    timeout_s: float = 120.0) -> dict[str, Any]:
-        """Run ``python -m MODULE ARGS`` as this fiskj-based subject would run it (forked from this thread's
+        """Run ``python -m MODULE ARGS`` as this fiskj-based subject would run it (forked from the
         fork server when legs are forked, else a fresh interpreter of the subject's), so the subject's
         preload applies in it; the same result as :meth:`read` (output in ``workdir/module-TAG.out``)."""
         out, err = workdir / f"module-{tag}.out", workdir / f"module-{tag}.err"
@@ -334,10 +274,8 @@ class LegStarter:
                 "timed_out": timed_out}
 
     def close(self) -> None:
-        """Stop every fork server this starter started; idempotent."""
-        with self._lock, self._template_lock:
-            servers, self._servers = self._servers, []
-            template, self._template_server = self._template_server, None
-            self._owners.clear()
-        for server in [*servers, *([template] if template is not None else [])]:  # the template last: it reaps them
+        """Stop the fork server this starter started; idempotent."""
+        with self._fork_lock:
+            server, self._fork = self._fork, None
+        if server is not None:
             server.close()

@@ -1,81 +1,143 @@
-"""The fork server process's own code (docs/subject.md "Fork servers"): the loop that forks legs (:func:`main`)
-and, started as a template, forks per-thread servers (:func:`_serve_clones`).  Run as
-``python -m harness.subject.forkserver_main --fork-server`` for fiskj, and on a Python agent's own interpreter
-(which need not have the harness installed: only this module and :mod:`harness.names` are imported there).
-The harness's side, which starts and talks to it, is :mod:`harness.subject.forkserver`."""
+"""The fork servers' own process code (docs/subject.md "Fork servers"): :func:`serve`, the one loop of every fork
+server (the legs' and the MCP fork server's, :mod:`harness.workload.mcp_fork`), and :func:`main`, the legs' server
+(fiskj's, or a Python agent's).  Run as ``python -m harness.subject.forkserver_main --fork-server SOCKET`` for
+fiskj, and on a Python agent's own interpreter (which need not have the harness installed: only this module and
+:mod:`harness.names` are imported there).  The harness's side, which starts and talks to it, is
+:mod:`harness.subject.forkserver`."""
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import sys
+import time
 from contextlib import suppress
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from harness.names import EXIT_ERROR, EXIT_USAGE
 
-__all__ = ["main", "AGENT_FLAG", "TEMPLATE_FLAG"]
+__all__ = ["main", "serve", "AGENT_FLAG", "END_GRACE_S"]
 
-#: The server's flag for a Python agent: ``--python-agent SPEC`` (JSON: ``{"entry": [SCRIPT] | ["-m", MODULE],
-#: "preimport": [...]}``), after the bootstrap that puts the harness on ``sys.path`` only while it imports this module.
+#: The server's flag for a Python agent: ``--python-agent SPEC SOCKET`` (SPEC: JSON, ``{"entry": [SCRIPT] |
+#: ["-m", MODULE], "preimport": [...]}``), after the bootstrap that puts the harness on ``sys.path`` only while it
+#: imports this module.
 AGENT_FLAG = "--python-agent"
-#: The server's last flag for a template (:meth:`ForkServer.clone`): it forks servers, never a leg.
-TEMPLATE_FLAG = "--template"
+#: How long the children of a tag may take to end once the harness ended the tag, before they are killed.
+END_GRACE_S = 5.0
 
-def _serve_clones() -> None:
-    """A template's loop: per request on the socket at fd 0 (a line with the new server's request and reply
-    pipes), fork; the parent reports the child's pid on fd 1, the child returns, its fds 0 and 1 its pipes, to
-    serve legs.  The template ends (``os._exit``) when the socket reaches EOF.  It reaps the clones that ended
-    (before each fork and at its end; the harness sees a clone's end through its pidfd), so that their CPU time,
-    and their legs', counts in its own and so in the harness's children's."""
-    requests = socket.socket(fileno=0)
+
+def serve(path: str, child: Callable[[dict[str, Any], list[int], socket.socket], Any], ready: dict[str, Any]) -> int:
+    """The one fork-server loop: listen on the Unix socket ``path`` (``SOCK_SEQPACKET``), say ``{"ready": true,
+    **ready}`` on fd 1 (a JSON line), then serve until fd 0 reaches EOF (the harness closed it, or died).  Each
+    connection brings one message (JSON, up to three descriptors with it):
+
+    * ``{"fork": REQ, "tag": TAG}``: fork a child (SIGINT and SIGTERM blocked in it until it unblocks them) that
+      runs ``child(REQ, fds, conn)`` and exits; answer ``p<pid>``, then ``x<exit code>`` (``-N``: killed by signal
+      N) once it ended and was reaped here (so its CPU time counts in this process's children's).  A fork for a
+      tag that was ended is refused: the connection is closed without an answer.
+    * ``{"end": TAG}``: answer ``ended`` once every child of ``TAG`` has ended (those still running
+      :data:`END_GRACE_S` later are killed).
+
+    Children still running at the end run on; returns 0."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(128)
+    os.write(1, json.dumps({"ready": True, "pid": os.getpid(), **ready}).encode() + b"\n")
+    children: dict[int, tuple[int, socket.socket, Any]] = {}  # pidfd -> (pid, its connection, its tag)
+    ending: list[tuple[Any, socket.socket, float]] = []  # (tag, who asked, when to kill)
+    killed: set[int] = set()
+    ended: set[Any] = set()
     while True:
+        now = time.monotonic()
+        for item in list(ending):  # answer the ends whose children are gone; kill those past their grace
+            tag, asker, deadline = item
+            left = {pid for pid, _, t in children.values() if t == tag}
+            if not left:
+                ending.remove(item)
+                ended.add(tag)
+                with suppress(OSError):
+                    asker.send(b"ended")
+                asker.close()
+            elif now >= deadline:
+                for pid in left - killed:
+                    killed.add(pid)
+                    os.kill(pid, signal.SIGKILL)
+        timeout = max(0.0, min(d for _, _, d in ending) - now) if ending else None
+        readable, _, _ = select.select([0, listener, *children], [], [], timeout)
+        if 0 in readable and not os.read(0, 4096):
+            break
+        for pidfd in [fd for fd in readable if fd in children]:
+            pid, conn, _ = children.pop(pidfd)
+            _, status = os.waitpid(pid, 0)
+            killed.discard(pid)
+            os.close(pidfd)
+            with suppress(OSError):  # (the asker may be gone)
+                conn.send(b"x%d" % os.waitstatus_to_exitcode(status))
+            conn.close()
+        if listener not in readable:
+            continue
+        conn, _ = listener.accept()
+        conn.settimeout(5.0)
         try:
-            msg, fds, _, _ = socket.recv_fds(requests, 1024, 2)
-        except OSError:
-            msg, fds = b"", []
-        with suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        if not msg or len(fds) != 2:
-            for fd in fds:
-                os.close(fd)
-            os._exit(0)
-        pid = os.fork()
-        if pid == 0:
-            requests.detach()
-            os.dup2(fds[0], 0)
-            os.dup2(fds[1], 1)
-            for fd in fds:
-                os.close(fd)
-            return
+            msg, fds, _, _ = socket.recv_fds(conn, 1 << 18, 3)
+            req = json.loads(msg)
+        except (OSError, ValueError):
+            req, fds = {}, []
+        conn.settimeout(None)  # (blocking again: a child may read and write it as a plain descriptor)
+        if "end" in req and not fds:
+            ending.append((req["end"], conn, time.monotonic() + END_GRACE_S))
+            continue
+        pid = -1
+        if "fork" in req and req.get("tag") not in ended:
+            sockets = [listener, *(c for _, c, _ in children.values()), *(a for _, a, _ in ending)]
+            # A signal may be sent the moment the pid is known: SIGINT/SIGTERM stay pending in the child
+            # until it made itself what it serves (its stdio, its environment).
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            try:
+                pid = os.fork()
+            except OSError as exc:  # the asker sees its connection end without an answer
+                sys.stderr.write(f"fork server: cannot fork: {exc}\n")
+            if pid == 0:
+                try:
+                    for fd in [*children, *(s.detach() for s in sockets)]:
+                        os.close(fd)
+                    child(req["fork"], fds, conn)
+                finally:
+                    os._exit(EXIT_ERROR)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         for fd in fds:
             os.close(fd)
-        os.write(1, json.dumps({"pid": pid}).encode() + b"\n")
+        if pid < 0:
+            conn.close()
+            continue
+        with suppress(OSError):
+            conn.send(b"p%d" % pid)
+        children[os.pidfd_open(pid)] = (pid, conn, req.get("tag"))
+    listener.close()
+    with suppress(OSError):
+        os.unlink(path)
+    return 0
 
 
 def main(args: Sequence[str] = ()) -> int:
-    """The server loop: read a JSON request per line on fd 0, fork the leg, report pid then exit status on fd 1.
-    ``args``: ``[AGENT_FLAG, SPEC]`` for a Python agent (:data:`AGENT_FLAG`), else fiskj's legs; a last
-    :data:`TEMPLATE_FLAG`: a template, which forks the servers (:func:`_serve_clones`), each then this loop."""
+    """The legs' fork server: pre-import, then :func:`serve` legs on the socket ``args[-1]``; ``args``:
+    ``[AGENT_FLAG, SPEC, SOCKET]`` for a Python agent (:data:`AGENT_FLAG`), else ``[SOCKET]`` for fiskj's legs.
+    A request is a leg's (:meth:`harness.subject.forkserver.ForkServer.spawn`)."""
     import ctypes  # (a traced leg installs its filter with it: no import after that)
     import gc
 
     agent: dict[str, Any] | None = json.loads(args[1]) if list(args[:1]) == [AGENT_FLAG] else None
     read_at_import: dict[str, str | None] = {}
-
-    def send(obj: dict[str, Any]) -> None:
-        os.write(1, json.dumps(obj).encode() + b"\n")
-
     if agent is None:
         _warm_fiskj()
     else:
         try:
             read_at_import = _preimport(agent.get("preimport") or [])
         except BaseException as exc:  # a module that cannot be imported, or threads left running
-            send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+            os.write(1, json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
             return EXIT_ERROR
     gc.collect()
     gc.freeze()
@@ -84,25 +146,14 @@ def main(args: Sequence[str] = ()) -> int:
 
         with fiskj.reader.collector_paused():  # it notes, once, that this process keeps objects frozen: a forked
             pass                               # leg then never walks the frozen set to find out (1.5 ms a read)
-    send({"ready": True, "pid": os.getpid(), "read_at_import": read_at_import})
-    if list(args[-1:]) == [TEMPLATE_FLAG]:
-        _serve_clones()  # returns in a clone only
-        send({"ready": True, "pid": os.getpid(), "read_at_import": read_at_import})
-    for line in sys.stdin.buffer:  # one request a line, until the harness closes the pipe
-        req = json.loads(line)
-        # A suspend may be sent the moment the pid is known: keep SIGINT/SIGTERM
-        # pending in the child until its stdio and environment are the leg's.
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        pid = os.fork()
-        if pid == 0:
-            if agent is None:
-                _fork_child(req)
-            _fork_agent(req, agent["entry"])
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        send({"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        send({"pid": pid, "status": status})
-    return 0
+
+    def leg(req: dict[str, Any], fds: list[int], conn: socket.socket) -> None:
+        conn.close()  # (the server's: it tells the harness the leg's end)
+        if agent is None:
+            _fork_child(req)
+        _fork_agent(req, agent["entry"])
+
+    return serve(args[-1], leg, {"read_at_import": read_at_import})
 
 
 def _warm_fiskj() -> None:
@@ -330,7 +381,7 @@ def _interpreter_exit() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    if sys.argv[1:2] == ["--fork-server"]:
+    if sys.argv[1:2] == ["--fork-server"] and len(sys.argv) == 3:
         sys.exit(main(sys.argv[2:]))
-    print("usage: python -m harness.subject.forkserver_main --fork-server", file=sys.stderr)
+    print("usage: python -m harness.subject.forkserver_main --fork-server SOCKET", file=sys.stderr)
     sys.exit(EXIT_USAGE)

@@ -3,20 +3,22 @@ a server forked from the harness's pre-imported MCP fork server (:mod:`harness.w
 
 Run by path with the standard library only (``python -I -S mcp_launch.py SOCKET TICKET SERVER-ARGS...``): it
 starts in a few milliseconds where the server's own start (the ``mcp`` SDK's imports) takes about two seconds
-of CPU.  It connects to the fork server's Unix socket ``SOCKET``, sends ``serve``, ``TICKET`` (the leg's) and
-the server's arguments with its three standard descriptors (``SCM_RIGHTS``), puts ``/dev/null`` in their
+of CPU.  It connects to the fork server's Unix socket ``SOCKET``, asks for a fork tagged ``TICKET`` (the leg's)
+with the server's arguments and its three standard descriptors (``SCM_RIGHTS``), puts ``/dev/null`` in their
 place, then stays the agent's child for the server's life:
 
 * before each ledger line the server asks it (``?``) and writes the line only on its answer (``!``, one
   ``write`` call): a launcher that is killed, or stopped, or held by the outside observer once a kill is due,
   lets no line be written (docs/subject.md "Tools over MCP");
-* when the server ends the fork server sends ``x`` and the server's exit code, and the launcher ends the
-  same way (killed by the same signal), so the agent sees its child end when the server does.
+* when the server ends the fork server sends ``x`` and the server's exit code (after ``p`` and its pid, unused),
+  and the launcher ends the same way (killed by the same signal), so the agent sees its child end when the
+  server does.
 
 Exit 1 with a message on stderr when no fork server answers at ``SOCKET`` (the campaign that wrote the
 configuration has ended), 2 for a bad command line.
 """
 
+import json
 import os
 import signal
 import socket
@@ -32,7 +34,7 @@ def main(argv):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         sock.connect(path)
-        socket.send_fds(sock, [b"\0".join([b"serve", os.fsencode(ticket), *map(os.fsencode, rest)])], [0, 1, 2])
+        socket.send_fds(sock, [json.dumps({"fork": {"args": rest}, "tag": ticket}).encode()], [0, 1, 2])
     except OSError as exc:
         sys.stderr.write("mcp_launch: no MCP fork server answers at %s (%s): the campaign that wrote this "
                          "configuration has ended\n" % (path, exc))
@@ -49,6 +51,8 @@ def main(argv):
             msg = b""
         if msg == b"?":
             os.write(fd, b"!")  # the one call a line waits for (the observer holds it once a kill is due)
+        elif msg[:1] == b"p":
+            continue
         elif msg[:1] == b"x":
             code = int(msg[1:])
             if code < 0:  # killed by a signal: end the same way

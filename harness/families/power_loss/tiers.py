@@ -160,8 +160,7 @@ def judge_cheap(ctx: Context, states: list[CrashState], invariants: tuple[str, .
     history of a batch that holds).
 
     The subject is asked (:func:`harness.families.journal_state.ask.answers`, the recovery question) from
-    this thread, which must be the one whose fork server legs are forked from, while a worker thread judges
-    I4 on every state; then I5 on the answers."""
+    this thread, while a worker thread judges I4 on every state; then I5 on the answers."""
     t0 = time.monotonic()
     journal = ctx.subject.caps.journal
     name = ctx.scenario.name
