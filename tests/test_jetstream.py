@@ -200,9 +200,13 @@ def test_a_retry_after_a_lost_ack_past_the_duplicate_window_reads_back_and_adopt
         async def until_forgotten(subject, payload, headers):
             # The record landed; wait until the server no longer knows its Nats-Msg-Id (observed: the same
             # publish, unfenced, is refused by the one-message-per-subject limit instead of deduplicated).
+            # The probe's publish runs on the probe's own loop (awaited here, on the journal's, its answer
+            # would wake this loop only on the journal connection's next event: seconds, not the window).
             while True:
                 try:
-                    await probe.js.publish(subject, payload, headers={"Nats-Msg-Id": headers["Nats-Msg-Id"]})
+                    await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                        probe.js.publish(subject, payload, headers={"Nats-Msg-Id": headers["Nats-Msg-Id"]}),
+                        probe.loop))
                 except APIError as exc:
                     assert exc.err_code == 10077  # maximum messages per subject exceeded
                     return
