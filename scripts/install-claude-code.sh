@@ -38,7 +38,8 @@ fi
 registry="$(npm config get registry 2>/dev/null || echo https://registry.npmjs.org/)"
 mkdir -p "$prefix"
 log="$prefix/install.log"
-if ! npm view "$package@$version" version --fetch-retries=1 --fetch-retry-mintimeout=1000 \
+# one retry a second later unless the caller's npm configuration says how many ($npm_config_fetch_retries)
+if ! npm view "$package@$version" version --fetch-retries="${npm_config_fetch_retries:-1}" --fetch-retry-mintimeout=1000 \
         --fetch-retry-maxtimeout=2000 --fetch-timeout=20000 >"$log" 2>&1; then
     echo "$me: cannot reach $package@$version on the npm registry $registry (see $log)" >&2
     exit 3

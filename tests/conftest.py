@@ -17,6 +17,10 @@ real agent's bug variants whose invariants faster tests of the own mutants hold,
 crash point whose default tests take a seeded sample (tests/README.md "What the suite costs"); without it they
 are skipped, said in the summary.  It also gives the property tests their long example budget (tests/budget.py).
 
+``tmp_path`` and every pytest temporary folder are on ``/dev/shm`` (tmpfs) when it is writable and allows
+executables, as the harness's trial folders are: ``$PYTEST_DEBUG_TEMPROOT`` is set to it unless given (or
+``--basetemp``); on a disk every fsync of the engine's appends and SQLite's commits was a wait.
+
 Hypothesis runs under one profile for the whole suite: no deadline and no "too slow" health check, since
 these machines are noisy and a loaded CI must not fail a property on timing.
 """
@@ -26,6 +30,24 @@ from __future__ import annotations
 import compileall
 import os
 from pathlib import Path
+
+
+def _tmpfs_root() -> str | None:
+    """``/dev/shm`` when it is a writable folder that allows executables, else ``None``."""
+    shm = "/dev/shm"
+    try:
+        ok = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) and not os.statvfs(shm).f_flag & os.ST_NOEXEC
+    except OSError:
+        return None
+    return shm if ok else None
+
+
+# tmp_path on tmpfs, as the harness's own trial folders (harness/runner/trial.py): the engine fsyncs every
+# append and SQLite every commit, and on a disk each fsync is a wait (tests/README.md "What the suite costs").
+# pytest's own root for its numbered session folders ($PYTEST_DEBUG_TEMPROOT), set before any is made; an
+# explicit $PYTEST_DEBUG_TEMPROOT or --basetemp wins.  (xdist's workers get their folders from the controller.)
+if "PYTEST_DEBUG_TEMPROOT" not in os.environ and _tmpfs_root():
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = _tmpfs_root()  # type: ignore[assignment]
 
 import pytest
 from hypothesis import HealthCheck, settings

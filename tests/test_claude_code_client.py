@@ -101,14 +101,15 @@ needs_npm = pytest.mark.skipif(shutil.which("npm") is None or shutil.which("node
                                reason="node and npm are not installed")
 
 
-def _install(prefix: Path, registry: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PREFIX": str(prefix), "npm_config_registry": registry}
+def _install(prefix: Path, registry: str, **npm_config: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PREFIX": str(prefix), "npm_config_registry": registry, **npm_config}
     return subprocess.run(["sh", str(SCRIPT_PATH)], env=env, capture_output=True, text=True, timeout=120)
 
 
 @needs_npm
 def test_the_install_script_says_clearly_when_the_registry_is_unreachable(tmp_path):
-    run = _install(tmp_path / "cc", "http://127.0.0.1:9/")  # nothing listens on the discard port
+    # nothing listens on the discard port; asked once (the script's default retry would only wait a second more)
+    run = _install(tmp_path / "cc", "http://127.0.0.1:9/", npm_config_fetch_retries="0")
     assert run.returncode == 3 and run.stdout == ""
     assert "cannot reach @anthropic-ai/claude-code@2.1.328 on the npm registry http://127.0.0.1:9/" in run.stderr
     assert not (tmp_path / "cc" / "node_modules" / ".bin" / "claude").exists()

@@ -17,7 +17,7 @@ from fiskj.codec import encode_record
 from fiskj.errors import CorruptJournal, JournalPoisoned, RunExists, RunLocked, RunNotFound, StoreIOError, StreamRefused, UsageError
 from fiskj.jetstream import JetStreamStore, NatsClient, parse_url
 from fiskj.store import FileStore
-from harness.subject.nats_server import add_stream, start_cluster, stream_leader
+from harness.subject.nats_server import add_stream, meta_leader, start_cluster, stream_leader
 from nats_helpers import Stream, nats_server, stream  # noqa: F401 - fixtures
 
 RUN = [A("t1", iteration=0, stop="tool_use"), R("t1", "out <1> & done"), T("suspended", "by request"),
@@ -200,9 +200,13 @@ def test_a_retry_after_a_lost_ack_past_the_duplicate_window_reads_back_and_adopt
         async def until_forgotten(subject, payload, headers):
             # The record landed; wait until the server no longer knows its Nats-Msg-Id (observed: the same
             # publish, unfenced, is refused by the one-message-per-subject limit instead of deduplicated).
+            # The probe's publish runs on the probe's own loop (awaited here, on the journal's, its answer
+            # would wake this loop only on the journal connection's next event: seconds, not the window).
             while True:
                 try:
-                    await probe.js.publish(subject, payload, headers={"Nats-Msg-Id": headers["Nats-Msg-Id"]})
+                    await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                        probe.js.publish(subject, payload, headers={"Nats-Msg-Id": headers["Nats-Msg-Id"]}),
+                        probe.loop))
                 except APIError as exc:
                     assert exc.err_code == 10077  # maximum messages per subject exceeded
                     return
@@ -352,8 +356,10 @@ def test_a_three_node_cluster_keeps_appending_when_a_follower_is_killed(tmp_path
         add_stream(cluster.urls, "R3", replicas=3)
         with JetStreamStore(f"{cluster.url}/R3", timeout=2.0) as store:  # a publish to the killed node: retried in 2 s
             journal = _write(store, "k1", RUN[:2])
-            leader = stream_leader(cluster.urls, "R3")
-            follower = next(s for s in cluster.servers if s.name != leader)
+            leader, meta = stream_leader(cluster.urls, "R3"), meta_leader(cluster.servers)
+            # a stream follower that does not lead the meta group (if it did, its restart would wait out a
+            # meta leader election, 4-9 s; the stream's own group is what the appends need)
+            follower = next(s for s in cluster.servers if s.name != leader and (s.name != meta or leader == meta))
             assert follower.stop(signal.SIGKILL) == -signal.SIGKILL
             journal.append(A(text="answer", iteration=1))
             journal.append(T())

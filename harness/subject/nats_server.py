@@ -11,6 +11,7 @@ leader; :func:`stream_leader` names it.
 
 from __future__ import annotations
 
+import http.client
 import importlib.metadata
 import json
 import os
@@ -32,6 +33,9 @@ __all__ = ["NatsServer", "NatsCluster", "nats_server_binary", "start_server", "s
            "stream_leader", "meta_leader"]
 
 READY_TIMEOUT_S = 20.0
+#: Starts of new servers, each on fresh free ports, when a port was taken between choosing it and the server
+#: binding it (another process, e.g. another test worker's server, bound it first).
+PORT_ATTEMPTS = 3
 
 
 def nats_server_binary() -> str:
@@ -138,7 +142,7 @@ class NatsServer:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/healthz", timeout=1) as r:
                     if r.status == 200:
                         return
-            except OSError:
+            except (OSError, http.client.HTTPException):  # not up yet, or another process answers on that port
                 pass
             if time.monotonic() > deadline:
                 raise SetupError(f"nats-server {self.name} not ready after {timeout:.0f} s: {self._log_tail()}")
@@ -193,31 +197,56 @@ class NatsCluster:
             s.stop(sig)
 
 
+def _port_taken(exc: SetupError) -> bool:
+    """True when a server did not start because one of its ports was bound already (its log's fatal line)."""
+    return "address already in use" in str(exc)
+
+
 def start_server(directory: str, *, sync_interval: str | None = None, name: str = "n1",
                  observe: str | None = None) -> NatsServer:
     """A single JetStream server, config and store under ``directory/name``; ready when returned;
-    ``observe``: :meth:`NatsServer.start`'s."""
-    port, http_port = _free_ports(2)
-    return NatsServer(name, os.path.join(directory, name), port, http_port, sync_interval).start(observe=observe)
+    ``observe``: :meth:`NatsServer.start`'s.  A port taken before the server bound it: started again on
+    fresh ports (at most :data:`PORT_ATTEMPTS` starts)."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port, http_port = _free_ports(2)
+        server = NatsServer(name, os.path.join(directory, name), port, http_port, sync_interval)
+        try:
+            return server.start(observe=observe)
+        except SetupError as exc:
+            server.stop(signal.SIGKILL)
+            if not _port_taken(exc) or attempt == PORT_ATTEMPTS:
+                raise
+            shutil.rmtree(server.directory, ignore_errors=True)
+    raise AssertionError("unreachable")
 
 
 def start_cluster(directory: str, *, size: int = 3, sync_interval: str | None = None) -> NatsCluster:
     """``size`` JetStream servers ``n1``..``nN`` in one cluster, each under ``directory/nK``; ready when returned
-    (every node up and the cluster's JetStream meta group current)."""
-    ports = _free_ports(3 * size)
-    cluster_ports = ports[2 * size:]
-    servers = [NatsServer(f"n{i + 1}", os.path.join(directory, f"n{i + 1}"), ports[2 * i], ports[2 * i + 1],
-                          sync_interval, cluster_ports[i], [p for p in cluster_ports if p != cluster_ports[i]])
-               for i in range(size)]
-    try:
-        for s in servers:
-            s.start(wait=False)
-        for s in servers:
-            s.wait_ready()
-    except BaseException:
-        NatsCluster(servers).stop(signal.SIGKILL)
-        raise
-    return NatsCluster(servers)
+    (every node up and the cluster's JetStream meta group current).  A port taken before its node bound it:
+    every node started again on fresh ports (at most :data:`PORT_ATTEMPTS` starts)."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        ports = _free_ports(3 * size)
+        cluster_ports = ports[2 * size:]
+        servers = [NatsServer(f"n{i + 1}", os.path.join(directory, f"n{i + 1}"), ports[2 * i], ports[2 * i + 1],
+                              sync_interval, cluster_ports[i], [p for p in cluster_ports if p != cluster_ports[i]])
+                   for i in range(size)]
+        try:
+            for s in servers:
+                s.start(wait=False)
+            for s in servers:
+                s.wait_ready()
+        except SetupError as exc:
+            NatsCluster(servers).stop(signal.SIGKILL)
+            if not _port_taken(exc) or attempt == PORT_ATTEMPTS:
+                raise
+            for s in servers:
+                shutil.rmtree(s.directory, ignore_errors=True)
+            continue
+        except BaseException:
+            NatsCluster(servers).stop(signal.SIGKILL)
+            raise
+        return NatsCluster(servers)
+    raise AssertionError("unreachable")
 
 
 def add_stream(servers: list[str], name: str, *, prefix: str = "fiskj", replicas: int = 1, storage: str = "file",

@@ -116,8 +116,10 @@ class _Executor:
                      else start_cluster(tmp, size=replicas, sync_interval=sync_interval).servers)
             add_stream([n.url for n in nodes], STREAM, replicas=replicas)
             url = store_url(nodes, replicas)
+            # legs started as any family's (forked when the subject's contract allows it: the reference's
+            # ``python -m fiskj``; a fork server pre-imports fiskj, not nats, and opens no connection)
             with Runner(replace(self.runner.subject, store_url=url), self.runner.server, tmp_root=tmp,
-                        fork_server=False, observe=False) as runner:
+                        observe=False) as runner:
                 kind = spec.get("kind")
                 if kind == "damage":
                     history = damage.run(self, runner, nodes, spec, planned.seed)
