@@ -243,10 +243,11 @@ def test_trials_n_bounds_an_exhaustive_kill_or_suspend_plan_to_n_points_first_an
     assert SIGNALS.bound(kill, points + drawn, 40, seed=3) == points + drawn  # a plan within N is kept whole
 
 
-def test_trials_n_bounds_every_family_s_plan_to_n_trials():
-    # a campaign with --trials N runs at most N trials of each scenario, whatever its family
+def test_trials_n_bounds_every_family_s_plan_to_n_trials(runner):
+    # a campaign with --trials N runs at most N trials of each scenario, whatever its family (on the module's
+    # runner of the reference: its fork servers and the reference runs of the other tests serve it too)
     names = ["io-errors", "power-loss-basic", "tails-basic", "kill-every-event", "race-two-resumers"]
-    result = Campaign([scenario(n) for n in names], trials=2, jobs=2, shrink_budget=0).run()
+    result = Campaign([scenario(n) for n in names], trials=2, jobs=2, runner=runner, shrink_budget=0).run()
     assert not result.errors, result.errors
     per = {n: sum(1 for t in result.trials if t.scenario == n) for n in names}
     assert all(1 <= k <= 2 for k in per.values()), per

@@ -15,19 +15,21 @@ with the ledger tools of harness/workload.py.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from fiskj.cli import main as fiskj_main
 from fiskj.errors import JournalError
 from fiskj.reader import read_state
 from harness.workload.server import ModelServer, Script, ToolCall, Turn, api_key
@@ -151,9 +153,13 @@ def expected_messages(script: Script, prompt: str = PROMPT) -> list[dict]:
 
 
 def verify(path: Path) -> subprocess.CompletedProcess:
-    """``fiskj session verify PATH`` (fiskj's own command line)."""
-    return subprocess.run([sys.executable, "-m", "fiskj", "session", "verify", str(path)], capture_output=True,
-                          text=True, cwd=ROOT)
+    """``fiskj session verify PATH``: fiskj's own command line (:func:`fiskj.cli.main`), in this process (a
+    Python start and fiskj's imports spared)."""
+    argv = ["session", "verify", str(path)]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = fiskj_main(argv)
+    return subprocess.CompletedProcess(["fiskj", *argv], code, out.getvalue(), err.getvalue())
 
 
 def lines_of(path: Path) -> list[dict]:
@@ -345,11 +351,18 @@ def fsyncs(trial: Trial, bug: str | None) -> list[str]:
     return re.findall(r"^fsync\(\d+<([^>]*)>\)\s+=\s+0", trace.read_text(), re.M)
 
 
+@pytest.fixture(scope="module")
+def correct_fsyncs(model_server, tmp_path_factory):
+    """The correct agent's fsyncs during a fresh start, and its trial (one strace'd run for every variant row)."""
+    good = Trial(model_server, tmp_path_factory.mktemp("good"))
+    return fsyncs(good, None), good
+
+
 @pytest.mark.parametrize("bug", ["no-fsync", "no-dir-fsync", "store-dir-not-durable"])
-def test_the_fsync_variants_leave_out_their_fsync(model_server, tmp_path, bug):
-    good = Trial(model_server, tmp_path / "good")
+def test_the_fsync_variants_leave_out_their_fsync(model_server, tmp_path, bug, correct_fsyncs):
+    ok, good = correct_fsyncs
     bad = Trial(model_server, tmp_path / "bad")
-    ok, broken = fsyncs(good, None), fsyncs(bad, bug)
+    broken = fsyncs(bad, bug)
 
     def count(paths, trial, name):
         return sum(1 for p in paths if p == str({"journal": trial.journal, "store": trial.store,

@@ -7,6 +7,7 @@ outside) while a rival leg running the same command runs to its end; the invaria
 
 import dataclasses
 import os
+import re
 
 import pytest
 
@@ -165,6 +166,31 @@ def test_of_two_resumers_exactly_one_proceeds_and_each_tool_runs_once(prepared, 
         ids = [e.tool_use_id for e in ran.history.effects]
         assert ids and len(ids) == len(set(ids)), ids
         assert all(v.status == "valid" for v in check_all(ran.history, list(planned.invariants)))
+
+
+_TIME = re.compile(rb'"\d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:\d\d)?"')
+
+
+def test_a_race_s_kill_of_the_pending_batch_is_laid_from_the_recording_and_races_as_after_a_real_kill(prepared,
+                                                                                                     runner):
+    # docs/persistence-model.md "Kills from the recording": leg 0 (the run killed with its batch pending) is the
+    # uninterrupted run cut there, not run again; the race after it is the same as after a real SIGKILL there
+    sc, prep = prepared["two-resumers"]
+    kill = RACE.plan(sc, prep, 1, 1, None)[0].schedule[0]
+    for at in (prep.resume_lock, holding(prep)):
+        schedule = [kill, {"kind": "hold", "at": at}]
+        ran, planned = run(prepared, runner, "two-resumers", schedule)
+        real = prep.runner.run_trial(sc, planned.seed, schedule)
+        laid = ran.history
+        assert laid.legs[0].fault.detail.get("recorded") and not real.legs[0].fault.detail.get("recorded"), at
+        legs = lambda h: [(lg.index, lg.kind, lg.exit_code, lg.exit_signal, lg.fault.kind,
+                           None if lg.journal is None else _TIME.sub(b"T", lg.journal)) for lg in h.legs]
+        assert legs(laid) == legs(real), at
+        assert [c.key for c in laid.model_calls] == [c.key for c in real.model_calls], at
+        assert [(e.tool_use_id, e.attempt) for e in laid.effects] == [(e.tool_use_id, e.attempt) for e in real.effects]
+        wanted = list(planned.invariants)
+        assert [(v.invariant, v.status) for v in check_all(laid, wanted)] == \
+            [(v.invariant, v.status) for v in check_all(real, wanted)] == [(i, "valid") for i in wanted], at
 
 
 def test_of_two_creates_exactly_one_wins_and_all_its_records_land(prepared, runner):

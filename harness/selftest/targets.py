@@ -14,7 +14,15 @@ __all__ = ["Target", "FOREIGN_SUBJECT", "FOREIGN_TARGETS", "FOREIGN_NOT_CAUGHT",
 class Target:
     """Variant ``mutant`` is caught by a campaign of bundled ``scenario`` (a name under ``scenarios/``, e.g.
     ``kill-random`` or ``regressions/NAME``; ``trials`` trials, campaign ``seed``: ``None`` is the
-    scenario's own) through one of ``expect``; ``shrink`` bounds the trials a shrink may run."""
+    scenario's own) through one of ``expect``; ``shrink`` bounds the trials a shrink may run.
+
+    An exhaustive kill plan (``kill_points = "events"``) or an io_error plan bounded by ``trials`` is a pure
+    function of the recorded run and the seed (every distinct state first, in event order; one failing call
+    of each class first), and a catch campaign stops at its first violation: a row whose catch lies deep in
+    the whole plan keeps the smaller bound whose points reach it sooner, one where the bounds one above and one
+    below it catch too (tests/README.md "What the suite costs (issue 27)").  Never so for a plan of timed
+    faults (``suspend-clean``): where those land is the agent's timing, and the later event-tied trials of the
+    larger bound are the catch's fallback."""
 
     mutant: str
     scenario: str
@@ -32,8 +40,8 @@ FOREIGN_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("no-dir-fsync", "power-loss-basic", 8, ("I4",)),
     Target("store-dir-not-durable", "power-loss-basic", 8, ("I4",)),
     Target("torn-tail-not-cut", "tails-basic", 4, ("I4", "I5")),
-    Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
-    Target("fsync-error-swallowed", "io-errors", 6, ("I4",)),
+    Target("resume-reruns-answered", "kill-every-event", 10, ("I2",)),
+    Target("fsync-error-swallowed", "io-errors", 4, ("I4",)),
     Target("fold-before-lock", "race-two-resumers", 8, ("I2", "I5")),
     Target("create-without-excl", "race-two-creates", 8, ("I4", "I5")),
     Target("stale-lock-file", "race-holder-killed", 4, ("I6", "I8")),
@@ -82,13 +90,13 @@ JSONL_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("no-dir-fsync", "power-loss-basic", 8, ("I4",)),
     Target("store-dir-not-durable", "power-loss-basic", 8, ("I4",)),
     Target("torn-tail-not-cut", "tails-basic", 2, ("I5",)),
-    Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
+    Target("resume-reruns-answered", "kill-every-event", 13, ("I2",)),
     Target("fsync-error-swallowed", "io-errors", 6, ("I4",)),
     Target("fold-before-lock", "race-two-resumers", 8, ("I2",)),
     Target("create-without-excl", "race-two-creates", 4, ("I2",)),
     Target("stale-lock-file", "race-holder-killed", 4, ("I6", "I8")),
     Target("resume-skips-completed", "kill-every-event", 12, ("I9",)),
-    Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
+    Target("pending-turn-not-counted", "iteration-cap-kill", 10, ("I6",)),
     Target("recall-after-final-answer", "kill-after-answer", 30, ("I3",)),
     Target("complete-torn-line-kept", "tails-basic", 4, ("I5",)),
     Target("unlock-before-close", "race-two-writers", 4, ("I8",)),
@@ -135,17 +143,17 @@ OPAQUE_TARGETS: dict[str, Target] = {t.mutant: t for t in (
     Target("no-fsync", "power-loss-basic", 4, ("I4",)),
     Target("no-dir-fsync", "power-loss-basic", 8, ("I4",)),
     Target("store-dir-not-durable", "power-loss-basic", 8, ("I4",)),
-    Target("resume-reruns-answered", "kill-every-event", 40, ("I2",)),
+    Target("resume-reruns-answered", "kill-every-event", 12, ("I2",)),
     Target("fold-before-lock", "race-two-resumers", 8, ("I2", "I8")),
     Target("create-without-excl", "race-two-creates", 8, ("I2", "I8")),
     Target("blocking-lock", "race-two-writers", 2, ("I5", "I8")),
     Target("stale-lock-file", "race-holder-killed", 4, ("I6",)),
-    Target("resume-skips-completed", "kill-every-event", 12, ("I4", "I9")),
+    Target("resume-skips-completed", "kill-every-event", 6, ("I4", "I9")),
     Target("completed-never-written", "kill-every-event", 6, ("I4", "I9")),
     Target("newline-first", "noop-baseline", 2, ("I4",)),
-    Target("answer-not-printed-on-resume", "kill-after-answer", 30, ("I6",)),
+    Target("answer-not-printed-on-resume", "kill-after-answer", 6, ("I6",)),
     Target("sigterm-aborts", "suspend-clean", 30, ("I2", "I3")),
-    Target("pending-turn-not-counted", "iteration-cap-kill", 20, ("I6",)),
+    Target("pending-turn-not-counted", "iteration-cap-kill", 12, ("I6",)),
     Target("completed-new-turn", "kill-every-event", 8, ("I6", "I9")),
     Target("fingerprint-ignores-system", "drift-system", 6, ("I9",)),
 )}

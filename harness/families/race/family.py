@@ -4,7 +4,9 @@ Every subject, the reference included, races the same way, under the one leg run
 (:mod:`harness.runner.trial`) and the outside observer: a leg is *held* at its K-th sequence point while a rival
 leg runs to its end.  The races, what each judges and how K runs: docs/scenarios.md, family ``race``; the plan:
 :mod:`harness.families.race.plan`.  :meth:`RaceFamily.prepare` runs the uninterrupted run observed and probes a
-start and a resume of it, so the plan knows where each leg asks for its lock (``lock_point``).
+start and a resume of it, so the plan knows where each leg asks for its lock (``lock_point``).  A race that
+starts by killing the run with its batch pending takes that leg from the recording of the uninterrupted run
+(docs/persistence-model.md "Kills from the recording"); the race itself runs for real.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.race.params import MODES, Params
 from harness.families.race.plan import NEVER, READER_RACE, plan_races, races_of
+from harness.families.signals.recorded import prelude, slug_for
 from harness.families.trace_points import pending_point_of
 from harness.history.faults import fault_counts
 from harness.runner.trial import ReferenceRun, Runner, run_id_for
@@ -36,11 +39,18 @@ class Prepared(ReferenceRun):
 
 
 class _Executor:
-    def __init__(self, scenario: Scenario, runner: Runner) -> None:
-        self.scenario, self.runner = scenario, runner
+    """Runs a planned race on ``runner``; with ``reference`` (the uninterrupted run, observed), a race whose first
+    fault is an event kill (the run's pending batch) takes that leg 0 from the recording
+    (:func:`harness.families.signals.recorded.prelude`, docs/persistence-model.md "Kills from the recording"):
+    the race itself (the rival and the held leg) runs for real from the state the kill leaves."""
+
+    def __init__(self, scenario: Scenario, runner: Runner, reference: ReferenceRun | None = None) -> None:
+        self.scenario, self.runner, self.reference = scenario, runner, reference
+        self.slug = slug_for(runner.subject)
 
     def run(self, planned: Planned) -> Ran:
-        history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule)
+        pre = prelude(self.reference, planned.schedule, self.slug) if self.reference is not None else None
+        history = self.runner.run_trial(self.scenario, planned.seed, planned.schedule, prelude=pre)
         return Ran(history, {"race": 1, **fault_counts(history)})
 
     def close(self) -> None:
@@ -77,7 +87,8 @@ class RaceFamily(FamilyBase):
             start_lock = obs.run_trial(scenario, 0, [never]).legs[0].lock_point
         kill = pending_point_of(ref.history, run_id_for(scenario))
         if kill is not None and races & {"two-resumers", "two-writers"} and not explicit:
-            legs = obs.run_trial(scenario, 0, [{"kind": "kill", "event": kill, "when": "after"}, never]).legs
+            probe = [{"kind": "kill", "event": kill, "when": "after"}, never]  # its leg 0 from the recording
+            legs = obs.run_trial(scenario, 0, probe, prelude=prelude(ref, probe, slug_for(obs.subject))).legs
             resume_lock = legs[1].lock_point if len(legs) > 1 else None
         return Prepared(**{f.name: getattr(ref, f.name) for f in fields(ReferenceRun)}, start_lock=start_lock,
                         resume_lock=resume_lock, runner=obs)
@@ -91,8 +102,11 @@ class RaceFamily(FamilyBase):
                           resume_lock=getattr(reference, "resume_lock", None))
 
     def open(self, scenario: Scenario, runner: Runner, reference: Any) -> _Executor:
-        return _Executor(scenario, reference.runner if isinstance(reference, Prepared) and reference.runner
-                         else runner.observed())
+        """The executor of ``scenario``'s races on the prepared observed runner, its kills of the pending batch
+        taken from ``reference``'s recording when it is the run prepared on that runner."""
+        if isinstance(reference, Prepared) and reference.runner is not None:
+            return _Executor(scenario, reference.runner, reference)
+        return _Executor(scenario, runner.observed())
 
 
 #: The registered instance.
