@@ -15,9 +15,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -256,6 +258,30 @@ def test_a_launcher_without_its_fork_server_or_of_an_ended_leg_gets_no_server_an
     late = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert late.returncode == 1 and "ended without an exit status" in late.stderr, late.stderr
     assert not (tmp_path / "ledger.jsonl").exists()
+
+
+def test_a_launcher_whose_server_is_killed_dies_by_the_same_signal(tmp_path):
+    """The launcher ends as its server ended (docs/subject.md "The MCP fork server"): a server killed by
+    SIGKILL, whose disposition cannot be set, leaves a launcher killed by SIGKILL, with nothing on stderr."""
+    fork = fork_server()
+    ticket = fork.ticket()
+    launcher = subprocess.Popen(fork.command(str(tmp_path / "ledger.jsonl"), 0, ticket), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        server = None
+        for _ in range(6000):  # the observed event: the fork server's child for this launcher
+            kids = psutil.Process(fork._proc.pid).children()
+            if kids:
+                server = kids[0]
+                break
+            time.sleep(0.005)
+        assert server is not None, "no server was forked for the launcher"
+        server.kill()
+        _, err = launcher.communicate(timeout=60)
+    finally:
+        launcher.kill()
+        fork.end(ticket)
+    assert launcher.returncode == -signal.SIGKILL and err == b"", (launcher.returncode, err)
 
 
 def test_over_streamable_http_the_harness_runs_the_server_for_a_leg(tmp_path):

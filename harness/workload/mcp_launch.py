@@ -56,7 +56,8 @@ def main(argv):
         elif msg[:1] == b"x":
             code = int(msg[1:])
             if code < 0:  # killed by a signal: end the same way
-                signal.signal(-code, signal.SIG_DFL)
+                if -code not in (signal.SIGKILL, signal.SIGSTOP):  # their disposition cannot be set
+                    signal.signal(-code, signal.SIG_DFL)
                 os.kill(os.getpid(), -code)
             return code if code >= 0 else 128 - code
         else:
