@@ -112,8 +112,8 @@ class Runner:
     (debugging; also ``FISKJ_HARNESS_KEEP_DIRS=1``, ``--keep-dirs``: each kept one is named in the history's notes); ``observe``: run every leg under the outside observer
     (docs/observer.md: the history's traces and event faults then come from
     outside the subject; default :func:`observe_by_default`);
-    ``fork_server``: fork reference-subject legs from a
-    pre-imported interpreter per thread, each cloned from one template
+    ``fork_server``: fork the subject's legs from one pre-imported
+    interpreter that forks every thread's legs side by side
     (:class:`harness.subject.forkserver.ForkServer`;
     default: when :func:`harness.subject.contract.fork_server_enabled`);
     ``readings``: after every leg, ask the subject's own reading of the
