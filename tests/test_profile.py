@@ -117,6 +117,9 @@ def test_a_profile_gives_the_agent_its_own_id_cwd_env_and_mcp_tools(tmp_path, mo
     monkeypatch.delenv("OWN_AGENT_BIN", raising=False)
     with pytest.raises(SetupError, match=r"reads \$OWN_AGENT_BIN, which is not set"):
         s.start_argv(CFG, **where)
+    monkeypatch.setenv("OWN_AGENT_BIN", "")  # `VAR=$UNSET_VAR profile.toml`: an empty program path, refused
+    with pytest.raises(SetupError, match=r"reads \$OWN_AGENT_BIN, which is set empty"):
+        s.start_argv(CFG, **where)
     monkeypatch.setenv("OWN_AGENT_BIN", "/opt/agent")
     assert s.start_argv(CFG, **where) == ["/opt/agent", "--print", "-p", "do it", "--session-id", uid, "--mcp-config",
                                           f"{t}/m.json", "--tools", where["mcp_tools"]]

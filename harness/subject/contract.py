@@ -84,16 +84,18 @@ _FIELD = re.compile(r"\{\{|\}\}|\{([a-z_]+)(?::([A-Za-z_][A-Za-z0-9_]*))?\}")
 def fill(template: str, values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
     """``template`` with each ``{name}`` of ``values`` and each ``{env:NAME}`` (``environ``'s, default
     ``os.environ``) filled in; ``{{``/``}}`` are literal braces, any other ``{...}`` is left as it is.
-    Raises :class:`SetupError` for an ``{env:NAME}`` that is not set (docs/subject.md "Templates")."""
+    Raises :class:`SetupError` for an ``{env:NAME}`` that is not set or is set empty (docs/subject.md
+    "Templates": an empty program path or argument is a mistake, not a value)."""
     def one(m: re.Match[str]) -> str:
         name, var = m.groups()
         if name is None:
             return m.group(0)[0]
         if name == "env" and var:
             value = (os.environ if environ is None else environ).get(var)
-            if value is None:
-                raise SetupError(f"the subject's template {template!r} reads ${var}, which is not set: set it in "
-                                 f"the harness's environment (or as {var}=VALUE before the profile in --subject)")
+            if not value:
+                raise SetupError(f"the subject's template {template!r} reads ${var}, which is "
+                                 f"{'not set' if value is None else 'set empty'}: set it in the harness's environment "
+                                 f"(or as {var}=VALUE before the profile in --subject)")
             return value
         return values[name] if name in values and not var else m.group(0)
     return _FIELD.sub(one, template)
