@@ -138,7 +138,8 @@ def test_a_state_named_by_the_units_it_dropped_is_the_enumerated_state_that_kept
     assert state.id == f"p{n}~w/0/0/1,w/0/0/2"
     with pytest.raises(ValueError, match="not in the unsynced window"):
         window(t.events, {}, {"/s", D}, n, [["w", 9, 0, 0]])
-    with pytest.raises(ValueError, match="no crash point"):
+    with pytest.raises(ValueError, match=rf"no crash point {n + 1} in a trace of {n} events: this run of the "
+                                         r"subject made .* does not repeat its run event for event"):
         window(t.events, {}, {"/s", D}, n + 1)
 
 

@@ -443,6 +443,12 @@ def crash_states(events: Iterable[dict[str, Any]], files: dict[str, bytes] | Non
             yield state
 
 
+#: Why a crash point or state named by a schedule may be missing from a new run of the subject.
+NOT_REPEATED = ("a subject that does not repeat its run event for event, such as an agent whose background "
+                "writer or start-up varies, numbers its crash points differently in each run: run the scenario "
+                "again to find the state anew, e.g. with the campaign's --trials and --seed")
+
+
 def window(events: list[dict[str, Any]], files: dict[str, bytes] | None, dirs: Iterable[str], prefix_n: int,
            dropped: Iterable[Iterable[Any]] | None = None, *, sector_bytes: int = SECTOR_BYTES,
            complete: bool = True) -> tuple[list[tuple], CrashState | None]:
@@ -450,7 +456,9 @@ def window(events: list[dict[str, Any]], files: dict[str, bytes] | None, dirs: I
     which every unit but those persisted (its id ``p<N>~<units>``).  Raises ``ValueError`` for a prefix past
     the trace or a dropped unit not in the window."""
     if not 0 <= prefix_n <= len(events):
-        raise ValueError(f"no crash point {prefix_n} in a trace of {len(events)} events")
+        raise ValueError(f"no crash point {prefix_n} in a trace of {len(events)} events: this run of the subject "
+                         f"made {len(events)} durability events, the schedule names a point of a run that made more "
+                         f"({NOT_REPEATED})")
     sim = Simulator(files, dirs, sector_bytes)
     for ev in events[:prefix_n]:
         sim.apply(ev)

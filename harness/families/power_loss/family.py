@@ -36,7 +36,7 @@ from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.journal_state.ask import cheap_mode
 from harness.families.journal_state.executor import StateExecutor
-from harness.families.power_loss.crashstates import window
+from harness.families.power_loss.crashstates import NOT_REPEATED, window
 from harness.families.power_loss.executor import CHECKED, Space, explore_state, state_space
 from harness.families.power_loss.params import MODES, Params
 from harness.families.power_loss.tiers import CHEAP_CHECKED, cheap_limit, full_sample, judge_cheap, judge_cheap_opaque
@@ -239,7 +239,8 @@ def _replayed(schedules: list[list[dict[str, Any]]], space: Any, seed: int,
         else:
             state = next((s for s in space.distinct if s.id == str(step.get("state"))), None)
         if state is None:
-            raise ValueError(f"no crash state of this run matches {step.get('state')!r} (seed {seed})")
+            raise ValueError(f"no crash state of this run matches {step.get('state')!r} (seed {seed}; this run's "
+                             f"trace has {len(space.start[0])} durability events: {NOT_REPEATED})")
         if step.get("explore") is False:
             out.append(Planned(sch, "crash-state", seed, item=("cheap", [state], space), invariants=cheap_inv))
         else:
