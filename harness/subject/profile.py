@@ -116,6 +116,12 @@ def parse_profile(text: str, path: str) -> Subject:
     exits, error_stdout = _exits(src)
     journal, fmt = _journal(src, home)
     status_args, status_fields, reading_format = _reading(src, fmt)
+    for table, key, words in (("commands", "start", commands["start_args"]),
+                              ("commands", "resume", commands["resume_args"]), ("reading", "command", status_args)):
+        prefix = tuple(src.doc["command"])  # as written, templates and all, as the words are
+        if words and tuple(words[:len(prefix)]) in (prefix, tuple(argv)):
+            raise src.fail(table, key, f"it starts with the profile's command ({' '.join(prefix)}), which the "
+                                       "harness puts before it already: give only the words that follow")
     return Subject(argv=argv, profile_env=env_set, env_unset=env_unset, **commands, exits=exits, journal=journal,
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
