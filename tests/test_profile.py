@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,8 +13,8 @@ from builders import M, T, journal
 from harness.errors import ProfileError, SetupError
 from harness.history.promises import FISK_AI, Promises
 from harness.names import EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED, EXIT_USAGE
-from harness.subject.contract import RunConfig, default_subject
-from harness.subject.profile import bundled_profiles, load_profile, parse_profile, resolve_subject
+from harness.subject.contract import RunConfig, default_subject, fork_server_enabled
+from harness.subject.profile import bundled_profiles, load_profile, module_shadowed, parse_profile, resolve_subject
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = RunConfig(run_id="r1", model="m", base_url="http://127.0.0.1:9", tools_file="/t.json", max_tokens=100,
@@ -305,3 +306,37 @@ def test_an_opaque_store_is_a_directory_seen_through_its_reading_and_its_mistake
     with pytest.raises(ProfileError, match="needs a \\[reading\\]") as info:
         load_profile(path)
     assert info.value.key == "journal.format"
+
+
+def _venv(root: Path) -> Path:
+    """A virtual environment of this interpreter, no pip (its bin/python links to the base interpreter)."""
+    import venv
+
+    venv.create(root, with_pip=False, symlinks=True)
+    return root / "bin" / "python"
+
+
+def test_another_venvs_python_running_fiskj_is_not_the_reference_and_is_never_forked(tmp_path):
+    """A venv's python resolves to the same interpreter file as the harness's, yet runs its own site-packages:
+    a user's copy of fiskj installed there must run as itself (fresh legs, named in reports and reproducers)."""
+    other = _venv(tmp_path / "v")
+    assert os.path.realpath(other) == os.path.realpath(sys.executable)  # what used to make it "this python"
+    mine = resolve_subject(f"{other} -m fiskj")
+    assert not mine.is_reference and not mine.caps.forkable and not fork_server_enabled(mine)
+    assert mine.caps.fiskj_based  # still read through fiskj's own reading command
+    assert resolve_subject(f"{sys.executable} -m fiskj").is_reference
+
+
+def test_a_module_the_working_folder_shadows_is_refused_before_any_trial(tmp_path, monkeypatch):
+    other = _venv(tmp_path / "v")
+    site = next((tmp_path / "v" / "lib").glob("python3*/site-packages"))
+    (site / "shadowme.py").write_text("")
+    (tmp_path / "work" / "shadowme").mkdir(parents=True)
+    (tmp_path / "work" / "shadowme" / "__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path / "work")
+    with pytest.raises(ValueError, match=r"imports shadowme from .*work/shadowme/__init__.py .* not the shadowme its "
+                                         r"environment holds \(.*site-packages/shadowme.py\)"):
+        resolve_subject(f"{other} -m shadowme")
+    monkeypatch.chdir(tmp_path)  # nothing of that name here: the environment's copy runs
+    assert resolve_subject(f"{other} -m shadowme").argv[2] == "shadowme"
+    assert module_shadowed(resolve_subject(f"{other} -m shadowme"), cwd=str(tmp_path / "work"))

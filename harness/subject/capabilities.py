@@ -24,6 +24,7 @@ live on the family (:meth:`harness.families.base.Family.unsupported`, ``cannot``
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -74,7 +75,7 @@ class Capabilities:
         if subject.journal_format != FISK_AI_V2:
             na.setdefault("I11", "its journal's records are not decoded (journal format "
                                  f"{subject.journal_format}): what it journaled of each reply is not judged")
-        return cls(fiskj_based=fiskj_based, forkable=(fiskj_based and len(argv) == 3 and _this_python(argv[0])
+        return cls(fiskj_based=fiskj_based, forkable=(fiskj_based and len(argv) == 3 and this_python(argv[0])
                                                    or getattr(subject, "fork_server", None) is not None),
                    reading=reading, journal=JournalLocation(subject.journal, subject.journal_format),
                    chat=subject.chat, drift=drift, server_tools=subject.server_tools, not_applicable=tuple(na.items()),
@@ -133,5 +134,17 @@ class Capabilities:
         return out
 
 
-def _this_python(exe: str) -> bool:
-    return os.path.realpath(exe) == os.path.realpath(sys.executable)
+def this_python(exe: str) -> bool:
+    """True when ``exe`` (a path, or a name found on ``PATH``) runs this very interpreter in this very environment:
+    the same file, or a link to it from the same virtual environment.  A venv's ``bin/python`` links to the base
+    interpreter, yet its ``pyvenv.cfg`` makes it another environment (its own site-packages: another fiskj), so
+    the resolved file alone does not decide."""
+    found = exe if os.sep in exe else shutil.which(exe)
+    return bool(found) and os.path.realpath(found) == os.path.realpath(sys.executable) \
+        and _environment(found) == _environment(sys.executable)
+
+
+def _environment(exe: str) -> str:
+    """The virtual environment ``exe`` starts in (its folder's parent holding ``pyvenv.cfg``), ``""``: none."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(exe)))
+    return root if os.path.isfile(os.path.join(root, "pyvenv.cfg")) else ""

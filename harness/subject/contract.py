@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 from harness.errors import SetupError
 from harness.history.journal_location import CONTRACT_JOURNAL
 from harness.history.promises import FISK_AI, Promises
-from harness.subject.capabilities import Capabilities
+from harness.subject.capabilities import Capabilities, this_python
 from harness.workload.mcp_setup import McpSpec
 from harness.workload.tools import PLAIN
 from harness.history.readers import store_journal
@@ -194,8 +194,9 @@ class Subject:
 
     @property
     def is_reference(self) -> bool:
-        """True for the bundled reference implementation (``python -m fiskj``)."""
-        return tuple(self.argv[1:]) == ("-m", "fiskj")
+        """True for the bundled reference implementation: ``python -m fiskj`` run by this interpreter in this
+        environment (:func:`harness.subject.capabilities.this_python`; another venv's python runs another fiskj)."""
+        return tuple(self.argv[1:]) == ("-m", "fiskj") and this_python(self.argv[0])
 
     @property
     def is_mutant_subject(self) -> bool:

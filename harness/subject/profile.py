@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 import string
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from harness.errors import ProfileError
 from harness.history.promises import (CUT_OFF_TURN, DRIFTED_RESUME, DURABLE, INTERRUPTED_TOOL, RESUME_COMPLETED, SUSPEND_SIGNALS,
                                       Promises)
 from harness.names import FISK_AI_V2, INVARIANTS, JOURNAL_FORMATS, OPAQUE
+from harness.subject.capabilities import this_python
 from harness.subject.contract import (CONTRACT_EXITS, CONTRACT_JOURNAL, CONTRACT_RESUME, CONTRACT_START, OUTCOMES,
                                       TEMPLATE_VARS, Subject, parse_subject)
 from harness.suggest import did_you_mean
@@ -72,8 +74,53 @@ def resolve_subject(command: str | Sequence[str] | None) -> Subject:
         env.append((name, value))
     if len(words) == 1 and is_profile_path(words[0]):
         subject = load_profile(words[0])
-        return replace(subject, extra_env=tuple(subject.extra_env) + tuple(env)) if env else subject
-    return parse_subject(command)
+        subject = replace(subject, extra_env=tuple(subject.extra_env) + tuple(env)) if env else subject
+    else:
+        subject = parse_subject(command)
+    shadow = module_shadowed(subject)
+    if shadow:
+        raise ValueError(shadow)
+    return subject
+
+
+#: Run by another interpreter with ``-c`` in the folder its legs run in: where module ``argv[1]`` is found with that
+#: folder first on sys.path (as ``-m`` puts it), then without it.
+_WHERE = """import importlib.util, os, sys
+def where():
+    importlib.invalidate_caches()
+    spec = importlib.util.find_spec(sys.argv[1])
+    return "" if spec is None else spec.origin or next(iter(spec.submodule_search_locations or [""]), "")
+print(where())
+sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
+sys.path_importer_cache.clear()
+print(where())
+"""
+
+
+def module_shadowed(subject: Any, cwd: str | None = None) -> str:
+    """Why ``subject`` would not run the module it names, or ``""``: a ``PYTHON -m MODULE`` command of another
+    interpreter than the harness's, its legs run in ``cwd`` (default: this process's; a profile's own ``cwd``
+    is the trial's), that finds a copy of MODULE in that folder (Python puts the working folder first on
+    sys.path for ``-m``) other than the one its environment holds: a broken copy of fiskj installed in its own
+    venv and run from a checkout of fiskj would run the checkout's.  Runs the interpreter once (``""`` when it
+    cannot: the first leg then says why)."""
+    argv = tuple(subject.argv)
+    if len(argv) < 3 or argv[1] != "-m" or subject.cwd or this_python(argv[0]):
+        return ""
+    top = argv[2].split(".")[0]
+    cwd = cwd or os.getcwd()
+    try:
+        out = subprocess.run([argv[0], "-c", _WHERE, top], cwd=cwd, capture_output=True, text=True, timeout=30,
+                             env={k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"})
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    found = out.stdout.splitlines()
+    if out.returncode != 0 or len(found) != 2 or not all(found) or found[0] == found[1]:
+        return ""
+    return (f"run from {cwd}, `{argv[0]} -m {argv[2]}` imports {top} from {found[0]} "
+            f"(Python puts the working folder first on sys.path for -m, and the legs run in this folder), not the "
+            f"{top} its environment holds ({found[1]}): the legs would run that other copy.  Start fiskj-harness "
+            f"from another folder, or give a profile whose cwd is the trial's (docs/subject.md)")
 
 
 def bundled_profiles() -> list[Path]:
