@@ -167,6 +167,17 @@ def test_the_journal_index_finds_tool_results_and_assistant_records_in_the_trace
     trace.insert(1, {"op": "fsync", "path": "/x/fisk-ai/runs/r1.json"})
     results, assistants = journal_index(trace, "r1", JournalLocation())
     assert results == {"a": 3} and assistants == [2]
+    # A record written in two writes is found at the write that ends its line; two records in one write both
+    # at that write (the old index decoded each write alone: a split tool_result was never found, and the
+    # power-loss trials of an engine that splits its writes judged its tool "never ran": I6 effect_missing).
+    m, a, r = recs
+    cut = len(r) // 2
+    split = [(0, m + a[:10]), (len(m) + 10, a[10:]), (None, r[:cut]), (None, r[cut:])]
+    trace = [{"op": "write", "path": "/x/fisk-ai/runs/r1.json", "data": base64.b64encode(b).decode(),
+              **({} if at is None else {"offset": at})} for at, b in split]
+    assert journal_index(trace, "r1", JournalLocation()) == ({"a": 3}, [1])
+    assert journal_index([{"op": "write", "path": "/x/fisk-ai/runs/r1.json",
+                           "data": base64.b64encode(m + a + r).decode()}], "r1", JournalLocation()) == ({"a": 0}, [0])
 
 
 def test_parameters_come_from_the_faults_table_else_from_the_trials():

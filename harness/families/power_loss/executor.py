@@ -42,21 +42,32 @@ CHECKED = ("I2", "I3", "I5", "I6", "I7", "I10")
 
 def journal_index(trace: list[dict[str, Any]], run_id: str,
                   journal: JournalLocation) -> tuple[dict[str, int], list[int]]:
-    """Trace positions (0-based) of the writes of ``run_id``'s ``journal``: tool_use_id -> its tool_result, and
-    the assistants in order."""
+    """Trace positions (0-based) of the writes of ``run_id``'s ``journal``: tool_use_id -> the write that completed
+    its tool_result's line, and the writes that completed the assistants' lines, in order.  The file's bytes are
+    followed write by write (at each write's ``offset``, else at the end), so a record written in two writes is
+    found at the second and two records written at once both at that write."""
     results: dict[str, int] = {}
     assistants: list[int] = []
+    files: dict[str, bytearray] = {}
     for i, ev in enumerate(trace):
         if ev.get("op") != "write" or not journal.is_journal(ev.get("path"), run_id):
             continue
-        try:
-            rec = decode_record(base64.b64decode(ev.get("data") or ""))
-        except Exception:  # noqa: BLE001 - a partial line is no record
-            continue
-        if isinstance(rec, ToolResultRecord):
-            results.setdefault(rec.tool_use_id, i)
-        elif isinstance(rec, AssistantRecord):
-            assistants.append(i)
+        data = base64.b64decode(ev.get("data") or "")
+        buf = files.setdefault(ev["path"], bytearray())
+        at = ev.get("offset")
+        at = at if isinstance(at, int) and at >= 0 else len(buf)
+        buf.extend(bytes(max(0, at - len(buf))))
+        buf[at:at + len(data)] = data
+        start = buf.rfind(b"\n", 0, at) + 1  # where the line this write continues began
+        for line in bytes(buf[start:at + len(data)]).split(b"\n")[:-1]:  # the lines this write completed
+            try:
+                rec = decode_record(line)
+            except Exception:  # noqa: BLE001 - a damaged line is no record
+                continue
+            if isinstance(rec, ToolResultRecord):
+                results.setdefault(rec.tool_use_id, i)
+            elif isinstance(rec, AssistantRecord):
+                assistants.append(i)
     return results, assistants
 
 
