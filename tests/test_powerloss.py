@@ -178,6 +178,10 @@ def test_the_journal_index_finds_tool_results_and_assistant_records_in_the_trace
     assert journal_index(trace, "r1", JournalLocation()) == ({"a": 3}, [1])
     assert journal_index([{"op": "write", "path": "/x/fisk-ai/runs/r1.json",
                            "data": base64.b64encode(m + a + r).decode()}], "r1", JournalLocation()) == ({"a": 0}, [0])
+    # a resume leg appends to the journal the legs before left: its lines end at its own writes
+    resumed = [{"op": "write", "path": "/x/fisk-ai/runs/r1.json", "data": base64.b64encode(r).decode(),
+                "offset": len(m + a)}]
+    assert journal_index(resumed, "r1", JournalLocation(), {"/x/fisk-ai/runs/r1.json": m + a}) == ({"a": 0}, [])
 
 
 def test_parameters_come_from_the_faults_table_else_from_the_trials():

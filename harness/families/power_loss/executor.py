@@ -40,20 +40,21 @@ __all__ = ["CHECKED", "Space", "select_states", "journal_index", "state_space", 
 CHECKED = ("I2", "I3", "I5", "I6", "I7", "I10")
 
 
-def journal_index(trace: list[dict[str, Any]], run_id: str,
-                  journal: JournalLocation) -> tuple[dict[str, int], list[int]]:
+def journal_index(trace: list[dict[str, Any]], run_id: str, journal: JournalLocation,
+                  files: dict[str, bytes] | None = None) -> tuple[dict[str, int], list[int]]:
     """Trace positions (0-based) of the writes of ``run_id``'s ``journal``: tool_use_id -> the write that completed
     its tool_result's line, and the writes that completed the assistants' lines, in order.  The file's bytes are
     followed write by write (at each write's ``offset``, else at the end), so a record written in two writes is
-    found at the second and two records written at once both at that write."""
+    found at the second and two records written at once both at that write; ``files``: the bytes each file held
+    before the trace (a resume leg's journal as the legs before left it)."""
     results: dict[str, int] = {}
     assistants: list[int] = []
-    files: dict[str, bytearray] = {}
+    content = {path: bytearray(data) for path, data in (files or {}).items()}
     for i, ev in enumerate(trace):
         if ev.get("op") != "write" or not journal.is_journal(ev.get("path"), run_id):
             continue
         data = base64.b64decode(ev.get("data") or "")
-        buf = files.setdefault(ev["path"], bytearray())
+        buf = content.setdefault(ev["path"], bytearray())
         at = ev.get("offset")
         at = at if isinstance(at, int) and at >= 0 else len(buf)
         buf.extend(bytes(max(0, at - len(buf))))
@@ -186,7 +187,7 @@ def state_space(ref: ReferenceRun, run_id: str, params: Params, subject: Any) ->
         dirs |= {str(p) for p in Path(jpath).parents if str(p).startswith(old_home + "/")}
     options = dict(exhaustive_units=params.exhaustive_units, samples=params.samples, seed=params.seed,
                    zero_fill=params.zero_fill)
-    return Space(old_home, journal_index(trace, run_id, journal), len(trace), leg,
+    return Space(old_home, journal_index(trace, run_id, journal, files), len(trace), leg,
                  (trace, files, dirs, params.sector_bytes), options)
 
 
