@@ -443,3 +443,16 @@ def test_a_subject_that_cannot_start_is_found_once_and_its_error_shown_once(tmp_
     assert (out + err).count("line two of it") == 1, out + err            # the subject's own words, once
     assert (tmp_path / "agent.py.starts").read_text() == "x"            # started once, not once per scenario
     assert err.count("not run: the subject did not start") == 2 and "Traceback (most recent" not in err
+
+
+def test_a_save_regression_folder_that_cannot_be_made_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    from harness.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    for value in (str(tmp_path / "afile"), str(tmp_path / "afile" / "regressions")):
+        code = main(["run", "kill-random", "--trials", "1", "--save-regression", value,
+                     "--results", str(tmp_path / "results")])
+        err = capsys.readouterr().err
+        assert code == 2 and f"--save-regression {value}: {tmp_path / 'afile'} is a file, not a folder" in err, err
+        assert "Traceback" not in err and not (tmp_path / "results").exists()

@@ -57,7 +57,7 @@ def add_results_options(p: argparse.ArgumentParser) -> None:
 def check_output_paths(args: argparse.Namespace) -> None:
     """Refuse, before any work starts, an output file (:data:`OUTPUT_FILE_OPTIONS`) the command could not write
     at its end: a folder, a file in a folder that does not exist or cannot be written, a file that cannot be
-    overwritten.  Raises :class:`_Usage` naming the option and the path (exit 2); leaves nothing behind."""
+    overwritten; and a ``--save-regression`` folder that is a file or lies below one or cannot be written.  Raises :class:`_Usage` naming the option and the path (exit 2); leaves nothing behind."""
     for attr, option in OUTPUT_FILE_OPTIONS:
         value = getattr(args, attr, None)
         if not value or not isinstance(value, str):
@@ -77,6 +77,13 @@ def check_output_paths(args: argparse.Namespace) -> None:
             os.unlink(probe)
         except OSError as exc:
             raise _Usage(f"{option} {value}: cannot write in its folder {folder} ({exc.strerror})") from None
+    folder_value = getattr(args, "save_regression", None)
+    if folder_value and isinstance(folder_value, str):  # a folder the scenarios go into, made when needed
+        near = next((p for p in (Path(folder_value), *Path(folder_value).parents) if p.exists()), Path("."))
+        if not near.is_dir():
+            raise _Usage(f"--save-regression {folder_value}: {near} is a file, not a folder")
+        if not os.access(near, os.W_OK | os.X_OK):
+            raise _Usage(f"--save-regression {folder_value}: cannot write in {near}")
 
 
 def _shard(text: str) -> tuple[int, int]:
