@@ -63,6 +63,10 @@ FAULT_COUNTS = ("kill", "suspend", "tail", "power_loss", "race")
 CRASH_STATES = "crash_states"
 #: The report's count of power-loss crash states recovered by a full resume of the agent (docs/persistence-model.md).
 CRASH_RESUMES = "crash_resumes"
+#: Violations (invariant, kind) judged on a leg's own calls whatever fault the trial injected (the fsync rule of
+#: docs/spec.md section 9: a write the agent went on from unsynced): a fault does not cause them, so their group is
+#: not split by fault kind and a shrink does not chase them (docs/results.md "Violations grouped by cause").
+FAULT_FREE = frozenset({("I4", "append_not_synced")})
 #: A report ``faults`` key: legs whose scheduled fault never fired (the leg ended before its time or call).
 NOT_INJECTED = "not_injected"
 #: Campaign seed offset between the draws of one scenario (a gate's fresh draws, a mutant's self-test rounds).

@@ -367,6 +367,38 @@ def test_a_failing_trial_is_shrunk_to_a_minimal_schedule(monkeypatch):
                         [{"kind": "kill", "after_ms": 45.0}], [{"kind": "kill", "after_ms": 22.5}]]  # each once
 
 
+def test_a_shrink_keeps_what_the_faults_caused_not_a_rule_every_trial_breaks(monkeypatch):
+    """An agent that never fsyncs fails I4 append_not_synced in every trial, with or without a fault; a late kill
+    also makes it fail I3.  The shrunk trial must still fail I3 (was: any trial failed I4 the same way, so the
+    shrink dropped the kill and kept only the fsync rule), and the campaign shrinks an I3 failure, not the
+    smallest trial that failed the fsync rule alone."""
+    from harness.campaign.result import ScenarioRun
+    from harness.families.base import Planned
+    from harness.families.signals.family import SIGNALS
+
+    def judge(self, run, planned, runner, index):
+        schedule = planned.schedule
+        late = any(f.get("after_ms", 0) > 40.0 for f in schedule)
+        verdicts = [Verdict("I4", "n", "invalid", {"violations": [{"kind": "append_not_synced"}]}, "stub"),
+                    Verdict("I3", "n", "invalid" if late else "valid",
+                            {"violations": [{"kind": "lost_delivered_reply"}]} if late else {}, "stub")]
+        return TrialResult(index=index, scenario=run.scenario.name, scenario_path=run.scenario.path, seed=planned.seed,
+                           schedule=schedule, origin=planned.origin, verdicts=verdicts, history=None, elapsed_s=0.0,
+                           invariants=("I3", "I4"))
+
+    monkeypatch.setattr(Campaign, "_judge", judge)
+    s = parse_scenario(KILL, "tiny-kill.toml")
+    run = ScenarioRun(scenario=s, seed=1, family=SIGNALS, reference=REF)
+    target = judge(None, run, Planned([{"kind": "kill", "after_ms": 90.0}, {"kind": "kill", "after_ms": 30.0}],
+                                      "hypothesis", 1), None, 7)
+    one = Campaign([s], seed=1, runner=_StubRunner(), shrink_budget=200)._shrink(run, [target], target, _StubRunner())
+    assert one.schedule == [{"kind": "kill", "after_ms": 45.0}] and "I3" in one.failed
+    small = judge(None, run, Planned([{"kind": "kill", "after_ms": 10.0}], "hypothesis", 1), None, 3)  # I4 only
+    c = Campaign([s], seed=1, runner=_StubRunner(), shrink_budget=200)
+    [shrunk] = c._shrink_all([run], [small, target], _StubRunner())
+    assert shrunk.shrunk_from == 7 and "I3" in shrunk.failed
+
+
 def test_the_shrink_lines_say_what_got_smaller_and_why_a_failure_was_not_shrunk():
     from harness.cli.reporting import _shrink_lines
 

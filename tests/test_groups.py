@@ -40,7 +40,7 @@ def test_the_same_rule_broken_in_many_trials_is_one_group_whose_reproducer_has_t
     report = build_report(trials, report_path="r.json")
     assert len(report["violations"]) == 6
     titles = {g["title"]: g for g in report["groups"]}
-    assert set(titles) == {"I2 unattributed_rerun [kill]", "I4 append_not_synced [signals]"}
+    assert set(titles) == {"I2 unattributed_rerun [kill]", "I4 append_not_synced [any fault]"}
     rerun = titles["I2 unattributed_rerun [kill]"]
     assert rerun["count"] == 4 and rerun["trials"] == [0, 1, 2, 3] and rerun["scenarios"] == ["kill-batch"]
     rep = rerun["reproducer"]
@@ -49,7 +49,7 @@ def test_the_same_rule_broken_in_many_trials_is_one_group_whose_reproducer_has_t
     assert rep["minimal"].startswith("not shrunk (1 fault(s)): a campaign shrinks") and "from" not in rep["minimal"]
     assert rerun["example"]["trial"] == 2 and rerun["example"]["evidence"]["violations"][0]["kind"] == \
         "unattributed_rerun"
-    unsynced = titles["I4 append_not_synced [signals]"]        # no fault injected: the trial's family
+    unsynced = titles["I4 append_not_synced [any fault]"]      # a rule no fault causes: one group whatever the fault
     assert unsynced["count"] == 2 and unsynced["reproducer"]["minimal"] == "fails with no fault injected"
     assert report["groups"][0] is rerun                          # most rows first
 
@@ -70,6 +70,10 @@ def test_the_key_names_the_operation_or_record_kind_where_the_evidence_has_one()
     b = dict(base, evidence={"violations": [{"kind": "write_without_lock", "op": "ftruncate"}]})
     assert group_key(a) == ("I8", "write_without_lock", "kill", "op write") != group_key(b)
     assert len(group_rows([dict(a, trial=0), dict(b, trial=1), dict(a, trial=2)])) == 2
+    unsynced = {"invariant": "I4", "evidence": {"violations": [{"kind": "append_not_synced"}]}}
+    killed, lost_power = dict(unsynced, faults={"kill": 1}), dict(unsynced, faults={"power_loss": 1})
+    assert group_key(killed) == group_key(lost_power) == ("I4", "append_not_synced", "any fault", "")
+    assert len(group_rows([dict(killed, trial=0), dict(lost_power, trial=1)])) == 1
     unknown = {"invariant": "I4", "evidence": {"reason": "unobserved change"}, "faults": {"power_loss": 1}}
     assert group_key(unknown) == ("I4", "unobserved change", "power_loss", "")
 
@@ -114,7 +118,7 @@ def test_the_summary_markdown_and_junit_show_one_entry_per_group_not_per_row(tmp
     write_junit(report, str(path))
     suite = ET.parse(path).getroot().find("testsuite")
     failures = [c for c in suite.findall("testcase") if c.find("failure") is not None]
-    assert [c.get("name") for c in failures] == ["I2 unattributed_rerun [kill]", "I4 append_not_synced [signals]"]
+    assert [c.get("name") for c in failures] == ["I2 unattributed_rerun [kill]", "I4 append_not_synced [any fault]"]
     assert suite.get("failures") == "2" and suite.get("tests") == str(len(suite.findall("testcase")))
     assert "5 trial(s) invalid in kill-batch" in failures[0].find("failure").get("message")
     assert "reproduce: fiskj-harness replay r.json --trial 0" in failures[0].find("failure").text

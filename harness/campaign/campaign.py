@@ -18,6 +18,7 @@ from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.stream import Next, TrialStream
 from harness.checkers import check_all
 from harness.errors import BrokenReference, SetupError, SubjectDidNotStart
+from harness.names import FAULT_FREE
 from harness.families.base import Planned
 from harness.families.registry import by_mode
 from harness.report.groups import fault_total, first_violation
@@ -350,13 +351,15 @@ class Campaign:
         return dead
 
     def _shrink_all(self, runs: list[ScenarioRun], results: list[TrialResult], runner: Runner) -> list[TrialResult]:
-        """Shrink each scenario's smallest failing trial (by its family's :meth:`~harness.families.base.Family.size`);
+        """Shrink each scenario's smallest failing trial (by its family's :meth:`~harness.families.base.Family.size`;
+        one that failed something a fault caused, when any did: :data:`harness.names.FAULT_FREE`);
         returns the shrunk trials (origin ``shrink``)."""
         out = []
         for run in runs:
             mine = [r for r in results if r.scenario == run.scenario.name and r.scenario_path == run.scenario.path]
             failed = [r for r in mine if r.failed and r.origin not in GIVEN_ORIGINS
                       and fault_total({"faults": r.faults, "schedule": r.schedule})]  # none injected: nothing to shrink
+            failed = [r for r in failed if _violations(r) - FAULT_FREE] or failed  # one a fault caused, if any
             if failed and run.reference is not None:
                 size = lambda r: run.family.size(run.scenario, run.reference, r.schedule)[0]  # noqa: E731
                 try:
@@ -372,11 +375,12 @@ class Campaign:
                 runner: Runner) -> TrialResult | None:
         """Shrink ``target`` greedily (docs/results.md "Shrinking"): the first of its family's smaller trials
         (:meth:`~harness.families.base.Family.smaller`) that fails the same way (an invariant it failed, with
-        the same first violation) becomes the trial shrunk next, until none does or ``shrink_budget`` new trials
+        the same first violation; one no fault causes, :data:`harness.names.FAULT_FREE`, only when it failed
+        nothing else) becomes the trial shrunk next, until none does or ``shrink_budget`` new trials
         ran.  Returns the smallest failing trial (origin ``shrink``, its ``shrink`` saying what got smaller), or
         ``None``, ``target.shrink`` then saying why not."""
         family, scenario, ref = run.family, run.scenario, run.reference
-        wanted = _violations(target)
+        wanted = _violations(target) - FAULT_FREE or _violations(target)  # what the faults caused, if anything
         cache: dict[str, TrialResult | None] = {}
         for r in sorted(known, key=lambda r: bool(wanted & _violations(r))):  # a failing result wins a tie
             cache[_canon(r.schedule)] = r

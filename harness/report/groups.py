@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from harness.names import CRASH_RESUMES, CRASH_STATES, NOT_INJECTED
+from harness.names import CRASH_RESUMES, CRASH_STATES, FAULT_FREE, NOT_INJECTED
 
 __all__ = ["group_key", "involved", "first_violation", "fault_kinds", "fault_total", "group_rows", "group_title",
            "invariant_order", "key_trials", "minimal_note", "sentence", "SENTENCES"]
@@ -133,14 +133,17 @@ def fault_total(row: dict[str, Any]) -> int:
 
 
 def group_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
-    """``(invariant, kind, faults, involved)`` of a report row (docs/results.md "Violations grouped by cause")."""
+    """``(invariant, kind, faults, involved)`` of a report row (docs/results.md "Violations grouped by cause");
+    ``faults`` is ``"any fault"`` for a violation no fault causes (:data:`harness.names.FAULT_FREE`)."""
     first = first_violation(row)
     kind = first.get("kind")
     if not isinstance(kind, str) or not kind:
         evidence = row.get("evidence")
         reason = evidence.get("reason") if isinstance(evidence, dict) else None
         kind = reason if isinstance(reason, str) and reason else "unspecified"
-    return (str(row.get("invariant", "?")), kind, fault_kinds(row), involved(first, row))
+    invariant = str(row.get("invariant", "?"))
+    faults = "any fault" if (invariant, kind) in FAULT_FREE else fault_kinds(row)
+    return (invariant, kind, faults, involved(first, row))
 
 
 def _size(row: dict[str, Any]) -> tuple[float, bool, float, float, int]:
