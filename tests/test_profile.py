@@ -342,3 +342,15 @@ def test_a_module_the_working_folder_shadows_is_refused_before_any_trial(tmp_pat
     monkeypatch.chdir(tmp_path)  # nothing of that name here: the environment's copy runs
     assert resolve_subject(f"{other} -m shadowme").argv[2] == "shadowme"
     assert module_shadowed(resolve_subject(f"{other} -m shadowme"), cwd=str(tmp_path / "work"))
+
+
+def test_a_subject_folder_is_refused_naming_the_profiles_in_it(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "variant.toml").write_text("")
+    (tmp_path / "mine" / "profile.toml").write_text("")
+    with pytest.raises(ValueError, match=r"mine is a folder; --subject takes a profile file \(in it: profile.toml, "
+                                         r"variant.toml; e.g. .*mine/profile.toml\)"):
+        resolve_subject(str(tmp_path / "mine"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"empty is a folder; --subject takes a profile file \(PROFILE.toml\) or a"):
+        resolve_subject(str(tmp_path / "empty"))

@@ -141,8 +141,8 @@ def parse_scenario(text: str, path: str | None = None) -> Scenario:
             elif sub in schema:
                 sections[key][sub] = checked(key, sub, schema[sub], subval)
             else:
-                known = sorted(schema) + (sorted(k for keys in FAMILY_KEYS.values() for k in keys)
-                                          if key == "faults" else [])
+                known = sorted(schema) + (sorted({k for keys in FAMILY_KEYS.values() for k in keys} - set(schema))
+                                          if key == "faults" else [])  # a key two families take, named once
                 raise fail(key, sub, f"unknown key in [{key}]{did_you_mean(sub, known)} (known: {', '.join(known)})")
     for required in ("name", "purpose"):
         if required not in top:

@@ -63,7 +63,8 @@ def resolve_subject(command: str | Sequence[str] | None) -> Subject:
     ``NAME=value`` words, which are added to its variables) or a command prefix
     (:func:`harness.subject.contract.parse_subject`).
 
-    Raises :class:`ProfileError` for a bad profile, ``ValueError`` for a bad command.
+    Raises :class:`ProfileError` for a bad profile, ``ValueError`` for a bad command, a folder (naming the profiles
+    in it) or a module its legs' folder shadows (:func:`module_shadowed`).
     """
     if not command:
         return parse_subject(command)
@@ -72,6 +73,12 @@ def resolve_subject(command: str | Sequence[str] | None) -> Subject:
     while words and _ASSIGNMENT.match(words[0]):
         name, _, value = words.pop(0).partition("=")
         env.append((name, value))
+    if len(words) == 1 and os.path.isdir(words[0]):  # a subject's folder: its profile is a file in it
+        inside = sorted(p.name for p in Path(words[0]).glob("*.toml"))
+        raise ValueError(f"{words[0]} is a folder; --subject takes a profile file" + (
+            f" (in it: {', '.join(inside)}; e.g. {os.path.join(words[0], min(inside, key=lambda n: n != 'profile.toml'))})"
+            if inside else
+            " (PROFILE.toml) or a command"))
     if len(words) == 1 and is_profile_path(words[0]):
         subject = load_profile(words[0])
         subject = replace(subject, extra_env=tuple(subject.extra_env) + tuple(env)) if env else subject
