@@ -85,3 +85,27 @@ def test_a_report_records_the_subject_as_the_user_gave_it_never_this_machines_in
     assert mutant["subject_env"]["FISKJ_MUTANT"] == "no-fsync"
     given = campaign_report(_result(parse_subject("FOO=1 python -m fiskj")), "r.json")["campaign"]
     assert given["subject"] == ["python", "-m", "fiskj"] and given["subject_env"] == {"FOO": "1"}
+
+
+def test_a_variable_a_profile_reads_is_kept_and_a_replay_where_it_is_unset_sets_it(tmp_path, monkeypatch):
+    """A profile whose command is ``{env:NAME}`` (Claude Code's ``FISKJ_CLAUDE_CODE``): the report keeps the
+    variable as it was set (``subject_env_read``), and a replay in a shell where it is unset runs the same agent
+    (it was a setup error: the report kept only the ``NAME=value`` words); where it is set, that value wins."""
+    from harness.cli.main import main
+
+    profile = tmp_path / "mine.toml"
+    profile.write_text((Path(__file__).resolve().parents[1] / "subjects" / "reference.toml").read_text()
+                       .replace('name = "fiskj-reference"', 'name = "mine"')
+                       .replace('command = ["{python}", "-m", "fiskj"]', 'command = ["{env:MY_PYTHON}", "-m", "fiskj"]'))
+    monkeypatch.setenv("MY_PYTHON", sys.executable)
+    report = tmp_path / "r.json"
+    assert main(["run", "noop-baseline", "-q", "--subject", str(profile), "--report-json", str(report),
+                 "--results", str(tmp_path / "res")]) == 0
+    campaign = json.loads(report.read_text())["campaign"]
+    assert campaign["subject_env"] == {} and campaign["subject_env_read"] == {"MY_PYTHON": sys.executable}
+    monkeypatch.delenv("MY_PYTHON")
+    again = tmp_path / "again.json"
+    assert main(["replay", str(report), "--trial", "0", "-q", "--report-json", str(again)]) == 0
+    assert json.loads(again.read_text())["trials"] == 1
+    monkeypatch.setenv("MY_PYTHON", "/no/such/python")  # this machine's own value wins: it cannot start
+    assert main(["replay", str(report), "--trial", "0", "-q", "--report-json", str(again)]) == 2

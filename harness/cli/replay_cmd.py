@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -59,8 +60,9 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
         subject = subject_of(args.subject)
     else:
         profile = subject_profile(report, args.report)
+        read = {k: v for k, v in (campaign_info.get("subject_env_read") or {}).items() if k not in os.environ}
         subject = subject_of(profile if profile is not None else campaign_info.get("subject"),
-                             campaign_info.get("subject_env"))
+                             {**read, **(campaign_info.get("subject_env") or {})})  # this machine's own value wins
     campaign = Campaign([scenario], seed=row.get("seed"), jobs=1, subject=subject, shrink_budget=0,
                         schedules=[row.get("schedule", [])], keep_histories=True, origin="replay")
     result = campaign.run()

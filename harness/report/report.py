@@ -134,6 +134,7 @@ def campaign_report(result: Any, report_path: str | None) -> dict[str, Any]:
         "subject": None if plain else result.subject.spec(),
         "subject_name": "fiskj, the reference (python -m fiskj)" if plain else result.subject.label,
         "subject_env": dict(result.subject.extra_env),
+        "subject_env_read": result.subject.read_env(),
         "subject_about": "fiskj/: this repository's journal and resume engine" if plain else result.subject.about,
         "promises": result.subject.semantics,
         "not_applicable": dict(getattr(result, "not_applicable", {})),

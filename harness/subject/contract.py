@@ -226,10 +226,14 @@ class Subject:
         words, and each variable the subject's templates read (``{env:NAME}``) as it is set now, then the profile
         file or the command (a profile's own ``[env]`` is the profile's: not repeated)."""
         words = [self.profile] if self.profile else list(self.argv)
+        return shlex.join([f"{k}={v}" for k, v in [*self.extra_env, *self.read_env().items()]] + words)
+
+    def read_env(self) -> dict[str, str]:
+        """Each variable the subject's templates read (``{env:NAME}``) and ``extra_env`` does not give, as it is
+        set now (a report keeps them: a replay where one is unset sets it)."""
         given = dict(self.extra_env)
         read = sorted(set(_ENV_REF.findall(repr(self))) - set(given))
-        env = [*given.items(), *((k, os.environ[k]) for k in read if k in os.environ)]
-        return shlex.join([f"{k}={v}" for k, v in env] + words)
+        return {k: os.environ[k] for k in read if k in os.environ}
 
     def spec(self) -> str | list[str]:
         """What a JSON report stores to rebuild the subject: the profile path, else the argv list."""
