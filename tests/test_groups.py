@@ -156,7 +156,7 @@ def test_each_group_opens_with_one_plain_sentence_in_the_agent_s_terms():
     report = build_report([_rerun_trial(1), _unsynced_trial(2)], report_path="r.json")
     rerun, unsynced = report["groups"]
     assert rerun["sentence"] == ("Tool call a ran again in leg 1 (it first ran in leg 0), and no crash accounts for "
-                                 "the re-run.")
+                                 "the re-run (leg 0: its journal holds the tool_result for a).")  # why not that crash
     assert unsynced["sentence"] == ("The journal line written at byte 0 (type meta) by leg 0 was never fsynced "
                                     "before the agent went on (write n=5).")
     text = render_summary({**report, "campaign": {"promises": "resume of a completed run: new-turn"}})

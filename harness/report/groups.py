@@ -70,10 +70,12 @@ SENTENCES = {
     ("I1", "model_call_repeated"): "The agent asked the model for turn {turn} again in leg {after[0][leg]}, though "
                                    "that call was answered before the clean suspend of leg {suspend_leg}.",
     ("I2", "unattributed_rerun"): "Tool call {tool_use_id} ran again in leg {rerun[leg]} (it first ran in leg "
-                                  "{previous[leg]}), and no crash accounts for the re-run.",
+                                  "{previous[leg]}), and no crash accounts for the re-run (leg "
+                                  "{refused_candidates[0][leg]}: {refused_candidates[0][why]}).",
     ("I2", "rerun_within_leg"): "Leg {rerun[leg]} ran tool call {tool_use_id} twice.",
     ("I3", "unattributed_repeat"): "The agent asked the model for turn {turn} again in leg {repeat[leg]} (first "
-                                   "asked in leg {previous[leg]}), and no crash accounts for the repeat.",
+                                   "asked in leg {previous[leg]}), and no crash accounts for the repeat (leg "
+                                   "{refused_candidates[0][leg]}: {refused_candidates[0][why]}).",
     ("I3", "repeat_within_leg"): "Leg {repeat[leg]} asked the model for turn {turn} twice.",
     ("I4", "append_not_synced"): "The journal line written at byte {offset} (type {record_type}) by leg {leg} "
                                  "was never fsynced before the agent went on ({before}).",
