@@ -165,3 +165,45 @@ def test_the_harness_does_not_fold_what_it_does_not_decode():
         assert fold_journal(f.name)[1]["kind"] == "CorruptJournal"
     finally:
         os.unlink(f.name)
+
+
+def _split_writes(eng: Engine) -> None:
+    """Each journal write of the engine's legs as two writes (the line's halves), the first a tick earlier:
+    an agent that writes a line's JSON and then its newline, or a buffered writer's two flushes."""
+    for leg in eng.h.legs:
+        out = []
+        for ev in leg.trace:
+            if ev["op"] == "write" and ev["path"] == eng.jpath:
+                data = base64.b64decode(ev["data"])
+                h = len(data) // 2
+                out += [dict(ev, len=h, data=base64.b64encode(data[:h]).decode(), t=ev["t"] - 5),
+                        dict(ev, offset=ev["offset"] + h, len=len(data) - h, data=base64.b64encode(data[h:]).decode())]
+            else:
+                out.append(ev)
+        leg.trace = out
+
+
+def test_a_line_in_two_writes_then_its_fsync_breaks_no_rule_of_an_agent_s_own_format_but_breaks_fisk_ai_s():
+    """The fsync rule as durability needs it for an agent's own format: several writes of a line (or several
+    lines) then one fsync before the agent goes on is durable; fisk-ai v2's framing (one write a record, docs/spec.md
+    section 9 rule 1) is fisk-ai's, judged only on a fisk-ai v2 journal."""
+    eng = Engine([["a"], []], timed=True)
+    eng.leg()
+    _split_writes(eng)
+    h = eng.finish()
+    strict = i4_acknowledged.check(h)  # fisk-ai v2: the split itself breaks rule 1 ...
+    assert strict.status == "invalid" and {r["kind"] for r in strict.evidence["violations"]} == {"append_not_synced"}
+    assert strict.evidence["violations"][0]["before"].startswith("write n=")
+    h.journal_format = "jsonl"
+    v = i4_acknowledged.check(h)
+    assert v.status == "valid", v.evidence  # ... and is no violation of an agent's own jsonl
+
+
+def test_a_jsonl_agent_that_goes_on_before_its_fsync_is_caught_by_what_it_did():
+    eng = Engine([["a"], []], timed=True)
+    eng.leg(fsync=False)
+    h = jsonl(eng)
+    eng.finish()
+    rows = i4_acknowledged.check(h).evidence["violations"]
+    assert {r["kind"] for r in rows} == {"append_not_synced"}
+    assert rows[0]["before"].startswith(("model call", "tool ")), rows[0]

@@ -172,37 +172,62 @@ def acknowledged(history: History, leg: Leg) -> list[Ack]:
 
 
 def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
-    """Journal writes of ``leg`` with no fsync attempt before the process's next write, close or clean exit.
+    """Journal writes of ``leg`` the agent went on from before an fsync (I4 ``append_not_synced``).
 
-    docs/spec.md section 9, rule 1: an append is one write of the whole line,
-    then an fsync of the journal.  A write that failed is not counted (the engine raised);
-    an fsync that failed still counts as the attempt.  The last write of a
-    killed leg is not counted (it may have died before its fsync), nor that of a leg sent a signal its subject
-    promises to abort on (docs/spec.md section 15 "Declared promises").
+    A journal the harness decodes (fisk-ai v2) is held to docs/spec.md section 9, rule 1, to the letter: an append
+    is one write of the whole line, then an fsync, so a write followed by the process's next write, a close or a
+    clean exit with no fsync attempt between is one.  Another format (an agent's own ``jsonl``) is held to what
+    durability needs, not to fisk-ai's framing: a line may take several writes and several lines one fsync; a
+    write is one when the leg made a model call or ran a tool after it and before the process's next fsync
+    attempt, or exited cleanly with it unsynced (docs/subject.md "What the checkers expect of the calls they
+    see").  A write that failed is not counted (the engine raised); an fsync that failed still counts as the
+    attempt.  The last write of a killed leg is not counted unless the leg acted on it (it may have died before
+    its fsync), nor that of a leg sent a signal its subject promises to abort on (docs/spec.md section 15
+    "Declared promises").
     """
     journal = history.journal
+    strict = journal.decoded
     out: list[dict[str, Any]] = []
-    open_write: dict[int, tuple[dict[str, Any], bytes]] = {}  # pid -> its last write not synced yet, its bytes
+    open_write: dict[int, tuple[dict[str, Any], bytes]] = {}  # pid -> its (first) write not synced yet, its bytes
+    acts = sorted([(c.t, f"model call {c.index}") for c in history.model_calls if c.leg == leg.index and c.t]
+                  + [(e.t, f"tool {e.tool_use_id}") for e in history.effects if e.leg == leg.index and e.t])
 
     def unsynced(write: tuple[dict[str, Any], bytes], before: str) -> dict[str, Any]:
         ev, data = write  # what the write held is decoded only for a write reported
         return {"leg": leg.index, "pid": ev["pid"], "n": ev.get("n"), "offset": ev.get("offset"), "len": ev.get("len"),
                 "record": written_what(data), "record_type": record_type(data) or "a line", "before": before}
+
+    def acted(write: tuple[dict[str, Any], bytes], until: dict[str, Any] | None) -> str:
+        """The first act of the leg after ``write`` and before event ``until`` (``None``: ever after it)."""
+        t0, t1 = write[0].get("t", write[0].get("t0")), None if until is None else until.get("t0", until.get("t"))
+        if not isinstance(t0, int):
+            return ""
+        return next((what for t, what in acts if t > t0 and (t1 is None or t < t1)), "")
+
     clean_exit = leg.exit_signal is None and leg.exit_code is not None and not history.promises.aborts(leg)
     for ev in events(leg):
         if not journal.is_journal(ev.get("path"), history.run_id):
             continue
         pid, op = ev["pid"], ev.get("op")
         if op == "write" and not ev.get("error") and (data := _data(ev)):
-            if pid in open_write:
+            if pid not in open_write:
+                open_write[pid] = (ev, data)
+            elif strict:
                 out.append(unsynced(open_write[pid], f"write n={ev.get('n')}"))
-            open_write[pid] = (ev, data)
+                open_write[pid] = (ev, data)
+            elif went_on := acted(open_write[pid], ev):
+                out.append(unsynced(open_write[pid], went_on))
+                open_write[pid] = (ev, data)
         elif op in ("fsync", "fdatasync"):
+            if pid in open_write and not strict and (went_on := acted(open_write[pid], ev)):
+                out.append(unsynced(open_write[pid], went_on))
             open_write.pop(pid, None)
-        elif op == "close" and pid in open_write:
+        elif op == "close" and pid in open_write and strict:
             out.append(unsynced(open_write.pop(pid), f"close n={ev.get('n')}"))
-    if clean_exit:
-        out += [unsynced(w, f"exit {leg.exit_code}") for w in open_write.values()]
+    for write in open_write.values():
+        went_on = "" if strict else acted(write, None)
+        if went_on or clean_exit:
+            out.append(unsynced(write, went_on or f"exit {leg.exit_code}"))
     return out
 
 
