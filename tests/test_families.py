@@ -317,3 +317,17 @@ def test_smaller_fault_schedules_drop_a_fault_then_move_each_one_earlier():
     assert [s[0]["event"] for s in out[2:5]] == [1, 3, 5] and [s[1]["event"] for s in out[5:]] == [1, 2, 3]
     assert smaller_schedules([{"kind": "kill", "event": 1, "when": "before"}]) == []  # nothing smaller
     assert smaller_schedules([{"kind": "kill", "after_ms": 40.0}]) == [[{"kind": "kill", "after_ms": 20.0}]]
+
+
+def test_a_scenario_that_cannot_run_for_the_subject_is_said_once_without_its_family_s_limits():
+    """Claude Code (chat = false, a jsonl journal) and power-loss-chat: the chat refusal is the one line; the
+    power-loss family's limit for a subject without a reading (true, but beside the point) is not added to it."""
+    from harness.campaign.campaign import subject_limits
+    from harness.subject.profile import load_profile
+
+    claude = load_profile(Path(__file__).resolve().parents[1] / "subjects" / "claude-code" / "profile.toml")
+    lines = [line for line in subject_limits([scenario("power-loss-chat"), scenario("power-loss-basic")], claude)
+             if line.startswith("power-loss-")]
+    assert [line.split(":")[0] for line in lines] == ["power-loss-chat", "power-loss-basic"], lines
+    assert "cannot run a chat" in lines[0] and "POWER LOSS" in lines[1]
+    assert subject_limits([scenario("power-loss-chat")], claude, named=True) == claude.caps.limits()

@@ -42,13 +42,15 @@ def unsupported(subject: Subject, scenario: Scenario) -> str | None:
 def subject_limits(scenarios: list[Scenario], subject: Subject, *, named: bool = False) -> list[str]:
     """What cannot be done for ``subject``, one line each, known before any trial: what the checkers cannot
     judge for it (:meth:`harness.subject.capabilities.Capabilities.limits`), and per scenario a family that
-    cannot run at all or runs only in part.  ``named``: the scenarios were named on the command line, so one
-    that cannot run at all is a setup error (:func:`unsupported`), said as such and not again here."""
+    cannot run at all (only that, once) or runs only in part.  ``named``: the scenarios were named on the command
+    line, so one that cannot run at all is a setup error (:func:`unsupported`), said as such and not here."""
     out = subject.caps.limits()
     for scenario in scenarios:
-        family = by_mode(scenario.faults.family)
-        why = None if named else unsupported(subject, scenario)
-        out += [f"{scenario.name}: {line}" for line in ([why] if why else []) + family.cannot(subject, scenario)]
+        why = unsupported(subject, scenario)
+        if why:  # it does not run: what its family could not do in it is beside the point
+            out += [] if named else [f"{scenario.name}: {why}"]
+            continue
+        out += [f"{scenario.name}: {line}" for line in by_mode(scenario.faults.family).cannot(subject, scenario)]
     return out
 
 
