@@ -207,3 +207,19 @@ def test_a_jsonl_agent_that_goes_on_before_its_fsync_is_caught_by_what_it_did():
     rows = i4_acknowledged.check(h).evidence["violations"]
     assert {r["kind"] for r in rows} == {"append_not_synced"}
     assert rows[0]["before"].startswith(("model call", "tool ")), rows[0]
+
+
+def test_an_agent_that_promises_to_survive_a_process_crash_only_is_not_held_to_the_fsync_rule():
+    """``[promises] durable = "process-crash"``: a kill keeps what was written (the page cache survives it), so an
+    agent that never fsyncs breaks no promise of its; the power-loss family does not run for it
+    (tests/test_families.py).  Said in the evidence, never a silent pass."""
+    from harness.history.promises import Promises
+
+    eng = Engine([["a"], []], timed=True)
+    eng.leg(fsync=False)
+    h = jsonl(eng)
+    eng.finish()
+    assert i4_acknowledged.check(h).status == "invalid"
+    h.promises = Promises(durable="process-crash")
+    v = i4_acknowledged.check(h)
+    assert v.status == "valid" and v.evidence["not_judged"].startswith("append_not_synced: the subject promises")

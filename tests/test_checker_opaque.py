@@ -88,20 +88,18 @@ def test_a_correct_agent_killed_suspended_and_resumed_is_valid_on_every_rule_jud
     assert verdicts["I10"].status == "unknown"                           # no fold to compare a reading with
 
 
-def test_i4_catches_what_the_agent_acted_on_lost_at_a_power_loss_unless_it_promises_process_crashes_only():
-    def lossy(durable: str):
+def test_i4_catches_what_the_agent_acted_on_lost_at_a_power_loss():
+    """(A store that promises to survive a process crash only is never power-lost: the power-loss family does
+    not run for it, tests/test_families.py; I4 excuses no power loss of its own.)"""
+    for durable in ("power-loss", "process-crash"):
         eng = Engine()
-        eng.leg(kill_after=9, fsync=False)                               # a, b sent to the model, never fsynced
+        eng.leg(kill_after=9, fsync=False)                           # a, b sent to the model, never fsynced
         eng.power_loss()
         eng.finish()
-        return opaque(eng, durable)
-    v = i4_acknowledged.check(lossy("power-loss"))
-    assert v.status == "invalid", v.evidence
-    row = v.evidence["violations"][0]
-    assert row["kind"] == "run_lost" and row["crash"] == "power_loss" and set(row["acted_on"]) == {"a", "b"}
-    v = i4_acknowledged.check(lossy("process-crash"))
-    assert v.status == "valid", v.evidence
-    assert v.evidence["excused"][0]["leg"] == 0
+        v = i4_acknowledged.check(opaque(eng, durable))
+        assert v.status == "invalid", v.evidence
+        row = v.evidence["violations"][0]
+        assert row["kind"] == "run_lost" and row["crash"] == "power_loss" and set(row["acted_on"]) == {"a", "b"}
 
 
 def test_i4_catches_a_tool_result_sent_to_the_model_and_missing_from_the_reading_after_a_kill():

@@ -331,3 +331,20 @@ def test_a_scenario_that_cannot_run_for_the_subject_is_said_once_without_its_fam
     assert [line.split(":")[0] for line in lines] == ["power-loss-chat", "power-loss-basic"], lines
     assert "cannot run a chat" in lines[0] and "POWER LOSS" in lines[1]
     assert subject_limits([scenario("power-loss-chat")], claude, named=True) == claude.caps.limits()
+
+
+def test_power_loss_does_not_run_for_a_subject_that_promises_to_survive_a_process_crash_only(tmp_path):
+    """A power loss is no promise of such a subject's: every power-loss scenario is NOT RUN, said before the first
+    trial; named on the command line, a setup error (exit 2, no trial)."""
+    from harness.campaign.campaign import subject_limits
+    from harness.subject.profile import load_profile
+
+    text = (Path(__file__).resolve().parents[1] / "subjects" / "reference.toml").read_text()
+    profile = tmp_path / "lossy.toml"
+    profile.write_text(text.replace('name = "fiskj-reference"', 'name = "lossy"') + '\n[promises]\ndurable = "process-crash"\n')
+    lossy = load_profile(profile)
+    lines = subject_limits([scenario("power-loss-basic"), scenario("kill-random")], lossy)
+    assert [line for line in lines if line.startswith(("power-loss-basic", "kill-random"))] == [
+        "power-loss-basic: power loss: the subject promises to survive a process crash only ([promises] durable = "
+        "\"process-crash\"), so what a power loss takes is no broken promise; not run"]
+    assert main(["run", "power-loss-basic", "-q", "--subject", str(profile), "--results", str(tmp_path / "r")]) == 2

@@ -200,8 +200,6 @@ def test_a_subject_value_may_name_a_profile_after_variables():
     (('I1 = "the agent has no suspend"', 'I1 = "x"\n[jetstream]\nsync_interval = "2m"'), "jetstream.sync_interval",
      '"default" or "always"'),    (('command = ["show", "{run_id}"]', 'command = ["{profile_dir}/bin/agent", "--quiet", "show", "{run_id}"]'),
      "reading.command", "starts with the profile's command"),
-    (('interrupted_tool = "reported"', 'interrupted_tool = "reported"\ndurable = "process-crash"'), "promises.durable",
-     "what an opaque store promises to survive"),
 ])
 def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit, key, message):
     path = tmp_path / "bad.toml"

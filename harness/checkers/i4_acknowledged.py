@@ -352,17 +352,16 @@ def _check_opaque(history: History) -> Any:
     """I4 for an opaque store (docs/spec.md section 15, "Opaque stores"): after each leg (a crash: before the
     next resume) the agent's reading holds every tool_use id whose result it sent to the model (the requests of
     the model-call log up to that leg) and the final answer the leg printed (``acted_on_lost``, ``answer_lost``,
-    ``run_lost``, ``unreadable``: its reading command fails).  Work done before a ``tail`` fault, or before a
-    power loss the store does not promise to survive (``[promises] durable = "process-crash"``), is not owed
-    after it; a leg with no usable reading after it leaves the verdict unknown."""
-    view, promised = JournalView(history), history.promises.durable == "power-loss"
+    ``run_lost``, ``unreadable``: its reading command fails).  Work done before a ``tail`` fault is not owed
+    after it; a leg with no usable reading after it leaves the verdict unknown.  (A store that promises to survive
+    a process crash only is never power-lost: the power-loss family does not run for it.)"""
+    view = JournalView(history)
     want = history.reference.printed_answer if history.reference is not None else ""
     violations, unread, excused, since, checked = [], [], [], -1, 0
     for leg in legs_in_order(history):
         kind = crash_kind(leg, history.promises)
-        if is_tail(leg) or (kind == "power_loss" and not promised):
-            excused.append({"leg": leg.index, "why": "a tail fault" if is_tail(leg) else
-                            "a power loss, and the store promises to survive a process crash only"})
+        if is_tail(leg):
+            excused.append({"leg": leg.index, "why": "a tail fault"})
             since = leg.index
             continue
         acted = {t: c.index for c in history.model_calls if since < c.leg <= leg.index for t in c.sent_results}
@@ -498,9 +497,10 @@ def check(history: History) -> Any:
             row["detail"] = (f"{what} acknowledged by leg {ack.leg} ({ack.op} n={ack.fsync_n}) is "
                              f"{'changed' if lines else 'missing'} in the journal after leg {snap_leg.index}")
             violations.append(row)
+    power_loss_promised = history.promises.durable == "power-loss"  # the fsync rule is what power loss needs
     for leg in legs:
         violations += _swallowed_io_errors(view, leg)
-        for w in unsynced_appends(history, leg):
+        for w in unsynced_appends(history, leg) if power_loss_promised else ():
             violations.append({"kind": "append_not_synced", **w,
                                "detail": f"leg {leg.index} wrote the journal (n={w['n']}) and went on ({w['before']}) "
                                          "without an fsync: nothing it appended was ever acknowledged"})
@@ -508,6 +508,9 @@ def check(history: History) -> Any:
                                 "untraced_legs": [lg.index for lg in legs if not lg.trace]}
     if by_offset:
         evidence["journal_format"] = view.format
+    if not power_loss_promised:
+        evidence["not_judged"] = ("append_not_synced: the subject promises to survive a process crash only "
+                                  "([promises] durable = \"process-crash\"), and a kill keeps what was written")
     if unplaced:  # an acknowledged line nobody can look for is not a pass
         evidence.update(unplaced=unplaced, reason="write offset unknown",
                         summary=f"{len(unplaced)} acknowledged line(s) whose offset the trace does not give: "

@@ -180,7 +180,7 @@ def parse_profile(text: str, path: str) -> Subject:
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
                    files=files, name=name, profile=path, about=src.doc.get("about", ""), error_stdout=error_stdout,
-                   promises=_promises(src, fmt), cwd=_cwd(src), jetstream=_jetstream(src), time_scale=_time_scale(src),
+                   promises=_promises(src), cwd=_cwd(src), jetstream=_jetstream(src), time_scale=_time_scale(src),
                    jetstream_storage=_jetstream_storage(src), fork_server=_fork_server(src, argv),
                    **mcp)
 
@@ -461,10 +461,9 @@ def _not_applicable(src: _ProfileText) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _promises(src: _ProfileText, fmt: str) -> Promises:
+def _promises(src: _ProfileText) -> Promises:
     """``[promises]``: what the agent promises of its semantics (docs/spec.md section 15 "Declared promises");
-    fisk-ai's rules for a key left out.  ``durable`` is an opaque store's (journal format ``fmt``): a journal
-    file's durability is judged from its own fsyncs."""
+    fisk-ai's rules for a key left out."""
     doc = src.table("promises", {"resume_completed", "suspend_signals", "interrupted_tool", "cut_off_turn", "durable",
                                  "drifted_resume"})
     out = {}
@@ -474,11 +473,6 @@ def _promises(src: _ProfileText, fmt: str) -> Promises:
             if doc[key] not in allowed:
                 raise src.fail("promises", key, f"expected one of {', '.join(allowed)}, got {doc[key]!r}")
             out[key] = doc[key]
-    if "durable" in doc and fmt != OPAQUE:
-        raise src.fail("promises", "durable", f"durable is what an opaque store promises to survive; a {fmt} journal "
-                                              "is judged by its own fsyncs (I4 append_not_synced, the power-loss "
-                                              "scenarios): leave it out, and leave out the power-loss scenarios "
-                                              "for an agent that does not promise to survive a power loss")
     if "suspend_signals" in doc:
         sigs = doc["suspend_signals"]
         if not isinstance(sigs, list) or any(s not in SUSPEND_SIGNALS for s in sigs):

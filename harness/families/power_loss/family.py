@@ -96,9 +96,15 @@ class PowerLossFamily(FamilyBase):
                                                 "seed": scenario.trials.seed if seed is None else seed}, {})
 
     def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
-        """A resume leg's power loss (``crash_leg = "resume"``) over an opaque store: the store the earlier legs
-        left is rebuilt from their traces, and a database may change its files in ways no traced call shows
-        (SQLite's WAL index through mmap decides a WAL reset): the rebuild is not proven faithful, so not run."""
+        """A subject that promises to survive a process crash only (``[promises] durable = "process-crash"``):
+        a power loss is no promise of its, so not run.  A resume leg's power loss (``crash_leg = "resume"``) over
+        an opaque store: the store the earlier legs left is rebuilt from their traces, and a database may change
+        its files in ways no traced call shows (SQLite's WAL index through mmap decides a WAL reset): the rebuild
+        is not proven faithful, so not run."""
+        if subject is not None and getattr(subject, "promises", None) is not None \
+                and subject.promises.durable == "process-crash":
+            return ("power loss: the subject promises to survive a process crash only ([promises] durable = "
+                    "\"process-crash\"), so what a power loss takes is no broken promise; not run")
         if scenario is not None and subject is not None and subject.caps.journal.is_store \
                 and self.params(scenario).crash_leg == "resume":
             return ("power loss of a resume leg over an opaque store: the store the earlier legs left would be "
