@@ -67,7 +67,7 @@ class Promises:
                 + (f", abort like a kill on {', '.join(aborts)}" if aborts else "")
                 + f"; interrupted tool: {self.interrupted_tool}"
                 + (f"; cut-off turn: {self.cut_off_turn}" if self.cut_off_turn != "ends-run" else "")
-                + (f"; store durable against: {self.durable} only" if self.durable != "power-loss" else "")
+                + (f"; durable against: {self.durable} only" if self.durable != "power-loss" else "")
                 + (f"; drifted resume: {self.drifted_resume}" if self.drifted_resume != "refuse" else ""))
 
     @classmethod
