@@ -28,6 +28,7 @@ from fiskj.records import AssistantRecord, ToolResultRecord
 from harness.families.journal_state.executor import Context, lay, resume
 from harness.families.power_loss.crashstates import CrashState, crash_points, written
 from harness.families.power_loss.params import Params
+from harness.families.tail.bound import round_robin
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
 from harness.runner.prelude import rehome
@@ -71,18 +72,8 @@ def select_states(points: list[Any], max_states: int) -> list[CrashState]:
             if key not in seen:
                 seen.add(key)
                 queue.append(state)
-        if queue:
-            queues.append(queue)
-    out: list[CrashState] = []
-    depth = 0
-    while queues and (not max_states or len(out) < max_states):
-        queues = [q for q in queues if depth < len(q)]
-        for q in queues:
-            if max_states and len(out) >= max_states:
-                break
-            out.append(q[depth])
-        depth += 1
-    return out
+        queues.append(queue)
+    return round_robin(queues, max_states or None)
 
 
 @dataclass

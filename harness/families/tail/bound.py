@@ -33,7 +33,7 @@ from typing import Callable, Sequence, TypeVar
 
 from harness.families.tail.mutations import Mutation
 
-__all__ = ["FIRST", "stratum", "form", "bounded"]
+__all__ = ["FIRST", "stratum", "form", "bounded", "round_robin"]
 
 T = TypeVar("T")
 
@@ -86,9 +86,14 @@ def bounded(trials: Sequence[T], n: int, seed: int, key: Callable[[T], tuple[str
     for members in strata.values():
         rng.shuffle(members)
     order = [s for s in FIRST if s in strata] + [s for s in strata if s not in FIRST]
-    chosen: list[int] = []
+    return [trials[i] for i in sorted(round_robin([strata[s] for s in order], n))]
+
+
+def round_robin(queues: Sequence[Sequence[T]], limit: int | None = None) -> list[T]:
+    """The first item of each queue, then the second of each, and so on, at most ``limit`` (``None``: all)."""
+    out: list[T] = []
     depth = 0
-    while len(chosen) < n:
-        chosen += [strata[s][depth] for s in order if depth < len(strata[s])][: n - len(chosen)]
+    while any(depth < len(q) for q in queues) and (limit is None or len(out) < limit):
+        out += [q[depth] for q in queues if depth < len(q)]
         depth += 1
-    return [trials[i] for i in sorted(chosen)]
+    return out[:limit]

@@ -21,6 +21,7 @@ from harness.families.journal_state.ask import answers, reader_check
 from harness.families.journal_state.executor import Context, lay, resume
 from harness.families.journal_state.reader_child import Answer
 from harness.families.power_loss.crashstates import written
+from harness.families.tail.bound import round_robin
 from harness.families.tail.mutations import Mutation, mutations, store_mutations
 from harness.families.tail.params import Params
 from harness.history.model import Fault, History, Leg
@@ -88,13 +89,7 @@ def resume_candidates(muts: list[Mutation], total: int, limit: int) -> list[Muta
     for m in muts:
         if m.file or m.expect == "torn" and len(m.seqs) < total and m.seqs:
             by_kind.setdefault(m.kind, []).append(m)
-    queues = [q[:: max(1, len(q) // max(1, limit))] for q in by_kind.values()]
-    out: list[Mutation] = []
-    depth = 0
-    while len(out) < limit and any(depth < len(q) for q in queues):
-        out += [q[depth] for q in queues if depth < len(q)][: limit - len(out)]
-        depth += 1
-    return out
+    return round_robin([q[:: max(1, len(q) // max(1, limit))] for q in by_kind.values()], limit)
 
 
 def repair_history(ctx: Context, m: Mutation) -> History:
