@@ -218,7 +218,7 @@ class TailFamily(FamilyBase):
         journal = reference.history.legs[-1].journal or b""
         if m is None or m.data == journal or m.file:  # (a store's damage has nothing smaller of its kind)
             return []
-        size, at = len(journal), str(m.id).partition("@")[2]
+        size = len(journal)
         fewer = lambda n: [x for x in dict.fromkeys((1, n // 2, n - 1)) if 0 < x < n]  # noqa: E731
         if journal.startswith(m.data):
             ids = [f"cut@-{x}" for x in fewer(size - len(m.data))]
