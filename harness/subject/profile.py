@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import string
 import sys
 from dataclasses import replace
@@ -48,7 +47,6 @@ _READING = {"command", "format", "status", "pending", "records", "tool_results",
 _READING_FIELDS = {FISK_AI_V2: ("status", "pending", "records"), OPAQUE: ("status", "tool_results", "answer")}
 _SPLICED = {"{chat_args}", "{force_args}", "{system_args}", "{thinking_args}"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def is_profile_path(value: str) -> bool:
@@ -63,17 +61,11 @@ def resolve_subject(command: str | Sequence[str] | None) -> Subject:
 
     Raises :class:`ProfileError` for a bad profile, ``ValueError`` for a bad command.
     """
-    if not command:
-        return parse_subject(command)
-    words = shlex.split(command) if isinstance(command, str) else list(command)
-    env = []
-    while words and _ASSIGNMENT.match(words[0]):
-        name, _, value = words.pop(0).partition("=")
-        env.append((name, value))
-    if len(words) == 1 and is_profile_path(words[0]):
-        subject = load_profile(words[0])
-        return replace(subject, extra_env=tuple(subject.extra_env) + tuple(env)) if env else subject
-    return parse_subject(command)
+    subject = parse_subject(command)
+    if len(subject.argv) != 1 or not is_profile_path(subject.argv[0]):
+        return subject
+    profile = load_profile(subject.argv[0])
+    return replace(profile, extra_env=profile.extra_env + subject.extra_env) if subject.extra_env else profile
 
 
 def bundled_profiles() -> list[Path]:
