@@ -24,17 +24,9 @@ def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str, syst
     (as the Messages API does), so a forced resume with drift gives the
     same conversation.
     """
-    changes: dict[str, Any] = {}
-    if "model" in drift:
-        changes["model"] = cfg.model + "-drifted"
-    if "max_tokens" in drift:
-        changes["max_tokens"] = cfg.max_tokens + 1
-    if "max_iterations" in drift:
-        changes["max_iterations"] = cfg.max_iterations + 1
-    if "tools" in drift:
-        changes["tools_file"] = tools_file
-    if "system" in drift:
-        changes["system_file"] = system_file
-    if "thinking" in drift:
-        changes["thinking"] = "enabled:2048" if cfg.thinking == "adaptive" else "adaptive"
-    return replace(cfg, **changes)
+    changes: dict[str, Any] = {"model": cfg.model + "-drifted", "max_tokens": cfg.max_tokens + 1,
+                               "max_iterations": cfg.max_iterations + 1, "tools_file": tools_file,
+                               "system_file": system_file,
+                               "thinking": "enabled:2048" if cfg.thinking == "adaptive" else "adaptive"}
+    named = {"tools_file": "tools", "system_file": "system"}  # (a drift names the others as the field)
+    return replace(cfg, **{f: value for f, value in changes.items() if named.get(f, f) in drift})
