@@ -64,9 +64,8 @@ class IoErrorFamily(FamilyBase):
     Params = Params
     resumes = True
 
-    def check_schedule(self, schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
-        return validate_schedule(schedule)
+    #: A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault.
+    check_schedule = staticmethod(validate_schedule)
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         return self.params(scenario).max_points > 0 or scenario.faults.schedule is not None
