@@ -78,20 +78,16 @@ class McpSpec:
         return [shown_name(self.tool_template(), tool) for tool in TOOL_NAMES]
 
 
-def _interpreter() -> str:
-    # The interpreter of this environment (its venv: the server needs the `mcp` package), not its realpath.
-    return sys.executable
-
-
 def server_command(ledger: str | os.PathLike[str], leg: int, *, transport: str = "stdio", drifted: bool = False,
                    interpreter: str | None = None) -> list[str]:
     """The argv that runs our MCP server on its own for ``leg``, writing to the effects ledger ``ledger`` (made
     absolute): the HTTP server's (an agent's stdio configuration names the fork server's launcher instead,
     :func:`mcp_config`).
 
-    ``python -I``: neither the caller's working directory nor its environment changes what runs.
+    ``python -I``: neither the caller's working directory nor its environment changes what runs; ``interpreter``
+    default: this environment's (its venv: the server needs the ``mcp`` package), not its realpath.
     """
-    cmd = [interpreter or _interpreter(), "-I", "-m", MODULE, "--ledger", os.path.abspath(ledger), "--leg", str(leg)]
+    cmd = [interpreter or sys.executable, "-I", "-m", MODULE, "--ledger", os.path.abspath(ledger), "--leg", str(leg)]
     if transport != "stdio":
         cmd += ["--transport", transport]
     if drifted:
