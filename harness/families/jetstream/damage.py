@@ -1,19 +1,10 @@
-"""Damage to one replica's stream block files (the jetstream family's ``fault = "damage"``; docs/jetstream.md).
+"""Damage to one replica's stream block files (the jetstream family's ``fault = "damage"``, after Jepsen's NATS
+2.12.1 analysis): the trial, its points and a block file's record layout are docs/jetstream.md "Server faults".
 
-Jepsen's NATS 2.12.1 analysis found that a minority of replicas whose block files were truncated or corrupted
-could lose acknowledged writes.  A trial here runs the scenario's workload to its end on a 3-replica stream,
-waits until one follower's block files hold every message the stream's leader reports, SIGKILLs that follower,
-damages its stream's last block file (``<store>/jetstream/$G/streams/FISKJ/msgs/N.blk``, the highest ``N``),
-restarts it, makes it the stream's leader, and resumes the run through the one leg runner (leg 0 the run, with
-the fault on it).  I4 judges every acknowledged record must still be on the stream; I6 that the run ends as the
-uninterrupted one.
-
-The pure part: :func:`records` parses a block file (nats-server's file store: each record is ``rl`` u32 (bit 31:
-it has headers; the low bits its length, checksum included), ``seq`` u64, ``ts`` i64, subject length u16, the
-subject, with headers a u32 length and the headers, the body, an 8-byte checksum; little endian);
-:func:`point` chooses the byte (and bit) a damage point hits from the block's bytes and a seed;
-:func:`damage` returns the damaged bytes.  :data:`POINTS` are the bundled trials: trial ``i`` is
-``POINTS[i % len(POINTS)]``.  The offset depends only on the block file's bytes and the seed, never on timing.
+The pure part: :func:`records` parses a block file (nats-server's file store, little endian); :func:`point`
+chooses the byte (and bit) a damage point hits from the block's bytes and a seed; :func:`damage` returns the
+damaged bytes.  Trial ``i`` is ``POINTS[i % len(POINTS)]``.  The offset depends only on the block file's bytes
+and the seed, never on timing.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""The jetstream family: faults of the JetStream server(s) a subject's store lives on (issue 28; docs/jetstream.md).
+"""The jetstream family: faults of the JetStream server(s) a subject's store lives on (issue 28).
 
-For a subject whose profile has ``[jetstream]`` (its commands name ``{store_url}``), each trial starts the
-server in its own folder, under the outside observer (root: its store directory), and a stream the store
-accepts; runs the scenario's workload to its end on it (:meth:`Runner.reference` of a runner of this trial);
-then applies the server fault and resumes the run through the one leg runner, leg 0 being that run
-(a :class:`harness.runner.trial.Prelude`) with the fault on it.  ``power-loss``: the server is SIGKILLed and its
-store directory laid as a crash state of its observed writes and fsyncs after the run's last acknowledged
-publish (docs/persistence-model.md; :func:`harness.families.power_loss.crashstates.window`), then it restarts.
-``kill``: it is SIGKILLed right after its K-th block write and restarted at once.  ``damage`` (3 replicas;
-:mod:`harness.families.jetstream.damage`): one follower's last block file is cut or has a bit flipped after the
-run, and that follower, restarted, is made the stream's leader.
-With ``[faults] at = "every-ack" | "every-event"`` the power goes at a mid-run point of the recorded run
-instead (:mod:`harness.families.jetstream.midrun`): the store laid as a crash state of the server's trace up to
-that instant, the agent's leg 0 cut there; a kill with ``after = "fsync"`` comes after the K-th fsync instead.
-I4 judges the publishes fiskj's IO seam traced as acknowledged (op ``publish``, docs/ioseam.md) against the
-records the restarted store holds.
+Each fault (a power loss at the run's end or, with ``[faults] at``, at a mid-run point of the recorded run:
+:mod:`harness.families.jetstream.midrun`; a kill after a block write or fsync; a replica's damage:
+:mod:`harness.families.jetstream.damage`; a stale writer: :mod:`harness.families.jetstream.writers`), how a trial
+starts its servers under the observer, runs the workload, applies the fault and resumes the run through the one
+leg runner, and what I4 judges: docs/jetstream.md "Server faults".
 """
 
 from __future__ import annotations
