@@ -1,28 +1,13 @@
-"""Which tail trials ``--trials N`` keeps: a seeded, deterministic subset, one damage class at a time.  Pure.
+"""Which tail trials ``--trials N`` keeps (docs/scenarios.md, family ``tail``): a seeded, deterministic subset of
+every trial the run's mutations allow (every resumable torn mutation, not only the unbounded plan's
+``resume_checks``), one damage class at a time.  Pure.
 
-A tail plan is every mutation of the reference journal read by the
-subject's reader, plus resumes of the torn and the interior ones: 150 trials
-for ``tails-basic`` and more for a longer run.  A bounded campaign
-(``fiskj-harness run --trials N``, the mutant self-test, the pytest plugin)
-runs at most ``N`` of them, chosen by :func:`bounded` from every trial the
-run's mutations allow (every resumable torn mutation, not only the
-``resume_checks`` of the unbounded plan):
-
-1. trials are grouped by **stratum** (:func:`stratum`): the check
-   (``reader`` or ``resume``), the form of the damage (the mutation's id
-   without its offsets: ``cut``, ``zeros+nl``, ``garbage-2lines``,
-   ``nul-block``, ...) and the label (``clean``, ``torn``, ``corrupt``);
-2. the first trials are one of each stratum of :data:`FIRST`, in its order:
-   the damage each class of engine bug is first seen with (below);
-3. then one of every other stratum, in the plan's order, then a second of
-   each, and so on, until ``N``; within a stratum the trials are drawn by a
-   random generator seeded with the campaign seed.
-
-So ``--trials 5`` holds the five checks of :data:`FIRST`, and any ``N`` at
-least the number of strata (26 for ``tails-basic``, of 253 possible trials)
-covers every form of damage.  The
-result keeps the plan's order.  A bounded trial replays like any other: its
-schedule names its check and mutation (:meth:`harness.families.tail.family.TailFamily.plan`).
+:func:`bounded` groups the trials by stratum (:func:`stratum`: the check, the form of the damage, the label),
+takes one of each stratum of :data:`FIRST` in its order (the damage each class of engine bug is first seen
+with), then one of every other stratum in the plan's order, then a second of each, and so on up to ``N``,
+each stratum's drawn by a generator seeded with the campaign seed; the result keeps the plan's order.  So
+``--trials 5`` holds the five checks of :data:`FIRST`, and any ``N`` at least the number of strata (26 for
+``tails-basic``) covers every form of damage.
 """
 
 from __future__ import annotations
