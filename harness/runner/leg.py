@@ -1,19 +1,9 @@
-"""The one leg runner: every agent process of a trial runs through it (its process started by
-:class:`harness.runner.starter.LegStarter`).
-
-A *leg* is one agent process of a trial (leg 0 starts the run, later legs
-resume it; docs/subject.md).  Every family starts its legs here: the
-signals family's and the race family's trials (:mod:`harness.runner.trial`),
-and the power-loss and tail recovery legs.
-:func:`run_leg` starts one leg (forked from the subject's fork server, or a
-fresh process in a new session), applies the leg's fault (:func:`drive`),
-waits, kills and reaps its whole tree (:mod:`harness.runner.process`) and
-records the leg as a :class:`harness.history.model.Leg`: times, exit,
-fault, the journal's bytes after it, its IO-seam trace and its output.
-
-Two decisions every family shares live here too, so they cannot disagree:
-whether a leg starts or resumes the run (:func:`start_or_resume`) and how
-many chat follow-ups the journal already holds (:func:`count_user_records`).
+"""The one leg runner: every agent process of a trial runs through it (:func:`run_leg`, every family's legs; the
+process started by :class:`harness.runner.starter.LegStarter`): the leg's fault applied (:func:`drive`), its whole
+tree waited for, killed and reaped (:mod:`harness.runner.process`), the leg recorded as a
+:class:`harness.history.model.Leg` (docs/history.md).  Two decisions every family shares live here too, so they
+cannot disagree: whether a leg starts or resumes the run (:func:`start_or_resume`) and how many chat follow-ups
+the journal already holds (:func:`count_user_records`).
 """
 
 from __future__ import annotations
