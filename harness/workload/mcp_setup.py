@@ -1,17 +1,10 @@
-"""Giving an agent the workload's tools over MCP: its MCP configuration for a leg, and the HTTP server.
+"""Giving an agent the workload's tools over MCP: its MCP configuration for a leg, and the HTTP server (both
+transports and both forms of the configuration: docs/subject.md "Tools over MCP").
 
-An agent that takes tools from MCP servers is given ours (:mod:`harness.workload.mcp_server`) by the
-:class:`McpSpec`'s ``transport``: ``stdio``, the agent starts it from its configuration (the launcher of a
-server forked from this process's pre-imported fork server, :mod:`harness.workload.mcp_fork`), or ``http``,
-the harness starts it for the leg (:func:`server_command`, :class:`HttpMcpServer`).  Either
-way the configuration is rendered before each leg as the ``mcpServers`` JSON Claude Code reads from
-``--mcp-config FILE`` (:func:`mcp_config`); both forms are in docs/subject.md "Tools over MCP".
-
-The runner's one call per leg is :func:`open_leg` (write the file, start the
-HTTP server when there is one; close it after the leg: the HTTP server stopped,
-the leg's forked stdio servers ended).  How the agent shows
-the tools to the model is the spec's ``tool_name`` template
-(:meth:`McpSpec.tool_template`, for :func:`harness.workload.build.build_workload`).
+The runner's one call per leg is :func:`open_leg` (write the file, start the HTTP server when there is one;
+close it after the leg: the HTTP server stopped, the leg's forked stdio servers ended).  How the agent shows the
+tools to the model is the spec's ``tool_name`` template (:meth:`McpSpec.tool_template`, for
+:func:`harness.workload.build.build_workload`).
 """
 
 from __future__ import annotations
