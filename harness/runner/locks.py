@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from harness.observer.errors import ControlError
 
 __all__ = ["kept_by_others", "process_tree", "waits_on_kept_lock"]
@@ -51,22 +53,11 @@ def kept_by_others(path: str, op: str, own: set[int], locks: str | None = None) 
 
 
 def process_tree(root: int) -> set[int]:
-    """``root`` and every live process descended from it (read from ``/proc/PID/stat``); raises nothing."""
-    parent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree, grew = {root}, True
-    while grew:
-        more = {pid for pid, ppid in parent.items() if ppid in tree} - tree
-        grew = bool(more)
-        tree |= more
-    return tree
+    """``root`` and every live process descended from it (:mod:`psutil`, from ``/proc``); raises nothing."""
+    try:
+        return {root} | {p.pid for p in psutil.Process(root).children(recursive=True)}
+    except psutil.Error:  # root is gone: its children were reparented, none is its any more
+        return {root}
 
 
 def waits_on_kept_lock(proc: Any, timeout: float) -> dict[str, Any] | None:
