@@ -22,12 +22,13 @@ from fiskj.jetstream import NatsClient
 from nats.js.errors import NotFoundError
 
 from harness.errors import SetupError
-from harness.families.jetstream.cluster import STREAM, current_leader, make_leader
+from harness.families.jetstream.cluster import STREAM, current_leader, make_leader, resumed
 from harness.history.model import Fault, History
 from harness.subject.nats_server import meta_leader
 
 if TYPE_CHECKING:
     from harness.runner.trial import Runner
+    from harness.scenario.model import Scenario
     from harness.subject.nats_server import NatsServer
 
 __all__ = ["Record", "records", "point", "damage", "POINTS", "MODES", "PARTS", "spec_for", "last_block", "run"]
@@ -174,8 +175,8 @@ def _stream_state(nodes: list[NatsServer], stream: str) -> dict[str, Any]:
         client.close()
 
 
-def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int) -> History:
-    """One damage trial (see the module docstring) of ``executor`` (the family's, for its resume); ``spec``:
+def run(scenario: Scenario, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int) -> History:
+    """One damage trial of ``scenario`` (see the module docstring) on ``runner`` (the family's); ``spec``:
     :func:`spec_for`'s.  The fault's detail names the damaged server, file, mode, offset, bit, record, the block's
     size before and after, the stream's state before and after, who led it and who led the meta group when the
     follower was chosen (``meta_leader_before``); a restart or leadership that fails is recorded there
@@ -184,7 +185,7 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     within 10 s."""
     if len(nodes) < 3:
         raise SetupError("damage of one replica's block files needs a stream of 3 replicas")
-    ref = runner.reference(executor.scenario)
+    ref = runner.reference(scenario)
     before = _stream_state(nodes, STREAM)
     leader = current_leader(nodes)
     followers = sorted(n.name for n in nodes if n.name != leader)
@@ -239,7 +240,7 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     except Exception as exc:  # noqa: BLE001 - recorded: the store's own reading is what is judged
         detail["stream_after"] = {"error": f"{type(exc).__name__}: {exc}"}
     detail["server_log"] = _recovery_lines(target.log_path, log_at)
-    return executor._resumed(runner, ref.history, Fault(kind="damage", injected=True, detail=detail), seed)
+    return resumed(scenario, runner, ref.history, Fault(kind="damage", injected=True, detail=detail), seed)
 
 
 #: What a restarted server's log says of the stream's recovery (matched in each line after the restart).

@@ -17,11 +17,10 @@ from typing import Any
 from fiskj.cli_common import open_store
 from fiskj.ioseam import FAULT_ENV
 
-from harness.families.jetstream.cluster import store_url
+from harness.families.jetstream.cluster import resumed, store_url
 from harness.history.model import Fault, History
 from harness.names import EXIT_COMPLETED
 from harness.runner.faults import NOOP
-from harness.runner.prelude import Prelude
 from harness.runner.trial import Runner, run_id_for
 from harness.scenario.model import Scenario
 from harness.subject.nats_server import NatsServer
@@ -121,9 +120,6 @@ def stale_writer(scenario: Scenario, runner: Runner, nodes: list[NatsServer], st
             history.legs[0] = leg
             history.reference = ref.reference
             return history
-        prelude = Prelude(files={}, dirs=[], old_home=history.options.get("trial_dir", ""), slug="",
-                          run_uuid=history.options.get("run_uuid", ""), leg=leg, calls=list(history.model_calls),
-                          effects=list(history.effects))
-        out = writer2.run_trial(scenario, seed, NOOP, prelude=prelude)
+        out = resumed(scenario, writer2, history, leg.fault, seed)
         out.notes[:0] = [n for n in history.notes if not n.startswith("leg 0 ended with exit")]  # (it was held)
         return out
