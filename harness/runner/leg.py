@@ -232,14 +232,11 @@ def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegO
     rc = proc.returncode
     if kind == "kill" and injected and rc != -signal.SIGKILL:  # it had ended by itself: the kill hit no live leg
         injected, fault_t = False, None
-    if rc is not None and rc < 0:
-        if kind == "kill" and "event" in spec and -rc == signal.SIGKILL:
-            injected = True
-        return LegOutcome(returncode=None, exit_signal=signal_name(-rc), injected=injected, timed_out=timed_out,
-                          fault_t=fault_t,
-                          t_end=t_end)
-    return LegOutcome(returncode=rc, exit_signal=None, injected=injected, timed_out=timed_out, t_end=t_end,
-                      fault_t=fault_t)
+    killed = rc is not None and rc < 0
+    if killed and kind == "kill" and "event" in spec and -rc == signal.SIGKILL:
+        injected = True
+    return LegOutcome(returncode=None if killed else rc, exit_signal=signal_name(-rc) if killed else None,
+                      injected=injected, timed_out=timed_out, t_end=t_end, fault_t=fault_t)
 
 
 @dataclass
