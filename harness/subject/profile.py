@@ -112,9 +112,8 @@ def parse_profile(text: str, path: str) -> Subject:
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
                    files=files, name=name, profile=path, about=src.doc.get("about", ""), error_stdout=error_stdout,
-                   promises=_promises(src), cwd=_cwd(src), jetstream=_jetstream(src), time_scale=_time_scale(src),
-                   jetstream_storage=_jetstream_storage(src), fork_server=_fork_server(src, argv),
-                   **mcp)
+                   promises=_promises(src), cwd=_cwd(src), **_jetstream(src), time_scale=_time_scale(src),
+                   fork_server=_fork_server(src, argv), **mcp)
 
 
 class _ProfileText:
@@ -414,27 +413,22 @@ def _promises(src: _ProfileText) -> Promises:
     return Promises(**out)
 
 
-def _jetstream(src: _ProfileText) -> tuple[int, str] | None:
+def _jetstream(src: _ProfileText) -> dict[str, Any]:
     """``[jetstream]``: the agent's store is a JetStream server each trial starts (docs/jetstream.md "Server
-    faults"): ``replicas`` 1 or 3, ``sync_interval`` ``"default"`` or ``"always"``, ``storage`` ``"file"`` or
-    ``"memory"`` (:func:`_jetstream_storage`); its commands name ``{store_url}``."""
+    faults"): the :class:`Subject` fields ``jetstream`` (``replicas`` 1 or 3, ``sync_interval`` ``"default"`` or
+    ``"always"``; ``None`` without the table) and ``jetstream_storage`` (``"file"``, the default, or ``"memory"``,
+    refused before any trial: the jetstream family's ``unsupported``); its commands name ``{store_url}``."""
     if "jetstream" not in src.doc:
-        return None
+        return {}
     doc = src.table("jetstream", {"replicas", "sync_interval", "storage"})
-    replicas, sync = doc.get("replicas", 1), doc.get("sync_interval", "default")
+    replicas, sync, storage = doc.get("replicas", 1), doc.get("sync_interval", "default"), doc.get("storage", "file")
     if replicas not in (1, 3):
         raise src.fail("jetstream", "replicas", f"expected 1 or 3, got {replicas!r}")
     if sync not in ("default", "always"):
         raise src.fail("jetstream", "sync_interval", f"expected \"default\" or \"always\", got {sync!r}")
-    if doc.get("storage", "file") not in ("file", "memory"):
-        raise src.fail("jetstream", "storage", f"expected \"file\" or \"memory\", got {doc['storage']!r}")
-    return replicas, sync
-
-
-def _jetstream_storage(src: _ProfileText) -> str:
-    """``[jetstream] storage``: ``"file"`` (default) or ``"memory"``, the stream's storage a trial would make
-    (a memory stream is refused before any trial: the jetstream family's ``unsupported``)."""
-    return str((src.doc.get("jetstream") or {}).get("storage", "file"))
+    if storage not in ("file", "memory"):
+        raise src.fail("jetstream", "storage", f"expected \"file\" or \"memory\", got {storage!r}")
+    return {"jetstream": (replicas, sync), "jetstream_storage": storage}
 
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
