@@ -1,15 +1,11 @@
-"""The power-loss family's state space and a crash state's full resume (the tiers: :mod:`.family`, :mod:`.tiers`).
+"""The power-loss family's state space and a crash state's full resume (the tiers: :mod:`.family`, :mod:`.tiers`;
+docs/persistence-model.md "How the harness uses it").
 
-:func:`state_space` enumerates the crash states of the reference run's trace under docs/persistence-model.md
-(:mod:`harness.families.power_loss.crashstates`; the distinct ones round-robin over crash points, pure).
-:func:`explore_state` lays a state's files in a fresh state home and resumes it through the journal-state
-engine (:func:`harness.families.journal_state.executor.resume`), the effects ledger holding the reference
-run's effects before the crash point (the tool in flight counts as run); its history's leg 0 is the
-reference leg cut at the crash point (fault ``power_loss``, the state's journal), leg 1 the recovery, and
-``History.crash_state`` the state's facts (:meth:`~harness.history.model.CrashStateFacts.of`), which I4
-judges by the model (:func:`~harness.checkers.i4_acknowledged.lost_acknowledged`: an append is acknowledged
-when the trace shows it returned); the other invariants (:data:`CHECKED`) judge the recovery.  This module
-builds no verdict.
+:func:`state_space` enumerates the crash states of the reference run's trace (pure).  :func:`explore_state` lays a
+state in a fresh state home and resumes it through the journal-state engine, the effects ledger holding the
+reference run's effects before the crash point (the tool in flight counts as run): its history's leg 0 is the
+reference leg cut at the crash point (fault ``power_loss``), leg 1 the recovery, ``History.crash_state`` the
+state's facts (I4 judges them by the model), the recovery judged by :data:`CHECKED`.  It builds no verdict.
 """
 
 from __future__ import annotations
