@@ -398,8 +398,7 @@ class Runner:
                 argv = self.subject.resume_argv(place.drifted, **where)
                 detail: dict[str, Any] = {"drift": list(place.drift), "expect": "refused"}
             elif kind == "resume":
-                argv = self.subject.resume_argv(cfg, force=True, **where) if place.drift \
-                    else self.subject.resume_argv(cfg, **where)
+                argv = self.subject.resume_argv(cfg, force=bool(place.drift), **where)
                 detail = {"drift": list(place.drift), "forced": True} if place.drift else {}
             else:
                 argv = self.subject.start_argv(place.cfg, **where)
