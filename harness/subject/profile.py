@@ -1,14 +1,8 @@
 """Subject profiles: a TOML file that says how to run a real agent under the harness, without a wrapper.
 
-docs/subject.md "Subject profiles" is the reference: every table and key (``name``, ``command``, ``home``,
-``chat``, ``cwd``, ``[env]``, ``[files]``, ``[mcp]``, ``[commands]``, ``[exit]``, ``[journal]``, ``[reading]``,
-``[not_applicable]``, ``[promises]``, ``[fork_server]``),
-with an example.
-
-Templates use ``{name}`` for :data:`harness.subject.contract.TEMPLATE_VARS`;
-a word that is exactly ``{chat_args}`` or ``{force_args}`` is replaced by
-that list when it applies.  :func:`load_profile` returns a
-:class:`harness.subject.contract.Subject`; every mistake is a
+docs/subject.md "Subject profiles" is the reference: every table and key, the templates (``{name}`` for
+:data:`harness.subject.contract.TEMPLATE_VARS`, a word ``{chat_args}`` or ``{force_args}`` spliced when it applies)
+and an example.  :func:`load_profile` returns a :class:`harness.subject.contract.Subject`; every mistake is a
 :class:`harness.errors.ProfileError` naming the file, line and key.
 """
 
