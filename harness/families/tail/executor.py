@@ -1,14 +1,8 @@
-"""The tail family's IO, through the journal-state engine (the plan: :mod:`harness.families.tail.family`).
-
-:func:`mutations_for`: the labelled mutations of the reference run's final journal
-(:mod:`harness.families.tail.mutations`); :func:`ask_mutations` and :func:`reader_history`: the cheap tier,
-the subject asked about each mutation the engine's one way (:mod:`harness.families.journal_state.ask`) and
-each answer recorded beside its label (``History.reader_checks``, judged as I5 by
-:mod:`harness.checkers.i5_reader_answers`); :func:`resume_candidates` and :func:`repair_history`: the full
-tier, a torn mutation laid in a fresh store and resumed to completion (leg 0: the reference leg with a
-``tail`` fault naming the mutation, leg 1: the resume; I5 also judges the repair: the kept bytes
-``[0, good_size)`` unchanged and no torn tail left, defect 1 of docs/spec.md section 16).  This module
-builds no verdict.
+"""The tail family's IO, through the journal-state engine (the plan: :mod:`harness.families.tail.family`): the
+mutations of the reference run's final journal (:func:`mutations_for`), the cheap tier (:func:`ask_mutations`,
+:func:`reader_history`: each answer beside its label, judged as I5) and the full tier (:func:`resume_candidates`,
+:func:`repair_history`: a torn mutation laid in a fresh store and resumed, I5 also judging the repair, defect 1
+of docs/spec.md section 16).  This module builds no verdict.
 """
 
 from __future__ import annotations
