@@ -174,11 +174,8 @@ class Runner:
         """
         key = (scenario.workload, run_id_for(scenario), self.subject.argv)
         with self._lock:
-            ref = self._refs.get(key)
-            if ref is not None:
-                return ref
             lock = self._ref_locks.setdefault(key, threading.Lock())
-        with lock:
+        with lock:  # one run per key: a second thread asking waits for the first, then takes its result
             with self._lock:
                 ref = self._refs.get(key)
             if ref is not None:
