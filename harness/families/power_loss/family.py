@@ -80,8 +80,7 @@ class PowerLossFamily(FamilyBase):
 
     def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         """A resume leg's power loss (``crash_leg = "resume"``) over an opaque store: the store the earlier legs
-        left is rebuilt from their traces, and a database may change its files in ways no traced call shows
-        (SQLite's WAL index through mmap decides a WAL reset): the rebuild is not proven faithful, so not run."""
+        left, rebuilt from their traces, is not proven faithful (docs/persistence-model.md "Opaque stores")."""
         if scenario is not None and subject is not None and subject.caps.journal.is_store \
                 and self.params(scenario).crash_leg == "resume":
             return ("power loss of a resume leg over an opaque store: the store the earlier legs left would be "
