@@ -74,8 +74,8 @@ class Capabilities:
         if subject.journal_format != FISK_AI_V2:
             na.setdefault("I11", "its journal's records are not decoded (journal format "
                                  f"{subject.journal_format}): what it journaled of each reply is not judged")
-        return cls(fiskj_based=fiskj_based, forkable=(fiskj_based and len(argv) == 3 and _this_python(argv[0])
-                                                   or getattr(subject, "fork_server", None) is not None),
+        forkable = fiskj_based and len(argv) == 3 and os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+        return cls(fiskj_based=fiskj_based, forkable=forkable or getattr(subject, "fork_server", None) is not None,
                    reading=reading, journal=JournalLocation(subject.journal, subject.journal_format),
                    chat=subject.chat, drift=drift, server_tools=subject.server_tools, not_applicable=tuple(na.items()),
                    drift_refused=getattr(subject, "promises", None) is None or subject.promises.drifted_resume == "refuse")
@@ -131,7 +131,3 @@ class Capabilities:
                        "whether a refused resume had a run it had to resume (I9 refused_resumable: the status a "
                        "journal folds to)")
         return out
-
-
-def _this_python(exe: str) -> bool:
-    return os.path.realpath(exe) == os.path.realpath(sys.executable)
