@@ -69,16 +69,10 @@ def suspend_outcome(leg: Leg) -> None:
 
 
 def start_or_resume(journal: bytes | None, fmt: str = FISK_AI_V2) -> str:
-    """``"resume"`` when the journal's first line is a complete record, else ``"start"``.
-
-    For a ``jsonl`` journal (``fmt``; docs/subject.md "Journal formats"): when its first line is
-    complete and one JSON value.
-
-    A journal that does not exist, or holds no complete record (the create
-    died before its meta record was acknowledged, or power loss left only
-    zeros), holds nothing acknowledged: the run was never created, so the
-    next leg starts it again (docs/subject.md "Commands", docs/spec.md
-    section 9 on reclaiming a journal with no complete record).
+    """``"resume"`` when the journal's first line is a complete record (of a ``jsonl`` journal, ``fmt``: one
+    complete JSON value; of an opaque store: any bytes in it), else ``"start"``: a journal that does not exist,
+    or holds no complete record, holds nothing acknowledged, so the next leg starts the run again
+    (docs/subject.md "Commands", docs/spec.md section 9 on reclaiming a journal with no complete record).
     """
     if fmt == OPAQUE:  # a store with any bytes in it (the trial asks the agent's reading whether it holds the run)
         return "resume" if any(store_files(journal).values()) else "start"
