@@ -31,7 +31,6 @@ from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
 from harness.runner.leg import LegOutcome, LegPlan, count_user_records, open_mcp, run_leg, start_or_resume
 from harness.runner.starter import LegStarter, state_of
-from harness.runner.drift import drifted_config
 from harness.runner.prelude import Prelude, lay_files
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
@@ -40,8 +39,7 @@ from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED
                                       default_subject, fork_server_enabled, journal_bytes, journal_file, probes_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
-__all__ = ["ReferenceRun", "Runner", "run_id_for", "observe_by_default", "BUDGET_ENDS"]
-
+__all__ = ["ReferenceRun", "Runner", "run_id_for", "observe_by_default", "drifted_config", "BUDGET_ENDS"]
 
 
 def observe_by_default(subject: Subject, environ: dict[str, str] | None = None) -> bool:
@@ -58,6 +56,28 @@ def run_id_for(scenario: Scenario) -> str:
     """The run id used for every trial of ``scenario`` (its name, made a valid run id, at most 64 chars)."""
     rid = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:64]
     return rid if rid[:1].isalnum() else "r" + rid[:63]
+
+
+def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str, system_file: str = "") -> RunConfig:
+    """``cfg`` with the fingerprint fields named in ``drift`` changed (``[workload] drift``; docs/workload.md), so
+    that a fisk-ai-style agent must refuse the resume (docs/spec.md section 7).
+
+    ``model`` gets a ``-drifted`` suffix, ``max_tokens`` and ``max_iterations``
+    one more, ``tools`` the tool file ``tools_file`` (same tools, other
+    descriptions), ``system`` the system prompt file ``system_file`` (the run
+    started with none), ``thinking`` the mode ``adaptive`` (``enabled:2048`` when it
+    started with ``adaptive``).  The fake model server ignores the model name and the
+    system prompt, and the thinking mode only decides whether a request
+    that continues a tool loop must send that turn's thinking block first
+    (as the Messages API does), so a forced resume with drift gives the
+    same conversation.
+    """
+    changes: dict[str, Any] = {"model": cfg.model + "-drifted", "max_tokens": cfg.max_tokens + 1,
+                               "max_iterations": cfg.max_iterations + 1, "tools_file": tools_file,
+                               "system_file": system_file,
+                               "thinking": "enabled:2048" if cfg.thinking == "adaptive" else "adaptive"}
+    named = {"tools_file": "tools", "system_file": "system"}  # (a drift names the others as the field)
+    return replace(cfg, **{f: value for f, value in changes.items() if named.get(f, f) in drift})
 
 
 def _default_tmp_root() -> str | None:
