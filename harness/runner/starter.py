@@ -253,10 +253,8 @@ class LegStarter:
         server = self._server()
         if server is not None:
             proc: Any = server.spawn(args, env, stdin=None, stdout=str(out), stderr=str(err), main=module)
-        else:
-            with open(out, "wb") as fo, open(err, "wb") as fe:
-                proc = subprocess.Popen([self.subject.argv[0], "-m", module, *args], env=env, stdin=subprocess.DEVNULL,
-                                        stdout=fo, stderr=fe, start_new_session=True, close_fds=True)
+        else:  # a fresh interpreter of the subject's, started as a fresh leg is
+            proc = self._start_plain([self.subject.argv[0], "-m", module, *args], env, None, out, err)
         timed_out = not wait_for_exit(proc, timeout_s)
         if timed_out:
             kill_tree(proc)
