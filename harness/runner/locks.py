@@ -1,11 +1,7 @@
-"""Who keeps a lock on a file, as the kernel lists it (``/proc/locks``): how a race's rival is seen to wait.
-
-A race holds one leg paused at a sequence point while a rival leg runs to its end (docs/scenarios.md, family
-``race``).  When the rival enters a lock call that waits (the observer's ``waits`` line: ``flock`` without
-``LOCK_NB``, ``F_SETLKW``) on a file another process keeps an exclusive lock on, that call can only return once
-the keeper lets go, and the keeper (the held leg) is not released before the rival ends: the rival waits for
-good.  :func:`kept_by_others` is the kernel's answer to "is this file locked by someone else", read the moment the
-call is announced; the keeper is paused, so the answer cannot change before the call blocks.
+"""Who keeps a lock on a file, as the kernel lists it (``/proc/locks``): how a race's rival is seen to wait on the
+held leg, which keeps the lock until the rival ends (docs/scenarios.md, family ``race``).  :func:`kept_by_others`
+is read the moment the observer announces a lock call that waits (``flock`` without ``LOCK_NB``, ``F_SETLKW``);
+the keeper is paused, so the answer cannot change before the call blocks.
 """
 
 from __future__ import annotations
