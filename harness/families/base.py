@@ -1,20 +1,11 @@
-"""The ``Family`` protocol: what every fault family gives the campaign (docs/architecture.md "Families").
+"""The ``Family`` protocol: what every fault family gives the campaign (docs/architecture.md "A campaign").
 
-A fault family is data plus an executor, in the manner of Jepsen's nemesis
-packages.  Each family is one package ``harness/families/<name>/`` with:
-
-* ``params.py``: its ``Params`` dataclass, which *is* the schema of its
-  ``[faults]`` keys (:func:`harness.scenario.fields.toml_keys`);
-* a pure generator of what to do (fault schedules, crash states, tail
-  mutations, race steps): :meth:`Family.plan` returns one :class:`Planned`
-  per trial and does no IO;
-* an executor (:meth:`Family.open`) that runs one planned trial with the
-  one leg runner and records what happened as a
-  :class:`harness.history.model.History`.  It judges nothing: the campaign
-  hands every history to :func:`harness.checkers.check_all`.
-
-:mod:`harness.families.registry` lists the families; adding one is a folder
-plus one line there plus a section in docs/scenarios.md.
+A fault family is data plus an executor, in the manner of Jepsen's nemesis packages: one package
+``harness/families/<name>/`` with its ``Params`` (the schema of its ``[faults]`` keys,
+:func:`harness.scenario.fields.toml_keys`), a pure plan (:meth:`Family.plan`: one :class:`Planned` per trial, no
+IO) and an executor (:meth:`Family.open`) that runs a planned trial through the one leg runner and records a
+:class:`harness.history.model.History`, judging nothing (the campaign hands it to
+:func:`harness.checkers.check_all`).  Adding a family: docs/architecture.md "Where does it go?".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""The one leg runner: every agent process of a trial runs through it (its process started by
-:class:`harness.runner.starter.LegStarter`).
-
-A *leg* is one agent process of a trial (leg 0 starts the run, later legs
-resume it; docs/subject.md).  Every family starts its legs here: the
-signals family's and the race family's trials (:mod:`harness.runner.trial`),
-and the power-loss and tail recovery legs.
-:func:`run_leg` starts one leg (forked from the subject's fork server, or a
-fresh process in a new session), applies the leg's fault (:func:`drive`),
-waits, kills and reaps its whole tree (:mod:`harness.runner.process`) and
-records the leg as a :class:`harness.history.model.Leg`: times, exit,
-fault, the journal's bytes after it, its IO-seam trace and its output.
-
-Two decisions every family shares live here too, so they cannot disagree:
-whether a leg starts or resumes the run (:func:`start_or_resume`) and how
-many chat follow-ups the journal already holds (:func:`count_user_records`).
+"""The one leg runner: every agent process of a trial runs through it (:func:`run_leg`, every family's legs; the
+process started by :class:`harness.runner.starter.LegStarter`): the leg's fault applied (:func:`drive`), its whole
+tree waited for, killed and reaped (:mod:`harness.runner.process`), the leg recorded as a
+:class:`harness.history.model.Leg` (docs/history.md).  Two decisions every family shares live here too, so they
+cannot disagree: whether a leg starts or resumes the run (:func:`start_or_resume`) and how many chat follow-ups
+the journal already holds (:func:`count_user_records`).
 """
 
 from __future__ import annotations
@@ -79,16 +69,10 @@ def suspend_outcome(leg: Leg) -> None:
 
 
 def start_or_resume(journal: bytes | None, fmt: str = FISK_AI_V2) -> str:
-    """``"resume"`` when the journal's first line is a complete record, else ``"start"``.
-
-    For a ``jsonl`` journal (``fmt``; docs/subject.md "Journal formats"): when its first line is
-    complete and one JSON value.
-
-    A journal that does not exist, or holds no complete record (the create
-    died before its meta record was acknowledged, or power loss left only
-    zeros), holds nothing acknowledged: the run was never created, so the
-    next leg starts it again (docs/subject.md "Commands", docs/spec.md
-    section 9 on reclaiming a journal with no complete record).
+    """``"resume"`` when the journal's first line is a complete record (of a ``jsonl`` journal, ``fmt``: one
+    complete JSON value; of an opaque store: any bytes in it), else ``"start"``: a journal that does not exist,
+    or holds no complete record, holds nothing acknowledged, so the next leg starts the run again
+    (docs/subject.md "Commands", docs/spec.md section 9 on reclaiming a journal with no complete record).
     """
     if fmt == OPAQUE:  # a store with any bytes in it (the trial asks the agent's reading whether it holds the run)
         return "resume" if any(store_files(journal).values()) else "start"
@@ -242,14 +226,11 @@ def drive(proc: Any, spec: dict[str, Any], *, t0: float, timeout: float) -> LegO
     rc = proc.returncode
     if kind == "kill" and injected and rc != -signal.SIGKILL:  # it had ended by itself: the kill hit no live leg
         injected, fault_t = False, None
-    if rc is not None and rc < 0:
-        if kind == "kill" and "event" in spec and -rc == signal.SIGKILL:
-            injected = True
-        return LegOutcome(returncode=None, exit_signal=signal_name(-rc), injected=injected, timed_out=timed_out,
-                          fault_t=fault_t,
-                          t_end=t_end)
-    return LegOutcome(returncode=rc, exit_signal=None, injected=injected, timed_out=timed_out, t_end=t_end,
-                      fault_t=fault_t)
+    killed = rc is not None and rc < 0
+    if killed and kind == "kill" and "event" in spec and -rc == signal.SIGKILL:
+        injected = True
+    return LegOutcome(returncode=None if killed else rc, exit_signal=signal_name(-rc) if killed else None,
+                      injected=injected, timed_out=timed_out, t_end=t_end, fault_t=fault_t)
 
 
 @dataclass

@@ -1,11 +1,7 @@
-"""Who keeps a lock on a file, as the kernel lists it (``/proc/locks``): how a race's rival is seen to wait.
-
-A race holds one leg paused at a sequence point while a rival leg runs to its end (docs/scenarios.md, family
-``race``).  When the rival enters a lock call that waits (the observer's ``waits`` line: ``flock`` without
-``LOCK_NB``, ``F_SETLKW``) on a file another process keeps an exclusive lock on, that call can only return once
-the keeper lets go, and the keeper (the held leg) is not released before the rival ends: the rival waits for
-good.  :func:`kept_by_others` is the kernel's answer to "is this file locked by someone else", read the moment the
-call is announced; the keeper is paused, so the answer cannot change before the call blocks.
+"""Who keeps a lock on a file, as the kernel lists it (``/proc/locks``): how a race's rival is seen to wait on the
+held leg, which keeps the lock until the rival ends (docs/scenarios.md, family ``race``).  :func:`kept_by_others`
+is read the moment the observer announces a lock call that waits (``flock`` without ``LOCK_NB``, ``F_SETLKW``);
+the keeper is paused, so the answer cannot change before the call blocks.
 """
 
 from __future__ import annotations
@@ -14,6 +10,8 @@ import os
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from harness.observer.errors import ControlError
 
@@ -51,22 +49,11 @@ def kept_by_others(path: str, op: str, own: set[int], locks: str | None = None) 
 
 
 def process_tree(root: int) -> set[int]:
-    """``root`` and every live process descended from it (read from ``/proc/PID/stat``); raises nothing."""
-    parent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree, grew = {root}, True
-    while grew:
-        more = {pid for pid, ppid in parent.items() if ppid in tree} - tree
-        grew = bool(more)
-        tree |= more
-    return tree
+    """``root`` and every live process descended from it (:mod:`psutil`, from ``/proc``); raises nothing."""
+    try:
+        return {root} | {p.pid for p in psutil.Process(root).children(recursive=True)}
+    except psutil.Error:  # root is gone: its children were reparented, none is its any more
+        return {root}
 
 
 def waits_on_kept_lock(proc: Any, timeout: float) -> dict[str, Any] | None:

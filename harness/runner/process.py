@@ -10,6 +10,7 @@ import os
 import select
 import signal
 import subprocess
+from contextlib import suppress
 
 import psutil
 
@@ -25,12 +26,10 @@ def enable_subreaper() -> bool:
     global _subreaper
     if _subreaper:
         return True
-    try:
+    with suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(36, 1, 0, 0, 0) == 0:  # PR_SET_CHILD_SUBREAPER
             _subreaper = True
-    except (OSError, AttributeError):
-        pass
     return _subreaper
 
 
@@ -86,10 +85,8 @@ def _reap(pids: list[int], timeout: float = 5.0) -> None:
         try:
             os.waitpid(pid, 0)
         except ChildProcessError:
-            try:
+            with suppress(psutil.NoSuchProcess):
                 others.append(psutil.Process(pid))
-            except psutil.NoSuchProcess:
-                pass
     if others:
         psutil.wait_procs(others, timeout=timeout)
 
@@ -103,11 +100,9 @@ def reap_group(pgid: int) -> list[int]:
         return []
     found = []
     for child in psutil.Process().children(recursive=True):
-        try:
+        with suppress(ProcessLookupError, psutil.NoSuchProcess):
             if os.getpgid(child.pid) == pgid:
                 found.append(child.pid)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            pass
     _reap(found)
     return found
 
@@ -125,11 +120,9 @@ def _sigkill_all(procs: list[psutil.Process]) -> list[int]:
     """SIGKILL each of ``procs`` in order; returns the pids signalled (the ones gone already are skipped)."""
     killed = []
     for p in procs:
-        try:
+        with suppress(psutil.NoSuchProcess):
             p.send_signal(signal.SIGKILL)
             killed.append(p.pid)
-        except psutil.NoSuchProcess:
-            pass
     return killed
 
 

@@ -46,17 +46,12 @@ def state_of(workdir: Path, roots: tuple[str, ...], slug: str = "") -> tuple[tup
 class LegStarter:
     """Starts a subject's agent processes: under the outside observer, forked from a fork server, or fresh.
 
-    ``subject``: the agent; ``observe``: every leg runs under the outside
-    observer (:mod:`harness.observer`, docs/observer.md), which records its
-    durability operations and injects event faults from outside, for any
-    subject; ``fork_server``: the subject allows forking from a pre-imported
-    interpreter, one that every thread's legs are forked from (the imports paid once;
-    :class:`harness.subject.forkserver.ForkServer`;
-    see :func:`harness.subject.contract.fork_server_enabled`): legs are forked
-    (an observed one with the tracer attached to it, ``fiskj-observe --attach``),
-    and so are the subject's readings and helper modules (never observed, no
-    fault), each the same code a fresh process would run.
-    Thread-safe; :meth:`close` stops the fork server it started.
+    ``subject``: the agent; ``observe``: every leg runs under the outside observer (docs/observer.md), which
+    records its durability operations and injects event faults from outside; ``fork_server``: legs, readings and
+    helper modules (those never observed, no fault) are forked from the subject's one pre-imported fork server, an
+    observed leg with the tracer attached to it (:class:`harness.subject.forkserver.ForkServer`, docs/subject.md
+    "Fork servers"; :func:`harness.subject.contract.fork_server_enabled`), each the same code a fresh process
+    would run.  Thread-safe; :meth:`close` stops the fork server it started.
     """
 
     def __init__(self, subject: Subject, fork_server: bool, observe: bool = False) -> None:
@@ -258,10 +253,8 @@ class LegStarter:
         server = self._server()
         if server is not None:
             proc: Any = server.spawn(args, env, stdin=None, stdout=str(out), stderr=str(err), main=module)
-        else:
-            with open(out, "wb") as fo, open(err, "wb") as fe:
-                proc = subprocess.Popen([self.subject.argv[0], "-m", module, *args], env=env, stdin=subprocess.DEVNULL,
-                                        stdout=fo, stderr=fe, start_new_session=True, close_fds=True)
+        else:  # a fresh interpreter of the subject's, started as a fresh leg is
+            proc = self._start_plain([self.subject.argv[0], "-m", module, *args], env, None, out, err)
         timed_out = not wait_for_exit(proc, timeout_s)
         if timed_out:
             kill_tree(proc)

@@ -1,28 +1,13 @@
 """The runner role: run one trial (legs of an agent under a fault schedule) and record its history.
 
-:class:`Runner` wires the roles and judges nothing.  One trial:
-
-1. a temporary directory (always removed, also on error) holds the XDG
-   state home (the run store), the effects ledger, the tools file and the
-   per-leg IO-seam traces and outputs;
-2. a session on the runner's one :class:`harness.workload.server.ModelServer`
-   (started once, shared by all trials and threads) serves the script;
-3. leg 0 starts the run (``run --checkpoint --name ID``); each later leg
-   resumes it (``run --resume ID``), or starts it again when no journal
-   exists yet or it holds no complete line (the first leg died before
-   its create was acknowledged); legs run until the
-   run completes, a leg ends in error with no fault injected, the leg
-   budget is spent or the trial times out (the hung agent is killed and
-   the leg marked ``timed_out``);
-4. after each leg: a copy of the journal bytes and the leg's IO-seam trace
-   (``FISKJ_IOSEAM_TRACE`` is always set, so the checkers can see which
-   writes were acknowledged);
-5. at the end: the effects ledger, the model calls, and the fold of the
-   final journal (``final_state`` = ``RunState.to_json()``, or
-   ``final_error`` when the fold fails).
-
-The reference run of a scenario is the same procedure under the no-op
-nemesis; :meth:`Runner.reference` caches it per (scenario workload, subject).
+:class:`Runner` wires the roles and judges nothing.  A trial runs in its own temporary directory (docs/subject.md
+"Trial directories", removed also on error) against a session of the runner's one
+:class:`harness.workload.server.ModelServer`: leg 0 starts the run, each later leg resumes it or, when its journal
+holds no complete line, starts it again (docs/subject.md "Commands"), until the run ends as its workload says, a
+leg ends in error with no fault injected, the leg budget is spent or the trial times out (the hung leg killed,
+``timed_out``).  What the history holds after each leg and at the end: docs/history.md.  The reference run of a
+scenario is the same procedure under the no-op nemesis; :meth:`Runner.reference` caches it per (scenario
+workload, subject).
 """
 
 from __future__ import annotations
@@ -46,7 +31,6 @@ from harness.history.timeline import Timeline, leg_timeline
 from harness.history.readers import fold_journal, parse_reading, read_ledger, read_probes
 from harness.runner.leg import LegOutcome, LegPlan, count_user_records, open_mcp, run_leg, start_or_resume
 from harness.runner.starter import LegStarter, state_of
-from harness.runner.drift import drifted_config
 from harness.runner.prelude import Prelude, lay_files
 from harness.runner.process import enable_subreaper
 from harness.scenario.model import Scenario
@@ -55,8 +39,7 @@ from harness.subject.contract import (EXIT_COMPLETED, EXIT_ERROR, EXIT_SUSPENDED
                                       default_subject, fork_server_enabled, journal_bytes, journal_file, probes_path)
 from harness.workload.build import Workload, build_workload, write_tools_file
 
-__all__ = ["ReferenceRun", "Runner", "run_id_for", "observe_by_default", "BUDGET_ENDS"]
-
+__all__ = ["ReferenceRun", "Runner", "run_id_for", "observe_by_default", "drifted_config", "BUDGET_ENDS"]
 
 
 def observe_by_default(subject: Subject, environ: dict[str, str] | None = None) -> bool:
@@ -73,6 +56,28 @@ def run_id_for(scenario: Scenario) -> str:
     """The run id used for every trial of ``scenario`` (its name, made a valid run id, at most 64 chars)."""
     rid = re.sub(r"[^A-Za-z0-9_-]", "-", scenario.name)[:64]
     return rid if rid[:1].isalnum() else "r" + rid[:63]
+
+
+def drifted_config(cfg: RunConfig, drift: tuple[str, ...], tools_file: str, system_file: str = "") -> RunConfig:
+    """``cfg`` with the fingerprint fields named in ``drift`` changed (``[workload] drift``; docs/workload.md), so
+    that a fisk-ai-style agent must refuse the resume (docs/spec.md section 7).
+
+    ``model`` gets a ``-drifted`` suffix, ``max_tokens`` and ``max_iterations``
+    one more, ``tools`` the tool file ``tools_file`` (same tools, other
+    descriptions), ``system`` the system prompt file ``system_file`` (the run
+    started with none), ``thinking`` the mode ``adaptive`` (``enabled:2048`` when it
+    started with ``adaptive``).  The fake model server ignores the model name and the
+    system prompt, and the thinking mode only decides whether a request
+    that continues a tool loop must send that turn's thinking block first
+    (as the Messages API does), so a forced resume with drift gives the
+    same conversation.
+    """
+    changes: dict[str, Any] = {"model": cfg.model + "-drifted", "max_tokens": cfg.max_tokens + 1,
+                               "max_iterations": cfg.max_iterations + 1, "tools_file": tools_file,
+                               "system_file": system_file,
+                               "thinking": "enabled:2048" if cfg.thinking == "adaptive" else "adaptive"}
+    named = {"tools_file": "tools", "system_file": "system"}  # (a drift names the others as the field)
+    return replace(cfg, **{f: value for f, value in changes.items() if named.get(f, f) in drift})
 
 
 def _default_tmp_root() -> str | None:
@@ -103,22 +108,16 @@ class ReferenceRun:
 class Runner:
     """Runs trials of one subject; thread-safe (one instance serves a whole campaign).
 
-    ``subject``: the agent under test (default: the reference
-    ``python -m fiskj``); ``server``: a started :class:`ModelServer` to
-    share (default: one owned and started lazily by this runner);
-    ``tmp_root``: where trial directories go (default ``$FISKJ_HARNESS_TMP``,
-    else ``/dev/shm`` when writable, else the system temp dir: kill and
-    suspend faults do not depend on the disk, and fsync is cheap there); ``keep_dirs``: leave trial directories behind
-    (debugging; also ``FISKJ_HARNESS_KEEP_DIRS=1``, ``--keep-dirs``: each kept one is named in the history's notes); ``observe``: run every leg under the outside observer
-    (docs/observer.md: the history's traces and event faults then come from
-    outside the subject; default :func:`observe_by_default`);
-    ``fork_server``: fork the subject's legs from one pre-imported
-    interpreter that forks every thread's legs side by side
-    (:class:`harness.subject.forkserver.ForkServer`;
-    default: when :func:`harness.subject.contract.fork_server_enabled`);
-    ``readings``: after every leg, ask the subject's own reading of the
-    journal when it gives a status command (:meth:`Subject.status_argv`;
-    judged by I10).  Use as a context manager or call :meth:`close`.
+    ``subject``: the agent under test (default: the reference ``python -m fiskj``); ``server``: a started
+    :class:`ModelServer` to share (default: one owned and started lazily by this runner); ``tmp_root``: where
+    trial directories go (default ``$FISKJ_HARNESS_TMP``, else ``/dev/shm`` when writable, else the system temp
+    dir: docs/subject.md "Trial directories"); ``keep_dirs``: leave trial directories behind, each named in the
+    history's notes (debugging; also ``FISKJ_HARNESS_KEEP_DIRS=1``, ``--keep-dirs``); ``observe``: run every leg
+    under the outside observer (docs/observer.md; default :func:`observe_by_default`); ``fork_server``: fork the
+    legs from one pre-imported interpreter that forks every thread's legs side by side
+    (:class:`harness.subject.forkserver.ForkServer`; default :func:`harness.subject.contract.fork_server_enabled`);
+    ``readings``: after every leg, ask the subject's own reading of the journal when it gives a status command
+    (:meth:`Subject.status_argv`; judged by I10).  Use as a context manager or call :meth:`close`.
     """
 
     def __init__(self, subject: Subject | None = None, server: ModelServer | None = None, *,
@@ -195,11 +194,8 @@ class Runner:
         """
         key = (scenario.workload, run_id_for(scenario), self.subject.argv)
         with self._lock:
-            ref = self._refs.get(key)
-            if ref is not None:
-                return ref
             lock = self._ref_locks.setdefault(key, threading.Lock())
-        with lock:
+        with lock:  # one run per key: a second thread asking waits for the first, then takes its result
             with self._lock:
                 ref = self._refs.get(key)
             if ref is not None:
@@ -298,14 +294,10 @@ class Runner:
               probe_completed: bool = False, prelude: Prelude | None = None) -> None:
         """Run the legs of one trial into ``history``, then read back its ledger, probes and final journal.
 
-        With ``drift`` (``[workload] drift``), every resume is first a
-        *probe*: the resume command with the drifted configuration and no
-        ``--force``, which must be refused (exit 2; I9 judges it, its fault
-        detail says ``expect: refused``).  The leg after a refused probe
-        resumes with the drifted configuration and ``--force``.  Probes take
-        no fault: the schedule's entries go to the other legs, in order.
-        With ``probe_completed`` (``[check] resume_after_completed``), a run
-        that ended is resumed once more (:meth:`_resume_after_end`).
+        With ``drift`` (``[workload] drift``), every resume is first a *probe* that must be refused, the next leg
+        forced (docs/subject.md "Commands"; I9 judges the probe, its fault detail says ``expect: refused``);
+        probes take no fault: the schedule's entries go to the other legs, in order.  With ``probe_completed``
+        (``[check] resume_after_completed``), a run that ended is resumed once more (:meth:`_resume_after_end`).
         """
         deadline = time.monotonic() + budget
         place = self._place(workload, tmp, token, run_id, drift, prelude.run_uuid if prelude else None)
@@ -423,8 +415,7 @@ class Runner:
                 argv = self.subject.resume_argv(place.drifted, **where)
                 detail: dict[str, Any] = {"drift": list(place.drift), "expect": "refused"}
             elif kind == "resume":
-                argv = self.subject.resume_argv(cfg, force=True, **where) if place.drift \
-                    else self.subject.resume_argv(cfg, **where)
+                argv = self.subject.resume_argv(cfg, force=bool(place.drift), **where)
                 detail = {"drift": list(place.drift), "forced": True} if place.drift else {}
             else:
                 argv = self.subject.start_argv(place.cfg, **where)

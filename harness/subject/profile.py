@@ -1,14 +1,8 @@
 """Subject profiles: a TOML file that says how to run a real agent under the harness, without a wrapper.
 
-docs/subject.md "Subject profiles" is the reference: every table and key (``name``, ``command``, ``home``,
-``chat``, ``cwd``, ``[env]``, ``[files]``, ``[mcp]``, ``[commands]``, ``[exit]``, ``[journal]``, ``[reading]``,
-``[not_applicable]``, ``[promises]``, ``[fork_server]``),
-with an example.
-
-Templates use ``{name}`` for :data:`harness.subject.contract.TEMPLATE_VARS`;
-a word that is exactly ``{chat_args}`` or ``{force_args}`` is replaced by
-that list when it applies.  :func:`load_profile` returns a
-:class:`harness.subject.contract.Subject`; every mistake is a
+docs/subject.md "Subject profiles" is the reference: every table and key, the templates (``{name}`` for
+:data:`harness.subject.contract.TEMPLATE_VARS`, a word ``{chat_args}`` or ``{force_args}`` spliced when it applies)
+and an example.  :func:`load_profile` returns a :class:`harness.subject.contract.Subject`; every mistake is a
 :class:`harness.errors.ProfileError` naming the file, line and key.
 """
 
@@ -16,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import string
 import subprocess
 import sys
@@ -50,7 +43,6 @@ _READING = {"command", "format", "status", "pending", "records", "tool_results",
 _READING_FIELDS = {FISK_AI_V2: ("status", "pending", "records"), OPAQUE: ("status", "tool_results", "answer")}
 _SPLICED = {"{chat_args}", "{force_args}", "{system_args}", "{thinking_args}"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def is_profile_path(value: str) -> bool:
@@ -66,24 +58,16 @@ def resolve_subject(command: str | Sequence[str] | None) -> Subject:
     Raises :class:`ProfileError` for a bad profile, ``ValueError`` for a bad command, a folder (naming the profiles
     in it) or a module its legs' folder shadows (:func:`module_shadowed`).
     """
-    if not command:
-        return parse_subject(command)
-    words = shlex.split(command) if isinstance(command, str) else list(command)
-    env = []
-    while words and _ASSIGNMENT.match(words[0]):
-        name, _, value = words.pop(0).partition("=")
-        env.append((name, value))
-    if len(words) == 1 and os.path.isdir(words[0]):  # a subject's folder: its profile is a file in it
-        inside = sorted(p.name for p in Path(words[0]).glob("*.toml"))
-        raise ValueError(f"{words[0]} is a folder; --subject takes a profile file" + (
-            f" (in it: {', '.join(inside)}; e.g. {os.path.join(words[0], min(inside, key=lambda n: n != 'profile.toml'))})"
-            if inside else
-            " (PROFILE.toml) or a command"))
-    if len(words) == 1 and is_profile_path(words[0]):
-        subject = load_profile(words[0])
-        subject = replace(subject, extra_env=tuple(subject.extra_env) + tuple(env)) if env else subject
-    else:
-        subject = parse_subject(command)
+    subject = parse_subject(command)
+    if len(subject.argv) == 1 and os.path.isdir(subject.argv[0]):  # a subject's folder: its profile is a file in it
+        folder = subject.argv[0]
+        inside = sorted(p.name for p in Path(folder).glob("*.toml"))
+        raise ValueError(f"{folder} is a folder; --subject takes a profile file" + (
+            f" (in it: {', '.join(inside)}; e.g. {os.path.join(folder, min(inside, key=lambda n: n != 'profile.toml'))})"
+            if inside else " (PROFILE.toml) or a command"))
+    if len(subject.argv) == 1 and is_profile_path(subject.argv[0]):
+        profile = load_profile(subject.argv[0])
+        subject = replace(profile, extra_env=profile.extra_env + subject.extra_env) if subject.extra_env else profile
     shadow = module_shadowed(subject)
     if shadow:
         raise ValueError(shadow)
@@ -180,9 +164,8 @@ def parse_profile(text: str, path: str) -> Subject:
                    journal_format=fmt, home=home, chat=chat, server_tools=server_tools, status_args=status_args,
                    status_fields=status_fields, reading_format=reading_format, not_applicable=_not_applicable(src),
                    files=files, name=name, profile=path, about=src.doc.get("about", ""), error_stdout=error_stdout,
-                   promises=_promises(src), cwd=_cwd(src), jetstream=_jetstream(src), time_scale=_time_scale(src),
-                   jetstream_storage=_jetstream_storage(src), fork_server=_fork_server(src, argv),
-                   **mcp)
+                   promises=_promises(src), cwd=_cwd(src), **_jetstream(src), time_scale=_time_scale(src),
+                   fork_server=_fork_server(src, argv), **mcp)
 
 
 class _ProfileText:
@@ -482,27 +465,22 @@ def _promises(src: _ProfileText) -> Promises:
     return Promises(**out)
 
 
-def _jetstream(src: _ProfileText) -> tuple[int, str] | None:
+def _jetstream(src: _ProfileText) -> dict[str, Any]:
     """``[jetstream]``: the agent's store is a JetStream server each trial starts (docs/jetstream.md "Server
-    faults"): ``replicas`` 1 or 3, ``sync_interval`` ``"default"`` or ``"always"``, ``storage`` ``"file"`` or
-    ``"memory"`` (:func:`_jetstream_storage`); its commands name ``{store_url}``."""
+    faults"): the :class:`Subject` fields ``jetstream`` (``replicas`` 1 or 3, ``sync_interval`` ``"default"`` or
+    ``"always"``; ``None`` without the table) and ``jetstream_storage`` (``"file"``, the default, or ``"memory"``,
+    refused before any trial: the jetstream family's ``unsupported``); its commands name ``{store_url}``."""
     if "jetstream" not in src.doc:
-        return None
+        return {}
     doc = src.table("jetstream", {"replicas", "sync_interval", "storage"})
-    replicas, sync = doc.get("replicas", 1), doc.get("sync_interval", "default")
+    replicas, sync, storage = doc.get("replicas", 1), doc.get("sync_interval", "default"), doc.get("storage", "file")
     if replicas not in (1, 3):
         raise src.fail("jetstream", "replicas", f"expected 1 or 3, got {replicas!r}")
     if sync not in ("default", "always"):
         raise src.fail("jetstream", "sync_interval", f"expected \"default\" or \"always\", got {sync!r}")
-    if doc.get("storage", "file") not in ("file", "memory"):
-        raise src.fail("jetstream", "storage", f"expected \"file\" or \"memory\", got {doc['storage']!r}")
-    return replicas, sync
-
-
-def _jetstream_storage(src: _ProfileText) -> str:
-    """``[jetstream] storage``: ``"file"`` (default) or ``"memory"``, the stream's storage a trial would make
-    (a memory stream is refused before any trial: the jetstream family's ``unsupported``)."""
-    return str((src.doc.get("jetstream") or {}).get("storage", "file"))
+    if storage not in ("file", "memory"):
+        raise src.fail("jetstream", "storage", f"expected \"file\" or \"memory\", got {storage!r}")
+    return {"jetstream": (replicas, sync), "jetstream_storage": storage}
 
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")

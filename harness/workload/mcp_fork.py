@@ -1,15 +1,8 @@
-"""The MCP fork server: our stdio MCP server forked, per agent start, from one pre-imported interpreter.
-
-Starting :mod:`harness.workload.mcp_server` costs about two seconds of CPU (the official ``mcp`` SDK's
-imports), once per leg of every agent that takes its tools over stdio MCP.  Instead the harness runs one
-fork server per process (:func:`fork_server`, started on first use, ended with the process or by
-:meth:`McpForkServer.close`): the legs' fork server loop (:func:`harness.subject.forkserver_main.serve`) with a
-server as its child.  An agent's configuration names the launcher (:mod:`harness.workload.mcp_launch`, a few
-milliseconds): it passes its standard streams over the fork server's Unix socket, the fork server forks a
-server that serves on them (:func:`mcp_server.serve_forked`) and tells the launcher its exit status.  Each leg
-has a ticket (:meth:`McpForkServer.ticket`, the loop's tag): :meth:`McpForkServer.end` returns once every server
-of that ticket has ended, so no line of a leg is written after the harness moved past it.  docs/subject.md
-"Tools over MCP" says what the observer sees.
+"""The MCP fork server: our stdio MCP server forked, per agent start, from one pre-imported interpreter per
+process (:func:`fork_server`: the legs' fork server loop, :func:`harness.subject.forkserver_main.serve`, with a
+server as its child).  Why, the launcher it serves (:mod:`harness.workload.mcp_launch`), each leg's ticket
+(:meth:`McpForkServer.ticket`; :meth:`McpForkServer.end` returns once its servers ended) and what the observer
+sees: docs/subject.md "The MCP fork server".
 
 Run as ``python -I -m harness.workload.mcp_fork SOCKET`` by :meth:`McpForkServer.start` only.
 """

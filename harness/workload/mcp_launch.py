@@ -1,21 +1,12 @@
-"""The stdio command an agent runs for our MCP server: a tiny launcher that hands its stdin, stdout and stderr to
-a server forked from the harness's pre-imported MCP fork server (:mod:`harness.workload.mcp_fork`).
+"""The stdio command an agent runs for our MCP server (docs/subject.md "The MCP fork server").
 
-Run by path with the standard library only (``python -I -S mcp_launch.py SOCKET TICKET SERVER-ARGS...``): it
-starts in a few milliseconds where the server's own start (the ``mcp`` SDK's imports) takes about two seconds
-of CPU.  It connects to the fork server's Unix socket ``SOCKET``, asks for a fork tagged ``TICKET`` (the leg's)
-with the server's arguments and its three standard descriptors (``SCM_RIGHTS``), puts ``/dev/null`` in their
-place, then stays the agent's child for the server's life:
-
-* before each ledger line the server asks it (``?``) and writes the line only on its answer (``!``, one
-  ``write`` call): a launcher that is killed, or stopped, or held by the outside observer once a kill is due,
-  lets no line be written (docs/subject.md "Tools over MCP");
-* when the server ends the fork server sends ``x`` and the server's exit code (after ``p`` and its pid, unused),
-  and the launcher ends the same way (killed by the same signal), so the agent sees its child end when the
-  server does.
-
-Exit 1 with a message on stderr when no fork server answers at ``SOCKET`` (the campaign that wrote the
-configuration has ended), 2 for a bad command line.
+A launcher, standard library only (``python -I -S mcp_launch.py SOCKET TICKET SERVER-ARGS...``), that hands its
+stdin, stdout and stderr (``SCM_RIGHTS``) to a server the fork server at ``SOCKET`` forks for ticket ``TICKET``
+(:mod:`harness.workload.mcp_fork`), puts ``/dev/null`` in their place and stays the agent's child for the
+server's life: before each ledger line the server asks it (``?``) and writes the line only on its answer (``!``,
+one ``write`` call); on ``x`` and the server's exit code (after ``p`` and its pid, unused) it ends the same way
+(killed by the same signal).  Exit 1 with a message on stderr when no fork server answers at ``SOCKET`` (the
+campaign that wrote the configuration has ended), 2 for a bad command line.
 """
 
 import json

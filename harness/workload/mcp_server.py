@@ -1,22 +1,10 @@
 """The workload's tools over MCP: an MCP server in front of the effects ledger (the official ``mcp`` SDK).
 
-An agent that takes its tools from MCP servers (Claude Code shows them as
-``mcp__<server>__<tool>``) cannot run the command-line ledger tool; this
-server gives it the same tools (:mod:`harness.workload.tools`) with the same
-effect and answer as :mod:`harness.workload.ledger_tool` (its docstring is
-the contract), the ledger line made by the same function
-(:func:`harness.workload.ledger_tool.append_entry`) before the call sleeps
-and answers.  Its command line, transports (``stdio``, ``http``), the
-ledger line's ``tool_use_id`` (the argument, else :data:`AGENT_ID_KEYS` in
-``_meta``) and its answers and MCP errors are specified in docs/subject.md
-"Tools over MCP".
-
-An agent's stdio server is forked from the harness's pre-imported fork server
-(:mod:`harness.workload.mcp_fork`, :func:`serve_forked`) behind a launcher in
-the agent's process tree (:mod:`harness.workload.mcp_launch`) whose answer
-each ledger line waits for (:class:`Gate`); ``python -I -m
-harness.workload.mcp_server`` runs it on its own (the HTTP server, a server
-started by hand).
+The same tools (:mod:`harness.workload.tools`), effect and answer as :mod:`harness.workload.ledger_tool` (its
+docstring is the contract; each line made by :func:`harness.workload.ledger_tool.append_entry`).  Its command
+line, transports, a line's ``tool_use_id`` (:data:`AGENT_ID_KEYS`), its answers and MCP errors, and an agent's
+stdio server forked behind a launcher (:func:`serve_forked`, :class:`Gate`): docs/subject.md "Tools over MCP"
+and "The MCP fork server".
 """
 
 from __future__ import annotations

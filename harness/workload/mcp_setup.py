@@ -1,17 +1,10 @@
-"""Giving an agent the workload's tools over MCP: its MCP configuration for a leg, and the HTTP server.
+"""Giving an agent the workload's tools over MCP: its MCP configuration for a leg, and the HTTP server (both
+transports and both forms of the configuration: docs/subject.md "Tools over MCP").
 
-An agent that takes tools from MCP servers is given ours (:mod:`harness.workload.mcp_server`) by the
-:class:`McpSpec`'s ``transport``: ``stdio``, the agent starts it from its configuration (the launcher of a
-server forked from this process's pre-imported fork server, :mod:`harness.workload.mcp_fork`), or ``http``,
-the harness starts it for the leg (:func:`server_command`, :class:`HttpMcpServer`).  Either
-way the configuration is rendered before each leg as the ``mcpServers`` JSON Claude Code reads from
-``--mcp-config FILE`` (:func:`mcp_config`); both forms are in docs/subject.md "Tools over MCP".
-
-The runner's one call per leg is :func:`open_leg` (write the file, start the
-HTTP server when there is one; close it after the leg: the HTTP server stopped,
-the leg's forked stdio servers ended).  How the agent shows
-the tools to the model is the spec's ``tool_name`` template
-(:meth:`McpSpec.tool_template`, for :func:`harness.workload.build.build_workload`).
+The runner's one call per leg is :func:`open_leg` (write the file, start the HTTP server when there is one;
+close it after the leg: the HTTP server stopped, the leg's forked stdio servers ended).  How the agent shows the
+tools to the model is the spec's ``tool_name`` template (:meth:`McpSpec.tool_template`, for
+:func:`harness.workload.build.build_workload`).
 """
 
 from __future__ import annotations
@@ -78,20 +71,16 @@ class McpSpec:
         return [shown_name(self.tool_template(), tool) for tool in TOOL_NAMES]
 
 
-def _interpreter() -> str:
-    # The interpreter of this environment (its venv: the server needs the `mcp` package), not its realpath.
-    return sys.executable
-
-
 def server_command(ledger: str | os.PathLike[str], leg: int, *, transport: str = "stdio", drifted: bool = False,
                    interpreter: str | None = None) -> list[str]:
     """The argv that runs our MCP server on its own for ``leg``, writing to the effects ledger ``ledger`` (made
     absolute): the HTTP server's (an agent's stdio configuration names the fork server's launcher instead,
     :func:`mcp_config`).
 
-    ``python -I``: neither the caller's working directory nor its environment changes what runs.
+    ``python -I``: neither the caller's working directory nor its environment changes what runs; ``interpreter``
+    default: this environment's (its venv: the server needs the ``mcp`` package), not its realpath.
     """
-    cmd = [interpreter or _interpreter(), "-I", "-m", MODULE, "--ledger", os.path.abspath(ledger), "--leg", str(leg)]
+    cmd = [interpreter or sys.executable, "-I", "-m", MODULE, "--ledger", os.path.abspath(ledger), "--leg", str(leg)]
     if transport != "stdio":
         cmd += ["--transport", transport]
     if drifted:

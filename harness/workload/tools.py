@@ -6,13 +6,8 @@ tool definitions (:func:`harness.workload.build.tool_definitions`, fiskj's
 Each tool records one effect in the effects ledger and answers
 (:mod:`harness.workload.ledger_tool`, whose docstring is the contract).
 
-The model may see a tool under another name than the plain one: an agent
-that serves MCP tools shows them with a prefix (Claude Code:
-``mcp__<server>__<tool>``).  A *tool name template* says how
-(:func:`check_template`, :func:`shown_name`); the fake model's scripted
-tool_use blocks use the shown name (:class:`harness.workload.script.Script`
-``tool_name``), while the ledger, the history and the checkers keep the
-plain name and the tool_use id.
+The names the model sees (a *tool name template*, :func:`check_template`, :func:`shown_name`; the fake model's
+``tool_name``): docs/subject.md "Tools over MCP".
 """
 
 from __future__ import annotations

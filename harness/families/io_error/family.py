@@ -1,18 +1,10 @@
 """The io_error family: a write or fsync of the journal (of an opaque store: of any file below it) fails (EIO,
-ENOSPC, a short write), then the run is resumed.
+ENOSPC, a short write), then the run is resumed (docs/scenarios.md, family ``io_error``: the fault's source and
+what I4 judges).
 
-Field cases of swallowed write and fsync errors: the engine must not
-acknowledge what failed (no retry of an fsync that then claims success, no
-append past a hole), and the journal must stay readable; resumed to the
-end, the run equals the uninterrupted one.  Plan (pure): one trial per
-journal write or fsync of the reference run (capped and spread evenly) and
-per error, deterministic; each names its call
-(``[{"kind": "io_error", "action": "eio", "event": K, "op": "fsync"}]``: the
-K-th fsync of the leg fails).  Executor: the legs of
-:meth:`harness.runner.trial.Runner.run_trial`; the fault comes from the IO
-seam of a fiskj-based subject, else from the outside observer (counted over
-every process and thread).  I4 judges the failed call (docs/spec.md
-section 9; :mod:`harness.checkers.i4_acknowledged`).
+Plan (pure): one trial per journal write or fsync of the reference run (capped and spread evenly) and per error,
+deterministic; each names its call (``[{"kind": "io_error", "action": "eio", "event": K, "op": "fsync"}]``: the
+K-th fsync of the leg fails).  Executor: the legs of :meth:`harness.runner.trial.Runner.run_trial`.
 """
 
 from __future__ import annotations
@@ -64,9 +56,8 @@ class IoErrorFamily(FamilyBase):
     Params = Params
     resumes = True
 
-    def check_schedule(self, schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
-        return validate_schedule(schedule)
+    #: A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault.
+    check_schedule = staticmethod(validate_schedule)
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         return self.params(scenario).max_points > 0 or scenario.faults.schedule is not None

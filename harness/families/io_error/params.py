@@ -15,13 +15,7 @@ MODES = ("io_error",)
 
 @dataclass(frozen=True)
 class Params:
-    """The io_error keys (defaults when absent).
-
-    ``ops``: which calls on the journal fail (``write``, ``fsync``);
-    ``errors``: how (``eio``, ``enospc``, ``short-write``; a short write
-    applies to writes only); ``max_points``: a cap on the calls hit (0: the
-    trial count), spread evenly over the run.
-    """
+    """The io_error keys (defaults when absent): docs/scenarios.md "[faults]"."""
 
     ops: tuple[str, ...] = field(default=IO_ERROR_OPS, metadata=key(list_of(IO_ERROR_OPS, nonempty=True)))
     errors: tuple[str, ...] = field(default=("eio", "enospc"), metadata=key(list_of(IO_ERRORS, nonempty=True)))

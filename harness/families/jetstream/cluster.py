@@ -1,16 +1,23 @@
-"""The stream the jetstream family's trials make, and who leads it (issue 28; docs/jetstream.md): shared by the
-family's executor and its fault modules (:mod:`harness.families.jetstream.damage`, ``writers``)."""
+"""The stream the jetstream family's trials make, who leads it, and a run resumed after its fault (issue 28;
+docs/jetstream.md): shared by the family's executor and its fault modules (:mod:`harness.families.jetstream.damage`,
+``writers``)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from fiskj.jetstream import NatsClient
 
 from harness.errors import SetupError
+from harness.history.model import Fault, History
+from harness.runner.faults import NOOP
+from harness.runner.prelude import Prelude
+from harness.runner.trial import Runner
+from harness.scenario.model import Scenario
 from harness.subject.nats_server import NatsServer, stream_leader
 
-__all__ = ["STREAM", "ACK_WAIT_S", "current_leader", "make_leader", "store_url"]
+__all__ = ["STREAM", "ACK_WAIT_S", "current_leader", "make_leader", "store_url", "resumed"]
 
 #: The stream every trial of the family makes (the store's name in ``{store_url}``).
 STREAM = "FISKJ"
@@ -48,3 +55,12 @@ def make_leader(nodes: list[NatsServer], name: str) -> None:
         finally:
             client.close()
     raise SetupError(f"server {name} did not become the leader of stream {STREAM}")
+
+
+def resumed(scenario: Scenario, runner: Runner, history: History, fault: Fault, seed: int) -> History:
+    """A trial of ``scenario`` whose leg 0 is ``history``'s with ``fault`` on it (a :class:`Prelude` with no files:
+    the run's store is on its servers), resumed to its end by ``runner``."""
+    prelude = Prelude(files={}, dirs=[], old_home=history.options.get("trial_dir", ""), slug="",
+                      run_uuid=history.options.get("run_uuid", ""), leg=replace(history.legs[0], fault=fault),
+                      calls=list(history.model_calls), effects=list(history.effects))
+    return runner.run_trial(scenario, seed, NOOP, prelude=prelude)

@@ -1,19 +1,10 @@
-"""Damage to one replica's stream block files (the jetstream family's ``fault = "damage"``; docs/jetstream.md).
+"""Damage to one replica's stream block files (the jetstream family's ``fault = "damage"``, after Jepsen's NATS
+2.12.1 analysis): the trial, its points and a block file's record layout are docs/jetstream.md "Server faults".
 
-Jepsen's NATS 2.12.1 analysis found that a minority of replicas whose block files were truncated or corrupted
-could lose acknowledged writes.  A trial here runs the scenario's workload to its end on a 3-replica stream,
-waits until one follower's block files hold every message the stream's leader reports, SIGKILLs that follower,
-damages its stream's last block file (``<store>/jetstream/$G/streams/FISKJ/msgs/N.blk``, the highest ``N``),
-restarts it, makes it the stream's leader, and resumes the run through the one leg runner (leg 0 the run, with
-the fault on it).  I4 judges every acknowledged record must still be on the stream; I6 that the run ends as the
-uninterrupted one.
-
-The pure part: :func:`records` parses a block file (nats-server's file store: each record is ``rl`` u32 (bit 31:
-it has headers; the low bits its length, checksum included), ``seq`` u64, ``ts`` i64, subject length u16, the
-subject, with headers a u32 length and the headers, the body, an 8-byte checksum; little endian);
-:func:`point` chooses the byte (and bit) a damage point hits from the block's bytes and a seed;
-:func:`damage` returns the damaged bytes.  :data:`POINTS` are the bundled trials: trial ``i`` is
-``POINTS[i % len(POINTS)]``.  The offset depends only on the block file's bytes and the seed, never on timing.
+The pure part: :func:`records` parses a block file (nats-server's file store, little endian); :func:`point`
+chooses the byte (and bit) a damage point hits from the block's bytes and a seed; :func:`damage` returns the
+damaged bytes.  Trial ``i`` is ``POINTS[i % len(POINTS)]``.  The offset depends only on the block file's bytes
+and the seed, never on timing.
 """
 
 from __future__ import annotations
@@ -31,12 +22,13 @@ from fiskj.jetstream import NatsClient
 from nats.js.errors import NotFoundError
 
 from harness.errors import SetupError
-from harness.families.jetstream.cluster import STREAM, current_leader, make_leader
+from harness.families.jetstream.cluster import STREAM, current_leader, make_leader, resumed
 from harness.history.model import Fault, History
 from harness.subject.nats_server import meta_leader
 
 if TYPE_CHECKING:
     from harness.runner.trial import Runner
+    from harness.scenario.model import Scenario
     from harness.subject.nats_server import NatsServer
 
 __all__ = ["Record", "records", "point", "damage", "POINTS", "MODES", "PARTS", "spec_for", "last_block", "run"]
@@ -183,8 +175,8 @@ def _stream_state(nodes: list[NatsServer], stream: str) -> dict[str, Any]:
         client.close()
 
 
-def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int) -> History:
-    """One damage trial (see the module docstring) of ``executor`` (the family's, for its resume); ``spec``:
+def run(scenario: Scenario, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int) -> History:
+    """One damage trial of ``scenario`` (see the module docstring) on ``runner`` (the family's); ``spec``:
     :func:`spec_for`'s.  The fault's detail names the damaged server, file, mode, offset, bit, record, the block's
     size before and after, the stream's state before and after, who led it and who led the meta group when the
     follower was chosen (``meta_leader_before``); a restart or leadership that fails is recorded there
@@ -193,7 +185,7 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     within 10 s."""
     if len(nodes) < 3:
         raise SetupError("damage of one replica's block files needs a stream of 3 replicas")
-    ref = runner.reference(executor.scenario)
+    ref = runner.reference(scenario)
     before = _stream_state(nodes, STREAM)
     leader = current_leader(nodes)
     followers = sorted(n.name for n in nodes if n.name != leader)
@@ -248,7 +240,7 @@ def run(executor: Any, runner: Runner, nodes: list[NatsServer], spec: dict[str, 
     except Exception as exc:  # noqa: BLE001 - recorded: the store's own reading is what is judged
         detail["stream_after"] = {"error": f"{type(exc).__name__}: {exc}"}
     detail["server_log"] = _recovery_lines(target.log_path, log_at)
-    return executor._resumed(runner, ref.history, Fault(kind="damage", injected=True, detail=detail), seed)
+    return resumed(scenario, runner, ref.history, Fault(kind="damage", injected=True, detail=detail), seed)
 
 
 #: What a restarted server's log says of the stream's recovery (matched in each line after the restart).

@@ -1,20 +1,10 @@
-"""The jetstream family: faults of the JetStream server(s) a subject's store lives on (issue 28; docs/jetstream.md).
+"""The jetstream family: faults of the JetStream server(s) a subject's store lives on (issue 28).
 
-For a subject whose profile has ``[jetstream]`` (its commands name ``{store_url}``), each trial starts the
-server in its own folder, under the outside observer (root: its store directory), and a stream the store
-accepts; runs the scenario's workload to its end on it (:meth:`Runner.reference` of a runner of this trial);
-then applies the server fault and resumes the run through the one leg runner, leg 0 being that run
-(a :class:`harness.runner.trial.Prelude`) with the fault on it.  ``power-loss``: the server is SIGKILLed and its
-store directory laid as a crash state of its observed writes and fsyncs after the run's last acknowledged
-publish (docs/persistence-model.md; :func:`harness.families.power_loss.crashstates.window`), then it restarts.
-``kill``: it is SIGKILLed right after its K-th block write and restarted at once.  ``damage`` (3 replicas;
-:mod:`harness.families.jetstream.damage`): one follower's last block file is cut or has a bit flipped after the
-run, and that follower, restarted, is made the stream's leader.
-With ``[faults] at = "every-ack" | "every-event"`` the power goes at a mid-run point of the recorded run
-instead (:mod:`harness.families.jetstream.midrun`): the store laid as a crash state of the server's trace up to
-that instant, the agent's leg 0 cut there; a kill with ``after = "fsync"`` comes after the K-th fsync instead.
-I4 judges the publishes fiskj's IO seam traced as acknowledged (op ``publish``, docs/ioseam.md) against the
-records the restarted store holds.
+Each fault (a power loss at the run's end or, with ``[faults] at``, at a mid-run point of the recorded run:
+:mod:`harness.families.jetstream.midrun`; a kill after a block write or fsync; a replica's damage:
+:mod:`harness.families.jetstream.damage`; a stale writer: :mod:`harness.families.jetstream.writers`), how a trial
+starts its servers under the observer, runs the workload, applies the fault and resumes the run through the one
+leg runner, and what I4 judges: docs/jetstream.md "Server faults".
 """
 
 from __future__ import annotations
@@ -33,7 +23,7 @@ from fiskj.cli_common import open_store
 from harness.errors import SetupError
 from harness.families.base import FamilyBase, Planned, Ran
 from harness.families.jetstream import damage
-from harness.families.jetstream.cluster import STREAM, current_leader, make_leader, store_url
+from harness.families.jetstream.cluster import STREAM, current_leader, make_leader, resumed, store_url
 from harness.families.jetstream.midrun import PastEnd, by_exit, crash_plan, crash_point, cut_leg, held, server_prefix
 from harness.families.jetstream.params import MODES, Params
 from harness.families.jetstream.writers import stale_writer
@@ -44,7 +34,6 @@ from harness.history.model import Fault, History
 from harness.names import EXIT_ERROR
 from harness.observer.trace import ops_to_trace
 from harness.runner.faults import NOOP
-from harness.runner.prelude import Prelude
 from harness.runner.trial import Runner, run_id_for
 from harness.scenario.model import Scenario
 from harness.subject.nats_server import NatsServer, add_stream, start_cluster, start_server
@@ -122,7 +111,7 @@ class _Executor:
                         observe=False) as runner:
                 kind = spec.get("kind")
                 if kind == "damage":
-                    history = damage.run(self, runner, nodes, spec, planned.seed)
+                    history = damage.run(self.scenario, runner, nodes, spec, planned.seed)
                 elif kind == "stale_writer":
                     history = stale_writer(self.scenario, runner, nodes, STREAM, spec, planned.seed, tmp)
                 else:
@@ -159,7 +148,7 @@ class _Executor:
                                           int(spec.get("state", 0)), self.params.sector_bytes, seed)
         detail: dict[str, Any] = {"leader": leader, "states": states}
         detail.update(self._back(nodes, cut))
-        return self._resumed(runner, ref.history, Fault(kind="power_loss", injected=True, detail=detail), seed)
+        return resumed(self.scenario, runner, ref.history, Fault(kind="power_loss", injected=True, detail=detail), seed)
 
     @staticmethod
     def _back(nodes: list[NatsServer], cut: list[NatsServer]) -> dict[str, Any]:
@@ -191,9 +180,9 @@ class _Executor:
         except PastEnd as exc:
             detail = {"leader": leader, "at": spec["at"], "point": int(spec["point"]), **self._back(nodes, nodes)}
             fault = Fault(kind="power_loss", injected=False, detail=detail)
-            resumed = self._resumed(runner, history, fault, seed)
-            resumed.notes.append(f"{exc} (not injected)")
-            return resumed
+            out = resumed(self.scenario, runner, history, fault, seed)
+            out.notes.append(f"{exc} (not injected)")
+            return out
         states, cut_names = {}, {n.name for n in cut}
         for node in nodes:
             state = int(spec.get("state", 0)) if node.name in cut_names else 1
@@ -205,13 +194,6 @@ class _Executor:
         detail: dict[str, Any] = {"leader": leader, "states": states, **point.describe(), **self._back(nodes, nodes)}
         fault = Fault(kind="power_loss", injected=True, detail=detail)
         prelude = cut_leg(history, point.t, fault, slug_for(runner.subject)(history.options.get("trial_dir", "")))
-        return runner.run_trial(self.scenario, seed, NOOP, prelude=prelude)
-
-    def _resumed(self, runner: Runner, history: History, fault: Fault, seed: int) -> History:
-        """A trial whose leg 0 is ``history``'s (with ``fault`` on it, as a :class:`Prelude`), resumed to its end."""
-        prelude = Prelude(files={}, dirs=[], old_home=history.options.get("trial_dir", ""), slug="",
-                          run_uuid=history.options.get("run_uuid", ""), leg=replace(history.legs[0], fault=fault),
-                          calls=list(history.model_calls), effects=list(history.effects))
         return runner.run_trial(self.scenario, seed, NOOP, prelude=prelude)
 
     def _kill(self, runner: Runner, nodes: list[NatsServer], spec: dict[str, Any], seed: int, tmp: str) -> History:
@@ -250,7 +232,7 @@ class _Executor:
         if not restarted:
             history.notes.append(f"the server made fewer than {spec['event']} block {op}s: no kill (not injected)")
         elif history.legs[0].exit_code == EXIT_ERROR:  # the store was away longer than the writer's retries
-            return self._resumed(runner, history, fault, seed)
+            return resumed(self.scenario, runner, history, fault, seed)
         history.legs[0].fault = fault
         return history
 

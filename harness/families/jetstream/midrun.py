@@ -1,21 +1,8 @@
-"""Mid-run crash points of a JetStream server's power loss, from one recorded run (issue 28; docs/jetstream.md).  Pure.
+"""Mid-run crash points of a JetStream server's power loss, from one recorded run (issue 28).  Pure.
 
-A trial records the run once, to its end, with the server observed from outside (its trace: the observer's
-ops as :func:`harness.observer.trace.ops_to_trace` gives them) and the agent traced by fiskj's IO seam (its
-``publish`` ops: the appends the server acknowledged).  A crash point is an instant ``T`` of that recording:
-
-* ``at = "ack"``, point ``K``: right after the agent saw its ``K``-th acknowledged publish (``T`` = that
-  ``publish`` event's ``t``);
-* ``at = "event"``, point ``K``: right after the server's ``K``-th write or fsync of its stream's message
-  blocks during the run (``T`` = that event's ``t``); the agent may then wait for an ack it never gets.
-
-Both traces' times are ``CLOCK_MONOTONIC`` nanoseconds of the same machine (the observer's ``t0``/``t1``, the
-seam's ``t``), so ``T`` orders the server's events against the agent's without any timing of its own: the
-server's prefix is its events that returned by ``T`` (:func:`server_prefix`, the trace in exit order), the
-agent's leg is cut at ``T`` (its trace, model calls and tool effects up to ``T``: :func:`cut_leg`), and what it
-did after never happened.  The clocks are cross-checked by content: every record the agent saw acknowledged by
-``T`` must be in a write of the server's prefix (the message payload is the record's journal line), else
-:class:`CrashPointError`.
+A point (``at = "ack"`` or ``"event"``, point ``K``) is an instant ``T`` of the recording; how ``T`` orders the
+server's trace (:func:`server_prefix`, in exit order) against the agent's (:func:`cut_leg`), and the cross-check
+by content (:class:`CrashPointError`): docs/jetstream.md "Mid-run crash points" and "Ordering the two traces".
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """Two writers of one run on two nodes, the run deleted between them: the jetstream family's ``stale-writer``
-fault (issue 28; docs/jetstream.md "Two writers of one run").
-
-One message per subject (discard new per subject, the contract the store checks) already refuses a stale
-writer whose next subject holds the newer writer's record (err 10077), fence or not.  The fence decides only
-when that subject is empty although the run moved on: the run was deleted (``fiskj session rm``, a purge of
-``PREFIX.ID.>``) while a writer held it.  Trial *K* makes that interleaving, held at an observed sequence point:
-
-1. the uninterrupted run (I6's reference) on node B, then deleted;
-2. writer 1 starts the run through node A (its ``--store`` names node A only) and is held by its IO seam right
-   after its *K*-th acknowledged publish (``FISKJ_IOSEAM_FAULT=stop-after@K:publish``: it SIGSTOPs itself once
-   the trace line of that publish is written; never a time);
-3. seen stopped, the run is deleted (a purge of its subjects, as ``fiskj session rm`` does), then writer 1 is
-   continued (SIGCONT): its next append must be refused by the fence (``RunLocked``, exit 1) and write nothing;
-4. a writer 1 that did not complete the run is followed, through the one leg runner (leg 0 writer 1 as a
-   :class:`harness.runner.prelude.Prelude`, its fault ``stale_writer``), by writer 2 on node B, which finds no
-   run, starts it again and runs it to its end.
-
-Judged: every record acknowledged after the delete is in the final run (I4; those acknowledged before it are
-retired by the delete: the fault's ``run_deleted_after_n``), the run ends as the uninterrupted one (I6), its
-journal folds (I5).  Writer 1 writing on into the deleted run (no fence) leaves records no run holds.
+fault (issue 28).  Why only a deleted run tests the fence, trial *K*'s four steps (writer 1 held by its IO seam
+after its *K*-th acknowledged publish, the run deleted, writer 1 continued and refused, writer 2 starting the
+run again through the one leg runner) and what is judged: docs/jetstream.md "Two writers of one run".
 """
 
 from __future__ import annotations
@@ -34,11 +17,10 @@ from typing import Any
 from fiskj.cli_common import open_store
 from fiskj.ioseam import FAULT_ENV
 
-from harness.families.jetstream.cluster import store_url
+from harness.families.jetstream.cluster import resumed, store_url
 from harness.history.model import Fault, History
 from harness.names import EXIT_COMPLETED
 from harness.runner.faults import NOOP
-from harness.runner.prelude import Prelude
 from harness.runner.trial import Runner, run_id_for
 from harness.scenario.model import Scenario
 from harness.subject.nats_server import NatsServer
@@ -138,9 +120,6 @@ def stale_writer(scenario: Scenario, runner: Runner, nodes: list[NatsServer], st
             history.legs[0] = leg
             history.reference = ref.reference
             return history
-        prelude = Prelude(files={}, dirs=[], old_home=history.options.get("trial_dir", ""), slug="",
-                          run_uuid=history.options.get("run_uuid", ""), leg=leg, calls=list(history.model_calls),
-                          effects=list(history.effects))
-        out = writer2.run_trial(scenario, seed, NOOP, prelude=prelude)
+        out = resumed(scenario, writer2, history, leg.fault, seed)
         out.notes[:0] = [n for n in history.notes if not n.startswith("leg 0 ended with exit")]  # (it was held)
         return out

@@ -1,27 +1,14 @@
 """The cheap question of the journal-state engine: what does the subject make of these journal bytes?
 
-One way to ask, whatever generated the bytes (a crash state, a tail
-mutation) and whatever the subject (:func:`cheap_mode`):
-
-* ``recovery`` (a fiskj-based subject): one child, forked with the
-  subject's preload (:mod:`harness.families.journal_state.reader_child`),
-  answers about every journal, each laid in a fresh run store;
-* ``status`` (a profile with a ``[reading]`` command): the subject's own
-  status command reads each journal, laid alone in a fresh store (no
-  repair);
-* ``model`` (neither, a journal format the oracle cannot read, or
-  ``--no-readings``): the subject is not asked.
-
-The family chooses the ``question`` its labels answer (:data:`QUESTIONS`):
-``read``, what the subject's reader reads in the bytes (the tail family's,
-whose labels say where the torn tail is), or ``recovery``, what the journal
-holds after the subject's own recovery (the power-loss family's: no torn
-tail left behind a record).  A status command answers ``read`` only (it
-repairs nothing).  Every distinct journal is asked once (an answer is a
-function of the bytes).  :func:`reader_check` records an answer next to the
-label it must match (docs/spec.md section 7) as a
-:class:`~harness.history.model.ReaderCheck`, a fact the I5 checker judges
-(:mod:`harness.checkers.i5_reader_answers`).
+One way to ask (docs/persistence-model.md "Tiered exploration", the cheap tier), whatever generated the bytes
+and whatever the subject (:func:`cheap_mode`, :data:`MODES`): ``recovery``, one child forked with the subject's
+preload (:mod:`harness.families.journal_state.reader_child`) answers about every journal, each laid in a fresh
+run store; ``status``, the subject's own status command reads each, laid alone (no repair); ``model``, the
+subject is not asked.  The family chooses the question its labels answer (:data:`QUESTIONS`): ``read`` (the tail
+family's: what the reader reads in the bytes) or ``recovery`` (the power-loss family's: what the journal holds
+after the subject's own recovery); a status command answers ``read`` only.  Every distinct journal is asked
+once; :func:`reader_check` records an answer next to its label (docs/spec.md section 7) as a
+:class:`~harness.history.model.ReaderCheck`, which I5 judges (:mod:`harness.checkers.i5_reader_answers`).
 """
 
 from __future__ import annotations

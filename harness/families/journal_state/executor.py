@@ -1,24 +1,11 @@
-"""The journal-state engine's IO: lay a journal state in a fresh store, and resume it to the run's end.
+"""The journal-state engine's IO: lay a journal state in a fresh store (:func:`lay`) and resume it to the run's
+end (:func:`resume`).
 
-The power-loss family (crash states, :mod:`harness.families.power_loss.crashstates`)
-and the tail family (mutations, :mod:`harness.families.tail.mutations`) are
-two pure generators of journal bytes; this package is the one executor both
-feed (ALICE and CrashMonkey's shape: one generator of states, one replay
-and check loop):
-
-1. :func:`lay`: a state's files and directories, or one journal, written in
-   a fresh state home (directories ``0700``, files ``0600``; the journal
-   where the subject keeps it, :meth:`Context.journal`);
-2. the cheap question to the subject, the same whatever the generator
-   (:mod:`harness.families.journal_state.ask`);
-3. :func:`resume`: one leg of the subject, started through the one leg
-   runner on the laid store (``run --resume``, or a fresh start when no
-   complete record survived) against a new session of the fake model
-   server, with the effects ledger holding what had run before; its
-   :class:`~harness.history.model.History` holds the legs before it (the
-   last one faulted) and the resume, for the checkers.
-
-Nothing here builds a verdict.
+The power-loss family's crash states (:mod:`harness.families.power_loss.crashstates`) and the tail family's
+mutations (:mod:`harness.families.tail.mutations`) are two pure generators of journal bytes; this package is the
+one executor both feed (ALICE and CrashMonkey's shape: one generator of states, one replay and check loop), the
+cheap question between laying and resuming being :mod:`harness.families.journal_state.ask`.  Nothing here
+builds a verdict.
 """
 
 from __future__ import annotations
@@ -133,7 +120,7 @@ def _mkdirs(root: str, rel: str, made: set[str]) -> None:
 def lay(ctx: Context, tmp: Path, *, journal: bytes | None = None, files: Mapping[str, bytes] | None = None,
         dirs: Iterable[str] = ()) -> dict[str, str]:
     """Lay a journal state in ``tmp`` (an empty or new folder): the trial's folders (:meth:`Context.where`) and
-    what the state holds.
+    what the state holds (folders ``0700``, files ``0600``).
 
     ``dirs`` and ``files`` are paths relative to ``tmp`` (a crash state's,
     relative to its trial's folder); a file whose folder is not among them (nor

@@ -1,15 +1,11 @@
-"""The power-loss family's state space and a crash state's full resume (the tiers: :mod:`.family`, :mod:`.tiers`).
+"""The power-loss family's state space and a crash state's full resume (the tiers: :mod:`.family`, :mod:`.tiers`;
+docs/persistence-model.md "How the harness uses it").
 
-:func:`state_space` enumerates the crash states of the reference run's trace under docs/persistence-model.md
-(:mod:`harness.families.power_loss.crashstates`; the distinct ones round-robin over crash points, pure).
-:func:`explore_state` lays a state's files in a fresh state home and resumes it through the journal-state
-engine (:func:`harness.families.journal_state.executor.resume`), the effects ledger holding the reference
-run's effects before the crash point (the tool in flight counts as run); its history's leg 0 is the
-reference leg cut at the crash point (fault ``power_loss``, the state's journal), leg 1 the recovery, and
-``History.crash_state`` the state's facts (:meth:`~harness.history.model.CrashStateFacts.of`), which I4
-judges by the model (:func:`~harness.checkers.i4_acknowledged.lost_acknowledged`: an append is acknowledged
-when the trace shows it returned); the other invariants (:data:`CHECKED`) judge the recovery.  This module
-builds no verdict.
+:func:`state_space` enumerates the crash states of the reference run's trace (pure).  :func:`explore_state` lays a
+state in a fresh state home and resumes it through the journal-state engine, the effects ledger holding the
+reference run's effects before the crash point (the tool in flight counts as run): its history's leg 0 is the
+reference leg cut at the crash point (fault ``power_loss``), leg 1 the recovery, ``History.crash_state`` the
+state's facts (I4 judges them by the model), the recovery judged by :data:`CHECKED`.  It builds no verdict.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ from fiskj.records import AssistantRecord, ToolResultRecord
 from harness.families.journal_state.executor import Context, lay, resume
 from harness.families.power_loss.crashstates import CrashState, crash_points, written
 from harness.families.power_loss.params import Params
+from harness.families.tail.bound import round_robin
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
 from harness.runner.prelude import rehome
@@ -83,18 +80,8 @@ def select_states(points: list[Any], max_states: int) -> list[CrashState]:
             if key not in seen:
                 seen.add(key)
                 queue.append(state)
-        if queue:
-            queues.append(queue)
-    out: list[CrashState] = []
-    depth = 0
-    while queues and (not max_states or len(out) < max_states):
-        queues = [q for q in queues if depth < len(q)]
-        for q in queues:
-            if max_states and len(out) >= max_states:
-                break
-            out.append(q[depth])
-        depth += 1
-    return out
+        queues.append(queue)
+    return round_robin(queues, max_states or None)
 
 
 @dataclass

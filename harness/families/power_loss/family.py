@@ -1,29 +1,12 @@
 """The power-loss family: crash states of a traced run, every one judged cheaply, a sample resumed in full.
 
-Plan (pure): the distinct crash states of the reference run's trace under
-docs/persistence-model.md (:mod:`harness.families.power_loss.crashstates`),
-deterministic for the seed, explored in two tiers
-(:mod:`harness.families.power_loss.tiers`):
-
-* **cheap trials**, first: every distinct state, ``batch_states`` a trial,
-  judged for I4 (the crash model) and I5 (the subject's own recovery and
-  reading of the state's journal).  A batch whose states all hold is one
-  valid trial; one that does not names its first failing state, so its
-  reproducer replays that state alone
-  (``[{"kind": "power_loss", "state": ID, "prefix_n": N, "explore": false}]``);
-  a batch that holds is named by its range of the distinct states
-  (``[{"kind": "power_loss", "cheap": [FROM, TO], ...}]``);
-* **full resumes**: the first state of every distinct recovery outcome and
-  a seeded sample of ``resumes`` more
-  (:func:`~harness.families.power_loss.tiers.full_sample`), each laid in a
-  fresh store and recovered by one resume of the agent to its end
-  (:func:`harness.families.power_loss.executor.explore_state`, through the
-  journal-state engine, :mod:`harness.families.journal_state`), judged for
-  the scenario's invariants (``[{"kind": "power_loss", "state": ID, "prefix_n": N}]``).
-
-``--trials N`` bounds the plan: at most N trials, the cheap ones first
-(their batches grow so that they take at most half of N, and at least one),
-the full resumes in the rest (and at most ``max_states`` when the file sets it).
+The plan (pure, deterministic for the seed) takes the distinct crash states of the reference run's trace
+(:mod:`harness.families.power_loss.crashstates`) in two tiers (:mod:`harness.families.power_loss.tiers`), bounded by
+``--trials N``: docs/persistence-model.md "Tiered exploration".  A trial's schedule names it: a cheap batch that holds
+by its range of the distinct states (``[{"kind": "power_loss", "cheap": [FROM, TO], ...}]``), one that does not by
+its first failing state, replayed alone (``[{"kind": "power_loss", "state": ID, "prefix_n": N, "explore":
+false}]``), a full resume by its state (``[{"kind": "power_loss", "state": ID, "prefix_n": N}]``: laid in a fresh
+store and resumed by the journal-state engine, :func:`harness.families.power_loss.executor.explore_state`).
 """
 
 from __future__ import annotations
@@ -98,9 +81,8 @@ class PowerLossFamily(FamilyBase):
     def unsupported(self, subject: Any, scenario: Scenario | None = None) -> str | None:
         """A subject that promises to survive a process crash only (``[promises] durable = "process-crash"``):
         a power loss is no promise of its, so not run.  A resume leg's power loss (``crash_leg = "resume"``) over
-        an opaque store: the store the earlier legs left is rebuilt from their traces, and a database may change
-        its files in ways no traced call shows (SQLite's WAL index through mmap decides a WAL reset): the rebuild
-        is not proven faithful, so not run."""
+        an opaque store: the store the earlier legs left, rebuilt from their traces, is not proven faithful
+        (docs/persistence-model.md "Opaque stores")."""
         if subject is not None and getattr(subject, "promises", None) is not None \
                 and subject.promises.durable == "process-crash":
             return ("power loss: the subject promises to survive a process crash only ([promises] durable = "

@@ -1,19 +1,10 @@
-"""Tiered exploration of power-loss crash states: a cheap judgement of every state, a full resume of a sample.
-
-The tiers are specified in docs/persistence-model.md "Tiered exploration": the
-**cheap tier** judges every distinct crash state (the crash model's I4 on the
-state, :func:`~harness.checkers.i4_acknowledged.lost_acknowledged`, and the
-subject's recovery or reading of its journal asked the journal-state engine's
-one way, :mod:`harness.families.journal_state.ask`, judged as I5 by
-:mod:`harness.checkers.i5_reader_answers` against
-:func:`~harness.families.journal_state.ask.expected_reading`); the **full
-tier** resumes a sample (:func:`full_sample`: the first state of every
-distinct recovery outcome, :func:`outcome_key`, then a seeded draw of
-``resumes`` more, at most ``cap``) through
-:func:`harness.families.power_loss.executor.explore_state`.
-
-Nothing here builds a verdict: :func:`cheap_history` records the facts and
-the checkers judge them (:func:`harness.checkers.check_all`).
+"""Tiered exploration of power-loss crash states (docs/persistence-model.md "Tiered exploration"): a cheap
+judgement of every distinct state (:func:`judge_cheap`: the crash model's I4 on the state and the subject's
+recovery or reading of its journal, asked the journal-state engine's one way, judged as I5; :func:`judge_cheap_opaque`
+for an opaque store), a full resume of a sample (:func:`full_sample`: the first state of every distinct recovery
+outcome, :func:`outcome_key`, then a seeded draw of ``resumes`` more, at most ``cap``) through
+:func:`harness.families.power_loss.executor.explore_state`.  Nothing here builds a verdict: :func:`cheap_history`
+records the facts and the checkers judge them (:func:`harness.checkers.check_all`).
 """
 
 from __future__ import annotations
@@ -25,7 +16,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
 
 from harness.checkers import VALID, Verdict, check_all
 from harness.families.journal_state.ask import answers, cheap_mode, expected_reading, reader_check
@@ -74,12 +64,10 @@ def outcome_key(state: CrashState, run_id: str, journal: JournalLocation = Journ
     data = journal_of(state, run_id, journal)
     if data is None:
         return ("absent", frozenset(state.dirs))
-    if memo is None:
-        return _recovered(data, journal.format)
-    known = memo.get(("recovered", data))
-    if known is None:
-        known = memo[("recovered", data)] = _recovered(data, journal.format)
-    return known
+    memo = {} if memo is None else memo
+    if ("recovered", data) not in memo:
+        memo[("recovered", data)] = _recovered(data, journal.format)
+    return memo[("recovered", data)]
 
 
 def full_sample(states: list[CrashState], run_id: str, *, resumes: int, cap: int, seed: int,

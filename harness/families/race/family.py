@@ -1,12 +1,8 @@
-"""The race family: legs of the subject's own commands on one run, interleaved at sequence points.
-
-Every subject, the reference included, races the same way, under the one leg runner
-(:mod:`harness.runner.trial`) and the outside observer: a leg is *held* at its K-th sequence point while a rival
-leg runs to its end.  The races, what each judges and how K runs: docs/scenarios.md, family ``race``; the plan:
-:mod:`harness.families.race.plan`.  :meth:`RaceFamily.prepare` runs the uninterrupted run observed and probes a
-start and a resume of it, so the plan knows where each leg asks for its lock (``lock_point``).  A race that
-starts by killing the run with its batch pending takes that leg from the recording of the uninterrupted run
-(docs/persistence-model.md "Kills from the recording"); the race itself runs for real.
+"""The race family: legs of the subject's own commands on one run, interleaved at sequence points, the same way
+for every subject (the races, what each judges and how K runs: docs/scenarios.md, family ``race``; the plan:
+:mod:`harness.families.race.plan`).  :meth:`RaceFamily.prepare` runs the uninterrupted run observed and probes a
+start and a resume of it for their ``lock_point``; a race that starts by killing the run with its batch pending
+takes that leg from the recording (docs/persistence-model.md "Kills from the recording").
 """
 
 from __future__ import annotations

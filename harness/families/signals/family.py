@@ -15,7 +15,7 @@ from harness.families.base import FamilyBase, Planned, Ran
 from harness.runner.faults import validate_schedule
 from harness.families.signals.params import MODES, Params
 from harness.families.signals.recorded import Recorder, prelude, resumes_first, slug_for
-from harness.families.signals.schedules import params_of, plan_schedules, spread
+from harness.families.signals.schedules import plan_schedules, spread
 from harness.history.faults import fault_counts
 from harness.names import CRASH_RESUMES
 from harness.runner.trial import ReferenceRun, Runner
@@ -55,19 +55,13 @@ class SignalsFamily(FamilyBase):
     Params = Params
     resumes = True
 
-    def params(self, scenario: Scenario) -> Params:
-        return params_of(scenario)
-
     def check(self, scenario: Scenario) -> tuple[str, str] | None:
         if scenario.faults.family == "chain" and not self.params(scenario).chain:
             return "family", "family 'chain' needs a non-empty [faults] chain list"
         return None
 
-    def check_schedule(self, schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault."""
-        return validate_schedule(schedule)
-
-
+    #: A ``[faults] schedule`` in normal form; raises ``ValueError`` naming the bad fault.
+    check_schedule = staticmethod(validate_schedule)
 
     def fixed_plan(self, scenario: Scenario) -> bool:
         """Its plan does not grow with the trial count: an explicit schedule, or one crash (suspend) point per
@@ -76,7 +70,6 @@ class SignalsFamily(FamilyBase):
         return scenario.faults.schedule is not None or (
             params.legs == 1 and ((scenario.faults.family == "kill" and params.kill_points == "events")
                                   or (scenario.faults.family == "suspend" and params.suspend_points == "events")))
-
 
     def plan(self, scenario: Scenario, reference: ReferenceRun, count: int, seed: int,
              schedules: list[list[dict[str, Any]]] | None, subject: Any = None) -> list[Planned]:

@@ -21,18 +21,7 @@ CHAIN_KINDS = ("none", "kill", "kill-event", "suspend", "suspend-event")
 
 @dataclass(frozen=True)
 class Params:
-    """The signals family's keys (defaults when absent).
-
-    ``kill_points``: ``random`` (timed SIGKILL), ``events`` (every durability
-    event), or ``both``; ``suspend_points`` (mode ``suspend``): ``random``
-    (a suspend signal at a drawn time), ``events`` (right after a durability
-    event: every one, as kills are, capped like them), or ``both``;
-    ``signals``: suspend signals to draw from; ``legs``:
-    max faulted legs per trial; ``chain``: per-leg kinds for mode ``chain``
-    (required there, refused elsewhere); ``max_events``: cap on exhaustive
-    crash points (0: ``trials.count``); ``startup_points``: exhaustive points also at every operation of the
-    agent's start-up, before its first operation on the journal (by default only the last of them).
-    """
+    """The signals family's keys (defaults when absent): docs/scenarios.md "[faults]"."""
 
     kill_points: str = field(default="random", metadata=key(choice("random", "events", "both")))
     suspend_points: str = field(default="random", metadata={**key(choice("random", "events", "both")),

@@ -1,12 +1,7 @@
-"""Kill crash points from one recording: the state a SIGKILL at trace event K leaves, computed, not re-run.
-
-A process kill loses nothing the kernel holds (the page cache survives it), so the files after a kill at
-event K are power loss's crash state at prefix K with every unit persisted
-(:func:`harness.families.power_loss.crashstates.window`, no unit dropped); the oracles (effects ledger, model
-calls) hold what had happened by the kill's time.  Points whose state is the same share one resume
-(:class:`Recorder`).  Where a real kill can differ (an op of another thread or process in flight at the
-kill), the point is not recorded: :func:`prelude` returns ``None`` and the trial kills for real.
-docs/persistence-model.md "Kills from the recording".
+"""Kill crash points from one recording: the state a SIGKILL at trace event K leaves, computed, not re-run
+(docs/persistence-model.md "Kills from the recording": the state, the oracles by the kill's time, one resume per
+distinct state, :class:`Recorder`).  Where a real kill can differ (an op of another thread or process in flight
+at the kill), the point is not recorded: :func:`prelude` returns ``None`` and the trial kills for real.
 """
 
 from __future__ import annotations

@@ -48,24 +48,15 @@ _TAIL = 0.05
 
 
 def schedule_strategy(scenario: Scenario, ref: ReferenceRun) -> Any:
-    """The :mod:`hypothesis` strategy of fault schedules for ``scenario``.
-
-    Timed faults draw ``after_ms`` in the subject's own time line, measured
-    on its uninterrupted run (:func:`harness.history.timeline.leg_timeline`):
-    from ``ready_ms`` (its first observed work: a journal call, a model call,
-    a tool effect) to ``last_ms`` plus 5% of that span, in millionths of the
-    span (so a seed draws the same fractions whatever the measured times).
-    A fault never lands in an agent's start-up by design; one that still
-    does (a slower start in the trial) is counted as what it was: a kill.  Hypothesis favours small integers,
-    which would put most faults in the first few per cent of the run (in an
-    agent's start-up, where they test nothing); the drawn step is therefore
-    scrambled by a fixed permutation of the steps, spreading the draws over
-    the whole run.  Event kills draw ``k`` in ``1 .. E`` (the reference's
-    seam events); in a ``chain``, an event kill after an earlier fault
-    counts the resume's own journal writes instead (``op: write``, ``k`` in
-    ``1 .. W/2`` of the reference's ``W``), so it lands inside what the
-    resume still does.  Schedules are lists of 1..``faults.legs`` faults (a
+    """The :mod:`hypothesis` strategy of fault schedules for ``scenario``: lists of 1..``faults.legs`` faults (a
     ``chain`` is its fixed list of kinds).
+
+    Timed faults draw ``after_ms`` in the subject's own time line (docs/scenarios.md "[faults]", timed faults:
+    from ``ready_ms`` to ``last_ms`` plus :data:`_TAIL` of that span, in millionths of it), the drawn step
+    scrambled by a fixed permutation of the steps: hypothesis favours small integers, which would put most
+    faults in the agent's start-up, where they test nothing.  Event kills draw ``k`` in ``1 .. E`` (the
+    reference's seam events); a ``chain``'s later event kill (or suspend) counts the resume's own journal writes
+    (``op: write``, ``k`` in ``1 .. W/2`` of the reference's ``W``), so it lands inside what the resume still does.
     """
     from hypothesis import strategies as st
 

@@ -1,28 +1,13 @@
-"""Which tail trials ``--trials N`` keeps: a seeded, deterministic subset, one damage class at a time.  Pure.
+"""Which tail trials ``--trials N`` keeps (docs/scenarios.md, family ``tail``): a seeded, deterministic subset of
+every trial the run's mutations allow (every resumable torn mutation, not only the unbounded plan's
+``resume_checks``), one damage class at a time.  Pure.
 
-A tail plan is every mutation of the reference journal read by the
-subject's reader, plus resumes of the torn and the interior ones: 150 trials
-for ``tails-basic`` and more for a longer run.  A bounded campaign
-(``fiskj-harness run --trials N``, the mutant self-test, the pytest plugin)
-runs at most ``N`` of them, chosen by :func:`bounded` from every trial the
-run's mutations allow (every resumable torn mutation, not only the
-``resume_checks`` of the unbounded plan):
-
-1. trials are grouped by **stratum** (:func:`stratum`): the check
-   (``reader`` or ``resume``), the form of the damage (the mutation's id
-   without its offsets: ``cut``, ``zeros+nl``, ``garbage-2lines``,
-   ``nul-block``, ...) and the label (``clean``, ``torn``, ``corrupt``);
-2. the first trials are one of each stratum of :data:`FIRST`, in its order:
-   the damage each class of engine bug is first seen with (below);
-3. then one of every other stratum, in the plan's order, then a second of
-   each, and so on, until ``N``; within a stratum the trials are drawn by a
-   random generator seeded with the campaign seed.
-
-So ``--trials 5`` holds the five checks of :data:`FIRST`, and any ``N`` at
-least the number of strata (26 for ``tails-basic``, of 253 possible trials)
-covers every form of damage.  The
-result keeps the plan's order.  A bounded trial replays like any other: its
-schedule names its check and mutation (:meth:`harness.families.tail.family.TailFamily.plan`).
+:func:`bounded` groups the trials by stratum (:func:`stratum`: the check, the form of the damage, the label),
+takes one of each stratum of :data:`FIRST` in its order (the damage each class of engine bug is first seen
+with), then one of every other stratum in the plan's order, then a second of each, and so on up to ``N``,
+each stratum's drawn by a generator seeded with the campaign seed; the result keeps the plan's order.  So
+``--trials 5`` holds the five checks of :data:`FIRST`, and any ``N`` at least the number of strata (26 for
+``tails-basic``) covers every form of damage.
 """
 
 from __future__ import annotations
@@ -33,7 +18,7 @@ from typing import Callable, Sequence, TypeVar
 
 from harness.families.tail.mutations import Mutation
 
-__all__ = ["FIRST", "stratum", "form", "bounded"]
+__all__ = ["FIRST", "stratum", "form", "bounded", "round_robin"]
 
 T = TypeVar("T")
 
@@ -86,9 +71,14 @@ def bounded(trials: Sequence[T], n: int, seed: int, key: Callable[[T], tuple[str
     for members in strata.values():
         rng.shuffle(members)
     order = [s for s in FIRST if s in strata] + [s for s in strata if s not in FIRST]
-    chosen: list[int] = []
+    return [trials[i] for i in sorted(round_robin([strata[s] for s in order], n))]
+
+
+def round_robin(queues: Sequence[Sequence[T]], limit: int | None = None) -> list[T]:
+    """The first item of each queue, then the second of each, and so on, at most ``limit`` (``None``: all)."""
+    out: list[T] = []
     depth = 0
-    while len(chosen) < n:
-        chosen += [strata[s][depth] for s in order if depth < len(strata[s])][: n - len(chosen)]
+    while any(depth < len(q) for q in queues) and (limit is None or len(out) < limit):
+        out += [q[depth] for q in queues if depth < len(q)]
         depth += 1
-    return [trials[i] for i in sorted(chosen)]
+    return out[:limit]

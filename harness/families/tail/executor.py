@@ -1,14 +1,8 @@
-"""The tail family's IO, through the journal-state engine (the plan: :mod:`harness.families.tail.family`).
-
-:func:`mutations_for`: the labelled mutations of the reference run's final journal
-(:mod:`harness.families.tail.mutations`); :func:`ask_mutations` and :func:`reader_history`: the cheap tier,
-the subject asked about each mutation the engine's one way (:mod:`harness.families.journal_state.ask`) and
-each answer recorded beside its label (``History.reader_checks``, judged as I5 by
-:mod:`harness.checkers.i5_reader_answers`); :func:`resume_candidates` and :func:`repair_history`: the full
-tier, a torn mutation laid in a fresh store and resumed to completion (leg 0: the reference leg with a
-``tail`` fault naming the mutation, leg 1: the resume; I5 also judges the repair: the kept bytes
-``[0, good_size)`` unchanged and no torn tail left, defect 1 of docs/spec.md section 16).  This module
-builds no verdict.
+"""The tail family's IO, through the journal-state engine (the plan: :mod:`harness.families.tail.family`): the
+mutations of the reference run's final journal (:func:`mutations_for`), the cheap tier (:func:`ask_mutations`,
+:func:`reader_history`: each answer beside its label, judged as I5) and the full tier (:func:`resume_candidates`,
+:func:`repair_history`: a torn mutation laid in a fresh store and resumed, I5 also judging the repair, defect 1
+of docs/spec.md section 16).  This module builds no verdict.
 """
 
 from __future__ import annotations
@@ -21,6 +15,7 @@ from harness.families.journal_state.ask import answers, reader_check
 from harness.families.journal_state.executor import Context, lay, resume
 from harness.families.journal_state.reader_child import Answer
 from harness.families.power_loss.crashstates import written
+from harness.families.tail.bound import round_robin
 from harness.families.tail.mutations import Mutation, mutations, store_mutations
 from harness.families.tail.params import Params
 from harness.history.model import Fault, History, Leg
@@ -88,13 +83,7 @@ def resume_candidates(muts: list[Mutation], total: int, limit: int) -> list[Muta
     for m in muts:
         if m.file or m.expect == "torn" and len(m.seqs) < total and m.seqs:
             by_kind.setdefault(m.kind, []).append(m)
-    queues = [q[:: max(1, len(q) // max(1, limit))] for q in by_kind.values()]
-    out: list[Mutation] = []
-    depth = 0
-    while len(out) < limit and any(depth < len(q) for q in queues):
-        out += [q[depth] for q in queues if depth < len(q)][: limit - len(out)]
-        depth += 1
-    return out
+    return round_robin([q[:: max(1, len(q) // max(1, limit))] for q in by_kind.values()], limit)
 
 
 def repair_history(ctx: Context, m: Mutation) -> History:

@@ -1,26 +1,12 @@
 """The tail family: the reference run's journal, damaged at its tail (and inside), read and resumed by the subject.
 
-Plan (pure, :mod:`harness.families.tail.mutations`): labelled mutations of
-the reference journal, deterministic for the seed.  Two kinds of trial:
-
-* ``reader``: one per mutation; the subject's own reader answers, and the
-  answer is judged against the mutation's label (I5);
-* ``resume``: up to ``resume_checks`` torn mutations, each put in a fresh
-  store and resumed to the end by the subject (I2-I7, repair included).
-
-Each trial's schedule names its mutation
-(``[{"kind": "tail", "check": "reader" | "resume", "mutation": ID}]``), so a
-replay re-runs that one alone: the subject is asked about that one
-mutation, its resume is that one mutation's (any resumable torn mutation of
-the run replays, not only the ``resume_checks`` planned).  ``--trials N``
-bounds the plan to ``N`` trials (:meth:`TailFamily.bound`,
-:mod:`harness.families.tail.bound`); without it the plan is the whole one.
-Both kinds run through the journal-state engine (:mod:`harness.families.journal_state`),
-the power-loss family's too: a reader trial is its cheap tier (the one way
-to ask, :mod:`harness.families.journal_state.ask`: fiskj's reader forked
-with the subject's mutant, or the subject's own status command), a resume
-its full tier.  For a subject that cannot be asked the plan holds resume
-trials only and the campaign says so before it starts.
+Its two kinds of trial (``reader``: the subject's reader asked about a mutation, its answer judged against the
+mutation's label, I5; ``resume``: a torn or interior mutation laid in a fresh store and resumed to the end,
+I2-I7), the plan of :mod:`harness.families.tail.mutations`, its bound (:mod:`harness.families.tail.bound`), the
+subjects that cannot be asked and an opaque store's damage: docs/scenarios.md, family ``tail``.  Both kinds run
+through the journal-state engine (:mod:`harness.families.journal_state`): a reader check is its cheap tier, a
+resume its full tier.  A trial's schedule (``[{"kind": "tail", "check": "reader" | "resume", "mutation": ID}]``)
+replays that one mutation alone (any resumable torn mutation of the run, not only those planned).
 """
 
 from __future__ import annotations
@@ -218,7 +204,7 @@ class TailFamily(FamilyBase):
         journal = reference.history.legs[-1].journal or b""
         if m is None or m.data == journal or m.file:  # (a store's damage has nothing smaller of its kind)
             return []
-        size, at = len(journal), str(m.id).partition("@")[2]
+        size = len(journal)
         fewer = lambda n: [x for x in dict.fromkeys((1, n // 2, n - 1)) if 0 < x < n]  # noqa: E731
         if journal.startswith(m.data):
             ids = [f"cut@-{x}" for x in fewer(size - len(m.data))]

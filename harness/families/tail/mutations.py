@@ -24,18 +24,9 @@ Input: the bytes of a clean journal (complete lines, each ending in ``\\n``).
 An opaque store (a database, docs/subject.md "Journal formats") is damaged where the run last wrote it
 instead (:func:`store_mutations`): no reader answer is labelled, its resume is judged.
 
-What the reader must answer (docs/spec.md section 7; field cases F01 and
-F03 in docs/field-cases.md): a final line that is incomplete or unparsable is a **torn** tail,
-dropped and reported as ``(offset, length)`` with every record before it
-kept; a cut exactly at a line end is **clean** (the records before it, no
-torn tail); an unparsable line that is not the last is **corrupt**, an error
-naming its 1-based line (docs/spec.md section 7).  The tail family
-records a reader's answer (:class:`harness.families.journal_state.reader_child.Answer`) next to the
-label (:meth:`Mutation.expected`) as a fact of the history
-(:class:`~harness.history.model.ReaderCheck`); the I5 checker
-(:mod:`harness.checkers.i5_reader_answers`) judges it, so that a reader
-that tolerates interior corruption, drops a complete final record or
-blanks the run on a torn tail is caught.
+What the reader must answer (the label, :meth:`Mutation.expected`: **torn**, **clean** or **corrupt**) is
+docs/spec.md section 7 (field cases F01 and F03); the tail family records a reader's answer next to it
+(:class:`~harness.history.model.ReaderCheck`) and I5 judges it (:mod:`harness.checkers.i5_reader_answers`).
 """
 
 from __future__ import annotations
