@@ -131,32 +131,25 @@ class Campaign:
         self._reproducers: dict[int, Callable[[int, list[dict[str, Any]] | None], str]] = {}
         self._exec_lock = threading.Lock()
 
-    def _executor(self, run: ScenarioRun, runner: Runner) -> Any:
-        """The scenario's executor, opened on first use (one per scenario, shared by the threads)."""
+    def _once(self, made: dict[int, Any], run: ScenarioRun, make: Callable[[], Any]) -> Any:
+        """``made``'s entry for ``run``, made by ``make()`` on first use (one per scenario, shared by the threads):
+        the scenario's executor, its reproducer (:func:`harness.report.reproduce.reproducer`)."""
         with self._exec_lock:
-            ex = self._executors.get(id(run))
-            if ex is None:
-                ex = run.family.open(run.scenario, runner, run.reference)
-                self._executors[id(run)] = ex
-            return ex
-
-    def _reproducer(self, run: ScenarioRun, runner: Runner) -> Callable[[int, list[dict[str, Any]] | None], str]:
-        """The scenario's reproducer (:func:`harness.report.reproduce.reproducer`), made on first use."""
-        with self._exec_lock:
-            made = self._reproducers.get(id(run))
-            if made is None:
-                made = self._reproducers[id(run)] = reproducer(run.scenario, runner.subject)
-            return made
+            if id(run) not in made:
+                made[id(run)] = make()
+            return made[id(run)]
 
     def _judge(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int) -> TrialResult:
         """Run one planned trial through its family's executor and judge its history with the checkers."""
         t = time.monotonic()
-        ran = self._executor(run, runner).run(planned)
+        executor = self._once(self._executors, run, lambda: run.family.open(run.scenario, runner, run.reference))
+        ran = executor.run(planned)
         schedule = ran.schedule if ran.schedule is not None else planned.schedule
         if any("landed_after_event" in leg.fault.detail for leg in ran.history.legs):
             schedule = exact_schedule(schedule, ran.history.legs)  # timed kills replay as op-counted ones
         result = _judged(run, planned, ran.history, runner, index, schedule=schedule, faults=ran.faults,
-                         family=run.family.name, started=t, reproduce=self._reproducer(run, runner))
+                         family=run.family.name, started=t,
+                         reproduce=self._once(self._reproducers, run, lambda: reproducer(run.scenario, runner.subject)))
         if not (result.failed or result.unknown or self.keep_histories):  # results folder: keep undecided ones too
             result.history = None
         return result
