@@ -274,14 +274,9 @@ def _cap(evs: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     for i, ev in enumerate(evs):
         tiers[0 if ev["m"] or ev["k"] == "fault" else 1 if ev["k"] in ("error", "model", "effect") else 2].append(i)
     keep = list(tiers[0])
-    for tier in tiers[1:]:
+    for tier in tiers[1:]:  # (no room left: nothing more, as range(room) is empty)
         room = limit - len(keep)
-        if room <= 0:
-            break
-        if len(tier) <= room:
-            keep += tier
-        else:
-            keep += [tier[int(j * len(tier) / room)] for j in range(room)]
+        keep += tier if len(tier) <= room else [tier[int(j * len(tier) / room)] for j in range(room)]
     return [evs[i] for i in sorted(set(keep))]
 
 
