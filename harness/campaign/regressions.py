@@ -98,13 +98,13 @@ def regression_text(scenario: Scenario, trial: Any, name: str) -> str:
     failed = sorted(trial.failed)
     timed = any("after_ms" in f for f in trial.schedule if isinstance(f, dict))
     count = REPEAT_TIMED if timed else 1
-    first = _violation_lines(trial)[0] if _violation_lines(trial) else ", ".join(failed)
-    purpose = f"Regression ({', '.join(failed)}) from {scenario.name}: {first}"
+    violated = _violation_lines(trial)
+    purpose = f"Regression ({', '.join(failed)}) from {scenario.name}: {violated[0] if violated else ', '.join(failed)}"
     lines = ["# A regression scenario written by `fiskj-harness run --save-regression` from a shrunk reproducer.",
              f"# Source scenario: {scenario.path or scenario.name} (trial {trial.index}, origin {trial.origin}"
              + (f", shrunk from trial {trial.shrunk_from}" if trial.shrunk_from is not None else "") + ")",
              "# Violated:"]
-    lines += [f"#   {line}" for line in _violation_lines(trial)]
+    lines += [f"#   {line}" for line in violated]
     if trial.reproduce:
         lines.append(f"# Reproduced by: {trial.reproduce}")
     lines += ["", f"name = {toml_value(name)}", f"purpose = {toml_value(' '.join(purpose.split())[:400])}", "",
@@ -146,9 +146,7 @@ def save_regressions(result: Any, directory: str | Path) -> list[Path]:
         if scenario is None:
             continue
         digest = hashlib.sha256(_schedule_key(trial.schedule).encode()).hexdigest()[:8]
-        base = re.sub(r"[^A-Za-z0-9_.-]", "-", scenario.name)
-        if base.startswith("regression-"):
-            base = base[len("regression-"):]
+        base = re.sub(r"[^A-Za-z0-9_.-]", "-", scenario.name).removeprefix("regression-")
         name = f"regression-{base}-{'-'.join(i.lower() for i in sorted(trial.failed))}-{digest}"
         path = out_dir / f"{name}.toml"
         if not path.exists():
