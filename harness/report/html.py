@@ -240,15 +240,13 @@ def assets() -> tuple[str, str, str]:
         (folder / name).read_text(encoding="utf-8") for name in ("report.css", "report.js", "legend.html"))
 
 
-def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: str | None = None,
-                max_trials: int = MAX_TRIALS, kept: int | None = None) -> str:
+def render_html(report: dict[str, Any], views: Iterable[TrialView]) -> str:
     """The whole report page (one self-contained HTML document) of ``report`` (a
     :func:`harness.report.report.build_report` dict) and its failing trials ``views``: the campaign table,
-    the groups and at most ``max_trials`` timelines.  ``kept``: how many failing trials the results folder
-    holds, when more than ``views`` (said in the page).  Escapes everything it takes from histories."""
+    the groups and at most :data:`MAX_TRIALS` timelines.  Escapes everything it takes from histories."""
     chosen = _order(list(views), report)
-    failing = len(chosen) if kept is None else max(kept, len(chosen))
-    shown = chosen[:max_trials]
+    failing = len(chosen)
+    shown = chosen[:MAX_TRIALS]
     timelines = [timeline(v.history, v.verdicts) for v in shown]
     drawn = {v.trial for v in shown}
     sections = [_trial_section(v, tl, i) for i, (v, tl) in enumerate(zip(shown, timelines))]
@@ -257,9 +255,9 @@ def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: st
                                              for x in tl["violations"]]}
                              for v, tl in zip(shown, timelines)]}
     css, js, legend = assets()
-    name = title or "fiskj-harness report"
+    name = "fiskj-harness report"
     names = sorted((report.get("scenarios") or {}).keys())
-    if names and not title:
+    if names:
         name += ": " + (names[0] if len(names) == 1 else f"{len(names)} scenarios")
     trials_note = (f"<p>{failing} failing trial(s) kept" + (f"; timelines of {len(shown)} (each group's smallest "
                    "reproducer and example first; the others are in trials/)" if failing > len(shown) else "")
@@ -278,10 +276,10 @@ def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: st
         f"<script>{js}</script>\n</body></html>\n"])
 
 
-def write_html(path: str | os.PathLike[str], report: dict[str, Any], views: Iterable[TrialView], **kw: Any) -> Path:
+def write_html(path: str | os.PathLike[str], report: dict[str, Any], views: Iterable[TrialView]) -> Path:
     """Write :func:`render_html` to ``path`` (through a temporary file and a rename); returns the path."""
     p = Path(path)
-    text = render_html(report, views, **kw)
+    text = render_html(report, views)
     tmp = p.with_name(f".{p.name}.tmp")
     tmp.write_text(text, encoding="utf-8", errors="replace")  # (a lone surrogate in some output)
     os.replace(tmp, p)
