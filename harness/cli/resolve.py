@@ -1,8 +1,9 @@
-"""What the command line's SCENARIO arguments and ``--subject`` name: the scenarios to run (files, directories,
-bundled names, ``NAME@wK`` draws; the gate's default set) and the subject under test."""
+"""What the command line's SCENARIO arguments, ``--subject`` and REPORT name: the scenarios to run (files,
+directories, bundled names, ``NAME@wK`` draws; the gate's default set), the subject under test, a report's JSON."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from harness.cli.arguments import _Usage
 from harness.suggest import did_you_mean
 
-__all__ = ["resolve_scenarios", "subject_of"]
+__all__ = ["resolve_scenarios", "subject_of", "read_report"]
 
 
 def resolve_scenarios(args: list[str], subject: Any = None) -> list[Any]:
@@ -122,3 +123,13 @@ def subject_of(command: str | list[str] | None, extra_env: dict[str, str] | None
         raise _Usage(f"--subject: {exc}") from None
     except KeyError as exc:
         raise _Usage(f"--subject: {exc.args[0]}") from None
+
+
+def read_report(path: str) -> Any:
+    """The JSON of the report file ``path`` (``replay``'s and ``merge``'s REPORT); raises ``_Usage``
+    (``cannot read report PATH: why``) for a file that cannot be read or is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise _Usage(f"cannot read report {path}: {exc}") from None
