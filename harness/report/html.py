@@ -20,12 +20,9 @@ from harness.report.marks import evidence_marks
 from harness.report.timeline import (MAX_EVENTS_PER_LANE, MAX_EVIDENCE_CHARS, MAX_EXCERPT, MAX_VIOLATIONS, _json_text,
                                      timeline)
 
-__all__ = ["HTML_FILE", "MAX_TRIALS", "MAX_EVENTS_PER_LANE", "MAX_EXCERPT", "MAX_OUTPUT", "MAX_EVIDENCE_CHARS",
-           "MAX_VIOLATIONS", "TrialView", "trial_view", "evidence_marks", "timeline", "render_html", "write_html",
-           ]
+__all__ = ["MAX_TRIALS", "MAX_EVENTS_PER_LANE", "MAX_EXCERPT", "MAX_OUTPUT", "MAX_EVIDENCE_CHARS", "MAX_VIOLATIONS",
+           "TrialView", "trial_view", "evidence_marks", "timeline", "render_html", "write_html"]
 
-#: The report's file name in a results folder.
-HTML_FILE = "report.html"
 #: At most this many failing trials get a timeline (each group's smallest reproducer first).
 MAX_TRIALS = 20
 #: Characters of a leg's stdout and stderr shown (their end).
