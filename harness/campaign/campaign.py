@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from harness.campaign import interrupt
-from harness.report.reproduce import exact_schedule, reproducer
+from harness.report.reproduce import exact_schedule, reproducer, schedule_key
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.stream import Next, TrialStream
 from harness.checkers import check_all
@@ -372,16 +372,16 @@ class Campaign:
         wanted = _violations(target)
         cache: dict[str, TrialResult | None] = {}
         for r in sorted(known, key=lambda r: bool(wanted & _violations(r))):  # a failing result wins a tie
-            cache[_canon(r.schedule)] = r
+            cache[schedule_key(r.schedule)] = r
         spent = tried = 0
         best = target
         while True:
             key = family.size(scenario, ref, best.schedule)[0]
             for schedule in family.smaller(scenario, ref, best.schedule):
-                hit = _canon(schedule) in cache
+                hit = schedule_key(schedule) in cache
                 if not family.size(scenario, ref, schedule)[0] < key or (not hit and spent >= self.shrink_budget):
                     continue
-                result = cache.get(_canon(schedule))
+                result = cache.get(schedule_key(schedule))
                 if not hit:
                     spent += 1
                     try:
@@ -391,7 +391,7 @@ class Campaign:
                     except (ValueError, SetupError) as exc:  # a candidate that cannot run fails nothing
                         print(f"fiskj-harness: shrink of {scenario.name}: {json.dumps(schedule)}: {exc}",
                               file=sys.stderr)
-                    cache[_canon(schedule)] = result
+                    cache[schedule_key(schedule)] = result
                 tried += 1
                 if result is not None and wanted & _violations(result):
                     best = result
@@ -415,8 +415,3 @@ def _violations(result: TrialResult) -> set[tuple[str, str]]:
     must fail again."""
     return {(v.invariant, str(first_violation({"evidence": v.evidence}).get("kind", ""))) for v in result.verdicts
             if v.invariant in result.failed}
-
-
-def _canon(schedule: list[dict[str, Any]]) -> str:
-    """A shrink cache key: the schedule as sorted JSON."""
-    return json.dumps(schedule, sort_keys=True)

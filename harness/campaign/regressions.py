@@ -12,6 +12,7 @@ from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.report.reproduce import schedule_key
 from harness.scenario.model import FaultSpec, Scenario, TrialSpec
 from harness.scenario.parse import load_scenario
 
@@ -47,12 +48,8 @@ def _key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
-def _schedule_key(schedule: list[dict[str, Any]]) -> str:
-    return json.dumps(schedule, sort_keys=True, separators=(",", ":"))
-
-
 def _size(schedule: list[dict[str, Any]]) -> tuple[int, str]:
-    return (sum(1 for f in schedule if f.get("kind", "none") != "none"), _schedule_key(schedule))
+    return (sum(1 for f in schedule if f.get("kind", "none") != "none"), schedule_key(schedule))
 
 
 def pick_regressions(trials: list[Any]) -> list[Any]:
@@ -145,7 +142,7 @@ def save_regressions(result: Any, directory: str | Path) -> list[Path]:
         scenario = by_name.get((trial.scenario, trial.scenario_path))
         if scenario is None:
             continue
-        digest = hashlib.sha256(_schedule_key(trial.schedule).encode()).hexdigest()[:8]
+        digest = hashlib.sha256(schedule_key(trial.schedule).encode()).hexdigest()[:8]
         base = re.sub(r"[^A-Za-z0-9_.-]", "-", scenario.name).removeprefix("regression-")
         name = f"regression-{base}-{'-'.join(i.lower() for i in sorted(trial.failed))}-{digest}"
         path = out_dir / f"{name}.toml"
