@@ -218,13 +218,10 @@ def _trial_section(view: TrialView, tl: dict[str, Any], number: int) -> str:
            f'<div class="tl" id="tl-{_e(view.trial)}" data-index="{number}" data-expect-lanes="{len(tl["lanes"])}" '
            f'data-expect-events="{tl["events"]}"><noscript>the timeline needs JavaScript</noscript></div></div>'
            f"{aside}</div>")
-    outputs = []
-    for leg in sorted(h.legs, key=lambda x: x.index):
-        for name, text in (("stderr", leg.stderr), ("stdout", leg.stdout)):
-            if text:
-                cut = text[-MAX_OUTPUT:]
-                outputs.append(f"<details><summary>leg {_e(leg.index)} {name} (last {len(cut)} of {len(text)} "
-                               f"characters)</summary><pre>{_e(cut)}</pre></details>")
+    outputs = [f"<details><summary>leg {_e(leg.index)} {name} (last {min(len(text), MAX_OUTPUT)} of {len(text)} "
+               f"characters)</summary><pre>{_e(text[-MAX_OUTPUT:])}</pre></details>"
+               for leg in sorted(h.legs, key=lambda x: x.index)
+               for name, text in (("stderr", leg.stderr), ("stdout", leg.stdout)) if text]
     return head + "".join(info) + box + "".join(outputs) + "</section>"
 
 
