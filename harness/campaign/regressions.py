@@ -65,11 +65,8 @@ def pick_regressions(trials: list[Any]) -> list[Any]:
 
 
 def _violation_lines(trial: Any) -> list[str]:
-    out = []
-    for v in trial.verdicts:
-        if v.status == "invalid" and v.invariant in trial.failed:
-            out.append(f"{v.invariant} {v.name}: {' '.join(str(v.summary).split())[:300]}")
-    return out
+    return [f"{v.invariant} {v.name}: {' '.join(str(v.summary).split())[:300]}" for v in trial.verdicts
+            if v.status == "invalid" and v.invariant in trial.failed]
 
 
 def _family_keys(faults: FaultSpec) -> list[tuple[str, Any]]:
