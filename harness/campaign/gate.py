@@ -201,11 +201,9 @@ def gate_properties(report: dict[str, Any]) -> list[tuple[str, str]]:
     """The gate's JUnit ``<properties>``: the budget, the rounds, and per scenario its trials and the seeds it
     reached."""
     gate = report.get("gate", {})
-    out = [("gate.budget_s", f"{gate.get('budget_s', 0):g}"), ("gate.rounds", str(gate.get("rounds", 0)))]
-    for row in gate.get("plan", []):
-        out.append((f"gate.{row['scenario']}", f"{row['trials']} trial(s), seeds {_seeds_text(row.get('seeds', []))}, "
-                                               f"ended: {row.get('ended')}"))
-    return out
+    return [("gate.budget_s", f"{gate.get('budget_s', 0):g}"), ("gate.rounds", str(gate.get("rounds", 0)))] + [
+        (f"gate.{row['scenario']}", f"{row['trials']} trial(s), seeds {_seeds_text(row.get('seeds', []))}, "
+                                    f"ended: {row.get('ended')}") for row in gate.get("plan", [])]
 
 
 def render_gate_markdown(report: dict[str, Any]) -> str:
