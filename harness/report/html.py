@@ -204,12 +204,10 @@ def _trial_section(view: TrialView, tl: dict[str, Any], number: int) -> str:
                      f"{cs.persisted or '-'}; lost entries: {', '.join(cs.lost_entries) or 'none'}")
     if notes:
         info.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
-    items = []
-    for v in tl["violations"]:
-        more = f' <span class="note">({v["more"]} more in trial.json)</span>' if v.get("more") else ""
-        items.append(f'<li><button type="button" class="viol" data-v="{v["id"]}">{_e(v["invariant"])} '
-                     f'{_e(v["kind"])}</button>{more}<div class="vsum">{_e(v["summary"])}</div>'
-                     f'<pre class="evidence" data-v="{v["id"]}">{_e(v["json"])}</pre></li>')
+    items = [f'<li><button type="button" class="viol" data-v="{v["id"]}">{_e(v["invariant"])} {_e(v["kind"])}</button>'
+             + (f' <span class="note">({v["more"]} more in trial.json)</span>' if v.get("more") else "")
+             + f'<div class="vsum">{_e(v["summary"])}</div>'
+             f'<pre class="evidence" data-v="{v["id"]}">{_e(v["json"])}</pre></li>' for v in tl["violations"]]
     aside = ('<aside class="side"><p><b>evidence</b> (click one to pick out what it names)</p>'
              f'<ol class="viols">{"".join(items)}</ol><p><b>selected event</b></p>'
              '<pre class="ev-detail">(click an event of the timeline)</pre></aside>')
