@@ -32,9 +32,6 @@ def resolve_scenarios(args: list[str], subject: Any = None) -> list[Any]:
             return None
         return candidate if candidate.exists() else None
 
-    def _named(arg: str) -> bool:  # a file, a directory or a bundled scenario by that very name
-        return Path(arg).exists() or _bundled(arg) is not None
-
     def _unknown(arg: str) -> _Usage:
         try:
             names = [p.stem for p in bundled_scenarios()]
@@ -43,7 +40,8 @@ def resolve_scenarios(args: list[str], subject: Any = None) -> list[Any]:
         return _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name"
                       + did_you_mean(arg.removesuffix(".toml"), names))
 
-    draws = [(a, None) if _named(a) else split_draw(a) for a in args]
+    # a file, a directory or a bundled scenario by that very name is never read as NAME@wK
+    draws = [(a, None) if Path(a).exists() or _bundled(a) is not None else split_draw(a) for a in args]
     if any(k is not None for _, k in draws):  # NAME@wK: draw K of a generated scenario (its reproducers)
         picked = []
         for base, k in draws:
