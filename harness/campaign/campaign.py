@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from harness.campaign import interrupt
-from harness.report.reproduce import exact_schedule, reproducer
+from harness.report.reproduce import exact_schedule, reproducer, schedule_key
 from harness.campaign.result import CampaignResult, ScenarioRun, TrialResult
 from harness.campaign.stream import Next, TrialStream
 from harness.checkers import check_all
@@ -134,32 +134,25 @@ class Campaign:
         self._reproducers: dict[int, Callable[[int, list[dict[str, Any]] | None], str]] = {}
         self._exec_lock = threading.Lock()
 
-    def _executor(self, run: ScenarioRun, runner: Runner) -> Any:
-        """The scenario's executor, opened on first use (one per scenario, shared by the threads)."""
+    def _once(self, made: dict[int, Any], run: ScenarioRun, make: Callable[[], Any]) -> Any:
+        """``made``'s entry for ``run``, made by ``make()`` on first use (one per scenario, shared by the threads):
+        the scenario's executor, its reproducer (:func:`harness.report.reproduce.reproducer`)."""
         with self._exec_lock:
-            ex = self._executors.get(id(run))
-            if ex is None:
-                ex = run.family.open(run.scenario, runner, run.reference)
-                self._executors[id(run)] = ex
-            return ex
-
-    def _reproducer(self, run: ScenarioRun, runner: Runner) -> Callable[[int, list[dict[str, Any]] | None], str]:
-        """The scenario's reproducer (:func:`harness.report.reproduce.reproducer`), made on first use."""
-        with self._exec_lock:
-            made = self._reproducers.get(id(run))
-            if made is None:
-                made = self._reproducers[id(run)] = reproducer(run.scenario, runner.subject)
-            return made
+            if id(run) not in made:
+                made[id(run)] = make()
+            return made[id(run)]
 
     def _judge(self, run: ScenarioRun, planned: Planned, runner: Runner, index: int) -> TrialResult:
         """Run one planned trial through its family's executor and judge its history with the checkers."""
         t = time.monotonic()
-        ran = self._executor(run, runner).run(planned)
+        executor = self._once(self._executors, run, lambda: run.family.open(run.scenario, runner, run.reference))
+        ran = executor.run(planned)
         schedule = ran.schedule if ran.schedule is not None else planned.schedule
         if any("landed_after_event" in leg.fault.detail for leg in ran.history.legs):
             schedule = exact_schedule(schedule, ran.history.legs)  # timed kills replay as op-counted ones
         result = _judged(run, planned, ran.history, runner, index, schedule=schedule, faults=ran.faults,
-                         family=run.family.name, started=t, reproduce=self._reproducer(run, runner))
+                         family=run.family.name, started=t,
+                         reproduce=self._once(self._reproducers, run, lambda: reproducer(run.scenario, runner.subject)))
         if not (result.failed or result.unknown or self.keep_histories):  # results folder: keep undecided ones too
             result.history = None
         return result
@@ -385,16 +378,16 @@ class Campaign:
         wanted = _violations(target) - FAULT_FREE or _violations(target)  # what the faults caused, if anything
         cache: dict[str, TrialResult | None] = {}
         for r in sorted(known, key=lambda r: bool(wanted & _violations(r))):  # a failing result wins a tie
-            cache[_canon(r.schedule)] = r
+            cache[schedule_key(r.schedule)] = r
         spent = tried = 0
         best = target
         while True:
             key = family.size(scenario, ref, best.schedule)[0]
             for schedule in family.smaller(scenario, ref, best.schedule):
-                hit = _canon(schedule) in cache
+                hit = schedule_key(schedule) in cache
                 if not family.size(scenario, ref, schedule)[0] < key or (not hit and spent >= self.shrink_budget):
                     continue
-                result = cache.get(_canon(schedule))
+                result = cache.get(schedule_key(schedule))
                 if not hit:
                     spent += 1
                     try:
@@ -404,7 +397,7 @@ class Campaign:
                     except (ValueError, SetupError) as exc:  # a candidate that cannot run fails nothing
                         print(f"fiskj-harness: shrink of {scenario.name}: {json.dumps(schedule)}: {exc}",
                               file=sys.stderr)
-                    cache[_canon(schedule)] = result
+                    cache[schedule_key(schedule)] = result
                 tried += 1
                 if result is not None and wanted & _violations(result):
                     best = result
@@ -428,8 +421,3 @@ def _violations(result: TrialResult) -> set[tuple[str, str]]:
     must fail again."""
     return {(v.invariant, str(first_violation({"evidence": v.evidence}).get("kind", ""))) for v in result.verdicts
             if v.invariant in result.failed}
-
-
-def _canon(schedule: list[dict[str, Any]]) -> str:
-    """A shrink cache key: the schedule as sorted JSON."""
-    return json.dumps(schedule, sort_keys=True)

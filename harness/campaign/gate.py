@@ -133,7 +133,7 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
     shard, per-scenario ``plan``) and each ``runs`` row's ``round`` and ``draw``.  A scenario that ran no
     trial is under ``scenarios`` too (each checked invariant with ``checked`` 0: a skipped JUnit case)."""
     from harness.checkers.verdict import CHECKERS
-    from harness.report.report import campaign_report, empty_scenario
+    from harness.report.report import campaign_report, empty_counts, empty_scenario
 
     report = campaign_report(gate.result, report_path)
     streamed = {t.index: t for t in gate.result.trials if t.round is not None}
@@ -144,8 +144,7 @@ def gate_report(gate: GateResult, report_path: str | None) -> dict[str, Any]:
         sc = report["scenarios"].setdefault(row["scenario"], empty_scenario())
         run = next((r for r in gate.result.scenarios if r.scenario.name == row["scenario"]), None)
         for inv in run.scenario.check.invariants if run is not None else ():
-            sc["invariants"].setdefault(inv, {"name": CHECKERS.get(inv, ("", inv))[1], "checked": 0, "valid": 0,
-                                              "vacuous": 0, "invalid": 0, "unknown": 0})
+            sc["invariants"].setdefault(inv, empty_counts(CHECKERS.get(inv, ("", inv))[1]))
         if row.get("error"):
             sc["error"] = row["error"]
     report["gate"] = {"budget_s": gate.budget_s, "rounds": gate.rounds, "seed": gate.base_seed, "seed_step": SEED_STEP,
@@ -202,11 +201,9 @@ def gate_properties(report: dict[str, Any]) -> list[tuple[str, str]]:
     """The gate's JUnit ``<properties>``: the budget, the rounds, and per scenario its trials and the seeds it
     reached."""
     gate = report.get("gate", {})
-    out = [("gate.budget_s", f"{gate.get('budget_s', 0):g}"), ("gate.rounds", str(gate.get("rounds", 0)))]
-    for row in gate.get("plan", []):
-        out.append((f"gate.{row['scenario']}", f"{row['trials']} trial(s), seeds {_seeds_text(row.get('seeds', []))}, "
-                                               f"ended: {row.get('ended')}"))
-    return out
+    return [("gate.budget_s", f"{gate.get('budget_s', 0):g}"), ("gate.rounds", str(gate.get("rounds", 0)))] + [
+        (f"gate.{row['scenario']}", f"{row['trials']} trial(s), seeds {_seeds_text(row.get('seeds', []))}, "
+                                    f"ended: {row.get('ended')}") for row in gate.get("plan", [])]
 
 
 def render_gate_markdown(report: dict[str, Any]) -> str:

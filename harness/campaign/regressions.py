@@ -12,6 +12,7 @@ from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.report.reproduce import schedule_key
 from harness.scenario.model import FaultSpec, Scenario, TrialSpec
 from harness.scenario.parse import load_scenario
 
@@ -47,12 +48,8 @@ def _key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
-def _schedule_key(schedule: list[dict[str, Any]]) -> str:
-    return json.dumps(schedule, sort_keys=True, separators=(",", ":"))
-
-
 def _size(schedule: list[dict[str, Any]]) -> tuple[int, str]:
-    return (sum(1 for f in schedule if f.get("kind", "none") != "none"), _schedule_key(schedule))
+    return (sum(1 for f in schedule if f.get("kind", "none") != "none"), schedule_key(schedule))
 
 
 def pick_regressions(trials: list[Any]) -> list[Any]:
@@ -68,11 +65,8 @@ def pick_regressions(trials: list[Any]) -> list[Any]:
 
 
 def _violation_lines(trial: Any) -> list[str]:
-    out = []
-    for v in trial.verdicts:
-        if v.status == "invalid" and v.invariant in trial.failed:
-            out.append(f"{v.invariant} {v.name}: {' '.join(str(v.summary).split())[:300]}")
-    return out
+    return [f"{v.invariant} {v.name}: {' '.join(str(v.summary).split())[:300]}" for v in trial.verdicts
+            if v.status == "invalid" and v.invariant in trial.failed]
 
 
 def _family_keys(faults: FaultSpec) -> list[tuple[str, Any]]:
@@ -98,13 +92,13 @@ def regression_text(scenario: Scenario, trial: Any, name: str) -> str:
     failed = sorted(trial.failed)
     timed = any("after_ms" in f for f in trial.schedule if isinstance(f, dict))
     count = REPEAT_TIMED if timed else 1
-    first = _violation_lines(trial)[0] if _violation_lines(trial) else ", ".join(failed)
-    purpose = f"Regression ({', '.join(failed)}) from {scenario.name}: {first}"
+    violated = _violation_lines(trial)
+    purpose = f"Regression ({', '.join(failed)}) from {scenario.name}: {violated[0] if violated else ', '.join(failed)}"
     lines = ["# A regression scenario written by `fiskj-harness run --save-regression` from a shrunk reproducer.",
              f"# Source scenario: {scenario.path or scenario.name} (trial {trial.index}, origin {trial.origin}"
              + (f", shrunk from trial {trial.shrunk_from}" if trial.shrunk_from is not None else "") + ")",
              "# Violated:"]
-    lines += [f"#   {line}" for line in _violation_lines(trial)]
+    lines += [f"#   {line}" for line in violated]
     if trial.reproduce:
         lines.append(f"# Reproduced by: {trial.reproduce}")
     lines += ["", f"name = {toml_value(name)}", f"purpose = {toml_value(' '.join(purpose.split())[:400])}", "",
@@ -145,10 +139,8 @@ def save_regressions(result: Any, directory: str | Path) -> list[Path]:
         scenario = by_name.get((trial.scenario, trial.scenario_path))
         if scenario is None:
             continue
-        digest = hashlib.sha256(_schedule_key(trial.schedule).encode()).hexdigest()[:8]
-        base = re.sub(r"[^A-Za-z0-9_.-]", "-", scenario.name)
-        if base.startswith("regression-"):
-            base = base[len("regression-"):]
+        digest = hashlib.sha256(schedule_key(trial.schedule).encode()).hexdigest()[:8]
+        base = re.sub(r"[^A-Za-z0-9_.-]", "-", scenario.name).removeprefix("regression-")
         name = f"regression-{base}-{'-'.join(i.lower() for i in sorted(trial.failed))}-{digest}"
         path = out_dir / f"{name}.toml"
         if not path.exists():

@@ -240,12 +240,11 @@ def _main(argv: list[str] | None) -> int:
 
 def _interruption(exc: BaseException) -> BaseException | None:
     """The KeyboardInterrupt (or interrupt.Interrupted) an exception was raised from, if any (its causes)."""
-    seen = 0
     cur: BaseException | None = exc
-    while cur is not None and seen < 20:
-        if isinstance(cur, KeyboardInterrupt):
+    for _ in range(20):
+        if cur is None or isinstance(cur, KeyboardInterrupt):
             return cur
-        cur, seen = cur.__cause__ or cur.__context__, seen + 1
+        cur = cur.__cause__ or cur.__context__
     return None
 
 

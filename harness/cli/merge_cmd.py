@@ -5,13 +5,13 @@ report and one verdict (only one complete set of shards of one campaign merges:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
 
 from harness.cli.arguments import _Usage, add_report_options
 from harness.cli.reporting import _exit, _write_reports, _write_summary
+from harness.cli.resolve import read_report
 
 __all__ = ["add_merge_parser", "cmd_merge"]
 
@@ -48,13 +48,7 @@ def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
     from harness.report.report import merge_reports, render_markdown, render_summary
 
     out = out or sys.stdout
-    reports = []
-    for path in args.reports:
-        try:
-            with open(path, encoding="utf-8") as f:
-                reports.append(json.load(f))
-        except (OSError, ValueError) as exc:
-            raise _Usage(f"cannot read report {path}: {exc}") from None
+    reports = [read_report(path) for path in args.reports]
     check_shard_set(args.reports, reports)  # one complete set of shards, else ResultsError (exit 2)
     try:
         merged = merge_reports(reports, report_path=args.report_json)

@@ -49,9 +49,9 @@ def cmd_mutants(args: argparse.Namespace, out: Any = None) -> int:
     if getattr(args, "list", False):
         rows = [(m.name, f"{m.scenario} (unit tests)" if m.family == UNIT else f"{m.scenario} ({', '.join(m.expect)})",
                  m.defect) for m in map(get, args.names or known)]
-        a = max(len(r[0]) for r in rows + [("mutant", "", "")])
-        b = max(len(r[1]) for r in rows + [("", "target (invariants)", "")])
-        for row in [("mutant", "target (invariants)", "what it breaks")] + rows:
+        table = [("mutant", "target (invariants)", "what it breaks")] + rows
+        a, b = (max(len(row[i]) for row in table) for i in (0, 1))
+        for row in table:
             print(f"{row[0]:<{a}}  {row[1]:<{b}}  {row[2]}", file=out)
         return 0
     finished: list[Any] = []

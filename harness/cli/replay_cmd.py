@@ -13,7 +13,7 @@ from typing import Any
 from harness.campaign import interrupt
 from harness.cli.arguments import _Usage, add_common_options
 from harness.cli.reporting import _finish
-from harness.cli.resolve import subject_of
+from harness.cli.resolve import read_report, subject_of
 
 __all__ = ["add_replay_parser", "cmd_replay"]
 
@@ -40,11 +40,7 @@ def cmd_replay(args: argparse.Namespace, out: Any = None) -> int:
     from harness.scenario.parse import load_scenario
 
     out = out or sys.stdout
-    try:
-        with open(args.report, encoding="utf-8") as f:
-            report = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise _Usage(f"cannot read report {args.report}: {exc}") from None
+    report = read_report(args.report)
     from harness.report.portable import scenario_path, subject_profile
 
     if not isinstance(report, dict) or not isinstance(report.get("runs", []), list):

@@ -1,8 +1,9 @@
-"""What the command line's SCENARIO arguments and ``--subject`` name: the scenarios to run (files, directories,
-bundled names, ``NAME@wK`` draws; the gate's default set) and the subject under test."""
+"""What the command line's SCENARIO arguments, ``--subject`` and REPORT name: the scenarios to run (files,
+directories, bundled names, ``NAME@wK`` draws; the gate's default set), the subject under test, a report's JSON."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from harness.cli.arguments import _Usage
 from harness.suggest import did_you_mean
 
-__all__ = ["resolve_scenarios", "subject_of"]
+__all__ = ["resolve_scenarios", "subject_of", "read_report"]
 
 
 def resolve_scenarios(args: list[str], subject: Any = None) -> list[Any]:
@@ -31,9 +32,6 @@ def resolve_scenarios(args: list[str], subject: Any = None) -> list[Any]:
             return None
         return candidate if candidate.exists() else None
 
-    def _named(arg: str) -> bool:  # a file, a directory or a bundled scenario by that very name
-        return Path(arg).exists() or _bundled(arg) is not None
-
     def _unknown(arg: str) -> _Usage:
         try:
             names = [p.stem for p in bundled_scenarios()]
@@ -42,7 +40,8 @@ def resolve_scenarios(args: list[str], subject: Any = None) -> list[Any]:
         return _Usage(f"no scenario {arg!r}: not a file, a directory or a bundled scenario name"
                       + did_you_mean(arg.removesuffix(".toml"), names))
 
-    draws = [(a, None) if _named(a) else split_draw(a) for a in args]
+    # a file, a directory or a bundled scenario by that very name is never read as NAME@wK
+    draws = [(a, None) if Path(a).exists() or _bundled(a) is not None else split_draw(a) for a in args]
     if any(k is not None for _, k in draws):  # NAME@wK: draw K of a generated scenario (its reproducers)
         picked = []
         for base, k in draws:
@@ -122,3 +121,13 @@ def subject_of(command: str | list[str] | None, extra_env: dict[str, str] | None
         raise _Usage(f"--subject: {exc}") from None
     except KeyError as exc:
         raise _Usage(f"--subject: {exc.args[0]}") from None
+
+
+def read_report(path: str) -> Any:
+    """The JSON of the report file ``path`` (``replay``'s and ``merge``'s REPORT); raises ``_Usage``
+    (``cannot read report PATH: why``) for a file that cannot be read or is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise _Usage(f"cannot read report {path}: {exc}") from None

@@ -237,9 +237,6 @@ def invariant_order(inv: str) -> tuple[int, str]:
 def key_trials(report: dict[str, Any]) -> list[int]:
     """The trials a report's groups (``groups``, then ``unknown_groups``) point at: each group's smallest
     reproducer and its example, in group order, each once."""
-    out: list[int] = []
-    for g in (report.get("groups") or []) + (report.get("unknown_groups") or []):
-        for t in ((g.get("reproducer") or {}).get("trial"), (g.get("example") or {}).get("trial")):
-            if isinstance(t, int) and t not in out:
-                out.append(t)
-    return out
+    return list(dict.fromkeys(t for g in (report.get("groups") or []) + (report.get("unknown_groups") or [])
+                              for t in ((g.get("reproducer") or {}).get("trial"), (g.get("example") or {}).get("trial"))
+                              if isinstance(t, int)))

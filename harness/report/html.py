@@ -20,12 +20,9 @@ from harness.report.marks import evidence_marks
 from harness.report.timeline import (MAX_EVENTS_PER_LANE, MAX_EVIDENCE_CHARS, MAX_EXCERPT, MAX_VIOLATIONS, _json_text,
                                      timeline)
 
-__all__ = ["HTML_FILE", "MAX_TRIALS", "MAX_EVENTS_PER_LANE", "MAX_EXCERPT", "MAX_OUTPUT", "MAX_EVIDENCE_CHARS",
-           "MAX_VIOLATIONS", "TrialView", "trial_view", "evidence_marks", "timeline", "render_html", "write_html",
-           ]
+__all__ = ["MAX_TRIALS", "MAX_EVENTS_PER_LANE", "MAX_EXCERPT", "MAX_OUTPUT", "MAX_EVIDENCE_CHARS", "MAX_VIOLATIONS",
+           "TrialView", "trial_view", "evidence_marks", "timeline", "render_html", "write_html"]
 
-#: The report's file name in a results folder.
-HTML_FILE = "report.html"
 #: At most this many failing trials get a timeline (each group's smallest reproducer first).
 MAX_TRIALS = 20
 #: Characters of a leg's stdout and stderr shown (their end).
@@ -207,12 +204,10 @@ def _trial_section(view: TrialView, tl: dict[str, Any], number: int) -> str:
                      f"{cs.persisted or '-'}; lost entries: {', '.join(cs.lost_entries) or 'none'}")
     if notes:
         info.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
-    items = []
-    for v in tl["violations"]:
-        more = f' <span class="note">({v["more"]} more in trial.json)</span>' if v.get("more") else ""
-        items.append(f'<li><button type="button" class="viol" data-v="{v["id"]}">{_e(v["invariant"])} '
-                     f'{_e(v["kind"])}</button>{more}<div class="vsum">{_e(v["summary"])}</div>'
-                     f'<pre class="evidence" data-v="{v["id"]}">{_e(v["json"])}</pre></li>')
+    items = [f'<li><button type="button" class="viol" data-v="{v["id"]}">{_e(v["invariant"])} {_e(v["kind"])}</button>'
+             + (f' <span class="note">({v["more"]} more in trial.json)</span>' if v.get("more") else "")
+             + f'<div class="vsum">{_e(v["summary"])}</div>'
+             f'<pre class="evidence" data-v="{v["id"]}">{_e(v["json"])}</pre></li>' for v in tl["violations"]]
     aside = ('<aside class="side"><p><b>evidence</b> (click one to pick out what it names)</p>'
              f'<ol class="viols">{"".join(items)}</ol><p><b>selected event</b></p>'
              '<pre class="ev-detail">(click an event of the timeline)</pre></aside>')
@@ -221,13 +216,10 @@ def _trial_section(view: TrialView, tl: dict[str, Any], number: int) -> str:
            f'<div class="tl" id="tl-{_e(view.trial)}" data-index="{number}" data-expect-lanes="{len(tl["lanes"])}" '
            f'data-expect-events="{tl["events"]}"><noscript>the timeline needs JavaScript</noscript></div></div>'
            f"{aside}</div>")
-    outputs = []
-    for leg in sorted(h.legs, key=lambda x: x.index):
-        for name, text in (("stderr", leg.stderr), ("stdout", leg.stdout)):
-            if text:
-                cut = text[-MAX_OUTPUT:]
-                outputs.append(f"<details><summary>leg {_e(leg.index)} {name} (last {len(cut)} of {len(text)} "
-                               f"characters)</summary><pre>{_e(cut)}</pre></details>")
+    outputs = [f"<details><summary>leg {_e(leg.index)} {name} (last {min(len(text), MAX_OUTPUT)} of {len(text)} "
+               f"characters)</summary><pre>{_e(text[-MAX_OUTPUT:])}</pre></details>"
+               for leg in sorted(h.legs, key=lambda x: x.index)
+               for name, text in (("stderr", leg.stderr), ("stdout", leg.stdout)) if text]
     return head + "".join(info) + box + "".join(outputs) + "</section>"
 
 
@@ -240,15 +232,13 @@ def assets() -> tuple[str, str, str]:
         (folder / name).read_text(encoding="utf-8") for name in ("report.css", "report.js", "legend.html"))
 
 
-def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: str | None = None,
-                max_trials: int = MAX_TRIALS, kept: int | None = None) -> str:
+def render_html(report: dict[str, Any], views: Iterable[TrialView]) -> str:
     """The whole report page (one self-contained HTML document) of ``report`` (a
     :func:`harness.report.report.build_report` dict) and its failing trials ``views``: the campaign table,
-    the groups and at most ``max_trials`` timelines.  ``kept``: how many failing trials the results folder
-    holds, when more than ``views`` (said in the page).  Escapes everything it takes from histories."""
+    the groups and at most :data:`MAX_TRIALS` timelines.  Escapes everything it takes from histories."""
     chosen = _order(list(views), report)
-    failing = len(chosen) if kept is None else max(kept, len(chosen))
-    shown = chosen[:max_trials]
+    failing = len(chosen)
+    shown = chosen[:MAX_TRIALS]
     timelines = [timeline(v.history, v.verdicts) for v in shown]
     drawn = {v.trial for v in shown}
     sections = [_trial_section(v, tl, i) for i, (v, tl) in enumerate(zip(shown, timelines))]
@@ -257,9 +247,9 @@ def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: st
                                              for x in tl["violations"]]}
                              for v, tl in zip(shown, timelines)]}
     css, js, legend = assets()
-    name = title or "fiskj-harness report"
+    name = "fiskj-harness report"
     names = sorted((report.get("scenarios") or {}).keys())
-    if names and not title:
+    if names:
         name += ": " + (names[0] if len(names) == 1 else f"{len(names)} scenarios")
     trials_note = (f"<p>{failing} failing trial(s) kept" + (f"; timelines of {len(shown)} (each group's smallest "
                    "reproducer and example first; the others are in trials/)" if failing > len(shown) else "")
@@ -278,10 +268,10 @@ def render_html(report: dict[str, Any], views: Iterable[TrialView], *, title: st
         f"<script>{js}</script>\n</body></html>\n"])
 
 
-def write_html(path: str | os.PathLike[str], report: dict[str, Any], views: Iterable[TrialView], **kw: Any) -> Path:
+def write_html(path: str | os.PathLike[str], report: dict[str, Any], views: Iterable[TrialView]) -> Path:
     """Write :func:`render_html` to ``path`` (through a temporary file and a rename); returns the path."""
     p = Path(path)
-    text = render_html(report, views, **kw)
+    text = render_html(report, views)
     tmp = p.with_name(f".{p.name}.tmp")
     tmp.write_text(text, encoding="utf-8", errors="replace")  # (a lone surrogate in some output)
     os.replace(tmp, p)

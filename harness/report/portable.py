@@ -29,48 +29,32 @@ def _bundled_scenario_dir() -> Path | None:
         return None
 
 
-def _under(path: Path, root: Path | None) -> str | None:
-    """``path`` relative to ``root`` (POSIX form) when it lies under it, else ``None``."""
-    if root is None:
-        return None
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return None
-
-
-def _relative(path: Path, report_path: str | None) -> str:
-    base = Path(report_path).resolve().parent if report_path else Path.cwd()
-    return os.path.relpath(path, base)
-
-
-def scenario_ref(path: str | None, report_path: str | None) -> dict[str, str] | None:
-    """The reference of the scenario file ``path`` for a report written to ``report_path``.
-
-    ``{"bundled": NAME}`` (``NAME``: the path under ``scenarios/`` without ``.toml``, e.g. ``kill-random``
-    or ``regressions/regression-x``) for a bundled scenario; ``{"file": REL}`` (relative to the report's
-    folder, the working directory when ``report_path`` is ``None``) for another; ``None`` without a path
-    (a scenario parsed from text).
-    """
+def _ref(path: str | None, root: Path | None, suffix: str, report_path: str | None) -> dict[str, str] | None:
+    """The reference of the file ``path`` for a report written to ``report_path``: ``{"bundled": NAME}`` when it
+    lies under ``root`` and ends with ``suffix`` (``NAME``: its path there, POSIX form, ``suffix`` cut off), else
+    ``{"file": REL}`` (relative to the report's folder, the working directory when ``report_path`` is ``None``);
+    ``None`` without a path."""
     if not path:
         return None
     resolved = Path(path).resolve()
-    name = _under(resolved, _bundled_scenario_dir())
-    if name is not None and name.endswith(".toml"):
-        return {"bundled": name[: -len(".toml")]}
-    return {"file": _relative(resolved, report_path)}
+    if root is not None and resolved.is_relative_to(root) and resolved.name.endswith(suffix):
+        return {"bundled": resolved.relative_to(root).as_posix().removesuffix(suffix)}
+    base = Path(report_path).resolve().parent if report_path else Path.cwd()
+    return {"file": os.path.relpath(resolved, base)}
+
+
+def scenario_ref(path: str | None, report_path: str | None) -> dict[str, str] | None:
+    """The reference of the scenario file ``path`` for a report written to ``report_path`` (:func:`_ref`):
+    ``{"bundled": NAME}`` (``NAME``: the path under ``scenarios/`` without ``.toml``, e.g. ``kill-random``
+    or ``regressions/regression-x``) for a bundled scenario, ``{"file": REL}`` for another, ``None``
+    without a path (a scenario parsed from text)."""
+    return _ref(path, _bundled_scenario_dir() if path else None, ".toml", report_path)
 
 
 def profile_ref(profile: str | None, report_path: str | None) -> dict[str, str] | None:
     """The reference of a subject profile file (as :func:`scenario_ref`; bundled: the path under
     ``subjects/``, ``.toml`` kept); ``None`` for a subject that is not a profile."""
-    if not profile:
-        return None
-    resolved = Path(profile).resolve()
-    name = _under(resolved, bundled_profile_dir().resolve())
-    if name is not None:
-        return {"bundled": name}
-    return {"file": _relative(resolved, report_path)}
+    return _ref(profile, bundled_profile_dir().resolve(), "", report_path)
 
 
 def portable(report: dict[str, Any], report_path: str | None) -> dict[str, Any]:

@@ -26,18 +26,16 @@ def probe_section(trials: Iterable[tuple[str, Iterable[str]]], *, applies: bool,
     of it); otherwise the section says so and lists no probe as unreached.
     Names not in the catalogue (an older or newer fiskj) are kept as reached.
     """
-    reached: dict[str, dict[str, Any]] = {}
-    for scenario, names in trials:
-        for name in sorted(set(names)):
-            row = reached.setdefault(name, {"trials": 0, "scenarios": []})
-            row["trials"] += 1
-            if scenario not in row["scenarios"]:
-                row["scenarios"].append(scenario)
-    return _finish(reached, applies, subject)
+    return _finish(((name, 1, [scenario]) for scenario, names in trials for name in set(names)), applies, subject)
 
 
-def _finish(reached: dict[str, dict[str, Any]], applies: bool, subject: str) -> dict[str, Any]:
-    reached = {k: {"trials": v["trials"], "scenarios": sorted(v["scenarios"])} for k, v in sorted(reached.items())}
+def _finish(rows: Iterable[tuple[str, int, Iterable[str]]], applies: bool, subject: str) -> dict[str, Any]:
+    """The section of ``rows``, ``(probe name, trials that reached it, their scenarios)`` summed by name."""
+    summed: dict[str, tuple[int, set[str]]] = {}
+    for name, trials, scenarios in rows:
+        n, seen = summed.get(name, (0, set()))
+        summed[name] = (n + trials, seen | set(scenarios))
+    reached = {k: {"trials": n, "scenarios": sorted(seen)} for k, (n, seen) in sorted(summed.items())}
     if not applies:
         return {"applies": False, "catalogue": len(PROBES), "reached": reached, "unreached": [],
                 "note": f"the subject{(' ' + subject) if subject else ''} is not fiskj-based: it has no code "
@@ -63,13 +61,9 @@ def merge_probe_sections(sections: list[dict[str, Any] | None]) -> dict[str, Any
     given = [s for s in sections if isinstance(s, dict)]
     if not given:
         return None
-    reached: dict[str, dict[str, Any]] = {}
-    for s in given:
-        for name, row in (s.get("reached") or {}).items():
-            dst = reached.setdefault(name, {"trials": 0, "scenarios": []})
-            dst["trials"] += int(row.get("trials", 0))
-            dst["scenarios"] = sorted(set(dst["scenarios"]) | set(row.get("scenarios", [])))
-    return _finish(reached, all(bool(s.get("applies")) for s in given), "")
+    rows = ((name, int(row.get("trials", 0)), row.get("scenarios", [])) for s in given
+            for name, row in (s.get("reached") or {}).items())
+    return _finish(rows, all(bool(s.get("applies")) for s in given), "")
 
 
 def probe_lines(section: dict[str, Any] | None, *, width: int = 96) -> list[str]:

@@ -20,8 +20,8 @@ from harness.report.groups import group_rows, invariant_order
 from harness.report.probes import merge_probe_sections, probe_lines, probe_section
 
 __all__ = ["FORMAT", "build_report", "campaign_report", "render_summary", "write_junit", "render_markdown",
-           "merge_reports", "exit_status", "empty_scenario", "group_sections", "reproducer_text", "fault_line",
-           "interrupted_line", "rate_text"]
+           "merge_reports", "exit_status", "empty_counts", "empty_scenario", "group_sections", "reproducer_text",
+           "fault_line", "interrupted_line", "rate_text"]
 
 FORMAT = "fiskj-harness-report/1"
 #: ``vacuous``: valid verdicts with nothing to judge (``checked: 0`` in their evidence).
@@ -35,7 +35,8 @@ _RUN_KEYS = ("origin", "shrunk_from", "shrink")
 _ROW_KEYS = ("family", "reproduce_run", "history_notes")
 
 
-def _counts(name: str = "") -> dict[str, Any]:
+def empty_counts(name: str = "") -> dict[str, Any]:
+    """An invariant's verdict counts (``name``, then :data:`_COUNT_KEYS`) before any verdict: all 0."""
     return {"name": name, **{k: 0 for k in _COUNT_KEYS}}
 
 
@@ -86,8 +87,8 @@ def build_report(trials: list[dict[str, Any]], *, report_path: str | None = "REP
         for v in verdicts:
             vacuous = (v.status == VALID and isinstance(v.evidence, dict)
                        and v.evidence.get(_OCCASIONS.get(v.invariant, "checked")) == 0)
-            for counts in (invariants.setdefault(v.invariant, _counts(v.name)),
-                           sc["invariants"].setdefault(v.invariant, _counts(v.name))):
+            for counts in (invariants.setdefault(v.invariant, empty_counts(v.name)),
+                           sc["invariants"].setdefault(v.invariant, empty_counts(v.name))):
                 counts["checked"] += 1
                 counts[v.status] += 1
                 counts["vacuous"] += vacuous
@@ -232,7 +233,7 @@ def merge_reports(reports: list[dict[str, Any]], *, report_path: str | None = No
 def _add(dst: dict[str, dict[str, Any]], src: dict[str, dict[str, Any]]) -> None:
     """Add the invariant counts ``src`` (id -> counts) into ``dst``."""
     for inv, counts in src.items():
-        into = dst.setdefault(inv, _counts(counts.get("name", "")))
+        into = dst.setdefault(inv, empty_counts(counts.get("name", "")))
         for key in _COUNT_KEYS:
             into[key] += int(counts.get(key, 0))
 

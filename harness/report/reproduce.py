@@ -14,7 +14,13 @@ if TYPE_CHECKING:
     from harness.scenario.parse import Scenario
     from harness.subject.contract import Subject
 
-__all__ = ["reproduce_command", "reproducer", "replay_command", "scenario_argument", "exact_schedule"]
+__all__ = ["reproduce_command", "reproducer", "replay_command", "scenario_argument", "exact_schedule", "schedule_key"]
+
+
+def schedule_key(schedule: list[dict[str, Any]]) -> str:
+    """``schedule`` as compact JSON with sorted keys: one string per schedule (a shrink's cache key, a regression
+    scenario's name digest)."""
+    return json.dumps(schedule, sort_keys=True, separators=(",", ":"))
 
 
 def exact_schedule(schedule: list[dict[str, Any]], legs: list[Any]) -> list[dict[str, Any]]:

@@ -427,8 +427,7 @@ def load_trial(folder: str | os.PathLike[str]) -> StoredTrial:
         if not isinstance(raw, dict):
             raise ResultsError(f"expected an object, found {_found(raw)}", path=str(d / TRIAL_FILE))
         for key, kind in (("trial", int), ("invariants", list), ("verdicts", list), ("seed", int)):
-            if key in raw and raw[key] is not None and not (isinstance(raw[key], kind)
-                                                             and not isinstance(raw[key], bool)):
+            if raw.get(key) is not None and not _SCALARS[kind][1](raw[key]):  # the checks of a History's fields
                 raise ResultsError(f"expected {_SCALARS[kind][0]}, found {_found(raw[key])}",
                                    path=str(d / TRIAL_FILE), field=key)
         bad = [i for i in raw.get("invariants") or [] if not isinstance(i, str)]

@@ -48,18 +48,16 @@ def _violations(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if v.get("status") not in ("invalid", "unknown"):
             continue
         evidence = v.get("evidence")
-        found = evidence.get("violations") if isinstance(evidence, dict) else None
-        items = [x for x in found if isinstance(x, dict)] if isinstance(found, list) and found else []
+        ev = evidence if isinstance(evidence, dict) else {}
+        found = ev.get("violations")
+        items = [x for x in found if isinstance(x, dict)] if isinstance(found, list) else []
         more = max(0, len(items) - MAX_VIOLATIONS)
-        if not items:
-            items = [evidence if isinstance(evidence, dict) else {"evidence": evidence}]
-        items = items[:MAX_VIOLATIONS]
+        items = items[:MAX_VIOLATIONS] or [ev if isinstance(evidence, dict) else {"evidence": evidence}]
         for k, item in enumerate(items):
-            kind = item.get("kind") or (evidence.get("reason") if isinstance(evidence, dict) else None) or v.get("status")
             out.append({"id": len(out), "invariant": str(v.get("invariant", "?")), "status": v.get("status"),
-                        "kind": str(kind), "name": str(v.get("name", "")),
-                        "summary": str(item.get("detail") or (evidence.get("summary") if isinstance(evidence, dict)
-                                                               else "") or "")[:500],
+                        "kind": str(item.get("kind") or ev.get("reason") or v.get("status")),
+                        "name": str(v.get("name", "")),
+                        "summary": str(item.get("detail") or ev.get("summary") or "")[:500],
                         "json": _json_text(item), "marks": evidence_marks(item),
                         "more": more if k == len(items) - 1 else 0})
     return out
@@ -274,14 +272,9 @@ def _cap(evs: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     for i, ev in enumerate(evs):
         tiers[0 if ev["m"] or ev["k"] == "fault" else 1 if ev["k"] in ("error", "model", "effect") else 2].append(i)
     keep = list(tiers[0])
-    for tier in tiers[1:]:
+    for tier in tiers[1:]:  # (no room left: nothing more, as range(room) is empty)
         room = limit - len(keep)
-        if room <= 0:
-            break
-        if len(tier) <= room:
-            keep += tier
-        else:
-            keep += [tier[int(j * len(tier) / room)] for j in range(room)]
+        keep += tier if len(tier) <= room else [tier[int(j * len(tier) / room)] for j in range(room)]
     return [evs[i] for i in sorted(set(keep))]
 
 
