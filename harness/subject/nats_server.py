@@ -260,9 +260,12 @@ def add_stream(servers: list[str], name: str, *, prefix: str = "fiskj", replicas
     client = NatsClient(servers, timeout=timeout)
     try:
         deadline = time.monotonic() + timeout
+        # one request that hangs on a loaded machine must leave time to ask again (the same configuration asked
+        # again is no error: a stream a late answer made is that stream)
+        manager = client.nc.jetstream(timeout=max(2.0, timeout / 4))
         while True:  # a new cluster may not have a JetStream meta leader yet
             try:
-                client.run(client.js.add_stream(config))
+                client.run(manager.add_stream(config))
                 break
             except Exception as exc:  # noqa: BLE001 - reported; retried only while JetStream has no leader yet
                 transient = isinstance(exc, (ServiceUnavailableError, NoRespondersError, NatsTimeout, TimeoutError)) \
