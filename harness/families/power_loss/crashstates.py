@@ -182,9 +182,14 @@ class Simulator:
             acks[:] = [a for a in acks if a.end <= off or a.offset >= end]
         self.pending[ino].append(op)
 
-    def _claim(self, ino: int, n: int) -> None:
-        self.acks[ino].extend(Ack(a.path, a.offset, a.end, a.data, a.ino, a.n, n) for a in self.unclaimed[ino])
-        self.unclaimed[ino] = []
+    def _claim(self, ino: int, n: int, lines: bool = False) -> None:
+        """The unclaimed writes of ``ino`` returned, acknowledged at event ``n``; ``lines``: only those up to the
+        last one that ended a line (a write of part of a line is part of one append, not yet returned)."""
+        waiting = self.unclaimed[ino]
+        upto = max((k + 1 for k, a in enumerate(waiting) if a.data.endswith(b"\n")), default=0) if lines \
+            else len(waiting)
+        self.acks[ino].extend(Ack(a.path, a.offset, a.end, a.data, a.ino, a.n, n) for a in waiting[:upto])
+        self.unclaimed[ino] = waiting[upto:]
 
     def finish(self) -> None:
         """The traced process ran to its end: every write it made had returned (acknowledged)."""
@@ -196,7 +201,7 @@ class Simulator:
         if not isinstance(ino, int) or not data:
             return
         off = len(self.current[ino]) if off is None else off  # unknown offset: an append
-        self._claim(ino, ev.get("n", -1))  # the previous write to this file has returned
+        self._claim(ino, ev.get("n", -1), lines=True)  # the previous append to this file has returned
         self._data(ino, ("w", off, data))
         if not ev.get("error"):  # a failed (short) write leaves bytes but acknowledges nothing
             path = self._path_of(ino) or ev.get("path") or "?"
