@@ -198,6 +198,13 @@ def test_the_pending_point_is_the_fsync_of_the_first_batch_or_its_write_when_it_
     assert pending_point(synced, "r", journal) == 2
     assert pending_point(synced[:1] + [{"n": 2, "op": "write", "path": path, "data": ""}], "r", journal) == 1
     assert pending_point([{"n": 1, "op": "write", "path": path, "data": ""}], "r", journal) is None
+    # the batch written in two writes (its line ended by the second), then its fsync
+    raw = base64.b64decode(batch)
+    cut = raw.index(b"session.assistant") + 5  # neither half holds both marks
+    halves = [{"n": 1, "op": "write", "path": path, "data": base64.b64encode(raw[:cut]).decode()},
+              {"n": 2, "op": "write", "path": path, "data": base64.b64encode(raw[cut:]).decode()},
+              {"n": 3, "op": "fsync", "path": path}]
+    assert pending_point(halves, "r", journal) == 3
 
 
 def test_a_race_trial_replays_alone_with_the_sequence_point_it_held(runner):

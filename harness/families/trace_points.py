@@ -28,15 +28,17 @@ def pending_point(trace: list[dict[str, Any]], run_id: str, journal: JournalLoca
     that acknowledged the first assistant record with tool calls, else (an engine that never fsyncs it)
     that record's write; ``None`` when no such record was written.  ``journal``: where the subject keeps
     ``run_id``'s journal.  With ``tool_ids`` (the model's tool_use ids, for a journal format the harness does
-    not decode) that record is the first journal write holding one of them, not a fisk-ai v2 assistant record."""
+    not decode) that record is the first journal line holding one of them, not a fisk-ai v2 assistant record.  A
+    record is written by the write that ends its line (an engine may write one in several writes)."""
     ids = [i.encode() for i in tool_ids]
-    write_n = None
+    write_n, partial = None, b""
     for ev in trace:
         if not journal.is_journal(ev.get("path"), run_id) or ev.get("error"):
             continue
         if ev.get("op") == "write" and write_n is None:
-            data = base64.b64decode(ev.get("data") or "")
-            if (any(i in data for i in ids) if ids else b'"tool_use"' in data and b"session.assistant" in data):
+            *lines, partial = (partial + base64.b64decode(ev.get("data") or "")).split(b"\n")
+            if any((any(i in line for i in ids) if ids else b'"tool_use"' in line and b"session.assistant" in line)
+                   for line in lines):
                 write_n = int(ev["n"])
         elif ev.get("op") == "write" and write_n is not None:
             return write_n  # written on without an fsync of the batch
