@@ -223,3 +223,15 @@ def test_an_agent_that_promises_to_survive_a_process_crash_only_is_not_held_to_t
     h.promises = Promises(durable="process-crash")
     v = i4_acknowledged.check(h)
     assert v.status == "valid" and v.evidence["not_judged"].startswith("append_not_synced: the subject promises")
+    assert v.evidence["checked"] > 0 and v.evidence["acknowledged_offsets"]  # its written lines are what it owes
+    # ... so a resume that rewrites a line it wrote (with no fsync ever) is still caught
+    eng = Engine([["a"], []], timed=True)
+    eng.leg(kill_after=3, fsync=False)
+    eng.file = split_journal(eng.file).lines[0].raw.replace(b"count", b"COUNT")
+    eng.h.legs[-1].journal = eng.file
+    eng.leg(fsync=False)
+    h = jsonl(eng)
+    eng.finish()
+    h.promises = Promises(durable="process-crash")
+    v = i4_acknowledged.check(h)
+    assert v.status == "invalid" and {r["kind"] for r in v.evidence["violations"]} & {"changed", "lost"}, v.evidence

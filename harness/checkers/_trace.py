@@ -132,10 +132,12 @@ def acknowledged(history: History, leg: Leg) -> list[Ack]:
     A ``publish`` (a JetStream append the server acknowledged: docs/ioseam.md) is acknowledged at once.
     Written bytes are joined per process in write order and split on
     ``\\n``; a complete line is pending until the next completed fsync of the
-    journal, then acknowledged.  An ``ftruncate`` or ``O_TRUNC`` open drops
-    the unterminated remainder.
+    journal, then acknowledged; for a subject that promises to survive a process crash only
+    (``[promises] durable = "process-crash"``) the write that completed it acknowledges it (a kill keeps what
+    was written).  An ``ftruncate`` or ``O_TRUNC`` open drops the unterminated remainder.
     """
     journal = history.journal
+    kill_only = history.promises.durable == "process-crash"  # a written line is what a kill keeps: acknowledged
     acks: list[Ack] = []
     carry: dict[int, tuple[bytes, int | None, int]] = {}
     pending: dict[int, list[tuple[bytes, int | None, int]]] = {}
@@ -161,7 +163,7 @@ def acknowledged(history: History, leg: Leg) -> list[Ack]:
                 start = None if start is None else start + len(line)
                 n0 = ev.get("n", 0)
             carry[pid] = (buf, start, n0)
-        if op in ("fsync", "fdatasync", "publish") and not ev.get("error"):
+        if (op in ("fsync", "fdatasync", "publish") or op == "write" and kill_only) and not ev.get("error"):
             for line, start, n0 in pending.pop(pid, []):
                 try:
                     seq = decode_record(line).seq
