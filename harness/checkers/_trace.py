@@ -45,7 +45,7 @@ class Ack:
         from harness.checkers._common import excerpt
         return {"seq": self.seq, "leg": self.leg, "pid": self.pid, "offset": self.offset,
                 "length": len(self.line), "write_n": self.write_n, "fsync_n": self.fsync_n,
-                "record_type": record_type(self.line) or "a line", "excerpt": excerpt(self.line)}
+                "record_type": record_type(self.line) or "unknown", "excerpt": excerpt(self.line)}
 
 
 @dataclass
@@ -197,7 +197,7 @@ def unsynced_appends(history: History, leg: Leg) -> list[dict[str, Any]]:
     def unsynced(write: tuple[dict[str, Any], bytes], before: str) -> dict[str, Any]:
         ev, data = write  # what the write held is decoded only for a write reported
         return {"leg": leg.index, "pid": ev["pid"], "n": ev.get("n"), "offset": ev.get("offset"), "len": ev.get("len"),
-                "record": written_what(data), "record_type": record_type(data) or "a line", "before": before}
+                "record": written_what(data), "record_type": record_type(data) or "unknown", "before": before}
 
     def acted(write: tuple[dict[str, Any], bytes], until: dict[str, Any] | None) -> str:
         """The first act of the leg after ``write`` and before event ``until`` (``None``: ever after it)."""

@@ -254,7 +254,7 @@ def check(history: History) -> Any:
         parts = []
         if violations:
             parts.append(f"{len(violations)} unreadable journal snapshot(s): " + "; ".join(
-                f"leg {v['leg']} line {v['line']} offset {v['offset']}: {v['error'][:80]}" for v in violations[:3]))
+                f"leg {v['leg']} line {v['line']} offset {v['offset']}: {_brief(v['error'])}" for v in violations[:3]))
         if repairs:
             parts.append("; ".join(v["detail"] for v in repairs[:3]))
         if answers:
@@ -278,3 +278,8 @@ def _line_at(snap: Any, exc: FiskjError) -> Any:
     if exc.line is not None and 1 <= exc.line <= len(snap.lines):
         return snap.lines[exc.line - 1]
     return None
+
+
+def _brief(error: str, most: int = 160) -> str:
+    """``error`` whole when short, else cut at a word with an ellipsis (never mid-number: "line 1 column 5")."""
+    return error if len(error) <= most else error[:most].rsplit(" ", 1)[0] + " ..."
