@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -40,6 +41,8 @@ def test_a_campaign_on_a_correct_agent_passes_and_returns_its_report(drift_scena
     outcome = run_durability_campaign(drift_scenario, report_json=str(tmp_path / "r.json"))
     assert outcome.ok and not outcome.violations
     assert outcome.report["trials"] == 1 and (tmp_path / "r.json").exists()
+    written = json.loads((tmp_path / "r.json").read_text())  # portable as `run --report-json`'s: replay finds it all
+    assert written["campaign"]["scenario_refs"] == {"plugin-drift": {"file": "plugin-drift.toml"}}
 
 
 def test_a_campaign_on_a_broken_agent_fails_with_the_reproducer_in_the_message(drift_scenario):

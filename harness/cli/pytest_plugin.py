@@ -84,9 +84,10 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
 
     from harness.campaign.campaign import Campaign
     from harness.cli.arguments import _Usage
-    from harness.report.results_dir import write_json
     from harness.cli.resolve import resolve_scenarios, subject_of
+    from harness.report.portable import portable
     from harness.report.report import campaign_report
+    from harness.report.results_dir import write_json
 
     try:
         loaded = resolve_scenarios(list(scenarios))
@@ -95,8 +96,8 @@ def run_durability_campaign(*scenarios: str, subject: str | list[str] | None = N
         raise DurabilitySetupError(f"durability campaign cannot start: {exc}") from None
     result = Campaign(loaded, trials=trials, seed=seed, jobs=jobs, subject=agent, shrink_budget=shrink_budget).run()
     report = campaign_report(result, report_json)
-    if report_json:
-        write_json(report_json, report)
+    if report_json:  # as `run --report-json` writes it: with the references that let it replay from anywhere
+        write_json(report_json, portable(report, report_json))
     outcome = CampaignOutcome(report=report, result=result, report_path=report_json,
                               reproducers=[row.get("reproduce_run") or row["reproduce"]
                                            for row in report.get("violations", [])])
