@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import ioseam, probes
-from .errors import (ConsistencyError, CorruptJournal, FiskjError, InvalidRecord, JournalError, RunExists, RunLocked,
+from .errors import (ConsistencyError, FiskjError, InvalidRecord, JournalError, RunExists, RunLocked,
                      RunNeverCreated, RunNotFound, StoreError, StoreIOError, UnsafeFile, UnsupportedVersion)
 from .fold import Folder, RunState
 from .journal import Journal
