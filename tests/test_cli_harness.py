@@ -488,3 +488,14 @@ def test_a_save_regression_folder_that_cannot_be_made_is_refused_before_any_work
         err = capsys.readouterr().err
         assert code == 2 and f"--save-regression {value}: {tmp_path / 'afile'} is a file, not a folder" in err, err
         assert "Traceback" not in err and not (tmp_path / "results").exists()
+
+
+def test_a_schedule_the_user_gave_that_its_family_cannot_plan_is_named_as_theirs(tmp_path, capsys):
+    """A --schedule of a kind no family knows is a setup error that says it is the --schedule's (its family
+    checks it: kinds other than kill/suspend/io_error/hold are not known before the scenario's family plans)."""
+    from harness.cli.main import main
+
+    code = main(["run", "kill-random", "--schedule", '[{"kind":"kil","event":3}]', "--results", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and 'the --schedule given: unknown fault kind "kil"' in err, err
+    assert "Traceback" not in err

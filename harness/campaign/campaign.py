@@ -161,7 +161,13 @@ class Campaign:
         """One draw of ``run``'s plan with ``seed`` (pure): the family's plan for ``trials`` (else the scenario's
         count), bounded by ``--trials``, or the explicit ``schedules`` with their origin."""
         count = self.trials or run.scenario.trials.count
-        plan = run.family.plan(run.scenario, run.reference, count, seed, self.schedules, subject=runner.subject)
+        try:
+            plan = run.family.plan(run.scenario, run.reference, count, seed, self.schedules, subject=runner.subject)
+        except ValueError as exc:  # a schedule the user gave is the user's mistake, not the scenario file's
+            if self.schedules is None:
+                raise
+            given = "the replayed trial's schedule" if self.explicit_origin == "replay" else "the --schedule given"
+            raise ValueError(f"{given}: {exc}") from None
         if self.schedules is not None:
             return [replace(p, origin=self.explicit_origin) for p in plan]
         if self.trials is not None:  # --trials bounds every family
