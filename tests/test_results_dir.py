@@ -3,6 +3,7 @@
 import json
 import os
 from datetime import datetime, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -214,3 +215,17 @@ def test_a_campaign_keeps_the_history_of_a_trial_judged_unknown_for_its_results_
     assert judged.unknown == ["I4"] and judged.history is h
     verdict["status"] = "valid"                                  # a valid trial's history is still dropped
     assert campaign._judge(run, Planned([], "noop", 1), runner, 0).history is None
+
+
+def test_check_says_what_the_campaign_said_of_a_group_s_smallest_reproducer(tmp_path, capsys):
+    """A campaign's shrink (or why it did not shrink) is stored with the trial; `check` of the folder says the
+    same smallest reproducer and the same words (it said "not shrunk: a campaign shrinks one failure..." of a
+    trial the campaign had tried to shrink)."""
+    node = Path(__file__).resolve().parents[1] / "subjects" / "node" / "profile.toml"
+    subject = f"FISKJ_FOREIGN_BUG=resume-reruns-answered {node}"
+    assert main(["run", "kill-every-event", "--subject", subject, "--results", str(tmp_path), "--trials", "12"]) == 1
+    ran = [line.strip() for line in capsys.readouterr().out.splitlines() if "smallest reproducer:" in line]
+    (folder,) = (tmp_path / "kill-every-event").glob("2*Z")
+    assert main(["check", str(folder)]) == 1
+    checked = [line.strip() for line in capsys.readouterr().out.splitlines() if "smallest reproducer:" in line]
+    assert ran and checked == ran, (ran, checked)

@@ -490,5 +490,7 @@ def recheck(trials: list[StoredTrial]) -> list[dict[str, Any]]:
         out.append({"trial": t.info.get("trial", pos), "scenario": t.info.get("scenario") or h.scenario,
                     "seed": t.info.get("seed", h.seed), "schedule": t.info.get("schedule", h.schedule),
                     "history": h, "verdicts": verdicts, "duration_s": 0.0, "faults": t.info.get("faults") or None,
-                    "family": t.info.get("family") or "", "stored": stored, "folder": str(t.folder)})
+                    "family": t.info.get("family") or "", "stored": stored, "folder": str(t.folder),
+                    **{k: t.info[k] for k in ("origin", "shrunk_from", "shrink", "reproduce_run")
+                       if t.info.get(k) is not None}})  # what the campaign said of its shrink: check says it too
     return out
