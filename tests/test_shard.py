@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 import json
 import re
+from pathlib import Path
+
 import pytest
 
 from harness.runner.trial import Runner
@@ -189,8 +191,13 @@ def test_a_merged_report_can_replay_any_of_its_trials(scenarios, tmp_path):
         out = tmp_path / f"s{i}.json"
         main(["run", path, "--shard", f"{i}/2", "-q", "--report-json", str(out)])
         outs.append(str(out))
+    for out in outs:  # the variables a profile's templates read, as a shard kept them: the merge keeps them too
+        shard = json.loads(Path(out).read_text())
+        shard["campaign"]["subject_env_read"] = {"MY_AGENT_BIN": "/opt/agent"}
+        Path(out).write_text(json.dumps(shard))
     merged = tmp_path / "merged.json"
     main(["merge", *outs, "--report-json", str(merged), "-q"])
+    assert json.loads(merged.read_text())["campaign"]["subject_env_read"] == {"MY_AGENT_BIN": "/opt/agent"}
     assert main(["replay", str(merged), "--trial", "2", "-q"]) == 0
 
 

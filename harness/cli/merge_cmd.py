@@ -60,6 +60,7 @@ def cmd_merge(args: argparse.Namespace, out: Any = None) -> int:
     merged["campaign"] = {
         "subject": next((c["subject"] for c in campaigns if c.get("subject")), None),
         "subject_env": next((c["subject_env"] for c in campaigns if c.get("subject_env")), {}),
+        "subject_env_read": next((c["subject_env_read"] for c in campaigns if c.get("subject_env_read")), {}),
         "scenarios": {k: _shard_scenario(rep, path, k, v) for rep, path in zip(reports, args.reports)
                       for k, v in ((rep.get("campaign") or {}).get("scenarios") or {}).items()},
         "seeds": {k: v for c in campaigns for k, v in (c.get("seeds") or {}).items()},
