@@ -3,12 +3,34 @@
 from __future__ import annotations
 
 import base64
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from harness.history.journal_location import JournalLocation
 from harness.history.model import History
 
-__all__ = ["pending_point", "pending_point_of", "write_count"]
+__all__ = ["lines_written", "pending_point", "pending_point_of", "write_count"]
+
+
+def lines_written(trace: list[dict[str, Any]], is_journal: Callable[[Any], bool],
+                  files: dict[str, bytes] | None = None) -> Iterator[tuple[int, bytes]]:
+    """Each complete line the trace's writes of a journal file made, with the position (0-based) of the write
+    that ended it (pure).  The file's bytes are followed write by write (at each write's ``offset``, else at its
+    end), so a line written in several writes is the last one's and one write may end several; a failed write
+    writes nothing.  ``is_journal(path)``: the files followed; ``files``: the bytes each held before the trace (a
+    resume leg's journal as the legs before left it)."""
+    content = {path: bytearray(data) for path, data in (files or {}).items()}
+    for i, ev in enumerate(trace):
+        if ev.get("op") != "write" or ev.get("error") or not is_journal(ev.get("path")):
+            continue
+        data = base64.b64decode(ev.get("data") or "")
+        buf = content.setdefault(ev["path"], bytearray())
+        at = ev.get("offset")
+        at = at if isinstance(at, int) and at >= 0 else len(buf)
+        buf.extend(bytes(max(0, at - len(buf))))
+        buf[at:at + len(data)] = data
+        start = buf.rfind(b"\n", 0, at) + 1  # where the line this write continues began
+        for line in bytes(buf[start:at + len(data)]).split(b"\n")[:-1]:
+            yield i, line
 
 
 def pending_point_of(history: History, run_id: str) -> int | None:
@@ -31,18 +53,19 @@ def pending_point(trace: list[dict[str, Any]], run_id: str, journal: JournalLoca
     not decode) that record is the first journal line holding one of them, not a fisk-ai v2 assistant record.  A
     record is written by the write that ends its line (an engine may write one in several writes)."""
     ids = [i.encode() for i in tool_ids]
-    write_n, partial = None, b""
-    for ev in trace:
-        if not journal.is_journal(ev.get("path"), run_id) or ev.get("error"):
+    mine = lambda path: journal.is_journal(path, run_id)  # noqa: E731
+    marked = (lambda line: any(i in line for i in ids)) if ids else \
+        (lambda line: b'"tool_use"' in line and b"session.assistant" in line)
+    first = next((i for i, line in lines_written(trace, mine) if marked(line)), None)
+    if first is None:
+        return None
+    write_n = int(trace[first]["n"])
+    for ev in trace[first + 1:]:
+        if not mine(ev.get("path")) or ev.get("error"):
             continue
-        if ev.get("op") == "write" and write_n is None:
-            *lines, partial = (partial + base64.b64decode(ev.get("data") or "")).split(b"\n")
-            if any((any(i in line for i in ids) if ids else b'"tool_use"' in line and b"session.assistant" in line)
-                   for line in lines):
-                write_n = int(ev["n"])
-        elif ev.get("op") == "write" and write_n is not None:
+        if ev.get("op") == "write":
             return write_n  # written on without an fsync of the batch
-        elif ev.get("op") == "fsync" and write_n is not None:
+        if ev.get("op") == "fsync":
             return int(ev["n"])
     return write_n
 

@@ -10,7 +10,6 @@ state's facts (I4 judges them by the model), the recovery judged by :data:`CHECK
 
 from __future__ import annotations
 
-import base64
 import tempfile
 import threading
 import time
@@ -25,6 +24,7 @@ from harness.families.journal_state.executor import Context, lay, resume
 from harness.families.power_loss.crashstates import CrashState, crash_points, written
 from harness.families.power_loss.params import Params
 from harness.families.tail.bound import round_robin
+from harness.families.trace_points import lines_written
 from harness.history.journal_location import JournalLocation
 from harness.history.model import CrashStateFacts, Fault, History, Leg
 from harness.runner.prelude import rehome
@@ -39,33 +39,20 @@ CHECKED = ("I2", "I3", "I5", "I6", "I7", "I10")
 
 def journal_index(trace: list[dict[str, Any]], run_id: str, journal: JournalLocation,
                   files: dict[str, bytes] | None = None) -> tuple[dict[str, int], list[int]]:
-    """Trace positions (0-based) of the writes of ``run_id``'s ``journal``: tool_use_id -> the write that completed
-    its tool_result's line, and the writes that completed the assistants' lines, in order.  The file's bytes are
-    followed write by write (at each write's ``offset``, else at the end), so a record written in two writes is
-    found at the second and two records written at once both at that write; ``files``: the bytes each file held
-    before the trace (a resume leg's journal as the legs before left it)."""
+    """Trace positions (0-based) of the writes of ``run_id``'s ``journal`` that ended a record's line
+    (:func:`~harness.families.trace_points.lines_written`; ``files``: as it takes them): tool_use_id -> its
+    tool_result's, and the assistants' in order."""
     results: dict[str, int] = {}
     assistants: list[int] = []
-    content = {path: bytearray(data) for path, data in (files or {}).items()}
-    for i, ev in enumerate(trace):
-        if ev.get("op") != "write" or not journal.is_journal(ev.get("path"), run_id):
+    for i, line in lines_written(trace, lambda path: journal.is_journal(path, run_id), files):
+        try:
+            rec = decode_record(line)
+        except Exception:  # noqa: BLE001 - a damaged line is no record
             continue
-        data = base64.b64decode(ev.get("data") or "")
-        buf = content.setdefault(ev["path"], bytearray())
-        at = ev.get("offset")
-        at = at if isinstance(at, int) and at >= 0 else len(buf)
-        buf.extend(bytes(max(0, at - len(buf))))
-        buf[at:at + len(data)] = data
-        start = buf.rfind(b"\n", 0, at) + 1  # where the line this write continues began
-        for line in bytes(buf[start:at + len(data)]).split(b"\n")[:-1]:  # the lines this write completed
-            try:
-                rec = decode_record(line)
-            except Exception:  # noqa: BLE001 - a damaged line is no record
-                continue
-            if isinstance(rec, ToolResultRecord):
-                results.setdefault(rec.tool_use_id, i)
-            elif isinstance(rec, AssistantRecord):
-                assistants.append(i)
+        if isinstance(rec, ToolResultRecord):
+            results.setdefault(rec.tool_use_id, i)
+        elif isinstance(rec, AssistantRecord):
+            assistants.append(i)
     return results, assistants
 
 
