@@ -154,9 +154,9 @@ def parse_profile(text: str, path: str) -> Subject:
     exits, error_stdout = _exits(src)
     journal, fmt = _journal(src, home)
     status_args, status_fields, reading_format = _reading(src, fmt)
+    prefix = tuple(src.doc["command"])  # as written, templates and all, as the words are
     for table, key, words in (("commands", "start", commands["start_args"]),
                               ("commands", "resume", commands["resume_args"]), ("reading", "command", status_args)):
-        prefix = tuple(src.doc["command"])  # as written, templates and all, as the words are
         if words and tuple(words[:len(prefix)]) in (prefix, tuple(argv)):
             raise src.fail(table, key, f"it starts with the profile's command ({' '.join(prefix)}), which the "
                                        "harness puts before it already: give only the words that follow")
