@@ -83,8 +83,7 @@ class PowerLossFamily(FamilyBase):
         a power loss is no promise of its, so not run.  A resume leg's power loss (``crash_leg = "resume"``) over
         an opaque store: the store the earlier legs left, rebuilt from their traces, is not proven faithful
         (docs/persistence-model.md "Opaque stores")."""
-        if subject is not None and getattr(subject, "promises", None) is not None \
-                and subject.promises.durable == "process-crash":
+        if subject is not None and subject.promises.durable == "process-crash":
             return ("power loss: the subject promises to survive a process crash only ([promises] durable = "
                     "\"process-crash\"), so what a power loss takes is no broken promise; not run")
         if scenario is not None and subject is not None and subject.caps.journal.is_store \
