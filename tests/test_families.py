@@ -348,7 +348,8 @@ def test_power_loss_does_not_run_for_a_subject_that_promises_to_survive_a_proces
 
     text = (Path(__file__).resolve().parents[1] / "subjects" / "reference.toml").read_text()
     profile = tmp_path / "lossy.toml"
-    profile.write_text(text.replace('name = "fiskj-reference"', 'name = "lossy"') + '\n[promises]\ndurable = "process-crash"\n')
+    profile.write_text(text.replace('name = "fiskj-reference"', 'name = "lossy"')
+                       + '\n[promises]\ndurable = "process-crash"\n')
     lossy = load_profile(profile)
     lines = subject_limits([scenario("power-loss-basic"), scenario("kill-random")], lossy)
     assert [line for line in lines if line.startswith(("power-loss-basic", "kill-random"))] == [

@@ -96,7 +96,8 @@ def test_a_variable_a_profile_reads_is_kept_and_a_replay_where_it_is_unset_sets_
     profile = tmp_path / "mine.toml"
     profile.write_text((Path(__file__).resolve().parents[1] / "subjects" / "reference.toml").read_text()
                        .replace('name = "fiskj-reference"', 'name = "mine"')
-                       .replace('command = ["{python}", "-m", "fiskj"]', 'command = ["{env:MY_PYTHON}", "-m", "fiskj"]'))
+                       .replace('command = ["{python}", "-m", "fiskj"]',
+                                'command = ["{env:MY_PYTHON}", "-m", "fiskj"]'))
     monkeypatch.setenv("MY_PYTHON", sys.executable)
     report = tmp_path / "r.json"
     assert main(["run", "noop-baseline", "-q", "--subject", str(profile), "--report-json", str(report),

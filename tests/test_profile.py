@@ -198,7 +198,9 @@ def test_a_subject_value_may_name_a_profile_after_variables():
     (('I1 = "the agent has no suspend"', 'I1 = "x"\n[fork_server]\npreimport = ["a b"]'), "fork_server.preimport",
      "list of module names"),
     (('I1 = "the agent has no suspend"', 'I1 = "x"\n[jetstream]\nsync_interval = "2m"'), "jetstream.sync_interval",
-     '"default" or "always"'),    (('command = ["show", "{run_id}"]', 'command = ["{profile_dir}/bin/agent", "--quiet", "show", "{run_id}"]'),
+     '"default" or "always"'),
+    (('command = ["show", "{run_id}"]',
+      'command = ["{profile_dir}/bin/agent", "--quiet", "show", "{run_id}"]'),
      "reading.command", "starts with the profile's command"),
 ])
 def test_a_bad_profile_is_a_typed_error_naming_file_line_and_key(tmp_path, edit, key, message):

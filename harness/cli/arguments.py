@@ -57,7 +57,8 @@ def add_results_options(p: argparse.ArgumentParser) -> None:
 def check_output_paths(args: argparse.Namespace) -> None:
     """Refuse, before any work starts, an output file (:data:`OUTPUT_FILE_OPTIONS`) the command could not write
     at its end: a folder, a file in a folder that does not exist or cannot be written, a file that cannot be
-    overwritten; and a ``--save-regression`` folder that is a file or lies below one or cannot be written.  Raises :class:`_Usage` naming the option and the path (exit 2); leaves nothing behind."""
+    overwritten; and a ``--save-regression`` folder that is a file or lies below one or cannot be written.
+    Raises :class:`_Usage` naming the option and the path (exit 2); leaves nothing behind."""
     for attr, option in OUTPUT_FILE_OPTIONS:
         value = getattr(args, attr, None)
         if not value or not isinstance(value, str):

@@ -62,9 +62,9 @@ def resolve_subject(command: str | Sequence[str] | None) -> Subject:
     if len(subject.argv) == 1 and os.path.isdir(subject.argv[0]):  # a subject's folder: its profile is a file in it
         folder = subject.argv[0]
         inside = sorted(p.name for p in Path(folder).glob("*.toml"))
-        raise ValueError(f"{folder} is a folder; --subject takes a profile file" + (
-            f" (in it: {', '.join(inside)}; e.g. {os.path.join(folder, min(inside, key=lambda n: n != 'profile.toml'))})"
-            if inside else " (PROFILE.toml) or a command"))
+        example = os.path.join(folder, min(inside, key=lambda n: n != "profile.toml")) if inside else ""
+        raise ValueError(f"{folder} is a folder; --subject takes a profile file"
+                         + (f" (in it: {', '.join(inside)}; e.g. {example})" if inside else " (PROFILE.toml) or a command"))
     if len(subject.argv) == 1 and is_profile_path(subject.argv[0]):
         profile = load_profile(subject.argv[0])
         subject = replace(profile, extra_env=profile.extra_env + subject.extra_env) if subject.extra_env else profile
