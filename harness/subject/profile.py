@@ -63,8 +63,8 @@ def resolve_subject(command: str | Sequence[str] | None) -> Subject:
         folder = subject.argv[0]
         inside = sorted(p.name for p in Path(folder).glob("*.toml"))
         example = os.path.join(folder, min(inside, key=lambda n: n != "profile.toml")) if inside else ""
-        raise ValueError(f"{folder} is a folder; --subject takes a profile file"
-                         + (f" (in it: {', '.join(inside)}; e.g. {example})" if inside else " (PROFILE.toml) or a command"))
+        hint = f" (in it: {', '.join(inside)}; e.g. {example})" if inside else " (PROFILE.toml) or a command"
+        raise ValueError(f"{folder} is a folder; --subject takes a profile file{hint}")
     if len(subject.argv) == 1 and is_profile_path(subject.argv[0]):
         profile = load_profile(subject.argv[0])
         subject = replace(profile, extra_env=profile.extra_env + subject.extra_env) if subject.extra_env else profile
